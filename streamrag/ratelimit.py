@@ -42,8 +42,8 @@ class MinuteBudget:
         self.taken: deque[list[float]] = deque()  # [time, amount], oldest first
         self.total = 0.0                          # the amounts in ``taken``
         self.waited_s = 0.0                       # time spent waiting for this budget
-        self.at_risk = 0.0                        # what answers under way may use beyond their booking
-        self._risks: dict[int, float] = {}        # ... by ticket (id: it is held until released)
+        # What answers under way may use beyond their booking, by ticket (id: it is held until released)
+        self._risks: dict[int, float] = {}
 
     def clamp(self, amount: float) -> float:
         return min(max(amount, 1.0), float(self.limit))
@@ -80,20 +80,18 @@ class MinuteBudget:
         """``ticket``'s request may use ``risk`` beyond it, until ``released`` (``holds``)."""
         if risk > 0:
             self._risks[id(ticket)] = risk
-            self.at_risk += risk
 
     def holds(self, amount: float, risk: float = 0.0) -> bool:
         """Whether ``amount`` (with its own ``risk``), which fits the window, is to wait for the
         answers under way to be settled: beside what they may use beyond their bookings, it
         would not fit. (Their bookings are guesses: before any answer is seen, the first minute's
         burst went over the limit.)"""
-        return self.at_risk > 0 and self.total + self.at_risk + self.clamp(amount) + risk > self.limit
+        at_risk = sum(self._risks.values())   # (of the few requests under way)
+        return at_risk > 0 and self.total + at_risk + self.clamp(amount) + risk > self.limit
 
     def release(self, ticket: list[float]) -> None:
         """``ticket``'s request has ended (answered, settled or failed): its risk is no more."""
-        self.at_risk -= self._risks.pop(id(ticket), 0.0)
-        if not self._risks:
-            self.at_risk = 0.0   # no float drift left behind
+        self._risks.pop(id(ticket), None)
 
     def settle(self, ticket: list[float], used: float) -> None:
         """``ticket``'s request used ``used``: what it used beyond what it took is taken now, a
