@@ -74,8 +74,9 @@ class CallLog:
         ``UNUSABLE`` (``unusable_error``), which `status` and the estimate count such rows by.
         ``shared``: the error (an unusable answer, or a request the endpoint refused) was an
         identical call's, this one waited on it: failed for its caller all the same (its item
-        too), but its row is cached, as a waiter's of a usable answer is (it asked nothing), so that `status` and the estimate, which count
-        unusable rows not cached, count one stop of N identical calls once, not N times. It is
+        too), but its row is cached, as a waiter's of a usable answer is (it asked nothing), so
+        that `status` and the estimate, which count unusable rows not cached, count one stop of
+        N identical calls once, not N times. It is
         not counted in ``stats`` at all (nor by `status`: ``index_rows._USAGE_SUMS``): the cache
         answered it nothing, and it made no call of its own to fail; counted as an error, each
         waiter was an endpoint error to the watch's lines (errors beyond the unusable ones:
