@@ -683,7 +683,7 @@ def _decode(data: bytes, label: str, warnings: list[str], read_from: str) -> str
     controls = _controls(text)
     if controls > max(16, 0.05 * len(text)):
         _binary(label)
-    if controls >= _GARBAGE_CONTROLS:
+    if controls >= _GARBAGE_CONTROLS and not text.isascii():   # (a run is half beyond ASCII)
         _refuse_garbage(text, label)
     if "\x00" in text:
         warnings.append(f"{label}: {text.count(chr(0))} NUL character(s) dropped; a text file holds "
