@@ -317,8 +317,9 @@ def _joined_named(store: Store, question: str, terms: list[str], found: set[str]
         return []
     to = json.loads(joined)
     out = []
-    for token in _TOKEN.findall(question):
-        full = to.get(ids.entity_id(token)) if words(token) and words(token)[0] in terms else None
+    # (read as names are, ``_tokens``: "O'Neill", joined to "Mary O'Neill", is one word, not "O" and "Neill")
+    for token in (m.group() for m in _tokens(question)):
+        full = to.get(ids.entity_id(token)) if any(w in terms for w in words(token)) else None
         if full is not None and full not in found:
             found.add(full)
             out.append((full, token, token[:1].isupper()))

@@ -3448,3 +3448,23 @@ async def test_a_short_name_an_offline_index_joined_to_a_full_name_is_asked_abou
     answer = await aask("Who is Scrooge?", settings, db, mode="local")
     quoted = [line for line in answer.text.splitlines() if line.startswith("- ")]
     assert len(quoted) >= 3 and all(f"[E:{full}]" in line for line in quoted[:3]), answer.text
+
+
+async def test_a_short_name_with_an_apostrophe_joined_to_a_full_name_is_asked_about_as_that_one(tmp_path):
+    # "O'Neill" is joined to "Mary O'Neill": the question's words read as names are ("O'Neill"
+    # one word) find the join; as letters alone ("O", "Neill") they named no entity, where
+    # before the join "O'Neill" named its own.
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / "mary.txt").write_text("Mary O'Neill met Fred in London.\n")
+    (corpus / "inn.txt").write_text("Fred met O'Neill in London. O'Neill laughed with Fred.\n")
+    db = tmp_path / "i.db"
+    await sync([corpus], make_settings(""), db, root=corpus)
+    store = Store(db, readonly=True)
+    try:
+        full = store.scalar("SELECT id FROM entities WHERE name = 'Mary O''Neill'")
+        assert store.scalar("SELECT count(*) FROM entities WHERE name = 'O''Neill'") == 0
+        assert named_entities(store, "Who is O'Neill?") == [(full, "O'Neill", True)]
+        assert named_entities(store, "Who is O’Neill?") == [(full, "O’Neill", True)]
+    finally:
+        store.close()
