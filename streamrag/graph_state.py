@@ -286,7 +286,8 @@ class GraphState:
         removed = change.removed_chunks
         now: dict[str, str] = {}
         if settings.offline:
-            names = list(itertools.chain((m.name for m in added), index_rows.names_in_chunks(store, removed),
+            names = list(itertools.chain((m.name for m in added),
+                                         index_rows.ids_for_chunks(store, "entity_sources", "name", removed),
                                          (e.name for e in self.entities.values()) if self.joins is None else ()))
             keys = joins.touched(names)
             shorts = {ids.entity_id(k) for k in keys}

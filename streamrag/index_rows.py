@@ -268,15 +268,6 @@ def named_with(store: Store, names: Iterable[str]) -> set[str]:
     return out
 
 
-def names_in_chunks(store: Store, chunk_ids: set[str]) -> set[str]:
-    """The entity names (as written) the published mentions of ``chunk_ids`` give."""
-    out: set[str] = set()
-    for part in _batches(chunk_ids):
-        out.update(n for (n,) in store.conn.execute(
-            f"SELECT DISTINCT name FROM entity_sources WHERE {_in('chunk_id', part)}", part))
-    return out
-
-
 def chunk_texts(store: Store, chunk_ids: list[str]) -> Iterator[tuple[str, str]]:
     """(id, text) of the stored chunks of ``chunk_ids``."""
     for part in _batches(chunk_ids):
