@@ -317,10 +317,17 @@ def _joined_named(store: Store, question: str, terms: list[str], found: set[str]
         return []
     to = json.loads(joined)
     out = []
-    # (read as names are, ``_tokens``: "O'Neill", joined to "Mary O'Neill", is one word, not "O" and "Neill")
-    for token in (m.group() for m in _tokens(question)):
+    # (read as names are, ``_tokens``: "O'Neill", joined to "Mary O'Neill", is one word, not "O" and
+    # "Neill"; and a hyphened run whole before its words: "Jean-Luc", joined to "Jean-Luc Picard", is
+    # neither "Jean" nor "Luc". Only here: which names a question lacks still reads it as ``_tokens``.)
+    taken = 0   # where the last join found ends: its words are no names of their own
+    for m in sorted([*_HYPHENED.finditer(question), *_tokens(question)], key=lambda m: (m.start(), -m.end())):
+        token = m.group()
         full = to.get(ids.entity_id(token)) if any(w in terms for w in words(token)) else None
-        if full is not None and full not in found:
+        if full is None or m.start() < taken:
+            continue
+        taken = m.end()
+        if full not in found:
             found.add(full)
             out.append((full, token, token[:1].isupper()))
     return out
@@ -329,6 +336,7 @@ def _joined_named(store: Store, question: str, terms: list[str], found: set[str]
 _TOKEN = re.compile(r"[^\W_]+")
 _APOSTROPHED = re.compile(r"[^\W_]+(?:['’][^\W_]+)+")
 _APOSTROPHE = re.compile("['’]")
+_HYPHENED = re.compile(r"[^\W_]+(?:-[^\W_]+)+")   # "Jean-Luc", a name ``_tokens`` reads as two words
 
 
 def _tokens(question: str) -> list[re.Match[str]]:

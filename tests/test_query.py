@@ -3468,3 +3468,24 @@ async def test_a_short_name_with_an_apostrophe_joined_to_a_full_name_is_asked_ab
         assert named_entities(store, "Who is O’Neill?") == [(full, "O’Neill", True)]
     finally:
         store.close()
+
+
+async def test_a_short_name_with_a_hyphen_joined_to_a_full_name_is_asked_about_as_that_one(tmp_path):
+    # "Jean-Luc" is joined to "Jean-Luc Picard": the question's "Jean-Luc" read whole finds the
+    # join; as "Jean" and "Luc" it named no entity, where before the join it named its own.
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / "picard.txt").write_text("Jean-Luc Picard met Fred in London.\n")
+    (corpus / "bridge.txt").write_text("Fred met Jean-Luc in London. Jean-Luc laughed with Fred.\n")
+    db = tmp_path / "i.db"
+    await sync([corpus], make_settings(""), db, root=corpus)
+    store = Store(db, readonly=True)
+    try:
+        full = store.scalar("SELECT id FROM entities WHERE name = 'Jean-Luc Picard'")
+        fred = store.scalar("SELECT id FROM entities WHERE name = 'Fred'")
+        assert store.scalar("SELECT count(*) FROM entities WHERE name = 'Jean-Luc'") == 0
+        assert named_entities(store, "Who is Jean-Luc?") == [(full, "Jean-Luc", True)]
+        assert named_entities(store, "Did Jean-Luc meet Fred?") == [(fred, "Fred", True), (full, "Jean-Luc", True)]
+        assert named_entities(store, "Who is Jean-Luc Picard?") == [(full, "Jean-Luc Picard", True)]
+    finally:
+        store.close()
