@@ -497,8 +497,15 @@ def cmd_index(args: argparse.Namespace) -> int:
     indexer = pipeline.Indexer(settings, db, root=root, progress=prog, command="index",
                                recluster=args.recluster)
     with one_writer(db, f"streamrag index {' '.join(map(shell_word, paths))}", given=db_given(args, settings)):
-        with progress.show(prog, lambda: indexer.llm.stats if indexer.llm else {}, enabled=not args.quiet):
-            result = anyio.run(partial(until_sigterm, ended=_run_recorded), partial(indexer.run, paths))
+        try:
+            with progress.show(prog, lambda: indexer.llm.stats if indexer.llm else {}, enabled=not args.quiet):
+                result = anyio.run(partial(until_sigterm, ended=_run_recorded), partial(indexer.run, paths))
+        except BaseException:
+            # Stopped (a key refused, a quota run out): what its extraction's answers got wrong went
+            # unsaid with its result, and the run after finds those chunks stored and never says it.
+            # Before the error line, on stderr with it, in --json too.
+            _print_warnings(indexer.extraction_warnings())
+            raise
         _bound_wal(db)   # (the writer lock still held)
     if not Path(db).exists():
         raise StoreError(_deleted_meanwhile(db))

@@ -1014,10 +1014,8 @@ class Daemon:
             return
         finally:  # its calls were sent, whether or not the extraction failed after
             self._spent_ahead(indexer)
-            if indexer.yes_no is not None and indexer.yes_no.warning:   # its sync will not say it
-                self.emit("warning", indexer.yes_no.warning, warning=indexer.yes_no.warning)
-            if indexer.claims_warning:   # nor this: it finds the extractions stored
-                self.emit("warning", indexer.claims_warning, warning=indexer.claims_warning)
+            for warning in indexer.extraction_warnings():   # its sync finds the extractions stored
+                self.emit("warning", warning, warning=warning)
         self.outage.attempted(indexer, began)
         self.outage.answered_ahead(indexer)
         self._ahead["chunks"] += extracted

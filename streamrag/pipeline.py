@@ -544,6 +544,12 @@ class Indexer:
             return self.progress.counts["chunks_extracted"]
         return await self._session(extract)
 
+    def extraction_warnings(self) -> list[str]:
+        """What the last extraction's answers got wrong (its glean checks' YES/NO, its claims'
+        format), for a caller that gets no result to say them: a prefetch, a run that failed.
+        The run after finds those chunks stored and reads their answers no more."""
+        return [w for w in (self.yes_no.warning if self.yes_no is not None else "", self.claims_warning) if w]
+
     async def _session(self, work: Callable[[Store, Writer], Awaitable[_T]]) -> _T:
         """Runs ``work`` as one recorded run: the store, its one writer, the model client."""
         with user_errors_unwrapped(), fewer_collections():

@@ -905,6 +905,82 @@ def test_index_says_an_endpoint_that_answered_a_run_of_it_stopped(cli_run, tmp_p
     assert "reuses the finished work" not in out.stderr and out.stderr.count("finished work is kept") == 1, out.stderr
 
 
+
+@pytest.mark.parametrize("json_flag", [(), ("--json",)])
+def test_index_stopped_by_a_refused_key_says_the_warnings_of_what_it_extracted_first(
+        capsys, monkeypatch, tmp_path, json_flag):
+    # A key refused (a quota run out) after a chunk whose claims answer was off the format, and
+    # whose glean check ignored logit_bias, was stored: the run ended on its error line, the two
+    # warnings gathered in the run unsaid, and the run after finds the chunk stored, reads its
+    # answers no more and never says them.
+    import threading
+
+    import anyio
+    import httpx
+
+    from streamrag import gleaner, index_rows, pipeline
+    from streamrag.simulator import ANSWERS, detect_task
+
+    for name in list(os.environ):
+        if name.startswith(("STREAMRAG_", "OPENAI_")):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("STREAMRAG_API_KEY", "sk-spent")
+    refused = [True]   # (the run after is answered, its claims in the format)
+    saved = threading.Event()   # (the first chunk's extraction stored: the second's call is refused)
+    real_save = index_rows.save_extraction
+
+    def save(*args, **kwargs):
+        out = real_save(*args, **kwargs)
+        saved.set()
+        return out
+
+    monkeypatch.setattr(index_rows, "save_extraction", save)
+    monkeypatch.setattr(gleaner, "_IGNORING", set())   # (the process remembers a model ignoring the bias)
+    line = "claim | Tomas Quell | NONE | VOYAGE | LIKELY | NONE | NONE | Quell sailed. | sailed"
+
+    async def answer(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(404)
+        messages = json.loads(request.content)["messages"]
+        task = detect_task(messages)
+        if refused[0] and task == "extract" and "Quell" not in json.dumps(messages):
+            while not saved.is_set():
+                await anyio.sleep(0.01)
+            return httpx.Response(401, json={"error": {"message": "Incorrect API key provided"}})
+        if refused[0] and task == "glean_check" and "logit_bias" in json.loads(request.content):
+            text = "Maybe"   # (the bias ignored: the check is asked in words, and said)
+        else:
+            text = f"{line}\ndone" if task == "claims" and refused[0] else ANSWERS[task](messages)
+        return httpx.Response(200, json={"choices": [{"index": 0, "finish_reason": "stop", "message": {
+            "role": "assistant", "content": text}}], "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
+
+    real_init = pipeline.Indexer.__init__
+
+    def init(self, *args, **kwargs):
+        real_init(self, *args, transport=httpx.MockTransport(answer), **kwargs)
+
+    monkeypatch.setattr(pipeline.Indexer, "__init__", init)
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "streamrag.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\n"
+                                           "[index]\nextract_claims = true\n")
+    (folder / "a.txt").write_text("Captain Tomas Quell sailed the Blue Heron from Port Vell to Kessel.\n")
+    (folder / "b.txt").write_text("Mira Osk repaired the lighthouse of Drumholm for the harbour guild.\n")
+    argv = ["index", "-q", "--api-base", "http://llm.test/v1", str(folder), *json_flag]
+    assert main(argv) == 1
+    out, err = capsys.readouterr()
+    assert saved.is_set() and out == "", out
+    warned = [w for w in err.splitlines() if w.startswith("streamrag: warning: claims: 1 of ")]
+    assert len(warned) == 1, err
+    assert "1 status not TRUE, FALSE or SUSPECTED (read as SUSPECTED)" in warned[0]
+    assert err.count("streamrag: warning: llm.logit_bias: ") == 1, err
+    assert err.splitlines()[-1].startswith("streamrag: error: "), err   # (the error line stays last)
+    refused[0] = False   # the key mended: the run after finds a.txt's chunk stored, and says it no more
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "claims:" not in err and "logit_bias" not in err, err
+
+
 # -- stdout closed early (| head) -------------------------------------------------------------
 @pytest.mark.parametrize("command", [("status",), ("status", "--json"), ("export", "/dev/stdout"),
                                      ("ask", "What are the main themes?"), ("index", "-q", ".")])
