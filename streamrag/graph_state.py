@@ -142,6 +142,9 @@ class GraphState:
         # index published (one built before joins), so every name is looked at once
         self.joins: dict[str, str] | None = {}
         self.rejoined: set[str] = set()          # live chunks merged again for a join that moved
+        # live chunks with a claim whose subject or object is no entity, in an index merged
+        # before a claim's ends were made entities (``merge.mentions_of``): merged again once
+        self.stranded: set[str] = set()
         self.version = 0
         self.stamp = ""                          # when that version was published
         self.in_id_order = False                 # entities and relationships iterate in id order
@@ -185,6 +188,8 @@ class GraphState:
         joined = store.get_meta("name_joins")
         st.joins = msgspec.json.decode(joined, type=dict[str, str]) if joined else \
             ({} if not st.version else None)
+        st.stranded = set() if not st.version or store.get_meta("claim_ends") else \
+            index_rows.stranded_claim_chunks(store)
         return st
 
     @classmethod
@@ -229,7 +234,8 @@ class GraphState:
         """Re-merges every element the changed chunks touch; returns the summaries to write.
         ``change.extractions`` is emptied: each is let go once its mentions are taken."""
         ent_m, rel_m = self._take_mentions(change)
-        self.rejoined = self._rejoin(store, change, settings, ent_m)
+        self.rejoined = self._rejoin(store, change, settings, ent_m) | (
+            self.stranded - change.removed_chunks - change.added_chunks)
         again_e, again_r = self._mentions_again(store, self.rejoined)
         # (a chunk merged again leaves with its mentions as they were and comes with them joined anew)
         ent_m, rel_m = merge.joined(ent_m + again_e, rel_m + again_r, self.joins or {})

@@ -257,6 +257,15 @@ def live_extractions(store: Store, chunk_ids: set[str]) -> dict[str, Extraction]
     return out
 
 
+def stranded_claim_chunks(store: Store) -> set[str]:
+    """The live chunks holding a claim whose subject or object is no entity: an index merged
+    before ``merge.mentions_of`` made a claim's ends entities kept such claims, which no report
+    or answer (both find claims by subject) showed."""
+    return {row[0] for row in store.conn.execute(
+        "SELECT DISTINCT chunk_id FROM claims c WHERE NOT EXISTS (SELECT 1 FROM entities WHERE id = c.subject_id) "
+        "OR (c.object_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM entities WHERE id = c.object_id))")}
+
+
 def named_with(store: Store, names: Iterable[str]) -> set[str]:
     """Ids of the published entities whose name holds any of ``names`` (each a run of words),
     looked up in their full-text table."""

@@ -761,14 +761,15 @@ class Indexer:
         (summaries to try again, report answers unusable on runs in a row, a community showing a
         stand-in or no report of its context, the summary, report or clustering settings changed,
         --recluster, degrees to recount, an unclustered graph, vectors to make, an offline
-        index published before short names were joined to full names: ``joins``). ``state``:
+        index published before short names were joined to full names: ``joins``, claims whose ends
+        are no entities: ``stranded``). ``state``:
         the published bookkeeping (``GraphState.unread``); ``counts``: ``index_rows.graph_counts``."""
         said = store.get_meta
         entities, _relationships, _claims, communities = counts
         return (bool(state.version) and not self.recluster
                 and not (change.added_chunks or change.removed_chunks or change.added_docs or change.removed_docs)
                 and not (state.retry_summaries or state.report_unusable or state.report_held) and state.counted
-                and (state.joins is not None or not self.settings.offline)
+                and (state.joins is not None or not self.settings.offline) and not state.stranded
                 and said("summarizer") == self.summarizer_key and said("leiden") == self.leiden_key
                 and said("report_settings") == self.report_key()
                 and said("extractive_settings") == self.extractive_key()
@@ -1244,6 +1245,7 @@ class Indexer:
             "changed_since_fresh": str(state.changed_since_fresh),
             "degrees": DEGREES_VERSION,
             "next_community_id": str(next_community_id),
+            "claim_ends": "entities",   # (a claim's subject and object are entities: GraphState.stranded)
         }
         if state.joins is not None:   # (short names joined to full names: the next run's, and ask's)
             marks["name_joins"] = msgspec.json.encode(state.joins).decode()

@@ -444,6 +444,42 @@ async def test_a_claim_whose_subject_no_extraction_named_is_shown_with_its_subje
     assert "claim (CONTRACT, TRUE): The trust paid Mira Osk." in context.text
 
 
+async def test_an_index_that_kept_claims_about_no_entity_makes_them_entities_once_without_a_call(
+        corpus, tmp_path, monkeypatch):
+    # An index merged before a claim's subject and object were made entities (merge.mentions_of)
+    # kept its claims about a name no entity line gave, shown by no report or answer, until
+    # their chunks were extracted again: never, for files left as they are.
+    import msgspec
+
+    from streamrag import merge
+
+    settings = make_settings("http://llm.test/v1", index={"extract_claims": True})
+    line = "claim | Old Quay Trust | Mira Osk | CONTRACT | TRUE | NONE | NONE | The trust paid Mira Osk. | hired"
+    transport = claims_answered(line)
+    fresh, old = tmp_path / "fresh.db", tmp_path / "old.db"
+    await sync([corpus], settings, fresh, root=corpus, transport=transport)
+    merged = merge.mentions_of
+
+    def as_before(chunk_id, extraction, shared=None):   # the claims' ends no entities, as then
+        entities, _r, _c = merged(chunk_id, msgspec.structs.replace(extraction, claims=[]), shared)
+        return (entities, *merged(chunk_id, extraction, shared)[1:])
+    with monkeypatch.context() as m:
+        m.setattr(merge, "mentions_of", as_before)
+        await sync([corpus], settings, old, root=corpus, transport=transport)
+    store = Store(old)
+    store.conn.execute("DELETE FROM meta WHERE key = 'claim_ends'")   # (written by no streamrag before)
+    store.close()
+    assert snapshot(old)["entities"].keys() < snapshot(fresh)["entities"].keys()
+
+    result = await sync([corpus], settings, old, root=corpus, transport=transport)
+    assert result.chunks_extracted == 0 and sum(s["calls"] - s["cached"] for s in result.llm.values()) == 0
+    want, got = snapshot(fresh), snapshot(old)
+    for table in ("entities", "relationships", "entity_sources", "relationship_sources", "claims"):
+        assert got[table] == want[table], table
+    again = await sync([corpus], settings, old, root=corpus, transport=transport)
+    assert not again.published
+
+
 async def test_claims_answers_off_the_format_are_said_in_one_warning_and_kept(corpus, tmp_path):
     # A status, a date or a description off the format was taken in silence (an unknown status
     # read as SUSPECTED, "spring 2031" stored as a date), as was an entity line in their place.
