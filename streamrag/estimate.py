@@ -83,7 +83,7 @@ from streamrag.estimate_ratios import (CLAIMS_COMPLETION, FIRST_ENTITY_SUMMARIES
 from streamrag.errors import EmptyInput, IndexMissingError, InputError, NoTextField, UnreadableFile
 from streamrag.extractor import ExtractionPrompts, entity_types_text, extraction_request, extractor_key
 from streamrag.gleaner import check_messages, glean_messages, merge_round, yes_no_bias
-from streamrag.graph_state import Change, GraphState, dirty_communities, document_changes
+from streamrag.graph_state import Change, GraphState, dirty_communities, document_changes, stranded_chunks
 from streamrag.llm import request_options
 from streamrag.merge import descriptions_after, mentions_of, unique_descriptions
 from streamrag.on_disk import change_stamp, covered, file_names, retimed, same_on_disk, still_there
@@ -395,6 +395,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             "chunks_replacing": len(replacing), "offline": settings.offline, "llm": llm_summary(stages),
             "read_again_because": reading_change(store, settings) if store is not None else "",
             "extracted_again_because": extraction_change(store, settings) if store is not None else "",
+            "chunks_merged_again": len(stranded_chunks(store)) if store is not None else 0,
             # (the figures measured on this index's calls, and how many: "" and 0 for fixed ratios)
             "ratios_from": "" if settings.offline else r.source(),
             "ratios_calls": 0 if settings.offline else r.calls,
@@ -1133,6 +1134,10 @@ def format_estimate(e: dict) -> str:
         if e.get("read_again_because") else ""
     if e.get("extracted_again_because") and not e["offline"]:
         because += f"\nEvery chunk is extracted again: {e['extracted_again_because']}."
+    if stranded := e.get("chunks_merged_again"):
+        because += (f"\n{counted(stranded, 'chunk')} holding claims about names that are no entity "
+                    f"{'is' if stranded == 1 else 'are'} merged again from the extractions stored, once "
+                    "(no LLM call), to make those names entities.")
     if e["offline"]:
         head = (f"Offline indexing: {counted(e['documents'], 'document')}, {e['corpus_tokens']:,} tokens, "
                 f"{counted(e['chunks_to_extract'], 'chunk')} to extract; no LLM calls, no cost.")
@@ -1146,7 +1151,7 @@ def format_estimate(e: dict) -> str:
     u = e["llm"]
     changed = e.get("documents_added", 0) + e.get("documents_edited", 0) + e.get("documents_read_again", 0)
     if e.get("update") and not (changed or e.get("documents_removed") or u["calls"] or e["chunks_to_extract"]
-                                or e["chunks_unpublished"] or e["chunks_replacing"]):
+                                or e["chunks_unpublished"] or e["chunks_replacing"] or e.get("chunks_merged_again")):
         # (It printed "total 0 calls" and that answers "are estimated" of an index with nothing to do.)
         return (f"Nothing to do: the index is up to date with {counted(e['documents'], 'document')} "
                 f"({e['corpus_tokens']:,} tokens); no LLM calls." + because + unreadable)

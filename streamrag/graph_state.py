@@ -113,6 +113,13 @@ def _paired(before: dict[str, tuple[str, int, float]], now: Iterable[tuple[str, 
     return new, gone
 
 
+def stranded_chunks(store: Store) -> set[str]:
+    """The live chunks ``GraphState.stranded`` merges again: none once a version is published
+    with the claim_ends mark, which says a claim's subject and object are entities."""
+    if not store.version or store.get_meta("claim_ends"):
+        return set()
+    return index_rows.stranded_claim_chunks(store)
+
 
 class GraphState:
     def __init__(self) -> None:
@@ -188,8 +195,7 @@ class GraphState:
         joined = store.get_meta("name_joins")
         st.joins = msgspec.json.decode(joined, type=dict[str, str]) if joined else \
             ({} if not st.version else None)
-        st.stranded = set() if not st.version or store.get_meta("claim_ends") else \
-            index_rows.stranded_claim_chunks(store)
+        st.stranded = stranded_chunks(store)
         return st
 
     @classmethod

@@ -408,6 +408,33 @@ async def test_an_estimate_says_why_every_file_is_read_again(tmp_path):
     assert format_estimate(with_model).splitlines()[-1] == f"Every file is read and chunked again: {said}."
 
 
+async def test_an_estimate_says_the_chunks_with_claims_about_no_entity_are_merged_again(tmp_path):
+    # An index merged before a claim's ends were made entities is merged again where such claims
+    # are, once (GraphState.stranded): the estimate said "Nothing to do" of that run.
+    from conftest import claims_answered
+
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.md").write_text("Ada Osk met Bob Tan on the quay of Port Vell.\n")
+    settings = make_settings("http://llm.test/v1", index={"extract_claims": True})
+    db = tmp_path / "index.db"
+    line = "claim | Old Quay Trust | NONE | CONTRACT | TRUE | NONE | NONE | The trust paid Ada Osk. | paid"
+    await sync([tmp_path / "d"], settings, db, root=tmp_path / "d", transport=claims_answered(line))
+    est = estimate([tmp_path / "d"], settings, db, root=tmp_path / "d")
+    assert est["chunks_merged_again"] == 0 and format_estimate(est).startswith("Nothing to do")
+    trust = ids.entity_id("Old Quay Trust")
+    conn = sqlite3.connect(db)
+    with conn:   # as an index merged then holds it: the claim's subject no entity, no mark
+        conn.execute("DELETE FROM entities WHERE id = ?", (trust,))
+        conn.execute("DELETE FROM entity_sources WHERE entity_id = ?", (trust,))
+        conn.execute("DELETE FROM meta WHERE key = 'claim_ends'")
+    conn.close()
+    est = estimate([tmp_path / "d"], settings, db, root=tmp_path / "d")
+    assert est["chunks_merged_again"] == 1
+    assert format_estimate(est).splitlines()[-1] == (
+        "1 chunk holding claims about names that are no entity is merged again from the extractions "
+        "stored, once (no LLM call), to make those names entities.")
+
+
 async def test_an_estimate_says_why_every_chunk_is_extracted_again(tmp_path, simulator):
     # A new extraction model (or prompt, entity types, gleaning, claims) read as "62 chunks to
     # extract" of an unchanged folder: only the run, once started, said the settings changed.
