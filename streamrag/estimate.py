@@ -1151,7 +1151,8 @@ def format_estimate(e: dict) -> str:
     u = e["llm"]
     changed = e.get("documents_added", 0) + e.get("documents_edited", 0) + e.get("documents_read_again", 0)
     if e.get("update") and not (changed or e.get("documents_removed") or u["calls"] or e["chunks_to_extract"]
-                                or e["chunks_unpublished"] or e["chunks_replacing"] or e.get("chunks_merged_again")):
+                                or e["chunks_unpublished"] or e["chunks_replacing"] or e.get("chunks_merged_again")
+                                or e.get("read_again_because")):
         # (It printed "total 0 calls" and that answers "are estimated" of an index with nothing to do.)
         return (f"Nothing to do: the index is up to date with {counted(e['documents'], 'document')} "
                 f"({e['corpus_tokens']:,} tokens); no LLM calls." + because + unreadable)

@@ -406,6 +406,8 @@ async def test_an_estimate_says_why_every_file_is_read_again(tmp_path):
     assert format_estimate(est).splitlines()[1] == f"Every file is read and chunked again: {said}."
     with_model = dict(est, offline=False)
     assert format_estimate(with_model).splitlines()[-1] == f"Every file is read and chunked again: {said}."
+    # (not 'Nothing to do' above it: the run reads every file again and publishes what it read)
+    assert format_estimate(with_model).splitlines()[0].startswith("Estimate for an update of 1 document")
 
 
 async def test_an_estimate_says_the_chunks_with_claims_about_no_entity_are_merged_again(tmp_path):
