@@ -395,7 +395,9 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             "chunks_replacing": len(replacing), "offline": settings.offline, "llm": llm_summary(stages),
             "read_again_because": reading_change(store, settings) if store is not None else "",
             "extracted_again_because": extraction_change(store, settings) if store is not None else "",
-            "chunks_merged_again": len(stranded_chunks(store)) if store is not None else 0,
+            # (not those the run extracts again, or that leave with their file's edit: merged as
+            # its new chunks are, ``GraphState.apply``)
+            "chunks_merged_again": len(stranded_chunks(store) & wanted & published) if store is not None else 0,
             # (the figures measured on this index's calls, and how many: "" and 0 for fixed ratios)
             "ratios_from": "" if settings.offline else r.source(),
             "ratios_calls": 0 if settings.offline else r.calls,

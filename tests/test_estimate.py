@@ -435,6 +435,11 @@ async def test_an_estimate_says_the_chunks_with_claims_about_no_entity_are_merge
     assert format_estimate(est).splitlines()[-1] == (
         "1 chunk holding claims about names that are no entity is merged again from the extractions "
         "stored, once (no LLM call), to make those names entities.")
+    # A chunk that leaves with its file's edit is merged as the run's new chunks are, not again
+    # (``GraphState.apply``): it was counted all the same.
+    (tmp_path / "d" / "a.md").write_text("Ada Osk met Bob Tan on the quay of Port Vell at dawn.\n")
+    est = estimate([tmp_path / "d"], settings, db, root=tmp_path / "d")
+    assert est["chunks_merged_again"] == 0 and "merged again" not in format_estimate(est)
 
 
 async def test_an_estimate_says_why_every_chunk_is_extracted_again(tmp_path, simulator):
