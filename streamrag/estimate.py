@@ -81,7 +81,8 @@ from streamrag.estimate_ratios import (CLAIMS_COMPLETION, FIRST_ENTITY_SUMMARIES
                                        MIN_CALLS, SUMMARY_COMPLETION, Ratios, calls_of_models, cut_share, ratios,
                                        stand_in)
 from streamrag.errors import EmptyInput, IndexMissingError, InputError, NoTextField, UnreadableFile
-from streamrag.extractor import ExtractionPrompts, entity_types_text, extraction_request, extractor_key
+from streamrag.extractor import (ExtractionPrompts, claims_messages, entity_types_text, extraction_request,
+                                 extractor_key)
 from streamrag.gleaner import check_messages, glean_messages, merge_round, yes_no_bias
 from streamrag.graph_state import Change, GraphState, dirty_communities, document_changes, stranded_chunks
 from streamrag.llm import request_options
@@ -271,6 +272,9 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
         s["cached"] += cached
 
     n = len(new_chunks)
+    # The new chunks whose extraction the cache answers whole, as the run makes it from the
+    # cache (an index built with extract_claims, run without: an extraction key of its own)
+    from_cache: dict[str, Extraction] = {}
     if not settings.offline and n:
         prompts = ExtractionPrompts.load(settings)
         types = entity_types_text(settings)
@@ -291,10 +295,14 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                 add("extract", 1, 0, 0, cached=1)   # a call, answered by the cache: free
                 # (its gleaning rounds too, as far as the cache answers them: an index built with
                 # index.max_gleanings 1 and run with 2 was estimated 202 calls for the run's 43)
-                checks, gleans, ended = _gleaned_from_cache(store, settings, prompts, c, keys[c.id])
+                checks, gleans, gleaned = _gleaned_from_cache(store, settings, prompts, c, keys[c.id])
+                ended = gleaned is not None
                 for stage, answered in (("glean_check", checks), ("glean", gleans)):
                     if answered:   # (a stage the run does not ask has no row)
                         add(stage, answered, 0, 0, cached=answered)
+                if gleaned is not None and (
+                        whole := _claimed_from_cache(store, settings, prompts, c, gleaned)) is not None:
+                    from_cache[c.id] = whole
             else:
                 add("extract", 1, prompt, _measured(r.extract_completion, prompt, FIRST_ROUND_COMPLETION * tokens))
             rounds = [] if ended else _rounds(r, ix.max_gleanings, checks=ix.glean_check != "off")[gleans:]
@@ -339,9 +347,9 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             # report_max_input_tokens alone, 6000 -> 3000 on synth_small, was counted 54 reports
             # for the run's 5, most contexts fitting both)
             summaries, sized, answered = _update_calls(
-                store, settings, new_chunks=new_chunks, wanted=wanted, live=live, paths_of=paths_of,
-                resummarize=resummarized, recluster=recluster, summary_tokens=r.summary_completion,
-                rereport=bool(store.version) and chosen_with is None)
+                store, settings, new_chunks=new_chunks, from_cache=from_cache, wanted=wanted, live=live,
+                paths_of=paths_of, resummarize=resummarized, recluster=recluster,
+                summary_tokens=r.summary_completion, rereport=bool(store.version) and chosen_with is None)
             communities = len(sized)   # (sized: the prompt tokens of reports whose community is known)
             if resummarized:
                 # (but those the cache answers: settings changed and changed back asked none)
@@ -477,15 +485,16 @@ def _report_cached(store: Store, settings: Settings, ctx: ReportContext) -> bool
 
 
 def _gleaned_from_cache(store: Store, settings: Settings, prompts: ExtractionPrompts, chunk: Chunk,
-                        first: str) -> tuple[int, int, bool]:
+                        first: str) -> tuple[int, int, Extraction | None]:
     """The gleaning rounds of ``chunk``, whose first extraction answer the cache holds under
     ``first``, that the cache answers too, asked as ``gleaner.glean`` asks them: (checks and
-    gleanings answered, whether its gleaning ends within them). A run after an interruption,
-    or with another index.max_gleanings or claims setting, asks them again of the cache."""
+    gleanings answered, the extraction they make when its gleaning ends within them, else None).
+    A run after an interruption, or with another index.max_gleanings or claims setting, asks
+    them again of the cache."""
     ix, model, temperature = settings.index, settings.llm.extraction_model, settings.llm.temperature
     answer = _cached_text(store, first)
     if answer is None:
-        return 0, 0, False
+        return 0, 0, None
     extraction = parse_records(answer, entity_types=ix.entity_types)
     biased = ix.glean_check == "logit_bias" and settings.llm.logit_bias
     check_options = request_options(temperature, max_tokens=1, logit_bias=yes_no_bias(settings)) if biased \
@@ -497,19 +506,36 @@ def _gleaned_from_cache(store: Store, settings: Settings, prompts: ExtractionPro
             said = _cached_text(store, cache_key(model, messages, check_options, prompts.glean_check.name,
                                                  prompts.glean_check.version))
             if said is None or parse_yes_no(said) is None:
-                return checks, gleans, False
+                return checks, gleans, None
             checks += 1
             if parse_yes_no(said) is False:
-                return checks, gleans, True
+                return checks, gleans, extraction
         messages = glean_messages(prompts, chunk, extraction, settings)
         answer = _cached_text(store, cache_key(model, messages, request_options(temperature),
                                                prompts.glean.name, prompts.glean.version))
         if answer is None:
-            return checks, gleans, False
+            return checks, gleans, None
         gleans += 1
         if merge_round(extraction, parse_records(answer, entity_types=ix.entity_types)) == 0:
-            return checks, gleans, True
-    return checks, gleans, True
+            return checks, gleans, extraction
+    return checks, gleans, extraction
+
+
+def _claimed_from_cache(store: Store, settings: Settings, prompts: ExtractionPrompts, chunk: Chunk,
+                        gleaned: Extraction) -> Extraction | None:
+    """``gleaned`` (``_gleaned_from_cache``) with ``chunk``'s claims as the run adds them
+    (``extractor.extract_claims``) from the cache's answer; None when the run asks for claims
+    the cache does not hold (not known here)."""
+    if not settings.index.extract_claims:
+        return gleaned
+    prompt = prompts.claims
+    answer = _cached_text(store, cache_key(settings.llm.extraction_model,
+                                           claims_messages(prompts, chunk, gleaned, settings),
+                                           request_options(settings.llm.temperature), prompt.name, prompt.version))
+    if answer is None:
+        return None
+    gleaned.claims = list(parse_records(answer).claims)
+    return gleaned
 
 
 def _gleaning_keys(settings: Settings) -> set[str]:
@@ -565,15 +591,17 @@ class FromCache(NamedTuple):
     reports: int = 0
 
 
-def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chunk], wanted: set[str],
-                  live: dict[str, str], paths_of: dict[str, str], resummarize: bool,
-                  recluster: bool, summary_tokens: float = SUMMARY_COMPLETION,
+def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chunk],
+                  from_cache: dict[str, Extraction], wanted: set[str], live: dict[str, str],
+                  paths_of: dict[str, str], resummarize: bool, recluster: bool,
+                  summary_tokens: float = SUMMARY_COMPLETION,
                   rereport: bool = False) -> tuple[int, list[int], FromCache]:
     """(summary calls, the prompt tokens of each report call) of a run bringing the published graph to the chunks
     ``wanted``, worked out as the run works them out (``GraphState.apply``, Leiden from the
     published partition, ``dirty_communities``), from each chunk's extraction: the stored one
     when there is one, else the offline extractor's names standing in for the model's
-    (``new_chunks``: those not yet extracted). A new chunk names existing entities: their
+    (``new_chunks``: those not yet extracted), or the extraction the run makes of the cache's
+    answers where they make it whole (``from_cache``). A new chunk names existing entities: their
     summaries are written again, and the reports of their communities and of those above.
     ``live``: the published chunks (``index_rows.live_chunks``); ``summary_tokens``: a model's
     summary's length (``Ratios.summary_completion``), of those a report's context shows;
@@ -586,8 +614,10 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     extractions = index_rows.load_extractions(store, added - new_chunks.keys(), key)
     said = _said_before(store, {c: k for c, k in live.items() if c in removed})
     guessed: set[str] = set()   # the elements the offline extractor's names stand in for
-    lengths = _description_lengths(live, store, key) if added & new_chunks.keys() else None
-    for cid in added & new_chunks.keys():
+    extractions.update({c: e for c, e in from_cache.items() if c in added})
+    guessing = added & (new_chunks.keys() - from_cache.keys())
+    lengths = _description_lengths(live, store, key) if guessing else None
+    for cid in guessing:
         chunk = new_chunks[cid]
         earlier = _overlapping(chunk.text, said.get(paths_of.get(chunk.doc_id, ""), []))
         extractions[cid] = _stand_in(chunk.text, *earlier, entity_types=ix.entity_types, guessed=guessed,

@@ -80,15 +80,20 @@ async def extract_chunk(llm, prompts: ExtractionPrompts, chunk: Chunk, settings:
     return parse_records(result.text, entity_types=settings.index.entity_types)
 
 
+def claims_messages(prompts: ExtractionPrompts, chunk: Chunk, extraction: Extraction, settings: Settings):
+    """The request for ``chunk``'s claims about the entities of ``extraction``. (The estimate
+    asks the cache with these.)"""
+    names = ", ".join(sorted({e.name for e in extraction.entities})) or "any"
+    return prompts.claims.render(text=chunk.text, entities=names, claim_description=settings.index.claim_description)
+
+
 async def extract_claims(llm, prompts: ExtractionPrompts, chunk: Chunk, extraction: Extraction,
                          settings: Settings, faults: Counter[str] | None = None) -> Extraction:
     """Adds the chunk's claims about its entities (a separate call, only when enabled); what the
     answer's lines got wrong is counted in ``faults`` (``parsing.claim_faults``)."""
     if settings.offline or not settings.index.extract_claims:
         return extraction
-    names = ", ".join(sorted({e.name for e in extraction.entities})) or "any"
-    messages = prompts.claims.render(text=chunk.text, entities=names,
-                                     claim_description=settings.index.claim_description)
+    messages = claims_messages(prompts, chunk, extraction, settings)
     result = await llm.chat(messages, model=settings.llm.extraction_model, stage="claims",
                             prompt=prompts.claims, validate=usable_records)
     parsed = parse_records(result.text)

@@ -1617,3 +1617,20 @@ async def test_reports_and_summaries_the_cache_answers_after_settings_changed_ba
     assert done.llm["summarize"]["cached"] > 0, done.llm
     for stage in ("summarize", "report"):
         assert asked(est, stage) == paid(done.llm, stage) == 0, (stage, est["llm"], done.llm)
+
+
+async def test_extractions_the_cache_answers_whole_after_claims_are_turned_off_are_not_stood_in_for(
+        tmp_path, simulator):
+    # index.extract_claims turned off: every chunk is extracted again (an extractor of its own),
+    # its first round and gleanings from the cache, and merges as before but for its claims. The
+    # estimate stood in the offline extractor's names for them: 35 summaries and 26 reports for
+    # the run's 0 and 11 (ten synth_small articles: 23 and 16). Now the cache's answers, parsed.
+    docs = news_copy(tmp_path, 10)
+    db = tmp_path / "index.db"
+    await sync([docs], make_settings(simulator.base_url, index={"extract_claims": True}), db, root=docs)
+    est, done = await index_and_estimate(docs, make_settings(simulator.base_url), db)
+    assert done.chunks_extracted > 0 and paid(done.llm, "extract") == 0, done.llm
+    assert paid(done.llm, "report") > 0, done.llm
+    for stage in ("summarize", "report"):
+        assert asked(est, stage) == paid(done.llm, stage), (stage, est["llm"], done.llm)
+    assert est["llm"]["by_stage"]["report"]["prompt_tokens"] == done.llm["report"]["prompt_tokens"]
