@@ -1249,17 +1249,21 @@ class Indexer:
         }
         if state.joins is not None:   # (short names joined to full names: the next run's, and ask's)
             marks["name_joins"] = msgspec.json.encode(state.joins).decode()
+        return marks
+
+    def _reading_marks(self) -> dict[str, str]:
+        """How the index's documents were read and chunked (``chunker``, ``chunker_settings``),
+        for the next run to tell whether it cuts them again: none when this run left some with
+        the previous chunker's chunks."""
         if self.rechunked_all:  # else some documents still have the previous chunker's chunks
-            marks["chunker"] = self.chunker_key
-            marks["chunker_settings"] = json.dumps(self.chunking, sort_keys=True)
-        elif self.cut_anew:
+            return {"chunker": self.chunker_key, "chunker_settings": json.dumps(self.chunking, sort_keys=True)}
+        if self.cut_anew:
             # ... and others these settings' (a run given only some files, a recut that could
             # not be extracted): the next run cuts every document again, whichever settings it
             # has. (The mark stayed the old settings', and back on them the documents cut with
             # the new ones kept their chunks.)
-            marks["chunker"] = MIXED_CHUNKING
-            marks["chunker_settings"] = json.dumps(self.chunking, sort_keys=True)
-        return marks
+            return {"chunker": MIXED_CHUNKING, "chunker_settings": json.dumps(self.chunking, sort_keys=True)}
+        return {}
 
     def _bookkeeping(self, state: GraphState) -> dict[str, str]:
         """The summaries to try again, the answers unusable on runs in a row and the
@@ -1267,7 +1271,10 @@ class Indexer:
         on from (written with the index, but no part of a version: no query reads them). And the
         folder the files table's paths are relative to, as that table is: a copy of an indexed
         folder with its index (``cp -r notes copy``) published a version of the new folder's name
-        alone, its graph as it was."""
+        alone, its graph as it was. And how the documents were read (``_reading_marks``): a new
+        reader or chunker that cuts them anew into other text or chunks publishes those, a
+        version; one that reads every file to the same text changes no row a query reads (an
+        upgrade's loader VERSION published version 2 of an unchanged folder, its graph as it was)."""
         counts = {"report_min_members": str(self.settings.index.report_min_members),
                   "summary_fallbacks": msgspec.json.encode(sorted(state.fallbacks)).decode(),
                   "summary_unusable": msgspec.json.encode(state.published_unusable()).decode(),
@@ -1275,7 +1282,7 @@ class Indexer:
                   "report_unusable_held": msgspec.json.encode(dict(sorted(state.report_held.items()))).decode()}
         if self.root is not None:
             counts["root"] = str(Path(self.root).resolve())
-        return counts
+        return {**counts, **self._reading_marks()}
 
 
 def next_community_number(published: str | None, ids: Iterable[str]) -> int:

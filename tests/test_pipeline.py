@@ -1606,6 +1606,37 @@ def test_a_new_loader_alone_is_said_as_an_upgrade_not_a_settings_change(tmp_path
     assert indexer.settings_changed == ["chunking"]
 
 
+async def test_an_upgrade_reading_every_file_to_the_same_text_publishes_no_new_version(
+        corpus, tmp_path, sim_settings, simulator, monkeypatch):
+    # A new loader VERSION reads every file again; read to the same text, the run had nothing to
+    # redo, but the new reading mark alone published version 2 of an unchanged folder. The mark
+    # is still written, so the run after does not read every file again.
+    from streamrag import loader
+    from streamrag.chunking_marks import chunker_key, cuts_again
+
+    db = tmp_path / "index.db"
+    upgraded = loader.VERSION
+    monkeypatch.setattr(loader, "VERSION", str(int(upgraded) - 1))   # the streamrag that built it
+    with anyio.fail_after(120):
+        await sync([corpus], sim_settings, db, root=corpus)
+    built = snapshot(db)
+    monkeypatch.setattr(loader, "VERSION", upgraded)
+    store = Store(db, readonly=True)
+    assert cuts_again(store, chunker_key(sim_settings))   # (the upgrade reads every file again)
+    store.close()
+    with anyio.fail_after(60):
+        before = simulator.requests
+        result = await sync([corpus], sim_settings, db, root=corpus)
+    assert simulator.requests == before
+    assert (result.version, result.published, result.documents_unchanged) == (1, False, 4)
+    assert status_info(db)["version"] == 1
+    assert snapshot(db) == built
+    store = Store(db, readonly=True)
+    assert not cuts_again(store, chunker_key(sim_settings))
+    assert json.loads(store.get_meta("chunker_settings"))["loader"] == upgraded
+    store.close()
+
+
 async def test_an_index_a_newer_streamrag_read_is_refused_not_read_again_the_older_way(tmp_path):
     # A c2e4c2b index run on one a newer loader had read said "streamrag was upgraded since this
     # index was built", read every file again its older way and published (124 of 153 notes of a
@@ -1647,7 +1678,11 @@ async def test_an_index_a_newer_streamrag_read_is_refused_not_read_again_the_old
     with conn:
         conn.execute("UPDATE meta SET value = ? WHERE key = 'chunker_settings'", (json.dumps(built),))
     conn.close()
-    assert (await sync([folder], settings, db, root=folder)).published
+    again = await sync([folder], settings, db, root=folder)   # (read again, to the same text: no version)
+    assert (again.version, again.documents_unchanged) == (first.version, 1)
+    store = Store(db, readonly=True)
+    assert json.loads(store.get_meta("chunker_settings"))["loader"] == loader.VERSION
+    store.close()
 
 
 async def test_rows_kept_as_read_with_the_old_text_field_keep_the_index_marked_for_another_reading(tmp_path):
