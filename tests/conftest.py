@@ -142,10 +142,31 @@ def claims_answered(line: str) -> httpx.MockTransport:
             return httpx.Response(404)
         messages = json.loads(request.content)["messages"]
         task = detect_task(messages)
-        text = f"{line}\ndone" if task == "claims" else ANSWERS[task](messages)
-        return httpx.Response(200, json={"choices": [{"index": 0, "finish_reason": "stop", "message": {
-            "role": "assistant", "content": text}}], "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
+        return chat_answer(f"{line}\ndone" if task == "claims" else ANSWERS[task](messages))
     return httpx.MockTransport(answer)
+
+
+def chat_answer(text: str) -> httpx.Response:
+    """A chat completion answering ``text`` (10 prompt and 5 completion tokens)."""
+    return httpx.Response(200, json={"choices": [{"index": 0, "finish_reason": "stop", "message": {
+        "role": "assistant", "content": text}}], "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
+
+
+def first_extraction_stored(monkeypatch) -> threading.Event:
+    """An event set once a chunk's extraction is stored (``index_rows.save_extraction``): a
+    fake model refuses the calls after it, for a run that stores some chunks, then fails."""
+    from streamrag import index_rows
+
+    saved = threading.Event()
+    real_save = index_rows.save_extraction
+
+    def save(*args, **kwargs):
+        out = real_save(*args, **kwargs)
+        saved.set()
+        return out
+
+    monkeypatch.setattr(index_rows, "save_extraction", save)
+    return saved
 
 
 @pytest.fixture

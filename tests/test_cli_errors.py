@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA
+from conftest import DATA, chat_answer, first_extraction_stored
 from streamrag.cli import main
 from streamrag.config import load_settings
 from streamrag.errors import ConfigError, FlagError
@@ -913,12 +913,10 @@ def test_index_stopped_by_a_refused_key_says_the_warnings_of_what_it_extracted_f
     # whose glean check ignored logit_bias, was stored: the run ended on its error line, the two
     # warnings gathered in the run unsaid, and the run after finds the chunk stored, reads its
     # answers no more and never says them.
-    import threading
-
     import anyio
     import httpx
 
-    from streamrag import gleaner, index_rows, pipeline
+    from streamrag import gleaner, pipeline
     from streamrag.simulator import ANSWERS, detect_task
 
     for name in list(os.environ):
@@ -926,15 +924,7 @@ def test_index_stopped_by_a_refused_key_says_the_warnings_of_what_it_extracted_f
             monkeypatch.delenv(name)
     monkeypatch.setenv("STREAMRAG_API_KEY", "sk-spent")
     refused = [True]   # (the run after is answered, its claims in the format)
-    saved = threading.Event()   # (the first chunk's extraction stored: the second's call is refused)
-    real_save = index_rows.save_extraction
-
-    def save(*args, **kwargs):
-        out = real_save(*args, **kwargs)
-        saved.set()
-        return out
-
-    monkeypatch.setattr(index_rows, "save_extraction", save)
+    saved = first_extraction_stored(monkeypatch)   # (then the second chunk's call is refused)
     monkeypatch.setattr(gleaner, "_IGNORING", set())   # (the process remembers a model ignoring the bias)
     line = "claim | Tomas Quell | NONE | VOYAGE | LIKELY | NONE | NONE | Quell sailed. | sailed"
 
@@ -951,8 +941,7 @@ def test_index_stopped_by_a_refused_key_says_the_warnings_of_what_it_extracted_f
             text = "Maybe"   # (the bias ignored: the check is asked in words, and said)
         else:
             text = f"{line}\ndone" if task == "claims" and refused[0] else ANSWERS[task](messages)
-        return httpx.Response(200, json={"choices": [{"index": 0, "finish_reason": "stop", "message": {
-            "role": "assistant", "content": text}}], "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
+        return chat_answer(text)
 
     real_init = pipeline.Indexer.__init__
 

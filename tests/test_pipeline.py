@@ -12,7 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from conftest import claims_answered
+from conftest import chat_answer, claims_answered, first_extraction_stored
 from conftest import index_snapshot as snapshot, lose_extraction, make_settings, status_info, unsearchable
 from streamrag.config import Settings
 from streamrag.pipeline import sync
@@ -511,24 +511,13 @@ async def test_claims_answers_off_the_format_are_kept_to_be_said_when_the_extrac
     # an off-format claims answer was stored: the daemon says indexer.claims_warning even when
     # the extraction failed, as yes_no's, but it was "" (set once the stage had ended well), and
     # the sync finds the chunk stored and parses no claims answer again: never said.
-    import threading
-
     import httpx
 
-    from streamrag import index_rows
     from streamrag.errors import LLMRequestError
     from streamrag.pipeline import Indexer
     from streamrag.simulator import ANSWERS, detect_task
 
-    saved = threading.Event()   # (the first chunk's extraction stored: the second's call is refused)
-    real_save = index_rows.save_extraction
-
-    def save(*args, **kwargs):
-        out = real_save(*args, **kwargs)
-        saved.set()
-        return out
-
-    monkeypatch.setattr(index_rows, "save_extraction", save)
+    saved = first_extraction_stored(monkeypatch)   # (then the second chunk's call is refused)
     line = "claim | Tomas Quell | NONE | VOYAGE | LIKELY | NONE | NONE | Quell sailed. | sailed"
 
     async def answer(request: httpx.Request) -> httpx.Response:
@@ -540,9 +529,7 @@ async def test_claims_answers_off_the_format_are_kept_to_be_said_when_the_extrac
             while not saved.is_set():
                 await anyio.sleep(0.01)
             return httpx.Response(401, json={"error": {"message": "Incorrect API key provided"}})
-        text = f"{line}\ndone" if task == "claims" else ANSWERS[task](messages)
-        return httpx.Response(200, json={"choices": [{"index": 0, "finish_reason": "stop", "message": {
-            "role": "assistant", "content": text}}], "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
+        return chat_answer(f"{line}\ndone" if task == "claims" else ANSWERS[task](messages))
 
     folder = tmp_path / "notes"
     folder.mkdir()
