@@ -14,9 +14,12 @@ Every request passes, in order:
    refilled bucket. A
    request booking more tokens than a whole minute's budget is clamped to it (it waits for an
    empty window instead of forever). An attempt that never reached the server (connection
-   refused, connect or pool timeout) gives its budget back. Before any answer is seen, a
-   request without max_tokens books a guess; one that fits only if the answers under way are
-   no longer than their guesses (up to their prompts' length) waits for them, not the window;
+   refused, connect or pool timeout) gives its budget back. A request without max_tokens books
+   a guess of its answer (the answers' mean), corrected once its usage is known: a longer
+   answer takes the rest, a shorter one gives back what it did not use (a max_tokens booked is
+   kept: OpenAI counts it as sent). Before any answer is seen, a request that fits only if the
+   answers under way are no longer than their guesses (up to their prompts' length) waits for
+   them, not the window;
 5. **HTTP**, retried with jittered exponential backoff on 429, 5xx, timeouts, connection errors
    and truncated answers; a ``Retry-After`` pauses every request of this client, not just the
    one that saw it. Each retry passes the slot and the limiters again, because the provider
@@ -547,7 +550,7 @@ class LLMClient:
             risk = max(0, prompt_tokens - expected) if not most and not self._answers else 0
             try:
                 answer, latency = await self._retrying(self.chat_url, model, prompt_tokens + expected,
-                                                       attempt, spent, risk=risk)
+                                                       attempt, spent, risk=risk, guess=0 if most else expected)
                 break
             except Refused as e:
                 # (Calls under way when the first refusal came are refused too: each asks again.)
@@ -815,7 +818,8 @@ class LLMClient:
 
     # -- the wire ----------------------------------------------------------------------------
     async def _retrying(self, url: str, model: str, tokens: int,
-                        attempt: Callable[[], Any], spent: list[int] | None = None, *, risk: int = 0) -> Any:
+                        attempt: Callable[[], Any], spent: list[int] | None = None, *, risk: int = 0,
+                        guess: int = 0) -> Any:
         """``attempt()`` under the slot and the limiters, retried; raises ``LLMError``.
 
         Every failed try uses up one of ``llm.max_retries``, except a refused connection to an
@@ -827,7 +831,9 @@ class LLMClient:
         ``spent`` carries a call's counted and made tries over from an earlier ``_retrying`` of
         it (asked again without a refused parameter): a refusal does not start them afresh.
         ``attempt()`` returns its result and the milliseconds the answer took (``ModelTimeouts.answered``).
-        ``risk``: the tokens its answer may use beyond ``tokens`` (``MinuteBudget.holds``)."""
+        ``risk``: the tokens its answer may use beyond ``tokens`` (``MinuteBudget.holds``); ``guess``:
+        those of ``tokens`` booked for an answer of unknown length (no max_tokens sent), given back
+        as far as the answer was shorter (``_settle``)."""
         # [tries that used up llm.max_retries, tries in all]
         spent = [0, 0] if spent is None else spent
         statuses: Counter[int | None] = Counter()   # this call's failed tries, by HTTP status
@@ -843,7 +849,7 @@ class LLMClient:
             spent[1] += 1
             timeout = self._timeouts.of(model)
             try:
-                result = await self._attempt(tokens, attempt, timeout, risk)
+                result = await self._attempt(tokens, attempt, timeout, risk, guess)
             except _Silent:
                 raise self._silent_error(url) from None
             except _Hopeless:
@@ -972,7 +978,8 @@ class LLMClient:
         (``proxies.proxy_failed``): it may be what failed them."""
         return proxy_failed(self._proxy) if self._proxy is not None else ""
 
-    async def _attempt(self, tokens: int, attempt: Callable[[], Any], timeout: float, risk: int = 0) -> Any:
+    async def _attempt(self, tokens: int, attempt: Callable[[], Any], timeout: float, risk: int = 0,
+                       guess: int = 0) -> Any:
         """One try under a slot and the limits; transport failures become ``Retryable``.
 
         The try is abandoned as a timeout when it has made no progress for a little more than
@@ -993,7 +1000,7 @@ class LLMClient:
             async with self._slots:
                 if self._reach.silent and self._probe is not None:
                     continue   # a try began checking while this one waited for a slot: wait for it
-                return await self._attempt_in_slot(tokens, attempt, timeout, allowance, risk)
+                return await self._attempt_in_slot(tokens, attempt, timeout, allowance, risk, guess)
 
     async def _probe_outcome(self) -> None:
         """Once tries of more than one call have timed out for 1 + 2 + 4 timeouts with no answer
@@ -1009,7 +1016,7 @@ class LLMClient:
                 raise _Silent
 
     async def _attempt_in_slot(self, tokens: int, attempt: Callable[[], Any], timeout: float,
-                               allowance: float, risk: int = 0) -> Any:
+                               allowance: float, risk: int = 0, guess: int = 0) -> Any:
         """``_attempt``'s try, once it holds a slot."""
         if self.hopeless:
             raise _Hopeless
@@ -1030,7 +1037,7 @@ class LLMClient:
                     try:
                         with try_under_way(deadline, allowance, timeout) as arrival:
                             result = await attempt()
-                            self._settle(tickets, result)
+                            self._settle(tickets, result, guess)
                             return result
                     finally:
                         self._cut_short.discard(deadline)
@@ -1151,17 +1158,22 @@ class LLMClient:
             self._released.set()
             self._released = anyio.Event()
 
-    def _settle(self, tickets: list[tuple[MinuteBudget, list[float]]], result: Any) -> None:
+    def _settle(self, tickets: list[tuple[MinuteBudget, list[float]]], result: Any, guess: int = 0) -> None:
         """A chat answer's tokens as the server counted them, when more than its request booked,
         are taken from the token budget (``MinuteBudget.settle``): with llm.tokens_per_minute
         6,000, the first calls of synth_small booked the answers' mean guessed and used 6,953
-        tokens in their minute, and the next minute was booked full again."""
+        tokens in their minute, and the next minute was booked full again. When fewer, what
+        ``guess`` (the answer tokens booked without max_tokens) booked beyond the answer is
+        given back: five synth_small documents (48,588 tokens, 57,536 booked) waited a minute at
+        llm.tokens_per_minute 57,300 for tokens booked and never used (64 s; now 5 s, 57,042 booked:
+        most of the rest is max_tokens of summaries and reports, which OpenAI counts as sent)."""
         answer = result[0] if isinstance(result, tuple) and result and isinstance(result[0], Answer) else None
         if answer is None or answer.prompt_tokens < 0 or answer.completion_tokens < 0:
             return   # (not a chat answer, or one whose usage the server did not say)
         for budget, ticket in tickets:
             if budget is self._tpm:
-                budget.settle(ticket, answer.prompt_tokens + answer.completion_tokens)
+                budget.settle(ticket, answer.prompt_tokens + answer.completion_tokens,
+                              refund=max(0, guess - answer.completion_tokens))
 
     @staticmethod
     def _give_back(tickets: list[tuple[MinuteBudget, list[float]]]) -> None:

@@ -2,7 +2,9 @@
 
 ``MinuteBudget`` is a sliding window of a minute, not a refilled bucket: an idle client sends up
 to a whole minute's budget at once, and no window of a minute ever holds more than the limit, so
-sustained throughput stays within it whichever way the provider counts. ``asked_wait`` reads the
+sustained throughput stays within it whichever way the provider counts. A booking is corrected
+once a request's usage is known (``settle``): more used is taken, and a guess not used given back.
+``asked_wait`` reads the
 wait a 429 or 503 asks for (``Retry-After``, ``retry-after-ms``, the words of its message, or
 OpenAI's ``x-ratelimit-reset-*``).
 """
@@ -93,19 +95,31 @@ class MinuteBudget:
         """``ticket``'s request has ended (answered, settled or failed): its risk is no more."""
         self._risks.pop(id(ticket), None)
 
-    def settle(self, ticket: list[float], used: float) -> None:
+    def settle(self, ticket: list[float], used: float, refund: float = 0.0) -> None:
         """``ticket``'s request used ``used``: what it used beyond what it took is taken now, a
         debt the next requests wait for (a request books what its answer may be, and one without
         max_tokens books the answers' mean: a longer answer went uncounted, and the window after
-        it was as full as if it had not been)."""
+        it was as full as if it had not been). What it took beyond ``used`` is given back, up to
+        ``refund`` (the part of its booking that was a guess of its answer: a booking of
+        max_tokens, which a provider counts as sent, is kept), while the ticket is in the window:
+        a shorter answer than the mean kept the rest of its guess booked for a minute, and the
+        requests after it waited for tokens no one used."""
         if used > ticket[1]:
             self.take(used - ticket[1])
+            return
+        unused = min(refund, ticket[1] - max(used, 1.0))
+        now = self.clock()
+        self._expire(now)
+        if unused > 0 and ticket[0] > now - WINDOW_S:   # (still in ``taken``: stamps come in order)
+            ticket[1] -= unused
+            self.total -= unused
 
     def give_back(self, ticket: list[float]) -> None:
         for i, held in enumerate(self.taken):
             if held is ticket:
                 del self.taken[i]
                 self.total -= ticket[1]
+                ticket[1] = 0.0   # (out of the window: nothing of it to give back again)
                 if not self.taken:
                     self.total = 0.0
                 return

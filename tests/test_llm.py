@@ -669,8 +669,26 @@ def test_tokens_used_beyond_a_booking_are_a_debt_the_next_window_carries():
     now[0] = WINDOW_S + 1.0   # the booking left the window, the debt not yet
     assert budget.wait_s(5851) == pytest.approx(9.0)
     assert budget.wait_s(5850) == 0
-    budget.settle(budget.take(100), 50)   # (used less than booked: kept booked)
+    budget.settle(budget.take(100), 50)   # (used less than booked, none of it a guess: kept booked)
     assert budget.total == 250
+
+
+def test_tokens_booked_for_a_guessed_answer_and_not_used_are_given_back():
+    # A request without max_tokens books the answers' mean; a shorter answer gives back the part
+    # of the guess it did not use (never below what it used), while its booking is in the window.
+    from streamrag.ratelimit import WINDOW_S, MinuteBudget
+
+    now = [0.0]
+    budget = MinuteBudget(6000, clock=lambda: now[0])
+    budget.settle(budget.take(1000), 700, refund=256)    # (a 256-token guess, a 0-token answer ...)
+    assert budget.total == 1000 - 256
+    budget.settle(budget.take(1000), 700, refund=500)    # (... never below what it used)
+    assert budget.total == 744 + 700
+    assert budget.wait_s(6000 - 1444) == 0 and budget.wait_s(6000 - 1443) > 0
+    late = budget.take(1000)
+    now[0] = WINDOW_S + 1.0   # the first two left the window; a long answer's booking too, before it is settled
+    budget.settle(late, 100, refund=900)
+    assert budget.total == 0 and not budget.taken
 
 
 async def test_an_answer_longer_than_booked_takes_its_tokens_from_the_minute(tmp_path):
@@ -688,6 +706,26 @@ async def test_an_answer_longer_than_booked_takes_its_tokens_from_the_minute(tmp
             now[0] = 30.0
             # The next, booking the answers' mean now, waits for the long answer to leave.
             assert llm._tpm.wait_s(3000) > 0
+
+
+async def test_an_answer_shorter_than_its_guess_gives_the_rest_back(tmp_path):
+    # llm.tokens_per_minute: a request without max_tokens booked its prompt and the answers' mean
+    # (256 before any answer), and kept it all booked for a minute however short its answer: five
+    # synth_small documents, 48,588 tokens, waited a minute at a limit of 57,300. With max_tokens
+    # the booking is kept (OpenAI counts max_tokens as sent). The clock is faked.
+    short = {"prompt_tokens": 30, "completion_tokens": 4, "total_tokens": 34}
+    endpoint = Endpoint(*[httpx.Response(200, json=chat_body("ok", short)) for _ in range(3)])
+    with anyio.fail_after(10):
+        async with client(tmp_path, endpoint, tokens_per_minute=6000) as (llm, _):
+            llm._tpm.clock = lambda: 0.0
+            prompt = count_message_tokens(ask("first"), llm.encoding)
+            assert prompt < 30   # (the server counted more of the prompt: that is taken as well)
+            await llm.chat(ask("first"), model="m1", stage="s")
+            assert llm._tpm.total == 34   # (was the prompt and 256 guessed)
+            await llm.chat(ask("again"), model="m1", stage="s")   # (the mean guessed: 4, as used)
+            assert llm._tpm.total == 68
+            await llm.chat(ask("third"), model="m1", stage="s", max_tokens=100)
+            assert llm._tpm.total == 68 + count_message_tokens(ask("third"), llm.encoding) + 100
 
 
 async def test_the_first_minute_s_burst_stays_within_the_token_limit(tmp_path):
