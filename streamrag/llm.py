@@ -28,7 +28,8 @@ Every request passes, in order:
    connection for ``DOWN_AFTER_S``.
 
 An answer is then checked: the caller's ``validate`` (what its stage can use) and, unless the
-caller says otherwise, that it was not cut off at ``max_tokens`` (``finish_reason == "length"``).
+caller says otherwise, that it was not cut off (``finish_reason == "length"``: at ``max_tokens``, or
+by the server's own limit when none was sent).
 An unusable answer is recorded but never cached, and asked for again (``USABLE_TRIES`` answers at
 most, then ``LLMOutputError``). A cached answer is checked the same way, so an answer cached by an
 older version that the checks now reject is asked for again and replaced.
@@ -82,8 +83,8 @@ from streamrag.endpoint_health import (GAVE_UP, PROXY_STATUSES, RUN_AGAIN, Endpo
                                       only_errors)
 from streamrag.endpoint_reach import REFUSED_ATTEMPTS, EndpointReach
 from streamrag.errors import ConfigError, LLMError, LLMOutputError, LLMRequestError, LLMUnavailableError
-from streamrag.model_quirks import (REASONING_ALLOWANCE, THINKERS, ends_unmarked, leave_out, refuses, sendable,
-                                    thinks_aloud, unmarked_seen)
+from streamrag.model_quirks import (REASONING_ALLOWANCE, THINKERS, cut_by_server, cuts_by_server, ends_unmarked,
+                                    leave_out, refuses, sendable, thinks_aloud, unmarked_seen)
 from streamrag.notices import current_notices
 from streamrag.parsing import ReasoningFilter, split_reasoning, starts_with_reasoning
 from streamrag.prompts import Prompt
@@ -93,8 +94,8 @@ from streamrag.provider_errors import (Refused, Retryable, advice, html_page, ke
                                        listing_refused, not_answering, provider_message, reason, stopped_answering,
                                        tls_refused)
 from streamrag.ratelimit import MinuteBudget, minute_budget
-from streamrag.replies import (CUT_OFF, OnLength, Replies, chat_answer, checker, event_deltas, event_usage,
-                               unstreamed)
+from streamrag.replies import (CUT_OFF, CUT_OFF_UNASKED, CUT_OFFS, OnLength, Replies, chat_answer, checker,
+                               event_deltas, event_usage, unstreamed)
 from streamrag.store import Store
 from streamrag.tokens import count_message_tokens, count_tokens
 from streamrag.try_timeouts import (ModelTimeouts, arriving, progress, request_timeout, timed_out_said,
@@ -373,8 +374,9 @@ class LLMClient:
         ``validate(text)`` says whether an answer is usable. An unusable answer is recorded but
         never cached, and the request is sent again (after a cut-off one, with twice the
         ``max_tokens``); after ``tries`` unusable answers ``LLMOutputError`` is raised (after the
-        first, when it was cut off with no ``max_tokens`` sent, at temperature 0: asked again, it is
-        cut off the same way).
+        second, when both were cut off with no ``max_tokens`` sent, at temperature 0: the server's
+        own limit cuts it the same way each time; after the first once the model was seen so,
+        ``model_quirks.cuts_by_server``).
 
         ``on_length`` is what an answer cut off at ``max_tokens`` (``finish_reason == "length"``)
         is: ``"retry"`` (the default without ``on_delta``) unusable, like one ``validate``
@@ -397,8 +399,8 @@ class LLMClient:
         payload = {"model": model, "messages": messages, **options}
         if on_length is None:
             on_length = "keep" if on_delta is not None else "retry"
-        check = checker(validate, on_length)
-        last, asked = UNUSABLE, 0
+        check = checker(validate, on_length, limited=bool(max_tokens))
+        last, asked, cuts = UNUSABLE, 0, 0
         for i in range(tries):
             result = await self._chat_once(key, row, payload, on_delta, check,
                                            cache_length=on_length != "keep")
@@ -407,22 +409,33 @@ class LLMClient:
                     self._call_log.asked_again(stage, i)
                 return result
             last, asked = result, i + 1
-            if result == CUT_OFF and max_tokens:
+            if result == CUT_OFF:
                 # The same request at temperature 0 is cut off the same way: give it room. The
                 # answer is cached under the request as asked, so the next run finds it.
                 payload = {**payload, "max_tokens": max_tokens * 2 ** (i + 1)}
-            elif result == CUT_OFF and not options["temperature"] and not self.refuses(model, "temperature"):
-                # No max_tokens was sent: the server's own limit cut it (Ollama's num_predict,
-                # llama.cpp's -n, a full context), and cuts the same request the same way again:
-                # a model that answers so was paid three times for the one cut-off answer. (A
-                # model that refuses temperature samples at its own, and may answer shorter.)
-                break
+            elif result == CUT_OFF_UNASKED and not options["temperature"] and not self.refuses(model, "temperature"):
+                # No max_tokens was sent, and none gives room: the server's own limit cut it
+                # (Ollama's num_predict, llama.cpp's -n, a full context) and cuts the same request
+                # the same way again (a model that answers so was paid three times for the one
+                # cut-off answer), or its answer broke off (a provider's fault; the simulator's
+                # truncated answers), and comes whole when asked again (its chunk failed until the
+                # next run). Asked once more; cut twice, the server's limit is known, and this
+                # model's cut answers are asked for once. (A model that refuses temperature
+                # samples at its own, and may answer shorter: asked ``tries`` times.)
+                cuts += 1
+                if cuts >= 2:
+                    cut_by_server(self.settings.api_base, model, self.chat_url)
+                if cuts >= 2 or cuts_by_server(self.settings.api_base, model):
+                    break
         hint = "try another model or prompt"
-        if last == CUT_OFF and not max_tokens:
-            hint = ("no max_tokens was sent, so the server's own limit cut it off: raise the server's "
-                    "output or context limit (Ollama: num_predict, OLLAMA_CONTEXT_LENGTH; llama.cpp: "
-                    "-n, -c; vLLM: --max-model-len), or try a model that writes shorter answers")
-        if last == CUT_OFF and max_tokens:
+        if last == CUT_OFF_UNASKED:
+            hint = ("streamrag sent no max_tokens, so the server's own output or context limit cut "
+                    f"{'it' if asked == 1 else 'them'} off: raise it (Ollama: num_predict, OLLAMA_CONTEXT_LENGTH; "
+                    "llama.cpp: -n, -c; vLLM: --max-model-len; a hosted model's are fixed)"
+                    + (", lower index.chunk_size (a shorter chunk's extraction is shorter)"
+                       if stage in ("extract", "glean", "claims") else "")
+                    + ", or try a model that writes shorter answers")
+        if last == CUT_OFF:
             limit, extra = "max_tokens", 0
             if self.refuses(model, "max_tokens"):   # max_completion_tokens is sent: the reasoning counts too
                 limit, extra = "max_completion_tokens", REASONING_ALLOWANCE
@@ -504,7 +517,7 @@ class LLMClient:
                                             cached=False, error=str(flight.error), unusable=True)
                 raise flight.error
             problem = check(answer)
-            self._tried("usable" if problem is None else "cut_off" if problem == CUT_OFF else "unusable")
+            self._tried("usable" if problem is None else "cut_off" if problem in CUT_OFFS else "unusable")
             cacheable = problem is None and (cache_length or answer.finish_reason != "length")
             put = self._cache.put_answer(key, row["model"], answer, replace=stale) if cacheable else None
             await self._call_log.record(row, answer.prompt_tokens, answer.completion_tokens, latency,

@@ -1,6 +1,7 @@
 """What this process has learned of the endpoints' models, for every client it makes: the
 request parameters a model refuses (left out of its later requests: ``sendable``), the models
-that think aloud before they answer, and the servers whose streams end unmarked. Each is said
+that think aloud before they answer, the servers whose streams end unmarked, and the models
+whose server's own limit cuts answers of requests that send no max_tokens. Each is said
 once, in a warning under the client's logger (``streamrag.llm``). No HTTP: the client
 (``llm.LLMClient``) learns them from replies and asks here.
 """
@@ -28,6 +29,9 @@ THINKERS: set[str] = set()    # models this process has warned of thinking aloud
 REFUSED: dict[tuple[str, str], set[str]] = {}
 # (api_base, model) whose streams end with neither a finish_reason nor [DONE] (``ends_unmarked``).
 UNMARKED: set[tuple[str, str]] = set()
+# (api_base, model) that gave two answers of one request cut off with no max_tokens sent, at
+# temperature 0 (``cut_by_server``): the server's own limit, which cuts the request the same way again.
+CUT_BY_SERVER: set[tuple[str, str]] = set()
 
 
 def leave_out(api_base: str, model: str, param: str) -> None:
@@ -82,3 +86,19 @@ def unmarked_seen(api_base: str, model: str, url: str) -> None:
                     "[DONE]: they are taken as they end, so one the connection cuts short "
                     "cannot be told from a whole one; --no-stream avoids that",
                     model, url)
+
+
+def cuts_by_server(api_base: str, model: str) -> bool:
+    """Whether the server is known to cut answers of ``model`` at its own limit (``cut_by_server``):
+    a cut-off answer of a request without max_tokens is then not asked again."""
+    return (api_base, model) in CUT_BY_SERVER
+
+
+def cut_by_server(api_base: str, model: str, url: str) -> None:
+    """Notes that the server at ``url`` cut two answers of one request of ``model`` off though no
+    max_tokens was sent (its own output or context limit); said once."""
+    if (api_base, model) not in CUT_BY_SERVER:
+        CUT_BY_SERVER.add((api_base, model))
+        log.warning("%s at %s cut an answer off twice though no max_tokens was sent: the server's own "
+                    "output or context limit does (Ollama: num_predict, OLLAMA_CONTEXT_LENGTH; llama.cpp: "
+                    "-n, -c; vLLM: --max-model-len); such answers are asked for once from now on", model, url)

@@ -75,7 +75,7 @@ from streamrag.graph_state import (
     document_changes,
 )
 from streamrag.records import Chunk, Community, Document, Extraction
-from streamrag.replies import CUT_OFF
+from streamrag.replies import CUT_OFFS
 from streamrag.report_stage import ReportStage, ReportStageContext, built_min_members, deepest_first
 from streamrag.reports import settings_key as report_settings_key
 from streamrag.run_progress import Progress
@@ -106,7 +106,7 @@ def unusable_first_line(chunks: int, model: str, last: str) -> str:
     failed, unusably (``Indexer._sync``), naming the setting to check (``model``: its value).
     Answers cut off (``last``, the last failure, says so) are no matter of the extraction format:
     its words name the limit that cut them."""
-    if CUT_OFF in last:
+    if any(cut in last for cut in CUT_OFFS):
         return f"no chunk could be extracted ({chunks} failed): the model's answers were cut off; last error: {last}"
     return (f"no chunk could be extracted ({chunks} failed): the model's answers were unusable "
             f"({model}): check llm.extraction_model, or try a model that follows the extraction "
@@ -483,7 +483,7 @@ class Indexer:
             self.failed_chunk_ids.add(item)
             if isinstance(error, LLMOutputError):
                 self.unusable_chunk_ids.add(item)
-                if self.unusable_last is None or CUT_OFF in str(self.unusable_last):
+                if self.unusable_last is None or any(cut in str(self.unusable_last) for cut in CUT_OFFS):
                     # (One not cut off is kept: ``unusable_first_line`` says all were cut off by
                     # it, and said so of a format failure followed by a cut-off chunk.)
                     self.unusable_last = error

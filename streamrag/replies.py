@@ -8,9 +8,10 @@ setting to change (``provider_errors`` words it). Nothing here sends, waits or k
 between replies: the client (``llm.LLMClient``) does, and decides what to do.
 
 An answer is usable when its caller's ``validate`` accepts it and, unless the caller says
-otherwise (``OnLength``), it was not cut off at ``max_tokens``: ``checker`` says why one is not,
-the ``llm_calls`` error of its row (``UNUSABLE``, ``CUT_OFF``), or None. The client asks again,
-with more room after a cut-off answer.
+otherwise (``OnLength``), it was not cut off (``finish_reason`` length): ``checker`` says why one
+is not, the ``llm_calls`` error of its row (``UNUSABLE``, ``CUT_OFF``, or ``CUT_OFF_UNASKED`` when
+no max_tokens was sent and the server's own limit cut it), or None. The client asks again, with
+more room after an answer cut off at max_tokens.
 """
 
 from __future__ import annotations
@@ -284,24 +285,32 @@ def event_deltas(event: dict) -> Iterator[tuple[str, list[str], str | None]]:
 
 # -- whether an answer is usable ----------------------------------------------------------------
 CUT_OFF = "unusable answer: cut off at max_tokens (finish_reason length)"
+# ... and of a request that sent no max_tokens: the server's own output limit or the model's context
+# cut it (the row said "at max_tokens" of requests that sent none).
+CUT_OFF_UNASKED = ("unusable answer: cut off by the server's own limit, no max_tokens sent "
+                   "(finish_reason length)")
+CUT_OFFS = (CUT_OFF, CUT_OFF_UNASKED)
 # What an answer cut off at max_tokens is (``LLMClient.chat``); a function: usable when it says so.
 OnLength = Literal["retry", "accept", "keep"] | Callable[[str], bool]
 
 
 def checker(validate: Callable[[str], bool] | None,
-            on_length: OnLength) -> Callable[[Answer], str | None]:
+            on_length: OnLength, limited: bool = True) -> Callable[[Answer], str | None]:
     """Why an answer is unusable (the ``llm_calls`` error), or None when it is usable;
-    ``validate`` None: any text is."""
+    ``validate`` None: any text is; ``limited``: the request sent max_tokens (else a cut-off
+    answer is ``CUT_OFF_UNASKED``)."""
+    cut_off = CUT_OFF if limited else CUT_OFF_UNASKED
+
     def check(answer: Answer) -> str | None:
         if answer.finish_reason == "content_filter":   # (cached before content filters were known)
             return UNUSABLE + ": stopped by a content filter"
         if answer.finish_reason == "length" and (
                 on_length == "retry" or (callable(on_length) and not on_length(answer.text))):
-            return CUT_OFF
+            return cut_off
         if validate is None or validate(answer.text):
             return None
         # Nothing at all, cut off (a model's thinking ran to max_tokens and left no answer): asked
         # again with more room, as a cut-off answer is. (Text the caller cannot use is no matter
         # of room: a chatty summary asked again with twice the tokens only costs more.)
-        return CUT_OFF if answer.finish_reason == "length" and not answer.text.strip() else UNUSABLE
+        return cut_off if answer.finish_reason == "length" and not answer.text.strip() else UNUSABLE
     return check

@@ -55,6 +55,20 @@ def reads_nothing_as_unchanging():
 
 
 @pytest.fixture(autouse=True)
+def no_server_cuts_seen():
+    """Each test starts from a process that has seen no server cut answers at its own limit
+    (``model_quirks.cut_by_server``): a test whose model was cut so would have the next test's
+    cut answers of the same model asked for once, not twice (which test ran before it decided)."""
+    from streamrag import model_quirks
+
+    was = set(model_quirks.CUT_BY_SERVER)
+    model_quirks.CUT_BY_SERVER.clear()
+    yield
+    model_quirks.CUT_BY_SERVER.clear()
+    model_quirks.CUT_BY_SERVER.update(was)
+
+
+@pytest.fixture(autouse=True)
 def ctrl_c_raises():
     """Ctrl-C raises KeyboardInterrupt in every test, as in a terminal: a pytest-xdist worker, or
     a run started in the background by a shell, ignores SIGINT, and the tests of what Ctrl-C

@@ -30,7 +30,7 @@ from streamrag.llm import LLMClient
 from streamrag.notices import Notices, sharing_notices
 from streamrag.prompts import Prompt
 from streamrag.ratelimit import MinuteBudget, parse_retry_after
-from streamrag.replies import CUT_OFF
+from streamrag.replies import CUT_OFF_UNASKED
 from streamrag.store import Store
 from streamrag.tokens import count_message_tokens, count_tokens
 from streamrag.watch_lines import ends_outage
@@ -2470,24 +2470,51 @@ async def test_an_empty_answer_cut_off_at_max_tokens_gets_more_room(tmp_path):
     assert [b["max_tokens"] for b in endpoint.bodies] == [400, 800, 1600]
 
 
-async def test_an_answer_the_servers_own_limit_cut_off_is_not_paid_for_again(tmp_path):
+async def test_an_answer_the_servers_own_limit_cut_off_is_asked_once_more_then_once(tmp_path):
     # No max_tokens sent (extraction): the server's own limit (Ollama's num_predict, llama.cpp's
     # -n) cut the answer, and cuts the same request at temperature 0 the same way: it was asked 3
-    # times, each paid, and the error said "try another model or prompt".
+    # times, each paid, and the error said "try another model or prompt". Asked once more (an
+    # answer broken off by a fault comes whole), then the model is known to be cut so. The row
+    # and the error said "cut off at max_tokens" of a request that sent none.
     cut = httpx.Response(200, json=chat_with(message={"role": "assistant", "content": "(Paris, Fra"},
                                              finish_reason="length"))
     endpoint = Endpoint(cut, cut, cut)
     async with client(tmp_path, endpoint) as (llm, store):
-        with pytest.raises(LLMOutputError, match=r"in 1 try .*cut off at max_tokens.*no max_tokens was sent, "
-                                                 r"so the server's own limit cut it off: raise the server's"):
+        with pytest.raises(LLMOutputError) as e:
             await llm.chat(ask(), model="m1", stage="extract")
-        assert len(endpoint.requests) == 1
-        assert [c["error"] for c in calls(store)] == [CUT_OFF]
+        assert len(endpoint.requests) == 2
+        said = str(e.value)
+        assert said.startswith("m1 gave no usable answer in 2 tries (stage extract, prompt -): unusable answer: "
+                               "cut off by the server's own limit, no max_tokens sent (finish_reason length);"), said
+        assert ("streamrag sent no max_tokens, so the server's own output or context limit cut them off: raise it "
+                "(Ollama: num_predict, OLLAMA_CONTEXT_LENGTH;") in said and "lower index.chunk_size" in said
+        assert "at max_tokens" not in said
+        assert [c["error"] for c in calls(store)] == [CUT_OFF_UNASKED] * 2
+        # Known now: another request of the model cut off so is asked once.
+        endpoint.script = [cut, cut, cut]
+        with pytest.raises(LLMOutputError, match=r"in 1 try .*cut it off: raise it"):
+            await llm.chat(ask("another"), model="m1", stage="extract")
+        assert len(endpoint.requests) == 3
         # Sampling may answer otherwise: at a temperature above 0 it is asked again.
         endpoint.script = [cut, cut, cut]
         with pytest.raises(LLMOutputError, match="in 3 tries"):
             await llm.chat(ask(), model="m1", stage="extract", temperature=0.7)
-    assert len(endpoint.requests) == 4
+    assert len(endpoint.requests) == 6
+
+
+async def test_an_answer_broken_off_with_no_max_tokens_sent_is_asked_once_more(tmp_path):
+    # The simulator's truncated answers (a provider's answer broken off: finish_reason length, no
+    # max_tokens sent, temperature 0) were not asked again: the gleaning round's chunk failed until
+    # the next run (five synth_small documents at fault_rate 0.3: failures 1).
+    cut = httpx.Response(200, json=chat_with(message={"role": "assistant", "content": "(Paris, Fra"},
+                                             finish_reason="length"))
+    endpoint = Endpoint(cut, httpx.Response(200, json=chat_body("(Paris, France)")))
+    async with client(tmp_path, endpoint) as (llm, store):
+        result = await llm.chat(ask(), model="m1", stage="glean")
+        assert result.text == "(Paris, France)" and len(endpoint.requests) == 2
+        assert [c["error"] for c in calls(store)] == [CUT_OFF_UNASKED, None]
+        assert llm.stats["glean"]["asked_again"] == 1
+        assert not model_quirks.cuts_by_server(API, "m1")   # (one cut is no limit known)
 
 
 async def test_an_answer_cut_off_by_the_servers_limit_is_asked_again_of_a_model_that_refuses_temperature(tmp_path):
@@ -2502,7 +2529,7 @@ async def test_an_answer_cut_off_by_the_servers_limit_is_asked_again_of_a_model_
             result = await llm.chat(ask(), model="o3-mini", stage="extract")
     assert result.text == "(Paris, France)"
     assert len(endpoint.requests) == 4 and "temperature" not in endpoint.bodies[-1]
-    assert [c["error"] for c in calls(store)] == [CUT_OFF, CUT_OFF, None]
+    assert [c["error"] for c in calls(store)] == [CUT_OFF_UNASKED, CUT_OFF_UNASKED, None]
 
 
 @pytest.mark.parametrize("streamed", [False, True])
