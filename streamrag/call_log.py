@@ -10,7 +10,8 @@ for an answer twice. Without a store only the counts are kept.
 A call cancelled after its first try began (a run that gave up, Ctrl-C, a task group cancelled)
 is one too: counted in ``cancelled`` (not ``errors``: the model did not fail it), with the
 tokens paid for all the same (the prompt of a request that went out, an answer streamed in
-part), and noted in memory at once, without awaiting anything, so it can neither hang nor be cut
+part; an answer not streamed and not read is billed too, of a length unknown: its row says it is
+not counted), and noted in memory at once, without awaiting anything, so it can neither hang nor be cut
 short by the cancellation it comes from. Its row is written with the next call's, in that call's
 transaction, or by ``flush`` when the client closes. A call the client itself ended, every try of
 the endpoint failing (``endpoint_health.GaveUp``), is noted so too, but as failed: its tries
@@ -107,14 +108,17 @@ class CallLog:
         counts["asked_again"] += answers
 
     def cancelled(self, row: dict, tries: int, latency_ms: float,
-                  prompt_tokens: int = 0, completion_tokens: int = 0, *, why: str | None = None) -> None:
+                  prompt_tokens: int = 0, completion_tokens: int = 0, *, why: str | None = None,
+                  unread: bool = False) -> None:
         """Counts a call its caller cancelled after ``tries`` tries, none answered whole, and
         notes its row for the next write (``record``, ``flush``). The tokens are those paid for
         all the same (counted here: an answer streamed in part, and its prompt). ``why``: who
         stopped it, when not its caller: a client that gave up on its endpoint, whose call failed
         (``errors`` and ``gave_up``, its row an error, not cancelled: an idle line said "1
-        cancelled" and `status` "errors 0" of calls the error line counted as failed). Awaits
-        nothing: it runs where a cancellation is being delivered."""
+        cancelled" and `status` "errors 0" of calls the error line counted as failed).
+        ``unread``: its request went out for an answer that comes whole (not streamed), none of
+        it read: the answer a provider goes on to write is billed, and counted in no row, which
+        says so. Awaits nothing: it runs where a cancellation is being delivered."""
         counts = self._stats.setdefault(row["stage"], dict.fromkeys(STAT_FIELDS, 0))
         counts["calls"] += 1
         counts["cancelled" if why is None else "errors"] += 1
@@ -126,6 +130,8 @@ class CallLog:
             return
         answered = ("none answered" if not prompt_tokens
                     else f"its answer cut short after {completion_tokens} token(s)" if completion_tokens
+                    else ("its request sent, its answer not read (its prompt is counted; the answer a "
+                          "provider goes on to write is billed too, and not counted)") if unread
                     else "its request sent, no answer begun")
         self._unwritten.append({
             **row, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,

@@ -123,14 +123,16 @@ class _Tries:
     """What a call's tries got so far (chat or embeddings), for its row should it be cancelled
     (``_cancelled``): the tries begun and, of the try under way, whether its request went out
     whole (its prompt is the provider's then, and paid for) and the pieces of answer streamed
-    (thinking too)."""
+    (thinking too). ``whole``: its answer comes at once (a chat call not streamed), so a request
+    sent may have been answered, and billed, though none of it was read."""
 
-    __slots__ = ("begun", "sent", "pieces")
+    __slots__ = ("begun", "sent", "pieces", "whole")
 
-    def __init__(self) -> None:
+    def __init__(self, whole: bool = False) -> None:
         self.begun = 0
         self.sent = False
         self.pieces: list[str] = []
+        self.whole = whole
 
     def next(self) -> None:
         self.begun += 1
@@ -339,13 +341,17 @@ class LLMClient:
         identical request) asked nothing. ``prompt()``: the tokens of the prompt (a chat call's
         messages, an embedding call's inputs), counted when the try under way sent it (a provider
         bills it, answered or not), and the pieces of its answer streamed so far: the row counts
-        them as an estimate does, not 0. ``why``: who stopped it, when not its caller
-        (``GAVE_UP``). Awaits nothing (``CallLog.cancelled``)."""
+        them as an estimate does, not 0. An answer not streamed that the try under way sent for
+        and did not read is not counted, of a length unknown here, and its row says so: a provider
+        that has the request writes the answer whether or not its client stays, and bills it (the
+        simulator does; a row said "no answer begun" of it). ``why``: who stopped it, when not its
+        caller (``GAVE_UP``). Awaits nothing (``CallLog.cancelled``)."""
         if not tries.begun:
             return
         completion = count_tokens("".join(tries.pieces), self.encoding)
         self._call_log.cancelled(row, tries.begun, (time.perf_counter() - started) * 1000,
-                                 prompt() if tries.sent else 0, completion, why=why)
+                                 prompt() if tries.sent else 0, completion, why=why,
+                                 unread=tries.sent and tries.whole)
 
     @property
     def hopeless(self) -> bool:
@@ -491,7 +497,7 @@ class LLMClient:
 
         # The answer is shared once committed (the block's end): a caller arriving later finds it cached.
         with self._cache.flying(key) as flight:
-            tries = _Tries()
+            tries = _Tries(whole=on_delta is None)
             started = time.perf_counter()
             try:
                 answer, latency = await self._chat_http(payload, on_delta, row["stage"], tries)

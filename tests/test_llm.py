@@ -2612,10 +2612,10 @@ async def test_a_call_cancelled_after_its_requests_went_out_is_recorded_as_cance
     store.close()
 
 
-async def _cancelled_once_sent(tmp_path, call, stage: str):
+async def _cancelled_once_sent(tmp_path, call, stage: str, billed_answer: list[int] | None = None):
     """Runs ``call(llm)`` against a simulator slow to answer and cancels it once its request is
     out: (its ``llm_calls`` row, the client's stats of ``stage``, the prompt tokens the simulator
-    billed)."""
+    billed; its completion tokens billed are ``billed_answer[0]``)."""
     from streamrag.simulator import Simulator, SimulatorConfig
 
     store = Store(tmp_path / "index.db")
@@ -2631,6 +2631,8 @@ async def _cancelled_once_sent(tmp_path, call, stage: str):
                         tg.cancel_scope.cancel()
                 stats = llm.stats[stage]
         billed = sim.stats()["prompt_tokens"]
+        if billed_answer is not None:
+            billed_answer.append(sim.stats()["completion_tokens"])
     (row,) = calls(store)
     store.close()
     return row, stats, billed
@@ -2639,13 +2641,19 @@ async def _cancelled_once_sent(tmp_path, call, stage: str):
 @pytest.mark.parametrize("streamed", [True, False])
 async def test_a_call_cancelled_while_its_request_is_out_records_the_prompt_it_sent(tmp_path, streamed):
     # `ask` stopped (SIGTERM) while a slow endpoint worked on the answer: its row said 0 tokens,
-    # though the provider had the prompt, and bills it (the simulator does).
+    # though the provider had the prompt, and bills it (the simulator does). Not streamed, the
+    # answer is billed too (the simulator bills it as the request comes), of a length unknown
+    # here: the row said "no answer begun"; it says that answer is not counted.
+    answer_billed: list[int] = []
     row, stats, billed = await _cancelled_once_sent(
         tmp_path, lambda llm: llm.chat(ask("Who is Ada?"), model="gpt-4o-mini", stage="answer",
-                                       on_delta=(lambda _t: None) if streamed else None), "answer")
-    assert billed == count_message_tokens(ask("Who is Ada?")) > 0
+                                       on_delta=(lambda _t: None) if streamed else None), "answer", answer_billed)
+    assert billed == count_message_tokens(ask("Who is Ada?")) > 0 and answer_billed[0] > 0
     assert (row["cancelled"], row["prompt_tokens"], row["completion_tokens"]) == (1, billed, 0), row
-    assert row["error"].startswith("cancelled after 1 try, its request sent, no answer begun"), row["error"]
+    said = ("its request sent, no answer begun" if streamed else
+            "its request sent, its answer not read (its prompt is counted; the answer a provider goes on to "
+            "write is billed too, and not counted)")
+    assert row["error"].startswith(f"cancelled after 1 try, {said}: its caller stopped waiting"), row["error"]
     assert (stats["cancelled"], stats["prompt_tokens"], stats["completion_tokens"]) == (1, billed, 0), stats
 
 
@@ -3016,7 +3024,7 @@ async def test_calls_a_hopeless_client_ends_are_recorded_as_failed_with_the_prom
     assert all("the client gave up" in r["error"] for r in rows), rows[0]["error"]
     (slow,) = [r for r in rows if r["prompt_tokens"]]
     assert slow["prompt_tokens"] == count_message_tokens(ask("slow")), slow
-    assert slow["error"].startswith("ended after 1 try, its request sent, no answer begun"), slow["error"]
+    assert slow["error"].startswith("ended after 1 try, its request sent, its answer not read"), slow["error"]
 
 
 async def test_calls_a_hopeless_client_ends_in_their_backoff_count_no_prompt_of_tries_answered_with_errors(
