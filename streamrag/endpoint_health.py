@@ -56,7 +56,7 @@ HOPELESS_SERVER_ERRORS = 3
 HOPELESS_S = 30.0
 # What the kinds of failed tries (``failure``) are called in the error of a hopeless client.
 FAILURES = (("hard", "HTTP errors, dropped connections or malformed answers"), ("unusable", "unusable answers"),
-            ("cut_off", "answers cut off at max_tokens"), ("wait", "asked to wait"),
+            ("cut_off", "answers cut off (finish_reason length)"), ("wait", "asked to wait"),
             ("loading", "said the model was loading"), ("timeout", "timed out or refused"))
 # The kinds of tries the model answered (usably or not), which end a span of only failed tries.
 ANSWERED = ("usable", "unusable", "cut_off")
