@@ -36,6 +36,9 @@ One document's share depends on which document it is. ``--samples K`` (with ``--
 also adds each of K more documents alone to a copy of the full index, and deletes each of K of
 its documents alone, and prints the mean and largest share of each (``add_share_mean``,
 ``add_share_max``, ``adds_over_10pct``; the same for deletes).
+
+The modify step rewrites a paragraph of the document a third of the way along the folder's
+documents (a ``.jsonl`` or ``.csv`` file, a document per row, is never the one).
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from _harness import add_port_option, emit, folder, generate_corpus, peak_rss_mb
 from streamrag.config import load_settings
 from streamrag.errors import ConfigError
 from streamrag.graph_state import GraphCache
+from streamrag.loader import exclude_patterns, excluded, include_patterns, leftover, matches
 from streamrag.pipeline import sync
 from streamrag.query import ask
 from streamrag.store import Store
@@ -107,6 +111,17 @@ def main() -> None:
     if args.samples and not args.generate:
         ap.error("--samples needs --generate (the documents added are made by the same generator)")
 
+    overrides: dict = {"llm": {"requests_per_minute": 0, "tokens_per_minute": 0}, "index": {}}
+    if args.offline:
+        overrides["index"]["extractor"] = "nlp"
+    if args.model:
+        overrides["llm"].update({f"{j}_model": args.model for j in ("extraction", "summary", "report")})
+    env = {k: v for k, v in os.environ.items() if k != "STREAMRAG_API_BASE"}
+    try:
+        settings = load_settings(args.config, env=env, overrides=overrides)
+    except ConfigError as e:
+        sys.exit(f"incremental.py: {e}")
+
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         source = tmp / "source"
@@ -115,7 +130,10 @@ def main() -> None:
                             docs=args.generate + max(1, args.samples), hint="try another --seed (7 makes 10,000)")
         else:
             shutil.copytree(args.corpus, source)
-        files = sorted(p for p in source.iterdir() if p.suffix in (".txt", ".md"))
+        files = indexable(source, settings)
+        if len(files) < 3 or not any(f.suffix.lower() not in RECORD_SUFFIXES for f in files):
+            sys.exit(f"incremental.py: {args.corpus or source} holds {len(files)} files index.include "
+                     "takes; give a folder of 3 or more, one of them not .jsonl or .csv (to modify)")
         # (the same N documents and the next one whatever --samples says: corpusgen's
         # --docs N + K is the documents of N + 1 and K - 1 more)
         held_out = files[args.generate:] if args.generate else files[-1:]
@@ -126,16 +144,6 @@ def main() -> None:
             shutil.copy2(f, corpus / f.name)
         extra = files[-1]
 
-        overrides: dict = {"llm": {"requests_per_minute": 0, "tokens_per_minute": 0}, "index": {}}
-        if args.offline:
-            overrides["index"]["extractor"] = "nlp"
-        if args.model:
-            overrides["llm"].update({f"{j}_model": args.model for j in ("extraction", "summary", "report")})
-        env = {k: v for k, v in os.environ.items() if k != "STREAMRAG_API_BASE"}
-        try:
-            settings = load_settings(args.config, env=env, overrides=overrides)
-        except ConfigError as e:
-            sys.exit(f"incremental.py: {e}")
         if not args.offline:
             settings.llm.api_base = args.api_base or stack.enter_context(simulator_process(args.port))
         db = tmp / "index.db"
@@ -152,7 +160,7 @@ def main() -> None:
         added = corpus / extra.name
         shutil.copy2(extra, added)
         add = run(corpus, db)
-        victim = sorted(corpus.glob("*.txt"))[len(files) // 3]
+        victim = modified_document(indexable(corpus, settings))
         text = victim.read_text()
         paragraphs = text.split("\n\n")
         # Rewrite one paragraph in the middle: a new sentence naming a person already in it.
@@ -208,6 +216,31 @@ def main() -> None:
           "wall_full_s": full.wall_s, "wall_add_s": add.wall_s, "wall_modify_s": modify.wall_s,
           "wall_delete_s": delete.wall_s, "wall_noop_s": noop.wall_s,
           **shares(samples, full.reports), "peak_rss_mb": peak_rss_mb()})
+
+
+RECORD_SUFFIXES = (".jsonl", ".csv")
+"""The formats that hold a document per row: a sentence added to a paragraph of the file
+changes none of its documents (a line that is no row), so none is the one modified."""
+
+
+def indexable(folder: Path, settings) -> list[Path]:
+    """The files of ``folder`` (not of its subfolders) a sync reads, as the loader takes them:
+    those ``index.include`` matches and ``index.exclude`` does not, not hidden, not a tool's
+    leftover; in name order."""
+    take = include_patterns(settings.index.include)
+    leave = exclude_patterns(settings.index.exclude)
+    return sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")
+                  and not leftover(p.name) and matches(p, folder, take) and not excluded(p.name, leave))
+
+
+def modified_document(documents: list[Path]) -> Path:
+    """The document the modify step rewrites a paragraph of, of ``documents`` (the folder's,
+    once the add was made): the one a third of the way along, of those that are one document
+    each (not ``RECORD_SUFFIXES``). (It was the one a third of the way along the folder's .txt
+    files: a folder of .md files had none, an IndexError.) In a generated corpus, all .txt, it
+    is the same document as before."""
+    whole = [p for p in documents if p.suffix.lower() not in RECORD_SUFFIXES]
+    return whole[len(whole) // 3]
 
 
 def deleted_document(corpus: Path, own: list[Path], modified: Path) -> Path:

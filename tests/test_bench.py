@@ -174,6 +174,30 @@ def test_incremental_counts_apart_the_reports_a_paid_call_wrote(tmp_path, simula
     assert undone.llm["report"]["cached"] == undone.reports_generated
 
 
+def test_incremental_modifies_a_document_of_any_format_it_reads(tmp_path):
+    # Its modify step picked among the folder's .txt files alone: a folder of Markdown notes had
+    # none, an IndexError once the add was made. A .jsonl file (a document per row) is read but
+    # never the one modified: a sentence added to its last paragraph would be a line no row.
+    corpus = tmp_path / "notes"
+    corpus.mkdir()
+    for f in sorted((BENCH.parent / "tests" / "data" / "harbor").iterdir()):
+        (corpus / f"{f.stem}.md").write_text(f.read_text())
+    (corpus / "aa_rows.jsonl").write_text(json.dumps({"text": "Mira Solen rowed across the Kessel harbor."}) + "\n")
+    (corpus / "zz_left.pdf").write_bytes(b"%PDF-1.4")   # (not read: neither held out nor modified)
+    out = subprocess.run([sys.executable, str(BENCH / "incremental.py"), "--offline", "--corpus", str(corpus)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["docs"] == 4   # (the three notes of the first index and the row)
+    assert result["changed"]["add"] == "railway.md"
+    assert result["changed"]["modify"].endswith(".md") and result["changed"]["modify"] != "railway.md"
+    from incremental import modified_document
+
+    names = [Path(n) for n in ("a.jsonl", "b.md", "c.txt", "d.csv", "e.markdown", "f.txt")]
+    assert modified_document(names) == Path("c.txt")   # (a third of the way along b, c, e, f)
+    assert modified_document(sorted(Path(f"doc_{i:05d}.txt") for i in range(1, 32))) == Path("doc_00011.txt")
+
+
 def test_watch_soak_samples_the_daemon_after_each_change():
     out = subprocess.run([sys.executable, str(BENCH / "watch_soak.py"), "--corpus",
                           str(BENCH.parent / "tests" / "data" / "harbor"), "--changes", "3", "--offline"],
