@@ -24,7 +24,10 @@ Tokens are chat prompt + completion tokens actually paid (cache hits excluded).
 ``reports_regenerated_*`` count the reports a step wrote anew, however it got their text: a
 paid call, the LLM cache (a context the index had before, as when a change is undone), or
 extractive (offline, a community below index.report_min_members, a stand-in for a failed
-call); ``reports_paid_*`` count those of them a paid call wrote. Targets:
+call); ``reports_paid_*`` count those of them a paid call wrote. ``add_llm_reports`` counts the
+report calls the add paid for (none the cache answered; a failed call, or a report cut off and
+asked again, one each: it was the report calls made, the cache's answers too), and
+``add_report_tokens`` their tokens. Targets:
 add_tokens <= 1.5 x add_alone_tokens + the tokens of the regenerated reports, and regenerated
 reports <= 10% of all reports for one changed document. ``changed`` names the document each
 step added, modified and deleted. ``wall_*_s`` are each sync's own wall
@@ -35,7 +38,10 @@ in memory for the next (`streamrag index` reads it from the store again).
 One document's share depends on which document it is. ``--samples K`` (with ``--generate``)
 also adds each of K more documents alone to a copy of the full index, and deletes each of K of
 its documents alone, and prints the mean and largest share of each (``add_share_mean``,
-``add_share_max``, ``adds_over_10pct``; the same for deletes).
+``add_share_max``, ``adds_over_10pct``; the same for deletes) of the reports rewritten, as
+``reports_regenerated_*`` count them, and of those a paid call wrote, as ``reports_paid_*``
+count them (``add_paid_share_mean``, ``add_paid_share_max``, ``adds_paid_over_10pct``; the
+same for deletes).
 
 The modify step rewrites a paragraph of the document a third of the way along the folder's
 documents (a ``.jsonl`` or ``.csv`` file, a document per row, is never the one).
@@ -84,6 +90,14 @@ def paid_reports(result) -> int:
     failed call and an answered one) and those cancelled."""
     s = result.llm.get("report", {})
     return s.get("calls", 0) - s.get("cached", 0) - s.get("errors", 0) - s.get("cancelled", 0)
+
+
+def paid_report_calls(result) -> int:
+    """The report calls paid for in this run: its report calls less those the LLM cache
+    answered (a failed call, a cancelled one and a report cut off and asked again each count:
+    each was a request sent)."""
+    s = result.llm.get("report", {})
+    return s.get("calls", 0) - s.get("cached", 0)
 
 
 def main() -> None:
@@ -200,7 +214,7 @@ def main() -> None:
           "add_report_tokens": report_tokens(add),
           "add_by_stage": by_stage(add), "modify_by_stage": by_stage(modify), "delete_by_stage": by_stage(delete),
           "alone_by_stage": by_stage(alone),
-          "add_llm_reports": add.llm.get("report", {}).get("calls", 0),
+          "add_llm_reports": paid_report_calls(add),
           "add_target_ok": paid_tokens(add) <= 1.5 * paid_tokens(alone) + report_tokens(add),
           "reports_total": full.reports, "reports_regenerated_add": add.reports_generated,
           "reports_regenerated_modify": modify.reports_generated,
@@ -253,9 +267,9 @@ def deleted_document(corpus: Path, own: list[Path], modified: Path) -> Path:
     return candidates[len(candidates) // 2]
 
 
-def one_at_a_time(corpus: Path, db: Path, extras: list[Path], copy: Path, run) -> dict[str, list[int]]:
-    """Reports rewritten by each of ``extras`` added alone to a copy of ``db`` (the index of
-    ``corpus``), and by each of as many of ``corpus``'s documents, spread over it, deleted alone.
+def one_at_a_time(corpus: Path, db: Path, extras: list[Path], copy: Path, run) -> dict[str, list]:
+    """The sync results of each of ``extras`` added alone to a copy of ``db`` (the index of
+    ``corpus``), and of each of as many of ``corpus``'s documents, spread over it, deleted alone.
     ``corpus`` is left as it was."""
     def fresh_copy() -> None:
         for p in copy.parent.glob(copy.name + "*"):
@@ -264,18 +278,18 @@ def one_at_a_time(corpus: Path, db: Path, extras: list[Path], copy: Path, run) -
         conn.execute("VACUUM INTO ?", (str(copy),))
         conn.close()
 
-    rewritten: dict[str, list[int]] = {"add": [], "delete": []}
+    rewritten: dict[str, list] = {"add": [], "delete": []}
     for f in extras:
         fresh_copy()
         shutil.copy2(f, corpus / f.name)
-        rewritten["add"].append(run(corpus, copy).reports_generated)
+        rewritten["add"].append(run(corpus, copy))
         (corpus / f.name).unlink()
     own = sorted(corpus.iterdir())
     for f in own[::max(1, len(own) // len(extras))][:len(extras)]:
         fresh_copy()
         kept = f.read_bytes(), f.stat()
         f.unlink()
-        rewritten["delete"].append(run(corpus, copy).reports_generated)
+        rewritten["delete"].append(run(corpus, copy))
         f.write_bytes(kept[0])
         os.utime(f, ns=(kept[1].st_atime_ns, kept[1].st_mtime_ns))
     for p in copy.parent.glob(copy.name + "*"):
@@ -283,14 +297,17 @@ def one_at_a_time(corpus: Path, db: Path, extras: list[Path], copy: Path, run) -
     return rewritten
 
 
-def shares(samples: dict[str, list[int]], total: int) -> dict[str, object]:
-    """The mean and largest share of ``total`` reports rewritten per sampled change."""
+def shares(samples: dict[str, list], total: int) -> dict[str, object]:
+    """The mean and largest share of ``total`` reports rewritten per sampled change (``samples``:
+    the sync result of each), and of those a paid call wrote (``*_paid_*``)."""
     out: dict[str, object] = {}
-    for kind, counts in samples.items():
-        out[f"samples_{kind}"] = len(counts)
-        out[f"{kind}_share_mean"] = round(sum(counts) / len(counts) / max(1, total), 4)
-        out[f"{kind}_share_max"] = round(max(counts) / max(1, total), 4)
-        out[f"{kind}s_over_10pct"] = sum(c > 0.1 * total for c in counts)
+    for kind, results in samples.items():
+        out[f"samples_{kind}"] = len(results)
+        for paid, counts in (("", [r.reports_generated for r in results]),
+                             ("_paid", [paid_reports(r) for r in results])):
+            out[f"{kind}{paid}_share_mean"] = round(sum(counts) / len(counts) / max(1, total), 4)
+            out[f"{kind}{paid}_share_max"] = round(max(counts) / max(1, total), 4)
+            out[f"{kind}s{paid}_over_10pct"] = sum(c > 0.1 * total for c in counts)
     return out
 
 

@@ -98,7 +98,8 @@ def test_incremental_samples_leave_the_corpus_and_the_index_as_they_were(tmp_pat
 
     full = run(corpus, db)
     before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in corpus.iterdir()}
-    counts = one_at_a_time(corpus, db, harbor[-1:], tmp_path / "sample.db", run)
+    results = one_at_a_time(corpus, db, harbor[-1:], tmp_path / "sample.db", run)
+    counts = {kind: [r.reports_generated for r in rs] for kind, rs in results.items()}
     assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in corpus.iterdir()} == before
     assert len(counts["add"]) == len(counts["delete"]) == 1 and counts["add"][0] > 0
     assert not list(tmp_path.glob("sample.db*"))
@@ -107,7 +108,7 @@ def test_incremental_samples_leave_the_corpus_and_the_index_as_they_were(tmp_pat
     store = Store(db, readonly=True)
     assert store.query("SELECT count(*) AS n FROM communities")[0]["n"] == full.reports
     store.close()
-    s = shares(counts, full.reports)
+    s = shares(results, full.reports)
     assert s["samples_add"] == 1 and s["add_share_max"] == round(counts["add"][0] / full.reports, 4)
 
 
@@ -196,6 +197,43 @@ def test_incremental_modifies_a_document_of_any_format_it_reads(tmp_path):
     names = [Path(n) for n in ("a.jsonl", "b.md", "c.txt", "d.csv", "e.markdown", "f.txt")]
     assert modified_document(names) == Path("c.txt")   # (a third of the way along b, c, e, f)
     assert modified_document(sorted(Path(f"doc_{i:05d}.txt") for i in range(1, 32))) == Path("doc_00011.txt")
+
+
+def test_incremental_counts_what_was_paid_of_its_samples_and_its_add(tmp_path, simulator):
+    # add_llm_reports and the --samples shares counted the reports the LLM cache answered as
+    # written: a sample that brought back a document the index had dropped said every report
+    # it rewrote, for none paid.
+    import anyio
+    from incremental import one_at_a_time, paid_report_calls, paid_reports, shares
+
+    from streamrag.config import load_settings
+    from streamrag.pipeline import sync
+
+    harbor = sorted((BENCH.parent / "tests" / "data" / "harbor").iterdir())
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for f in harbor:
+        (corpus / f.name).write_text(f.read_text())
+    settings = load_settings(None, env={}, overrides={"llm": {"api_base": simulator.base_url,
+                                                              "requests_per_minute": 0, "tokens_per_minute": 0}})
+    db = tmp_path / "index.db"
+
+    def run(folder, database):
+        return anyio.run(lambda: sync([folder], settings, database, root=folder, command="bench"))
+
+    first = run(corpus, db)
+    (corpus / harbor[-1].name).unlink()
+    full = run(corpus, db)   # the cache still holds the reports of the folder with the last document
+    samples = one_at_a_time(corpus, db, harbor[-1:], tmp_path / "sample.db", run)
+    back = samples["add"][0]
+    assert back.reports_generated > 0 and back.llm["report"]["cached"] > 0   # (and extractive ones)
+    assert paid_report_calls(back) == paid_reports(back) == 0
+    assert paid_report_calls(first) == first.llm["report"]["calls"] > 0
+    s = shares(samples, full.reports)
+    assert s["add_share_max"] == round(back.reports_generated / full.reports, 4) > 0
+    assert s["add_paid_share_max"] == s["add_paid_share_mean"] == 0 and s["adds_paid_over_10pct"] == 0
+    deleted = samples["delete"][0]   # (contexts never seen: paid calls wrote its reports)
+    assert s["delete_paid_share_max"] == round(paid_reports(deleted) / full.reports, 4) > 0
 
 
 def test_watch_soak_samples_the_daemon_after_each_change():
