@@ -11,7 +11,9 @@ latency on the critical path alone require:
 where ``critical_path_s`` is the latency of the longest chain of calls that must follow each
 other: extraction, the gleaning check and round (each if the run made one), one summary, then
 one report per level that has LLM reports (deeper levels first). ``efficiency = bound_s / wall_s`` (the figure GraphRAG
-is compared by in ../shared/anchors.md).
+is compared by in ../shared/anchors.md). The simulator answers a call in ``--latency-ms`` plus
+``--per-token-ms`` per token of its answer, so each call of the chain counts that of the
+shortest answer its stage's calls got (``least_completion_tokens``).
 
 With ``--api-base`` the latency is the endpoint's, not ``--latency-ms`` (the simulator's,
 ``latency_ms`` then null): each call of the chain counts the shortest answering time measured
@@ -22,9 +24,10 @@ the rates' alone, when a stage of it had no call answered.
 Providers, the simulator and streamrag's client count a sliding minute, so a client may send a
 whole minute's budget at once and beat that smooth-rate bound (efficiency above 1). The least
 time the sliding minute allows is ``burst_bound_s``, the full minutes the calls and tokens need
-plus one call, and no less than the critical path or ``chat_calls x latency / concurrency``;
+plus one call, and no less than the critical path or the latency of all calls over the
+concurrency (``chat_calls x latency / concurrency``, with the simulator each call's own);
 ``burst_efficiency = burst_bound_s / wall_s``. With no rate limit (``--rpm 0 --tpm 0``) and no
-latency (``--latency-ms 0``) nothing bounds the run: both efficiencies are null, and
+latency (``--latency-ms 0 --per-token-ms 0``) nothing bounds the run: both efficiencies are null, and
 ``efficiency_unknown`` says why.
 """
 
@@ -69,6 +72,16 @@ def critical_path_s(least_ms: dict[str, float], stages: list[str]) -> float | No
     return sum(least_ms[s] for s in stages) / 1000
 
 
+def simulated_least_ms(latency_ms: float, per_token_ms: float, least_completion: dict[str, int],
+                       stages: list[str]) -> dict[str, float]:
+    """What each of ``stages`` answers in at least on the simulator, in ms: its latency plus its
+    per-token latency times the shortest answer (``least_completion``: completion tokens) its
+    stage's calls got; the latency alone for a stage none of whose calls answered. (The bound
+    counted ``latency_ms`` alone: harbor at ``--latency-ms 0 --per-token-ms 2`` was bound by
+    nothing, no efficiency, for a 5.3 s run; now 2.26 s.)"""
+    return {s: latency_ms + per_token_ms * least_completion.get(s, 0) for s in stages}
+
+
 def unbounded(bound_s: float, path_s: float | None) -> str | None:
     """Why no efficiency can be given, when nothing bounds the run's time (``bound_s`` 0: no
     rate limit, and no latency on its critical path, ``path_s`` None when none was measured);
@@ -84,7 +97,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", required=True, type=folder)
     ap.add_argument("--latency-ms", type=float, default=400)
-    ap.add_argument("--per-token-ms", type=float, default=0)
+    ap.add_argument("--per-token-ms", type=float, default=0.0)
     ap.add_argument("--rpm", type=int, default=600)
     ap.add_argument("--tpm", type=int, default=300000)
     ap.add_argument("--concurrency", type=int, default=25)
@@ -127,15 +140,23 @@ def main() -> None:
         least_ms = {r["stage"]: r["ms"] for r in store.query(
             "SELECT stage, min(latency_ms) AS ms FROM llm_calls WHERE cached = 0 AND error IS NULL "
             "GROUP BY stage")}
+        least_completion = {r["stage"]: r["n"] for r in store.query(
+            "SELECT stage, min(completion_tokens) AS n FROM llm_calls WHERE cached = 0 AND error IS NULL "
+            "GROUP BY stage")}
+        completion = store.scalar("SELECT sum(completion_tokens) FROM llm_calls "
+                                  "WHERE cached = 0 AND error IS NULL") or 0
         store.close()
     stages = critical_path_stages(paid, report_levels)
     chain = len(stages)
     if args.api_base:   # (--latency-ms is the simulator's: an endpoint's latency is what was measured)
         path_s = critical_path_s(least_ms, stages)
         per_call = min((least_ms[s] for s in stages if s in least_ms), default=0) / 1000
+        busy_s = calls * per_call
     else:
-        per_call = args.latency_ms / 1000
-        path_s = chain * per_call
+        path_s = critical_path_s(simulated_least_ms(args.latency_ms, args.per_token_ms, least_completion,
+                                                    stages), stages)
+        per_call = (args.latency_ms + args.per_token_ms * min(least_completion.values(), default=0)) / 1000
+        busy_s = (calls * args.latency_ms + args.per_token_ms * completion) / 1000
     bound_rate = max(calls / (args.rpm / 60) if args.rpm else 0, tokens / (args.tpm / 60) if args.tpm else 0)
     bound = max(bound_rate, path_s or 0)
     # The provider counts a sliding minute, and so does the client: an idle client may send a
@@ -143,14 +164,16 @@ def main() -> None:
     # once the earlier full minutes have passed, and concurrency caps calls in flight.
     minutes = max((calls - 1) // args.rpm if args.rpm and calls else 0,
                   math.ceil(tokens / args.tpm) - 1 if args.tpm and tokens else 0)
-    burst_bound = max(60 * minutes + per_call, path_s or 0, calls * per_call / args.concurrency)
+    burst_bound = max(60 * minutes + per_call, path_s or 0, busy_s / args.concurrency)
     why_not = unbounded(bound, path_s)
     emit({"bench": "throughput", "corpus": str(args.corpus),
           "latency_ms": None if args.api_base else args.latency_ms,
+          "per_token_ms": None if args.api_base else args.per_token_ms,
           "rpm": args.rpm, "tpm": args.tpm, "concurrency": args.concurrency, "chat_calls": calls,
           "tokens": tokens, "failed_calls": retried, "critical_path_calls": chain,
           "critical_path_s": None if path_s is None else round(path_s, 2),
-          **({"least_latency_ms": {s: round(ms, 1) for s, ms in least_ms.items()}} if args.api_base else {}),
+          **({"least_latency_ms": {s: round(ms, 1) for s, ms in least_ms.items()}} if args.api_base else
+             {"least_completion_tokens": least_completion}),
           "wall_s": round(wall, 2), "bound_s": round(bound, 2),
           "efficiency": None if why_not else round(bound / wall, 3),
           "burst_bound_s": round(burst_bound, 2), "burst_efficiency": None if why_not else round(burst_bound / wall, 3),

@@ -439,6 +439,27 @@ def test_throughput_through_an_endpoint_bounds_by_the_latency_it_measured(simula
     assert critical_path_s({"extract": 400, "glean_check": 300, "report": 250}, stages[:1] + ["report"] * 2) == 0.9
     assert critical_path_s({"extract": 400}, ["extract", "summarize"]) is None   # (none answered)
 
+def test_throughput_bounds_by_the_simulator_s_per_token_latency_too():
+    # The bound counted --latency-ms alone: with --per-token-ms the simulator took each call
+    # longer than the bound said (at --latency-ms 0, a 5.3 s run was bound by 0 s: no efficiency).
+    out = subprocess.run([sys.executable, str(BENCH / "throughput.py"), "--corpus",
+                          str(BENCH.parent / "tests" / "data" / "harbor"), "--latency-ms", "0",
+                          "--per-token-ms", "1", "--rpm", "0", "--tpm", "0"], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    from throughput import critical_path_stages, simulated_least_ms
+
+    least = result["least_completion_tokens"]
+    stages = critical_path_stages(dict.fromkeys(least, 1), 0)
+    stages += ["report"] * (result["critical_path_calls"] - len(stages))
+    assert result["per_token_ms"] == 1 and "report" in stages
+    assert result["critical_path_s"] == pytest.approx(sum(least[s] for s in stages) / 1000, abs=0.01)
+    assert 0 < result["bound_s"] == result["critical_path_s"] <= result["wall_s"]   # (a bound: no run beats it)
+    assert result["efficiency"] is not None and "efficiency_unknown" not in result
+    assert simulated_least_ms(400, 2, {"extract": 300}, ["extract", "summarize"]) == {"extract": 1000,
+                                                                                       "summarize": 400}
+
 def test_throughput_with_nothing_to_bound_it_gives_no_efficiency():
     # No rate limit and no latency: the bound was 0 s, its efficiency 0.0, as if the run had
     # taken for ever.
