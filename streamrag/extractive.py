@@ -20,8 +20,8 @@ import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from streamrag.local_search import STOPWORDS, query_terms, runs
-from streamrag.sentences import (CJK_CLOSERS, CJK_TERMINATORS, NOT_AFTER_ABBREVIATION,
-                                 ends_with_abbreviation)
+from streamrag.sentences import (CJK_CLOSERS, CJK_TERMINATORS, NOT_AFTER_ABBREVIATION, TABLE_DELIMITER,
+                                 ends_with_abbreviation, table_row_text)
 from streamrag.terms import unspaced_chars, words
 
 EXTRACTIVE_LABEL = "Extractive answer (no LLM used)"
@@ -51,13 +51,39 @@ def split_sentences(text: str) -> list[str]:
     title or abbreviation such as Mr. or e.g., nor after an initial), and 。！？."""
     out: list[str] = []
     for block in re.split(r"\n\s*\n|\n(?=\s*#)", text):
-        for line in _items(block):
+        for line in _table_rows(block) if "|" in block else _items(block):
             line = _ITEM_MARK.sub("", " ".join(_HEADING.sub("", line).split()))
             for s in _sentence_ends(line):
                 # Parenthesised asides ("(Also called Bob.)") are notes, not sentences to quote.
                 if word_count(s) >= 3 and not s.startswith("("):
                     out.append(s)
     return out
+
+
+def _table_rows(block: str) -> list[str]:
+    """``_items(block)``, a Markdown table's rows each as its cells read: "| Ada Osk | Boston |"
+    is "Ada Osk; Boston." (``table_row_text``), a quote without the pipes; its delimiter row
+    goes. In a block with a delimiter row, every line holding a "|" is a row (``_items`` parts
+    only those opening with one); elsewhere a line between pipes is."""
+    table = TABLE_DELIMITER.search(block) is not None
+    out = []
+    for unit in _items(block):
+        if not table:
+            one = unit.strip()
+            out.append(table_row_text(one) if "\n" not in one and one[:1] == "|" == one[-1:] else unit)
+            continue
+        prose: list[str] = []
+        for line in unit.split("\n"):
+            if "|" not in line:
+                prose.append(line)
+                continue
+            if prose:
+                out.append("\n".join(prose))
+                prose = []
+            out.append(table_row_text(line))
+        if prose:
+            out.append("\n".join(prose))
+    return [u for u in out if u.strip()]
 
 
 def _items(block: str) -> list[str]:

@@ -17,7 +17,8 @@ How a chunk is read:
   leaves only small words in lower case (articles, conjunctions, prepositions); a line with a
   lower-case verb or noun ("Kim Lowe met Leo Marsh in Dublin") is a sentence without its full
   stop, as CSV and JSONL rows often are, and its capitals are names. A Markdown table's row
-  is a sentence of its own, each cell opening as a sentence does ("| City |" is no place).
+  is a sentence of its own, each cell opening as a sentence does ("| City |" is no place), and
+  descriptions quote it as its cells read ("Ada Osk; Boston."), without its pipes.
 * A name is a run of capitalised words, which may be joined by name particles ("van", "de"),
   by "&", and by "of" / "of the" after an institutional head ("Bank of England", "Ministry of
   Trade", "Ghost of Christmas Past"). A year next to an event word belongs to the event
@@ -69,12 +70,14 @@ import re
 from collections import defaultdict
 
 from streamrag.records import EntityRecord, Extraction, RelationshipRecord
+from streamrag.sentences import TABLE_DELIMITER, table_row_text
 
 # 7: a line of prose wrapped before "12. " (no list numbered from 1 above) continues the prose.
 # 8: a Markdown table's rows are read one by one, each cell opening as a sentence does.
 # 9: a line in capitals under one dropped as a heading is dropped too ("TEARS." ending a paragraph).
 # 10: French bodies are organisations ("Banque de France", "Société Générale").
-VERSION = "10"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
+# 11: a table's row is described by its cells ("Ada Osk; Boston."), not quoted with its pipes.
+VERSION = "11"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
 MAX_DESCRIPTION_WORDS = 40
@@ -374,9 +377,6 @@ _YEAR = re.compile(r"[12]\d{3}")
 # or a callout's [!type] (group 1: the line begins an item of its own).
 _LINE_MARK = re.compile(r"[ \t]*(?:>[ \t]?)*[ \t]*((?:[-*+]|\d{1,3}[.)])[ \t]+(?:\[[ xX]\][ \t]+)?|\[![\w-]+\][+-]?[ \t]*)?")
 _NUMBER = re.compile(r"\d+")
-# A Markdown (GFM) table: the row under its header ("|---|:--:|", "--- | ---") makes every line of
-# its block holding a "|" a row; a line between pipes is one without it.
-_TABLE_DELIMITER = re.compile(r"^[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)+\|?[ \t]*$", re.MULTILINE)
 # Not a name but code, a key or base64: a digit against a letter ("Config277", "xK9fQ2"), or
 # two camel humps ("loadDataFromFile"); one hump is a name's ("McDonald", "YouTube").
 _IDENTIFIER = re.compile(r"[^\W\d_]\d|\d[^\W\d_]|[a-z][A-Z][^\W_]*?[a-z][A-Z]")
@@ -443,7 +443,7 @@ def extract_offline(chunk_text: str, *, entity_types: list[str] | None = None) -
     """Entities and co-occurrence relationships of one chunk, found without a model."""
     if not chunk_text or not isinstance(chunk_text, str):
         return Extraction()
-    sentences, blocks, headlines = _sentences(chunk_text)
+    sentences, blocks, headlines, rows = _sentences(chunk_text)
     if not sentences:
         return Extraction()
     lows = _LOWER_WORD.findall(chunk_text)
@@ -482,29 +482,33 @@ def extract_offline(chunk_text: str, *, entity_types: list[str] | None = None) -
         if m.name != name:
             aliases[name][m.name] = None
 
+    # What descriptions quote: a table's row as its cells read ("Ada Osk; Boston."), not its pipes.
+    shown = [rows.get(i, s) for i, s in enumerate(sentences)] if rows else sentences
     entities = []
     for name in mentioned_in:
         # Body sentences describe better than a headline; a headline is the last resort.
         where = [s for s in mentioned_in[name] if s not in headlines] or list(mentioned_in[name])
-        desc = _trim(" ".join(_DATELINE.sub("", sentences[s]) for s in where[:2]))
+        desc = _trim(" ".join(_DATELINE.sub("", shown[s]) for s in where[:2]))
         if name in aliases:
             desc += " (Also called " + ", ".join(aliases[name]) + ".)"
         entities.append(EntityRecord(name=name, type=_emit_type(types[name], allowed), description=desc))
     relationships = _relationships({s: list(names) for s, names in per_sentence.items()},
-                                   sentences, blocks, headlines, list(mentioned_in))
+                                   shown, blocks, headlines, list(mentioned_in))
     return Extraction(entities=entities, relationships=relationships)
 
 
 # --- sentences ---
 
-def _sentences(text: str) -> tuple[list[str], list[int], set[int]]:
-    """Sentences (whitespace collapsed), the block index of each, and which are headlines."""
+def _sentences(text: str) -> tuple[list[str], list[int], set[int], dict[int, str]]:
+    """Sentences (whitespace collapsed), the block index of each, which are headlines, and the
+    table rows among them as their cells read (``sentences.table_row_text``), for descriptions."""
     sentences: list[str] = []
     blocks: list[int] = []
     headlines: set[int] = set()
+    rows: dict[int, str] = {}
     text = _CODE_FENCE.sub("\n\n", text.replace("\r\n", "\n").replace("\r", "\n"))
     for b, block in enumerate(_BLOCK_SPLIT.split(text)):
-        for item, lines in _line_groups(block):
+        for item, lines, row in _line_groups(block):
             if len(lines) == 1 and not item and _is_headline(lines[0]):
                 sentences.append(_HEADING_MARK.sub("", lines[0]).strip(" #*_"))
                 blocks.append(b)
@@ -512,23 +516,27 @@ def _sentences(text: str) -> tuple[list[str], list[int], set[int]]:
                 continue
             para = " ".join(" ".join(lines).split())     # the lines are stripped: \s+ -> " "
             for s in _split_sentences(para):
+                if row:
+                    rows[len(sentences)] = table_row_text(s) or s
                 sentences.append(s)
                 blocks.append(b)
-    return sentences, blocks, headlines
+    return sentences, blocks, headlines, rows
 
 
-def _line_groups(block: str) -> list[tuple[bool, list[str]]]:
+def _line_groups(block: str) -> list[tuple[bool, list[str], bool]]:
     """A block's lines, without their Markdown marks (quote, bullet, task box, callout), in the
     runs that read as one text: a heading, a list item or a callout's title begins a run of its
     own (joined to the line above, "## Notes" and "Met with ..." gave "Notes Met"), and a
     heading ends its run. Other lines, prose a hard wrap cut, join the run above them. With each
     run, whether it is a list item (in title case, "Submit to Energy Policy Journal", no
-    headline). A table's row is a run of its own, read as a list item is: its cells are records,
-    not prose a hard wrap cut ("Role | City" over "Alice Johnson | Boston" gave "City Alice
-    Johnson"), and a title-case row is no headline."""
-    groups: list[tuple[bool, list[str]]] = []
+    headline), and whether it is a table's row. A table's row is a run of its own, read as a list
+    item is: its cells are records, not prose a hard wrap cut ("Role | City" over "Alice Johnson
+    | Boston" gave "City Alice Johnson"), and a title-case row is no headline."""
+    groups: list[tuple[bool, list[str], bool]] = []
     heading = row = caps = False
-    table = "|" in block and _TABLE_DELIMITER.search(block) is not None
+    # (a delimiter row makes every line of the block holding a "|" a row; a line between pipes
+    # is one without it)
+    table = "|" in block and TABLE_DELIMITER.search(block) is not None
     for raw in block.split("\n"):
         m = _LINE_MARK.match(raw)
         mark = m.group(1)
@@ -551,9 +559,9 @@ def _line_groups(block: str) -> list[tuple[bool, list[str]]]:
         is_heading = _ATX_HEADING.match(line) is not None
         is_row = not mark and (table and "|" in line or line[0] == "|" and line[-1] == "|")
         if is_row:
-            groups.append((True, [line]))
+            groups.append((True, [line], True))
         elif mark or heading or row or not groups or is_heading:
-            groups.append((bool(mark) and mark[0] != "[", [line]))
+            groups.append((bool(mark) and mark[0] != "[", [line], False))
         else:
             groups[-1][1].append(line)
         heading, row = is_heading, is_row

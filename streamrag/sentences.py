@@ -7,6 +7,11 @@ ended mid-sentence and a chunk could end on the title. Chinese and Japanese end 
 full-width terminators and no space after them; the closing quotes and brackets after one stay
 with its sentence. Each user builds its own pattern from these (the chunker also cuts at line
 ends, extractive answers only before a capital), but the terminators and closers are these.
+
+A Markdown table's row is a sentence of its own, read as its cells say it: "| Ada Osk | Boston |"
+is "Ada Osk; Boston." (``table_row_text``). Its pipes are borders, not words: quoted as written
+they stood in offline descriptions, reports and extractive answers. The words stay in their
+order, so a quote of a row is still found as a phrase of its chunk's words.
 """
 
 from __future__ import annotations
@@ -65,6 +70,23 @@ def split_at_gaps(text: str) -> list[str]:
             start = gap.end()
     out.append(text[start:])
     return out
+
+
+# A Markdown (GFM) table: the row under its header ("|---|:--:|", "--- | ---") makes every line of
+# its block holding a "|" a row.
+TABLE_DELIMITER = re.compile(r"^[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)+\|?[ \t]*$", re.MULTILINE)
+_CELL_BORDER = re.compile(r"(?<!\\)\|")     # (an escaped pipe, "\|", is a cell's text)
+
+
+def table_row_text(row: str) -> str:
+    """A Markdown table's row (or a piece of one) as the sentence its cells make, the cells
+    parted by semicolons and the pipes gone: "| Ada Osk | Engineer | Boston |" is "Ada Osk;
+    Engineer; Boston."; "" for the delimiter row under a header ("| --- | :-: |")."""
+    cells = [c.strip().replace("\\|", "|") for c in _CELL_BORDER.split(row)]
+    if all(not c.strip(":-") for c in cells):
+        return ""
+    text = "; ".join(c for c in cells if c)
+    return text if not text or text.endswith((".", "!", "?", "\u2026")) else text + "."
 
 
 def sentences_of(text: str) -> list[str]:

@@ -539,6 +539,34 @@ def test_markdown_table_labels_are_no_names_and_rows_are_records():
     assert names("Name | Role\n--- | ---\nAda Osk | Engineer\n") == {"Ada Osk": "person"}
 
 
+def test_a_table_row_is_described_by_its_cells_not_its_pipes():
+    # Descriptions quoted a row as written ("| Alice Johnson | Engineer | Boston |"), and so did
+    # the offline reports and extractive answers made of them.
+    table = ("The survey was planned in Lisbon.\n\n| Name | Role | City |\n|---|:-:|---|\n"
+             "| Alice Johnson | Engineer | Boston |\n| Rahul Mehta | Manager | Chicago |\n")
+    ext = extract_offline(table)
+    described = {e.name: e.description for e in ext.entities}
+    assert described["Alice Johnson"] == "Alice Johnson; Engineer; Boston."
+    assert not any("|" in e.description for e in ext.entities)
+    assert not any("|" in r.description for r in ext.relationships)
+    ties = {frozenset((r.source, r.target)): r.description for r in ext.relationships}
+    assert ties[frozenset(("Alice Johnson", "Boston"))] == "Alice Johnson; Engineer; Boston."
+    # The names found are those of before.
+    assert names(table) == {"Lisbon": "geo", "Alice Johnson": "person", "Boston": "geo",
+                            "Rahul Mehta": "person", "Chicago": "geo"}
+
+
+def test_extractive_sentences_read_a_table_row_by_its_cells():
+    from streamrag.extractive import split_sentences
+    table = ("The team list:\n| Name | Role | City |\n| --- | --- | --- |\n| Alice Johnson | Engineer | Boston |\n"
+             "| Rahul Mehta | Manager \\| lead | Chicago |\n\nName | Role | Town\n--- | --- | ---\nAda Osk | Clerk | Port Vell\n")
+    assert split_sentences(table) == ["The team list:", "Name; Role; City.", "Alice Johnson; Engineer; Boston.",
+                                      "Rahul Mehta; Manager | lead; Chicago.", "Name; Role; Town.",
+                                      "Ada Osk; Clerk; Port Vell."]
+    # A "|" in prose is no table's.
+    assert split_sentences("Type a | b to pipe it, said Ada Osk.") == ["Type a | b to pipe it, said Ada Osk."]
+
+
 def test_a_paragraph_in_capitals_leaves_no_acronym_of_its_last_word():
     # A file all in capitals gave one entity, 'TEARS' (organization): the last word of a
     # paragraph, wrapped onto a line of its own, was read as a lone acronym on its line.
