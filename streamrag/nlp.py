@@ -10,6 +10,8 @@ happens at merge time, where the whole graph is known.
 
 How a chunk is read:
 
+* Text is composed (NFC) first, so a name is one however its accents were typed; a word keeps
+  the combining marks a letter without a precomposed form carries ("Olúwaṣẹ́un").
 * Blocks are split on blank lines; hard-wrapped lines are joined. ALL-CAPS lines ("STAVE ONE",
   "MARLEY'S GHOST") are headings and yield nothing. A short single-line block without final
   punctuation whose words are mostly capitalised is a headline: title case makes every word
@@ -67,6 +69,7 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 from collections import defaultdict
 
 from streamrag.records import EntityRecord, Extraction, RelationshipRecord
@@ -77,7 +80,8 @@ from streamrag.sentences import TABLE_DELIMITER, table_row_text
 # 9: a line in capitals under one dropped as a heading is dropped too ("TEARS." ending a paragraph).
 # 10: French bodies are organisations ("Banque de France", "Société Générale").
 # 11: a table's row is described by its cells ("Ada Osk; Boston."), not quoted with its pipes.
-VERSION = "11"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
+# 12: text is composed (NFC) and a word keeps the combining marks left on it ("Olúwaṣẹ́un").
+VERSION = "12"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
 MAX_DESCRIPTION_WORDS = 40
@@ -353,6 +357,12 @@ _SPACES = re.compile(r"\s+")
 # A word: letters and digits, joined by single apostrophes or hyphens ("O'Brien",
 # "Christmas-time", not "Eve--old"), with an optional possessive ending.
 _WORD = re.compile(r"[^\W_]+(?:['\u2019\-][^\W_]+)*(?:['\u2019]s?)?")
+# Combining diacritics, which composed text (NFC) still holds where a letter has no precomposed
+# form with its marks (Yoruba "ẹ́", "ọ̀": "Olúwaṣẹ́un" was "Olúwaṣẹ" and "un"); in a chunk holding
+# one, a word is read with them (``_MARKED_WORD``: slower, so only there).
+_MARKS = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
+_MARK = re.compile(f"[{_MARKS}]")
+_MARKED_WORD = re.compile(rf"(?:[^\W_][{_MARKS}]*)+(?:['\u2019\-](?:[^\W_][{_MARKS}]*)+)*(?:['\u2019]s?)?")
 _LOWER_WORD = re.compile(r"(?<![\w'\u2019\-])[a-z][a-z\-]*")
 # a word with a letter beyond ASCII ("déjà", "вчера")
 _WIDE_WORD = re.compile(r"(?<![\w'\u2019\-])[^\W\d_]*[^\x00-\x7f\W\d_][^\W\d_]*(?:-[^\W\d_]+)*")
@@ -392,13 +402,13 @@ _Token = tuple[str, int, int, bool, bool, bool, bool]
 _TEXT, _START, _END, _CAP, _CAPS, _POSS, _PLURAL_POSS = range(7)
 
 
-def _tokens(sentence: str) -> list[_Token]:
+def _tokens(sentence: str, word: re.Pattern = _WORD) -> list[_Token]:
     """The words of a sentence. The hot loop of the module: one pass per word, cheap tests first."""
     out: list[_Token] = []
     append = out.append
     find = sentence.find
     end = 0
-    for w in _WORD.findall(sentence):
+    for w in word.findall(sentence):
         # Where the word starts: its first occurrence after the last word, as nothing between
         # two words can begin one (a match object per word cost more than the rest of this loop).
         start = find(w, end)
@@ -443,6 +453,13 @@ def extract_offline(chunk_text: str, *, entity_types: list[str] | None = None) -
     """Entities and co-occurrence relationships of one chunk, found without a model."""
     if not chunk_text or not isinstance(chunk_text, str):
         return Extraction()
+    word = _WORD
+    if not chunk_text.isascii():
+        # One name however its accents were typed: "Zoë" as one character or as "e" and a
+        # combining mark (NFD, as macOS names files) was "Zoë" here and "Zoe" there.
+        chunk_text = unicodedata.normalize("NFC", chunk_text)
+        if _MARK.search(chunk_text):
+            word = _MARKED_WORD
     sentences, blocks, headlines, rows = _sentences(chunk_text)
     if not sentences:
         return Extraction()
@@ -451,7 +468,7 @@ def extract_offline(chunk_text: str, *, entity_types: list[str] | None = None) -
     if not chunk_text.isascii() and _WIDE_LETTER.search(chunk_text):
         # "вчера", "déjà": lower-case words of other alphabets
         lower_words.update(w for w in _WIDE_WORD.findall(chunk_text) if w[0].islower())
-    tokens = [_tokens(s) for s in sentences]
+    tokens = [_tokens(s, word) for s in sentences]
     initial = [_initial_indexes(s, toks) for s, toks in zip(sentences, tokens)]
     mid_caps = {t[_TEXT] for i, toks in enumerate(tokens) if i not in headlines
                 for j, t in enumerate(toks) if t[_CAP] and j not in initial[i]}

@@ -567,6 +567,25 @@ def test_extractive_sentences_read_a_table_row_by_its_cells():
     assert split_sentences("Type a | b to pipe it, said Ada Osk.") == ["Type a | b to pipe it, said Ada Osk."]
 
 
+def test_a_name_is_one_however_its_accents_are_typed():
+    # Decomposed text (NFD: a letter and a combining mark, as macOS writes file names) gave
+    # "Zoe" and "Marchetti" for "Zoë Marchetti", and "Krako" for "Kraków": two entities for
+    # one name once another file wrote it composed.
+    import unicodedata
+    text = "Zoë Marchetti met Renée Dubois in Kraków. Later Zoë Marchetti wrote to Renée Dubois."
+    composed = extract_offline(unicodedata.normalize("NFC", text))
+    decomposed = extract_offline(unicodedata.normalize("NFD", text))
+    assert decomposed == composed
+    assert {e.name for e in decomposed.entities} == {unicodedata.normalize("NFC", n) for n in
+                                                     ("Zoë Marchetti", "Renée Dubois", "Kraków")}
+    # A letter with no precomposed form keeps its marks in the word, composed or not (Yoruba
+    # "ẹ́", "ọ̀": "Olúwaṣẹ́un" was cut into "Olúwaṣẹ" and "un", and no name came of it).
+    yoruba = "Olúwaṣẹ́un Adébáyọ̀ spoke in Lagos. Olúwaṣẹ́un Adébáyọ̀ settled in Ibadan."
+    for form in ("NFC", "NFD"):
+        assert names(unicodedata.normalize(form, yoruba)) == {
+            unicodedata.normalize("NFC", "Olúwaṣẹ́un Adébáyọ̀"): "person", "Lagos": "geo", "Ibadan": "geo"}, form
+
+
 def test_a_paragraph_in_capitals_leaves_no_acronym_of_its_last_word():
     # A file all in capitals gave one entity, 'TEARS' (organization): the last word of a
     # paragraph, wrapped onto a line of its own, was read as a lone acronym on its line.
