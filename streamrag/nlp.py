@@ -59,7 +59,10 @@ How a chunk is read:
 * Types come from cues: event words at the end, organisation words anywhere, place suffixes
   and prefixes, a small gazetteer, "in"/"near"/"à"/"в" before the name, honorifics, a building's head
   after a determiner ("the Mansion House", "at the Lantern Hall"); otherwise a multi-word name
-  is a person, and so is a lone word.
+  is a person, and so is a lone word. A lone word ending as places do ("Cornhill",
+  "Whitechapel", "Bradford") is a place unless the chunk gives it a person's cue: an honorific
+  ("Ms. Belford"), a verb of speech beside it ("Ruvford said"), or a full name it is the
+  surname of ("Churchill" beside "Winston Churchill"), as surnames end so too.
 * Descriptions are the first sentences that mention the entity (about 40 words).
 * Relationships: two entities in one sentence (strong) or in adjacent sentences of one block
   (weak); strength 1..10 from those counts; each entity keeps its 10 strongest.
@@ -81,7 +84,9 @@ from streamrag.sentences import TABLE_DELIMITER, table_row_text
 # 10: French bodies are organisations ("Banque de France", "Société Générale").
 # 11: a table's row is described by its cells ("Ada Osk; Boston."), not quoted with its pipes.
 # 12: text is composed (NFC) and a word keeps the combining marks left on it ("Olúwaṣẹ́un").
-VERSION = "12"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
+# 13: a lone word ending as places do is a place, unless a person's cue says otherwise ("Cornhill",
+#     "Whitechapel"; "Ms. Belford", "Belford said").
+VERSION = "13"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
 MAX_DESCRIPTION_WORDS = 40
@@ -295,8 +300,11 @@ churchyard bridge station quay wharf creek sound strait straits highlands lowlan
 township borough village town
 """)
 _GEO_PREFIXES = _words("lake port new mount mt fort ft saint st san santa cape north south east west upper lower")
+# Endings of a place's one-word name, most of them a word for a place grown onto it (Cornhill,
+# Whitechapel, Highgate, Greenwich, Canterbury); a weak cue: surnames end so too (``_place_word``).
 _GEO_WORD_ENDINGS = ("ford", "mouth", "ville", "burgh", "burg", "shire", "borough", "chester",
-                     "caster", "minster", "stadt", "grad", "polis")
+                     "caster", "minster", "stadt", "grad", "polis", "hill", "chapel", "gate", "wich",
+                     "bury")
 _GEO_KNOWN = _words("""
 africa america americas antarctica asia australia europe oceania arctic atlantic pacific
 afghanistan argentina austria bangladesh belgium bolivia brazil bulgaria canada chile china
@@ -439,14 +447,16 @@ def _capitalised(w: str) -> tuple[bool, bool]:
 
 
 class _Mention:
-    __slots__ = ("sent", "name", "honorific", "title", "prep", "poss", "acronym", "det", "agent", "initial")
+    __slots__ = ("sent", "name", "honorific", "title", "prep", "poss", "acronym", "det", "agent", "initial",
+                 "speaks")
 
     def __init__(self, sent: int, name: str, *, honorific: bool = False, title: bool = False,
                  prep: bool = False, poss: bool = False, acronym: bool = False, det: bool = False,
-                 agent: bool = False, initial: bool = False) -> None:
+                 agent: bool = False, initial: bool = False, speaks: bool = False) -> None:
         self.sent, self.name = sent, name
         self.honorific, self.title, self.prep, self.poss = honorific, title, prep, poss
         self.acronym, self.det, self.agent, self.initial = acronym, det, agent, initial
+        self.speaks = speaks        # beside a verb of speech: "Ruvford said", "said Ruvford"
 
 
 def extract_offline(chunk_text: str, *, entity_types: list[str] | None = None) -> Extraction:
@@ -853,8 +863,11 @@ def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int
     else:
         det = not honorific and _determined(sentence, toks, first)
     agent = det and _agent(sentence, toks, first, last)
+    speaks = (last + 1 < len(toks) and toks[last + 1][_TEXT] in _SPEECH_VERBS
+              and _plain_gap(sentence, toks[last], toks[last + 1])) or \
+        (first > 0 and toks[first - 1][_TEXT] in _SPEECH_VERBS and _plain_gap(sentence, toks[first - 1], toks[first]))
     return _Mention(i, name, honorific=honorific, title=title, prep=prep and not poss, poss=poss,
-                    det=det, agent=agent, initial=first in initial)
+                    det=det, agent=agent, initial=first in initial, speaks=speaks)
 
 
 def _opens_cell(sentence: str, tok: _Token) -> bool:
@@ -976,9 +989,15 @@ def _cue_type(name: str) -> str | None:
         return "geo"
     if " ".join(lows) in _GEO_KNOWN or " ".join(lows) in _GEO_KNOWN_MULTI:
         return "geo"
-    if len(words) == 1 and len(lows[0]) > 5 and lows[0].endswith(_GEO_WORD_ENDINGS):
-        return "geo"
     return None
+
+
+def _place_word(name: str) -> bool:
+    """Whether a lone word ends as a place's name does ("Bradford", "Cornhill", "Whitechapel").
+    A weaker cue than ``_cue_type``'s: many surnames end so too ("Ms. Belford", "Churchill"
+    beside "Winston Churchill"), so a person's cue beats it (``_resolve``)."""
+    low = name.lower()
+    return " " not in name and len(low) > 5 and low.endswith(_GEO_WORD_ENDINGS)
 
 
 def _initials(name: str) -> tuple[str, str]:
@@ -1000,6 +1019,7 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
         cue.update((n, None) for n, c in cue.items()
                    if c in ("organization", "event") and " " not in n and n.lower() not in _DE_BODIES)
     person_cue = {name: any(m.honorific or m.title for m in ms) for name, ms in by_name.items()}
+    placed = {name for name in by_name if cue[name] is None and _place_word(name)}
 
     def longer_type(name: str) -> str:
         ms = by_name[name]
@@ -1039,9 +1059,14 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
             else:
                 cands = list(dict.fromkeys(by_last.get(name, []) + by_first.get(name, [])))
                 # "based in Quinrellmouth" is the place, not "Quinrellmouth Port Authority".
-                own = cue[name] or ("geo" if any(m.prep for m in ms) else None)
+                prep = any(m.prep for m in ms)
+                own = cue[name] or ("geo" if prep or name in placed else None)
                 if own is not None:
-                    cands = [c for c in cands if longer_type(c) == own]
+                    # A place's ending is no place after all in a person's surname ("Belford"
+                    # beside "Zofia Belford"), unless "in" or the like says so.
+                    surname = name in placed and not prep
+                    cands = [c for c in cands if longer_type(c) == own or
+                             (surname and c in by_last.get(name, ()) and longer_type(c) == "person")]
             if len(cands) == 1:
                 target = cands[0]
         elif name in yearless and len(yearless[name]) == 1:
@@ -1057,6 +1082,9 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
     for target, group in members.items():
         ms = [m for n in group for m in by_name[n]]
         t = cue[target] if target in cue else _cue_type(target)
+        if t is None and target in placed and not any(person_cue[n] for n in group) \
+                and not any(m.speaks for m in ms):
+            t = "geo"                   # "Cornhill"; "Mr. Crawford", "Crawford said" a person
         if t is None:
             if any(person_cue[n] for n in group):
                 t = "person"

@@ -586,6 +586,27 @@ def test_a_name_is_one_however_its_accents_are_typed():
             unicodedata.normalize("NFC", "Olúwaṣẹ́un Adébáyọ̀"): "person", "Lagos": "geo", "Ibadan": "geo"}, form
 
 
+def test_a_word_ending_as_places_do_is_a_place_unless_a_person_cue_says_otherwise():
+    # London's streets and districts were people in A Christmas Carol ("a slide on Cornhill",
+    # "best Whitechapel"): a one-word place's ending ("-hill", "-chapel", "-gate", "-wich",
+    # "-bury") said nothing.
+    assert names("Bob Cratchit went down a slide on Cornhill twenty times, and then ran home to Camden Town.") == {
+        "Bob Cratchit": "person", "Cornhill": "geo", "Camden Town": "geo"}
+    assert names("The sharpest needle, best Whitechapel, was not sharper than Scrooge.") == {
+        "Whitechapel": "geo", "Scrooge": "person"}
+    assert names("The fire spread from Highgate to Greenwich and Canterbury by morning, Ada Osk wrote.") == {
+        "Highgate": "geo", "Greenwich": "geo", "Canterbury": "geo", "Ada Osk": "person"}
+    # Surnames end so too: an honorific, a verb of speech beside it, or a full name it is the
+    # surname of makes the word a person ("Mr. Crawford" and "Ruvford said" were places).
+    assert names("Mr. Crawford arrived late. The board met at noon.") == {"Crawford": "person"}
+    assert names('"It is too early," Ruvford said. The board met in Pellric.') == {
+        "Ruvford": "person", "Pellric": "geo"}
+    assert names("Winston Churchill spoke in London. Later Churchill wrote to Clement Attlee.") == {
+        "Winston Churchill": "person", "London": "geo", "Clement Attlee": "person"}
+    # ... but a place preposition keeps the place beside the person of its name.
+    assert names("Kenji Belford met the mayor in Belford on Tuesday.") == {"Kenji Belford": "person", "Belford": "geo"}
+
+
 def test_a_paragraph_in_capitals_leaves_no_acronym_of_its_last_word():
     # A file all in capitals gave one entity, 'TEARS' (organization): the last word of a
     # paragraph, wrapped onto a line of its own, was read as a lone acronym on its line.
