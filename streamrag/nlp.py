@@ -36,8 +36,12 @@ How a chunk is read:
   or only ever puts a determiner or another name's possessive before it: English gives a
   person's name neither. Used three times or more in the chunk, or speaking or acting right
   after "the" ("said the Ghost", "the Phantom pointed"), it names a character all the same; a
-  plural beside its surname is a family ("the Cratchits" beside "Mrs. Cratchit"). A greeting's
-  adjective is no part of the holiday ("Merry Christmas" -> "Christmas").
+  plural beside its surname is a family ("the Cratchits" beside "Mrs. Cratchit"). The
+  adjectives that open names in capitals are adjectives in lower case between the determiner
+  and the word ("a bad young Act"). A phrase in capitals right after "the" with no cue of a
+  type, used once or twice and not acting ("the Invisible World", "the Poor Law"), is a
+  concept, not a person. A greeting's adjective is no part of the holiday ("Merry Christmas" ->
+  "Christmas").
 * German capitalises every noun. A chunk where German function words ("der", "und", "nicht" ...)
   make up 6% of the words is read so: a word after an article or its contraction ("den
   Präsidenten", "am Montag", "im Haus") is a noun wherever it stands, and a run loses such
@@ -86,7 +90,9 @@ from streamrag.sentences import TABLE_DELIMITER, table_row_text
 # 12: text is composed (NFC) and a word keeps the combining marks left on it ("Olúwaṣẹ́un").
 # 13: a lone word ending as places do is a place, unless a person's cue says otherwise ("Cornhill",
 #     "Whitechapel"; "Ms. Belford", "Belford said").
-VERSION = "13"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
+# 14: "a bad young Act" is a common noun (a lower-case adjective between it and "a"); a phrase
+#     in capitals only ever right after "the", with no cue, is a concept ("the Invisible World").
+VERSION = "14"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
 MAX_DESCRIPTION_WORDS = 40
@@ -448,15 +454,16 @@ def _capitalised(w: str) -> tuple[bool, bool]:
 
 class _Mention:
     __slots__ = ("sent", "name", "honorific", "title", "prep", "poss", "acronym", "det", "agent", "initial",
-                 "speaks")
+                 "speaks", "the")
 
     def __init__(self, sent: int, name: str, *, honorific: bool = False, title: bool = False,
                  prep: bool = False, poss: bool = False, acronym: bool = False, det: bool = False,
-                 agent: bool = False, initial: bool = False, speaks: bool = False) -> None:
+                 agent: bool = False, initial: bool = False, speaks: bool = False, the: bool = False) -> None:
         self.sent, self.name = sent, name
         self.honorific, self.title, self.prep, self.poss = honorific, title, prep, poss
         self.acronym, self.det, self.agent, self.initial = acronym, det, agent, initial
         self.speaks = speaks        # beside a verb of speech: "Ruvford said", "said Ruvford"
+        self.the = the              # right after "the": "the Invisible World"
 
 
 def extract_offline(chunk_text: str, *, entity_types: list[str] | None = None) -> Extraction:
@@ -866,8 +873,9 @@ def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int
     speaks = (last + 1 < len(toks) and toks[last + 1][_TEXT] in _SPEECH_VERBS
               and _plain_gap(sentence, toks[last], toks[last + 1])) or \
         (first > 0 and toks[first - 1][_TEXT] in _SPEECH_VERBS and _plain_gap(sentence, toks[first - 1], toks[first]))
+    the = det and toks[first - 1][_TEXT].lower() == "the"
     return _Mention(i, name, honorific=honorific, title=title, prep=prep and not poss, poss=poss,
-                    det=det, agent=agent, initial=first in initial, speaks=speaks)
+                    det=det, agent=agent, initial=first in initial, speaks=speaks, the=the)
 
 
 def _opens_cell(sentence: str, tok: _Token) -> bool:
@@ -912,8 +920,10 @@ def _determined(sentence: str, toks: list[_Token], j: int) -> bool:
             return low != "that" or adjectives > 0
         # "your uncle Scrooge", "his friend Topper": a title or kin word names the name; a
         # particle is another language's ("a visité la Bretagne": French "a" is no article).
-        if not t[_TEXT].islower() or low in _COMMON or low in _TITLE_SMALL or low in _KEEP_TITLES \
-                or low in _KIN or low in _PARTICLES or adjectives == 2:
+        # (The adjectives that open names in capitals are adjectives in lower case: "a bad
+        # young Act", "the good Spirit".)
+        if not t[_TEXT].islower() or (low in _COMMON and low not in _ADJECTIVES) or low in _TITLE_SMALL \
+                or low in _KEEP_TITLES or low in _KIN or low in _PARTICLES or adjectives == 2:
             return False
         adjectives += 1
         k -= 1
@@ -1101,6 +1111,9 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
             elif " " not in target and len(ms) < _EPITHET_USES and not any(m.agent for m in ms) \
                     and _common_noun(target, ms, lower_words) and not _family(target, by_name):
                 continue                # "a Glee", "the Parrot", "Hope" beside "hope": no entity
+            elif " " in target and " of " not in target and len(ms) < _EPITHET_USES \
+                    and all(m.the for m in ms) and not any(m.agent for m in ms):
+                t = "concept"           # "the Invisible World", "the Poor Law": no one's name
             else:
                 t = "person"
         types[target] = t

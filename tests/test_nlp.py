@@ -607,6 +607,25 @@ def test_a_word_ending_as_places_do_is_a_place_unless_a_person_cue_says_otherwis
     assert names("Kenji Belford met the mayor in Belford on Tuesday.") == {"Kenji Belford": "person", "Belford": "geo"}
 
 
+def test_capitalised_common_words_are_no_people():
+    # "a bad young Act of Parliament" gave a person "Act": a lone word after a determiner is a
+    # common noun in capitals, but the lower-case adjectives that open names in capitals
+    # ("young", "old", "good") stopped the look back for one.
+    assert names("You might have got a hearse up that staircase, or through a bad young Act of Parliament, "
+                 "said Ebenezer Scrooge.") == {"Parliament": "organization", "Ebenezer Scrooge": "person"}
+    # A phrase in capitals right after "the", with no cue of a type, used once or twice and not
+    # acting, is no one's name ("the Invisible World", "the Poor Law" were people): a concept.
+    assert names("It was his glimpse of the Invisible World, or the dull conversation of Jacob Marley.") == {
+        "Invisible World": "concept", "Jacob Marley": "person"}
+    assert names("'The Treadmill and the Poor Law are in full vigour, then?' said Ebenezer Scrooge.") == {
+        "Poor Law": "concept", "Ebenezer Scrooge": "person"}
+    # People after "the" and an adjective, titles, "of" names and buildings are as they were.
+    assert names("The stone of the late Jacob Marley stood near the Mansion House.") == {
+        "Jacob Marley": "person", "Mansion House": "geo"}
+    assert names("It was the Ghost of Christmas Past, and the Lord Mayor saw it.") == {
+        "Ghost of Christmas Past": "person", "Lord Mayor": "person"}
+
+
 def test_a_paragraph_in_capitals_leaves_no_acronym_of_its_last_word():
     # A file all in capitals gave one entity, 'TEARS' (organization): the last word of a
     # paragraph, wrapped onto a line of its own, was read as a lone acronym on its line.
