@@ -872,7 +872,8 @@ def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int
     agent = det and _agent(sentence, toks, first, last)
     speaks = (last + 1 < len(toks) and toks[last + 1][_TEXT] in _SPEECH_VERBS
               and _plain_gap(sentence, toks[last], toks[last + 1])) or \
-        (first > 0 and toks[first - 1][_TEXT] in _SPEECH_VERBS and _plain_gap(sentence, toks[first - 1], toks[first]))
+        (first > 0 and toks[first - 1][_TEXT] in _SPEECH_VERBS
+         and _plain_gap(sentence, toks[first - 1], toks[first]))
     the = det and toks[first - 1][_TEXT].lower() == "the"
     return _Mention(i, name, honorific=honorific, title=title, prep=prep and not poss, poss=poss,
                     det=det, agent=agent, initial=first in initial, speaks=speaks, the=the)

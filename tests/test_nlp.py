@@ -559,7 +559,8 @@ def test_a_table_row_is_described_by_its_cells_not_its_pipes():
 def test_extractive_sentences_read_a_table_row_by_its_cells():
     from streamrag.extractive import split_sentences
     table = ("The team list:\n| Name | Role | City |\n| --- | --- | --- |\n| Alice Johnson | Engineer | Boston |\n"
-             "| Rahul Mehta | Manager \\| lead | Chicago |\n\nName | Role | Town\n--- | --- | ---\nAda Osk | Clerk | Port Vell\n")
+             "| Rahul Mehta | Manager \\| lead | Chicago |\n\n"
+             "Name | Role | Town\n--- | --- | ---\nAda Osk | Clerk | Port Vell\n")
     assert split_sentences(table) == ["The team list:", "Name; Role; City.", "Alice Johnson; Engineer; Boston.",
                                       "Rahul Mehta; Manager | lead; Chicago.", "Name; Role; Town.",
                                       "Ada Osk; Clerk; Port Vell."]
@@ -582,8 +583,8 @@ def test_a_name_is_one_however_its_accents_are_typed():
     # "ẹ́", "ọ̀": "Olúwaṣẹ́un" was cut into "Olúwaṣẹ" and "un", and no name came of it).
     yoruba = "Olúwaṣẹ́un Adébáyọ̀ spoke in Lagos. Olúwaṣẹ́un Adébáyọ̀ settled in Ibadan."
     for form in ("NFC", "NFD"):
-        assert names(unicodedata.normalize(form, yoruba)) == {
-            unicodedata.normalize("NFC", "Olúwaṣẹ́un Adébáyọ̀"): "person", "Lagos": "geo", "Ibadan": "geo"}, form
+        full_name = unicodedata.normalize("NFC", "Olúwaṣẹ́un Adébáyọ̀")
+        assert names(unicodedata.normalize(form, yoruba)) == {full_name: "person", "Lagos": "geo", "Ibadan": "geo"}, form
 
 
 def test_a_word_ending_as_places_do_is_a_place_unless_a_person_cue_says_otherwise():
@@ -604,7 +605,8 @@ def test_a_word_ending_as_places_do_is_a_place_unless_a_person_cue_says_otherwis
     assert names("Winston Churchill spoke in London. Later Churchill wrote to Clement Attlee.") == {
         "Winston Churchill": "person", "London": "geo", "Clement Attlee": "person"}
     # ... but a place preposition keeps the place beside the person of its name.
-    assert names("Kenji Belford met the mayor in Belford on Tuesday.") == {"Kenji Belford": "person", "Belford": "geo"}
+    assert names("Kenji Belford met the mayor in Belford on Tuesday.") == {
+        "Kenji Belford": "person", "Belford": "geo"}
 
 
 def test_capitalised_common_words_are_no_people():
