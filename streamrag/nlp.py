@@ -92,7 +92,8 @@ from streamrag.sentences import TABLE_DELIMITER, table_row_text
 #     "Whitechapel"; "Ms. Belford", "Belford said").
 # 14: "a bad young Act" is a common noun (a lower-case adjective between it and "a"); a phrase
 #     in capitals only ever right after "the", with no cue, is a concept ("the Invisible World").
-VERSION = "14"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
+# 15: a word drawn out in speech is no name ("Scro-o-o-o-oge").
+VERSION = "15"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
 MAX_DESCRIPTION_WORDS = 40
@@ -404,6 +405,9 @@ _NUMBER = re.compile(r"\d+")
 # Not a name but code, a key or base64: a digit against a letter ("Config277", "xK9fQ2"), or
 # two camel humps ("loadDataFromFile"); one hump is a name's ("McDonald", "YouTube").
 _IDENTIFIER = re.compile(r"[^\W\d_]\d|\d[^\W\d_]|[a-z][A-Z][^\W_]*?[a-z][A-Z]")
+# A word drawn out in speech: two small letters alone between hyphens ("Scro-o-o-o-oge", "No-o-o-o";
+# not initials, "A-B-C-D").
+_DRAWN_OUT = re.compile(r"-[^\W\d_](?<![A-Z])-[^\W\d_](?<![A-Z])-")
 _TRAILING = ".,:;!?\"')]\u201d\u2019"   # punctuation a word of a line may carry after it
 _APOSTROPHES = "'\u2019"
 _POSSESSIVE_CHARS = "sS'\u2019"
@@ -445,10 +449,12 @@ def _tokens(sentence: str, word: re.Pattern = _WORD) -> list[_Token]:
 
 @functools.lru_cache(maxsize=1 << 14)
 def _capitalised(w: str) -> tuple[bool, bool]:
-    """Whether a word with a capital is capitalised (no contraction, no code: "Don't", "Config277")
-    and whether it is ALL-CAPS. Remembered: a chunk's names recur, and so do a corpus's (a
-    function of the word alone, so nothing carries from one chunk to another but time)."""
-    cap = not (("'" in w or "\u2019" in w) and _CONTRACTION.search(w)) and not _IDENTIFIER.search(w)
+    """Whether a word with a capital is capitalised (no contraction, no code: "Don't", "Config277",
+    no word drawn out in speech: "Scro-o-o-o-oge") and whether it is ALL-CAPS. Remembered: a
+    chunk's names recur, and so do a corpus's (a function of the word alone, so nothing carries
+    from one chunk to another but time)."""
+    cap = not (("'" in w or "\u2019" in w) and _CONTRACTION.search(w)) and not _IDENTIFIER.search(w) \
+        and not ("-" in w and _DRAWN_OUT.search(w))
     return cap, cap and len(w) > 1 and w.isupper()
 
 

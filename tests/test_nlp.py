@@ -621,6 +621,10 @@ def test_capitalised_common_words_are_no_people():
         "Invisible World": "concept", "Jacob Marley": "person"}
     assert names("'The Treadmill and the Poor Law are in full vigour, then?' said Ebenezer Scrooge.") == {
         "Poor Law": "concept", "Ebenezer Scrooge": "person"}
+    # A word drawn out in speech is no name ("Scro-o-o-o-oge" was a person); hyphened names are.
+    assert names("'What is it?' cried Fred Holt.\n\n'It's your uncle Scro-o-o-o-oge.'") == {"Fred Holt": "person"}
+    assert names("Jean-Marie Le Pen met Kim Jong-un in Saint-Jean-de-Luz.") == {
+        "Jean-Marie Le Pen": "person", "Kim Jong-un": "person", "Saint-Jean-de-Luz": "geo"}
     # People after "the" and an adjective, titles, "of" names and buildings are as they were.
     assert names("The stone of the late Jacob Marley stood near the Mansion House.") == {
         "Jacob Marley": "person", "Mansion House": "geo"}
