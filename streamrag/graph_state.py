@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import functools
 import itertools
+import weakref
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
@@ -115,10 +116,23 @@ def _paired(before: dict[str, tuple[str, int, float]], now: Iterable[tuple[str, 
 
 def stranded_chunks(store: Store) -> set[str]:
     """The live chunks ``GraphState.stranded`` merges again: none once a version is published
-    with the claim_ends mark, which says a claim's subject and object are entities."""
-    if not store.version or store.get_meta("claim_ends"):
+    with the claim_ends mark, which says a claim's subject and object are entities. Looked for
+    once a version of ``store`` (the claims and entities change only with a publish): a run reads
+    the published bookkeeping (``unread``) and then the graph (``load``), and an estimate both
+    says them and works the update out, each of which asked the index (a pass over its claims)."""
+    version = store.version
+    if not version or store.get_meta("claim_ends"):
         return set()
-    return index_rows.stranded_claim_chunks(store)
+    stamp = (version, store.get_meta("published_at"))
+    found = _stranded_found.get(store)
+    if found is None or found[0] != stamp:
+        found = _stranded_found[store] = (stamp, frozenset(index_rows.stranded_claim_chunks(store)))
+    return set(found[1])
+
+
+# store -> ((version, published_at), the chunks ``stranded_chunks`` found of that version)
+_stranded_found: weakref.WeakKeyDictionary[Store, tuple[tuple[int, str | None], frozenset[str]]] = \
+    weakref.WeakKeyDictionary()
 
 
 class GraphState:

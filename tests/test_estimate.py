@@ -442,6 +442,42 @@ async def test_an_estimate_says_the_chunks_with_claims_about_no_entity_are_merge
     assert est["chunks_merged_again"] == 0 and "merged again" not in format_estimate(est)
 
 
+async def test_an_old_index_s_stranded_claims_are_looked_for_once_by_a_run_and_by_its_estimate(
+        tmp_path, monkeypatch):
+    # An index merged before a claim's ends were made entities (no claim_ends mark): the query
+    # for its chunks holding claims about no entity ran twice per run, for the published
+    # bookkeeping (GraphState.unread) and again for the graph (GraphState.load), and twice per
+    # estimate of an update.
+    from conftest import claims_answered
+
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.md").write_text("Ada Osk met Bob Tan on the quay of Port Vell.\n")
+    settings = make_settings("http://llm.test/v1", index={"extract_claims": True})
+    db = tmp_path / "index.db"
+    line = "claim | Old Quay Trust | NONE | CONTRACT | TRUE | NONE | NONE | The trust paid Ada Osk. | paid"
+    await sync([tmp_path / "d"], settings, db, root=tmp_path / "d", transport=claims_answered(line))
+    trust = ids.entity_id("Old Quay Trust")
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:   # as an index merged then holds it
+        conn.execute("DELETE FROM entities WHERE id = ?", (trust,))
+        conn.execute("DELETE FROM entity_sources WHERE entity_id = ?", (trust,))
+        conn.execute("DELETE FROM meta WHERE key = 'claim_ends'")
+    (tmp_path / "d" / "b.md").write_text("Cy Dunn sailed from Port Vell to Lisbon.\n")
+    asked = []
+    real = index_rows.stranded_claim_chunks
+    monkeypatch.setattr(index_rows, "stranded_claim_chunks", lambda store: asked.append(1) or real(store))
+    est = estimate([tmp_path / "d"], settings, db, root=tmp_path / "d")
+    assert est["chunks_merged_again"] == 1 and len(asked) == 1, asked
+    asked.clear()
+    await sync([tmp_path / "d"], settings, db, root=tmp_path / "d", transport=claims_answered(line))
+    assert len(asked) == 1, asked
+    with contextlib.closing(Store(db, readonly=True)) as store:
+        assert store.get_meta("claim_ends") and trust in {eid for eid, *_ in index_rows.entity_rows(store)}
+    asked.clear()   # (marked: never again)
+    await sync([tmp_path / "d"], settings, db, root=tmp_path / "d", transport=claims_answered(line))
+    assert estimate([tmp_path / "d"], settings, db, root=tmp_path / "d")["chunks_merged_again"] == 0
+    assert asked == []
+
+
 async def test_an_estimate_says_why_every_chunk_is_extracted_again(tmp_path, simulator):
     # A new extraction model (or prompt, entity types, gleaning, claims) read as "62 chunks to
     # extract" of an unchanged folder: only the run, once started, said the settings changed.
