@@ -48,9 +48,10 @@ to be (``ratios_from`` in --json). Summaries and reports:
   settings, those of contexts that change, not every one.
 
 Its ``llm`` object has the shape a run's has (``status.llm_summary``) and the same meanings, so
-the two compare stage by stage: ``calls`` includes the first-round extraction answers already in
-the cache (an interrupted run's), which are also counted in ``cached`` and cost no tokens (no
-other answer is looked up: they are estimated as paid); ``errors`` are the answers cut off
+the two compare stage by stage: ``calls`` includes the answers already in the cache (an
+interrupted run's, or one with other settings since) that the run asks for as the estimate can
+tell it (a new chunk's first round, then its gleanings and claims as far as the cache answers
+them), which are also counted in ``cached`` and cost no tokens; ``errors`` are the answers cut off
 (or unusable) and asked again, as often per paid call as on this index (``Ratios.again``: none
 on a first index); other failures are not predicted.
 """
@@ -290,7 +291,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             tokens = c.tokens if c.id in chunked else count_tokens(c.text, ix.encoding)
             prompt = count_prompt_tokens(asked[c.id].messages, c.text, tokens, ix.encoding)
             checks = gleans = 0
-            ended = False
+            ended = claimed = False   # (claimed: the cache holds the claims answer the run asks for)
             if keys[c.id] in cached:
                 add("extract", 1, 0, 0, cached=1)   # a call, answered by the cache: free
                 # (its gleaning rounds too, as far as the cache answers them: an index built with
@@ -303,6 +304,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                 if gleaned is not None and (
                         whole := _claimed_from_cache(store, settings, prompts, c, gleaned)) is not None:
                     from_cache[c.id] = whole
+                    claimed = ix.extract_claims
             else:
                 add("extract", 1, prompt, _measured(r.extract_completion, prompt, FIRST_ROUND_COMPLETION * tokens))
             rounds = [] if ended else _rounds(r, ix.max_gleanings, checks=ix.glean_check != "off")[gleans:]
@@ -322,7 +324,9 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                     ix.encoding)
                 add("glean", gleaned, gleaned * glean,
                     gleaned * _measured(r.glean_completion, glean, GLEAN_COMPLETION * tokens))
-            if ix.extract_claims:
+            if claimed:   # (a call, answered by the cache: free)
+                add("claims", 1, 0, 0, cached=1)
+            elif ix.extract_claims:
                 claims = prompts.claims.render(text=c.text, entities=found,
                                                claim_description=ix.claim_description)
                 claims_prompt = count_prompt_tokens(claims, c.text, tokens, ix.encoding)
@@ -1198,11 +1202,7 @@ def format_estimate(e: dict) -> str:
         lines.append(f"  {stage:<12} {_paid_calls(s['calls'] - s['cached'])}  {s['prompt_tokens']:>12,} prompt  "
                      f"{s['completion_tokens']:>10,} completion")
     if u["cached"]:
-        first = u["by_stage"].get("extract", {}).get("cached", 0)
-        gleaning = u["cached"] - first
-        also = f"; so {'is' if gleaning == 1 else 'are'} {counted(gleaning, 'gleaning answer')}" if gleaning else ""
-        lines.append(f"  ({counted(first, 'first extraction answer')} {'is' if first == 1 else 'are'} "
-                     f"in the cache, from an earlier run: not counted{also})")
+        lines.append(f"  ({_cached_said(u['by_stage'])})")
     # (A first index's estimate read as if measured on its model: nothing said it had no calls to go by.)
     # (An index of 15 calls of these models was said to hold none: 20 of a stage are needed.)
     few = e.get("model_calls", 0)
@@ -1228,6 +1228,26 @@ def extraction_change(store: Store, settings: Settings) -> str:
         return ("the extraction settings (model, prompt, entity types, gleaning or claims) changed since "
                 "this index was built; answers in the cache cost nothing")
     return f"it was built offline, and is extracted with {settings.llm.extraction_model}"
+
+
+# What the cache answers, stage by stage, as the estimate's line names them (gleaning: its checks too).
+CACHED_SAID = (("first extraction answer", ("extract",)), ("gleaning answer", ("glean_check", "glean")),
+               ("claims answer", ("claims",)), ("summary", ("summarize",)), ("report", ("report",)))
+
+
+def _cached_said(by_stage: dict[str, dict[str, int]]) -> str:
+    """The answers in the cache, which cost nothing: '62 first extraction answers are in the
+    cache, from an earlier run: not counted; so are 105 gleaning answers' (a claims answer, a
+    summary or a report the cache holds was said to be a gleaning answer, or not said)."""
+    parts = [(n, word) for word, stages in CACHED_SAID
+             if (n := sum(by_stage.get(stage, {}).get("cached", 0) for stage in stages))]
+    (n, word), rest = parts[0], parts[1:]
+    said = f"{counted(n, word)} {'is' if n == 1 else 'are'} in the cache, from an earlier run: not counted"
+    if rest:
+        listed = [counted(k, w) for k, w in rest]
+        listed = listed[0] if len(listed) == 1 else f"{', '.join(listed[:-1])} and {listed[-1]}"
+        said += f"; so {'is' if len(rest) == 1 and rest[0][0] == 1 else 'are'} {listed}"
+    return said
 
 
 def _paid_calls(n: int) -> str:

@@ -1670,3 +1670,21 @@ async def test_extractions_the_cache_answers_whole_after_claims_are_turned_off_a
     for stage in ("summarize", "report"):
         assert asked(est, stage) == paid(done.llm, stage), (stage, est["llm"], done.llm)
     assert est["llm"]["by_stage"]["report"]["prompt_tokens"] == done.llm["report"]["prompt_tokens"]
+
+
+async def test_claims_answers_the_cache_holds_are_counted_free(tmp_path, simulator):
+    # index.max_gleanings 1 -> 0 with claims on: every chunk is extracted again, its first round
+    # from the cache, and the claims request of a chunk whose gleaning had added nothing is the
+    # one asked before, answered by the cache too. The estimate counted each claims call paid
+    # (ten news articles: 12 paid for the run's 9, 3 from the cache).
+    docs = news_copy(tmp_path, 10)
+    db = tmp_path / "index.db"
+    await sync([docs], make_settings(simulator.base_url, index={"extract_claims": True}), db, root=docs)
+    est, done = await index_and_estimate(
+        docs, make_settings(simulator.base_url, index={"extract_claims": True, "max_gleanings": 0}), db)
+    claims, ran = est["llm"]["by_stage"]["claims"], done.llm["claims"]
+    assert ran["cached"] > 0 and paid(done.llm, "claims") > 0, done.llm
+    assert (claims["calls"], claims["cached"]) == (ran["calls"], ran["cached"]), (claims, ran)
+    extract = done.llm["extract"]["cached"]
+    assert f"  ({extract} first extraction answers are in the cache, from an earlier run: not counted; " \
+        f"so are {ran['cached']} claims answers)" in format_estimate(est).splitlines()
