@@ -94,7 +94,7 @@ from streamrag.pipeline import check_not_downgraded, nothing_found
 from streamrag.prompts import load_prompt
 from streamrag.report_stage import built_min_members, children_of, deepest_first, report_attempt
 from streamrag.reports import ReportContext, build_context, context_key
-from streamrag.records import Chunk, Community, Extraction, RelationshipRecord
+from streamrag.records import Chunk, ClaimRecord, Community, Extraction, RelationshipRecord
 from streamrag.sentences import sentences_of
 from streamrag.status import counted, llm_summary
 from streamrag.store import Store, without_index_files
@@ -276,6 +276,9 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     # The new chunks whose extraction the cache answers whole, as the run makes it from the
     # cache (an index built with extract_claims, run without: an extraction key of its own)
     from_cache: dict[str, Extraction] = {}
+    # ... but for claims the run asks and the cache does not hold (index.extract_claims turned on):
+    # the completion tokens of each such chunk's claims (``_update_calls`` stands claims in for them)
+    unclaimed: dict[str, float] = {}
     if not settings.offline and n:
         prompts = ExtractionPrompts.load(settings)
         types = entity_types_text(settings)
@@ -301,10 +304,10 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                 for stage, answered in (("glean_check", checks), ("glean", gleans)):
                     if answered:   # (a stage the run does not ask has no row)
                         add(stage, answered, 0, 0, cached=answered)
-                if gleaned is not None and (
-                        whole := _claimed_from_cache(store, settings, prompts, c, gleaned)) is not None:
-                    from_cache[c.id] = whole
-                    claimed = ix.extract_claims
+                if gleaned is not None:
+                    whole = _claimed_from_cache(store, settings, prompts, c, gleaned)
+                    from_cache[c.id] = gleaned if whole is None else whole
+                    claimed = ix.extract_claims and whole is not None
             else:
                 add("extract", 1, prompt, _measured(r.extract_completion, prompt, FIRST_ROUND_COMPLETION * tokens))
             rounds = [] if ended else _rounds(r, ix.max_gleanings, checks=ix.glean_check != "off")[gleans:]
@@ -327,12 +330,16 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             if claimed:   # (a call, answered by the cache: free)
                 add("claims", 1, 0, 0, cached=1)
             elif ix.extract_claims:
-                claims = prompts.claims.render(text=c.text, entities=found,
-                                               claim_description=ix.claim_description)
+                # (the request the run sends, of the names its extraction from the cache holds)
+                claims = claims_messages(prompts, c, from_cache[c.id], settings) if c.id in from_cache else \
+                    prompts.claims.render(text=c.text, entities=found, claim_description=ix.claim_description)
                 claims_prompt = count_prompt_tokens(claims, c.text, tokens, ix.encoding)
-                add("claims", 1, claims_prompt,
-                    _measured(r.claims_completion, claims_prompt, CLAIMS_COMPLETION * tokens))
+                said = _measured(r.claims_completion, claims_prompt, CLAIMS_COMPLETION * tokens)
+                add("claims", 1, claims_prompt, said)
+                if c.id in from_cache:
+                    unclaimed[c.id] = said
     sized: list[int] = []   # the prompt tokens of the reports whose community is worked out
+    upper_bound = False     # the reports counted are an upper bound (``_claims_stand_in``)
     if not settings.offline:
         summaries = communities = report_tokens = 0.0
         if store is None or not (store.version or unpublished or replacing):
@@ -351,10 +358,11 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             # report_max_input_tokens alone, 6000 -> 3000 on synth_small, was counted 54 reports
             # for the run's 5, most contexts fitting both)
             summaries, sized, answered = _update_calls(
-                store, settings, new_chunks=new_chunks, from_cache=from_cache, wanted=wanted, live=live,
-                paths_of=paths_of, resummarize=resummarized, recluster=recluster,
+                store, settings, new_chunks=new_chunks, from_cache=from_cache, unclaimed=unclaimed, wanted=wanted,
+                live=live, paths_of=paths_of, resummarize=resummarized, recluster=recluster,
                 summary_tokens=r.summary_completion, rereport=bool(store.version) and chosen_with is None)
             communities = len(sized)   # (sized: the prompt tokens of reports whose community is known)
+            upper_bound = bool(unclaimed) and bool(communities)
             if resummarized:
                 # (but those the cache answers: settings changed and changed back asked none)
                 summaries = max(summaries, _summaries_asked(store, settings) - answered.summaries)
@@ -405,6 +413,9 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             "unreadable_kept": unread_kept, "corpus_tokens": corpus_tokens,
             "chunks_to_extract": n, "chunks_unpublished": len(unpublished),
             "chunks_replacing": len(replacing), "offline": settings.offline, "llm": llm_summary(stages),
+            # (claims asked of chunks whose names the cache gives, about which of them not known:
+            # the reports counted as if about every one, ``_claims_stand_in``)
+            "reports_upper_bound": upper_bound, "chunks_claims_unknown": len(unclaimed) if upper_bound else 0,
             "read_again_because": reading_change(store, settings) if store is not None else "",
             "extracted_again_because": extraction_change(store, settings) if store is not None else "",
             # (not those the run extracts again, or that leave with their file's edit: merged as
@@ -542,6 +553,25 @@ def _claimed_from_cache(store: Store, settings: Settings, prompts: ExtractionPro
     return gleaned
 
 
+def _claims_stand_in(extraction: Extraction, text: str, tokens: float, encoding: str) -> Extraction:
+    """``extraction`` (the run's, from the cache) with claims standing in for those a model
+    is asked for and the cache does not hold: one about each name it holds, as a claim may be
+    (which names they are about is known only from the answer), their descriptions together
+    ``tokens`` long (what the claims answer is estimated to say), each from the sentences of the
+    chunk ``text`` naming it. So every report context those names are in changes: the reports
+    counted are an upper bound of those the run writes (index.extract_claims turned on for ten
+    articles: 26, the run 11; counted on the offline extractor's names for the chunks, 35
+    summaries for the run's 0, and the same 26 reports said as if they were the run's)."""
+    names = list(dict.fromkeys(e.name for e in extraction.entities))
+    each = max(1, round(tokens / len(names))) if names else 0
+    sentences = _sentences(text)
+    claims = [ClaimRecord(subject=name, object=None, type="STAND-IN", status="SUSPECTED", start_date=None,
+                          end_date=None, source_text="",
+                          description=truncate(" ".join(s for s in sentences if name in s) or text, each, encoding))
+              for name in names]
+    return msgspec.structs.replace(extraction, claims=[*extraction.claims, *claims])
+
+
 def _gleaning_keys(settings: Settings) -> set[str]:
     """The extractors of the run's model, prompts and gleaning check with any index.max_gleanings
     from 2 (of 2 to 8, or the run's): their later rounds' checks measure the run's."""
@@ -596,7 +626,8 @@ class FromCache(NamedTuple):
 
 
 def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chunk],
-                  from_cache: dict[str, Extraction], wanted: set[str], live: dict[str, str],
+                  from_cache: dict[str, Extraction], unclaimed: dict[str, float] | None = None,
+                  wanted: set[str], live: dict[str, str],
                   paths_of: dict[str, str], resummarize: bool, recluster: bool,
                   summary_tokens: float = SUMMARY_COMPLETION,
                   rereport: bool = False) -> tuple[int, list[int], FromCache]:
@@ -605,7 +636,9 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     published partition, ``dirty_communities``), from each chunk's extraction: the stored one
     when there is one, else the offline extractor's names standing in for the model's
     (``new_chunks``: those not yet extracted), or the extraction the run makes of the cache's
-    answers where they make it whole (``from_cache``). A new chunk names existing entities: their
+    answers where they make it whole (``from_cache``; ``unclaimed``: those of them whose claims the
+    cache does not hold, with the completion tokens of each one's claims, stood in for by
+    ``_claims_stand_in``: an upper bound of the reports). A new chunk names existing entities: their
     summaries are written again, and the reports of their communities and of those above.
     ``live``: the published chunks (``index_rows.live_chunks``); ``summary_tokens``: a model's
     summary's length (``Ratios.summary_completion``), of those a report's context shows;
@@ -619,6 +652,9 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     said = _said_before(store, {c: k for c, k in live.items() if c in removed})
     guessed: set[str] = set()   # the elements the offline extractor's names stand in for
     extractions.update({c: e for c, e in from_cache.items() if c in added})
+    for cid, tokens in (unclaimed or {}).items():
+        if cid in added:
+            extractions[cid] = _claims_stand_in(extractions[cid], new_chunks[cid].text, tokens, ix.encoding)
     guessing = added & (new_chunks.keys() - from_cache.keys())
     lengths = _description_lengths(live, store, key) if guessing else None
     for cid in guessing:
@@ -1213,6 +1249,11 @@ def format_estimate(e: dict) -> str:
     lines.append(f"Extraction prompts are counted exactly; answers, summaries and reports are estimated{stand_in}.")
     if e.get("ratios_from"):
         lines.append(f"{e['ratios_from']}; the rest from stand-in ratios.")
+    if e.get("reports_upper_bound"):
+        k = e["chunks_claims_unknown"]
+        lines.append(f"The reports are an upper bound: the claims asked of {counted(k, 'chunk')} are counted as if "
+                     f"about every name {'it holds' if k == 1 else 'they hold'} (which names they are about, only "
+                     "the model's answers say).")
     return "\n".join(lines) + because + unreadable
 
 

@@ -1688,3 +1688,28 @@ async def test_claims_answers_the_cache_holds_are_counted_free(tmp_path, simulat
     extract = done.llm["extract"]["cached"]
     assert f"  ({extract} first extraction answers are in the cache, from an earlier run: not counted; " \
         f"so are {ran['cached']} claims answers)" in format_estimate(est).splitlines()
+
+
+async def test_claims_turned_on_count_the_run_s_summaries_and_an_upper_bound_of_its_reports(tmp_path, simulator):
+    # index.extract_claims turned on for an index built without: every chunk is extracted again,
+    # its first round and gleanings from the cache, and asked for its claims. The estimate stood
+    # the offline extractor's names in for the whole extraction: 35 summaries and 26 reports for
+    # the run's 0 and 11 (ten news articles), said as if they were the run's. Now the names from
+    # the cache, and its claims about any of them: the reports an upper bound, said so.
+    docs = news_copy(tmp_path, 10)
+    db = tmp_path / "index.db"
+    await sync([docs], make_settings(simulator.base_url), db, root=docs)
+    claims = make_settings(simulator.base_url, index={"extract_claims": True})
+    est, done = await index_and_estimate(docs, claims, db)
+    assert paid(done.llm, "claims") == done.chunks_extracted > 0 and paid(done.llm, "report") > 0, done.llm
+    assert asked(est, "summarize") == paid(done.llm, "summarize"), (est["llm"], done.llm)
+    assert asked(est, "report") >= paid(done.llm, "report"), (est["llm"], done.llm)
+    # (the claims requests are the run's: of the names its extraction from the cache holds)
+    assert est["llm"]["by_stage"]["claims"]["prompt_tokens"] == done.llm["claims"]["prompt_tokens"]
+    assert est["reports_upper_bound"] and est["chunks_claims_unknown"] == done.chunks_extracted
+    assert (f"The reports are an upper bound: the claims asked of {done.chunks_extracted} chunks are counted as "
+            "if about every name they hold (which names they are about, only the model's answers say).") \
+        in format_estimate(est).splitlines()
+    add_articles(docs, 10, 12)   # (new articles' claims: their names are guessed, as before)
+    est = estimate([docs], claims, db, root=docs)
+    assert asked(est, "report") and not est["reports_upper_bound"] and "upper bound" not in format_estimate(est)
