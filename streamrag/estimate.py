@@ -51,7 +51,8 @@ Its ``llm`` object has the shape a run's has (``status.llm_summary``) and the sa
 the two compare stage by stage: ``calls`` includes the answers already in the cache (an
 interrupted run's, or one with other settings since) that the run asks for as the estimate can
 tell it (a new chunk's first round, then its gleanings and claims as far as the cache answers
-them), which are also counted in ``cached`` and cost no tokens; ``errors`` are the answers cut off
+them; the summaries and reports of an update worked out on the graph), which are also counted in
+``cached`` and cost no tokens; ``errors`` are the answers cut off
 (or unusable) and asked again, as often per paid call as on this index (``Ratios.again``: none
 on a first index); other failures are not predicted.
 """
@@ -340,8 +341,10 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                     unclaimed[c.id] = said
     sized: list[int] = []   # the prompt tokens of the reports whose community is worked out
     upper_bound = False     # the reports counted are an upper bound (``_claims_stand_in``)
+    summarized_again = ""   # why every summary is written again ("" when it is not)
     if not settings.offline:
         summaries = communities = report_tokens = 0.0
+        answered = FromCache()   # (the summaries and reports of an update the cache answers)
         if store is None or not (store.version or unpublished or replacing):
             # A first index: worked out on the offline extractor's names (``_first_index``)
             summaries, communities, report_tokens = _first_index(new_chunks, settings)
@@ -349,6 +352,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             # Settings that change every summary, or every report, since the published index
             # (a model, a prompt, a budget): all of them are written again, changed chunks or not.
             resummarized = bool(store.version) and store.get_meta("summarizer") != summarizer_key(settings)
+            summarized_again = summary_change(store, settings)
             recluster = recluster or store.get_meta("leiden") not in (
                 None, leiden_key(ix.max_cluster_size, ix.leiden_seed, ix.leiden_resolution))
             wanted |= {c for ids in index_rows.chunk_ids_of(store, kept_docs).values() for c in ids}
@@ -383,6 +387,12 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             add("summarize", summaries, summaries * r.summary_prompt, summaries * r.summary_completion)
         if communities:
             add("report", communities, report_tokens, communities * r.report_completion)
+        # Calls the cache answers, free, as the run counts them: a summary setting changed and
+        # changed back was estimated 'Nothing to do' of a run that said every description is
+        # summarized again, and asked the cache for 10 summaries.
+        for stage, answers in (("summarize", answered.summaries), ("report", answered.reports)):
+            if answers:
+                add(stage, answers, 0, 0, cached=answers)
     # Answers cut off (or unusable) and asked again, as often as on this index: paid calls and
     # failed ones, as the run counts them (a 1,500-document index's update asked 18 of its 40
     # report calls again, none counted).
@@ -418,6 +428,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             "reports_upper_bound": upper_bound, "chunks_claims_unknown": len(unclaimed) if upper_bound else 0,
             "read_again_because": reading_change(store, settings) if store is not None else "",
             "extracted_again_because": extraction_change(store, settings) if store is not None else "",
+            "summarized_again_because": summarized_again,
             # (not those the run extracts again, or that leave with their file's edit: merged as
             # its new chunks are, ``GraphState.apply``)
             "chunks_merged_again": len(stranded_chunks(store) & wanted & published) if store is not None else 0,
@@ -1206,6 +1217,8 @@ def format_estimate(e: dict) -> str:
         if e.get("read_again_because") else ""
     if e.get("extracted_again_because") and not e["offline"]:
         because += f"\nEvery chunk is extracted again: {e['extracted_again_because']}."
+    if e.get("summarized_again_because") and not e["offline"]:
+        because += f"\nEvery merged description is summarized again: {e['summarized_again_because']}."
     if stranded := e.get("chunks_merged_again"):
         because += (f"\n{counted(stranded, 'chunk')} holding claims about names that are no entity "
                     f"{'is' if stranded == 1 else 'are'} merged again from the extractions stored, once "
@@ -1224,7 +1237,7 @@ def format_estimate(e: dict) -> str:
     changed = e.get("documents_added", 0) + e.get("documents_edited", 0) + e.get("documents_read_again", 0)
     if e.get("update") and not (changed or e.get("documents_removed") or u["calls"] or e["chunks_to_extract"]
                                 or e["chunks_unpublished"] or e["chunks_replacing"] or e.get("chunks_merged_again")
-                                or e.get("read_again_because")):
+                                or e.get("read_again_because") or e.get("summarized_again_because")):
         # (It printed "total 0 calls" and that answers "are estimated" of an index with nothing to do.)
         return (f"Nothing to do: the index is up to date with {counted(e['documents'], 'document')} "
                 f"({e['corpus_tokens']:,} tokens); no LLM calls." + because + unreadable)
@@ -1232,6 +1245,9 @@ def format_estimate(e: dict) -> str:
     if not u["calls"]:
         lines[0] = lines[0][:-1] + "; no LLM calls."
         return "\n".join(lines) + because + unreadable
+    if u["calls"] == u["cached"]:   # (each answered by the cache: nothing to pay, no table of zeros)
+        lines[0] = lines[0][:-1] + "; no LLM calls to pay for."
+        return "\n".join([*lines, f"  ({_cached_said(u['by_stage'])})"]) + because + unreadable
     for stage, s in [*u["by_stage"].items(), ("total", u)]:   # paid calls: cache hits left out
         if stage != "total" and s["calls"] == s["cached"]:
             continue   # every call from the cache, or none expected (0.13 gleanings): nothing to pay
@@ -1289,6 +1305,16 @@ def _cached_said(by_stage: dict[str, dict[str, int]]) -> str:
         listed = listed[0] if len(listed) == 1 else f"{', '.join(listed[:-1])} and {listed[-1]}"
         said += f"; so {'is' if len(rest) == 1 and rest[0][0] == 1 else 'are'} {listed}"
     return said
+
+
+def summary_change(store: Store, settings: Settings) -> str:
+    """Why a run with ``settings`` writes every summary of the index in ``store`` again (the run
+    says it as it starts: ``Indexer._say_what_settings_redo``), or "" when it does not."""
+    built = store.get_meta("summarizer")
+    if settings.offline or not store.version or built == summarizer_key(settings) or (
+            built is None and not index_rows.has_entities(store)):
+        return ""
+    return "the summary settings changed since this index was built (answers in the cache cost nothing)"
 
 
 def _paid_calls(n: int) -> str:

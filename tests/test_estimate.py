@@ -214,8 +214,10 @@ async def test_chunks_published_again_after_an_offline_run_are_not_called_unpubl
     text = format_estimate(est)
     assert "not yet published" not in text
     assert f"(and {first.chunks_extracted} extracted with these settings by an earlier run, to replace" in text
-    # (all cached, the same answers: none counted)
-    assert done.llm["report"]["cached"] > 0 and asked(est, "report") == paid(done.llm, "report") == 0, done.llm
+    # (all cached, the same answers: none paid, each counted from the cache as the run counts it)
+    assert done.llm["report"]["cached"] > 0 and paid(est["llm"]["by_stage"], "report") == paid(done.llm, "report") \
+        == 0, done.llm
+    assert est["llm"]["by_stage"]["report"]["cached"] == done.llm["report"]["cached"], (est["llm"], done.llm)
 
 
 async def test_documents_are_counted_as_index_counts_them_a_copy_once(news, tmp_path, simulator):
@@ -1629,7 +1631,8 @@ async def test_summaries_an_interrupted_run_left_in_the_cache_are_not_counted(tm
                      "FROM whole.llm_calls WHERE stage = 'summarize' AND cached = 0 AND id % 2 = 0)")
     est, done = await index_and_estimate(docs, settings, db)
     assert done.llm["summarize"]["cached"] > 0 and paid(done.llm, "summarize") > 0, done.llm
-    assert asked(est, "summarize") == paid(done.llm, "summarize"), (est["llm"], done.llm)
+    for counts in ("calls", "cached"):
+        assert est["llm"]["by_stage"]["summarize"][counts] == done.llm["summarize"][counts], (est["llm"], done.llm)
 
 
 async def test_reports_and_summaries_the_cache_answers_after_settings_changed_back_are_not_counted(
@@ -1646,13 +1649,14 @@ async def test_reports_and_summaries_the_cache_answers_after_settings_changed_ba
     await sync([docs], make_settings(simulator.base_url), db, root=docs)
     est, done = await index_and_estimate(docs, claims, db)
     assert done.llm["report"]["cached"] > 0 and paid(done.llm, "report") == 0, done.llm
-    assert asked(est, "report") == 0, est["llm"]
+    assert paid(est["llm"]["by_stage"], "report") == 0, est["llm"]
     await sync([docs], make_settings(simulator.base_url, index={"extract_claims": True, "summary_max_tokens": 100}),
                db, root=docs)
     est, done = await index_and_estimate(docs, claims, db)
     assert done.llm["summarize"]["cached"] > 0, done.llm
     for stage in ("summarize", "report"):
-        assert asked(est, stage) == paid(done.llm, stage) == 0, (stage, est["llm"], done.llm)
+        assert paid(est["llm"]["by_stage"], stage) == paid(done.llm, stage) == 0, (stage, est["llm"], done.llm)
+        assert est["llm"]["by_stage"].get(stage, {}).get("cached", 0) == done.llm.get(stage, {}).get("cached", 0)
 
 
 async def test_extractions_the_cache_answers_whole_after_claims_are_turned_off_are_not_stood_in_for(
@@ -1713,3 +1717,30 @@ async def test_claims_turned_on_count_the_run_s_summaries_and_an_upper_bound_of_
     add_articles(docs, 10, 12)   # (new articles' claims: their names are guessed, as before)
     est = estimate([docs], claims, db, root=docs)
     assert asked(est, "report") and not est["reports_upper_bound"] and "upper bound" not in format_estimate(est)
+
+
+async def test_a_summary_setting_changed_and_back_is_estimated_as_the_run_summarizes_from_the_cache(
+        tmp_path, simulator):
+    # index.summary_max_tokens 150 -> 100 -> 150: the run says every merged description is
+    # summarized again and asks the cache for each summary a model wrote (10 of ten news
+    # articles), free; the estimate said 'Nothing to do'. Now it counts them as the run does,
+    # answered by the cache, and says why.
+    docs = news_copy(tmp_path, 10)
+    db = tmp_path / "index.db"
+    settings = make_settings(simulator.base_url)
+    await sync([docs], settings, db, root=docs)
+    await sync([docs], make_settings(simulator.base_url, index={"summary_max_tokens": 100}), db, root=docs)
+    est, done = await index_and_estimate(docs, settings, db)
+    ran = done.llm["summarize"]
+    assert ran["calls"] == ran["cached"] > 0 and set(done.llm) == {"summarize"}, done.llm
+    assert est["llm"]["by_stage"]["summarize"]["calls"] == est["llm"]["by_stage"]["summarize"]["cached"] \
+        == ran["cached"], est["llm"]
+    why = "the summary settings changed since this index was built (answers in the cache cost nothing)"
+    assert est["summarized_again_because"] == why
+    assert format_estimate(est).splitlines() == [
+        f"Estimate for an update of {est['documents']} documents ({est['corpus_tokens']:,} tokens): none changed; "
+        "0 chunks to extract; no LLM calls to pay for.",
+        f"  ({ran['cached']} summaries are in the cache, from an earlier run: not counted)",
+        f"Every merged description is summarized again: {why}."]
+    est = estimate([docs], settings, db, root=docs)   # (the run wrote the mark: nothing again)
+    assert est["summarized_again_because"] == "" and format_estimate(est).startswith("Nothing to do")
