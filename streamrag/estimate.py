@@ -637,8 +637,8 @@ class FromCache(NamedTuple):
 
 
 def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chunk],
-                  from_cache: dict[str, Extraction], unclaimed: dict[str, float] | None = None,
-                  wanted: set[str], live: dict[str, str],
+                  from_cache: dict[str, Extraction], unclaimed: dict[str, float], wanted: set[str],
+                  live: dict[str, str],
                   paths_of: dict[str, str], resummarize: bool, recluster: bool,
                   summary_tokens: float = SUMMARY_COMPLETION,
                   rereport: bool = False) -> tuple[int, list[int], FromCache]:
@@ -663,7 +663,7 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     said = _said_before(store, {c: k for c, k in live.items() if c in removed})
     guessed: set[str] = set()   # the elements the offline extractor's names stand in for
     extractions.update({c: e for c, e in from_cache.items() if c in added})
-    for cid, tokens in (unclaimed or {}).items():
+    for cid, tokens in unclaimed.items():
         if cid in added:
             extractions[cid] = _claims_stand_in(extractions[cid], new_chunks[cid].text, tokens, ix.encoding)
     guessing = added & (new_chunks.keys() - from_cache.keys())
@@ -1301,8 +1301,8 @@ def _cached_said(by_stage: dict[str, dict[str, int]]) -> str:
     (n, word), rest = parts[0], parts[1:]
     said = f"{counted(n, word)} {'is' if n == 1 else 'are'} in the cache, from an earlier run: not counted"
     if rest:
-        listed = [counted(k, w) for k, w in rest]
-        listed = listed[0] if len(listed) == 1 else f"{', '.join(listed[:-1])} and {listed[-1]}"
+        others = [counted(k, w) for k, w in rest]
+        listed = others[0] if len(others) == 1 else f"{', '.join(others[:-1])} and {others[-1]}"
         said += f"; so {'is' if len(rest) == 1 and rest[0][0] == 1 else 'are'} {listed}"
     return said
 
