@@ -233,28 +233,38 @@ def second_index_note(args: argparse.Namespace, settings: Settings, root: Path, 
     ``command``: the one the advice names (`watch n/sub` is told to watch n)."""
     if getattr(args, "db", None) or settings.store.path or db.exists() or db.is_symlink():
         return None
-    above = _index_above(root)
-    if above is None:
+    found = _index_above(root)
+    if found is None:
         return None
-    if above.parent.name == ".streamrag":
-        folder, named = above.parent.parent, ""
-    else:
-        folder, named = _kept_index_folder(above.parent, above), f" --db {shell_word(above)}"
+    above, folder = found
+    named = "" if above.parent.name == ".streamrag" else f" --db {shell_word(above)}"
     offline = " --offline" if _built_offline(above) else ""
     return (f"{shown(root)} is inside {shown(folder)}, indexed in {shown(above)}; this builds a second, "
             f"separate index, {shown(db)}, which ask and status in {shown(root)} read from now on; to "
             f"update {shown(folder)}'s instead, run `streamrag {command}{offline} {shell_word(folder)}{named}`")
 
 
-def _index_above(folder: Path) -> Path | None:
+def _index_above(folder: Path) -> tuple[Path, Path] | None:
     """The index the reading commands open in ``folder`` while it has none of its own
-    (``db_for_reading``'s rule): a .streamrag/index.db in a folder above, else an index.db kept
-    above whose folder holds ``folder`` (``_kept_index_holding``), named from ``folder``."""
-    inside = folder.resolve()
-    for up, above in enumerate(inside.parents, start=1):
-        if (above / ".streamrag" / "index.db").exists():
-            return _named_above(folder, above, up) / ".streamrag" / "index.db"
+    (``db_for_reading``'s rule), and the folder it indexes, both named from ``folder``: a
+    .streamrag/index.db in a folder above, else an index.db kept above whose folder holds
+    ``folder`` (``_kept_index_holding``)."""
+    found = _streamrag_index_up(folder, first=1)
+    if found is not None:
+        above = _named_above(folder, *found)
+        return above / ".streamrag" / "index.db", above
     return _kept_index_holding(folder)
+
+
+def _streamrag_index_up(folder: Path, first: int = 0) -> tuple[Path, int] | None:
+    """The nearest folder holding a .streamrag/index.db, ``folder`` resolved or one above it
+    (from ``first`` levels up), with how many levels up it is; ``None`` when none is: where
+    the reading commands find their index (``db_for_reading``, ``_index_above``)."""
+    inside = folder.resolve()
+    for up, above in enumerate((inside, *inside.parents)):
+        if up >= first and (above / ".streamrag" / "index.db").exists():
+            return above, up
+    return None
 
 
 def _named_above(folder: Path, above: Path, up: int) -> Path:
@@ -286,27 +296,29 @@ def _kept_index_above(folder: Path) -> Path | None:
     (``_kept_index_holding``, found as the reading commands find it: a demo's christmas_carol, its
     index the demo folder's index.db; `index a/b/c --db a/index.db`, which `status a/b/c` was
     pointed to and `index a/b/c` built a second index beside); a subfolder of it builds its own."""
-    kept = _kept_index_holding(folder)
-    if kept is None or _kept_index_folder(kept.parent, kept).resolve() != folder.resolve():
+    found = _kept_index_holding(folder)
+    if found is None or found[1].resolve() != folder.resolve():
         return None
-    return kept
+    return found[0]
 
 
-def _kept_index_holding(folder: Path) -> Path | None:
+def _kept_index_holding(folder: Path) -> tuple[Path, Path] | None:
     """The index kept as index.db in a folder above ``folder`` whose indexed folder holds
-    ``folder``, named from ``folder``: a demo's christmas_carol (``_kept_index_above``), or a
-    subfolder of a folder indexed into its own index.db (`index n --db n/index.db`; `status n/sub`).
-    n's .streamrag/index.db is found from n/sub so; this one was not, and n/sub was told to run
-    `streamrag index n/sub` first, which built a second index. Not one whose folder holds none of
-    its documents: an index.db of a folder deleted since is taken for its own folder's
+    ``folder``, and that folder (``_kept_index_folder``), both named from ``folder``: a demo's
+    christmas_carol (``_kept_index_above``), or a subfolder of a folder indexed into its own
+    index.db (`index n --db n/index.db`; `status n/sub`). n's .streamrag/index.db is found from
+    n/sub so; this one was not, and n/sub was told to run `streamrag index n/sub` first, which
+    built a second index. Not one whose folder holds none of its documents: an index.db of a folder deleted since is taken for its own folder's
     (``_kept_index_folder``), and was said the index of every folder below it."""
     inside = folder.resolve()
     for up, real in enumerate(inside.parents, start=1):
         above = _named_above(folder, real, up)   # (the folders above the one a link names)
         kept = _kept_index(above)
-        if kept is not None and inside.is_relative_to(held := _kept_index_folder(above, kept).resolve()) \
-                and holds_documents(held, kept):
-            return kept
+        if kept is None:
+            continue
+        held = _kept_index_folder(above, kept)
+        if inside.is_relative_to(resolved := held.resolve()) and holds_documents(resolved, kept):
+            return kept, held
     return None
 
 
@@ -378,12 +390,12 @@ def db_for_reading(args: argparse.Namespace, settings: Settings) -> Path:
     if settings.store.path:
         return _missing_said(_usable_db(_configured_db(settings)), f"store.path in {settings.source}")
     folder = getattr(args, "folder", None)
-    here = Path(folder or ".").resolve()
-    for d in (here, *here.parents):
-        candidate = d / ".streamrag" / "index.db"
-        if candidate.exists():
-            return _not_special(candidate)
-    kept = _kept_index(Path(folder or ".")) or _kept_index_holding(Path(folder or "."))
+    start = Path(folder or ".")
+    if (found := _streamrag_index_up(start)) is not None:
+        return _not_special(found[0] / ".streamrag" / "index.db")
+    kept = _kept_index(start)
+    if kept is None and (held := _kept_index_holding(start)) is not None:
+        kept = held[0]
     if kept is not None:
         # (`demo --dir DIR` keeps its index there: the advice below, `streamrag index DIR`,
         # built a second index of the demo's text beside it, given DIR or DIR/christmas_carol,

@@ -1111,6 +1111,34 @@ def test_a_linked_subfolder_of_an_indexed_folder_is_told_of_the_index_above_it(c
                           f"{real}`\n")
 
 
+def test_the_index_above_a_folder_is_found_by_the_reading_commands_search_with_its_folder(
+        cli_run, corpus, tmp_path, monkeypatch):
+    # One search for a .streamrag/index.db here or above (cli._streamrag_index_up) serves the
+    # reading commands (db_for_reading) and the note of `index n/sub` (_index_above), which gives
+    # the folder of the index it finds too: second_index_note worked a kept index's folder out
+    # again, as _kept_index_above did. A kept index moved with its folder (mv d d2) is of d2/text,
+    # the folder in d2 named as the one it was built of.
+    from conftest import DATA
+    from streamrag.cli import _index_above, _streamrag_index_up
+
+    monkeypatch.chdir(tmp_path)
+    deeper = corpus / "sub" / "deeper"
+    deeper.mkdir(parents=True)
+    assert cli_run("index", "-q", "--offline", "corpus").returncode == 0
+    real = corpus.resolve()
+    assert _streamrag_index_up(Path("corpus/sub/deeper")) == (real, 2)
+    assert _streamrag_index_up(Path("corpus")) == (real, 0)
+    assert _streamrag_index_up(Path("corpus/sub"), first=2) is None
+    assert _index_above(Path("corpus/sub/deeper")) == (Path("corpus/.streamrag/index.db"), Path("corpus"))
+    assert _index_above(Path("corpus")) is None
+    shutil.copytree(DATA / "harbor", tmp_path / "d" / "text")
+    assert cli_run("index", "-q", "--offline", "d/text", "--db", "d/index.db").returncode == 0
+    (tmp_path / "d").rename(tmp_path / "d2")
+    (tmp_path / "d2" / "text" / "sub").mkdir()
+    assert _index_above(Path("d2/text/sub")) == (Path("d2/index.db"), Path("d2/text"))
+    assert _streamrag_index_up(Path("d2/text/sub")) is None
+
+
 def test_a_subfolder_of_an_indexed_folder_watched_alone_is_told_to_watch_the_folder(cli_run, corpus, tmp_path):
     # `watch n/sub` builds its own index as `index n/sub` does, and said nothing of n's.
     (corpus / "sub").mkdir()
