@@ -616,9 +616,10 @@ def not_documents(path: Path, command: str = "index") -> str | None:
 
 
 def _renamed_with(db: Path) -> Path | None:
-    """The folder an index kept in it as index.db was moved with (`index n --db n/index.db; mv n n2`),
-    the folder it names gone: n2, as ``db_for_index`` names it of `index n2`; else ``None``."""
-    if _kept_index(db.parent) != db:
+    """The folder the index ``db`` (``database_of`` found it one) kept in it as index.db was moved
+    with (`index n --db n/index.db; mv n n2`), the folder it names gone: n2, as ``db_for_index``
+    names it of `index n2`; else ``None``."""
+    if db.name != "index.db":   # (what ``_kept_index`` of its folder would find, without opening it again)
         return None
     folder = _kept_index_folder(db.parent, db)
     return folder if holds_documents(folder, db) else None

@@ -197,6 +197,28 @@ def test_a_kept_index_of_a_folder_gone_given_as_documents_is_advised_with_its_db
     assert not (tmp_path / "n3" / ".streamrag").exists()
 
 
+def test_a_kept_index_moved_with_its_folder_is_looked_at_once_to_advise_on_it(cli, tmp_path, monkeypatch):
+    # not_documents found the file an index (database_of), and _renamed_with looked at it again,
+    # as _kept_index of its folder, to learn that it is the index kept there as index.db.
+    from streamrag import cli as cli_module
+
+    shutil.copytree(Path(__file__).parent / "data" / "harbor", tmp_path / "n")
+    assert main(["index", "-q", "--offline", "n", "--db", "n/index.db"]) == 0
+    (tmp_path / "n").rename(tmp_path / "n3")
+    looked_at: list[Path] = []
+    real = cli_module.database_of
+    monkeypatch.setattr(cli_module, "database_of", lambda path: looked_at.append(Path(path)) or real(path))
+    said = cli_module.not_documents(Path("n3/index.db"))
+    assert said is not None and "run `streamrag index --offline n3 --db n3/index.db`" in said, said
+    assert looked_at == [Path("n3/index.db")]
+    # Not kept as index.db (`index n --db n/kept.db; mv n n4`): not said from the folder it lies in.
+    shutil.copytree(Path(__file__).parent / "data" / "harbor", tmp_path / "n")
+    assert main(["index", "-q", "--offline", "n", "--db", "n/kept.db"]) == 0
+    (tmp_path / "n").rename(tmp_path / "n4")
+    said = cli_module.not_documents(Path("n4/kept.db"))
+    assert said is not None and "run `streamrag index --offline DIR --db n4/kept.db`" in said, said
+
+
 def test_the_index_of_a_folder_copied_with_it_given_as_documents_names_the_copy(cli, tmp_path):
     # `cp -r pj pj2; index pj2/index.db` said to run `streamrag index pj` (the folder the index
     # names), which updates pj; `index pj2` alone was refused and pointed to pj2/index.db.
