@@ -29,7 +29,7 @@ import os
 import re
 import stat
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from streamrag.config import CONFIG_NAME, DEFAULT_INCLUDE, from_folder
@@ -151,7 +151,7 @@ def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
 
     Files of a folder that ``include`` does not match are counted by extension (``""``: none)
     in ``left_out`` when given (``left_out_lines``), but a settings file, ``own`` (the index's
-    files, a custom prompt: ``store.without_index_files``) and a tool's backup or temporary file
+    files, a custom prompt: ``one_of``) and a tool's backup or temporary file
     (``leftover``), which are no documents.
 
     The symlinks of a folder matching ``include`` that lead nowhere (broken, or a loop) are
@@ -211,6 +211,15 @@ DOCUMENT_SUFFIXES = DOCUMENT_FORMATS | {g.removeprefix("*") for g in DEFAULT_INC
 # take, and not counted as left out: each was said on the left-out line of every run.
 _LEFTOVER_SUFFIXES = (".bak", ".orig", ".rej", ".tmp", ".part", ".crdownload", ".swp", ".swo", ".swx",
                       "___jb_tmp___", "___jb_old___")
+
+
+def one_of(files: Iterable[Path | str]) -> Callable[[Path | str], bool]:
+    """Whether a path is one of ``files``, both resolved (the index's own files, a custom prompt:
+    no documents wherever they lie; ``_walk``'s count of the files left out, and
+    ``store.without_index_files``); only a path named as one of them is resolved."""
+    real = {os.path.realpath(f) for f in files}
+    names = {os.path.basename(f) for f in real}
+    return lambda path: os.path.basename(path) in names and os.path.realpath(path) in real
 
 
 def leftover(name: str) -> bool:
@@ -451,11 +460,7 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
     def inside(path: Path) -> bool:   # a file symlink's target: in ``top`` or a folder ``also``
         return any(_inside(os.path.realpath(path), t) for t in (top_real, *also))
 
-    own_real = {os.path.realpath(f) for f in own}
-    own_names = {CONFIG_NAME, *(os.path.basename(f) for f in own_real)}   # (resolving only what could be one)
-
-    def not_own(name: str, folder: Path) -> bool:   # a file left out that is no document's to count
-        return name not in own_names or name != CONFIG_NAME and os.path.realpath(folder / name) not in own_real
+    is_own = one_of(own)   # (a file left out that is no document's is not counted, nor a settings file)
 
     seen: set[tuple[int, int]] = set()
     links: list[tuple[Path, str]] = []   # (folder, its path from the indexed folder, with a closing "/")
@@ -508,7 +513,8 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
                 continue
             if not name_or_path_matches(name, rel, patterns):
                 kind = os.path.splitext(name)[1].lower()
-                if (left_out is not None and is_file and storable(name) and not_own(name, folder)
+                if (left_out is not None and is_file and storable(name) and name != CONFIG_NAME
+                        and not is_own(os.path.join(folder, name))
                         and not leftover(name) and (not is_link or inside(folder / name))):
                     left_out[kind] = left_out.get(kind, 0) + 1   # a file the index would take
                 continue

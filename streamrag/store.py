@@ -561,9 +561,10 @@ def _looked_at(db_path: Path) -> Iterator[sqlite3.Connection]:
 def without_index_files(files: list[Path], db_path: Path, also: Iterable[Path] = ()) -> list[Path]:
     """``files`` less the index's own (``index_files``) and ``also`` (``Settings.own_files``):
     `--db notes/index.txt`, or a custom prompt kept beside the notes, is no document."""
-    own = index_files(db_path) | {Path(f).resolve() for f in also}
-    names = {f.name for f in own}   # (resolving only what could be one of them)
-    return [f for f in files if f.name not in names or f.resolve() not in own]
+    from streamrag.loader import one_of   # (the loader is a reader's: not imported by every store)
+
+    own = one_of([*index_files(db_path), *also])
+    return [f for f in files if not own(f)]
 
 
 def lock_path(db_path: Path | str) -> Path:

@@ -552,3 +552,30 @@ def test_a_file_read_again_is_looked_at_once(tmp_path, monkeypatch):
     result = anyio.run(lambda: sync([corpus], settings, tmp_path / "i.db", root=corpus))
     assert (result.documents_added, result.documents_edited, result.documents_removed) == (0, 1, 0)
     assert len(looked) == 1, looked
+
+
+def test_the_index_s_own_files_are_one_rule_for_the_scan_and_the_store(tmp_path):
+    # loader.one_of is the rule of which files are the index's own (and a custom prompt's) for
+    # both the scan's count of the files include leaves out and store.without_index_files, which
+    # each wrote it out: resolved, so a link to the prompt is it and a file of its name elsewhere
+    # is not; a settings file is never counted as left out.
+    from streamrag.loader import one_of
+    from streamrag.store import index_files, without_index_files
+
+    notes = tmp_path / "notes"
+    write(notes / "a.md")
+    db = write(notes / "i.db", "x")
+    write(notes / "i.db-wal", "x")
+    prompt = write(tmp_path / "prompts" / "extract.txt", "Extract.")
+    (notes / "extract.txt").symlink_to(prompt)
+    other = write(notes / "sub" / "extract.txt", "Not the prompt.")
+    write(notes / "sub" / "streamrag.toml", "")
+    is_own = one_of([*index_files(db), prompt])
+    assert [is_own(p) for p in (db, notes / "i.db-wal", notes / "extract.txt", str(notes / "extract.txt"))] == [True] * 4
+    assert [is_own(p) for p in (other, notes / "a.md", tmp_path / "i.db")] == [False] * 3
+    files = scan([notes], ["*"])
+    assert without_index_files(files, db, also=[prompt]) == [f for f in files if not is_own(f)] == [
+        notes / "a.md", other, notes / "sub" / "streamrag.toml"]
+    left_out: dict[str, int] = {}
+    assert scan([notes], ["*.md"], left_out=left_out, own=[*index_files(db), prompt]) == [notes / "a.md"]
+    assert left_out == {".txt": 1}, left_out   # (sub/extract.txt alone)
