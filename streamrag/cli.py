@@ -938,8 +938,10 @@ def cmd_ask_checked(args: argparse.Namespace) -> int:
 
 
 def _note_clamped_level(args: argparse.Namespace) -> None:
-    """Says on stderr when ``--level N`` is deeper than the index (the search uses the deepest)."""
+    """Says on stderr when ``--level N`` is deeper than the index (the search uses the deepest),
+    before the search, which says so of ``query.global_level`` (``query.deeper_level_line``)."""
     from streamrag import global_search
+    from streamrag.query import deeper_level_line
 
     settings = reading_settings(args, quiet=True)   # (ask reads them next, and says what it finds)
     store = Store(db_for_reading(args, settings), readonly=True)
@@ -948,9 +950,8 @@ def _note_clamped_level(args: argparse.Namespace) -> None:
             deepest = global_search.deepest_level(store)
     finally:
         store.close()
-    if deepest is not None and args.level > deepest:
-        print(f"streamrag: --level {args.level} is deeper than this index's deepest level "
-              f"({deepest}); using level {deepest}", file=sys.stderr, flush=True)
+    if (line := deeper_level_line("--level", args.level, deepest)) is not None:
+        print(f"streamrag: {line}", file=sys.stderr, flush=True)
 
 
 # --------------------------------------------------------------------------------------------

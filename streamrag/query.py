@@ -202,6 +202,16 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
     return answer
 
 
+def deeper_level_line(given: str, level: int, deepest: int | None) -> str | None:
+    """The line saying that the level a static global search was asked for, ``level`` (by
+    ``given``: ``--level``, ``query.global_level``), is deeper than the index's deepest, which
+    the search reads instead (``global_search.resolve_level``); ``None`` when it is not, or the
+    index has no level."""
+    if deepest is None or level <= deepest:
+        return None
+    return f"{given} {level} is deeper than this index's deepest level ({deepest}); using level {deepest}"
+
+
 def _outside(named: list[tuple[str, str, bool]], missing: list[str],
              only_in: frozenset[str] = frozenset()) -> list[tuple[str, str, bool]]:
     """``named`` (``named_entities``) without those whose name's words are all of one of the
@@ -393,13 +403,12 @@ class _Search:
 
     def _note_deep_setting(self, tree) -> None:
         """Says on stderr when the level a static search reads is ``query.global_level`` and that
-        is deeper than the index (the search uses the deepest), as ``--level N`` is said
+        is deeper than the index (``deeper_level_line``), as ``--level N`` is said
         (``cli._note_clamped_level``); under ``--json`` too, which status lines are not."""
-        configured = self.settings.query.global_level
-        if (self.level is None or self.level < 0) and configured > tree.deepest:
-            logging.getLogger("streamrag").warning(
-                "query.global_level %d is deeper than this index's deepest level (%d); using level %d",
-                configured, tree.deepest, tree.deepest)
+        if self.level is None or self.level < 0:
+            line = deeper_level_line("query.global_level", self.settings.query.global_level, tree.deepest)
+            if line is not None:
+                logging.getLogger("streamrag").warning("%s", line)
 
     async def _global_dynamic(self) -> None:
         q, llm_s = self.settings.query, self.settings.llm

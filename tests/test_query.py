@@ -3379,6 +3379,19 @@ def test_a_global_level_setting_deeper_than_the_index_is_said(cli_run, llm_db, s
     assert out.returncode == 0 and out.stderr == ""
 
 
+def test_a_level_deeper_than_the_index_is_said_alike_of_the_option_and_the_setting():
+    # `--level N` (cli._note_clamped_level) and query.global_level (_note_deep_setting) each
+    # wrote the line out; query.deeper_level_line is both's.
+    from streamrag.query import deeper_level_line
+
+    assert deeper_level_line("--level", 9, 2) == ("--level 9 is deeper than this index's deepest level (2); "
+                                                  "using level 2")
+    assert deeper_level_line("query.global_level", 3, 0) == ("query.global_level 3 is deeper than this "
+                                                             "index's deepest level (0); using level 0")
+    assert [deeper_level_line("--level", level, deepest)
+            for level, deepest in ((2, 2), (0, 3), (-1, 0), (4, None))] == [None] * 4
+
+
 def test_a_broad_question_asked_of_a_local_search_is_pointed_to_global_with_a_model_too(cli_run, llm_db, simulator):
     # Offline, "What are the main themes?" with --mode local says to ask it with --mode global;
     # with a model it was answered from the most connected entities without a word of that.
