@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import array
+import contextlib
 import json
 import math
 import re
@@ -3435,30 +3436,37 @@ def test_the_search_lines_say_one_of_a_thing_in_the_singular(cli_run, llm_db, si
     assert line == ["streamrag: basic search: 1 chunk (bm25)"], line
 
 
+@contextlib.asynccontextmanager
+async def _index_joining(tmp_path, texts: dict[str, str], full: str, short: str):
+    """An offline index (``tmp_path``/i.db) of ``texts`` (file name -> text) that joins the name
+    ``short`` to ``full`` (no entity is named ``short``): the index, a read-only store of it and
+    ``full``'s entity id."""
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    for name, text in texts.items():
+        (corpus / name).write_text(text)
+    db = tmp_path / "i.db"
+    await sync([corpus], make_settings(""), db, root=corpus)
+    store = Store(db, readonly=True)
+    try:
+        assert store.scalar("SELECT count(*) FROM entities WHERE name = ?", (short,)) == 0
+        yield db, store, store.scalar("SELECT id FROM entities WHERE name = ?", (full,))
+    finally:
+        store.close()
+
+
 async def test_a_short_name_an_offline_index_joined_to_a_full_name_is_asked_about_as_that_one(tmp_path):
     # "Scrooge" (office, counting) is joined to "Ebenezer Scrooge" (ledger): "Who is Scrooge?"
     # names the full name's entity as "Scrooge", and its sentences, where a person named so
     # is the one asked about, come before those of "Uncle Scrooge" (a title and one word: no
     # full name, and no part of the join).
-    corpus = tmp_path / "c"
-    corpus.mkdir()
-    for name, text in {
-            "ledger.txt": "Ebenezer Scrooge kept the books of the firm with Jacob Marley.\n",
-            "office.txt": "In his cold counting-house sat Scrooge, alone all day.\n",
-            "street.txt": "Nobody ever stopped Scrooge in the street to ask the way.\n",
-            "nephew.txt": "Fred called on his Uncle Scrooge at Christmas with Topper.\n"}.items():
-        (corpus / name).write_text(text)
-    db = tmp_path / "i.db"
-    settings = make_settings("")
-    await sync([corpus], settings, db, root=corpus)
-    store = Store(db, readonly=True)
-    try:
-        full = store.scalar("SELECT id FROM entities WHERE name = 'Ebenezer Scrooge'")
-        assert store.scalar("SELECT count(*) FROM entities WHERE name = 'Scrooge'") == 0
+    texts = {"ledger.txt": "Ebenezer Scrooge kept the books of the firm with Jacob Marley.\n",
+             "office.txt": "In his cold counting-house sat Scrooge, alone all day.\n",
+             "street.txt": "Nobody ever stopped Scrooge in the street to ask the way.\n",
+             "nephew.txt": "Fred called on his Uncle Scrooge at Christmas with Topper.\n"}
+    async with _index_joining(tmp_path, texts, "Ebenezer Scrooge", "Scrooge") as (db, store, full):
         assert named_entities(store, "Who is Scrooge?") == [(full, "Scrooge", True)]
-    finally:
-        store.close()
-    answer = await aask("Who is Scrooge?", settings, db, mode="local")
+    answer = await aask("Who is Scrooge?", make_settings(""), db, mode="local")
     quoted = [line for line in answer.text.splitlines() if line.startswith("- ")]
     assert len(quoted) >= 3 and all(f"[E:{full}]" in line for line in quoted[:3]), answer.text
 
@@ -3467,38 +3475,20 @@ async def test_a_short_name_with_an_apostrophe_joined_to_a_full_name_is_asked_ab
     # "O'Neill" is joined to "Mary O'Neill": the question's words read as names are ("O'Neill"
     # one word) find the join; as letters alone ("O", "Neill") they named no entity, where
     # before the join "O'Neill" named its own.
-    corpus = tmp_path / "c"
-    corpus.mkdir()
-    (corpus / "mary.txt").write_text("Mary O'Neill met Fred in London.\n")
-    (corpus / "inn.txt").write_text("Fred met O'Neill in London. O'Neill laughed with Fred.\n")
-    db = tmp_path / "i.db"
-    await sync([corpus], make_settings(""), db, root=corpus)
-    store = Store(db, readonly=True)
-    try:
-        full = store.scalar("SELECT id FROM entities WHERE name = 'Mary O''Neill'")
-        assert store.scalar("SELECT count(*) FROM entities WHERE name = 'O''Neill'") == 0
+    texts = {"mary.txt": "Mary O'Neill met Fred in London.\n",
+             "inn.txt": "Fred met O'Neill in London. O'Neill laughed with Fred.\n"}
+    async with _index_joining(tmp_path, texts, "Mary O'Neill", "O'Neill") as (_, store, full):
         assert named_entities(store, "Who is O'Neill?") == [(full, "O'Neill", True)]
         assert named_entities(store, "Who is O’Neill?") == [(full, "O’Neill", True)]
-    finally:
-        store.close()
 
 
 async def test_a_short_name_with_a_hyphen_joined_to_a_full_name_is_asked_about_as_that_one(tmp_path):
     # "Jean-Luc" is joined to "Jean-Luc Picard": the question's "Jean-Luc" read whole finds the
     # join; as "Jean" and "Luc" it named no entity, where before the join it named its own.
-    corpus = tmp_path / "c"
-    corpus.mkdir()
-    (corpus / "picard.txt").write_text("Jean-Luc Picard met Fred in London.\n")
-    (corpus / "bridge.txt").write_text("Fred met Jean-Luc in London. Jean-Luc laughed with Fred.\n")
-    db = tmp_path / "i.db"
-    await sync([corpus], make_settings(""), db, root=corpus)
-    store = Store(db, readonly=True)
-    try:
-        full = store.scalar("SELECT id FROM entities WHERE name = 'Jean-Luc Picard'")
+    texts = {"picard.txt": "Jean-Luc Picard met Fred in London.\n",
+             "bridge.txt": "Fred met Jean-Luc in London. Jean-Luc laughed with Fred.\n"}
+    async with _index_joining(tmp_path, texts, "Jean-Luc Picard", "Jean-Luc") as (_, store, full):
         fred = store.scalar("SELECT id FROM entities WHERE name = 'Fred'")
-        assert store.scalar("SELECT count(*) FROM entities WHERE name = 'Jean-Luc'") == 0
         assert named_entities(store, "Who is Jean-Luc?") == [(full, "Jean-Luc", True)]
         assert named_entities(store, "Did Jean-Luc meet Fred?") == [(fred, "Fred", True), (full, "Jean-Luc", True)]
         assert named_entities(store, "Who is Jean-Luc Picard?") == [(full, "Jean-Luc Picard", True)]
-    finally:
-        store.close()
