@@ -308,8 +308,9 @@ def _kept_index_holding(folder: Path) -> tuple[Path, Path] | None:
     christmas_carol (``_kept_index_above``), or a subfolder of a folder indexed into its own
     index.db (`index n --db n/index.db`; `status n/sub`). n's .streamrag/index.db is found from
     n/sub so; this one was not, and n/sub was told to run `streamrag index n/sub` first, which
-    built a second index. Not one whose folder holds none of its documents: an index.db of a folder deleted since is taken for its own folder's
-    (``_kept_index_folder``), and was said the index of every folder below it."""
+    built a second index. Not one whose folder holds none of its documents: an index.db of a
+    folder deleted since is taken for its own folder's (``_kept_index_folder``), and was said the
+    index of every folder below it."""
     inside = folder.resolve()
     for up, real in enumerate(inside.parents, start=1):
         above = _named_above(folder, real, up)   # (the folders above the one a link names)

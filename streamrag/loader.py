@@ -460,7 +460,7 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
     def inside(path: Path) -> bool:   # a file symlink's target: in ``top`` or a folder ``also``
         return any(_inside(os.path.realpath(path), t) for t in (top_real, *also))
 
-    is_own = one_of(own)   # (a file left out that is no document's is not counted, nor a settings file)
+    is_own = one_of(own)   # (the index's files, a custom prompt: never counted as left out)
 
     seen: set[tuple[int, int]] = set()
     links: list[tuple[Path, str]] = []   # (folder, its path from the indexed folder, with a closing "/")
