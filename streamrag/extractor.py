@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from streamrag import ids, nlp
 from streamrag.config import Settings
-from streamrag.parsing import claim_faults, parse_records, usable_extraction
+from streamrag.parsing import parse_records, read_claims, usable_extraction
 from streamrag.prompts import Prompt, load_prompt
 from streamrag.records import Chunk, Extraction
 
@@ -94,13 +94,22 @@ async def extract_claims(llm, prompts: ExtractionPrompts, chunk: Chunk, extracti
     if settings.offline or not settings.index.extract_claims:
         return extraction
     messages = claims_messages(prompts, chunk, extraction, settings)
+    # The answer is read once, by the check of whether it is usable, and that reading is the one
+    # kept: it was read three times (the check, its records, its faults).
+    read: dict[str, tuple[Extraction, Counter[str]]] = {}
+
+    def usable(text: str) -> bool:
+        read.clear()
+        read[text] = got = read_claims(text)
+        return usable_extraction(text, got[0])
+
     result = await llm.chat(messages, model=settings.llm.extraction_model, stage="claims",
-                            prompt=prompts.claims, validate=usable_records)
-    parsed = parse_records(result.text)
+                            prompt=prompts.claims, validate=usable)
+    parsed, found = read.get(result.text) or read_claims(result.text)
     extraction.claims = list(parsed.claims)
     extraction.dropped += parsed.dropped
     if faults is not None:
-        faults.update(claim_faults(result.text))
+        faults.update(found)
     return extraction
 
 

@@ -196,15 +196,20 @@ def parse_records(text: str, *, entity_types: list[str] | None = None) -> Extrac
     if not isinstance(text, str):
         return out
     for _kind, _fields, record in _read_lines(text, entity_types):
-        if record is None:
-            out.dropped += 1
-        elif isinstance(record, EntityRecord):
-            out.entities.append(record)
-        elif isinstance(record, RelationshipRecord):
-            out.relationships.append(record)
-        else:
-            out.claims.append(record)
+        _take(out, record)
     return out
+
+
+def _take(out: Extraction, record: Any) -> None:
+    """Adds a record ``_read_lines`` read to ``out`` (None: a line dropped, counted)."""
+    if record is None:
+        out.dropped += 1
+    elif isinstance(record, EntityRecord):
+        out.entities.append(record)
+    elif isinstance(record, RelationshipRecord):
+        out.relationships.append(record)
+    else:
+        out.claims.append(record)
 
 
 def _iso_date(text: str) -> bool:
@@ -221,10 +226,17 @@ def claim_faults(text: str) -> Counter[str]:
     """What a claims answer's lines got wrong, as ``parse_records`` reads them: a ``status`` not
     TRUE, FALSE or SUSPECTED (read as SUSPECTED), a ``date`` not ISO 8601 (kept as written), no
     ``description``, a record of ``another kind`` (an entity line: no claim), an ``unreadable`` line."""
-    faults: Counter[str] = Counter()
+    return read_claims(text)[1]
+
+
+def read_claims(text: str) -> tuple[Extraction, Counter[str]]:
+    """A claims answer read once: its records (``parse_records``'s) and what its lines got
+    wrong (``claim_faults``'s). (Each was a reading of the whole answer of its own.)"""
+    out, faults = Extraction(), Counter()
     if not isinstance(text, str):
-        return faults
+        return out, faults
     for kind, fields, record in _read_lines(text, None):
+        _take(out, record)
         if record is None:
             faults["unreadable"] += 1
         elif kind != "claim":
@@ -233,16 +245,17 @@ def claim_faults(text: str) -> Counter[str]:
             faults["status"] += _status(fields[3] if len(fields) > 3 else "") is None
             faults["date"] += sum(d is not None and not _iso_date(d) for d in (record.start_date, record.end_date))
             faults["description"] += not record.description
-    return +faults
+    return out, +faults
 
 
-def usable_extraction(text: str) -> bool:
+def usable_extraction(text: str, parsed: Extraction | None = None) -> bool:
     """Whether an extraction answer can be used: it holds records, or it says ``done`` and holds
     no record-like lines (nothing to extract). Prose, JSON or an empty answer is unusable: a
-    missing ``done`` means the model did not follow the format, or stopped early."""
+    missing ``done`` means the model did not follow the format, or stopped early. ``parsed``:
+    the answer as ``parse_records`` reads it, when the caller has read it already."""
     if not isinstance(text, str):
         return False
-    ex = parse_records(text)
+    ex = parse_records(text) if parsed is None else parsed
     if ex.entities or ex.relationships or ex.claims:
         return True
     if ex.dropped:

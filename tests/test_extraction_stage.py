@@ -57,3 +57,37 @@ async def test_an_extractor_records_a_failed_call_through_its_context_and_sends_
     assert failed == [("extract", "chk-1", "notes/a.txt (chunk 1, chk-1): connection refused",
                        LLMUnavailableError)]
     assert sent_on == []
+
+
+async def test_a_claims_answer_is_read_once(monkeypatch):
+    # It was read three times: by the check of whether it is usable, for its records, and for
+    # what its lines got wrong.
+    from collections import Counter
+    from types import SimpleNamespace
+
+    from streamrag import parsing
+    from streamrag.extractor import extract_claims
+    from streamrag.records import EntityRecord
+
+    answer = ("claim | Mira Osk | Harbor Board | LAWSUIT | true | 2031-04-02 | soon | Mira sued the board. | "
+              "Mira sued the board.\nentity | Mira Osk | person | An engineer.\ndone")
+
+    class Model:
+        async def chat(self, messages, *, validate, **kwargs):
+            assert validate(answer)   # as the client checks an answer, cached or new
+            return SimpleNamespace(text=answer)
+
+    reads = []
+    real = parsing._read_lines
+    monkeypatch.setattr(parsing, "_read_lines", lambda *a: reads.append(a) or real(*a))
+    settings = make_settings("http://127.0.0.1:9/v1", index={"extract_claims": True})
+    chunk = Chunk(id="chk-1", doc_id="doc-1", idx=0, text="Mira Osk sued the Harbor Board.", tokens=9)
+    faults: Counter[str] = Counter()
+    ext = await extract_claims(Model(), ExtractionPrompts.load(settings), chunk,
+                               Extraction(entities=[EntityRecord("Mira Osk", "person", "An engineer.")]),
+                               settings, faults)
+    assert len(reads) == 1
+    assert [(c.subject, c.object, c.status, c.start_date) for c in ext.claims] == [
+        ("Mira Osk", "Harbor Board", "TRUE", "2031-04-02")]
+    assert faults == parsing.claim_faults(answer) == {"date": 1, "another kind": 1}
+    assert ext.dropped == 0
