@@ -17,6 +17,10 @@ Rules, chosen so that the merged graph depends only on the *set* of live chunk e
   of ``strength / 10`` over supporting mentions: each extraction that states the link adds up to
   1, so weight grows with the number of supporting extractions, scaled by how strongly each
   stated it.
+* A claim is stored once per chunk that makes it (its row is its provenance: a chunk's removal
+  withdraws exactly its own). Those that say the same (subject, object, type, status, dates and
+  description) are shown as one, by the smallest id among them (``distinct_claims``): a sentence
+  in the overlap of two chunks, or copied into two files, was two lines of each context.
 * ``mentions`` counts distinct supporting chunks. Sources are sorted, so equal inputs give
   byte-equal outputs.
 """
@@ -106,6 +110,20 @@ def mentions_of(chunk_id: str, extraction: Extraction, shared: dict[str, str] | 
             type=c.type, status=c.status, start_date=c.start_date, end_date=c.end_date,
             description=c.description, source_text=c.source_text, chunk_id=chunk_id))
     return list(entities.values()), list(rels.values()), claims
+
+
+def claim_said(c: Claim) -> tuple:
+    """What a claim says, apart from the chunk saying it: claims saying the same are one."""
+    return (c.subject_id, c.object_id, c.type, c.status, c.start_date, c.end_date, c.description)
+
+
+def distinct_claims(claims: Iterable[Claim]) -> list[Claim]:
+    """One of each claim ``claims`` hold (``claim_said``), that of the smallest id, in id order:
+    the same whatever the order they came in, or which other chunks say them."""
+    first: dict[tuple, Claim] = {}
+    for c in sorted(claims, key=lambda c: c.id):
+        first.setdefault(claim_said(c), c)
+    return list(first.values())
 
 
 def joined(entities: list[EntityMention], relationships: list[RelationshipMention], to: dict[str, str],

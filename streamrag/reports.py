@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from streamrag import ids
+from streamrag.merge import distinct_claims
 from streamrag.parsing import parse_report
 from streamrag.prompts import load_prompt
 from streamrag.records import Claim, Community, Entity, Relationship, Report
@@ -51,6 +52,10 @@ class ReportContext(msgspec.Struct):
 
 # Bump when what a report context holds changes: every community's context is then rebuilt.
 CONTEXT_VERSION = 2
+# Bump when what a claim's line says changes: the contexts of an index with claims are rebuilt
+# (no other's: the key of one without them stays as it was). 2: the object and dates, and one
+# line for a claim several chunks make.
+CLAIM_LINES_VERSION = 2
 
 
 def settings_key(settings: Settings, *, by_llm: bool, min_members: int | None = None) -> str:
@@ -62,8 +67,9 @@ def settings_key(settings: Settings, *, by_llm: bool, min_members: int | None = 
     ix = settings.index
     model, version = ((settings.llm.report_model, load_prompt("report").version) if by_llm
                       else (None, EXTRACTIVE_VERSION))
+    claims = (CLAIM_LINES_VERSION,) if ix.extract_claims and by_llm else ()
     return ids.digest(CONTEXT_VERSION, model, version, ix.encoding, ix.report_max_input_tokens,
-                      ix.report_min_members if min_members is None else min_members)
+                      ix.report_min_members if min_members is None else min_members, *claims)
 
 
 def _clean(text: str) -> str:
@@ -80,8 +86,18 @@ def relationship_line(r: Relationship, names: dict[str, str]) -> str:
 
 
 def claim_line(c: Claim, names: dict[str, str]) -> str:
-    return (f"{c.id} | {_clean(names.get(c.subject_id, c.subject_id))} | {c.type} | {c.status} | "
-            f"{_clean(c.description)}")
+    obj = _clean(names.get(c.object_id, c.object_id)) if c.object_id else "-"
+    return (f"{c.id} | {_clean(names.get(c.subject_id, c.subject_id))} | {obj} | {c.type} | {c.status} | "
+            f"{claim_period(c.start_date, c.end_date) or '-'} | {_clean(c.description)}")
+
+
+def claim_period(start: str | None, end: str | None) -> str:
+    """When a claim held, as its line says it: one date, ``start to end``, ``from start``,
+    ``until end``, or "" (no date given)."""
+    start, end = _clean(start or ""), _clean(end or "")
+    if start and end:
+        return start if start == end else f"{start} to {end}"
+    return f"from {start}" if start else f"until {end}" if end else ""
 
 
 def report_line(community_id: str, report: Report) -> str:
@@ -100,7 +116,7 @@ def _render(entities: list[str], relationships: list[str], claims: list[str],
         parts.append("Relationships (id | source | target | description)\n"
                      + "\n".join(sorted(relationships)))
     if claims:
-        parts.append("Claims (id | subject | type | status | description)\n"
+        parts.append("Claims (id | subject | object | type | status | dates | description)\n"
                      + "\n".join(sorted(claims)))
     return "\n\n".join(parts)
 
@@ -122,6 +138,13 @@ class _Elements:
         # the order they are added, and each element's line.
         self.by_degree = sorted(relationships, key=lambda r: (-r.combined_degree, r.id))
         self.lines: dict[str, str] = {}
+        self.distinct: dict[str, list[Claim]] = {}
+
+    def distinct_claims(self, eid: str) -> list[Claim]:
+        """The claims about ``eid``, one of each found in several chunks (``merge.distinct_claims``)."""
+        if eid not in self.distinct:
+            self.distinct[eid] = distinct_claims(self.claims.get(eid, ()))
+        return self.distinct[eid]
 
     def line(self, key: str, make: Callable[[], str]) -> str:
         if key not in self.lines:
@@ -152,7 +175,7 @@ class _Elements:
                 return True
             if not add(eid, self.line(eid, lambda: entity_line(self.entities[eid]))):
                 return False
-            for c in self.claims.get(eid, ()):
+            for c in self.distinct_claims(eid):
                 if not add(c.id, self.line(c.id, lambda: claim_line(c, self.names))):
                     return False
             return True

@@ -466,3 +466,28 @@ def test_a_context_makes_each_line_once_however_many_child_reports_it_tries(monk
                         children=children, max_tokens=600)
     assert len(ctx.elements["reports"]) > 1   # (tried again with each)
     assert made and len(made) == len(set(made))
+
+
+def test_a_claims_line_names_its_object_and_dates_and_a_claim_two_chunks_make_is_one_line():
+    from streamrag.records import Claim
+
+    ents, rels = graph(3)
+
+    def claim(cid: str, chunk: str, **kw) -> Claim:
+        said = dict(subject_id="ent-0000", object_id="ent-0002", type="LAWSUIT", status="TRUE",
+                    start_date="2031-04-02", end_date="2031-04-02", description="Name0 sued Name2.")
+        return Claim(id=cid, source_text="Name0 sued Name2.", chunk_id=chunk, **{**said, **kw})
+
+    claims = [claim("clm-b", "chk-2"), claim("clm-a", "chk-1"),          # the same, of two chunks
+              claim("clm-c", "chk-1", object_id=None, start_date=None, end_date="2032", status="FALSE")]
+    c = Community(id="C1", level=0, parent=None, members=sorted(ents))
+    ctx = build_context(c, entities=ents, relationships=rels, claims={"ent-0000": claims}, children=[],
+                        max_tokens=5000)
+    assert ctx.elements["claims"] == ["clm-a", "clm-c"]
+    part = ctx.text.split("Claims (id | subject | object | type | status | dates | description)\n")[1]
+    assert part.splitlines() == ["clm-a | Name0 | Name2 | LAWSUIT | TRUE | 2031-04-02 | Name0 sued Name2.",
+                                 "clm-c | Name0 | - | LAWSUIT | FALSE | until 2032 | Name0 sued Name2."]
+    # Whichever chunk's row comes first, and once the other's has gone, the line is the same.
+    again = build_context(c, entities=ents, relationships=rels, claims={"ent-0000": claims[1:]}, children=[],
+                          max_tokens=5000)
+    assert again.text == ctx.text
