@@ -12,10 +12,11 @@ prompt and the question, when a model answers):
 * ``local_community_share`` - the reports (title and summary) of the entities' communities,
   those holding the most selected entities first, deeper (more specific) ones on ties;
 * the rest - the entities, the relationships touching them (both ends selected first) and
-  their claims.
+  the claims about them or naming them as their object.
 
 Every context line starts with the tag an answer cites it by: ``[E:id]``, ``[L:id]``,
-``[R:community id]`` or ``[T:chunk id]``; a claim line carries its subject's ``[E:id]``.
+``[R:community id]`` or ``[T:chunk id]``; a claim line (about a selected entity, or naming one as
+its object) carries its subject's ``[E:id]`` and names its subject and object.
 
 Basic search is plain retrieval: the top ``basic_top_k`` chunks by BM25 (or embedding).
 
@@ -33,6 +34,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 import msgspec
 
 from streamrag import index_rows
+from streamrag.reports import claim_period
 from streamrag.store import Store
 from streamrag.terms import words
 from streamrag.tokens import count_tokens, fewest_tokens, truncate
@@ -268,7 +270,7 @@ class LocalData(msgspec.Struct):
     """Everything the local context is built from, loaded in one snapshot."""
     entities: list[dict]          # id, name, type, description; in selection order
     relationships: list[dict]     # id, source, target, source_name, target_name, description, weight, combined_degree
-    claims: list[dict]            # id, subject_id, type, status, description
+    claims: list[dict]            # id, subject_id, subject_name, object_id, object_name, type, status, start_date, end_date, description
     chunks: list[dict]            # id, hits (selected entities it mentions), rank, anchor_hits; text if given
     reports: list[dict]           # community, level, title, summary, hits
 
@@ -292,8 +294,15 @@ def load_local_data(store: Store, entity_ids: Sequence[str], anchors: Sequence[s
         "FROM relationships r "
         "JOIN entities a ON a.id = r.source JOIN entities b ON b.id = r.target "
         f"WHERE r.source IN ({marks}) OR r.target IN ({marks})", [*entity_ids, *entity_ids])
-    claims = store.query(f"SELECT id, subject_id, type, status, description FROM claims "
-                         f"WHERE subject_id IN ({marks}) ORDER BY id", list(entity_ids))
+    # About an entity, or naming it as their object; one of each claim several chunks make
+    # (``merge.distinct_claims``: the smallest id of those saying the same).
+    claims = store.query(
+        "SELECT min(c.id) AS id, c.subject_id, s.name AS subject_name, c.object_id, o.name AS object_name, "
+        "c.type, c.status, c.start_date, c.end_date, c.description FROM claims c "
+        "LEFT JOIN entities s ON s.id = c.subject_id LEFT JOIN entities o ON o.id = c.object_id "
+        f"WHERE c.subject_id IN ({marks}) OR c.object_id IN ({marks}) "
+        "GROUP BY c.subject_id, c.object_id, c.type, c.status, c.start_date, c.end_date, c.description "
+        "ORDER BY 1", [*entity_ids, *entity_ids])
     anchored = set(anchors)
     hits: dict[str, set[str]] = {}
     for r in store.query(f"SELECT DISTINCT chunk_id, entity_id FROM entity_sources WHERE entity_id IN ({marks})",
@@ -311,6 +320,23 @@ def load_local_data(store: Store, entity_ids: Sequence[str], anchors: Sequence[s
         "JOIN communities c ON c.id = m.community_id JOIN reports r ON r.key = c.report_key "
         f"WHERE m.entity_id IN ({marks}) GROUP BY c.id", [*sorted(anchored), *entity_ids])
     return LocalData(entities, rels, claims, chunks, reports)
+
+
+def claim_rank(rank: dict[str, int]) -> Callable[[dict], tuple]:
+    """The order claims enter a local context: by the rank of their subject, or of their object
+    when it is the selected one (a claim about an outside entity naming a selected one)."""
+    def key(c: dict) -> tuple:
+        return (min(rank.get(c["subject_id"], 1 << 30), rank.get(c.get("object_id"), 1 << 30)), c["id"])
+    return key
+
+
+def claim_line(c: dict) -> str:
+    """A claim's line in a local context: its subject's tag (what an answer cites it by), its
+    type, status and dates, the names of its subject and object, and what it says."""
+    said = ", ".join(x for x in (c["type"], c["status"], claim_period(c.get("start_date"), c.get("end_date"))) if x)
+    ends = [f"{end} {_clean(name)}" for end, name in (("subject", c.get("subject_name")),
+                                                        ("object", c.get("object_name") or c.get("object_id"))) if name]
+    return f"[E:{c['subject_id']}] claim ({said}){' ' + ', '.join(ends) if ends else ''}: {_clean(c['description'])}"
 
 
 class Context(msgspec.Struct):
@@ -408,9 +434,8 @@ def build_local_context(data: LocalData, *, max_tokens: int, text_share: float,
     for e in data.entities:
         tag = f"[E:{e['id']}]"
         tables.add(tag, f"{tag} {_clean(e['name'])} ({e['type']}): {_clean(e['description'])}", cut=True)
-    for c in sorted(data.claims, key=lambda c: (rank.get(c["subject_id"], 1 << 30), c["id"])):
-        tag = f"[E:{c['subject_id']}]"
-        tables.add(tag, f"{tag} claim ({c['type']}, {c['status']}): {_clean(c['description'])}")
+    for c in sorted(data.claims, key=claim_rank(rank)):
+        tables.add(f"[E:{c['subject_id']}]", claim_line(c))
 
     def rel_key(r: dict) -> tuple:
         both = r["source"] in selected and r["target"] in selected

@@ -492,6 +492,9 @@ CREATE TABLE IF NOT EXISTS extractions_left (
 CREATE INDEX IF NOT EXISTS llm_calls_run_key ON llm_calls(run_id, cache_key);
 DROP INDEX IF EXISTS llm_calls_run;
 """),
+    # The claims by their object: a local ask takes those naming a selected entity as their
+    # object too (``local_search.load_local_data``), each ask a scan of every claim without it.
+    ("claims_object", "CREATE INDEX IF NOT EXISTS claims_object ON claims(object_id)"),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

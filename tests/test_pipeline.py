@@ -441,7 +441,8 @@ async def test_a_claim_whose_subject_no_extraction_named_is_shown_with_its_subje
         context = build_local_context(data, max_tokens=4000, text_share=0.5, community_share=0.2)
     finally:
         store.close()
-    assert "claim (CONTRACT, TRUE): The trust paid Mira Osk." in context.text
+    assert context.text.count("claim (CONTRACT, TRUE) subject Old Quay Trust, object Mira Osk: "
+                              "The trust paid Mira Osk.") == 1   # (made by every chunk: one line)
 
 
 async def test_an_index_that_kept_claims_about_no_entity_makes_them_entities_once_without_a_call(
@@ -1746,3 +1747,66 @@ def test_the_folders_an_include_name_may_mean_are_looked_for_in_a_bounded_walk(t
     assert pipeline._folders_called(tmp_path, "docs") == ["notes/docs", "node_modules/p00/lib/docs",
                                                           "node_modules/p01/lib/docs"]
     assert len(looked) == 124   # (three found by the third level: the fourth, 60 folders, not looked into)
+
+
+async def test_a_claim_two_files_make_is_shown_once_with_its_object_and_dates_and_leaves_with_both(tmp_path):
+    # A claim's line showed neither its object nor its dates, a claim was found by its subject
+    # alone, and one made by two chunks was two lines of every context holding it. Each chunk's
+    # row stays its provenance: the claim leaves the index with the last chunk making it.
+    import httpx
+
+    from streamrag.local_search import build_local_context, load_local_data
+    from streamrag.simulator import ANSWERS, detect_task
+
+    line = ("claim | Old Quay Trust | Mira Osk | CONTRACT | TRUE | 2031-04-02 | 2031-06-30 | "
+            "The trust paid Mira Osk. | The Old Quay Trust paid Mira Osk.")
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(404)
+        messages = json.loads(request.content)["messages"]
+        task = detect_task(messages)
+        if task == "claims":   # the claim, of each chunk saying it
+            return chat_answer(f"{line}\ndone" if "paid Mira Osk" in messages[-1]["content"] else "done")
+        return chat_answer(ANSWERS[task](messages))
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    said = "The Old Quay Trust paid Mira Osk for the harbor work. Mira Osk rebuilt the quay in Port Vell."
+    (folder / "a.txt").write_text(f"Ledger notes\n\n{said}\n")
+    (folder / "b.txt").write_text(f"Gazette clipping\n\n{said} Anton Heller praised the work.\n")
+    (folder / "c.txt").write_text("Festival\n\nLena Varga led the students of the Vell Maritime Academy.\n")
+    settings = make_settings("http://llm.test/v1", index={"extract_claims": True})
+    db = tmp_path / "claims.db"
+    shown = ("claim (CONTRACT, TRUE, 2031-04-02 to 2031-06-30) subject Old Quay Trust, object Mira Osk: "
+             "The trust paid Mira Osk.")
+
+    def seen() -> tuple[int, int, list[list[str]]]:
+        """(claim rows, the claim's lines in the local context of Mira Osk, the claims of each report's context)."""
+        store = Store(db, readonly=True)
+        try:
+            with store.snapshot():
+                rows = store.scalar("SELECT count(*) FROM claims")
+                mira = store.scalar("SELECT id FROM entities WHERE name = 'Mira Osk'")
+                data = load_local_data(store, [mira] if mira else [])
+                reports = [json.loads(e)["claims"] for (e,) in store.conn.execute(
+                    "SELECT r.elements FROM communities c JOIN reports r ON r.key = c.report_key")]
+        finally:
+            store.close()
+        text = build_local_context(data, max_tokens=4000, text_share=0.5, community_share=0.2).text
+        return rows, text.count(shown), [ids for ids in reports if ids]
+
+    transport = httpx.MockTransport(answer)
+    await sync([folder], settings, db, root=folder, transport=transport)
+    rows, lines, reports = seen()
+    assert rows == 2 and lines == 1   # (found by its object: Old Quay Trust is not asked about)
+    assert reports and all(len(ids) == 1 for ids in reports)
+    fresh_db = tmp_path / "fresh.db"
+    for gone, rows_left in (("a.txt", 1), ("b.txt", 0)):
+        (folder / gone).unlink()
+        await sync([folder], settings, db, root=folder, transport=transport)
+        rows, lines, reports = seen()
+        assert (rows, lines, bool(reports)) == (rows_left, int(bool(rows_left)), bool(rows_left))
+        fresh_db.unlink(missing_ok=True)
+        await sync([folder], settings, fresh_db, root=folder, transport=transport)
+        assert snapshot(db) == snapshot(fresh_db)
