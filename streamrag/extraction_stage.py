@@ -28,7 +28,7 @@ import msgspec
 from streamrag import chunker, chunking_marks, index_rows, loader, on_disk
 from streamrag.config import Settings
 from streamrag.errors import EmptyInput, InputError, LLMError, NoTextField, UnreadableFile
-from streamrag.extractor import ExtractionPrompts, claim_faults_warning, extract_chunk, extract_claims
+from streamrag.extractor import ExtractionPrompts, claim_faults_warning, claimless_key, extract_chunk, extract_claims
 from streamrag.gleaner import YesNoCheck, glean
 from streamrag.records import Chunk, Document, Extraction
 from streamrag.run_progress import Progress
@@ -130,6 +130,12 @@ class ExtractionStage:
         self.claim_faults: Counter[str] = Counter()
         self.faulty_claims = 0
         self.first_faulty_claims = ""
+        # A chunk whose claims call failed after its entities and relationships were extracted
+        # is stored under ``claimless_key`` (and published so); the next run asks its claims
+        # call alone: the chunks it sends for that (``schedule``), their stored extraction read
+        # by the extractor and passed on without a call, nor gleaned again.
+        self.claimless = None if self.settings.offline else claimless_key(self.settings)
+        self.claims_only: set[str] = set()
 
     async def load_files(self, files: list[Path], send) -> None:
         """The loader: reads each new or changed file and sends its new documents on."""
@@ -322,6 +328,8 @@ class ExtractionStage:
         stored = index_rows.extracted(self.store, {c.id for c in fresh}, self.key)
         self.progress.add("chunks_reused", len(stored))
         wanted = [c for c in fresh if c.id not in stored]
+        if self.claimless and wanted:
+            self.claims_only |= index_rows.extracted(self.store, {c.id for c in wanted}, self.claimless)
         texts = dict(index_rows.chunk_texts(self.store, [c.id for c in wanted if not c.text]))
         for c in wanted:
             await send.send(c if c.text else msgspec.structs.replace(c, text=texts[c.id]))
@@ -339,6 +347,9 @@ class ExtractionStage:
         """An extractor: the first extraction of each chunk, sent on to the gleaners."""
         async with recv, send:
             async for c in recv:
+                if c.id in self.claims_only:   # (its entities extracted by a run whose claims call failed)
+                    await send.send((c, index_rows.load_extractions(self.store, {c.id}, self.claimless)[c.id]))
+                    continue
                 try:
                     ext = await extract_chunk(self.llm, self.prompts, c, self.settings)
                 except LLMError as e:
@@ -355,11 +366,16 @@ class ExtractionStage:
         async with recv:
             async for c, ext in recv:
                 try:
-                    ext = await glean(self.llm, self.prompts, c, ext, self.settings, self.check)
-                    faults: Counter[str] = Counter()
-                    ext = await extract_claims(self.llm, self.prompts, c, ext, self.settings, faults)
+                    if c.id not in self.claims_only:
+                        ext = await glean(self.llm, self.prompts, c, ext, self.settings, self.check)
                 except LLMError as e:
                     await self.fail("glean", c.id, f"{self.where(c)}: {e}", e)
+                    continue
+                faults: Counter[str] = Counter()
+                try:
+                    ext = await extract_claims(self.llm, self.prompts, c, ext, self.settings, faults)
+                except LLMError as e:
+                    await self.claims_failed(c, ext, e)
                     continue
                 if faults:
                     self.claim_faults += faults
@@ -367,6 +383,17 @@ class ExtractionStage:
                     self.first_faulty_claims = self.first_faulty_claims or self.where(c)
                 await self.writer.run(index_rows.save_extraction, c.id, self.key, ext)
                 self.progress.add("chunks_extracted")
+
+    async def claims_failed(self, c: Chunk, ext: Extraction, e: LLMError) -> None:
+        """Chunk ``c``'s claims call failed (``e``) after its entities and relationships were
+        extracted (``ext``): those are stored under ``claimless_key`` and published, its claims
+        asked again on the next run (a failed claims call failed the whole chunk: its paid
+        extraction was not used until a later run extracted it again)."""
+        if c.id not in self.claims_only:
+            await self.writer.run(index_rows.save_extraction, c.id, self.claimless, ext)
+        self.progress.add("chunks_extracted")
+        await self.fail("claims", c.id, f"{self.where(c)}: {e}; its entities and relationships are indexed "
+                                        "without its claims, which the next run asks for again", e)
 
     def claims_warning(self) -> str:
         """The warning of what this run's claims answers got wrong ("" when none did)."""

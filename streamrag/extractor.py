@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+import msgspec
+
 from streamrag import ids, nlp
 from streamrag.config import Settings
 from streamrag.parsing import parse_records, read_claims, usable_extraction
@@ -30,6 +32,18 @@ def extractor_key(settings: Settings) -> str:
         prompts.glean_check.version, prompts.claims.version if ix.extract_claims else "",
         ix.claim_description if ix.extract_claims else "", types, ix.max_gleanings,
         ix.glean_check, settings.llm.logit_bias, length=12)
+
+
+def claimless_key(settings: Settings) -> str | None:
+    """The extractor key of ``settings`` with index.extract_claims off (None when it is off, or
+    offline): the key a chunk's extraction is stored under when its claims call failed after its
+    entities and relationships were extracted. It is what a run without claims stores, so the
+    chunk is published with it, and the next run asks its claims call alone (``ExtractionStage``),
+    stores the whole extraction under the run's key and merges the chunk again."""
+    if settings.offline or not settings.index.extract_claims:
+        return None
+    index = msgspec.structs.replace(settings.index, extract_claims=False)
+    return extractor_key(msgspec.structs.replace(settings, index=index))
 
 
 class ExtractionPrompts:

@@ -15,7 +15,7 @@ import itertools
 import weakref
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
@@ -47,6 +47,9 @@ class Change:
     added_chunks: set[str]
     removed_chunks: set[str]
     extractions: dict[str, Extraction] | index_rows.StoredExtractions   # (each taken once, by ``pop``)
+    # The added chunks published with another extractor's result than the run's: those whose
+    # claims call failed, with ``extractor.claimless_key``'s (``Indexer._changes``)
+    keys: dict[str, str] = field(default_factory=dict)
 
 
 def read_again(added: Collection[str], removed: Collection[str], before: dict[str, tuple[str, int, float]],

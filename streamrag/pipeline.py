@@ -63,7 +63,7 @@ from streamrag.errors import (
     user_errors_unwrapped,
 )
 from streamrag.extraction_stage import ExtractionStage, ExtractionStageContext, Scan, chunk_shown
-from streamrag.extractor import ExtractionPrompts, extractor_key
+from streamrag.extractor import ExtractionPrompts, claimless_key, extractor_key
 from streamrag.gleaner import YesNoCheck
 from streamrag.graph_state import (
     DEGREES_VERSION,
@@ -382,6 +382,8 @@ class Indexer:
         self.folder_changed = folder_changed
         self.run_id = time.strftime("%Y%m%dT%H%M%S-") + uuid.uuid4().hex[:6]
         self.key = extractor_key(settings)
+        # (a chunk whose claims call failed is published with what a run without claims stores)
+        self.claimless = claimless_key(settings)
         ix = settings.index
         self.summarizer_key = summarizer_key(settings)
         self.leiden_key = communities_module.settings_key(ix.max_cluster_size, ix.leiden_seed, ix.leiden_resolution)
@@ -988,13 +990,21 @@ class Indexer:
         # endpoint or a changed setting never drops what the index already holds.
         live_keys = {c: self.key for c in wanted & extracted}
         live_keys.update({c: old_live[c] for c in wanted - extracted if c in old_live})
+        # A new chunk whose claims call failed counts with its entities and relationships alone
+        # (``ExtractionStage.claims_failed``), until a run gets its claims.
+        live_keys.update({c: self.claimless for c in self._claimless(store, wanted - extracted) if c not in old_live})
         live = set(live_keys)
         added = {c for c, k in live_keys.items() if old_live.get(c) != k}
         removed = {c for c, k in old_live.items() if live_keys.get(c) != k}
+        keys = {c: live_keys[c] for c in added if live_keys[c] != self.key}
         return Change(
             added_docs=new_docs - old_docs, removed_docs=old_docs - new_docs, kept_docs=new_docs & old_docs,
             doc_chunks=doc_chunk_ids, live=live, added_chunks=added, removed_chunks=removed,
-            extractions=index_rows.StoredExtractions(store, added, self.key))
+            extractions=index_rows.StoredExtractions(store, added, self.key, keys), keys=keys)
+
+    def _claimless(self, store: Store, chunk_ids: set[str]) -> set[str]:
+        """Those of ``chunk_ids`` extracted but for their claims (``extractor.claimless_key``)."""
+        return index_rows.extracted(store, chunk_ids, self.claimless) if self.claimless and chunk_ids else set()
 
     async def _fail_unaccounted(self, writer: Writer, scan: Scan, change: Change) -> None:
         """Records a failure for each chunk the version leaves out though no failure of this run
@@ -1058,6 +1068,7 @@ class Indexer:
                 new_texts[doc_id] = chunk_ids   # a new file: nothing indexed to keep
                 continue
             lacking = chunk_ids - index_rows.extracted(store, chunk_ids, self.key)
+            lacking -= self._claimless(store, lacking)
             missing = len(lacking)
             if not missing:
                 continue
@@ -1077,6 +1088,7 @@ class Indexer:
                 scan.warnings.append(f"{path}: {missing} of its {len(chunk_ids)} changed chunks could not "
                                      "be extracted; its previous version stays indexed until they can")
         done = index_rows.extracted(store, set().union(*new_texts.values()), self.key) if new_texts else set()
+        done |= self._claimless(store, set().union(*new_texts.values()) - done) if new_texts else set()
         unread = {d for d, chunk_ids in new_texts.items() if chunk_ids and not chunk_ids & done}   # nothing extracted
         unread_chunks = {doc_id: scan.doc_chunks.pop(doc_id) for doc_id in unread}
         for path, (doc_id, _size, _stamp) in sorted(scan.files.items()):

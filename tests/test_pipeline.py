@@ -1810,3 +1810,61 @@ async def test_a_claim_two_files_make_is_shown_once_with_its_object_and_dates_an
         fresh_db.unlink(missing_ok=True)
         await sync([folder], settings, fresh_db, root=folder, transport=transport)
         assert snapshot(db) == snapshot(fresh_db)
+
+
+async def test_a_claims_call_that_gives_up_keeps_its_chunks_entities_and_the_next_run_asks_it_alone(corpus, tmp_path):
+    # A claims call that failed after its retries failed its chunk with it: the entities and
+    # relationships paid for were not used (a first index: nothing published) until a run
+    # extracted the chunk again. Now they are published, and the next run asks the claims
+    # call alone, and ends with the index a fresh one makes.
+    import httpx
+
+    from streamrag.simulator import ANSWERS, detect_task
+
+    asked: list[str] = []
+
+    def answering(claims_work: bool) -> httpx.MockTransport:
+        def answer(request: httpx.Request) -> httpx.Response:
+            if request.method == "GET":
+                return httpx.Response(404)
+            messages = json.loads(request.content)["messages"]
+            task = detect_task(messages)
+            asked.append(task)
+            if task == "claims" and not claims_work:
+                return chat_answer("I am sorry, I cannot list claims for this text.")   # unusable
+            return chat_answer(ANSWERS[task](messages))
+        return httpx.MockTransport(answer)
+
+    settings = make_settings("http://llm.test/v1", index={"extract_claims": True})
+    db = tmp_path / "claims.db"
+    first = await sync([corpus], settings, db, root=corpus, transport=answering(False))
+    store = Store(db, readonly=True)
+    try:
+        failed = store.query("SELECT stage, message FROM failures")
+        live = {k for (k,) in store.conn.execute("SELECT DISTINCT extractor FROM live_chunks")}
+    finally:
+        store.close()
+    assert first.entities > 0 and first.relationships > 0 and first.claims == 0
+    assert first.chunks and first.failures == first.chunks == len(failed)
+    assert {f["stage"] for f in failed} == {"claims"} and "the next run asks for again" in failed[0]["message"]
+    from streamrag.extractor import claimless_key, extractor_key
+
+    assert live == {claimless_key(settings)}
+    without = tmp_path / "without.db"   # what a run without claims makes of the folder
+    await sync([corpus], make_settings("http://llm.test/v1"), without, root=corpus, transport=answering(True))
+    for key in ("entities", "relationships", "entity_sources", "relationship_sources", "documents"):
+        assert snapshot(db)[key] == snapshot(without)[key], key
+
+    asked.clear()
+    second = await sync([corpus], settings, db, root=corpus, transport=answering(True))
+    assert second.failures == 0 and second.claims > 0
+    assert asked.count("claims") == first.chunks and not {"extract", "glean", "glean_check"} & set(asked)
+    store = Store(db, readonly=True)
+    try:
+        assert {k for (k,) in store.conn.execute("SELECT DISTINCT extractor FROM live_chunks")} == {
+            extractor_key(settings)}
+    finally:
+        store.close()
+    fresh = tmp_path / "fresh.db"
+    await sync([corpus], settings, fresh, root=corpus, transport=answering(True))
+    assert snapshot(db) == snapshot(fresh)
