@@ -6,7 +6,9 @@ before it. Every product (chunks, extractions) is content-addressed and written 
 run's one writer as soon as it exists (offline extractions, made again in moments, a group at a
 time: ``store_offline``): an interrupted run loses nothing paid for, and the next finds it.
 A file unchanged on disk since it was indexed is not even read; a chunk whose extraction by the
-current extractor is stored is not sent to the model again.
+current extractor is stored is not sent to the model again; one whose claims call gave up is
+stored without its claims and published so (``claims_failed``), the next run asking its claims
+call alone.
 
 A run of the stage sees of the Indexer only what it is given (``ExtractionStageContext``), and
 tells it what it found through the ``Scan``.
