@@ -1568,6 +1568,7 @@ class WriterLock:
         self.given = given   # where the index was named (--db, store.path in a file): the fix
         self.path = lock_path(db_path)
         self.file = None
+        self.noted: str | None = None   # the note on the second line (``note``), written again by ``take``
 
     def take(self) -> None:
         """Locks, or raises WriterBusyError naming the holder; StoreError if no lock file can be made."""
@@ -1607,7 +1608,9 @@ class WriterLock:
                                   f"{_busy_advice(self.what, holder)}") from None
         try:
             f.truncate(0)
-            f.write(self._holder_line())
+            # (the note too: a lock taken again, its file deleted, lost it, and `ask` said no
+            # update was under way during one)
+            f.write(self._holder_line() + (f"{self.noted}\n" if self.noted else ""))
             f.flush()
         except OSError as e:   # (it was "cannot write the output")
             with contextlib.suppress(OSError):
@@ -1629,14 +1632,15 @@ class WriterLock:
         unsaid: it is no part of the index. The holder's line is never taken off meanwhile:
         cut to nothing and written again, a second writer reading the file between the two was
         refused as "being written by another streamrag (another process)"."""
+        self.noted = one_line(words) if words else None
         if self.file is None:
             return
         holder = self._holder_line()
         with contextlib.suppress(OSError):
             self.file.flush()
             self.file.truncate(len(holder.encode("utf-8", errors="backslashreplace")))
-            if words:
-                self.file.write(f"{one_line(words)}\n")   # (appended: the file is opened a+)
+            if self.noted:
+                self.file.write(f"{self.noted}\n")   # (appended: the file is opened a+)
             self.file.flush()
 
     def check(self, *, make_folder: bool = True) -> None:

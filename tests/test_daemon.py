@@ -170,6 +170,29 @@ async def test_an_update_under_way_is_noted_for_ask_until_its_version_is_publish
         assert update_under_way(db) is None and writer_at_work(db) is not None   # (still held: said done)
 
 
+async def test_a_lock_file_taken_again_keeps_its_note_of_the_update_under_way(corpus, tmp_path, monkeypatch):
+    # `rm .streamrag/index.db.lock` during an update: the lock taken again wrote its holder's
+    # line only, and `ask` said nothing of the update under way until the next state line.
+    import streamrag.daemon as daemon_module
+    from streamrag.store import lock_path, update_under_way
+
+    monkeypatch.setattr(daemon_module, "_LOOK_S", 0.05)
+    settings = make_settings("", watch={"quiet_s": 30})
+    db = tmp_path / "w.db"
+    async with running(settings, db, corpus, locked=True) as (daemon, events, send):
+        new = corpus / "new.txt"
+        new.write_text("Captain Oskar Lind sailed the Blue Heron from Port Vell to Kessel.\n")
+        async with send:
+            await send.send({(Change.added, str(new))})
+            await until(lambda: "waiting" in events.states())
+            noted = update_under_way(db)
+            assert noted is not None and noted["files"] == 1
+            lock_path(db).unlink()
+            await until(lambda: lock_path(db).exists(), timeout=5)
+            assert update_under_way(db) == noted
+            daemon.stop()
+
+
 async def test_a_deleted_lock_file_is_taken_again_while_nothing_changes(corpus, tmp_path, monkeypatch):
     # `rm .streamrag/index.db.lock` with watch idle: `streamrag index` ran beside it, both writing
     # the index, until a file event made watch look at its lock.
