@@ -162,6 +162,7 @@ def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
     found: set[Path] = set()
     problems: list[str] = []
     closed: list[tuple[Path, str]] = [] if unlisted is None else unlisted
+    conflicts: list[str] = []   # conflict copies met, as the index would name them
     # A file symlink into another folder given with this one leads nowhere new: it is taken.
     given = [os.path.realpath(p) for p in paths if os.path.isdir(p)]
     for path in map(Path, paths):
@@ -172,7 +173,7 @@ def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
                 problems.append(_bad_name(path, root, "file"))
         elif path.is_dir():
             found.update(_walk(path, patterns, root, problems, closed, also=given, left_out=left_out,
-                               broken=broken, exclude=leave, own=own))
+                               broken=broken, exclude=leave, own=own, conflicts=conflicts))
         elif path.exists():
             raise InputError(f"{_safe(path.as_posix())}: not a regular file or folder (a pipe, socket "
                              "or device); give files or folders to index")
@@ -182,6 +183,8 @@ def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
             raise InputError(f"{_safe(path.as_posix())}: {why_unusable(path)}")
         else:
             raise InputError(f"{_safe(path.as_posix())}: no such file or folder; check the path")
+    if conflicts:
+        problems.append(conflict_copies_line(conflicts))
     if unlisted is None:
         problems += [unlisted_line(f, why, root) for f, why in closed]
     for line in problems:
@@ -227,6 +230,39 @@ def leftover(name: str) -> bool:
     lower = name.lower()
     return (lower.endswith("~") or lower.startswith("~$") or len(name) > 2 and name[0] == name[-1] == "#"
             or lower.endswith(_LEFTOVER_SUFFIXES))
+
+
+# What a sync tool leaves beside a file edited in two places at once: the version that lost, as
+# a copy under another name (Syncthing: "notes.sync-conflict-20240115-103000-ABCDEF1.txt";
+# Dropbox and Nextcloud: "notes (Ann's conflicted copy 2024-01-15).txt"). It keeps the include's
+# suffix, so it was indexed as a document of its own: its text, nearly the document's, doubled
+# the document's entities, claims and citations, and an answer quoted whichever version it met.
+# It is not indexed; the scan names such copies on one line (``conflict_copies_line``), as a
+# thing to resolve, not a file to pass over without a word as a backup is.
+_CONFLICT_COPY = re.compile(r"\.sync-conflict-\d{8}-\d{6}(?:-[a-z0-9]+)?(?:\.|$)|"
+                            r"\([^()]*\bconflicted copy\b[^()]*\)", re.IGNORECASE)
+
+
+def conflict_copy(name: str) -> bool:
+    """Whether the file ``name`` is a sync tool's conflict copy (``_CONFLICT_COPY``)."""
+    return _CONFLICT_COPY.search(name) is not None
+
+
+def taken_name(name: str, rel: str, patterns: list[str]) -> bool:
+    """Whether the folder scan takes a file of ``name`` at ``rel`` (its path from the indexed
+    folder) by its name: ``patterns`` (index.include) match it, and it is no conflict copy."""
+    return name_or_path_matches(name, rel, patterns) and not conflict_copy(name)
+
+
+def conflict_copies_line(paths: Sequence[str]) -> str:
+    """The scan's line for the conflict copies at ``paths`` (as the index names files), the
+    first three named."""
+    named = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+    one = len(paths) == 1
+    return (f"{named}: {'a sync conflict copy' if one else f'{len(paths)} sync conflict copies'} (Syncthing, "
+            f"Dropbox), not indexed as {'it repeats its document' if one else 'they repeat their documents'}; "
+            f"merge what {'it holds' if one else 'each holds'} into the document, then delete "
+            f"{'it' if one else 'them'} (or rename one to index it)")
 
 
 def left_out_lines(left_out: dict[str, int], include: Sequence[str]) -> list[str]:
@@ -438,9 +474,11 @@ def leads_outside_line(link: Path, root: Path | None, top: Path, *, folder: bool
 def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str],
           unlisted: list[tuple[Path, str]], also: Sequence[str] = (),
           left_out: dict[str, int] | None = None, broken: list[Path] | None = None,
-          exclude: Sequence[str] = (), own: Sequence[Path] = ()) -> list[Path]:
+          exclude: Sequence[str] = (), own: Sequence[Path] = (),
+          conflicts: list[str] | None = None) -> list[Path]:
     """Files under the folder ``top``, by real folders first, then by folder symlinks; what
-    ``exclude`` names (``exclude_patterns``) is not looked into.
+    ``exclude`` names (``exclude_patterns``) is not looked into. A conflict copy include takes
+    (``conflict_copy``) is not taken: its path is appended to ``conflicts`` when given.
 
     A folder symlink is followed only when its target lies inside ``top``, and only to a folder
     not walked yet, so a file is found once and under its real path where it has one. A file
@@ -521,6 +559,9 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
             path = folder / name
             if not storable(name):
                 problems.append(_bad_name(path, root, "file"))
+            elif conflict_copy(name):
+                if conflicts is not None:
+                    conflicts.append(_safe(stored_path(path, root)))
             elif not is_file:   # broken symlink, symlink loop, pipe, socket, device
                 problems.append(f"{_safe(stored_path(path, root))}: {why_unusable(path)}")
                 if is_link and broken is not None and not os.path.exists(path):

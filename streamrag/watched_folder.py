@@ -19,7 +19,7 @@ from streamrag import index_rows
 from streamrag.config import Settings
 from streamrag.errors import StreamragError
 from streamrag.loader import (exclude_patterns, excluded, file_of, include_patterns, leads_outside,
-                              leads_outside_line, name_or_path_matches, read_documents, storable, why_unusable)
+                              leads_outside_line, read_documents, storable, taken_name, why_unusable)
 from streamrag.terminal import shown
 from streamrag.on_disk import same_on_disk, stored_files
 from streamrag.status import failure_runs, last_update
@@ -132,7 +132,7 @@ class WatchedFolder:
         rel_s = rel.as_posix()
         if not storable(rel_s) or excluded(rel_s, self._exclude):   # the scan leaves it out
             return None
-        if name_or_path_matches(p.name, rel_s, self._include):
+        if taken_name(p.name, rel_s, self._include):
             return rel_s
         with contextlib.suppress(OSError):   # (under a folder it may not read)
             if p.is_dir():
@@ -227,7 +227,7 @@ class WatchedFolder:
         its name, and it may be a file now (`mv d away && touch d`). This is ``relevant``'s
         include step alone, not all of it: ``rel`` is a path ``relevant`` kept, so it passed
         the others already (hidden, the database, index.exclude)."""
-        return name_or_path_matches(rel.rsplit("/", 1)[-1], rel, self._include)
+        return taken_name(rel.rsplit("/", 1)[-1], rel, self._include)
 
     def takes(self, path: Path) -> bool:
         """Whether the scan would read ``path``: a regular file (reading a FIFO would block), not
@@ -279,7 +279,7 @@ class WatchedFolder:
                     full = os.path.join(top, name)
                     rel = None if prefix is None else prefix + name
                     if (rel is None or name.startswith(".") or full in db_files or not storable(rel)
-                            or excluded(rel, self._exclude) or not name_or_path_matches(name, rel, self._include)):
+                            or excluded(rel, self._exclude) or not taken_name(name, rel, self._include)):
                         rel = self.relevant(ADDED, full)   # (an added path: no index read)
                         if rel is not None and self.takes(Path(full)):
                             out.append(rel)

@@ -1292,6 +1292,32 @@ async def test_an_event_on_a_file_whose_content_is_as_indexed_queues_nothing(cor
     assert daemon.pending == {}
 
 
+async def test_a_sync_conflict_copy_is_neither_queued_nor_indexed_and_is_named_once(corpus, tmp_path):
+    # Syncthing keeping both sides of an edit made in two places: the losing side, renamed
+    # "notes.sync-conflict-...", was queued, extracted and indexed as a document of its own.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
+    db = tmp_path / "c.db"
+    council = corpus / "council.txt"
+    copy = corpus / "council.sync-conflict-20240115-103000-ABCDEF1.txt"
+    async with running(settings, db, corpus) as (daemon, events, send):
+        async with send:
+            mark = len(events)
+            copy.write_text(council.read_text() + "Mira Osk left the council.\n")
+            council.write_text(council.read_text() + "Mira Osk chaired the council.\n")
+            await send.send({(Change.added, str(copy)), (Change.modified, str(council))})
+            await until(lambda: daemon.syncs == 2)
+            copy.write_text(copy.read_text() + "Bo Lund seconded.\n")
+            council.write_text(council.read_text() + "Bo Lund seconded.\n")
+            await send.send({(Change.modified, str(copy)), (Change.modified, str(council))})
+            await until(lambda: daemon.syncs == 3)
+    queued = [e for e in events[mark:] if e["state"] == "queued"]
+    assert [e["files"] for e in queued] == [1, 1], [e["message"] for e in queued]
+    assert copy.name not in _indexed_paths(db) and council.name in _indexed_paths(db)
+    said = [e["message"] for e in events if e["state"] == "warning" and copy.name in e["message"]]
+    assert said == [f"{copy.name}: a sync conflict copy (Syncthing, Dropbox), not indexed as it repeats its "
+                    "document; merge what it holds into the document, then delete it (or rename one to index it)"]
+
+
 async def test_a_folder_moved_out_and_back_or_copied_over_itself_queues_only_what_changed(corpus, tmp_path):
     # `mv corp/sub /tmp/x && mv /tmp/x corp/sub` queued its files as modified and ran a sync
     # that changed nothing: the files of a folder moved in were not compared as a touched one's.

@@ -1998,6 +1998,28 @@ def test_editor_backups_and_temporary_files_are_not_counted_as_left_out(tmp_path
     assert left_out_lines(left_out, ["*.txt"]) == ["2 other files (.png, no suffix: not documents, not indexed)"]
 
 
+def test_sync_conflict_copies_are_not_indexed_and_are_named_on_one_line(tmp_path):
+    # Syncthing's and Dropbox's conflict copies keep the document's suffix: each was indexed as a
+    # document of its own, doubling its entities and claims, an answer citing either version.
+    for rel in ("a.txt", "a.sync-conflict-20240115-103000-ABCDEF1.txt", "sub/b.md",
+                "sub/b (Ann's conflicted copy 2024-01-15).md", "c (conflicted copy 2024-01-15 103000).txt",
+                "sync-conflict notes.txt", "my conflicted copy.txt"):
+        write(tmp_path / rel, "Ada Osk ate at the café.\n")
+    skipped: list[str] = []
+    left_out: dict[str, int] = {}
+    found = scan([tmp_path], ["*.txt", "*.md"], root=tmp_path, skipped=skipped, left_out=left_out)
+    assert found == [tmp_path / "a.txt", tmp_path / "my conflicted copy.txt", tmp_path / "sub" / "b.md",
+                     tmp_path / "sync-conflict notes.txt"]
+    assert left_out == {}
+    assert skipped == ["a.sync-conflict-20240115-103000-ABCDEF1.txt, c (conflicted copy 2024-01-15 103000).txt, "
+                       "sub/b (Ann's conflicted copy 2024-01-15).md: 3 sync conflict copies (Syncthing, Dropbox), "
+                       "not indexed as they repeat their documents; merge what each holds into the document, then "
+                       "delete them (or rename one to index it)"], skipped
+    # One given by name is read, as any file named is.
+    assert scan([tmp_path / "a.sync-conflict-20240115-103000-ABCDEF1.txt"], ["*.txt"]) == [
+        tmp_path / "a.sync-conflict-20240115-103000-ABCDEF1.txt"]
+
+
 def test_a_page_of_binary_bytes_amid_text_is_refused_naming_its_line(tmp_path):
     # 4 KB of random bytes in the middle of a long UTF-8 text (a disk block gone bad) were under
     # 5% of its characters: the file was read as Latin-1 throughout ("cafÃ©"), its garbage
