@@ -1617,6 +1617,22 @@ class Daemon:
 # --------------------------------------------------------------------------------------------
 # Signals, the command
 # --------------------------------------------------------------------------------------------
+def _on_a_terminal() -> bool:
+    """Whether ``watch`` runs from a terminal (its stdin is one), so that a SIGHUP is that
+    terminal hanging up (``serve``)."""
+    try:
+        return os.isatty(0)
+    except OSError:
+        return False
+
+
+def _hangup_kept_line() -> str:
+    """What ``watch`` says of a SIGHUP it has no terminal to take as a hang-up of."""
+    return ("SIGHUP received, but watch runs from no terminal (its stdin is none) that could have hung up: "
+            "going on. It has no log file to reopen: its lines go to stderr (rotate a file they are "
+            "redirected to with logrotate's copytruncate); SIGTERM stops it")
+
+
 async def serve(daemon: Daemon, source: AsyncIterable[ChangeSet] | None) -> int:
     """Runs ``daemon`` under SIGINT/SIGTERM/SIGHUP handling; returns the exit code.
 
@@ -1624,9 +1640,17 @@ async def serve(daemon: Daemon, source: AsyncIterable[ChangeSet] | None) -> int:
     Exit code: 0 when the work under way finished within the grace period, ``128 + signal``
     when it was cancelled (by the second signal, or by the first one once the grace period is
     over), as a shell reports a program ended by that signal; else the daemon's own.
+
+    SIGHUP stops it only when it runs from a terminal (``_on_a_terminal``): the terminal hung
+    up (an ssh session dropped, a tmux window closed). Without one (systemd, `setsid`, a
+    container), a SIGHUP is someone's ``kill -HUP``, which daemons take as "reload" or "reopen
+    your logs" and never as "stop": a logrotate ``postrotate kill -HUP`` stopped the watch.
+    Watch has no log file of its own to reopen and reads its settings at its start, so it
+    says so on one line and goes on. (Under ``nohup`` SIGHUP is ignored, and stays so.)
     """
     code = 0
     work = anyio.CancelScope()
+    terminal = _on_a_terminal()
 
     async def grace(signum: int) -> None:
         nonlocal code
@@ -1641,15 +1665,21 @@ async def serve(daemon: Daemon, source: AsyncIterable[ChangeSet] | None) -> int:
     async def on_signals(*, task_status=anyio.TASK_STATUS_IGNORED) -> None:
         nonlocal code
         # SIGHUP: the terminal closed (an ssh session dropped); stopping as for the others,
-        # unless it is ignored (`nohup streamrag watch`: the daemon is to outlive the terminal).
+        # unless it is ignored (`nohup streamrag watch`: the daemon is to outlive the terminal),
+        # or there is no terminal to close (said, and ignored: see above).
         # SIGINT likewise: a job a script starts in the background has it ignored, as `index` does.
         taken = [s for s in (signal.SIGINT, signal.SIGHUP) if signal.getsignal(s) is not signal.SIG_IGN]
         with anyio.open_signal_receiver(*taken, signal.SIGTERM) as signals:
             task_status.started()
             async for signum in signals:
                 name = signal.Signals(signum).name
+                if signum == signal.SIGHUP and not terminal:
+                    line = _hangup_kept_line()
+                    daemon.emit("warning", line, warning="SIGHUP without a terminal", signal=name)
+                    continue
                 if not daemon.stopping:
-                    daemon.stop(f"{name} received")
+                    hung_up = " (the terminal hung up)" if signum == signal.SIGHUP else ""
+                    daemon.stop(f"{name} received{hung_up}")
                     tg.start_soon(grace, signum)
                 elif daemon.closing_watcher:
                     # The work is over and the index current: cancelling would only have said

@@ -2723,13 +2723,25 @@ def reference(tmp_path_factory, simulator, config_file) -> dict:
     return {"snapshot": snapshot(db), "requests": simulator.requests - before}
 
 
-def spawn(args: list[str], log: Path) -> subprocess.Popen:
+def spawn(args: list[str], log: Path, stdin=None) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("STREAMRAG_") and k != "OPENAI_API_KEY"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     with open(log, "ab") as f:
-        return subprocess.Popen([sys.executable, *args], stdout=f, stderr=subprocess.STDOUT, env=env,
+        return subprocess.Popen([sys.executable, *args], stdin=stdin, stdout=f, stderr=subprocess.STDOUT, env=env,
                                 cwd=log.parent, preexec_fn=as_from_a_terminal)
+
+
+@contextlib.contextmanager
+def a_terminal():
+    """The far end of a pseudo-terminal, for a watch's stdin: a watch run from a terminal (a
+    SIGHUP is its hang-up), whatever this run's stdin is."""
+    ours, theirs = os.openpty()
+    try:
+        yield theirs
+    finally:
+        os.close(theirs)
+        os.close(ours)
 
 
 def as_from_a_terminal(hangup=signal.SIG_DFL) -> None:
@@ -2797,10 +2809,10 @@ def test_kill_9_then_restart_resumes_without_loss(command, tmp_path, corpus, slo
 
 
 def interrupted_watch(corpus: Path, sim, config: Path, db: Path, log: Path,
-                      first: signal.Signals = signal.SIGINT) -> subprocess.Popen:
+                      first: signal.Signals = signal.SIGINT, stdin=None) -> subprocess.Popen:
     """`streamrag watch` in a subprocess, sent ``first`` once its initial sync has extracted a chunk."""
     proc = spawn(["-m", "streamrag", "watch", str(corpus), "--api-base", sim.base_url,
-                  "--db", str(db), "--config", str(config)], log)
+                  "--db", str(db), "--config", str(config)], log, stdin=stdin)
     try:
         wait_for(lambda: db_count(db, "SELECT count(*) FROM extractions") >= 1, 30, proc, log)
         proc.send_signal(first)
@@ -2814,8 +2826,9 @@ def interrupted_watch(corpus: Path, sim, config: Path, db: Path, log: Path,
 def test_signals_finish_or_cancel(signals, tmp_path, corpus, slow_simulator, config_file, reference):
     # hangup: the terminal closed (an ssh session dropped); it killed the daemon at once.
     db, log = tmp_path / "sig.db", tmp_path / "sig.log"
-    proc = interrupted_watch(corpus, slow_simulator, config_file, db, log,
-                             signal.SIGHUP if signals == "hangup" else signal.SIGINT)
+    with a_terminal() as tty:   # (a hang-up is a terminal's)
+        proc = interrupted_watch(corpus, slow_simulator, config_file, db, log,
+                                 signal.SIGHUP if signals == "hangup" else signal.SIGINT, stdin=tty)
     try:
         if signals == 2:
             time.sleep(0.2)
@@ -2859,6 +2872,29 @@ def _watch_ignores(tmp_path, corpus, preexec, ignored: signal.Signals, stopping:
 
 def test_under_nohup_a_hangup_leaves_the_daemon_running(tmp_path, corpus):
     _watch_ignores(tmp_path, corpus, lambda: as_from_a_terminal(signal.SIG_IGN), signal.SIGHUP, signal.SIGINT)
+
+
+def test_a_sighup_without_a_terminal_is_said_and_leaves_the_daemon_running(tmp_path, corpus):
+    # `postrotate kill -HUP $(cat watch.pid)` in a logrotate rule, or `systemctl reload`, of a
+    # watch run by systemd (no terminal, SIGHUP not ignored): it stopped, "SIGHUP received".
+    db, log = tmp_path / "w.db", tmp_path / "w.log"
+    proc = spawn(["-m", "streamrag", "watch", str(corpus), "--offline", "--db", str(db)], log,
+                 stdin=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: " idle " in log.read_text(), 30, proc, log)
+        proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: "SIGHUP received" in log.read_text(), 30, proc, log)
+        proc.send_signal(signal.SIGHUP)   # (said each time, never a stop)
+        wait_for(lambda: log.read_text().count("SIGHUP received") == 2, 30, proc, log)
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(30)
+    finally:
+        stop(proc)
+    text = log.read_text()
+    assert code == 0, text
+    hup = [line for line in text.splitlines() if "SIGHUP" in line]
+    assert len(hup) == 2 and all(" warning " in line and "going on" in line for line in hup), text
+    assert "SIGTERM received: finishing" in text and text.rstrip().endswith("index is current"), text
 
 
 def test_a_background_job_of_a_script_ignores_sigint_as_index_does(tmp_path, corpus):
