@@ -667,7 +667,8 @@ class Daemon:
                     tg.start_soon(self._health_loop)
                     await self._follow(recv)
                 # The work is over; what is left is the file watcher's thread, which looks for
-                # the stop every watch.debounce_ms and cannot be cancelled (``serve``).
+                # the stop every few hundredths of a second and cannot be cancelled
+                # (``watch_events._STEP_MS``: it looked every watch.debounce_ms).
                 self.closing_watcher = True
                 tg.cancel_scope.cancel()
         self.closing_watcher = False
@@ -1684,9 +1685,9 @@ async def serve(daemon: Daemon, source: AsyncIterable[ChangeSet] | None) -> int:
                 elif daemon.closing_watcher:
                     # The work is over and the index current: cancelling would only have said
                     # "cancelled" and 128 + signal of a clean stop (the watcher's thread ends
-                    # when it next looks, cancelled or not: up to watch.debounce_ms).
+                    # when it next looks, cancelled or not: within ``watch_events._STEP_MS``).
                     daemon.emit("stopping", f"second signal ({name}): no work under way; the file "
-                                            "watcher ends within watch.debounce_ms")
+                                            "watcher is ending")
                 else:
                     code = 128 + signum
                     daemon.emit("cancelling", f"second signal ({name}): cancelling now "

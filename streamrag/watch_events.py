@@ -47,6 +47,14 @@ _RESTART_MAX_S = 60.0
 _FAILED_AT_ONCE_S = 10.0
 _GONE_POLL_S = 0.5
 """How often the watcher looks for a folder that is gone (it waits for it as ``tail -F`` does)."""
+_STEP_MS = 50
+"""How often watchfiles' thread looks for the stop, and the pause that ends one of its raw
+batches. Its thread cannot be cancelled: given ``debounce_ms`` as its step (the pause that
+ends a burst), a stop of an idle watch waited up to ``debounce_ms`` (a minute at most) for it
+to look. The burst's pause is ``_Burst``'s now."""
+_LOOK_MS = 1000
+"""The longest watchfiles waits without a word (an empty batch): the watcher then checks that
+the folder is still the one watched, and ``_Burst`` whether a burst has paused long enough."""
 
 
 def folder_identity(path: Path) -> tuple[int, int] | None:
@@ -62,7 +70,8 @@ def watch_folder(root: Path, settings: WatchSettings, stop_event: anyio.Event) -
     """Batches of file events under ``root`` from watchfiles (filtering is the daemon's).
 
     A burst ends after ``debounce_ms`` without an event (a batch lasts ten times that at most),
-    so an editor saving every few hundred milliseconds makes one batch, not one per save. If
+    so an editor saving every few hundred milliseconds makes one batch, not one per save. A
+    stop (``stop_event``) ends it within ``_STEP_MS``, however long ``debounce_ms`` is. If
     ``root`` is replaced (deleted and made again), the watch moves to the new folder and a
     ``REPLACED`` event makes the daemon sync it whole. If it is gone for longer (a restore
     takes a while), a ``DELETED`` event for ``root`` says so, the watcher waits for it to come
@@ -71,6 +80,29 @@ def watch_folder(root: Path, settings: WatchSettings, stop_event: anyio.Event) -
     ``RESCAN`` event makes the daemon sync the whole folder, so nothing it missed is lost.
     """
     return _watch(Path(root).resolve(), settings, stop_event)
+
+
+class _Burst:
+    """watchfiles' raw batches (each ended by a pause of ``_STEP_MS``) gathered into one batch
+    per burst: it ends after ``quiet_s`` without a change, or ``10 * quiet_s`` after its first
+    (a file written steadily). ``add`` takes each raw batch, an empty one too (watchfiles waited
+    ``_LOOK_MS`` or ``quiet_s`` without a change), and returns the burst once it has ended."""
+
+    def __init__(self, quiet_s: float) -> None:
+        self.quiet_s = quiet_s
+        self.changes: ChangeSet = set()
+        self.first = self.last = 0.0
+
+    def add(self, changes: ChangeSet, now: float) -> ChangeSet | None:
+        if changes:
+            if not self.changes:
+                self.first = now
+            self.changes |= changes
+            self.last = now
+        if not self.changes or (now - self.last < self.quiet_s and now - self.first < 10 * self.quiet_s):
+            return None
+        burst, self.changes = self.changes, set()
+        return burst
 
 
 async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event) -> AsyncIterator[ChangeSet]:
@@ -85,11 +117,17 @@ async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event) -
     while not stop_event.is_set():
         replaced = False
         started = time.monotonic()
+        # (a debounce_ms no longer than the step: watchfiles' own batches are the bursts)
+        held = quiet > _STEP_MS
+        burst = _Burst(quiet / 1000 if held else 0.0)
         try:
-            # yield_on_timeout: an empty set each second without events, to check that the folder
-            # is still the one watched (after `rm -rf DIR && mkdir DIR` the watch is on a dead inode).
-            changes_of = awatch(root, watch_filter=None, step=quiet, debounce=10 * quiet,
-                                stop_event=stop_event, rust_timeout=1000, yield_on_timeout=True,
+            # yield_on_timeout: an empty set each second (or debounce_ms, if shorter) without events,
+            # to check that the folder is still the one watched (after `rm -rf DIR && mkdir DIR` the
+            # watch is on a dead inode), and whether a burst has ended (``_Burst``). Its step is
+            # short, so that a stop is seen at once (``_STEP_MS``).
+            changes_of = awatch(root, watch_filter=None, step=min(quiet, _STEP_MS), debounce=10 * quiet,
+                                stop_event=stop_event, rust_timeout=min(quiet, _LOOK_MS) if held else _LOOK_MS,
+                                yield_on_timeout=True,
                                 force_polling=polling, poll_delay_ms=_POLL_MS,
                                 # A folder it may not read (chmod 000) made it raise, at the start
                                 # or when one appeared; the sync says what it cannot read.
@@ -114,8 +152,8 @@ async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event) -
                     if gone or now != identity:
                         identity, replaced = now, True
                         break
-                    if changes:
-                        yield changes
+                    if (ended := burst.add(changes, time.monotonic())) is not None:
+                        yield ended
             finally:
                 with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                     await changes_of.aclose()

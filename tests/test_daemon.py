@@ -2521,6 +2521,88 @@ async def test_real_watch_picks_up_a_new_file(corpus, tmp_path):
     assert daemon.pending == {}
 
 
+async def test_a_stop_of_an_idle_watch_does_not_wait_for_debounce_ms(corpus, tmp_path):
+    # SIGTERM to an idle watch: its stopped line came up to watch.debounce_ms later (a minute
+    # at most), watchfiles' thread looking for the stop only between waits that long. The
+    # fail_after bounds what took up to 60 s here; the stop is seen within watch_events._STEP_MS.
+    from streamrag import watch_events
+
+    settings = make_settings(index=SMALL, watch={"debounce_ms": 60_000})
+    events = Events()
+    daemon = Daemon(settings, tmp_path / "w.db", corpus, report=events)
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(daemon.run, watch_folder(corpus, settings.watch, daemon.stop_event))
+            await until(lambda: "health" in events.states())
+            daemon.stop()
+    assert events.states()[-2:] == ["stopping", "stopped"] and events[-1]["message"] == "index is current"
+    assert watch_events._STEP_MS < settings.watch.debounce_ms
+
+
+@pytest.mark.parametrize("quiet_s", [0.5, 0.0])
+def test_the_watchers_batches_are_gathered_into_one_per_burst(quiet_s):
+    # watchfiles' batches end after a pause of watch_events._STEP_MS now (so that its thread
+    # sees a stop at once); a burst still ends after debounce_ms without one, or ten times that
+    # after its first. Times on a clock of the test's.
+    from streamrag.watch_events import _Burst
+
+    burst = _Burst(quiet_s)
+    a, b, c = {(1, "/w/a.txt")}, {(2, "/w/b.txt")}, {(3, "/w/c.txt")}
+    if not quiet_s:   # (debounce_ms within the step: watchfiles' batches are the bursts)
+        assert burst.add(a, 0.0) == a and burst.add(set(), 1.0) is None and burst.add(b, 1.1) == b
+        return
+    assert burst.add(set(), 0.0) is None          # nothing held: nothing ends
+    assert burst.add(a, 1.0) is None
+    assert burst.add(set(), 1.4) is None          # 0.4 s without a change
+    assert burst.add(b, 1.45) is None
+    assert burst.add(set(), 1.9) is None
+    assert burst.add(set(), 1.96) == a | b        # 0.51 s since the last
+    assert burst.add(set(), 3.0) is None          # said once
+    # A file written every 0.2 s: its burst ends 10 quiet periods after it began.
+    ended = [t for t in range(30) if burst.add(c, 4.0 + 0.2 * t) is not None]
+    assert ended == [25]                          # at 9.0 s, 5 s after 4.0
+    assert burst.add(set(), 10.2) is None and burst.add(set(), 10.31) == c   # (the writes at 9.2 to 9.8)
+
+
+async def test_a_second_signal_while_the_idle_daemon_stops_leaves_its_stop_clean(corpus, tmp_path):
+    # Ctrl-C twice (or a service manager's SIGTERM sent again) while an idle watch stopped: its
+    # file watcher ends only when its thread next looks, and cancelling that wait ends it no
+    # sooner; the second signal said "cancelling now", the stopped line "cancelled; ... resumes
+    # from it", and the exit status was 143, of a stop with nothing under way and the index
+    # current. The source here holds its end until the test lets it go, as that thread does.
+    from streamrag.daemon import serve
+
+    events = Events()
+    daemon = Daemon(make_settings(watch={"quiet_s": 30}), tmp_path / "w.db", corpus, report=events)
+    let_go = anyio.Event()
+
+    async def watcher():
+        try:
+            await anyio.sleep_forever()
+            yield set()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await let_go.wait()
+
+    async def signals() -> None:
+        await until(lambda: "health" in events.states())
+        os.kill(os.getpid(), signal.SIGTERM)
+        await until(lambda: daemon.closing_watcher)
+        os.kill(os.getpid(), signal.SIGTERM)
+        await until(lambda: events[-1]["message"].startswith("second signal"))
+        let_go.set()
+
+    codes = []
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(signals)
+            codes.append(await serve(daemon, watcher()))
+    assert codes == [0], "\n".join(f"{e['state']} {e['message']}" for e in events)
+    assert events[-1]["state"] == "stopped" and events[-1]["message"] == "index is current", events[-3:]
+    assert events[-2]["message"] == "second signal (SIGTERM): no work under way; the file watcher is ending"
+    assert "cancelling" not in events.states()
+
+
 async def test_real_watch_polls_a_folder_holding_a_name_that_is_not_utf8(corpus, tmp_path, monkeypatch):
     # watchfiles' event watcher fails at once in such a folder, every time it starts: the
     # daemon restarted it and synced the whole folder again and again, about once a second.
@@ -2905,29 +2987,6 @@ def test_a_background_job_of_a_script_ignores_sigint_as_index_does(tmp_path, cor
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     _watch_ignores(tmp_path, corpus, in_the_background, signal.SIGINT, signal.SIGTERM)
-
-
-def test_a_second_signal_while_the_idle_daemon_stops_leaves_its_stop_clean(tmp_path, corpus):
-    # Ctrl-C twice (or a service manager's SIGTERM sent again) while an idle watch stopped: its
-    # file watcher ends only when it next looks (every watch.debounce_ms), and cancelling that
-    # wait ends it no sooner; the second signal said "cancelling now", the stopped line
-    # "cancelled; ... resumes from it", and the exit status was 143, of a stop with nothing
-    # under way and the index current. A long debounce_ms makes the wait certain.
-    (corpus / "streamrag.toml").write_text("[watch]\ndebounce_ms = 5000\n")
-    db, log = tmp_path / "w.db", tmp_path / "w.log"
-    proc = spawn(["-m", "streamrag", "watch", str(corpus), "--offline", "--db", str(db)], log)
-    try:
-        wait_for(lambda: " health " in log.read_text(), 30, proc, log)
-        proc.send_signal(signal.SIGTERM)
-        wait_for(lambda: " stopping " in log.read_text(), 30, proc, log)
-        proc.send_signal(signal.SIGTERM)
-        code = proc.wait(60)
-    finally:
-        stop(proc)
-    text = log.read_text()
-    assert code == 0, text
-    assert text.rstrip().endswith("index is current"), text
-    assert "second signal (SIGTERM): no work under way" in text and "cancelling" not in text, text
 
 
 # `python -m streamrag`, its writer's fixed waits shortened (a wait for another program's lock
