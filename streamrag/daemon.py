@@ -148,6 +148,8 @@ _LOOK_S = 1.0
 """How often an idle daemon looks whether its index is still there (a stat): an index deleted
 under it (``rsync --delete``, ``git clean -x``) makes no event it follows, and stayed deleted,
 ``ask`` failing "no index", until a file changed."""
+_O_PATH: int | None = getattr(os, "O_PATH", None)
+"""A handle on a file that neither reads nor locks it (Linux): ``Daemon._hold_index``."""
 _MAX_RETRY_SYNCS = 3
 _MAX_WAIT_QUIETS = 10
 """Events that never pause for ``quiet_s`` delay a sync this many times ``quiet_s`` at most."""
@@ -302,6 +304,8 @@ class Daemon:
         self._root_id: tuple[int, int] | None = None  # (st_dev, st_ino) of the folder watched
         self._gone = False                       # the folder is gone: waiting for it to come back
         self._index_gone_said = False            # the index was deleted under us, and we said so
+        self._index_handle: int | None = None    # the index file, held to tell a move from a deletion
+        self.index_moved_to: str | None = None   # where it was moved while we ran ("": not known)
         self._replaced = False                   # the folder was replaced since the last sync
         # The settings files, followed: an edit is said, and applies at the next start.
         self._settings_edits = SettingsEdits(
@@ -615,6 +619,7 @@ class Daemon:
             try:
                 await self._run(source)
             finally:
+                self._let_index_go()
                 await self._end_emptying()
 
     def _mode(self) -> tuple[str, str | None, str]:
@@ -688,6 +693,11 @@ class Daemon:
             self.emit("stopped", "the watched folder is gone" + (" (it was not back yet)" if
                                                                  self._gone else ""),
                       pending=0, failed_items=0)
+        elif self.index_moved_to is not None:
+            where = f" to {shown(self.index_moved_to)}" if self.index_moved_to else ""
+            self.emit("stopped", f"the index was moved{where}, not built again here"
+                      + (f"; {'; '.join(left)}; the next start (or `streamrag index`) syncs what is left"
+                         if left else ""), pending=files, failed_items=retry)
         elif self.syncs and self._index_missing():   # deleted since, and not built again yet
             self.emit("stopped", f"no index: {self.db_path} was deleted and is not built again yet; "
                                  "the next start (or `streamrag index`) builds it from the folder",
@@ -892,7 +902,73 @@ class Daemon:
             return False
         if not self.root.is_dir():   # it went with the folder: the watcher says that, and waits
             return False
+        if self._stops_for_a_moved_index():
+            return False
         self.pending["."] = "rescan"
+        return True
+
+    def _hold_index(self) -> None:
+        """Holds the index file the last sync published (``O_PATH``: a handle that neither reads
+        nor locks, and whose closing lets go of no lock SQLite holds on it), so that once its
+        name is gone ``_moved_to`` tells a move from a deletion. Not where there is no
+        ``O_PATH`` (an index gone is then taken as deleted)."""
+        if _O_PATH is None:
+            return
+        try:
+            st = os.stat(self.db_path)
+            if self._index_handle is not None:
+                held = os.fstat(self._index_handle)
+                if (held.st_dev, held.st_ino) == (st.st_dev, st.st_ino):
+                    return
+        except OSError:
+            return
+        self._let_index_go()
+        with contextlib.suppress(OSError):
+            self._index_handle = os.open(self.db_path, _O_PATH | os.O_CLOEXEC)
+
+    def _let_index_go(self) -> None:
+        if self._index_handle is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._index_handle)
+            self._index_handle = None
+
+    def _moved_to(self) -> str | None:
+        """Where the index file was moved to while the daemon ran, its name gone (``""``: it
+        is somewhere, but where cannot be told); None when it is there, or was deleted (its
+        handle then let go of: held, a deleted file's space is not freed)."""
+        if self._index_handle is None or not self._index_missing():
+            return None
+        try:
+            if os.fstat(self._index_handle).st_nlink == 0:
+                self._let_index_go()
+                return None
+        except OSError:
+            return None
+        try:
+            return os.readlink(f"/proc/self/fd/{self._index_handle}")   # (Linux: its path now)
+        except OSError:
+            return ""
+
+    def _stops_for_a_moved_index(self) -> bool:
+        """True when the index was moved away while the daemon ran (``_moved_to``): it stops,
+        exit status 1, with one line naming where it went and the fix. It said "the index was
+        deleted" and built a new one from the whole folder, every model call paid again, while
+        the index, answers cached, lay where it was moved (`mv .streamrag/index.db ~/backup/`)."""
+        if self.index_moved_to is not None:
+            return True
+        where = self._moved_to()
+        if where is None:
+            return False
+        self.index_moved_to = where
+        self.exit_code = 1
+        wal = Path(f"{self.db_path}-wal")
+        again = ", paying its model calls again" if self.settings.calls_model else ""
+        fix = (f"move it back to {shown(self.db_path)}" + (f" (and {shown(wal.name)} beside it)" if wal.exists() else "")
+               + " and start watch again" + (f", or start it with --db {shell_word(where)}" if where else ""))
+        self.emit("error", f"{shown(self.db_path)}: the index was moved{f' to {shown(where)}' if where else ''} "
+                           f"while watch ran; stopping rather than building a new one from the folder{again}: "
+                           f"{fix}", error="index moved", moved_to=where or None)
+        self.stop("the index was moved")
         return True
 
     def _index_missing(self) -> bool:
@@ -981,7 +1057,7 @@ class Daemon:
         # (no FIFO) A stat per file, in a worker thread: a folder of 50,000 moved in took a second.
         existing = await anyio.to_thread.run_sync(_regular_files, self.root, wanted, abandon_on_cancel=True)
         existing = await self._settled(existing)
-        if not existing:
+        if not existing or self._stops_for_a_moved_index():
             return
         self._check_index()
         self.emit("extracting", _n(len(existing), "file"), files=len(existing))
@@ -1119,6 +1195,8 @@ class Daemon:
 
         if not self.root.is_dir():
             return self._sync_without_folder()
+        if self._stops_for_a_moved_index():   # (what is pending stays so)
+            return False
         self._check_root()  # replaced without the watcher saying so: this sync is whole anyway
         self._check_index()
         # A sync while the endpoint is down is silent, one for new edits too (their queued and
@@ -1364,6 +1442,7 @@ class Daemon:
         """Bookkeeping after a sync that published, in ``took`` seconds (``broken``: the links
         it found leading nowhere)."""
         self.folder.note_links(broken)
+        self._hold_index()
         self.syncs += 1
         self._index_gone_said = self._replaced = self._files_listed = False
         self.last_sync_s = round(took, 3)

@@ -1891,6 +1891,37 @@ async def test_an_index_deleted_while_no_file_changes_is_built_again_within_the_
     assert events[-1]["state"] == "stopped" and events[-1]["message"] == "index is current"
 
 
+@pytest.mark.parametrize("then", ["idle", "edited"])
+async def test_an_index_moved_away_stops_the_daemon_naming_where_it_went(corpus, tmp_path, monkeypatch, then):
+    # `mv .streamrag/index.db ~/backup/` while watch ran: "the index was deleted", and a new one
+    # built from the whole folder, its model calls paid again, the old one kept where it went.
+    import streamrag.daemon as daemon_module
+
+    monkeypatch.setattr(daemon_module, "_LOOK_S", 0.05 if then == "idle" else 3600)
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
+    db, moved = corpus / ".streamrag" / "index.db", tmp_path / "backup.db"
+    async with running(settings, db, corpus) as (daemon, events, send):
+        mark = len(events)
+        os.rename(db, moved)
+        async with send:
+            if then == "edited":
+                new = corpus / "new.txt"
+                new.write_text("Captain Oskar Lind sailed the Blue Heron from Port Vell to Kessel.\n")
+                await send.send({(Change.added, str(new))})
+            await until(lambda: daemon.stopping, timeout=10)
+    assert not db.exists() and db_count(moved, "SELECT count(*) FROM documents") == 4
+    assert daemon.syncs == 1 and daemon.exit_code == 1
+    errors = [e for e in events[mark:] if e["state"] == "error"]
+    assert len(errors) == 1 and errors[0]["moved_to"] == str(moved), errors
+    assert errors[0]["message"] == (
+        f"{db}: the index was moved to {moved} while watch ran; stopping rather than building a new one "
+        f"from the folder: move it back to {db} and start watch again, or start it with --db {moved}")
+    assert not [e for e in events[mark:] if e["state"] in ("warning", "extracting")], events[mark:]
+    left = "; 1 changed file not synced yet; the next start (or `streamrag index`) syncs what is left"
+    assert events[-1]["state"] == "stopped"
+    assert events[-1]["message"] == f"the index was moved to {moved}, not built again here" + (left if then == "edited" else "")
+
+
 async def test_an_index_gone_with_its_folder_replaced_is_said_as_the_replacement_only(corpus, monkeypatch):
     # `rm -rf DIR && mkdir DIR`: the daemon may find the index inside missing before the
     # watcher's event says the folder was replaced; its line is the replacement's, not "the
