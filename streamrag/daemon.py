@@ -27,12 +27,17 @@ Design notes:
   prefetch or sync finish within ``watch.grace_s``; changes queued but not yet synced stay in
   the folder for the next start's initial sync. A second signal (or the end of the grace
   period) cancels at once. Cancelling is safe: work products are committed as they are made
-  and publishing is one transaction, so a restart repeats no paid call.
+  and publishing is one transaction, so a restart repeats no paid call. SIGHUP stops it only
+  when it runs from a terminal (a hang-up); sent to a service (logrotate, `systemctl reload`),
+  it is said and changes nothing (``serve``).
 * **A folder that goes away is waited for.** Deleted and made again at once (``rm -rf DIR &&
   mkdir DIR``) or after a while (a restore), the folder is followed and synced whole when it
   is back. While it is gone the daemon says so once and waits, like ``tail -F``, for as long
   as it takes; a signal stops it as usual. ``watch --once`` does not wait: a folder that is
   not there is an error.
+* **An index moved away stops it.** Its file held (``_hold_index``), a move is told from a
+  deletion: a deleted index is built again, a moved one is not (its calls would be paid again
+  while it lies elsewhere): the daemon stops, naming where it went.
 * **Quiet logs.** One status line per state change (queued, settling, extracting, merging, clustering,
   reporting, publishing, emptying the write-ahead log when that takes over a second, idle) with
   counts and timings on stderr, or JSON objects on stdout with ``--json``; a health line when,
@@ -963,8 +968,9 @@ class Daemon:
         self.exit_code = 1
         wal = Path(f"{self.db_path}-wal")
         again = ", paying its model calls again" if self.settings.calls_model else ""
-        fix = (f"move it back to {shown(self.db_path)}" + (f" (and {shown(wal.name)} beside it)" if wal.exists() else "")
-               + " and start watch again" + (f", or start it with --db {shell_word(where)}" if where else ""))
+        beside = f" (and {shown(wal.name)} beside it)" if wal.exists() else ""
+        fix = (f"move it back to {shown(self.db_path)}{beside} and start watch again"
+               + (f", or start it with --db {shell_word(where)}" if where else ""))
         self.emit("error", f"{shown(self.db_path)}: the index was moved{f' to {shown(where)}' if where else ''} "
                            f"while watch ran; stopping rather than building a new one from the folder{again}: "
                            f"{fix}", error="index moved", moved_to=where or None)

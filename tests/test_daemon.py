@@ -1919,7 +1919,8 @@ async def test_an_index_moved_away_stops_the_daemon_naming_where_it_went(corpus,
     assert not [e for e in events[mark:] if e["state"] in ("warning", "extracting")], events[mark:]
     left = "; 1 changed file not synced yet; the next start (or `streamrag index`) syncs what is left"
     assert events[-1]["state"] == "stopped"
-    assert events[-1]["message"] == f"the index was moved to {moved}, not built again here" + (left if then == "edited" else "")
+    said = f"the index was moved to {moved}, not built again here"
+    assert events[-1]["message"] == said + (left if then == "edited" else "")
 
 
 async def test_an_index_gone_with_its_folder_replaced_is_said_as_the_replacement_only(corpus, monkeypatch):
