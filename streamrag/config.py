@@ -293,7 +293,7 @@ _SETTINGS_MAX_BYTES = 1_000_000
 # Workers a stage may start: each is a task, started before any work comes. 100,000 of each took
 # 1.7 GB and had not indexed a one-line file after 150 s; 10**21 never got past starting them.
 MAX_WORKERS = 1000
-# The longest watch.debounce_ms: the watcher looks for a stop between waits this long.
+# The longest watch.debounce_ms: a burst's changes are held back this long (10**19 overflowed watchfiles).
 MAX_DEBOUNCE_MS = 60_000
 # The most tokens a setting may ask a model's answer to hold (its request's max_tokens): no model
 # writes longer answers than gpt-5's 128,000 (gpt-4o-mini's: 16,384). 2^63 - 1 was sent as it was,
@@ -780,10 +780,12 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
     if w.debounce_ms < 0:
         problems.append(_bound("watch.debounce_ms", "must be >= 0 milliseconds", "0 or more"))
     elif w.debounce_ms > MAX_DEBOUNCE_MS:
-        # The watcher looks for a stop between waits this long: at 10**18 a SIGINT, then a
+        # The watcher looked for a stop between waits this long: at 10**18 a SIGINT, then a
         # second, never ended `watch`; at 2 * 10**18 it was a traceback (watchfiles' 64 bits).
-        problems.append(_bound("watch.debounce_ms", f"must be at most {MAX_DEBOUNCE_MS} milliseconds (a stop waits "
-                               "that long; watch.quiet_s holds a sync back longer)", f"0 to {MAX_DEBOUNCE_MS}"))
+        # It looks every 50 ms now (watch_events._STEP_MS), but a burst is still held this long.
+        problems.append(_bound("watch.debounce_ms", f"must be at most {MAX_DEBOUNCE_MS} milliseconds (changes are "
+                               "held back that long; watch.quiet_s holds a sync back longer)",
+                               f"0 to {MAX_DEBOUNCE_MS}"))
     for name in ("quiet_s", "grace_s"):
         value = getattr(w, name)
         if not (value >= 0 and math.isfinite(value)):

@@ -765,9 +765,9 @@ def test_a_debounce_longer_than_a_stop_may_wait_is_refused(tmp_path):
     # The watcher looks for a stop between waits of watch.debounce_ms: at 10**18, `watch` went
     # on after a SIGINT and a second one; at 2 * 10**18 it stopped with an OverflowError traceback.
     path = write(tmp_path, f"[watch]\ndebounce_ms = {10**18}\n")
-    assert refusal(path) == (f"{path}: watch.debounce_ms: must be at most 60000 milliseconds (a stop waits that "
-                             "long; watch.quiet_s holds a sync back longer); set it to 0 to 60000 (its default: "
-                             "debounce_ms = 500)")
+    assert refusal(path) == (f"{path}: watch.debounce_ms: must be at most 60000 milliseconds (changes are held "
+                             "back that long; watch.quiet_s holds a sync back longer); set it to 0 to 60000 (its "
+                             "default: debounce_ms = 500)")
     assert load_settings(write(tmp_path, "[watch]\ndebounce_ms = 60000\n"), env={}).watch.debounce_ms == 60000
 
 
