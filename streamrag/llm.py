@@ -1189,10 +1189,14 @@ class LLMClient:
         answer = result[0] if isinstance(result, tuple) and result and isinstance(result[0], Answer) else None
         if answer is None or answer.prompt_tokens < 0 or answer.completion_tokens < 0:
             return   # (not a chat answer, or one whose usage the server did not say)
+        completion = answer.completion_tokens
+        if completion == 0 and answer.text:
+            # A server that says 0 of an answer it wrote is not believed (``_chat_http`` counts
+            # the text): believed here, the guess was given back whole, the answer booked as nothing.
+            completion = count_tokens(answer.text, self.encoding)
         for budget, ticket in tickets:
             if budget is self._tpm:
-                budget.settle(ticket, answer.prompt_tokens + answer.completion_tokens,
-                              refund=max(0, guess - answer.completion_tokens))
+                budget.settle(ticket, answer.prompt_tokens + completion, refund=max(0, guess - completion))
 
     @staticmethod
     def _give_back(tickets: list[tuple[MinuteBudget, list[float]]]) -> None:

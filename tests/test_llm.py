@@ -728,6 +728,22 @@ async def test_an_answer_shorter_than_its_guess_gives_the_rest_back(tmp_path):
             assert llm._tpm.total == 68 + count_message_tokens(ask("third"), llm.encoding) + 100
 
 
+async def test_an_answer_a_server_says_is_0_tokens_is_booked_as_the_text_it_wrote(tmp_path):
+    # A server that says completion_tokens 0 of an answer it wrote is not believed (the text is
+    # counted, as the call's row counts it), but the token budget believed it: the request's
+    # guess was given back whole, and a 300-token answer was booked as its prompt alone.
+    text = " ".join(["Scrooge"] * 300)
+    zero = {"prompt_tokens": 30, "completion_tokens": 0, "total_tokens": 30}
+    endpoint = Endpoint(httpx.Response(200, json=chat_body(text, zero)))
+    with anyio.fail_after(10):
+        async with client(tmp_path, endpoint, tokens_per_minute=6000) as (llm, _):
+            llm._tpm.clock = lambda: 0.0
+            result = await llm.chat(ask("first"), model="m1", stage="s")
+            written = count_tokens(text, llm.encoding)
+            assert result.completion_tokens == written >= 300
+            assert llm._tpm.total == 30 + written
+
+
 async def test_the_first_minute_s_burst_stays_within_the_token_limit(tmp_path):
     # Before any answer, a request without max_tokens booked its prompt and 256 tokens: at
     # llm.tokens_per_minute 6,000, four 1,000-token prompts went out at once, whose 600-token
