@@ -65,7 +65,7 @@ from _harness import add_port_option, emit, folder, generate_corpus, peak_rss_mb
 from streamrag.config import load_settings
 from streamrag.errors import ConfigError
 from streamrag.graph_state import GraphCache
-from streamrag.loader import exclude_patterns, excluded, include_patterns, leftover, matches
+from streamrag.loader import scan
 from streamrag.pipeline import sync
 from streamrag.query import ask
 from streamrag.store import Store
@@ -238,13 +238,11 @@ changes none of its documents (a line that is no row), so none is the one modifi
 
 
 def indexable(folder: Path, settings) -> list[Path]:
-    """The files of ``folder`` (not of its subfolders) a sync reads, as the loader takes them:
-    those ``index.include`` matches and ``index.exclude`` does not, not hidden, not a tool's
-    leftover; in name order."""
-    take = include_patterns(settings.index.include)
-    leave = exclude_patterns(settings.index.exclude)
-    return sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")
-                  and not leftover(p.name) and matches(p, folder, take) and not excluded(p.name, leave))
+    """The files of ``folder`` (not of its subfolders) a sync reads, as the loader's scan takes
+    them (``index.include`` and ``index.exclude``, hidden files, tools' leftovers and conflict
+    copies); in name order."""
+    return [p for p in scan([folder], settings.index.include, root=folder, exclude=settings.index.exclude,
+                            skipped=[], unlisted=[], left_out={}) if p.parent == folder]
 
 
 def modified_document(documents: list[Path]) -> Path:
