@@ -83,8 +83,8 @@ from streamrag.estimate_ratios import (CLAIMS_COMPLETION, FIRST_ENTITY_SUMMARIES
                                        MIN_CALLS, SUMMARY_COMPLETION, Ratios, calls_of_models, cut_share, ratios,
                                        stand_in)
 from streamrag.errors import EmptyInput, IndexMissingError, InputError, NoTextField, UnreadableFile
-from streamrag.extractor import (ExtractionPrompts, claims_messages, entity_types_text, extraction_request,
-                                 extractor_key)
+from streamrag.extractor import (ExtractionPrompts, claimless_key, claims_messages, entity_types_text,
+                                 extraction_request, extractor_key)
 from streamrag.gleaner import check_messages, glean_messages, merge_round, yes_no_bias
 from streamrag.graph_state import Change, GraphState, dirty_communities, document_changes, stranded_chunks
 from streamrag.llm import request_options
@@ -275,7 +275,8 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
 
     n = len(new_chunks)
     # The new chunks whose extraction the cache answers whole, as the run makes it from the
-    # cache (an index built with extract_claims, run without: an extraction key of its own)
+    # cache (an index built with extract_claims, run without: an extraction key of its own), or
+    # the index holds but for its claims (a claims call that gave up: ``claims_only`` below)
     from_cache: dict[str, Extraction] = {}
     # ... but for claims the run asks and the cache does not hold (index.extract_claims turned on):
     # the completion tokens of each such chunk's claims (``_update_calls`` stands claims in for them)
@@ -290,13 +291,23 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                 for cid, r in asked.items()}
         # Chat answers in the cache (an interrupted run's, say) are free.
         cached = index_rows.cached_keys(store, keys.values()) if store is not None else set()
+        # The chunks whose claims call gave up, their extraction stored without claims: the run
+        # asks their claims call alone, of that extraction, no first round or gleaning, not even
+        # from the cache (``ExtractionStage.claims_only``)
+        claimless = claimless_key(settings) if store is not None else None
+        claims_only = index_rows.load_extractions(store, set(new_chunks), claimless) if claimless else {}
         for c in new_chunks.values():
             # (a stored chunk's count may be another encoding's: counted again)
             tokens = c.tokens if c.id in chunked else count_tokens(c.text, ix.encoding)
             prompt = count_prompt_tokens(asked[c.id].messages, c.text, tokens, ix.encoding)
             checks = gleans = 0
             ended = claimed = False   # (claimed: the cache holds the claims answer the run asks for)
-            if keys[c.id] in cached:
+            if c.id in claims_only:
+                ended = True
+                whole = _claimed_from_cache(store, settings, prompts, c, claims_only[c.id])
+                from_cache[c.id] = claims_only[c.id] if whole is None else whole
+                claimed = whole is not None
+            elif keys[c.id] in cached:
                 add("extract", 1, 0, 0, cached=1)   # a call, answered by the cache: free
                 # (its gleaning rounds too, as far as the cache answers them: an index built with
                 # index.max_gleanings 1 and run with 2 was estimated 202 calls for the run's 43)

@@ -1744,3 +1744,50 @@ async def test_a_summary_setting_changed_and_back_is_estimated_as_the_run_summar
         f"Every merged description is summarized again: {why}."]
     est = estimate([docs], settings, db, root=docs)   # (the run wrote the mark: nothing again)
     assert est["summarized_again_because"] == "" and format_estimate(est).startswith("Nothing to do")
+
+
+async def test_a_chunk_whose_claims_call_gave_up_is_estimated_its_claims_call_alone(tmp_path, simulator):
+    # A chunk whose claims call gave up is published with its extraction stored without claims
+    # (extractor.claimless_key), and the next run asks its claims call alone: no first round or
+    # gleaning, not even from the cache. The estimate counted them as a chunk's to extract: from
+    # the cache while it holds them, paid once it does not (pruned, or llm.cache off): ten news
+    # articles, 10 extract, 10 glean_check and 7 glean calls the run did not make, and a claims
+    # request of the offline extractor's names (10,762 prompt tokens for the run's 10,480).
+    import httpx
+
+    from streamrag.simulator import detect_task
+
+    real = httpx.Client(base_url=simulator.base_url.removesuffix("/v1"))
+
+    def answering(claims_work: bool) -> httpx.MockTransport:
+        def answer(request: httpx.Request) -> httpx.Response:
+            if request.method == "POST" and not claims_work \
+                    and detect_task(json.loads(request.content)["messages"]) == "claims":
+                return httpx.Response(200, json={"choices": [{"index": 0, "finish_reason": "stop", "message": {
+                    "role": "assistant", "content": "I cannot list claims."}}],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
+            got = real.request(request.method, request.url.path, content=request.content,
+                               headers={"content-type": "application/json"})
+            return httpx.Response(got.status_code, content=got.content, headers={"content-type": "application/json"})
+        return httpx.MockTransport(answer)
+
+    docs = news_copy(tmp_path, 10)
+    db = tmp_path / "index.db"
+    settings = make_settings(simulator.base_url, index={"extract_claims": True})
+    try:
+        first = await sync([docs], settings, db, root=docs, transport=answering(False))
+        assert first.failures == first.chunks > 0 and first.entities > 0
+        conn = sqlite3.connect(db)
+        with conn:
+            conn.execute("DELETE FROM llm_cache")   # (pruned, say)
+        conn.close()
+        est = estimate([docs], settings, db, root=docs)
+        done = await sync([docs], settings, db, root=docs, transport=answering(True))
+    finally:
+        real.close()
+    assert set(done.llm) == {"claims", "report"} and done.failures == 0, done.llm
+    assert not {"extract", "glean_check", "glean"} & set(est["llm"]["by_stage"]), est["llm"]
+    claims = est["llm"]["by_stage"]["claims"]
+    assert (claims["calls"], claims["prompt_tokens"]) == (done.llm["claims"]["calls"], done.llm["claims"]["prompt_tokens"])
+    assert asked(est, "summarize") == paid(done.llm, "summarize") == 0, est["llm"]
+    assert asked(est, "report") >= paid(done.llm, "report") and est["reports_upper_bound"]
