@@ -1704,18 +1704,22 @@ class Daemon:
 # Signals, the command
 # --------------------------------------------------------------------------------------------
 def _on_a_terminal() -> bool:
-    """Whether ``watch`` runs from a terminal (its stdin is one), so that a SIGHUP is that
-    terminal hanging up (``serve``)."""
+    """Whether ``watch`` runs from a terminal (it has a controlling terminal), so that a SIGHUP
+    is that terminal hanging up (``serve``). Its stdin says nothing of it: `producer | streamrag
+    watch` or `< /dev/null` in an ssh session went on after the session hung up, writing to no
+    one and holding the writer lock; `setsid streamrag watch`, its stdin still a terminal, gets
+    no hang-up, only someone's ``kill -HUP``."""
     try:
-        return os.isatty(0)
-    except OSError:
+        os.close(os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK))
+    except OSError:   # (ENXIO: none)
         return False
+    return True
 
 
 def _hangup_kept_line() -> str:
     """What ``watch`` says of a SIGHUP it has no terminal to take as a hang-up of."""
-    return ("SIGHUP received, but watch runs from no terminal (its stdin is none) that could have hung up: "
-            "going on. It has no log file to reopen: its lines go to stderr (rotate a file they are "
+    return ("SIGHUP received, but watch runs from no terminal (it has no controlling one) that could "
+            "have hung up: going on. It has no log file to reopen: its lines go to stderr (rotate a file they are "
             "redirected to with logrotate's copytruncate); SIGTERM stops it")
 
 

@@ -2837,25 +2837,40 @@ def reference(tmp_path_factory, simulator, config_file) -> dict:
     return {"snapshot": snapshot(db), "requests": simulator.requests - before}
 
 
-def spawn(args: list[str], log: Path, stdin=None) -> subprocess.Popen:
+def spawn(args: list[str], log: Path, stdin=None, preexec=None) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("STREAMRAG_") and k != "OPENAI_API_KEY"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     with open(log, "ab") as f:
         return subprocess.Popen([sys.executable, *args], stdin=stdin, stdout=f, stderr=subprocess.STDOUT, env=env,
-                                cwd=log.parent, preexec_fn=as_from_a_terminal)
+                                cwd=log.parent, preexec_fn=preexec or as_from_a_terminal)
 
 
 @contextlib.contextmanager
 def a_terminal():
-    """The far end of a pseudo-terminal, for a watch's stdin: a watch run from a terminal (a
-    SIGHUP is its hang-up), whatever this run's stdin is."""
+    """A pseudo-terminal, (our end, its far end): the far end is a watch's controlling
+    terminal (``in_a_session``), whatever this run's is; closing our end is its hang-up."""
     ours, theirs = os.openpty()
     try:
-        yield theirs
+        yield ours, theirs
     finally:
         os.close(theirs)
-        os.close(ours)
+        with contextlib.suppress(OSError):   # (closed already: hung up)
+            os.close(ours)
+
+
+def in_a_session(terminal: int | None):
+    """A preexec_fn: signals as from a terminal (``as_from_a_terminal``), in a session of its own
+    whose controlling terminal is the pty's far end ``terminal`` (None: none, as under systemd
+    or `setsid`), whatever this run's session has."""
+    name = None if terminal is None else os.ttyname(terminal)
+
+    def preexec() -> None:
+        as_from_a_terminal()
+        os.setsid()
+        if name is not None:   # (a session leader opening a terminal takes it as its own)
+            os.close(os.open(name, os.O_RDWR))
+    return preexec
 
 
 def as_from_a_terminal(hangup=signal.SIG_DFL) -> None:
@@ -2923,10 +2938,10 @@ def test_kill_9_then_restart_resumes_without_loss(command, tmp_path, corpus, slo
 
 
 def interrupted_watch(corpus: Path, sim, config: Path, db: Path, log: Path,
-                      first: signal.Signals = signal.SIGINT, stdin=None) -> subprocess.Popen:
+                      first: signal.Signals = signal.SIGINT, preexec=None) -> subprocess.Popen:
     """`streamrag watch` in a subprocess, sent ``first`` once its initial sync has extracted a chunk."""
     proc = spawn(["-m", "streamrag", "watch", str(corpus), "--api-base", sim.base_url,
-                  "--db", str(db), "--config", str(config)], log, stdin=stdin)
+                  "--db", str(db), "--config", str(config)], log, preexec=preexec)
     try:
         wait_for(lambda: db_count(db, "SELECT count(*) FROM extractions") >= 1, 30, proc, log)
         proc.send_signal(first)
@@ -2940,16 +2955,16 @@ def interrupted_watch(corpus: Path, sim, config: Path, db: Path, log: Path,
 def test_signals_finish_or_cancel(signals, tmp_path, corpus, slow_simulator, config_file, reference):
     # hangup: the terminal closed (an ssh session dropped); it killed the daemon at once.
     db, log = tmp_path / "sig.db", tmp_path / "sig.log"
-    with a_terminal() as tty:   # (a hang-up is a terminal's)
+    with a_terminal() as (_, tty):   # (a hang-up is a terminal's: held open until the end)
         proc = interrupted_watch(corpus, slow_simulator, config_file, db, log,
-                                 signal.SIGHUP if signals == "hangup" else signal.SIGINT, stdin=tty)
-    try:
-        if signals == 2:
-            time.sleep(0.2)
-            proc.send_signal(signal.SIGINT)
-        code = proc.wait(30)
-    finally:
-        stop(proc)
+                                 signal.SIGHUP if signals == "hangup" else signal.SIGINT, in_a_session(tty))
+        try:
+            if signals == 2:
+                time.sleep(0.2)
+                proc.send_signal(signal.SIGINT)
+            code = proc.wait(30)
+        finally:
+            stop(proc)
     text = log.read_text()
     assert "stopping" in text and "Traceback" not in text, text
     if signals in (1, "hangup"):   # the initial sync under way finished within the grace period
@@ -2988,27 +3003,50 @@ def test_under_nohup_a_hangup_leaves_the_daemon_running(tmp_path, corpus):
     _watch_ignores(tmp_path, corpus, lambda: as_from_a_terminal(signal.SIG_IGN), signal.SIGHUP, signal.SIGINT)
 
 
-def test_a_sighup_without_a_terminal_is_said_and_leaves_the_daemon_running(tmp_path, corpus):
+@pytest.mark.parametrize("stdin", ["/dev/null", "a terminal"])
+def test_a_sighup_without_a_terminal_is_said_and_leaves_the_daemon_running(tmp_path, corpus, stdin):
     # `postrotate kill -HUP $(cat watch.pid)` in a logrotate rule, or `systemctl reload`, of a
     # watch run by systemd (no terminal, SIGHUP not ignored): it stopped, "SIGHUP received".
+    # `setsid streamrag watch` leaves its stdin a terminal, but not its controlling one.
     db, log = tmp_path / "w.db", tmp_path / "w.log"
-    proc = spawn(["-m", "streamrag", "watch", str(corpus), "--offline", "--db", str(db)], log,
-                 stdin=subprocess.DEVNULL)
-    try:
-        wait_for(lambda: " idle " in log.read_text(), 30, proc, log)
-        proc.send_signal(signal.SIGHUP)
-        wait_for(lambda: "SIGHUP received" in log.read_text(), 30, proc, log)
-        proc.send_signal(signal.SIGHUP)   # (said each time, never a stop)
-        wait_for(lambda: log.read_text().count("SIGHUP received") == 2, 30, proc, log)
-        proc.send_signal(signal.SIGTERM)
-        code = proc.wait(30)
-    finally:
-        stop(proc)
+    with a_terminal() as (_, tty):   # (open throughout: a terminal hung up is none to isatty)
+        proc = spawn(["-m", "streamrag", "watch", str(corpus), "--offline", "--db", str(db)], log,
+                     stdin=subprocess.DEVNULL if stdin == "/dev/null" else tty, preexec=in_a_session(None))
+        try:
+            wait_for(lambda: " idle " in log.read_text(), 30, proc, log)
+            proc.send_signal(signal.SIGHUP)
+            wait_for(lambda: "SIGHUP received" in log.read_text(), 30, proc, log)
+            proc.send_signal(signal.SIGHUP)   # (said each time, never a stop)
+            wait_for(lambda: log.read_text().count("SIGHUP received") == 2, 30, proc, log)
+            proc.send_signal(signal.SIGTERM)
+            code = proc.wait(30)
+        finally:
+            stop(proc)
     text = log.read_text()
     assert code == 0, text
     hup = [line for line in text.splitlines() if "SIGHUP" in line]
     assert len(hup) == 2 and all(" warning " in line and "going on" in line for line in hup), text
     assert "SIGTERM received: finishing" in text and text.rstrip().endswith("index is current"), text
+
+
+def test_a_hangup_stops_a_watch_whose_stdin_is_no_terminal(tmp_path, corpus):
+    # `producer | streamrag watch notes` (or `< /dev/null`) in an ssh session that dropped: its
+    # terminal hung up, but its stdin was no terminal, so the SIGHUP was taken for a `kill -HUP`
+    # and watch went on, writing to no one and holding the writer lock.
+    db, log = tmp_path / "w.db", tmp_path / "w.log"
+    with a_terminal() as (ours, tty):
+        proc = spawn(["-m", "streamrag", "watch", str(corpus), "--offline", "--db", str(db)], log,
+                     stdin=subprocess.PIPE, preexec=in_a_session(tty))
+        try:
+            wait_for(lambda: " idle " in log.read_text(), 30, proc, log)
+            os.close(ours)   # the terminal hangs up: the kernel sends SIGHUP
+            code = proc.wait(20)
+        finally:
+            stop(proc)
+    text = log.read_text()
+    assert code == 0, text
+    assert "SIGHUP received (the terminal hung up): finishing" in text and "going on" not in text, text
+    assert text.rstrip().endswith("index is current"), text
 
 
 def test_a_background_job_of_a_script_ignores_sigint_as_index_does(tmp_path, corpus):
