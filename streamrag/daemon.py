@@ -812,6 +812,7 @@ class Daemon:
             if not batch and not ended:
                 self._keep_lock()
                 self._keep_reader()
+                self._hold_index()   # replaced under us (`mv new.db index.db`): the old let go
                 if self._index_lost():
                     # Built again as after any change: once the folder has been quiet (a `git
                     # clean -x` may be followed by a checkout).
@@ -916,7 +917,10 @@ class Daemon:
         """Holds the index file the last sync published (``O_PATH``: a handle that neither reads
         nor locks, and whose closing lets go of no lock SQLite holds on it), so that once its
         name is gone ``_moved_to`` tells a move from a deletion. Not where there is no
-        ``O_PATH`` (an index gone is then taken as deleted)."""
+        ``O_PATH`` (an index gone is then taken as deleted). The idle look calls it too: an
+        index replaced by a rename over it (`mv new.db index.db`, a restore by rsync) left the
+        old file held, deleted, its space not freed until the next sync, and a move of the new
+        one taken for a deletion (the old file's)."""
         if _O_PATH is None:
             return
         try:

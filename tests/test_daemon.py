@@ -1923,6 +1923,27 @@ async def test_an_index_moved_away_stops_the_daemon_naming_where_it_went(corpus,
     assert events[-1]["message"] == said + (left if then == "edited" else "")
 
 
+async def test_an_index_replaced_by_a_rename_over_it_is_held_in_the_olds_place(corpus, tmp_path, monkeypatch):
+    # `mv restored.db .streamrag/index.db` (or an rsync restore) while watch idled: the old file,
+    # deleted, stayed held (its space not freed) until the next sync, and a move of the new one
+    # then was taken for a deletion (the old file's), the index built again from the folder.
+    import streamrag.daemon as daemon_module
+
+    monkeypatch.setattr(daemon_module, "_LOOK_S", 0.05)
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
+    db, restored, moved = corpus / ".streamrag" / "index.db", tmp_path / "restored.db", tmp_path / "moved.db"
+    async with running(settings, db, corpus) as (daemon, events, send):
+        async with send:
+            shutil.copyfile(db, restored)
+            os.replace(restored, db)
+            await until(lambda: os.fstat(daemon._index_handle).st_ino == os.stat(db).st_ino, timeout=5)
+            assert os.fstat(daemon._index_handle).st_nlink == 1
+            os.rename(db, moved)
+            await until(lambda: daemon.stopping, timeout=10)
+    assert daemon.index_moved_to == str(moved) and daemon.syncs == 1
+    assert events[-1]["message"] == f"the index was moved to {moved}, not built again here"
+
+
 async def test_an_index_gone_with_its_folder_replaced_is_said_as_the_replacement_only(corpus, monkeypatch):
     # `rm -rf DIR && mkdir DIR`: the daemon may find the index inside missing before the
     # watcher's event says the folder was replaced; its line is the replacement's, not "the
