@@ -920,9 +920,14 @@ class Daemon:
         ``O_PATH`` (an index gone is then taken as deleted). The idle look calls it too: an
         index replaced by a rename over it (`mv new.db index.db`, a restore by rsync) left the
         old file held, deleted, its space not freed until the next sync, and a move of the new
-        one taken for a deletion (the old file's)."""
+        one taken for a deletion (the old file's). A deleted file is never held."""
         if _O_PATH is None:
             return
+        with contextlib.suppress(OSError):
+            if self._index_handle is not None and os.fstat(self._index_handle).st_nlink == 0:
+                # deleted (`rm -rf` of the folder while watch waits for it to come back, or
+                # replaced): held, its space stayed taken for as long as the folder was gone
+                self._let_index_go()
         try:
             st = os.stat(self.db_path)
             if self._index_handle is not None:

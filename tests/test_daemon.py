@@ -261,6 +261,25 @@ async def test_a_watched_folder_deleted_is_not_made_again_by_the_lock(corpus, mo
     assert not [e for e in events if e["state"] == "warning" and "replaced" in e["message"]]
 
 
+async def test_an_index_deleted_with_its_folder_is_not_held_while_the_folder_is_gone(corpus, monkeypatch):
+    # `rm -rf notes` under watch, the index inside: the daemon's handle on the index file (to tell
+    # a move from a deletion) held it, deleted, its space taken, for as long as notes was gone.
+    import streamrag.daemon as daemon_module
+
+    monkeypatch.setattr(daemon_module, "_LOOK_S", 0.05)
+    settings = make_settings("", watch={"quiet_s": 0.05})
+    db = corpus / ".streamrag" / "index.db"
+    async with running(settings, db, corpus) as (daemon, events, send):
+        assert daemon._index_handle is not None or daemon_module._O_PATH is None
+        async with send:
+            shutil.rmtree(corpus)
+            await send.send({(Change.deleted, str(corpus))})
+            await until(lambda: daemon._gone)
+            await until(lambda: daemon._index_handle is None, timeout=5)
+            daemon.stop()
+    assert daemon.syncs == 1 and daemon.index_moved_to is None
+
+
 async def test_burst_is_prefetched_then_synced_once(corpus, tmp_path, simulator):
     settings = make_settings(simulator.base_url, index=SMALL, watch={"quiet_s": 0.3})
     db = tmp_path / "w.db"
