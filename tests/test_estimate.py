@@ -1791,3 +1791,43 @@ async def test_a_chunk_whose_claims_call_gave_up_is_estimated_its_claims_call_al
     assert (claims["calls"], claims["prompt_tokens"]) == (done.llm["claims"]["calls"], done.llm["claims"]["prompt_tokens"])
     assert asked(est, "summarize") == paid(done.llm, "summarize") == 0, est["llm"]
     assert asked(est, "report") >= paid(done.llm, "report") and est["reports_upper_bound"]
+
+
+def extraction_calls(llm: dict) -> dict[str, tuple[int, int]]:
+    """(calls, cached) of the extraction stages of ``llm`` (a run's, or an estimate's by_stage)."""
+    return {stage: (s["calls"], s["cached"]) for stage, s in llm.items()
+            if stage in ("extract", "glean_check", "glean", "claims") and s["calls"]}
+
+
+async def test_a_chunk_extracted_but_for_its_claims_is_estimated_as_the_run_asks_it_its_claims_alone(
+        tmp_path, simulator):
+    # A chunk stored under extractor.claimless_key (a claims call that gave up; or an index built
+    # without claims, then index.extract_claims turned on) is sent to its claims call alone: the
+    # run asks no extract or glean call, not even of the cache. The estimate said its first
+    # round and gleanings were "in the cache, from an earlier run" (12 and 21 of ten articles),
+    # rows the run does not have.
+    import httpx
+
+    from conftest import chat_answer
+    from streamrag.simulator import ANSWERS, detect_task
+
+    docs = news_copy(tmp_path, 3)
+    db = tmp_path / "index.db"
+    await sync([docs], make_settings(simulator.base_url), db, root=docs)
+    claims = make_settings(simulator.base_url, index={"extract_claims": True})
+    est, done = await index_and_estimate(docs, claims, db)
+    assert extraction_calls(done.llm) == {"claims": (done.chunks_extracted, 0)}, done.llm
+    assert extraction_calls(est["llm"]["by_stage"]) == extraction_calls(done.llm), (est["llm"], done.llm)
+    assert "first extraction answer" not in format_estimate(est)
+
+    def answer(request: httpx.Request) -> httpx.Response:   # (every claims answer unusable)
+        messages = json.loads(request.content)["messages"]
+        task = detect_task(messages)
+        return chat_answer("I cannot list claims." if task == "claims" else ANSWERS[task](messages))
+
+    failed = tmp_path / "failed.db"
+    first = await sync([docs], claims, failed, root=docs, transport=httpx.MockTransport(answer))
+    assert first.failures == first.chunks > 0 and first.claims == 0
+    est, done = await index_and_estimate(docs, claims, failed)
+    assert extraction_calls(done.llm) == {"claims": (first.chunks, 0)}, done.llm
+    assert extraction_calls(est["llm"]["by_stage"]) == extraction_calls(done.llm), (est["llm"], done.llm)
