@@ -107,7 +107,7 @@ def test_a_members_claims_are_in_its_context():
     ctx = build_context(c, entities=ents, relationships=[], claims={"ent-a": [claim]}, children=[],
                         max_tokens=5000)
     assert ctx.elements["claims"] == ["clm-1"]
-    assert "clm-1 | Name ent-a | debt | TRUE | A owes B." in ctx.text
+    assert "clm-1 | Name ent-a | Name ent-b | debt | TRUE | - | A owes B." in ctx.text
 
 
 def chain(n):
