@@ -83,8 +83,8 @@ from streamrag.endpoint_health import (GAVE_UP, PROXY_STATUSES, RUN_AGAIN, Endpo
                                       only_errors)
 from streamrag.endpoint_reach import REFUSED_ATTEMPTS, EndpointReach
 from streamrag.errors import ConfigError, LLMError, LLMOutputError, LLMRequestError, LLMUnavailableError
-from streamrag.model_quirks import (REASONING_ALLOWANCE, THINKERS, cut_by_server, cuts_by_server, ends_unmarked,
-                                    leave_out, refuses, sendable, thinks_aloud, unmarked_seen)
+from streamrag.model_quirks import (REASONING_ALLOWANCE, THINKERS, ends_unmarked, leave_out, note_server_cut,
+                                    refuses, sendable, server_cuts, thinks_aloud, unmarked_seen)
 from streamrag.notices import current_notices
 from streamrag.parsing import ReasoningFilter, split_reasoning, starts_with_reasoning
 from streamrag.prompts import Prompt
@@ -382,7 +382,7 @@ class LLMClient:
         ``max_tokens``); after ``tries`` unusable answers ``LLMOutputError`` is raised (after the
         second, when both were cut off with no ``max_tokens`` sent, at temperature 0: the server's
         own limit cuts it the same way each time; after the first once the model was seen so,
-        ``model_quirks.cuts_by_server``).
+        ``model_quirks.server_cuts``).
 
         ``on_length`` is what an answer cut off at ``max_tokens`` (``finish_reason == "length"``)
         is: ``"retry"`` (the default without ``on_delta``) unusable, like one ``validate``
@@ -430,8 +430,8 @@ class LLMClient:
                 # samples at its own, and may answer shorter: asked ``tries`` times.)
                 cuts += 1
                 if cuts >= 2:
-                    cut_by_server(self.settings.api_base, model, self.chat_url)
-                if cuts >= 2 or cuts_by_server(self.settings.api_base, model):
+                    note_server_cut(self.settings.api_base, model, self.chat_url)
+                if cuts >= 2 or server_cuts(self.settings.api_base, model):
                     break
         hint = "try another model or prompt"
         if last == CUT_OFF_UNASKED:

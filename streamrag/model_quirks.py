@@ -30,8 +30,8 @@ REFUSED: dict[tuple[str, str], set[str]] = {}
 # (api_base, model) whose streams end with neither a finish_reason nor [DONE] (``ends_unmarked``).
 UNMARKED: set[tuple[str, str]] = set()
 # (api_base, model) that gave two answers of one request cut off with no max_tokens sent, at
-# temperature 0 (``cut_by_server``): the server's own limit, which cuts the request the same way again.
-CUT_BY_SERVER: set[tuple[str, str]] = set()
+# temperature 0 (``note_server_cut``): the server's own limit, which cuts the request the same way again.
+SERVER_CUTS: set[tuple[str, str]] = set()
 
 
 def leave_out(api_base: str, model: str, param: str) -> None:
@@ -88,17 +88,17 @@ def unmarked_seen(api_base: str, model: str, url: str) -> None:
                     model, url)
 
 
-def cuts_by_server(api_base: str, model: str) -> bool:
-    """Whether the server is known to cut answers of ``model`` at its own limit (``cut_by_server``):
+def server_cuts(api_base: str, model: str) -> bool:
+    """Whether the server is known to cut answers of ``model`` at its own limit (``note_server_cut``):
     a cut-off answer of a request without max_tokens is then not asked again."""
-    return (api_base, model) in CUT_BY_SERVER
+    return (api_base, model) in SERVER_CUTS
 
 
-def cut_by_server(api_base: str, model: str, url: str) -> None:
+def note_server_cut(api_base: str, model: str, url: str) -> None:
     """Notes that the server at ``url`` cut two answers of one request of ``model`` off though no
     max_tokens was sent (its own output or context limit); said once."""
-    if (api_base, model) not in CUT_BY_SERVER:
-        CUT_BY_SERVER.add((api_base, model))
+    if (api_base, model) not in SERVER_CUTS:
+        SERVER_CUTS.add((api_base, model))
         log.warning("%s at %s cut an answer off twice though no max_tokens was sent: the server's own "
                     "output or context limit does (Ollama: num_predict, OLLAMA_CONTEXT_LENGTH; llama.cpp: "
                     "-n, -c; vLLM: --max-model-len); such answers are asked for once from now on", model, url)

@@ -57,15 +57,15 @@ def reads_nothing_as_unchanging():
 @pytest.fixture(autouse=True)
 def no_server_cuts_seen():
     """Each test starts from a process that has seen no server cut answers at its own limit
-    (``model_quirks.cut_by_server``): a test whose model was cut so would have the next test's
+    (``model_quirks.note_server_cut``): a test whose model was cut so would have the next test's
     cut answers of the same model asked for once, not twice (which test ran before it decided)."""
     from streamrag import model_quirks
 
-    was = set(model_quirks.CUT_BY_SERVER)
-    model_quirks.CUT_BY_SERVER.clear()
+    was = set(model_quirks.SERVER_CUTS)
+    model_quirks.SERVER_CUTS.clear()
     yield
-    model_quirks.CUT_BY_SERVER.clear()
-    model_quirks.CUT_BY_SERVER.update(was)
+    model_quirks.SERVER_CUTS.clear()
+    model_quirks.SERVER_CUTS.update(was)
 
 
 @pytest.fixture(autouse=True)

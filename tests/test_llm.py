@@ -2530,7 +2530,7 @@ async def test_an_answer_broken_off_with_no_max_tokens_sent_is_asked_once_more(t
         assert result.text == "(Paris, France)" and len(endpoint.requests) == 2
         assert [c["error"] for c in calls(store)] == [CUT_OFF_UNASKED, None]
         assert llm.stats["glean"]["asked_again"] == 1
-        assert not model_quirks.cuts_by_server(API, "m1")   # (one cut is no limit known)
+        assert not model_quirks.server_cuts(API, "m1")   # (one cut is no limit known)
 
 
 async def test_an_answer_cut_off_by_the_servers_limit_is_asked_again_of_a_model_that_refuses_temperature(tmp_path):
