@@ -380,7 +380,7 @@ class LLMClient:
         ``validate(text)`` says whether an answer is usable. An unusable answer is recorded but
         never cached, and the request is sent again (after a cut-off one, with twice the
         ``max_tokens``); after ``tries`` unusable answers ``LLMOutputError`` is raised (after the
-        second, when both were cut off with no ``max_tokens`` sent, at temperature 0: the server's
+        second, when two in a row were cut off with no ``max_tokens`` sent, at temperature 0: the server's
         own limit cuts it the same way each time; after the first once the model was seen so,
         ``model_quirks.server_cuts``).
 
@@ -425,14 +425,19 @@ class LLMClient:
                 # the same way again (a model that answers so was paid three times for the one
                 # cut-off answer), or its answer broke off (a provider's fault; the simulator's
                 # truncated answers), and comes whole when asked again (its chunk failed until the
-                # next run). Asked once more; cut twice, the server's limit is known, and this
-                # model's cut answers are asked for once. (A model that refuses temperature
+                # next run). Asked once more; cut twice in a row, the server's limit is known, and
+                # this model's cut answers are asked for once. (A model that refuses temperature
                 # samples at its own, and may answer shorter: asked ``tries`` times.)
                 cuts += 1
                 if cuts >= 2:
                     note_server_cut(self.settings.api_base, model, self.chat_url)
                 if cuts >= 2 or server_cuts(self.settings.api_base, model):
                     break
+            else:
+                # Answered otherwise in between (an unusable answer not cut off): the same request
+                # at temperature 0 is not answered the same way each time, so the cuts before were
+                # no limit's doing (cut, malformed, cut marked the model, paid 3 times).
+                cuts = 0
         hint = "try another model or prompt"
         if last == CUT_OFF_UNASKED:
             hint = ("streamrag sent no max_tokens, so the server's own output or context limit cut "

@@ -2533,6 +2533,35 @@ async def test_an_answer_broken_off_with_no_max_tokens_sent_is_asked_once_more(t
         assert not model_quirks.server_cuts(API, "m1")   # (one cut is no limit known)
 
 
+def sized(text: str, prompt_tokens: int, completion_tokens: int, finish_reason: str = "stop") -> httpx.Response:
+    """An answer of ``text`` the server says is of these sizes."""
+    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+             "total_tokens": prompt_tokens + completion_tokens}
+    body = chat_body(text, usage)
+    body["choices"][0]["finish_reason"] = finish_reason
+    return httpx.Response(200, json=body)
+
+
+def well_formed(text: str) -> bool:
+    return text.startswith("(")
+
+
+async def test_cut_answers_not_in_a_row_are_no_sign_of_the_servers_limit(tmp_path):
+    # Cut, malformed, cut marked the server as cutting at its own limit (and warned so), though
+    # the same request at temperature 0 was answered otherwise in between: the cuts were counted,
+    # not the cuts in a row. Each cut answer of the model was asked once after.
+    cut = sized("(Paris, Fra", 100, 50, "length")
+    endpoint = Endpoint(cut, sized("no idea", 100, 3), cut)
+    async with client(tmp_path, endpoint) as (llm, store):
+        with pytest.raises(LLMOutputError, match="in 3 tries"):
+            await llm.chat(ask(), model="m1", stage="extract", validate=well_formed)
+        assert not model_quirks.server_cuts(API, "m1")
+        # Another request cut off once is asked again, and comes whole.
+        endpoint.script = [cut, sized("(Rome, Italy)", 100, 6)]
+        result = await llm.chat(ask("another"), model="m1", stage="extract", validate=well_formed)
+    assert result.text == "(Rome, Italy)" and len(endpoint.requests) == 5
+
+
 async def test_an_answer_cut_off_by_the_servers_limit_is_asked_again_of_a_model_that_refuses_temperature(tmp_path):
     # temperature 0 is left out of its requests (o3-mini: "Only the default (1) value is
     # supported"): it samples at its own, and asked again may answer within the server's limit.
