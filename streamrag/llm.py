@@ -84,7 +84,8 @@ from streamrag.endpoint_health import (GAVE_UP, PROXY_STATUSES, RUN_AGAIN, Endpo
 from streamrag.endpoint_reach import REFUSED_ATTEMPTS, EndpointReach
 from streamrag.errors import ConfigError, LLMError, LLMOutputError, LLMRequestError, LLMUnavailableError
 from streamrag.model_quirks import (REASONING_ALLOWANCE, THINKERS, ends_unmarked, leave_out, note_server_cut,
-                                    refuses, sendable, server_cuts, thinks_aloud, unmarked_seen)
+                                    note_whole_answer, refuses, sendable, server_cuts, thinks_aloud,
+                                    unmarked_seen)
 from streamrag.notices import current_notices
 from streamrag.parsing import ReasoningFilter, split_reasoning, starts_with_reasoning
 from streamrag.prompts import Prompt
@@ -380,9 +381,9 @@ class LLMClient:
         ``validate(text)`` says whether an answer is usable. An unusable answer is recorded but
         never cached, and the request is sent again (after a cut-off one, with twice the
         ``max_tokens``); after ``tries`` unusable answers ``LLMOutputError`` is raised (after the
-        second, when two in a row were cut off with no ``max_tokens`` sent, at temperature 0: the server's
-        own limit cuts it the same way each time; after the first once the model was seen so,
-        ``model_quirks.server_cuts``).
+        second, when two in a row were cut off with no ``max_tokens`` sent, at temperature 0: the
+        server's own limit cuts it the same way each time; after the first while the model is
+        known so, ``model_quirks.server_cuts``, until a longer whole answer or ten minutes).
 
         ``on_length`` is what an answer cut off at ``max_tokens`` (``finish_reason == "length"``)
         is: ``"retry"`` (the default without ``on_delta``) unusable, like one ``validate``
@@ -406,38 +407,44 @@ class LLMClient:
         if on_length is None:
             on_length = "keep" if on_delta is not None else "retry"
         check = checker(validate, on_length, limited=bool(max_tokens))
-        last, asked, cuts = UNUSABLE, 0, 0
+        last, asked, cuts, cut = UNUSABLE, 0, 0, (0, 0)
         for i in range(tries):
             result = await self._chat_once(key, row, payload, on_delta, check,
                                            cache_length=on_length != "keep")
             if isinstance(result, ChatResult):
                 if i:   # the unusable answers before it failed as calls, not as this request
                     self._call_log.asked_again(stage, i)
+                if not max_tokens and not result.cached and result.finish_reason == "stop":
+                    note_whole_answer(self.settings.api_base, model, self.chat_url, result.prompt_tokens,
+                                      result.completion_tokens)
                 return result
-            last, asked = result, i + 1
-            if result == CUT_OFF:
+            (last, answer), asked = result, i + 1
+            if last == CUT_OFF:
                 # The same request at temperature 0 is cut off the same way: give it room. The
                 # answer is cached under the request as asked, so the next run finds it.
                 payload = {**payload, "max_tokens": max_tokens * 2 ** (i + 1)}
-            elif result == CUT_OFF_UNASKED and not options["temperature"] and not self.refuses(model, "temperature"):
+            elif last == CUT_OFF_UNASKED and not options["temperature"] and not self.refuses(model, "temperature"):
                 # No max_tokens was sent, and none gives room: the server's own limit cut it
                 # (Ollama's num_predict, llama.cpp's -n, a full context) and cuts the same request
                 # the same way again (a model that answers so was paid three times for the one
                 # cut-off answer), or its answer broke off (a provider's fault; the simulator's
                 # truncated answers), and comes whole when asked again (its chunk failed until the
                 # next run). Asked once more; cut twice in a row, the server's limit is known, and
-                # this model's cut answers are asked for once. (A model that refuses temperature
-                # samples at its own, and may answer shorter: asked ``tries`` times.)
+                # this model's cut answers are asked for once while it is (``model_quirks``: it
+                # lapses). (A model that refuses temperature samples at its own, and may answer
+                # shorter: asked ``tries`` times.)
                 cuts += 1
+                cut = (max(cut[0], answer.completion_tokens),
+                       max(cut[1], answer.prompt_tokens + answer.completion_tokens))
                 if cuts >= 2:
-                    note_server_cut(self.settings.api_base, model, self.chat_url)
+                    note_server_cut(self.settings.api_base, model, self.chat_url, *cut)
                 if cuts >= 2 or server_cuts(self.settings.api_base, model):
                     break
             else:
                 # Answered otherwise in between (an unusable answer not cut off): the same request
                 # at temperature 0 is not answered the same way each time, so the cuts before were
                 # no limit's doing (cut, malformed, cut marked the model, paid 3 times).
-                cuts = 0
+                cuts, cut = 0, (0, 0)
         hint = "try another model or prompt"
         if last == CUT_OFF_UNASKED:
             hint = ("streamrag sent no max_tokens, so the server's own output or context limit cut "
@@ -462,8 +469,9 @@ class LLMClient:
     async def _chat_once(self, key: str, row: dict, payload: dict,
                          on_delta: Callable[[str], None] | None,
                          check: Callable[[Answer], str | None],
-                         cache_length: bool) -> ChatResult | str:
-        """A cached, shared or new answer; the reason when a new answer was unusable."""
+                         cache_length: bool) -> ChatResult | tuple[str, Answer]:
+        """A cached, shared or new answer; the reason when a new answer was unusable, and the
+        answer (paid: cached ones are checked before use)."""
         stale = self.fresh  # a cached answer not to use: the next good answer replaces it
         while True:
             started = time.perf_counter()
@@ -536,7 +544,7 @@ class LLMClient:
             if cacheable:
                 flight.answer = answer
         if problem is not None:
-            return problem
+            return problem, answer
         return ChatResult(answer.text, answer.prompt_tokens, answer.completion_tokens, False,
                           answer.finish_reason, latency, key)
 

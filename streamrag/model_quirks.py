@@ -4,11 +4,33 @@ that think aloud before they answer, the servers whose streams end unmarked, and
 whose server's own limit cuts answers of requests that send no max_tokens. Each is said
 once, in a warning under the client's logger (``streamrag.llm``). No HTTP: the client
 (``llm.LLMClient``) learns them from replies and asks here.
+
+A server's own limit is the one piece of this knowledge that is a guess, and it lapses. Two
+answers of one request cut off in a row (no max_tokens sent, temperature 0) are what a limit
+does (Ollama's num_predict, llama.cpp's -n, a full context), and also what two faults do (a
+provider's answers broken off; the simulator's truncated answers): at fault_rate 0.3, five of
+ten christmas_carol runs through the simulator saw it of a server with no limit, and a mark
+that never lapsed left a long ``watch`` asking every cut answer once, with a warning naming a
+limit there was none of.
+So the mark (``note_server_cut``) is dropped when it is disproved, and forgotten when old:
+
+- **disproved**: a later whole answer (``finish_reason`` stop, paid, of a request without
+  max_tokens) of the model is longer than the cut ones were, in completion tokens and in prompt
+  plus completion tokens (``note_whole_answer``). A limit on the answer cuts every answer at the
+  same length; one on the context, every prompt plus answer at the same size: neither lets a
+  whole answer past a size it cut. This drops the mark a fault made as soon as the model writes
+  a longer answer, with a warning that takes the first one back;
+- **old**: ``SERVER_CUT_LAPSE_S`` after the two cuts that made it (``clock``), since a fault that
+  broke off the longest answers leaves a mark no later answer disproves. A real limit is then
+  found again by its next cut answer, asked twice (one paid call more in ten minutes at most), and
+  marked again without a second warning.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from dataclasses import dataclass, field
 
 log = logging.getLogger("streamrag.llm")   # (the client's lines, under its name)
 
@@ -29,9 +51,23 @@ THINKERS: set[str] = set()    # models this process has warned of thinking aloud
 REFUSED: dict[tuple[str, str], set[str]] = {}
 # (api_base, model) whose streams end with neither a finish_reason nor [DONE] (``ends_unmarked``).
 UNMARKED: set[tuple[str, str]] = set()
-# (api_base, model) that gave two answers of one request cut off with no max_tokens sent, at
-# temperature 0 (``note_server_cut``): the server's own limit, which cuts the request the same way again.
-SERVER_CUTS: set[tuple[str, str]] = set()
+
+
+@dataclass
+class ServerCut:
+    """Two answers of one request of a model cut off in a row though no max_tokens was sent: the
+    server's own limit, it seems (``note_server_cut``). Kept when it lapses, for what was said
+    of it."""
+    completion: int = 0             # the longer cut answer's completion tokens
+    total: int = 0                  # the larger of their prompt + completion tokens
+    since: float | None = None      # when (``clock``); None: disproved, or lapsed
+    said: set[str] = field(default_factory=set)   # the warnings given: "cut", "whole"
+
+
+# (api_base, model) -> what the server's own limit is known by (``note_server_cut``).
+SERVER_CUTS: dict[tuple[str, str], ServerCut] = {}
+SERVER_CUT_LAPSE_S = 600.0   # how long a mark of a server's own limit holds, undisproved
+clock = time.monotonic       # (the tests set it)
 
 
 def leave_out(api_base: str, model: str, param: str) -> None:
@@ -88,17 +124,50 @@ def unmarked_seen(api_base: str, model: str, url: str) -> None:
                     model, url)
 
 
+
 def server_cuts(api_base: str, model: str) -> bool:
-    """Whether the server is known to cut answers of ``model`` at its own limit (``note_server_cut``):
-    a cut-off answer of a request without max_tokens is then not asked again."""
-    return (api_base, model) in SERVER_CUTS
+    """Whether the server is known to cut answers of ``model`` at its own limit
+    (``note_server_cut``; lapsed after ``SERVER_CUT_LAPSE_S``): a cut-off answer of a request
+    without max_tokens is then not asked again."""
+    cut = SERVER_CUTS.get((api_base, model))
+    if cut is None or cut.since is None:
+        return False
+    if clock() - cut.since >= SERVER_CUT_LAPSE_S:
+        cut.since = None
+        log.debug("%s: the mark of its server's own limit lapsed; its cut answers are asked twice again", model)
+        return False
+    return True
 
 
-def note_server_cut(api_base: str, model: str, url: str) -> None:
+def note_server_cut(api_base: str, model: str, url: str, completion: int, total: int) -> None:
     """Notes that the server at ``url`` cut two answers of one request of ``model`` off though no
-    max_tokens was sent (its own output or context limit); said once."""
-    if (api_base, model) not in SERVER_CUTS:
-        SERVER_CUTS.add((api_base, model))
-        log.warning("%s at %s cut an answer off twice though no max_tokens was sent: the server's own "
-                    "output or context limit does (Ollama: num_predict, OLLAMA_CONTEXT_LENGTH; llama.cpp: "
-                    "-n, -c; vLLM: --max-model-len); such answers are asked for once from now on", model, url)
+    max_tokens was sent (its own output or context limit, it seems), the longer ``completion``
+    tokens long, the larger ``total`` tokens with its prompt; said once."""
+    cut = SERVER_CUTS.setdefault((api_base, model), ServerCut())
+    cut.completion, cut.total, cut.since = completion, total, clock()
+    if "cut" not in cut.said:
+        cut.said.add("cut")
+        log.warning("%s at %s cut an answer off twice though no max_tokens was sent (%d tokens long): the "
+                    "server's own output or context limit, it seems (Ollama: num_predict, OLLAMA_CONTEXT_LENGTH; "
+                    "llama.cpp: -n, -c; vLLM: --max-model-len); such answers are asked for once, until the model "
+                    "writes a longer whole answer or for %d minutes", model, url, completion,
+                    round(SERVER_CUT_LAPSE_S / 60))
+
+
+def note_whole_answer(api_base: str, model: str, url: str, prompt_tokens: int, completion_tokens: int) -> None:
+    """Notes a whole answer (``finish_reason`` stop, paid, of a request that sent no max_tokens) of
+    ``model``: longer than its server's limit cut (``note_server_cut``), in completion tokens and in
+    prompt plus completion, it disproves the limit, and the mark is dropped (said once)."""
+    cut = SERVER_CUTS.get((api_base, model))
+    if cut is None or cut.since is None:
+        return
+    if completion_tokens <= cut.completion or prompt_tokens + completion_tokens <= cut.total:
+        return
+    cut.since = None
+    if "whole" not in cut.said:
+        cut.said.add("whole")
+        log.warning("%s at %s wrote a whole answer of %d tokens, longer than the two it cut off (%d): no limit "
+                    "of the server cut those, they broke off; such answers are asked for twice again",
+                    model, url, completion_tokens, cut.completion)
+    else:
+        log.debug("%s: a whole answer of %d tokens disproved its server's limit again", model, completion_tokens)

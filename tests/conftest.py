@@ -61,7 +61,7 @@ def no_server_cuts_seen():
     cut answers of the same model asked for once, not twice (which test ran before it decided)."""
     from streamrag import model_quirks
 
-    was = set(model_quirks.SERVER_CUTS)
+    was = dict(model_quirks.SERVER_CUTS)
     model_quirks.SERVER_CUTS.clear()
     yield
     model_quirks.SERVER_CUTS.clear()

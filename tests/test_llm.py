@@ -2562,6 +2562,72 @@ async def test_cut_answers_not_in_a_row_are_no_sign_of_the_servers_limit(tmp_pat
     assert result.text == "(Rome, Italy)" and len(endpoint.requests) == 5
 
 
+async def test_a_longer_whole_answer_disproves_the_servers_limit(tmp_path, caplog):
+    # Two answers of a request broken off in a row (a provider's fault; the simulator's
+    # fault_rate 0.3 did so in 5 of 10 christmas_carol runs) marked the server as cutting at its
+    # own limit for the rest of the process: a long `watch` asked every cut answer of the model
+    # once, with a warning of a limit the server had not. A whole answer longer than the cut ones
+    # (in completion tokens, and in prompt + completion) is one no such limit lets through.
+    cut = sized("(Paris, Fra", 100, 50, "length")
+    endpoint = Endpoint(cut, cut)
+    async with client(tmp_path, endpoint) as (llm, store):
+        with caplog.at_level(logging.WARNING, logger="streamrag.llm"):
+            with pytest.raises(LLMOutputError, match="in 2 tries"):
+                await llm.chat(ask(), model="m1", stage="extract")
+            assert model_quirks.server_cuts(API, "m1")
+            # Not longer in both (a context limit lets a shorter prompt have a longer answer; an
+            # output limit, a longer prompt), not whole, of a request that sent max_tokens (which
+            # Ollama takes for its num_predict), or cached: the mark holds.
+            endpoint.script = [sized("(a)", 20, 70), sized("(b)", 200, 40), sized("(c)", 200, 90, "length"),
+                               sized("(d)", 200, 90)]
+            for text in ("a", "b", "c"):
+                await llm.chat(ask(text), model="m1", stage="extract", on_length="accept")
+            await llm.chat(ask("d"), model="m1", stage="extract", max_tokens=500)
+            await llm.chat(ask("a"), model="m1", stage="extract")   # (cached)
+            assert model_quirks.server_cuts(API, "m1") and len(endpoint.requests) == 6
+            endpoint.script = [sized("(e)", 100, 51)]
+            await llm.chat(ask("e"), model="m1", stage="extract")
+            assert not model_quirks.server_cuts(API, "m1")
+            # Its cut answers are asked twice again.
+            endpoint.script = [cut, sized("(Rome, Italy)", 100, 6)]
+            result = await llm.chat(ask("another"), model="m1", stage="extract")
+            assert result.text == "(Rome, Italy)" and len(endpoint.requests) == 9
+        said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(said) == 2, said
+    assert said[0].startswith(f"m1 at {API}/chat/completions cut an answer off twice though no max_tokens was "
+                              "sent (50 tokens long): the server's own output or context limit, it seems"), said
+    assert "until the model writes a longer whole answer or for 10 minutes" in said[0], said
+    assert said[1].startswith("m1 at") and "wrote a whole answer of 51 tokens, longer than the two it cut off (50)" in said[1]
+
+
+async def test_the_servers_limit_is_forgotten_after_ten_minutes_and_found_again(tmp_path, caplog, monkeypatch):
+    # A mark no whole answer disproves (a fault broke off the model's longest answers) lapsed
+    # never. A limit the server has is found again by the next cut answer, asked twice, and not
+    # warned of again.
+    now = [1000.0]
+    monkeypatch.setattr(model_quirks, "clock", lambda: now[0])
+    cut = sized("(Paris, Fra", 100, 50, "length")
+    endpoint = Endpoint(cut, cut)
+    async with client(tmp_path, endpoint) as (llm, store):
+        with caplog.at_level(logging.WARNING, logger="streamrag.llm"):
+            with pytest.raises(LLMOutputError, match="in 2 tries"):
+                await llm.chat(ask(), model="m1", stage="extract")
+            now[0] += model_quirks.SERVER_CUT_LAPSE_S - 1
+            endpoint.script = [cut, cut, cut]
+            with pytest.raises(LLMOutputError, match="in 1 try"):
+                await llm.chat(ask("b"), model="m1", stage="extract")
+            now[0] += 1
+            assert not model_quirks.server_cuts(API, "m1")
+            with pytest.raises(LLMOutputError, match="in 2 tries"):
+                await llm.chat(ask("c"), model="m1", stage="extract")
+            assert model_quirks.server_cuts(API, "m1")
+            endpoint.script = [cut, cut, cut]
+            with pytest.raises(LLMOutputError, match="in 1 try"):
+                await llm.chat(ask("d"), model="m1", stage="extract")
+    assert len(endpoint.requests) == 6
+    assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 1
+
+
 async def test_an_answer_cut_off_by_the_servers_limit_is_asked_again_of_a_model_that_refuses_temperature(tmp_path):
     # temperature 0 is left out of its requests (o3-mini: "Only the default (1) value is
     # supported"): it samples at its own, and asked again may answer within the server's limit.
