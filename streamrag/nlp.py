@@ -65,8 +65,9 @@ How a chunk is read:
   after a determiner ("the Mansion House", "at the Lantern Hall"); otherwise a multi-word name
   is a person, and so is a lone word. A lone word ending as places do ("Cornhill",
   "Whitechapel", "Bradford") is a place unless the chunk gives it a person's cue: an honorific
-  ("Ms. Belford"), a verb of speech beside it ("Ruvford said"), or a full name it is the
-  surname of ("Churchill" beside "Winston Churchill"), as surnames end so too.
+  ("Ms. Belford") or a kept title ("Mrs. Thornbury"), a verb of speech beside it ("Ruvford
+  said"), or a full name it is the surname of ("Churchill" beside "Winston Churchill"), as
+  surnames end so too. The cue is the chunk's: a chunk with the bare surname alone gives a place.
 * Descriptions are the first sentences that mention the entity (about 40 words).
 * Relationships: two entities in one sentence (strong) or in adjacent sentences of one block
   (weak); strength 1..10 from those counts; each entity keeps its 10 strongest.
@@ -93,7 +94,8 @@ from streamrag.sentences import TABLE_DELIMITER, table_row_text
 # 14: "a bad young Act" is a common noun (a lower-case adjective between it and "a"); a phrase
 #     in capitals only ever right after "the", with no cue, is a concept ("the Invisible World").
 # 15: a word drawn out in speech is no name ("Scro-o-o-o-oge").
-VERSION = "15"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
+# 16: a title kept in a name makes its last word a surname, no place ("Mrs. Thornbury" ... "Thornbury").
+VERSION = "16"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
 MAX_DESCRIPTION_WORDS = 40
@@ -1036,7 +1038,10 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
         cue.update((n, None) for n, c in cue.items()
                    if c in ("organization", "event") and " " not in n and n.lower() not in _DE_BODIES)
     person_cue = {name: any(m.honorific or m.title for m in ms) for name, ms in by_name.items()}
-    placed = {name for name in by_name if cue[name] is None and _place_word(name)}
+    # A title kept in a name ("Mrs. Thornbury", "Captain Ashford") makes its last word a surname
+    # in the chunk too, as an honorific does: "thanked Thornbury" is no place beside it.
+    titled = {n.split()[-1] for n, ms in by_name.items() if " " in n and any(m.title for m in ms)}
+    placed = {name for name in by_name if cue[name] is None and _place_word(name) and name not in titled}
 
     def longer_type(name: str) -> str:
         ms = by_name[name]

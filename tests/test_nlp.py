@@ -609,6 +609,18 @@ def test_a_word_ending_as_places_do_is_a_place_unless_a_person_cue_says_otherwis
         "Kenji Belford": "person", "Belford": "geo"}
 
 
+def test_a_title_kept_in_a_name_makes_its_last_word_a_surname_not_a_place():
+    # A kept title ("Mrs.", "Miss", "Captain") is a person's cue as an honorific is: the bare
+    # word beside it was a place ("Thornbury", a person before the "-bury" ending, was geo).
+    assert names("Mrs. Thornbury poured the tea. Everyone thanked Thornbury for the cake.") == {
+        "Mrs. Thornbury": "person", "Thornbury": "person"}
+    assert names("Miss Crawford arrived late, and everyone looked at Crawford with surprise.") == {
+        "Miss Crawford": "person", "Crawford": "person"}
+    # ... and a place preposition still says the place.
+    assert names("Lady Bradbury opened the fete, and the mayor in Bradbury thanked her.") == {
+        "Lady Bradbury": "person", "Bradbury": "geo"}
+
+
 def test_capitalised_common_words_are_no_people():
     # "a bad young Act of Parliament" gave a person "Act": a lone word after a determiner is a
     # common noun in capitals, but the lower-case adjectives that open names in capitals
