@@ -37,11 +37,11 @@ How a chunk is read:
   person's name neither. Used three times or more in the chunk, or speaking or acting right
   after "the" ("said the Ghost", "the Phantom pointed"), it names a character all the same; a
   plural beside its surname is a family ("the Cratchits" beside "Mrs. Cratchit"). The
-  adjectives that open names in capitals are adjectives in lower case between the determiner
-  and the word ("a bad young Act"). A phrase in capitals right after "the" with no cue of a
-  type, used once or twice and not acting ("the Invisible World", "the Poor Law"), is a
-  concept, not a person. A greeting's adjective is no part of the holiday ("Merry Christmas" ->
-  "Christmas").
+  adjectives that open names in capitals are adjectives in lower case between "a" and the word
+  ("a bad young Act"), a person's epithet after "the" ("the young Mozart"). A phrase in
+  capitals right after "the" with no cue of a type, used once or twice and not acting ("the
+  Invisible World", "the Poor Law"), is a concept, not a person. A greeting's adjective is no
+  part of the holiday ("Merry Christmas" -> "Christmas").
 * German capitalises every noun. A chunk where German function words ("der", "und", "nicht" ...)
   make up 6% of the words is read so: a word after an article or its contraction ("den
   Präsidenten", "am Montag", "im Haus") is a noun wherever it stands, and a run loses such
@@ -95,7 +95,8 @@ from streamrag.sentences import TABLE_DELIMITER, table_row_text
 #     in capitals only ever right after "the", with no cue, is a concept ("the Invisible World").
 # 15: a word drawn out in speech is no name ("Scro-o-o-o-oge").
 # 16: a title kept in a name makes its last word a surname, no place ("Mrs. Thornbury" ... "Thornbury").
-VERSION = "16"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
+# 17: "the young Mozart" is a person again (14 made it a common noun with "a bad young Act").
+VERSION = "17"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
 MAX_DESCRIPTION_WORDS = 40
@@ -918,22 +919,27 @@ def _determined(sentence: str, toks: list[_Token], j: int) -> bool:
     neither, so a lone word there is a common noun capitalised for emphasis."""
     k = j - 1
     adjectives = 0
+    epithet = False
     while k >= 0 and _plain_gap(sentence, toks[k], toks[k + 1]):
         t = toks[k]
         low = t[_TEXT].lower()
         if t[_POSS]:
-            return t[_CAP] and low not in _COMMON    # "Marley's Ghost", not "Here's Martha"
+            # "Marley's Ghost", not "Here's Martha"
+            return t[_CAP] and low not in _COMMON and not epithet
         if low in _DETERMINERS:
             # "that" is a conjunction as often ("convinced that Hamlet's father"), unless an
-            # adjective follows it ("that blessed Star").
+            # adjective follows it ("that blessed Star"). An adjective that opens names in
+            # capitals makes a common noun after "a" ("a bad young Act") but is a person's
+            # epithet after the others ("the young Mozart", "the great Houdini", "his old Fezziwig").
+            if epithet:
+                return low in ("a", "an")
             return low != "that" or adjectives > 0
         # "your uncle Scrooge", "his friend Topper": a title or kin word names the name; a
         # particle is another language's ("a visité la Bretagne": French "a" is no article).
-        # (The adjectives that open names in capitals are adjectives in lower case: "a bad
-        # young Act", "the good Spirit".)
         if not t[_TEXT].islower() or (low in _COMMON and low not in _ADJECTIVES) or low in _TITLE_SMALL \
                 or low in _KEEP_TITLES or low in _KIN or low in _PARTICLES or adjectives == 2:
             return False
+        epithet = epithet or low in _ADJECTIVES
         adjectives += 1
         k -= 1
     return False

@@ -644,6 +644,16 @@ def test_capitalised_common_words_are_no_people():
         "Ghost of Christmas Past": "person", "Lord Mayor": "person"}
 
 
+def test_an_adjective_that_opens_names_after_the_is_a_persons_epithet():
+    # "a bad young Act" is a common noun, but "the young Mozart" names a person: since the
+    # adjectives let the look back reach any determiner, these were no entity at all.
+    assert names("In 1762 the young Mozart played for the Empress in Vienna.") == {
+        "Mozart": "person", "Vienna": "geo"}
+    assert names("Later that year the great Houdini escaped from a locked trunk.") == {"Houdini": "person"}
+    assert names("Nobody expected the old Fezziwig to dance so well at the party.") == {"Fezziwig": "person"}
+    assert names("They hoped for a good Samaritan in Jericho.") == {"Jericho": "geo"}
+
+
 def test_a_paragraph_in_capitals_leaves_no_acronym_of_its_last_word():
     # A file all in capitals gave one entity, 'TEARS' (organization): the last word of a
     # paragraph, wrapped onto a line of its own, was read as a lone acronym on its line.
