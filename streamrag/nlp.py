@@ -40,8 +40,9 @@ How a chunk is read:
   adjectives that open names in capitals are adjectives in lower case between "a" and the word
   ("a bad young Act"), a person's epithet after "the" ("the young Mozart"). A phrase in
   capitals right after "the" with no cue of a type, used once or twice and not acting ("the
-  Invisible World", "the Poor Law"), is a concept, not a person. A greeting's adjective is no
-  part of the holiday ("Merry Christmas" -> "Christmas").
+  Invisible World", "the Poor Law"), is a concept, not a person; one ending in a title names
+  someone by role ("the Prime Minister"). A greeting's adjective is no part of the holiday
+  ("Merry Christmas" -> "Christmas").
 * German capitalises every noun. A chunk where German function words ("der", "und", "nicht" ...)
   make up 6% of the words is read so: a word after an article or its contraction ("den
   Präsidenten", "am Montag", "im Haus") is a noun wherever it stands, and a run loses such
@@ -96,7 +97,8 @@ from streamrag.sentences import TABLE_DELIMITER, table_row_text
 # 15: a word drawn out in speech is no name ("Scro-o-o-o-oge").
 # 16: a title kept in a name makes its last word a surname, no place ("Mrs. Thornbury" ... "Thornbury").
 # 17: "the young Mozart" is a person again (14 made it a common noun with "a bad young Act").
-VERSION = "17"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
+# 18: a phrase after "the" ending in a title is a person by role, no concept ("the Prime Minister").
+VERSION = "18"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
 MAX_DESCRIPTION_WORDS = 40
@@ -1130,7 +1132,9 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
                     and _common_noun(target, ms, lower_words) and not _family(target, by_name):
                 continue                # "a Glee", "the Parrot", "Hope" beside "hope": no entity
             elif " " in target and " of " not in target and len(ms) < _EPITHET_USES \
-                    and all(m.the for m in ms) and not any(m.agent for m in ms):
+                    and all(m.the for m in ms) and not any(m.agent for m in ms) \
+                    and target.rsplit(" ", 1)[-1].lower() not in _KEEP_TITLES:
+                # (a title at its end names someone by role: "the Prime Minister", "the Black Prince")
                 t = "concept"           # "the Invisible World", "the Poor Law": no one's name
             else:
                 t = "person"

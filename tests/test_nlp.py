@@ -654,6 +654,17 @@ def test_an_adjective_that_opens_names_after_the_is_a_persons_epithet():
     assert names("They hoped for a good Samaritan in Jericho.") == {"Jericho": "geo"}
 
 
+def test_a_phrase_after_the_ending_in_a_title_is_a_person_by_role_not_a_concept():
+    # Titles are a person's cue: "the Prime Minister" and "the Black Prince" became concepts with
+    # "the Invisible World".
+    assert names("The treaty was signed by the Prime Minister and the Holy Roman Emperor.") == {
+        "Prime Minister": "person", "Holy Roman Emperor": "person"}
+    assert names("The story of the Black Prince is told in the chronicles of Jean Froissart.") == {
+        "Black Prince": "person", "Jean Froissart": "person"}
+    assert names("It was his glimpse of the Invisible World, said Jacob Marley.") == {
+        "Invisible World": "concept", "Jacob Marley": "person"}
+
+
 def test_a_paragraph_in_capitals_leaves_no_acronym_of_its_last_word():
     # A file all in capitals gave one entity, 'TEARS' (organization): the last word of a
     # paragraph, wrapped onto a line of its own, was read as a lone acronym on its line.
