@@ -51,26 +51,28 @@ def split_sentences(text: str) -> list[str]:
     title or abbreviation such as Mr. or e.g., nor after an initial), and 。！？."""
     out: list[str] = []
     for block in re.split(r"\n\s*\n|\n(?=\s*#)", text):
-        for line in _table_rows(block) if "|" in block else _items(block):
+        for line, row in _table_rows(block) if "|" in block else ((u, False) for u in _items(block)):
             line = _ITEM_MARK.sub("", " ".join(_HEADING.sub("", line).split()))
             for s in _sentence_ends(line):
                 # Parenthesised asides ("(Also called Bob.)") are notes, not sentences to quote.
-                if word_count(s) >= 3 and not s.startswith("("):
+                # A table's row is a record however short ("Cache; Sofia."), no fragment.
+                if (row or word_count(s) >= 3) and not s.startswith("("):
                     out.append(s)
     return out
 
 
-def _table_rows(block: str) -> list[str]:
-    """``_items(block)``, a Markdown table's rows each as its cells read: "| Ada Osk | Boston |"
-    is "Ada Osk; Boston." (``table_row_text``), a quote without the pipes; its delimiter row
-    goes. In a block with a delimiter row, every line holding a "|" is a row (``_items`` parts
-    only those opening with one); elsewhere a line between pipes is."""
+def _table_rows(block: str) -> list[tuple[str, bool]]:
+    """``_items(block)``, each with whether it is a Markdown table's row, the rows as their cells
+    read: "| Ada Osk | Boston |" is "Ada Osk; Boston." (``table_row_text``), a quote without the
+    pipes; its delimiter row goes. In a block with a delimiter row, every line holding a "|" is a
+    row (``_items`` parts only those opening with one); elsewhere a line between pipes is."""
     table = TABLE_DELIMITER.search(block) is not None
-    out = []
+    out: list[tuple[str, bool]] = []
     for unit in _items(block):
         if not table:
             one = unit.strip()
-            out.append(table_row_text(one) if "\n" not in one and one[:1] == "|" == one[-1:] else unit)
+            row = "\n" not in one and one[:1] == "|" == one[-1:]
+            out.append((table_row_text(one), True) if row else (unit, False))
             continue
         prose: list[str] = []
         for line in unit.split("\n"):
@@ -78,12 +80,12 @@ def _table_rows(block: str) -> list[str]:
                 prose.append(line)
                 continue
             if prose:
-                out.append("\n".join(prose))
+                out.append(("\n".join(prose), False))
                 prose = []
-            out.append(table_row_text(line))
+            out.append((table_row_text(line), True))
         if prose:
-            out.append("\n".join(prose))
-    return [u for u in out if u.strip()]
+            out.append(("\n".join(prose), False))
+    return [(u, row) for u, row in out if u.strip()]
 
 
 def _items(block: str) -> list[str]:

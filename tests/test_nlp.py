@@ -568,6 +568,15 @@ def test_extractive_sentences_read_a_table_row_by_its_cells():
     assert split_sentences("Type a | b to pipe it, said Ada Osk.") == ["Type a | b to pipe it, said Ada Osk."]
 
 
+def test_extractive_sentences_keep_a_short_table_row():
+    # Without its pipes (which counted as words) a row of two short cells fell under the three
+    # words a sentence needs: "Who owns the cache?" found nothing in a table of owners.
+    from streamrag.extractive import pick_sentences, split_sentences
+    table = "The team met on Monday.\n\n| Task | Owner |\n|---|---|\n| Parser | Kenji |\n| Cache | Sofia |\n"
+    assert split_sentences(table) == ["The team met on Monday.", "Task; Owner.", "Parser; Kenji.", "Cache; Sofia."]
+    assert "Cache; Sofia." in [s for s, _tag, _score in pick_sentences("Who owns the cache?", [("T:1", table)])]
+
+
 def test_a_name_is_one_however_its_accents_are_typed():
     # Decomposed text (NFD: a letter and a combining mark, as macOS writes file names) gave
     # "Zoe" and "Marchetti" for "Zoë Marchetti", and "Krako" for "Kraków": two entities for
