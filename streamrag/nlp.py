@@ -98,7 +98,8 @@ from streamrag.sentences import TABLE_DELIMITER, table_row_text
 # 16: a title kept in a name makes its last word a surname, no place ("Mrs. Thornbury" ... "Thornbury").
 # 17: "the young Mozart" is a person again (14 made it a common noun with "a bad young Act").
 # 18: a phrase after "the" ending in a title is a person by role, no concept ("the Prime Minister").
-VERSION = "18"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
+# 19: a place's ending is read on a hyphened word's first part again ("Stratford-upon-Avon").
+VERSION = "19"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
 MAX_DESCRIPTION_WORDS = 40
@@ -1022,9 +1023,13 @@ def _cue_type(name: str) -> str | None:
 def _place_word(name: str) -> bool:
     """Whether a lone word ends as a place's name does ("Bradford", "Cornhill", "Whitechapel").
     A weaker cue than ``_cue_type``'s: many surnames end so too ("Ms. Belford", "Churchill"
-    beside "Winston Churchill"), so a person's cue beats it (``_resolve``)."""
-    low = name.lower()
-    return " " not in name and len(low) > 5 and low.endswith(_GEO_WORD_ENDINGS)
+    beside "Winston Churchill"), so a person's cue beats it (``_resolve``). The word's first part
+    is read, as ``_cue_type`` reads its parts ("Stratford-upon-Avon"); a year beside it is none."""
+    words = [w for w in name.split() if not _YEAR.fullmatch(w)]
+    if len(words) != 1:
+        return False
+    first = _cue_words(words[0])[0]
+    return len(first) > 5 and first.endswith(_GEO_WORD_ENDINGS)
 
 
 def _initials(name: str) -> tuple[str, str]:

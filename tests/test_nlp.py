@@ -618,6 +618,13 @@ def test_a_word_ending_as_places_do_is_a_place_unless_a_person_cue_says_otherwis
         "Kenji Belford": "person", "Belford": "geo"}
 
 
+def test_a_place_ending_is_read_on_a_hyphened_words_first_part():
+    # _place_word read the whole word, so "Stratford-upon-Avon" (a place by "-ford" before
+    # df1eae1, read on its first part as _cue_type reads parts) became a person.
+    assert names("Trains to Stratford-upon-Avon were cancelled, said Jo Marsh.") == {
+        "Stratford-upon-Avon": "geo", "Jo Marsh": "person"}
+
+
 def test_a_title_kept_in_a_name_makes_its_last_word_a_surname_not_a_place():
     # A kept title ("Mrs.", "Miss", "Captain") is a person's cue as an honorific is: the bare
     # word beside it was a place ("Thornbury", a person before the "-bury" ending, was geo).
