@@ -1373,3 +1373,31 @@ def test_an_index_from_before_the_usage_indexes_gets_them_when_status_reads_it(t
     assert {"llm_calls_usage", "llm_calls_failed"} <= indexes
     assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
     conn.close()
+
+
+def test_failures_are_told_apart_by_their_run_stage_and_item_not_by_a_string_of_them(tmp_path):
+    # The failures of the chunks of files a run left unindexed (counted as those files) were
+    # found by "run item" strings, and an update's failures counted by "stage item" ones: run
+    # "r 1"'s failure of chunk "c" was taken for run "r"'s of chunk "1 c" (a run's id holds no
+    # space today, an item may), and "extract a" of "b" for "extract" of "a b".
+    import json
+
+    store = Store(tmp_path / "s.db")
+    try:
+        store.conn.execute("INSERT INTO runs(id, command, started_at, status, stats) VALUES "
+                           "('r', 'watch', 1, 'failed', ?)",
+                           (json.dumps({"not_indexed": 1, "not_indexed_chunks": ["1 c"]}),))
+        store.conn.execute("INSERT INTO runs(id, command, started_at, finished_at, status) VALUES "
+                           "('r 1', 'watch', 2, 3, 'ok')")
+        for run, stage, item in (("r", "extract", "1 c"), ("r 1", "extract", "c"),
+                                 ("r 1", "extract", "a b"), ("r 1", "extract a", "b")):
+            store.conn.execute("INSERT INTO failures(run_id, stage, item, message, created_at) VALUES "
+                               "(?, ?, ?, 'refused', 0)", (run, stage, item))
+        store.conn.commit()
+        info = gather_status(store, failures=True)
+    finally:
+        store.close()
+    # r's chunk "1 c" counts as its file; r 1's three failures are three, each once
+    assert (info["failures_total"], info["failures_last_run"]) == (3, 3), info
+    assert sorted((f["stage"], f["item"]) for f in info["failures"]) == [("extract", "a b"), ("extract", "c"),
+                                                                         ("extract a", "b")], info["failures"]
