@@ -147,13 +147,17 @@ def _killed(store: Store, run: dict, writer: str | None) -> bool | None:
     after no process was seen holding the lock is of a process that is gone. Where writers hold
     no lock (no ``flock``: Windows) the process its row names tells, as of an ask's
     (``process_gone``), if it names one. (A run of the Python API, ``pipeline.sync`` called
-    without ``store.one_writer``, holds none either: one under way is said killed.)"""
-    if run["status"] != "running" or writer is not None:
+    without ``store.one_writer``, holds none either: one under way is said killed.) So it does
+    while a ``writer`` holds the lock: another process's, a watch starting or an index reading
+    its folder before its own row is written, and the run killed before them was said
+    "running" beside "writing now" of another pid. (A row of an older streamrag names no
+    process: said running then, as before.)"""
+    if run["status"] != "running":
         return False
-    if not writers_lock():
+    if writer is not None or not writers_lock():
         gone = process_gone(*index_rows.run_process(store, run["id"]))
         if not gone:
-            return gone
+            return False if writer is not None else gone
     return index_rows.run_status(store, run["id"]) == "running"
 
 
@@ -324,8 +328,9 @@ def _outcome(info: dict) -> str:
     state = info["last_run"]["status"]
     if state == "running":
         killed = info["last_run"].get("killed")
-        if killed:
-            return "killed before it finished: no streamrag is writing the index (a new run continues its work)"
+        if killed:   # (another may be writing it: its line says so)
+            return ("killed before it finished" + ("" if info.get("writer") else ": no streamrag is writing the index")
+                    + " (a new run continues its work)")
         if killed is None:   # (where writers hold no lock: say both readings)
             return "running, or killed before it finished (a new run continues its work)"
     unreadable = info.get("unreadable_last_run", 0)

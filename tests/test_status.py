@@ -817,6 +817,15 @@ def test_status_says_a_run_killed_with_sigkill_was_killed(corpus, tmp_path):
     out = subprocess.run([sys.executable, "-m", "streamrag", "status", "--json", "--db", str(db)],
                          env=env, capture_output=True, text=True, timeout=60)
     assert json.loads(out.stdout)["last_run"]["killed"] is True, out.stderr
+    # Another writer at work before its own run row is written (a watch starting, an index
+    # reading its folder): the killed run was said "running" beside "writing now ... (pid N)",
+    # another process. The process the row names is gone: killed.
+    from streamrag.store import one_writer
+
+    with one_writer(db, "streamrag watch /x"):
+        info, line = status()
+    assert info["writer"]["pid"] == os.getpid() and info["last_run"]["killed"] is True, info
+    assert line.endswith(": killed before it finished (a new run continues its work)"), line
 
 
 def test_an_ask_killed_with_sigkill_is_not_said_to_be_asking(corpus, tmp_path, simulator):
