@@ -470,6 +470,13 @@ def _communities_line(count: int, by_level: dict) -> str:
     return f"  communities    {count}" + (f" by level {levels}" if levels else "")
 
 
+# The usage table's columns after the model's: heading, key, width with the space before it.
+# Counts are grouped by thousands as the tokens are, in room for millions: the calls column
+# was 5 wide, and a stage of 100,000 calls or more pushed its row out of line with the others.
+_USAGE_COLUMNS = (("calls", "calls", 10), ("cached", "cached", 10), ("prompt tok", "prompt_tokens", 14),
+                  ("completion tok", "completion_tokens", 17), ("errors", "errors", 9))
+
+
 def format_status(info: dict, db: Path) -> str:
     when = (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info["published_at"]))
             if info["published_at"] else "never")
@@ -492,12 +499,11 @@ def format_status(info: dict, db: Path) -> str:
         lines.append(f"  LLM calls      {info['llm']['calls']} (cache hit rate {rate:.0%})"
                      + _unusable_answers_said(unusable, again))
         cancelled = any(r["cancelled"] for r in info["llm_by_model"])   # (a column only when there are some)
-        lines.append("    stage          model                      calls  cached   prompt tok   completion tok  errors"
-                     + ("  cancelled" if cancelled else ""))
+        columns = _USAGE_COLUMNS + (("cancelled", "cancelled", 11),) * cancelled
+        lines.append("    stage          model                     " + "".join(f"{h:>{w}}" for h, _, w in columns))
         for r in info["llm_by_model"]:
-            lines.append(f"    {r['stage']:<14} {r['model'][:26]:<26} {r['calls']:>5}  {r['cached'] or 0:>6}"
-                         f"  {r['prompt_tokens'] or 0:>11,}  {r['completion_tokens'] or 0:>15,}  {r['errors'] or 0:>6}"
-                         + (f"  {r['cancelled'] or 0:>9}" if cancelled else ""))
+            lines.append(f"    {r['stage']:<14} {r['model'][:26]:<26}"
+                         + "".join(f"{r[key] or 0:>{w},}" for _, key, w in columns))
     else:
         lines.append("  LLM calls      none")
     last, total = info["failures_last_run"], info["failures_total"]

@@ -1410,3 +1410,22 @@ def test_failures_are_told_apart_by_their_run_stage_and_item_not_by_a_string_of_
     assert (info["failures_total"], info["failures_last_run"]) == (3, 3), info
     assert sorted((f["stage"], f["item"]) for f in info["failures"]) == [("extract", "a b"), ("extract", "c"),
                                                                          ("extract a", "b")], info["failures"]
+
+
+def test_the_usage_table_keeps_its_columns_in_line_at_any_count():
+    # The calls column was 5 wide: a stage of 100,000 calls or more pushed the rest of its row
+    # one place right of the others' and of the heading.
+    rows = [{"stage": stage, "model": "m", "calls": calls, "cached": calls // 3, "prompt_tokens": 40 * calls,
+             "completion_tokens": 9 * calls, "errors": calls // 50, "cancelled": calls // 70}
+            for stage, calls in (("extract", 7), ("summarize", 123_456), ("report", 2_345_678))]
+    info = {**_info("ok", 0, 0), "llm_by_model": rows,
+            "llm": llm_summary({r["stage"]: r for r in rows}), "cache_hit_rate": 0.3}
+    lines = format_status(info, Path("i.db")).splitlines()
+    at = lines.index(next(line for line in lines if line.strip().startswith("stage")))
+    table = lines[at:at + 4]
+    # every count's right edge where its heading's is (cancelled: some are)
+    edges = [table[0].index(h) + len(h) for h in ("calls", "cached", "prompt tok", "completion tok", "errors",
+                                                  "cancelled")]
+    for row in table[1:]:
+        assert len(row) == len(table[0]), table
+        assert all(row[e - 1].isdigit() and (e == len(row) or row[e] == " ") for e in edges), table
