@@ -24,6 +24,7 @@ from collections.abc import Iterable
 
 from streamrag import ids, nlp
 from streamrag.records import Entity
+from streamrag.terms import words
 
 PERSON = "person"
 # Words before a name that are no part of the person's own name (the extractor keeps them in it).
@@ -74,9 +75,14 @@ def touched(names: Iterable[str]) -> set[str]:
 def spellings(names: Iterable[str]) -> set[str]:
     """What the full-text table is searched with for the full names holding a word ``touched``
     keys in ``names``: each such word as written, and each key in each way the table may write
-    it, whole and cut in two. The key is no word of the table's: it has lost an inner quote
-    ("O'Neill", "oneill") where the table's words break ("o neill"), and is case-folded
-    ("Strauß", "strauss") where they are lower-cased ("strauß")."""
+    it. The key is no word of the table's: it is case-folded ("Strauß", "strauss") where the
+    table's words are lower-cased ("strauß"), and has lost its inner quotes where the table's words
+    break ("D'Arcy-O'Neill", "darcy-oneill"; the table "d arcy o neill"). Where it lost one or
+    more, the table holds the first word of the key (a word as the table splits them: "darcy")
+    begun by two pieces of it ("d arcy"), so each pair of pieces the word can begin with is
+    searched ("d a", "d ar", ... "darc y"): a search for the key cut once ("d arcy oneill") missed
+    a name that lost two. (More full names are found than hold the key: ``_rejoin`` keeps those
+    whose ends are keyed as it is.)"""
     out: set[str] = set()
     for name in names:
         if (key := short_key(name)) is not None:
@@ -87,8 +93,9 @@ def spellings(names: Iterable[str]) -> set[str]:
         else:
             continue
         out.update(written)
-        out.update(k for key in keys for form in _table_forms(key)
-                   for k in (form, *(f"{form[:i]} {form[i:]}" for i in range(1, len(form)))))
+        for word in (ws[0] for key in keys for form in _table_forms(key) if (ws := words(form))):
+            out.add(word)
+            out.update(f"{word[:i]} {word[i:j]}" for i in range(1, len(word)) for j in range(i + 1, len(word) + 1))
     return out
 
 
