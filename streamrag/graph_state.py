@@ -138,6 +138,45 @@ _stranded_found: weakref.WeakKeyDictionary[Store, tuple[tuple[int, str | None], 
     weakref.WeakKeyDictionary()
 
 
+def _documents_moved(store: Store, change: Change) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """The chunks of each document whose chunks ``change`` may move, as published and as it leaves
+    them: the documents removed (before only), added (after only), and kept that held a removed
+    chunk or hold an added one (both; re-chunked). Any other document holds the chunks it held."""
+    held = {r["doc_id"] for rs in index_rows.sources(store, "document_chunks", "chunk_id",
+                                                      change.removed_chunks).values() for r in rs}
+    kept = {d for d in change.kept_docs if d in held or not change.added_chunks.isdisjoint(change.doc_chunks[d])} \
+        if change.added_chunks else held & change.kept_docs
+    before = {d: {r["chunk_id"] for r in rs}
+              for d, rs in index_rows.sources(store, "document_chunks", "doc_id", change.removed_docs | kept).items()}
+    return before, {d: set(change.doc_chunks[d]) for d in change.added_docs | kept}
+
+
+def _regrouped(before: dict[str, set[str]], after: dict[str, set[str]], live: set[str]) -> set[str]:
+    """The ``live`` chunks (kept, neither added nor removed) whose sharing of a document with
+    another may differ after a change (``_documents_moved``'s ``before`` and ``after``): those of a
+    group of live chunks one document holds on one side and none on the other. A file edited
+    takes its unchanged chunks, together, from one document to the next: none; a document
+    removed whose chunk another document holds too (the same paragraph in two files): that
+    chunk."""
+    def groups(documents: dict[str, set[str]]) -> set[frozenset[str]]:
+        return {frozenset(chunks & live) for chunks in documents.values()}
+    return set().union(*(groups(before) ^ groups(after)))
+
+
+def _documents_of(store: Store, chunks: set[str], before: dict[str, set[str]],
+                  after: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The documents holding each of the live ``chunks`` after a change (``_documents_moved``'s
+    ``before`` and ``after``): the published ones it leaves as they were, and those it moved."""
+    out: dict[str, set[str]] = defaultdict(set)
+    moved = before.keys() | after.keys()
+    for chunk_id, rows in index_rows.sources(store, "document_chunks", "chunk_id", chunks).items():
+        out[chunk_id].update(r["doc_id"] for r in rows if r["doc_id"] not in moved)
+    for doc_id, held in after.items():
+        for chunk_id in held & chunks:
+            out[chunk_id].add(doc_id)
+    return out
+
+
 class GraphState:
     def __init__(self) -> None:
         self.entities: dict[str, Entity] = {}
@@ -307,27 +346,35 @@ class GraphState:
 
     def _rejoin(self, store: Store, change: Change, settings: Settings,
                 added: list[merge.EntityMention]) -> set[str]:
-        """Brings ``joins`` up to date with the names the change adds and removes (those it may
-        move: ``joins.touched``); returns the live chunks, not added, whose mentions are merged
-        again for a join that moved. Offline only: an index a model extracts joins nothing (and
-        one an offline run joined splits its joins)."""
+        """Brings ``joins`` up to date with the names the change adds and removes, and those of the
+        live chunks it gives other documents to share (those it may move: ``joins.touched``; a
+        join asks the two names to share a document); returns the live chunks, not added, whose
+        mentions are merged again for a join that moved. Offline only: an index a model extracts
+        joins nothing (and one an offline run joined splits its joins)."""
         old = self.joins or {}
         removed = change.removed_chunks
         now: dict[str, str] = {}
         if settings.offline:
+            before, after = _documents_moved(store, change)
+            regrouped = _regrouped(before, after, change.live - change.added_chunks)
             names = list(itertools.chain((m.name for m in added),
-                                         index_rows.ids_for_chunks(store, "entity_sources", "name", removed),
+                                         index_rows.ids_for_chunks(store, "entity_sources", "name",
+                                                                   removed | regrouped),
                                          (e.name for e in self.entities.values()) if self.joins is None else ()))
             keys = joins.touched(names)
             shorts = {ids.entity_id(k) for k in keys}
             # (the full names of the graph holding one of the words looked up in its full-text
-            # table: a pass over every entity was most of a small update to a large index)
+            # table: a pass over every entity was most of a small update to a large index; none
+            # in a first index's empty graph, whose words were 0.12 s of 1,000 documents' run)
             held = self.entities.values() if self.joins is None else \
                 [self.entities[i] for i in index_rows.named_with(store, joins.spellings(names))
-                 if i in self.entities] if keys else ()
+                 if i in self.entities] if keys and self.entities else ()
             fulls = {ids.entity_id(n) for n in itertools.chain((e.name for e in held), (m.name for m in added))
                      if " " in n and (ends := joins.full_name_ends(n)) is not None and not keys.isdisjoint(ends)}
-            now = joins.joins(self._own_names(store, shorts | fulls, old, removed, added, settings))
+            own, chunks = self._own_names(store, shorts | fulls, old, removed, added, settings)
+            in_documents = _documents_of(store, set().union(*chunks.values()), before, after)
+            now = joins.joins(own, {eid: {d for c in cs for d in in_documents.get(c, ())}
+                                    for eid, cs in chunks.items()})
             now = {s: f for s, f in old.items() if s not in shorts} | {s: f for s, f in now.items() if s in shorts}
         moved = {s for s in old.keys() | now.keys() if old.get(s) != now.get(s)}
         self.joins = dict(sorted(now.items()))
@@ -338,10 +385,10 @@ class GraphState:
                 if ids.entity_id(r["name"]) in moved and r["chunk_id"] not in removed} - change.added_chunks
 
     def _own_names(self, store: Store, wanted: set[str], old: dict[str, str], removed: set[str],
-                   added: list[merge.EntityMention], settings: Settings) -> list[Entity]:
+                   added: list[merge.EntityMention], settings: Settings) -> tuple[list[Entity], dict[str, set[str]]]:
         """Each of the names (entity ids, as written) of ``wanted`` still said after the change,
         merged from its own mentions alone (a full name's entity holds those of the short names
-        joined to it, under ``old`` joins)."""
+        joined to it, under ``old`` joins), and the chunks saying each."""
         own: dict[str, list[merge.EntityMention]] = defaultdict(list)
         stored = wanted | {old[s] for s in wanted if s in old}
         for rs in index_rows.sources(store, "entity_sources", "entity_id", stored).values():
@@ -352,7 +399,8 @@ class GraphState:
             if m.entity_id in wanted:
                 own[m.entity_id].append(m)
         # (its name and type alone: a name said in 3,000 chunks had their descriptions sorted)
-        return [merge.merge_entity(eid, ms, settings.index.entity_types, []) for eid, ms in sorted(own.items())]
+        return ([merge.merge_entity(eid, ms, settings.index.entity_types, []) for eid, ms in sorted(own.items())],
+                {eid: {m.chunk_id for m in ms} for eid, ms in own.items()})
 
     def _mentions_again(self, store: Store, chunks: set[str]) -> tuple[list[merge.EntityMention],
                                                                         list[merge.RelationshipMention]]:

@@ -8,11 +8,16 @@ under the full name's id while the join holds, under their own once it no longer
 
 The rule is conservative. A one-word person name joins the one full person name (two or more
 capitalised words after any title: "Ebenezer Scrooge") ending with it, or starting with it (a
-first name: "Ebenezer"). Two such names ("Bob Cratchit", "Belinda Cratchit"), or none, leave it
-as written. A title and one word ("Uncle Scrooge", "Mrs. Cratchit", "Old Marley") is no full
-name: it neither takes a join nor stops one. Organisations, places and events never join, nor
-does a word the extractor reads as a title or an institution's head ("Spirit", "King"), which
-names a character by its role, not a person by name.
+first name: "Ebenezer"), if a document says both. Two such names ("Bob Cratchit", "Belinda
+Cratchit"), or none, leave it as written; so does one no document says beside it: "Joe", the
+dealer in rags and bones of A Christmas Carol's fourth stave, is not "Joe Miller", the jester
+its fifth names once. (No chunk says both: the offline extractor joins them within a chunk. A
+document is the nearest sign left that they are one; their counts are none: "Scrooge"
+outnumbers "Ebenezer Scrooge" 38 chunks to 2.) A title and one word ("Uncle Scrooge", "Mrs.
+Cratchit", "Old Marley") is no full name: it neither takes a join nor stops one. Organisations,
+places and events never join, nor does a word the extractor reads as a title or an
+institution's head ("Spirit", "King"), which names a character by its role, not a person by
+name.
 
 Only offline indexes join (``graph_state``): a model names its entities as it reads the text,
 and may well give "Scrooge" where the text means another Scrooge; no measure says it is as safe.
@@ -20,7 +25,7 @@ and may well give "Scrooge" where the text means another Scrooge; no measure say
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
 
 from streamrag import ids, nlp
 from streamrag.records import Entity
@@ -109,9 +114,10 @@ def _table_forms(key: str) -> set[str]:
     return forms
 
 
-def joins(names: Iterable[Entity]) -> dict[str, str]:
+def joins(names: Iterable[Entity], documents: Mapping[str, Collection[str]]) -> dict[str, str]:
     """Short name's entity id -> the full name's entity id it joins, for ``names``: one entity
-    per name as written (its own mentions merged: its shown name and type)."""
+    per name as written (its own mentions merged: its shown name and type); ``documents``: each
+    name's entity id -> the documents saying it."""
     shorts: dict[str, str] = {}
     fulls: dict[str, set[str]] = {}
     for e in names:
@@ -122,4 +128,9 @@ def joins(names: Iterable[Entity]) -> dict[str, str]:
         elif (ends := full_name_ends(e.name)) is not None:
             for word in set(ends):
                 fulls.setdefault(word, set()).add(e.id)
-    return {eid: next(iter(fulls[key])) for key, eid in sorted(shorts.items()) if len(fulls.get(key, ())) == 1}
+    out: dict[str, str] = {}
+    for key, eid in sorted(shorts.items()):
+        if len(fit := fulls.get(key, ())) == 1 and not set(documents.get(eid, ())).isdisjoint(
+                documents.get(full := next(iter(fit)), ())):
+            out[eid] = full
+    return out

@@ -20,14 +20,31 @@ def named(*names: str, kind: str = "person") -> list[Entity]:
     return [Entity(id=ids.entity_id(n), name=n, type=kind, description="", mentions=1) for n in names]
 
 
-def joined_names(names: list[Entity]) -> dict[str, str]:
+def joined_names(names: list[Entity], documents: dict[str, set[str]] | None = None) -> dict[str, str]:
+    """The joins of ``names``, each said in the documents ``documents`` gives it (by name; else
+    in one document, all of them)."""
     shown = {e.id: e.name for e in names}
-    return {shown[s]: shown[f] for s, f in joins(names).items()}
+    said = {e.id: (documents or {}).get(e.name, {"d1"}) for e in names}
+    return {shown[s]: shown[f] for s, f in joins(names, said).items()}
 
 
 def test_a_surname_or_a_first_name_joins_the_one_full_name_it_ends_or_starts():
     assert joined_names(named("Scrooge", "Ebenezer", "Ebenezer Scrooge", "Marley", "Jacob Marley")) == {
         "Scrooge": "Ebenezer Scrooge", "Ebenezer": "Ebenezer Scrooge", "Marley": "Jacob Marley"}
+
+
+def test_a_short_name_joins_only_a_full_name_a_document_says_beside_it():
+    # A Christmas Carol: "Joe" keeps a rag-and-bone shop (stave 4), "Joe Miller" is a jester named
+    # once (stave 5); "Scrooge" is said in every stave, "Ebenezer Scrooge" in two of them.
+    people = named("Joe", "Joe Miller", "Scrooge", "Ebenezer Scrooge")
+    said = {"Joe": {"stave4"}, "Joe Miller": {"stave5"}, "Scrooge": {f"stave{i}" for i in range(1, 6)},
+            "Ebenezer Scrooge": {"stave1", "stave5"}}
+    assert joined_names(people, said) == {"Scrooge": "Ebenezer Scrooge"}
+    assert joined_names(people, said | {"Joe": {"stave4", "stave5"}}) == {
+        "Scrooge": "Ebenezer Scrooge", "Joe": "Joe Miller"}
+    # a full name of another document still means the short name may be either
+    people = named("Cratchit", "Bob Cratchit", "Belinda Cratchit")
+    assert joined_names(people, {"Cratchit": {"a"}, "Bob Cratchit": {"a"}, "Belinda Cratchit": {"b"}}) == {}
 
 
 def test_two_full_names_that_fit_mean_no_join():
@@ -121,3 +138,62 @@ async def test_a_name_that_lost_two_inner_quotes_finds_the_full_name_an_earlier_
     shown = {v[0] for v in _graph(db)["entities"].values()}
     assert ("DArcy-ONeill" in shown, "D'Arcy-O'Neill" in shown) == ((False, False) if len(set(dict(steps))) == 1
                                                                    else (False, True))
+
+
+# Two paragraphs of a chunk each at index.chunk_size 50: "Joe" alone, and "Joe Miller" (A
+# Christmas Carol's stave 4 and stave 5). A file holding both holds the same two chunks.
+_JOE = ("Old Joe sat among the rags and bones of his shop by the charcoal stove, counting the money the "
+        "charwoman and the laundress brought him for the curtains.\n\n")
+_MILLER = ("Joe Miller never made such a joke as sending the turkey to the house of the clerk in Camden Town, "
+           "said Scrooge, rubbing his hands with a chuckle.\n\n")
+
+
+@pytest.mark.anyio
+async def test_a_short_name_joins_a_full_name_while_a_document_says_both_its_chunks_shared_or_not(tmp_path):
+    # Each file's chunks are those of the others ("Joe", "Joe Miller"): a file saying both comes
+    # and goes, adding and removing no chunk, and "Joe" joins "Joe Miller" while one is indexed,
+    # as a fresh index of the folder joins it.
+    settings = make_settings(index={"chunk_size": 50, "chunk_overlap": 0})
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    db = tmp_path / "i.db"
+    steps = [
+        lambda: ((corpus / "joe.txt").write_text(_JOE), (corpus / "miller.txt").write_text(_MILLER)),
+        lambda: (corpus / "both.txt").write_text(_JOE + _MILLER),
+        lambda: (corpus / "both.txt").unlink(),
+        lambda: (corpus / "miller.txt").write_text(_JOE + _MILLER),
+        lambda: (corpus / "joe.txt").rename(corpus / "rags.txt"),
+        lambda: (corpus / "miller.txt").write_text(_MILLER),
+    ]
+    joined = []
+    for i, step in enumerate(steps):
+        step()
+        await sync([corpus], settings, db, root=corpus)
+        copy = tmp_path / f"fresh{i}"
+        shutil.copytree(corpus, copy)
+        await sync([copy], settings, tmp_path / f"fresh{i}.db", root=copy)
+        assert _graph(db) == _graph(tmp_path / f"fresh{i}.db"), i
+        joined.append("Joe" not in {v[0] for v in _graph(db)["entities"].values()})
+    assert joined == [False, True, False, True, True, False]
+
+
+@pytest.mark.anyio
+async def test_documents_chunked_again_join_names_as_a_fresh_index_of_their_chunks(tmp_path):
+    # At index.chunk_size 1200 each file is one chunk, and "Joe" beside "Joe Miller" in one chunk
+    # is hers alone (the extractor's); chunked again at 50, "both.txt" is the chunks of the other
+    # two, and "Joe" (its own chunk now) joins "Joe Miller" through it.
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    for name, text in {"joe.txt": _JOE, "miller.txt": _MILLER, "both.txt": _JOE + _MILLER}.items():
+        (corpus / name).write_text(text)
+    db = tmp_path / "i.db"
+    await sync([corpus], make_settings(), db, root=corpus)
+    assert "Joe" in {v[0] for v in _graph(db)["entities"].values()}
+    small = make_settings(index={"chunk_size": 50, "chunk_overlap": 0})
+    await sync([corpus], small, db, root=corpus)
+    copy = tmp_path / "fresh"
+    shutil.copytree(corpus, copy)
+    await sync([copy], small, tmp_path / "fresh.db", root=copy)
+    assert _graph(db) == _graph(tmp_path / "fresh.db")
+    assert "Joe" not in {v[0] for v in _graph(db)["entities"].values()}
+

@@ -3436,17 +3436,24 @@ def test_the_search_lines_say_one_of_a_thing_in_the_singular(cli_run, llm_db, si
     assert line == ["streamrag: basic search: 1 chunk (bm25)"], line
 
 
+# A paragraph naming no one, a chunk of its own at index.chunk_size 50 (``_SMALL``): a short name
+# after it is in another chunk than a full name before it, of the same document, and joins it.
+_FILLER = ("The fog came pouring in at every chink and keyhole, and was so dense without that the houses "
+           "opposite were mere phantoms, and the bells rang out the hours in the frosty air.\n\n")
+_SMALL = {"chunk_size": 50, "chunk_overlap": 0}
+
+
 @contextlib.asynccontextmanager
 async def _index_joining(tmp_path, texts: dict[str, str], full: str, short: str):
-    """An offline index (``tmp_path``/i.db) of ``texts`` (file name -> text) that joins the name
-    ``short`` to ``full`` (no entity is named ``short``): the index, a read-only store of it and
-    ``full``'s entity id."""
+    """An offline index (``tmp_path``/i.db, chunks of ``_SMALL``) of ``texts`` (file name -> text)
+    that joins the name ``short`` to ``full`` (no entity is named ``short``): the index, a
+    read-only store of it and ``full``'s entity id."""
     corpus = tmp_path / "c"
     corpus.mkdir()
     for name, text in texts.items():
         (corpus / name).write_text(text)
     db = tmp_path / "i.db"
-    await sync([corpus], make_settings(""), db, root=corpus)
+    await sync([corpus], make_settings("", index=_SMALL), db, root=corpus)
     store = Store(db, readonly=True)
     try:
         assert store.scalar("SELECT count(*) FROM entities WHERE name = ?", (short,)) == 0
@@ -3456,11 +3463,12 @@ async def _index_joining(tmp_path, texts: dict[str, str], full: str, short: str)
 
 
 async def test_a_short_name_an_offline_index_joined_to_a_full_name_is_asked_about_as_that_one(tmp_path):
-    # "Scrooge" (office, counting) is joined to "Ebenezer Scrooge" (ledger): "Who is Scrooge?"
-    # names the full name's entity as "Scrooge", and its sentences, where a person named so
-    # is the one asked about, come before those of "Uncle Scrooge" (a title and one word: no
-    # full name, and no part of the join).
-    texts = {"ledger.txt": "Ebenezer Scrooge kept the books of the firm with Jacob Marley.\n",
+    # "Scrooge" (office, street, the ledger's end) is joined to "Ebenezer Scrooge" (the ledger's
+    # start): "Who is Scrooge?" names the full name's entity as "Scrooge", and its sentences,
+    # where a person named so is the one asked about, come before those of "Uncle Scrooge" (a
+    # title and one word: no full name, and no part of the join).
+    texts = {"ledger.txt": "Ebenezer Scrooge kept the books of the firm with Jacob Marley.\n\n" + _FILLER
+                           + "The clerk watched Scrooge. Scrooge counted the coal.\n",
              "office.txt": "In his cold counting-house sat Scrooge, alone all day.\n",
              "street.txt": "Nobody ever stopped Scrooge in the street to ask the way.\n",
              "nephew.txt": "Fred called on his Uncle Scrooge at Christmas with Topper.\n"}
@@ -3475,8 +3483,8 @@ async def test_a_short_name_with_an_apostrophe_joined_to_a_full_name_is_asked_ab
     # "O'Neill" is joined to "Mary O'Neill": the question's words read as names are ("O'Neill"
     # one word) find the join; as letters alone ("O", "Neill") they named no entity, where
     # before the join "O'Neill" named its own.
-    texts = {"mary.txt": "Mary O'Neill met Fred in London.\n",
-             "inn.txt": "Fred met O'Neill in London. O'Neill laughed with Fred.\n"}
+    texts = {"mary.txt": "Mary O'Neill met Fred in London.\n\n" + _FILLER
+                         + "Fred met O'Neill in London. O'Neill laughed with Fred.\n"}
     async with _index_joining(tmp_path, texts, "Mary O'Neill", "O'Neill") as (_, store, full):
         assert named_entities(store, "Who is O'Neill?") == [(full, "O'Neill", True)]
         assert named_entities(store, "Who is O’Neill?") == [(full, "O’Neill", True)]
@@ -3485,8 +3493,8 @@ async def test_a_short_name_with_an_apostrophe_joined_to_a_full_name_is_asked_ab
 async def test_a_short_name_with_a_hyphen_joined_to_a_full_name_is_asked_about_as_that_one(tmp_path):
     # "Jean-Luc" is joined to "Jean-Luc Picard": the question's "Jean-Luc" read whole finds the
     # join; as "Jean" and "Luc" it named no entity, where before the join it named its own.
-    texts = {"picard.txt": "Jean-Luc Picard met Fred in London.\n",
-             "bridge.txt": "Fred met Jean-Luc in London. Jean-Luc laughed with Fred.\n"}
+    texts = {"picard.txt": "Jean-Luc Picard met Fred in London.\n\n" + _FILLER
+                           + "Fred met Jean-Luc in London. Jean-Luc laughed with Fred.\n"}
     async with _index_joining(tmp_path, texts, "Jean-Luc Picard", "Jean-Luc") as (_, store, full):
         fred = store.scalar("SELECT id FROM entities WHERE name = 'Fred'")
         assert named_entities(store, "Who is Jean-Luc?") == [(full, "Jean-Luc", True)]
