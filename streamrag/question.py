@@ -336,7 +336,10 @@ def _joined_named(store: Store, question: str, terms: list[str], found: set[str]
 _TOKEN = re.compile(r"[^\W_]+")
 _APOSTROPHED = re.compile(r"[^\W_]+(?:['’][^\W_]+)+")
 _APOSTROPHE = re.compile("['’]")
-_HYPHENED = re.compile(r"[^\W_]+(?:-[^\W_]+)+")   # "Jean-Luc", a name ``_tokens`` reads as two words
+# "Jean-Luc", a name ``_tokens`` reads as two words, and "D'Arcy-O'Neill", its parts apostrophed
+# as ``_APOSTROPHED``'s are but for a possessive's "s" (of "Jean-Luc's", "Jean-Luc"). (Read as
+# "D'Arcy", "Arcy-O" and "O'Neill", "D'Arcy-O'Neill" joined to "Anna D'Arcy-O'Neill" named no one.)
+_HYPHENED = re.compile(r"[^\W_]+(?:['’](?![sS]\b)[^\W_]+)*(?:-[^\W_]+(?:['’](?![sS]\b)[^\W_]+)*)+")
 
 
 def _tokens(question: str) -> list[re.Match[str]]:

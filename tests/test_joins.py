@@ -13,7 +13,9 @@ from streamrag import ids
 from streamrag.joins import full_name_ends, joins, touched
 from streamrag.merge import group, joined, mentions_of, merge_entity, merge_relationship
 from streamrag.pipeline import sync
+from streamrag.question import named_entities
 from streamrag.records import Entity, EntityRecord, Extraction, RelationshipRecord
+from streamrag.store import Store
 
 
 def named(*names: str, kind: str = "person") -> list[Entity]:
@@ -197,3 +199,22 @@ async def test_documents_chunked_again_join_names_as_a_fresh_index_of_their_chun
     assert _graph(db) == _graph(tmp_path / "fresh.db")
     assert "Joe" not in {v[0] for v in _graph(db)["entities"].values()}
 
+
+@pytest.mark.anyio
+async def test_a_question_names_a_joined_short_name_with_quotes_and_a_hyphen_whole(tmp_path):
+    # "D'Arcy-O'Neill", joined to "Anna D'Arcy-O'Neill": read as "D'Arcy", "Arcy-O" and "O'Neill",
+    # the question named no one, where "DArcy-ONeill" named her.
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / "anna.txt").write_text(_ANNA + "Fred met D'Arcy-O'Neill at the inn. D'Arcy-O'Neill laughed.\n")
+    db = tmp_path / "i.db"
+    await sync([corpus], make_settings(index={"chunk_size": 50, "chunk_overlap": 0}), db, root=corpus)
+    store = Store(db, readonly=True)
+    try:
+        anna = store.scalar("SELECT id FROM entities WHERE name = 'Anna D''Arcy-O''Neill'")
+        assert store.scalar("SELECT count(*) FROM entities WHERE name = 'D''Arcy-O''Neill'") == 0
+        for short in ("D'Arcy-O'Neill", "D’Arcy-O’Neill", "DArcy-ONeill"):
+            assert named_entities(store, f"Who is {short}?") == [(anna, short, True)], short
+        assert named_entities(store, "What did D'Arcy-O'Neill's friends say?") == [(anna, "D'Arcy-O'Neill", True)]
+    finally:
+        store.close()
