@@ -1293,7 +1293,9 @@ def _write_elements(store: Store, state: GraphState) -> None:
 
 
 def _write_answers(store: Store, state: GraphState, left_at: float) -> None:
-    """Which model answer each element's summary is, where that differs."""
+    """Which model answer each element's summary is, where that differs: bookkeeping for
+    ``prune``, which no query reads (a summary setting changed and back summarized every element
+    again to the same descriptions, from other answers, and published a version of that alone)."""
     # The model answers summaries are (``prune`` keeps them): one that leaves is dated from
     # now, as an extraction is, so that a change undone within store.keep_unused_days costs
     # nothing however old the answer (it was pruned 30 days after it was made, while in use).
@@ -1396,13 +1398,16 @@ def publish(store: Store, scan: Scan, change: Change, state: GraphState,
     returns its version: a new one, or the published one when no row and no mark differs (a
     sync that found nothing to change publishes nothing).
 
-    ``key`` is the extractor the added chunks count with; ``meta`` holds the settings marks
-    published with this version (what the next run compares its settings with). ``counts``
-    are the next run's bookkeeping (answers unusable on runs in a row), which no query reads:
+    ``key`` is the extractor the added chunks count with; ``meta`` holds the marks a query reads
+    beside the rows, published with this version. ``counts`` are the next run's bookkeeping (the
+    settings the index was built with, answers unusable on runs in a row), which no query reads:
     written whatever the version, they make none (each run counting up to settling an item
-    published a version that differed from the one before only in them)."""
+    published a version that differed from the one before only in them; a setting changed and
+    changed back, one made of its marks alone). So is which cached answer each summary is."""
     check_version(store, state.version)
     _write_bookkeeping(store, scan, counts)
+    left_at = time.time()   # when the answers that leave the index left it
+    _write_answers(store, state, left_at)
     written_before = store.conn.total_changes   # what follows is published: a change makes a version
     with _page_cache(store, publish_cache_kib(len(state.entity_mentions_added) + len(state.relationship_mentions_added)
                                               + _provenance_rows(store, change.removed_chunks))):
@@ -1410,8 +1415,6 @@ def publish(store: Store, scan: Scan, change: Change, state: GraphState,
         _write_chunks(store, change, state, key)
         _write_claims(store, change, state)
         _write_elements(store, state)
-        left_at = time.time()   # when the answers that leave the index left it
-        _write_answers(store, state, left_at)
         _write_communities(store, state, communities, assignments)
         _write_embeddings(store, change, state, vectors)
     if store.conn.total_changes == written_before and all(store.get_meta(k) == v for k, v in meta.items()):

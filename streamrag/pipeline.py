@@ -715,8 +715,7 @@ class Indexer:
         vectors = await self._embed(store, writer, state, change)
         self.progress.set_stage("publishing")
         version = await writer.run(index_rows.publish, scan, change, state, communities, assignments,
-                                   self.key, vectors, self._marks(state, next_id()),
-                                   self._bookkeeping(state))
+                                   self.key, vectors, self._marks(state), self._bookkeeping(state, next_id()))
         self._unpublished = None   # (published: a stop from here on leaves no file unindexed)
         if self.graph_cache is not None:
             self.graph_cache.keep(state.published(store, communities, assignments), store.path)
@@ -811,10 +810,10 @@ class Indexer:
         next_id = next_community_number(store.get_meta("next_community_id"), index_rows.community_ids(store))
         # (``_bookkeeping`` keeps the unusable counts of elements in the graph, not read here:
         # those published are all in it still)
-        bookkeeping = {**self._bookkeeping(state),
+        bookkeeping = {**self._bookkeeping(state, next_id),
                        "summary_unusable": msgspec.json.encode(dict(sorted(state.unusable.items()))).decode()}
         version = await writer.run(index_rows.publish, scan, change, state, [], {}, self.key, [],
-                                   self._marks(state, next_id), bookkeeping)
+                                   self._marks(state), bookkeeping)
         self._unpublished = None
         return await self._ended(store, writer, scan, change, version, state.version, started,
                                  entities=entities, relationships=relationships, claims=claims,
@@ -1246,9 +1245,21 @@ class Indexer:
             return []
 
     # -- publishing: what is published with the version, for the next run ----------------------
-    def _marks(self, state: GraphState, next_community_id: int) -> dict[str, str]:
-        """The settings and counters published with the index, for the next run to compare."""
-        marks = {
+    def _marks(self, state: GraphState) -> dict[str, str]:
+        """What a query reads of the index beside its rows, published with the version: the short
+        names joined to full names (the next run's, and ask's: ``question._joined_named``)."""
+        if state.joins is None:
+            return {}
+        return {"name_joins": msgspec.json.encode(state.joins).decode()}
+
+    def _settings_marks(self, state: GraphState, next_community_id: int) -> dict[str, str]:
+        """The settings and counters the index was built with, for the next run to compare. No
+        query reads them (ask reads of ``extractor`` only whether a model built the index, which
+        its rows show as well), so they are bookkeeping: settings changed and changed back
+        redo the summaries or contexts to the rows published (summary_max_tokens 150 -> 100 ->
+        150 through the simulator: the same entities, relationships, claims, communities and
+        reports), and published versions 2 and 3 made of these marks alone."""
+        return {
             "extractor": self.key,
             "summarizer": self.summarizer_key,
             "report_settings": self.report_key(),
@@ -1259,9 +1270,6 @@ class Indexer:
             "next_community_id": str(next_community_id),
             "claim_ends": "entities",   # (a claim's subject and object are entities: GraphState.stranded)
         }
-        if state.joins is not None:   # (short names joined to full names: the next run's, and ask's)
-            marks["name_joins"] = msgspec.json.encode(state.joins).decode()
-        return marks
 
     def _reading_marks(self) -> dict[str, str]:
         """How the index's documents were read and chunked (``chunker``, ``chunker_settings``),
@@ -1277,10 +1285,11 @@ class Indexer:
             return {"chunker": MIXED_CHUNKING, "chunker_settings": json.dumps(self.chunking, sort_keys=True)}
         return {}
 
-    def _bookkeeping(self, state: GraphState) -> dict[str, str]:
-        """The summaries to try again, the answers unusable on runs in a row and the
-        report_min_members the reports were chosen with, for the next run and its estimate to go
-        on from (written with the index, but no part of a version: no query reads them). And the
+    def _bookkeeping(self, state: GraphState, next_community_id: int) -> dict[str, str]:
+        """The settings the index was built with (``_settings_marks``), the summaries to try
+        again, the answers unusable on runs in a row and the report_min_members the reports were
+        chosen with, for the next run and its estimate to go on from (written with the index, but
+        no part of a version: no query reads them). And the
         folder the files table's paths are relative to, as that table is: a copy of an indexed
         folder with its index (``cp -r notes copy``) published a version of the new folder's name
         alone, its graph as it was. And how the documents were read (``_reading_marks``): a new
@@ -1294,7 +1303,7 @@ class Indexer:
                   "report_unusable_held": msgspec.json.encode(dict(sorted(state.report_held.items()))).decode()}
         if self.root is not None:
             counts["root"] = str(Path(self.root).resolve())
-        return {**counts, **self._reading_marks()}
+        return {**self._settings_marks(state, next_community_id), **counts, **self._reading_marks()}
 
 
 def next_community_number(published: str | None, ids: Iterable[str]) -> int:

@@ -826,6 +826,8 @@ async def test_an_llm_extractor_without_an_endpoint_names_the_setting(corpus, tm
 async def test_a_sync_that_changes_nothing_publishes_no_new_version(corpus, tmp_path):
     """A run over an unchanged folder (every `watch` retry, every second `index`) leaves the
     published version as it is; the next real change publishes the next version."""
+    from streamrag.communities import settings_key as communities_key
+
     def published_at() -> str | None:
         store = Store(db, readonly=True)
         try:
@@ -847,9 +849,17 @@ async def test_a_sync_that_changes_nothing_publishes_no_new_version(corpus, tmp_
     (corpus / "guild.txt").unlink()
     changed = await sync([corpus], settings, db, root=corpus)
     assert changed.version == 2 and changed.documents_removed == 1
-    # A changed setting that is published with the index is a change too.
-    reordered = await sync([corpus], make_settings(index={"leiden_seed": 7}), db, root=corpus)
-    assert reordered.version == 3
+    # A changed setting is a change where what it makes differs: another seed clustered afresh to
+    # the same communities is none (its mark is written, for the next run), smaller ones are.
+    built = snapshot(db)
+    reseeded = await sync([corpus], make_settings(index={"leiden_seed": 7}), db, root=corpus)
+    assert snapshot(db) == built and (reseeded.version, reseeded.published) == (2, False)
+    assert reseeded.communities == changed.communities > 1
+    store = Store(db, readonly=True)
+    assert store.get_meta("leiden") == communities_key(10, 7, 1.0)
+    store.close()
+    split = await sync([corpus], make_settings(index={"leiden_seed": 7, "max_cluster_size": 2}), db, root=corpus)
+    assert split.communities > changed.communities and (split.version, split.published) == (3, True)
 
 
 async def test_a_folder_copied_with_its_index_publishes_no_new_version(corpus, tmp_path):
@@ -1623,6 +1633,43 @@ async def test_an_upgrade_reading_every_file_to_the_same_text_publishes_no_new_v
     assert not cuts_again(store, chunker_key(sim_settings))
     assert json.loads(store.get_meta("chunker_settings"))["loader"] == upgraded
     store.close()
+
+
+async def test_settings_changed_and_back_to_the_same_tables_publish_no_new_version(corpus, tmp_path, simulator):
+    # index.summary_max_tokens 150 -> 100 -> 150: each run summarized every element again (the
+    # second from the cache) to the descriptions published, and still published versions 2 and
+    # 3, told apart by their settings marks and which cached answer each summary is alone. So
+    # did index.report_max_input_tokens 6000 -> 5000 -> 6000, every context kept. The marks are
+    # still written: the run after redoes nothing.
+    from streamrag.pipeline import Indexer
+
+    def settings(**index):
+        return make_settings(simulator.base_url, index={"chunk_size": 80, "chunk_overlap": 10,
+                                                        "extract_claims": True, **index})
+
+    def marks(db) -> tuple:
+        store = Store(db, readonly=True)
+        try:
+            return tuple(store.get_meta(k) for k in ("summarizer", "report_settings", "extractive_settings"))
+        finally:
+            store.close()
+
+    db = tmp_path / "index.db"
+    with anyio.fail_after(180):
+        first = await sync([corpus], settings(), db, root=corpus)
+        built = snapshot(db)
+        assert built["claims"] and first.version == 1
+        for changed in ({"summary_max_tokens": 100}, {"report_max_input_tokens": 5000}, {}):
+            result = await sync([corpus], settings(**changed), db, root=corpus)
+            assert result.settings_changed   # (each run redid the summaries or the contexts)
+            assert snapshot(db) == built     # (the simulator's summaries fit in 100 tokens)
+            assert (result.version, result.published) == (1, False), changed
+            assert status_info(db)["version"] == 1
+            indexer = Indexer(settings(**changed), db, root=corpus)
+            assert marks(db) == (indexer.summarizer_key, indexer.report_key(), indexer.extractive_key())
+            before = simulator.requests
+            again = await sync([corpus], settings(**changed), db, root=corpus)
+            assert (again.settings_changed, again.published, simulator.requests) == ([], False, before)
 
 
 async def test_an_index_a_newer_streamrag_read_is_refused_not_read_again_the_older_way(tmp_path):
