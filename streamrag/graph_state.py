@@ -50,6 +50,9 @@ class Change:
     # The added chunks published with another extractor's result than the run's: those whose
     # claims call failed, with ``extractor.claimless_key``'s (``Indexer._changes``)
     keys: dict[str, str] = field(default_factory=dict)
+    # Live chunks that stay as published, now live with the run's extractor's extraction of the
+    # same records (``Indexer._changes``): chunk id -> that extractor; bookkeeping, no change
+    rekeyed: dict[str, str] = field(default_factory=dict)
 
 
 def read_again(added: Collection[str], removed: Collection[str], before: dict[str, tuple[str, int, float]],

@@ -224,6 +224,22 @@ def load_extractions(store: Store, chunk_ids: set[str], key: str) -> dict[str, E
     return out
 
 
+def same_records(store: Store, published: dict[str, str], key: str) -> set[str]:
+    """Those of the live chunks ``published`` (chunk id -> the extractor it is live with) whose
+    extraction by ``key`` holds the records their published one holds (entities, relationships,
+    claims; not its counts of calls): merged again, they would make the rows they made."""
+    by_key: dict[str, set[str]] = defaultdict(set)
+    for chunk_id, old in published.items():
+        by_key[old].add(chunk_id)
+    same: set[str] = set()
+    for old, chunk_ids in by_key.items():
+        for part in _batches(chunk_ids):   # (read 500 at a time, as ``StoredExtractions``)
+            now, was = load_extractions(store, set(part), key), load_extractions(store, set(part), old)
+            same.update(c for c, e in now.items() if (w := was.get(c)) is not None
+                        and (e.entities, e.relationships, e.claims) == (w.entities, w.relationships, w.claims))
+    return same
+
+
 class StoredExtractions:
     """The stored extractions of ``chunk_ids`` by extractor ``key``, read as they are taken:
     ``pop`` (a dict's, for the chunks asked for) in id order reads the next 500 when it needs
@@ -1125,6 +1141,21 @@ def _write_bookkeeping(store: Store, scan: Scan, counts: dict[str, str]) -> None
             store.set_meta(name, value)
 
 
+def _write_live_keys(store: Store, change: Change, left_at: float) -> None:
+    """The chunks that stay as published, live now with another extractor's extraction of the
+    same records (``Change.rekeyed``): which extraction a chunk is live with is bookkeeping for
+    ``prune``, which no query reads (extraction settings changed and back published a version of
+    it alone). The one it leaves is dated from ``left_at``, as a chunk that leaves has its own."""
+    for part in _batches(change.rekeyed):
+        store.conn.execute("INSERT OR REPLACE INTO extractions_left(chunk_id, extractor, left_at) SELECT "
+                           "e.chunk_id, e.extractor, ? FROM extractions e JOIN live_chunks l ON l.chunk_id = "
+                           f"e.chunk_id AND l.extractor = e.extractor WHERE {_in('e.chunk_id', part)}",
+                           [left_at, *part])
+    for chunk_id, key in sorted(change.rekeyed.items()):
+        store.conn.execute("UPDATE live_chunks SET extractor = ? WHERE chunk_id = ?", (key, chunk_id))
+        store.conn.execute("DELETE FROM extractions_left WHERE extractor = ? AND chunk_id = ?", (key, chunk_id))
+
+
 def _write_documents(store: Store, scan: Scan, change: Change) -> None:
     """Documents and their chunk lists: the removed go, the added come, the kept are updated."""
     conn = store.conn
@@ -1403,11 +1434,13 @@ def publish(store: Store, scan: Scan, change: Change, state: GraphState,
     settings the index was built with, answers unusable on runs in a row), which no query reads:
     written whatever the version, they make none (each run counting up to settling an item
     published a version that differed from the one before only in them; a setting changed and
-    changed back, one made of its marks alone). So is which cached answer each summary is."""
+    changed back, one made of its marks alone). So are which cached answer each summary is and
+    which stored extraction a chunk that stays is live with (``Change.rekeyed``)."""
     check_version(store, state.version)
     _write_bookkeeping(store, scan, counts)
-    left_at = time.time()   # when the answers that leave the index left it
+    left_at = time.time()   # when the answers and extractions that leave the index left it
     _write_answers(store, state, left_at)
+    _write_live_keys(store, change, left_at)
     written_before = store.conn.total_changes   # what follows is published: a change makes a version
     with _page_cache(store, publish_cache_kib(len(state.entity_mentions_added) + len(state.relationship_mentions_added)
                                               + _provenance_rows(store, change.removed_chunks))):

@@ -993,13 +993,19 @@ class Indexer:
         # (``ExtractionStage.claims_failed``), until a run gets its claims.
         live_keys.update({c: self.claimless for c in self._claimless(store, wanted - extracted) if c not in old_live})
         live = set(live_keys)
-        added = {c for c, k in live_keys.items() if old_live.get(c) != k}
-        removed = {c for c, k in old_live.items() if live_keys.get(c) != k}
+        # A live chunk extracted anew by the run's extractor to the records it is published with
+        # stays as it is (extraction settings changed, and changed back: each chunk was merged
+        # again to the same rows, a version published of which extraction it is live with alone).
+        same = index_rows.same_records(store, {c: old_live[c] for c, k in live_keys.items()
+                                               if k == self.key and old_live.get(c, k) != k}, self.key)
+        added = {c for c, k in live_keys.items() if old_live.get(c) != k} - same
+        removed = {c for c, k in old_live.items() if live_keys.get(c) != k} - same
         keys = {c: live_keys[c] for c in added if live_keys[c] != self.key}
         return Change(
             added_docs=new_docs - old_docs, removed_docs=old_docs - new_docs, kept_docs=new_docs & old_docs,
             doc_chunks=doc_chunk_ids, live=live, added_chunks=added, removed_chunks=removed,
-            extractions=index_rows.StoredExtractions(store, added, self.key, keys), keys=keys)
+            extractions=index_rows.StoredExtractions(store, added, self.key, keys), keys=keys,
+            rekeyed=dict.fromkeys(same, self.key))
 
     def _claimless(self, store: Store, chunk_ids: set[str]) -> set[str]:
         """Those of ``chunk_ids`` extracted but for their claims (``extractor.claimless_key``)."""

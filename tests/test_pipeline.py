@@ -1672,6 +1672,44 @@ async def test_settings_changed_and_back_to_the_same_tables_publish_no_new_versi
             assert (again.settings_changed, again.published, simulator.requests) == ([], False, before)
 
 
+async def test_chunks_extracted_anew_to_the_same_records_publish_no_new_version(corpus, tmp_path, simulator):
+    # index.max_gleanings 1 -> 2 -> 1: every chunk was extracted again (from the cache) to the
+    # records it was published with, and merged again (its provenance and claims deleted and
+    # written back as they were), and versions 2 and 3 differed from version 1 in which stored
+    # extraction each chunk is live with alone. The run's key is still recorded, and the
+    # extraction left is dated for the prune: the run after redoes nothing.
+    from streamrag.extractor import extractor_key
+
+    def settings(**index):
+        return make_settings(simulator.base_url, index={"chunk_size": 80, "chunk_overlap": 10,
+                                                        "extract_claims": True, **index})
+
+    def live_with(db) -> tuple[set[str], str | None, int]:
+        store = Store(db, readonly=True)
+        try:
+            left = store.scalar("SELECT count(*) FROM extractions_left")
+            return ({k for (k,) in store.conn.execute("SELECT extractor FROM live_chunks")},
+                    store.get_meta("extractor"), left)
+        finally:
+            store.close()
+
+    db = tmp_path / "index.db"
+    with anyio.fail_after(180):
+        first = await sync([corpus], settings(), db, root=corpus)
+        built = snapshot(db)
+        assert built["claims"] and first.version == 1
+        for changed in ({"max_gleanings": 2}, {}):
+            result = await sync([corpus], settings(**changed), db, root=corpus)
+            assert result.settings_changed == ["extraction"]
+            assert snapshot(db) == built   # (the simulator's gleanings find nothing more)
+            assert (result.version, result.published) == (1, False), changed
+            key = extractor_key(settings(**changed))
+            assert live_with(db) == ({key}, key, first.chunks)   # (the other key's extractions left)
+            before = simulator.requests
+            again = await sync([corpus], settings(**changed), db, root=corpus)
+            assert (again.settings_changed, again.published, simulator.requests) == ([], False, before)
+
+
 async def test_an_index_a_newer_streamrag_read_is_refused_not_read_again_the_older_way(tmp_path):
     # A c2e4c2b index run on one a newer loader had read said "streamrag was upgraded since this
     # index was built", read every file again its older way and published (124 of 153 notes of a
