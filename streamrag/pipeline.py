@@ -14,7 +14,8 @@ a first index is simply the update from an empty index, which is why the graph o
 built over many updates equals that of the index built at once (its communities, warm-started
 from the previous partition, need not: see ``_cluster``). Nothing a query reads changes until ``publish``
 replaces the published rows and bumps the version in one transaction (a run that changes
-nothing publishes no new version).
+no row a query reads publishes no new version, whatever it redid: the settings it ran with, and
+which stored extraction or cached answer a row came from, are bookkeeping).
 
 This module holds the stages in their order (``Indexer._sync``) and wires their streams. The
 first half's actors are ``extraction_stage``'s, the report of each community ``report_stage``'s.
