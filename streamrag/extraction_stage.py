@@ -390,10 +390,12 @@ class ExtractionStage:
         """Chunk ``c``'s claims call failed (``e``) after its entities and relationships were
         extracted (``ext``): those are stored under ``claimless_key`` and published, its claims
         asked again on the next run (a failed claims call failed the whole chunk: its paid
-        extraction was not used until a later run extracted it again)."""
+        extraction was not used until a later run extracted it again). Counted extracted only
+        when its entities were extracted now: a chunk only asked its claims (``claims_only``)
+        whose call failed again had each failing `watch` retry say "10 chunks extracted"."""
         if c.id not in self.claims_only:
             await self.writer.run(index_rows.save_extraction, c.id, self.claimless, ext)
-        self.progress.add("chunks_extracted")
+            self.progress.add("chunks_extracted")
         await self.fail("claims", c.id, f"{self.where(c)}: {e}; its entities and relationships are indexed "
                                         "without its claims, which the next run asks for again", e)
 
