@@ -541,12 +541,24 @@ def cmd_index(args: argparse.Namespace) -> int:
         if not result.documents:   # (it said "left out of this version" of a version of nothing)
             print(f"streamrag: {pipeline.nothing_indexed_line(result.failed_items, first)}", file=sys.stderr)
             return 1
-        print(f"streamrag: {result.failed_items} item(s) failed and are left out of this version"
+        print(f"streamrag: {_failed_said(result.failed_items, result.claims_failed)}"
               f"{last}; run the same command again to retry them, "
               "after fixing the cause unless it was a passing outage (`streamrag status --failures` "
               "lists them)", file=sys.stderr)
         return 1
     return 0
+
+
+def _failed_said(failed_items: int, claims_failed: int) -> str:
+    """The failed items of a run that published, as what is true of them: those left out of the
+    version, and the chunks whose claims calls failed, which are in it without their claims
+    (``SyncResult.claims_failed``): "10 item(s) failed and are left out of this version" was
+    said of chunks whose entities and relationships the version holds."""
+    left = failed_items - claims_failed
+    parts = ([f"{left} item(s) failed and are left out of this version"] if left else []) + \
+        ([f"{_n(claims_failed, 'chunk')} {'is' if claims_failed == 1 else 'are'} indexed without "
+          f"{'its' if claims_failed == 1 else 'their'} claims (the claims call failed)"] if claims_failed else [])
+    return ", and ".join(parts)
 
 
 def _deleted_meanwhile(db: Path) -> str:
@@ -745,9 +757,26 @@ def _format_sync(r, db: Path, include: list[str]) -> str:
         # What is true of the files and folders among them (a binary file "could not be read").
         unusable = unusable_said(r.unreadable_by_kind)
         items = r.failures - sum(r.unreadable_by_kind.values())
-        said = " and ".join(([f"{_n(items, 'item')} failed"] if items and unusable else []) + ([unusable] if unusable else []))
+        # (of the items, the chunks whose claims calls failed are in the version without their claims)
+        left, claimless = items - r.claims_failed, r.claims_failed
+        without = f"{_n(claimless, 'chunk')} indexed without {'its' if claimless == 1 else 'their'} claims"
+        said = " and ".join(([f"{_n(left, 'item')} failed"] if left and (unusable or claimless) else [])
+                            + ([without] if claimless else []) + ([unusable] if unusable else []))
         lines.append(f"  failures       {r.failures}{f' ({said})' if said else ''}: see `streamrag status --failures`")
     return "\n".join(lines)
+
+
+def _claimless(settings: Settings) -> str | None:
+    """The extractor of the chunks a model indexed without their claims, with ``settings``
+    (``extractor.claimless_key``): the endpoint, which `status` is not given (index.extractor
+    "auto" is offline without one), is no part of it; None with claims off or "nlp"."""
+    import msgspec
+
+    from streamrag.extractor import claimless_key
+
+    if settings.index.extractor == "auto":
+        settings = msgspec.structs.replace(settings, index=msgspec.structs.replace(settings.index, extractor="llm"))
+    return claimless_key(settings)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -757,7 +786,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     store = Store(db, readonly=True)
     try:
         info = gather_status(store, failures=args.failures,
-                             report_budget=settings.index.report_max_output_tokens)
+                             report_budget=settings.index.report_max_output_tokens,
+                             claimless=_claimless(settings))
     finally:
         store.close()
     if args.json:

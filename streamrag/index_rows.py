@@ -352,6 +352,19 @@ def published_with(store: Store, key: str) -> set[str]:
     return {c for (c,) in store.conn.execute("SELECT chunk_id FROM live_chunks WHERE extractor = ?", (key,))}
 
 
+def published_without_claims(store: Store, key: str | None, *run_ids: str) -> int:
+    """The published chunks whose result is extractor ``key``'s (``extractor.claimless_key``: their
+    claims calls failed, and they are indexed without their claims), of those whose claims call
+    failed in runs ``run_ids`` when any are given; 0 without a key (claims off, offline)."""
+    if key is None:
+        return 0
+    if not run_ids:
+        return store.scalar("SELECT count(*) FROM live_chunks WHERE extractor = ?", (key,))
+    return store.scalar(f"SELECT count(DISTINCT f.item) FROM failures f JOIN live_chunks l ON l.chunk_id = f.item "
+                        f"WHERE f.stage = 'claims' AND l.extractor = ? AND {_in('f.run_id', run_ids)}",
+                        (key, *run_ids))
+
+
 def has_entities(store: Store) -> bool:
     return store.scalar("SELECT 1 FROM entities LIMIT 1") is not None
 

@@ -188,6 +188,9 @@ class SyncResult(msgspec.Struct):
     wall_s: float
     offline: bool
     failed_items: int = 0   # of ``failures``, those that running again may fix (not unreadable files)
+    # Of ``failed_items``, the chunks whose claims calls failed, published with their entities and
+    # relationships as extracted but without their claims (the next run asks for them again)
+    claims_failed: int = 0
     settled: int = 0        # of ``failures``, items settled now: unusable on UNUSABLE_RUNS runs in a row
     # Of ``failures``, the files and folders that could not be used, by kind (``InputError.kind``:
     # "unreadable", "not_text", "unusable"; "unlisted" for a folder), those of none left out
@@ -751,6 +754,8 @@ class Indexer:
             chunks=len(change.live), chunks_extracted=self.progress.counts["chunks_extracted"],
             chunks_reused=self.progress.counts["chunks_reused"], **graph, failures=self.failures,
             failed_items=self.failed_items, settled=self.settled, unreadable_by_kind=dict(self.unreadable_kinds),
+            claims_failed=index_rows.published_without_claims(store, self.claimless, self.run_id)
+            if self.failed_items else 0,
             warnings=self.unreadable + scan.warnings, left_out=dict(sorted(scan.left_out.items())),
             llm=llm_stats, wall_s=round(time.monotonic() - started, 3), offline=self.settings.offline,
             settings_changed=self.settings_changed)

@@ -34,10 +34,12 @@ def llm_summary(by_stage: Mapping[str, Mapping[str, int | None]]) -> dict:
 
 
 def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 50,
-                  report_budget: int | None = None) -> dict:
+                  report_budget: int | None = None, claimless: str | None = None) -> dict:
     """Counts, LLM usage by stage and model, cache hit rate and recent failures, as one dict.
     ``report_budget``: the settings' index.report_max_output_tokens, which the next run gives
-    reports: one settled with another is not said settled (it is asked again), none with any."""
+    reports: one settled with another is not said settled (it is asked again), none with any.
+    ``claimless``: the settings' ``extractor.claimless_key`` (None: claims off, or offline), the
+    extractor of the chunks published without their claims, their claims calls failed."""
     with store.snapshot():
         count = lambda table: store.scalar(f"SELECT count(*) FROM {table}")  # noqa: E731
         levels = {str(r["level"]): r["n"] for r in store.query(
@@ -72,6 +74,9 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             "entities": count("entities"),
             "relationships": count("relationships"),
             "claims": count("claims"),
+            # of "chunks", those published without their claims (their claims calls failed; the
+            # next update asks for them again): however many updates ago, not the last one's alone
+            "chunks_without_claims": index_rows.published_without_claims(store, claimless),
             "communities": count("communities"),
             "communities_by_level": levels,
             "reports": store.scalar("SELECT count(DISTINCT report_key) FROM communities"),
@@ -89,6 +94,8 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             "unusable": index_rows.unusable_calls(store),
             "failures_total": index_rows.failures_recorded(store) + int(store.get_meta("archived_failures") or 0),
             "failures_last_run": failed.count,
+            # ... of them, the chunks whose claims calls failed, in the version without their claims
+            "claims_failed_last_run": index_rows.published_without_claims(store, claimless, *runs) if runs else 0,
             # items no longer asked for, their answers unusable on UNUSABLE_RUNS runs in a row
             # or more (found from counts, not failures: the run that settled them recorded one,
             # a later run none); by those runs ({"3": 5, "4": 1}), for the line that says them
@@ -335,10 +342,17 @@ def _outcome(info: dict) -> str:
             return "running, or killed before it finished (a new run continues its work)"
     unreadable = info.get("unreadable_last_run", 0)
     failed = info["failures_last_run"] - unreadable
+    # (the chunks whose claims calls failed are in the version, without their claims: they were
+    # said "left out of this version")
+    claimless = min(info.get("claims_failed_last_run", 0), failed) if state == "ok" else 0
+    failed -= claimless
     left = []
     if failed:
         # A run that did not finish published nothing: no version left anything out.
         left.append(f"{counted(failed, 'item')} failed" + (" (left out of this version)" if state == "ok" else ""))
+    if claimless:
+        left.append(f"{counted(claimless, 'chunk')} {'is' if claimless == 1 else 'are'} indexed without "
+                    f"{'its' if claimless == 1 else 'their'} claims (the claims call failed)")
     if unreadable:
         left.append(unusable_said(info.get("unreadable_by_kind") or {"unusable": unreadable}))
     if not left:
@@ -463,6 +477,14 @@ def _failures_line(last: int, total: int, last_run: dict | None, told: bool) -> 
             + (_LIST_THEM if told else "")]
 
 
+def _without_claims(n: int) -> str:
+    """The claims line's clause of the chunks published without their claims ("" for none)."""
+    if not n:
+        return ""
+    return (f" ({counted(n, 'chunk')} indexed without {'its' if n == 1 else 'their'} claims, the claims "
+            f"call failed; the next update asks for them again)")
+
+
 def _communities_line(count: int, by_level: dict) -> str:
     """The communities line, by level when there are any: an index of no community (an empty
     folder's) said "0 by level -", which reads as a fault."""
@@ -487,7 +509,7 @@ def format_status(info: dict, db: Path) -> str:
         f"  chunks         {info['chunks']}",
         f"  entities       {info['entities']}",
         f"  relationships  {info['relationships']}",
-        f"  claims         {info['claims']}",
+        f"  claims         {info['claims']}" + _without_claims(info.get("chunks_without_claims", 0)),
         _communities_line(info["communities"], info["communities_by_level"]),
         f"  reports        {info['reports']} ({info['extractive_reports']} extractive)",
     ]

@@ -2394,3 +2394,30 @@ def test_help_says_an_empty_api_base_is_refused_for_an_index_a_model_built(cli_r
     out = cli_run(*args, str(corpus), "--api-base", "")
     assert out.returncode == 1 and "this index was built with a model" in out.stderr, out.stderr
     assert "pass --offline to rebuild it offline" in out.stderr
+
+
+def test_chunks_whose_claims_failed_are_said_indexed_without_their_claims(cli_run, corpus, simulator, monkeypatch):
+    # A claims call that gave up keeps its chunk's entities and relationships in the version:
+    # `index` said "4 item(s) failed and are left out of this version" and `status` "ok, but 4
+    # items failed (left out of this version)" of chunks the version holds, without their claims.
+    from streamrag import simulator as sim_module
+
+    monkeypatch.setitem(sim_module.ANSWERS, "claims", lambda messages: "I cannot list claims for this text.")
+    (corpus / "streamrag.toml").write_text("[index]\nextract_claims = true\n")
+    common = ("--api-base", simulator.base_url)
+    out = cli_run("index", str(corpus), "--json", *common)
+    assert out.returncode == 1, out.stderr
+    done = json.loads(out.stdout)
+    n = done["chunks"]
+    assert n and done["failed_items"] == done["claims_failed"] == n and done["entities"] > 0, done
+    assert f"streamrag: {n} chunks are indexed without their claims (the claims call failed) (last: " in out.stderr
+    assert "left out of this version" not in out.stderr, out.stderr
+    text = cli_run("index", str(corpus), *common)   # (asked again, failed again)
+    assert f"  failures       {n} ({n} chunks indexed without their claims): see" in text.stdout, text.stdout
+    st = cli_run("status", str(corpus), "--json")
+    assert st.returncode == 0, st.stderr
+    info = json.loads(st.stdout)
+    assert info["chunks_without_claims"] == info["claims_failed_last_run"] == info["failures_last_run"] == n, info
+    said = cli_run("status", str(corpus)).stdout
+    assert f"ok, but {n} chunks are indexed without their claims (the claims call failed)" in said, said
+    assert "left out of this version" not in said, said

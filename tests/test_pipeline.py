@@ -1953,3 +1953,45 @@ async def test_a_claims_call_that_gives_up_keeps_its_chunks_entities_and_the_nex
     fresh = tmp_path / "fresh.db"
     await sync([corpus], settings, fresh, root=corpus, transport=answering(True))
     assert snapshot(db) == snapshot(fresh)
+
+
+async def test_a_chunk_whose_claims_failed_is_said_indexed_without_them_and_a_retry_extracts_nothing(
+        corpus, tmp_path):
+    # A chunk whose claims call gave up is published with its entities and relationships: `index`
+    # said its failure "left out of this version", `status` counted it nowhere once the next
+    # update came, and a retry that asked its claims call alone, failing again, said "4 chunks
+    # extracted" (each failing `watch` retry too) though nothing new was extracted.
+    import httpx
+
+    from streamrag.extractor import claimless_key
+    from streamrag.simulator import ANSWERS, detect_task
+    from streamrag.status import format_status
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(404)
+        messages = json.loads(request.content)["messages"]
+        task = detect_task(messages)
+        if task == "claims":
+            return chat_answer("I am sorry, I cannot list claims for this text.")   # unusable
+        return chat_answer(ANSWERS[task](messages))
+
+    settings = make_settings("http://llm.test/v1", index={"extract_claims": True})
+    db = tmp_path / "claims.db"
+    key = claimless_key(settings)
+    first = await sync([corpus], settings, db, root=corpus, transport=httpx.MockTransport(answer))
+    assert first.chunks and first.chunks_extracted == first.chunks   # (their entities were extracted now)
+    assert first.failed_items == first.claims_failed == first.chunks
+    again = await sync([corpus], settings, db, root=corpus, transport=httpx.MockTransport(answer))
+    assert again.chunks_extracted == 0 and again.chunks_reused == 0 and again.claims_failed == again.chunks
+    info = status_info(db, claimless=key)
+    assert info["chunks_without_claims"] == info["claims_failed_last_run"] == info["failures_last_run"] == first.chunks
+    text = format_status(info, db)
+    n = first.chunks
+    assert f"claims         0 ({n} chunks indexed without their claims, the claims call failed; " \
+        "the next update asks for them again)" in text, text
+    assert text.splitlines()[-2].endswith(f": ok, but {n} chunks are indexed without their claims "
+                                          "(the claims call failed)"), text
+    assert "left out of this version" not in text
+    # (claims turned off: no chunk lacks its claims, though the same rows are live)
+    assert status_info(db, claimless=claimless_key(make_settings("http://llm.test/v1")))["chunks_without_claims"] == 0
