@@ -439,6 +439,8 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             "reports_upper_bound": upper_bound, "chunks_claims_unknown": len(unclaimed) if upper_bound else 0,
             "read_again_because": reading_change(store, settings) if store is not None else "",
             "extracted_again_because": extraction_change(store, settings) if store is not None else "",
+            # (claims turned on: each chunk asked its claims alone, its extraction kept)
+            "claims_asked_because": claims_change(store, settings) if store is not None else "",
             "summarized_again_because": summarized_again,
             # (not those the run extracts again, or that leave with their file's edit: merged as
             # its new chunks are, ``GraphState.apply``)
@@ -1228,6 +1230,9 @@ def format_estimate(e: dict) -> str:
         if e.get("read_again_because") else ""
     if e.get("extracted_again_because") and not e["offline"]:
         because += f"\nEvery chunk is extracted again: {e['extracted_again_because']}."
+    if e.get("claims_asked_because") and not e["offline"]:
+        because += ("\nEvery chunk is asked for its claims (its entities and relationships as extracted): "
+                    f"{e['claims_asked_because']}.")
     if e.get("summarized_again_because") and not e["offline"]:
         because += f"\nEvery merged description is summarized again: {e['summarized_again_because']}."
     if stranded := e.get("chunks_merged_again"):
@@ -1292,10 +1297,23 @@ def extraction_change(store: Store, settings: Settings) -> str:
     built = store.get_meta("extractor") or ""
     if settings.offline or not built or built == extractor_key(settings) or not index_rows.has_chunks(store):
         return ""   # (an index of no chunk has none to extract again, as the run says)
+    if built == claimless_key(settings):   # (asked its claims alone: ``claims_change``)
+        return ""
     if built.startswith("llm-"):
         return ("the extraction settings (model, prompt, entity types, gleaning or claims) changed since "
                 "this index was built; answers in the cache cost nothing")
     return f"it was built offline, and is extracted with {settings.llm.extraction_model}"
+
+
+def claims_change(store: Store, settings: Settings) -> str:
+    """Why a run with ``settings`` asks every chunk of the index in ``store`` for its claims, in
+    the run's words, or "" when it does not: index.extract_claims turned on for an index built
+    without, whose extractions the run keeps (``ExtractionStage.claims_only``: no extract or
+    glean call) and asks the claims call alone of. It was said "every chunk is extracted again"."""
+    built = store.get_meta("extractor") or ""
+    if settings.offline or not built or built != claimless_key(settings) or not index_rows.has_chunks(store):
+        return ""
+    return "index.extract_claims was turned on since this index was built; answers in the cache cost nothing"
 
 
 # What the cache answers, stage by stage, as the estimate's line names them (gleaning: its checks too).

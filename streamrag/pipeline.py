@@ -851,7 +851,13 @@ class Indexer:
         built = said("extractor") or ""
         # (an index of no chunk, an empty folder's, has none to extract again: it was said all the same)
         if built and built != self.key and index_rows.has_chunks(store):
-            changes.append(("extraction", "every chunk is extracted again (answers in the cache cost nothing)"
+            # (index.extract_claims turned on: the stored extractions are kept, and each chunk's
+            # claims call asked alone, ``ExtractionStage.claims_only``; it was said "every chunk
+            # is extracted again")
+            changes.append(("extraction", "every chunk is asked for its claims (its entities and relationships "
+                                          "as extracted; answers in the cache cost nothing)"
+                            if built == self.claimless else
+                            "every chunk is extracted again (answers in the cache cost nothing)"
                             if built.startswith("llm-") else
                             f"every chunk is extracted with {s.llm.extraction_model} (it was built offline; "
                             "answers in the cache cost nothing)"))

@@ -500,6 +500,31 @@ async def test_an_estimate_says_why_every_chunk_is_extracted_again(tmp_path, sim
         assert format_estimate(est).splitlines()[-1] == f"Every chunk is extracted again: {said}."
 
 
+async def test_claims_turned_on_are_said_asked_of_every_chunk_not_extracted_again(tmp_path, simulator):
+    # index.extract_claims turned on for an index built without: the run keeps each chunk's
+    # stored extraction and asks its claims call alone (ExtractionStage.claims_only), but the
+    # estimate and the run said "every chunk is extracted again".
+    from streamrag.pipeline import Indexer
+
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.md").write_text("Ada Osk met Bob Tan on the quay of Port Vell.\n")
+    db = tmp_path / "index.db"
+    await sync([tmp_path / "d"], make_settings(simulator.base_url), db, root=tmp_path / "d")
+    claims = make_settings(simulator.base_url, index={"extract_claims": True})
+    est = estimate([tmp_path / "d"], claims, db, root=tmp_path / "d")
+    why = "index.extract_claims was turned on since this index was built; answers in the cache cost nothing"
+    assert est["extracted_again_because"] == "" and est["claims_asked_because"] == why, est
+    assert format_estimate(est).splitlines()[-1] == \
+        f"Every chunk is asked for its claims (its entities and relationships as extracted): {why}."
+    said: list[str] = []
+    done = await Indexer(claims, db, root=tmp_path / "d", say=said.append).run([tmp_path / "d"])
+    assert set(done.llm) == {"claims"} and "extraction" in done.settings_changed, done.llm   # (what is said)
+    assert len(said) == 1 and "every chunk is asked for its claims (its entities and relationships as " \
+        "extracted; answers in the cache cost nothing)" in said[0] and "extracted again" not in said[0], said
+    est = estimate([tmp_path / "d"], make_settings(simulator.base_url), db, root=tmp_path / "d")
+    assert est["claims_asked_because"] == "" and est["extracted_again_because"]   # (turned off again: extracted)
+
+
 def completion(stats: dict, stages: tuple[str, ...] = ("extract", "glean_check", "glean")) -> int:
     return sum(stats.get(stage, {}).get("completion_tokens", 0) for stage in stages)
 
