@@ -273,6 +273,19 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
         s["completion_tokens"] += completion
         s["cached"] += cached
 
+    # With llm.cache off the run looks no answer up and pays for each: the cache's answers still
+    # foretell what the model says to the same request (the graph, summaries and reports worked
+    # out of them), but each is counted paid, its tokens as a call's not cached are ("5 first
+    # extraction answers are in the cache ...: not counted" of a run that paid for them).
+    looked_up = settings.llm.cache
+
+    def cache_answers(stage: str, calls: int, prompt: float, completion: float) -> None:
+        """``calls`` of ``stage`` the cache answers (``prompt`` and ``completion`` tokens each, if paid)."""
+        if looked_up:
+            add(stage, calls, 0, 0, cached=calls)
+        else:
+            add(stage, calls, calls * prompt, calls * completion)
+
     n = len(new_chunks)
     # The new chunks whose extraction the cache answers whole, as the run makes it from the
     # cache (an index built with extract_claims, run without: an extraction key of its own), or
@@ -302,20 +315,33 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             prompt = count_prompt_tokens(asked[c.id].messages, c.text, tokens, ix.encoding)
             checks = gleans = 0
             ended = claimed = False   # (claimed: the cache holds the claims answer the run asks for)
+
+            def check_tokens() -> tuple[float, float]:   # (of this chunk's glean check: prompt, answer)
+                return (r.check_prompt * prompt if r.check_prompt is not None else
+                        count_prompt_tokens(prompts.glean_check.render(text=c.text, found=found), c.text, tokens,
+                                            ix.encoding)), 1.0
+
+            def glean_tokens() -> tuple[float, float]:   # (... and of its gleaning)
+                glean = r.glean_prompt * prompt if r.glean_prompt is not None else count_prompt_tokens(
+                    prompts.glean.render(text=c.text, found=found_all, entity_types=types), c.text, tokens,
+                    ix.encoding)
+                return glean, _measured(r.glean_completion, glean, GLEAN_COMPLETION * tokens)
             if c.id in claims_only:
                 ended = True
                 whole = _claimed_from_cache(store, settings, prompts, c, claims_only[c.id])
                 from_cache[c.id] = claims_only[c.id] if whole is None else whole
                 claimed = whole is not None
             elif keys[c.id] in cached:
-                add("extract", 1, 0, 0, cached=1)   # a call, answered by the cache: free
+                # a call, answered by the cache: free
+                cache_answers("extract", 1, prompt, _measured(r.extract_completion, prompt,
+                                                              FIRST_ROUND_COMPLETION * tokens))
                 # (its gleaning rounds too, as far as the cache answers them: an index built with
                 # index.max_gleanings 1 and run with 2 was estimated 202 calls for the run's 43)
                 checks, gleans, gleaned = _gleaned_from_cache(store, settings, prompts, c, keys[c.id])
                 ended = gleaned is not None
-                for stage, answered in (("glean_check", checks), ("glean", gleans)):
+                for stage, answered, of_one in (("glean_check", checks, check_tokens), ("glean", gleans, glean_tokens)):
                     if answered:   # (a stage the run does not ask has no row)
-                        add(stage, answered, 0, 0, cached=answered)
+                        cache_answers(stage, answered, *(of_one() if not looked_up else (0, 0)))
                 if gleaned is not None:
                     whole = _claimed_from_cache(store, settings, prompts, c, gleaned)
                     from_cache[c.id] = gleaned if whole is None else whole
@@ -330,23 +356,21 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                 rounds = [(checked / reached, gleaned / reached) for checked, gleaned in rounds]
             for checked, gleaned in rounds:
                 if checked:
-                    check = r.check_prompt * prompt if r.check_prompt is not None else \
-                        count_prompt_tokens(prompts.glean_check.render(text=c.text, found=found), c.text, tokens,
-                                            ix.encoding)
+                    check, _ = check_tokens()
                     add("glean_check", checked, checked * check, checked)
-                glean = r.glean_prompt * prompt if r.glean_prompt is not None else count_prompt_tokens(
-                    prompts.glean.render(text=c.text, found=found_all, entity_types=types), c.text, tokens,
-                    ix.encoding)
-                add("glean", gleaned, gleaned * glean,
-                    gleaned * _measured(r.glean_completion, glean, GLEAN_COMPLETION * tokens))
-            if claimed:   # (a call, answered by the cache: free)
-                add("claims", 1, 0, 0, cached=1)
+                glean, answer = glean_tokens()
+                add("glean", gleaned, gleaned * glean, gleaned * answer)
+            if claimed and looked_up:   # (a call, answered by the cache: free)
+                cache_answers("claims", 1, 0, 0)
             elif ix.extract_claims:
                 # (the request the run sends, of the names its extraction from the cache holds)
                 claims = claims_messages(prompts, c, from_cache[c.id], settings) if c.id in from_cache else \
                     prompts.claims.render(text=c.text, entities=found, claim_description=ix.claim_description)
                 claims_prompt = count_prompt_tokens(claims, c.text, tokens, ix.encoding)
                 said = _measured(r.claims_completion, claims_prompt, CLAIMS_COMPLETION * tokens)
+                if claimed:   # (its answer known, paid all the same)
+                    cache_answers("claims", 1, claims_prompt, said)
+                    continue
                 add("claims", 1, claims_prompt, said)
                 if c.id in from_cache:
                     unclaimed[c.id] = said
@@ -401,9 +425,11 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
         # Calls the cache answers, free, as the run counts them: a summary setting changed and
         # changed back was estimated 'Nothing to do' of a run that said every description is
         # summarized again, and asked the cache for 10 summaries.
-        for stage, answers in (("summarize", answered.summaries), ("report", answered.reports)):
+        report_prompt = min(ix.report_max_input_tokens, 1800) + 250   # (a full context, about)
+        for stage, answers, of_one in (("summarize", answered.summaries, (r.summary_prompt, r.summary_completion)),
+                                       ("report", answered.reports, (report_prompt, r.report_completion))):
             if answers:
-                add(stage, answers, 0, 0, cached=answers)
+                cache_answers(stage, answers, *of_one)
     # Answers cut off (or unusable) and asked again, as often as on this index: paid calls and
     # failed ones, as the run counts them (a 1,500-document index's update asked 18 of its 40
     # report calls again, none counted).
@@ -1301,7 +1327,7 @@ def extraction_change(store: Store, settings: Settings) -> str:
         return ""
     if built.startswith("llm-"):
         return ("the extraction settings (model, prompt, entity types, gleaning or claims) changed since "
-                "this index was built; answers in the cache cost nothing")
+                "this index was built" + _free(settings, "; answers in the cache cost nothing"))
     return f"it was built offline, and is extracted with {settings.llm.extraction_model}"
 
 
@@ -1313,7 +1339,14 @@ def claims_change(store: Store, settings: Settings) -> str:
     built = store.get_meta("extractor") or ""
     if settings.offline or not built or built != claimless_key(settings) or not index_rows.has_chunks(store):
         return ""
-    return "index.extract_claims was turned on since this index was built; answers in the cache cost nothing"
+    return "index.extract_claims was turned on since this index was built" + _free(
+        settings, "; answers in the cache cost nothing")
+
+
+def _free(settings: Settings, said: str) -> str:
+    """``said`` of the answers in the cache, which cost nothing: "" with llm.cache off (the run
+    looks none up, and pays for each)."""
+    return said if settings.llm.cache else ""
 
 
 # What the cache answers, stage by stage, as the estimate's line names them (gleaning: its checks too).
@@ -1343,7 +1376,8 @@ def summary_change(store: Store, settings: Settings) -> str:
     if settings.offline or not store.version or built == summarizer_key(settings) or (
             built is None and not index_rows.has_entities(store)):
         return ""
-    return "the summary settings changed since this index was built (answers in the cache cost nothing)"
+    return "the summary settings changed since this index was built" + _free(
+        settings, " (answers in the cache cost nothing)")
 
 
 def _paid_calls(n: int) -> str:

@@ -854,13 +854,17 @@ class Indexer:
             # (index.extract_claims turned on: the stored extractions are kept, and each chunk's
             # claims call asked alone, ``ExtractionStage.claims_only``; it was said "every chunk
             # is extracted again")
-            changes.append(("extraction", "every chunk is asked for its claims (its entities and relationships "
-                                          "as extracted; answers in the cache cost nothing)"
-                            if built == self.claimless else
-                            "every chunk is extracted again (answers in the cache cost nothing)"
-                            if built.startswith("llm-") else
-                            f"every chunk is extracted with {s.llm.extraction_model} (it was built offline; "
-                            "answers in the cache cost nothing)"))
+            # (with llm.cache off no answer is looked up: each is paid for, not said free)
+            free = "answers in the cache cost nothing" if s.llm.cache else ""
+            if built == self.claimless:
+                effect = f"every chunk is asked for its claims (its entities and relationships as extracted" \
+                         f"{'; ' + free if free else ''})"
+            elif built.startswith("llm-"):
+                effect = "every chunk is extracted again" + (f" ({free})" if free else "")
+            else:
+                effect = f"every chunk is extracted with {s.llm.extraction_model} (it was built offline" \
+                         f"{'; ' + free if free else ''})"
+            changes.append(("extraction", effect))
         if said("summarizer") != self.summarizer_key and (
                 said("summarizer") is not None or index_rows.has_entities(store)):   # (an index from before the key: redone too)
             changes.append(("summary", "every merged description is summarized again"))

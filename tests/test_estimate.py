@@ -525,6 +525,31 @@ async def test_claims_turned_on_are_said_asked_of_every_chunk_not_extracted_agai
     assert est["claims_asked_because"] == "" and est["extracted_again_because"]   # (turned off again: extracted)
 
 
+async def test_with_the_cache_off_no_answer_is_counted_from_it(tmp_path, simulator):
+    # llm.cache = false: the run looks up no answer and pays for every call, but the estimate
+    # counted the cache's answers free: "5 first extraction answers are in the cache, from an
+    # earlier run: not counted; so are 9 gleaning answers" and 7 calls (the reports) of a run
+    # that paid 21 (claims turned off: every chunk extracted again, its answers in the cache),
+    # and said "answers in the cache cost nothing", as the run did.
+    from streamrag.pipeline import Indexer
+
+    docs = news_copy(tmp_path, 4)
+    db = tmp_path / "index.db"
+    await sync([docs], make_settings(simulator.base_url, index={"extract_claims": True}), db, root=docs)
+    off = make_settings(simulator.base_url, llm={"cache": False})
+    assert estimate([docs], make_settings(simulator.base_url), db, root=docs)["llm"]["cached"] > 0   # (held)
+    est = estimate([docs], off, db, root=docs)
+    said: list[str] = []   # (nor does the run say them free)
+    done = await Indexer(off, db, root=docs, say=said.append).run([docs])
+    assert done.llm["extract"]["cached"] == 0 and paid(done.llm, "extract") == done.chunks_extracted > 0, done.llm
+    assert est["llm"]["cached"] == 0 and "in the cache" not in format_estimate(est), format_estimate(est)
+    # (the cache's answers still foretell the graph: its summaries and reports as the run's)
+    for stage in ("extract", "glean_check", "glean", "claims", "summarize", "report"):
+        assert asked(est, stage) == paid(done.llm, stage), (stage, est["llm"], done.llm)
+    assert est["llm"]["by_stage"]["extract"]["prompt_tokens"] == done.llm["extract"]["prompt_tokens"]
+    assert said and not [line for line in said if "in the cache" in line], said
+
+
 def completion(stats: dict, stages: tuple[str, ...] = ("extract", "glean_check", "glean")) -> int:
     return sum(stats.get(stage, {}).get("completion_tokens", 0) for stage in stages)
 
