@@ -294,6 +294,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     # ... but for claims the run asks and the cache does not hold (index.extract_claims turned on):
     # the completion tokens of each such chunk's claims (``_update_calls`` stands claims in for them)
     unclaimed: dict[str, float] = {}
+    claims_only: dict[str, Extraction] = {}
     if not settings.offline and n:
         prompts = ExtractionPrompts.load(settings)
         types = entity_types_text(settings)
@@ -459,6 +460,9 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             "documents_read_again": read_again_docs, "unreadable_files": unreadable,
             "unreadable_kept": unread_kept, "corpus_tokens": corpus_tokens,
             "chunks_to_extract": n, "chunks_unpublished": len(unpublished),
+            # (of them, those whose stored extraction lacks only its claims: asked its claims call
+            # alone, ``ExtractionStage.claims_only``; claims turned on, or a claims call that gave up)
+            "chunks_claims_only": len(claims_only),
             "chunks_replacing": len(replacing), "offline": settings.offline, "llm": llm_summary(stages),
             # (claims asked of chunks whose names the cache gives, about which of them not known:
             # the reports counted as if about every one, ``_claims_stand_in``)
@@ -1283,7 +1287,11 @@ def format_estimate(e: dict) -> str:
         # (It printed "total 0 calls" and that answers "are estimated" of an index with nothing to do.)
         return (f"Nothing to do: the index is up to date with {counted(e['documents'], 'document')} "
                 f"({e['corpus_tokens']:,} tokens); no LLM calls." + because + unreadable)
-    lines = [f"Estimate for {_worked_on(e)}{counted(e['chunks_to_extract'], 'chunk')} to extract{unpublished}:"]
+    only = e.get("chunks_claims_only", 0)
+    claims_only = ("" if not only else " (each only asked for its claims)" if only == e["chunks_to_extract"]
+                   else f" ({only} of them only asked for their claims)")
+    lines = [f"Estimate for {_worked_on(e)}{counted(e['chunks_to_extract'], 'chunk')} to extract{claims_only}"
+             f"{unpublished}:"]
     if not u["calls"]:
         lines[0] = lines[0][:-1] + "; no LLM calls."
         return "\n".join(lines) + because + unreadable

@@ -516,6 +516,8 @@ async def test_claims_turned_on_are_said_asked_of_every_chunk_not_extracted_agai
     assert est["extracted_again_because"] == "" and est["claims_asked_because"] == why, est
     assert format_estimate(est).splitlines()[-1] == \
         f"Every chunk is asked for its claims (its entities and relationships as extracted): {why}."
+    assert est["chunks_claims_only"] == est["chunks_to_extract"] == 1   # (as the head line says it)
+    assert "1 chunk to extract (each only asked for its claims):" in format_estimate(est).splitlines()[0]
     said: list[str] = []
     done = await Indexer(claims, db, root=tmp_path / "d", say=said.append).run([tmp_path / "d"])
     assert set(done.llm) == {"claims"} and "extraction" in done.settings_changed, done.llm   # (what is said)
