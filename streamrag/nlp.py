@@ -99,7 +99,8 @@ from streamrag.sentences import TABLE_DELIMITER, table_row_text
 # 17: "the young Mozart" is a person again (14 made it a common noun with "a bad young Act").
 # 18: a phrase after "the" ending in a title is a person by role, no concept ("the Prime Minister").
 # 19: a place's ending is read on a hyphened word's first part again ("Stratford-upon-Avon").
-VERSION = "19"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
+# 20: capitals of any alphabet between hyphens are initials, no word drawn out ("Ли-Я-Ю-Ким").
+VERSION = "20"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
 MAX_DESCRIPTION_WORDS = 40
@@ -411,9 +412,6 @@ _NUMBER = re.compile(r"\d+")
 # Not a name but code, a key or base64: a digit against a letter ("Config277", "xK9fQ2"), or
 # two camel humps ("loadDataFromFile"); one hump is a name's ("McDonald", "YouTube").
 _IDENTIFIER = re.compile(r"[^\W\d_]\d|\d[^\W\d_]|[a-z][A-Z][^\W_]*?[a-z][A-Z]")
-# A word drawn out in speech: two small letters alone between hyphens ("Scro-o-o-o-oge", "No-o-o-o";
-# not initials, "A-B-C-D").
-_DRAWN_OUT = re.compile(r"-[^\W\d_](?<![A-Z])-[^\W\d_](?<![A-Z])-")
 _TRAILING = ".,:;!?\"')]\u201d\u2019"   # punctuation a word of a line may carry after it
 _APOSTROPHES = "'\u2019"
 _POSSESSIVE_CHARS = "sS'\u2019"
@@ -460,8 +458,16 @@ def _capitalised(w: str) -> tuple[bool, bool]:
     chunk's names recur, and so do a corpus's (a function of the word alone, so nothing carries
     from one chunk to another but time)."""
     cap = not (("'" in w or "\u2019" in w) and _CONTRACTION.search(w)) and not _IDENTIFIER.search(w) \
-        and not ("-" in w and _DRAWN_OUT.search(w))
+        and not ("-" in w and _drawn_out(w))
     return cap, cap and len(w) > 1 and w.isupper()
+
+
+def _drawn_out(w: str) -> bool:
+    """Whether a hyphened word is drawn out in speech: two small letters alone between hyphens
+    ("Scro-o-o-o-oge", "No-o-o-o"), in any alphabet; not initials ("A-B-C", "А-Б-В"), which are
+    capitals, nor a caseless script's syllables."""
+    inner = w.split("-")[1:-1]
+    return any(len(a) == 1 == len(b) and a.islower() and b.islower() for a, b in zip(inner, inner[1:]))
 
 
 class _Mention:

@@ -698,3 +698,13 @@ def test_french_bodies_are_organizations():
     assert names("Hier, Paul Martin a quitté la Société Générale pour rejoindre la Banque de France à Paris.") == {
         "Paul Martin": "person", "Société Générale": "organization", "Banque de France": "organization",
         "Paris": "geo"}
+
+
+def test_initials_in_any_alphabet_are_no_word_drawn_out():
+    # A word drawn out in speech is two small letters alone between hyphens; capitals of any
+    # alphabet between hyphens are initials: "Ли-Я-Ю-Ким" was no name (only A-Z counted as capitals).
+    assert names("Ivan Petrov met Ли-Я-Ю-Ким in Moscow.") == {
+        "Ivan Petrov": "person", "Ли-Я-Ю-Ким": "person", "Moscow": "geo"}
+    assert "Mei-Ä-Ö-Lin" in names("Ivan Petrov met Mei-Ä-Ö-Lin in Oslo.")
+    assert names("'It's your uncle Scro-o-o-o-oge,' said Fred Holt.") == {"Fred Holt": "person"}
+    assert names("'Скро-о-о-одж!' said Fred Holt.") == {"Fred Holt": "person"}
