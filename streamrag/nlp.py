@@ -64,11 +64,14 @@ How a chunk is read:
 * Types come from cues: event words at the end, organisation words anywhere, place suffixes
   and prefixes, a small gazetteer, "in"/"near"/"à"/"в" before the name, honorifics, a building's head
   after a determiner ("the Mansion House", "at the Lantern Hall"); otherwise a multi-word name
-  is a person, and so is a lone word. A lone word ending as places do ("Cornhill",
-  "Whitechapel", "Bradford") is a place unless the chunk gives it a person's cue: an honorific
-  ("Ms. Belford") or a kept title ("Mrs. Thornbury"), a verb of speech beside it ("Ruvford
-  said"), or a full name it is the surname of ("Churchill" beside "Winston Churchill"), as
-  surnames end so too. The cue is the chunk's: a chunk with the bare surname alone gives a place.
+  is a person, and so is a lone word. A lone word ending as places do ("Bradford",
+  "Whitechapel") is a place unless the chunk gives it a person's cue: an honorific ("Ms.
+  Belford") or a kept title ("Mrs. Thornbury"), a verb of speech beside it ("Ruvford said"),
+  or a full name it is the surname of ("Belford" beside "Zofia Belford"), as surnames end so
+  too. Endings surnames share as often ("-hill", "-gate", "-wich", "-bury": Churchill,
+  Southgate, Ashbury) say a place only after a place's preposition in the chunk ("on
+  Cornhill", "walked to Highgate", "from Norwich to Ipswich"; not "according to Southgate"):
+  the cues are the chunk's, and a chunk with the bare surname alone is no biography's place.
 * Descriptions are the first sentences that mention the entity (about 40 words).
 * Relationships: two entities in one sentence (strong) or in adjacent sentences of one block
   (weak); strength 1..10 from those counts; each entity keeps its 10 strongest.
@@ -99,7 +102,9 @@ from streamrag.sentences import TABLE_DELIMITER, table_row_text
 # 17: "the young Mozart" is a person again (14 made it a common noun with "a bad young Act").
 # 18: a phrase after "the" ending in a title is a person by role, no concept ("the Prime Minister").
 # 19: a place's ending is read on a hyphened word's first part again ("Stratford-upon-Avon").
-# 20: capitals of any alphabet between hyphens are initials, no word drawn out ("Ли-Я-Ю-Ким").
+# 20: capitals of any alphabet between hyphens are initials, no word drawn out ("Ли-Я-Ю-Ким");
+#     "-hill", "-gate", "-wich", "-bury" say a place only after a place's preposition ("on Cornhill");
+#     a phrase after "the" is a concept only with an idea's head ("the Poor Law"; "the Dalai Lama").
 VERSION = "20"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
@@ -314,11 +319,17 @@ churchyard bridge station quay wharf creek sound strait straits highlands lowlan
 township borough village town
 """)
 _GEO_PREFIXES = _words("lake port new mount mt fort ft saint st san santa cape north south east west upper lower")
-# Endings of a place's one-word name, most of them a word for a place grown onto it (Cornhill,
-# Whitechapel, Highgate, Greenwich, Canterbury); a weak cue: surnames end so too (``_place_word``).
+# Endings of a place's one-word name, most of them a word for a place grown onto it; a weak cue:
+# surnames end so too (``_place_word``). A person's cue in the chunk beats them ("Ms. Belford").
 _GEO_WORD_ENDINGS = ("ford", "mouth", "ville", "burgh", "burg", "shire", "borough", "chester",
-                     "caster", "minster", "stadt", "grad", "polis", "hill", "chapel", "gate", "wich",
-                     "bury")
+                     "caster", "minster", "stadt", "grad", "polis", "chapel")
+# Endings as common in surnames as in places (Cornhill, Highgate, Greenwich, Canterbury;
+# Churchill, Southgate, Ashbury, Sandwich): a place only where the chunk also puts a place's
+# preposition before the word ("on Cornhill"; ``_Mention.locus``). Read as the endings above, a
+# lone word so ended was a place wherever the chunk lacked the surname's full name: a biography
+# naming "Harold Ashbury" once gave a place "Ashbury" in every later chunk ("Whitechapel": no
+# surname ends in "-chapel").
+_SURNAME_PLACE_ENDINGS = ("hill", "gate", "wich", "bury")
 _GEO_KNOWN = _words("""
 africa america americas antarctica asia australia europe oceania arctic atlantic pacific
 afghanistan argentina austria bangladesh belgium bolivia brazil bulgaria canada chile china
@@ -349,6 +360,27 @@ african asian indian arab arabic persian turkish polish swedish danish norwegian
 """)
 # "at" and "around" are left out: "smiled at Fred", "looked around Scrooge".
 _GEO_PREPOSITIONS = _words("in near across throughout outside inside within into à в во")
+# Prepositions before a place, wider than _GEO_PREPOSITIONS (which alone make any word a place),
+# for a word ending as places do (``_locus_before``): "at", "on", "through" not after a word
+# that takes a person ("looked at Crawford", "relied on Ashbury"); "to", "from" only after a
+# way or a going ("walked from Highgate", "the train to Ipswich"; not "according to Southgate",
+# "loyal to Ashbury", "a letter from Ashbury").
+_AT_PREPOSITIONS = _words("at on through")
+_WAY_PREPOSITIONS = _words("to from toward towards via")
+_PERSON_BEFORE_PREPOSITION = _SPEECH_VERBS | _words("""
+look looks looked stare stares stared glance glanced smile smiled laugh laughs laughed nod
+nodded wave waved point pointed shout shouted call called rely relies relied depend depends
+depended wait waited frown frowned spy spied gaze gazed dote doted count counted insist
+insisted turn turned
+""")
+_GOING = _words("""
+go goes going gone went come comes coming came move moves moving moved travel travels
+travelling traveling travelled traveled walk walks walking walked drive drives driving drove
+driven ride rides riding rode fly flies flying flew sail sails sailing sailed head heads
+heading headed return returning journey journeyed flee fled escape escaped emigrated
+migrated spread spreads commute commuted way road roads route routes train trains bus buses coach
+ferry flight flights journey trip miles mile back home north south east west
+""")
 
 # The words title case leaves in lower case (articles, conjunctions, prepositions).
 _TITLE_SMALL = _words("""
@@ -472,16 +504,18 @@ def _drawn_out(w: str) -> bool:
 
 class _Mention:
     __slots__ = ("sent", "name", "honorific", "title", "prep", "poss", "acronym", "det", "agent", "initial",
-                 "speaks", "the")
+                 "speaks", "the", "locus")
 
     def __init__(self, sent: int, name: str, *, honorific: bool = False, title: bool = False,
                  prep: bool = False, poss: bool = False, acronym: bool = False, det: bool = False,
-                 agent: bool = False, initial: bool = False, speaks: bool = False, the: bool = False) -> None:
+                 agent: bool = False, initial: bool = False, speaks: bool = False, the: bool = False,
+                 locus: bool = False) -> None:
         self.sent, self.name = sent, name
         self.honorific, self.title, self.prep, self.poss = honorific, title, prep, poss
         self.acronym, self.det, self.agent, self.initial = acronym, det, agent, initial
         self.speaks = speaks        # beside a verb of speech: "Ruvford said", "said Ruvford"
         self.the = the              # right after "the": "the Invisible World"
+        self.locus = locus          # after a place's preposition, "on Cornhill" (_PLACE_PREPOSITIONS)
 
 
 def extract_offline(chunk_text: str, *, entity_types: list[str] | None = None) -> Extraction:
@@ -883,6 +917,7 @@ def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int
     name = _SPACES.sub(" ", sentence[start:end])
     poss = toks[last][_POSS]
     prep = _prep_before(sentence, toks, first - 1 if honorific else first)
+    locus = not honorific and _locus_before(sentence, toks, first)
     if de is not None:          # a German word after a preposition may be a noun ("mit Kaffee")
         det = first > 0 and toks[first - 1][_TEXT].lower() in _DE_PREPOSITIONS
     else:
@@ -894,7 +929,8 @@ def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int
          and _plain_gap(sentence, toks[first - 1], toks[first]))
     the = det and toks[first - 1][_TEXT].lower() == "the"
     return _Mention(i, name, honorific=honorific, title=title, prep=prep and not poss, poss=poss,
-                    det=det, agent=agent, initial=first in initial, speaks=speaks, the=the)
+                    det=det, agent=agent, initial=first in initial, speaks=speaks, the=the,
+                    locus=locus and not poss)
 
 
 def _opens_cell(sentence: str, tok: _Token) -> bool:
@@ -982,6 +1018,26 @@ def _prep_before(sentence: str, toks: list[_Token], j: int) -> bool:
         and _plain_gap(sentence, toks[j - 1], toks[j])
 
 
+def _locus_before(sentence: str, toks: list[_Token], j: int) -> bool:
+    """Whether a place's preposition directly precedes token ``j`` ("on Cornhill", "walked from
+    Highgate"): one of _GEO_PREPOSITIONS, "at"/"on"/"through" not after a word taking a person,
+    "to"/"from" after a going (``_WAY_PREPOSITIONS``)."""
+    if j == 0 or not _plain_gap(sentence, toks[j - 1], toks[j]):
+        return False
+    prep = toks[j - 1][_TEXT].lower()
+    before = toks[j - 2][_TEXT].lower() if j > 1 else ""
+    if prep in _GEO_PREPOSITIONS:
+        return True
+    if prep in _AT_PREPOSITIONS:
+        return before not in _PERSON_BEFORE_PREPOSITION
+    if prep == "to" and j > 2 and toks[j - 2][_CAP] and toks[j - 3][_TEXT].lower() == "from":
+        return True             # "from Norwich to Ipswich"
+    if prep in ("and", "or") and j > 1 and toks[j - 2][_CAP]:
+        # one of a list of places: "to Greenwich and Canterbury", "in Leeds or Bradbury"
+        return toks[j - 2][_TEXT].lower() in _GEO_KNOWN or _locus_before(sentence, toks, j - 2)
+    return prep in _WAY_PREPOSITIONS and before in _GOING
+
+
 def _headline_mentions(sentences: list[str], headlines: set[int], known: set[str]) -> list[_Mention]:
     """Mentions in title-case lines: only names the body also uses, longest first."""
     out = []
@@ -1026,16 +1082,21 @@ def _cue_type(name: str) -> str | None:
     return None
 
 
-def _place_word(name: str) -> bool:
-    """Whether a lone word ends as a place's name does ("Bradford", "Cornhill", "Whitechapel").
-    A weaker cue than ``_cue_type``'s: many surnames end so too ("Ms. Belford", "Churchill"
+def _place_word(name: str) -> str | None:
+    """Whether a lone word ends as a place's name does: "place" ("Bradford", "Portsmouth"),
+    "surname" for the endings surnames share ("Cornhill", "Ashbury": ``_SURNAME_PLACE_ENDINGS``),
+    else None. A weaker cue than ``_cue_type``'s: surnames end so too ("Ms. Belford", "Churchill"
     beside "Winston Churchill"), so a person's cue beats it (``_resolve``). The word's first part
     is read, as ``_cue_type`` reads its parts ("Stratford-upon-Avon"); a year beside it is none."""
     words = [w for w in name.split() if not _YEAR.fullmatch(w)]
     if len(words) != 1:
-        return False
+        return None
     first = _cue_words(words[0])[0]
-    return len(first) > 5 and first.endswith(_GEO_WORD_ENDINGS)
+    if len(first) <= 5:
+        return None
+    if first.endswith(_GEO_WORD_ENDINGS):
+        return "place"
+    return "surname" if first.endswith(_SURNAME_PLACE_ENDINGS) else None
 
 
 def _initials(name: str) -> tuple[str, str]:
@@ -1060,7 +1121,11 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
     # A title kept in a name ("Mrs. Thornbury", "Captain Ashford") makes its last word a surname
     # in the chunk too, as an honorific does: "thanked Thornbury" is no place beside it.
     titled = {n.split()[-1] for n, ms in by_name.items() if " " in n and any(m.title for m in ms)}
-    placed = {name for name in by_name if cue[name] is None and _place_word(name) and name not in titled}
+    # Lone words ending as places do, and a place by it: "Bradford" as ever, "Cornhill" only
+    # after a place's preposition in the chunk ("on Cornhill"), a person's cue beating both.
+    placed = {name for name in by_name if cue[name] is None and name not in titled and (
+        _place_word(name) == "place"
+        or _place_word(name) == "surname" and any(m.locus or m.prep for m in by_name[name]))}
 
     def longer_type(name: str) -> str:
         ms = by_name[name]
@@ -1105,7 +1170,7 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
                 if own is not None:
                     # A place's ending is no place after all in a person's surname ("Belford"
                     # beside "Zofia Belford"), unless "in" or the like says so.
-                    surname = name in placed and not prep
+                    surname = name in placed and not any(m.prep or m.locus for m in ms)
                     cands = [c for c in cands if longer_type(c) == own or
                              (surname and c in by_last.get(name, ()) and longer_type(c) == "person")]
             if len(cands) == 1:

@@ -618,6 +618,27 @@ def test_a_word_ending_as_places_do_is_a_place_unless_a_person_cue_says_otherwis
         "Kenji Belford": "person", "Belford": "geo"}
 
 
+def test_an_ending_surnames_share_is_a_place_only_after_a_place_preposition():
+    # "-hill", "-gate", "-wich", "-bury" end surnames as often as places: read as "-ford" is, a
+    # chunk of a biography without the full name ("Harold Ashbury" named once, in another
+    # chunk) gave a place "Ashbury", and "According to Southgate" a place too.
+    assert names("Critics of Ashbury argued that the plan would ruin the small towns, and newspapers "
+                 "loyal to Ashbury praised the reform.") == {"Ashbury": "person"}
+    assert names("According to Southgate, the team had prepared for penalties in Leeds.") == {
+        "Southgate": "person", "Leeds": "geo"}
+    assert names("The minister met Sudbury twice before the vote, and the cabinet backed Sudbury.") == {
+        "Sudbury": "person"}
+    # A place's preposition says the place: "on", "at", a going "to" or "from", a list of places.
+    assert names("Bob Cratchit went down a slide on Cornhill twenty times.") == {
+        "Bob Cratchit": "person", "Cornhill": "geo"}
+    assert names("The train from Norwich to Ipswich was delayed at Colchester.") == {
+        "Norwich": "geo", "Ipswich": "geo", "Colchester": "geo"}
+    assert names("Ada Osk walked to Highgate with Tom Lee.") == {
+        "Ada Osk": "person", "Highgate": "geo", "Tom Lee": "person"}
+    # "-ford", "-mouth" ... (and "-chapel") say a place without one, as before.
+    assert names("The storm hit Bradford overnight, said Ada Osk.") == {"Bradford": "geo", "Ada Osk": "person"}
+
+
 def test_a_place_ending_is_read_on_a_hyphened_words_first_part():
     # _place_word read the whole word, so "Stratford-upon-Avon" (a place by "-ford" before
     # df1eae1, read on its first part as _cue_type reads parts) became a person.
