@@ -39,9 +39,11 @@ How a chunk is read:
   plural beside its surname is a family ("the Cratchits" beside "Mrs. Cratchit"). The
   adjectives that open names in capitals are adjectives in lower case between "a" and the word
   ("a bad young Act"), a person's epithet after "the" ("the young Mozart"). A phrase in
-  capitals right after "the" with no cue of a type, used once or twice and not acting ("the
-  Invisible World", "the Poor Law"), is a concept, not a person; one ending in a title names
-  someone by role ("the Prime Minister"). A greeting's adjective is no part of the holiday
+  capitals right after "the" with no cue of a type, used once or twice and not acting, whose
+  head names an idea, a law or a realm ("the Invisible World", "the Poor Law", "the Poll Tax":
+  _CONCEPT_HEADS), is a concept, not a person; any other head may be someone's epithet ("the
+  Dalai Lama", "the Artful Dodger"), and one ending in a title names someone by role ("the
+  Prime Minister"). A greeting's adjective is no part of the holiday
   ("Merry Christmas" -> "Christmas").
 * German capitalises every noun. A chunk where German function words ("der", "und", "nicht" ...)
   make up 6% of the words is read so: a word after an article or its contraction ("den
@@ -197,6 +199,14 @@ prison gaol workhouse mill market arcade
 _INSTITUTION_HEADS = _BUILDING_HEADS | _words("""
 guild union society association party club league church hospital school college institute
 fund bank court home
+""")
+# Heads of a phrase in capitals after "the" that name an idea, a law or a realm, no one
+# ("the Invisible World", "the Poor Law", "the Poll Tax", "the Evil Spirit"): only these make
+# such a phrase a concept (``_resolve``); "the Dalai Lama", "the Artful Dodger" are people.
+_CONCEPT_HEADS = _words("""
+world worlds law laws act acts tax taxes duty duties rule rules principle principles doctrine
+doctrines theory creed faith spirit spirits soul souls eyes men women age ages era idea ideas
+question problem movement system
 """)
 # Greetings capitalise their adjective: "Merry Christmas" and "A Happy New Year" are the holiday.
 _GREETINGS = _words("merry happy")
@@ -1209,8 +1219,11 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
                 continue                # "a Glee", "the Parrot", "Hope" beside "hope": no entity
             elif " " in target and " of " not in target and len(ms) < _EPITHET_USES \
                     and all(m.the for m in ms) and not any(m.agent for m in ms) \
-                    and target.rsplit(" ", 1)[-1].lower() not in _KEEP_TITLES:
-                # (a title at its end names someone by role: "the Prime Minister", "the Black Prince")
+                    and target.rsplit(" ", 1)[-1].lower() not in _KEEP_TITLES \
+                    and _cue_words(target.rsplit(" ", 1)[-1])[-1] in _CONCEPT_HEADS:
+                # (a title at its end names someone by role: "the Prime Minister", "the Black
+                # Prince"; any other head may be anyone's epithet: "the Dalai Lama", "the
+                # Artful Dodger" are people)
                 t = "concept"           # "the Invisible World", "the Poor Law": no one's name
             else:
                 t = "person"

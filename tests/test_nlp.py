@@ -665,7 +665,8 @@ def test_capitalised_common_words_are_no_people():
     assert names("You might have got a hearse up that staircase, or through a bad young Act of Parliament, "
                  "said Ebenezer Scrooge.") == {"Parliament": "organization", "Ebenezer Scrooge": "person"}
     # A phrase in capitals right after "the", with no cue of a type, used once or twice and not
-    # acting, is no one's name ("the Invisible World", "the Poor Law" were people): a concept.
+    # acting, with an idea's head, is no one's name ("the Invisible World", "the Poor Law" were
+    # people): a concept.
     assert names("It was his glimpse of the Invisible World, or the dull conversation of Jacob Marley.") == {
         "Invisible World": "concept", "Jacob Marley": "person"}
     assert names("'The Treadmill and the Poor Law are in full vigour, then?' said Ebenezer Scrooge.") == {
@@ -700,6 +701,18 @@ def test_a_phrase_after_the_ending_in_a_title_is_a_person_by_role_not_a_concept(
         "Black Prince": "person", "Jean Froissart": "person"}
     assert names("It was his glimpse of the Invisible World, said Jacob Marley.") == {
         "Invisible World": "concept", "Jacob Marley": "person"}
+
+
+def test_a_phrase_after_the_is_a_concept_only_with_an_ideas_head():
+    # Any phrase in capitals only ever after "the" was a concept: people known by an epithet
+    # ("the Dalai Lama", "the Artful Dodger") with it. Only a head naming an idea, a law or a
+    # realm says a concept; any other phrase is typed as before (a person).
+    assert names("Last spring we travelled to Dharamsala and met the Dalai Lama at his residence.")[
+        "Dalai Lama"] == "person"
+    assert names("The novel follows Oliver Twist, who falls in with a gang led by the Artful Dodger.") == {
+        "Oliver Twist": "person", "Artful Dodger": "person"}
+    assert names("Thousands marched against the Poll Tax in London that spring.") == {
+        "Poll Tax": "concept", "London": "geo"}
 
 
 def test_a_paragraph_in_capitals_leaves_no_acronym_of_its_last_word():
