@@ -20,8 +20,8 @@ import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from streamrag.local_search import STOPWORDS, query_terms, runs
-from streamrag.sentences import (CJK_CLOSERS, CJK_TERMINATORS, NOT_AFTER_ABBREVIATION, TABLE_DELIMITER,
-                                 ends_with_abbreviation, table_row_text)
+from streamrag.sentences import (CJK_CLOSERS, CJK_TERMINATORS, NOT_AFTER_ABBREVIATION, QUOTE_MARKS,
+                                 ends_with_abbreviation, table_row_text, table_rows)
 from streamrag.terms import unspaced_chars, words
 
 EXTRACTIVE_LABEL = "Extractive answer (no LLM used)"
@@ -64,27 +64,21 @@ def split_sentences(text: str) -> list[str]:
 def _table_rows(block: str) -> list[tuple[str, bool]]:
     """``_items(block)``, each with whether it is a Markdown table's row, the rows as their cells
     read: "| Ada Osk | Boston |" is "Ada Osk; Boston." (``table_row_text``), a quote without the
-    pipes; its delimiter row goes. In a block with a delimiter row, every line holding a "|" is a
-    row (``_items`` parts only those opening with one); elsewhere a line between pipes is."""
-    table = TABLE_DELIMITER.search(block) is not None
+    pipes; its delimiter row goes. Which lines are rows is ``sentences.table_rows``'s rule, the
+    offline extractor's too; the lines between them are parted as ``_items`` parts any."""
+    lines = block.split("\n")
     out: list[tuple[str, bool]] = []
-    for unit in _items(block):
-        if not table:
-            one = unit.strip()
-            row = "\n" not in one and one[:1] == "|" == one[-1:]
-            out.append((table_row_text(one), True) if row else (unit, False))
+    prose: list[str] = []
+    for line, row in zip(lines, table_rows(lines)):
+        if not row:
+            prose.append(line)
             continue
-        prose: list[str] = []
-        for line in unit.split("\n"):
-            if "|" not in line:
-                prose.append(line)
-                continue
-            if prose:
-                out.append(("\n".join(prose), False))
-                prose = []
-            out.append((table_row_text(line), True))
         if prose:
-            out.append(("\n".join(prose), False))
+            out.extend((u, False) for u in _items("\n".join(prose)))
+            prose = []
+        out.append((table_row_text(line[QUOTE_MARKS.match(line).end():].strip()), True))
+    if prose:
+        out.extend((u, False) for u in _items("\n".join(prose)))
     return [(u, row) for u, row in out if u.strip()]
 
 

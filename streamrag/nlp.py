@@ -87,7 +87,7 @@ import unicodedata
 from collections import defaultdict
 
 from streamrag.records import EntityRecord, Extraction, RelationshipRecord
-from streamrag.sentences import TABLE_DELIMITER, table_row_text
+from streamrag.sentences import table_row_text, table_rows
 
 # 7: a line of prose wrapped before "12. " (no list numbered from 1 above) continues the prose.
 # 8: a Markdown table's rows are read one by one, each cell opening as a sentence does.
@@ -107,6 +107,7 @@ from streamrag.sentences import TABLE_DELIMITER, table_row_text
 # 20: capitals of any alphabet between hyphens are initials, no word drawn out ("Ли-Я-Ю-Ким");
 #     "-hill", "-gate", "-wich", "-bury" say a place only after a place's preposition ("on Cornhill");
 #     a phrase after "the" is a concept only with an idea's head ("the Poor Law"; "the Dalai Lama").
+#     A table's rows are sentences.table_rows's (a table in a "> " quote too).
 VERSION = "20"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
@@ -630,10 +631,9 @@ def _line_groups(block: str) -> list[tuple[bool, list[str], bool]]:
     | Boston" gave "City Alice Johnson"), and a title-case row is no headline."""
     groups: list[tuple[bool, list[str], bool]] = []
     heading = row = caps = False
-    # (a delimiter row makes every line of the block holding a "|" a row; a line between pipes
-    # is one without it)
-    table = "|" in block and TABLE_DELIMITER.search(block) is not None
-    for raw in block.split("\n"):
+    lines = block.split("\n")
+    rows = table_rows(lines) if "|" in block else [False] * len(lines)
+    for raw, is_row in zip(lines, rows):
         m = _LINE_MARK.match(raw)
         mark = m.group(1)
         if mark and mark[0].isdigit() and int(_NUMBER.match(mark).group()) != 1 and groups \
@@ -653,7 +653,6 @@ def _line_groups(block: str) -> list[tuple[bool, list[str], bool]]:
         if not line:
             continue
         is_heading = _ATX_HEADING.match(line) is not None
-        is_row = not mark and (table and "|" in line or line[0] == "|" and line[-1] == "|")
         if is_row:
             groups.append((True, [line], True))
         elif mark or heading or row or not groups or is_heading:

@@ -9,7 +9,8 @@ with its sentence. Each user builds its own pattern from these (the chunker also
 ends, extractive answers only before a capital), but the terminators and closers are these.
 
 A Markdown table's row is a sentence of its own, read as its cells say it: "| Ada Osk | Boston |"
-is "Ada Osk; Boston." (``table_row_text``). Its pipes are borders, not words: quoted as written
+is "Ada Osk; Boston." (``table_row_text``); which lines are rows is ``table_rows``'s to say, for
+every reader of them (the offline extractor and extractive answers had a rule each). Its pipes are borders, not words: quoted as written
 they stood in offline descriptions, reports and extractive answers. The words stay in their
 order, so a quote of a row is still found as a phrase of its chunk's words.
 """
@@ -73,9 +74,34 @@ def split_at_gaps(text: str) -> list[str]:
 
 
 # A Markdown (GFM) table: the row under its header ("|---|:--:|", "--- | ---") makes every line of
-# its block holding a "|" a row.
+# its run of lines holding a "|" a row.
 TABLE_DELIMITER = re.compile(r"^[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)+\|?[ \t]*$", re.MULTILINE)
 _CELL_BORDER = re.compile(r"(?<!\\)\|")     # (an escaped pipe, "\|", is a cell's text)
+QUOTE_MARKS = re.compile(r"[ \t]*(?:>[ \t]?)*")        # a quoted line's "> > " (matches "" too)
+_LIST_ITEM = re.compile(r"[ \t]*(?:[-*+\u2022]|\d{1,3}[.)])[ \t]")
+
+
+def table_rows(lines: list[str]) -> list[bool]:
+    """Which of a block's lines are a Markdown table's rows, the one rule the offline extractor
+    and extractive answers share. Read without their quote marks ("> | a | b |" in a quote is
+    a row too), a run of lines holding a "|" with a delimiter row among them is a table, each
+    line of it a row; elsewhere a line between pipes is one ("| Cache | Sofia |"). A list
+    item is no row, a pipe in it text ("- a list item with a | pipe")."""
+    bare = [line[QUOTE_MARKS.match(line).end():].strip() for line in lines]
+    piped = ["|" in b and _LIST_ITEM.match(b) is None for b in bare]
+    rows = [p and b[0] == "|" == b[-1] for p, b in zip(piped, bare)]
+    start = 0
+    while start < len(bare):
+        if not piped[start]:
+            start += 1
+            continue
+        end = start
+        while end < len(bare) and piped[end]:
+            end += 1
+        if any(TABLE_DELIMITER.match(b) for b in bare[start:end]):
+            rows[start:end] = [True] * (end - start)
+        start = end
+    return rows
 
 
 def table_row_text(row: str) -> str:

@@ -577,6 +577,24 @@ def test_extractive_sentences_keep_a_short_table_row():
     assert "Cache; Sofia." in [s for s, _tag, _score in pick_sentences("Who owns the cache?", [("T:1", table)])]
 
 
+def test_table_rows_are_one_rule_for_extractive_sentences_and_the_extractor():
+    # extractive and nlp each decided what a row is: a list item after a table was a row for
+    # extractive ("a list item with a; pipe."), and a table in a "> " quote none.
+    from streamrag.extractive import split_sentences
+    table = "| Name | City |\n|---|---|\n| Ada Osk | Boston |\n- a list item with a | pipe\n"
+    assert split_sentences(table) == ["Name; City.", "Ada Osk; Boston.", "a list item with a | pipe"]
+    quoted = "> Name | City\n> --- | ---\n> Ada Osk | Boston\n"
+    assert split_sentences(quoted) == ["Name; City.", "Ada Osk; Boston."]
+    from streamrag.sentences import table_rows
+    assert table_rows(quoted.splitlines()) == [True, True, True]
+    assert table_rows(table.splitlines()) == [True, True, True, False]
+    assert table_rows(["Type a | b to pipe it, said Ada Osk.", "| x | y |"]) == [False, True]
+    # The extractor describes a quoted table's row by its cells, as any table's (it quoted
+    # "Name | City --- | --- Ada Osk | Boston", the rows joined as prose).
+    ada = {e.name: e for e in extract_offline("Team:\n\n" + quoted).entities}["Ada Osk"]
+    assert ada.type == "person" and ada.description == "Ada Osk; Boston."
+
+
 def test_a_name_is_one_however_its_accents_are_typed():
     # Decomposed text (NFD: a letter and a combining mark, as macOS writes file names) gave
     # "Zoe" and "Marchetti" for "Zoë Marchetti", and "Krako" for "Kraków": two entities for
