@@ -1944,6 +1944,8 @@ async def test_a_claims_call_that_gives_up_keeps_its_chunks_entities_and_the_nex
     second = await sync([corpus], settings, db, root=corpus, transport=answering(True))
     assert second.failures == 0 and second.claims > 0
     assert asked.count("claims") == first.chunks and not {"extract", "glean", "glean_check"} & set(asked)
+    # ... nor of the cache, whose answers the transport never sees
+    assert not {"extract", "glean", "glean_check"} & {s for s, n in second.llm.items() if n["calls"]}, second.llm
     store = Store(db, readonly=True)
     try:
         assert {k for (k,) in store.conn.execute("SELECT DISTINCT extractor FROM live_chunks")} == {
