@@ -526,7 +526,7 @@ class _Mention:
         self.acronym, self.det, self.agent, self.initial = acronym, det, agent, initial
         self.speaks = speaks        # beside a verb of speech: "Ruvford said", "said Ruvford"
         self.the = the              # right after "the": "the Invisible World"
-        self.locus = locus          # after a place's preposition, "on Cornhill" (_PLACE_PREPOSITIONS)
+        self.locus = locus          # after a place's preposition, "on Cornhill" (``_locus_before``)
 
 
 def extract_offline(chunk_text: str, *, entity_types: list[str] | None = None) -> Extraction:
@@ -1030,7 +1030,7 @@ def _prep_before(sentence: str, toks: list[_Token], j: int) -> bool:
 def _locus_before(sentence: str, toks: list[_Token], j: int) -> bool:
     """Whether a place's preposition directly precedes token ``j`` ("on Cornhill", "walked from
     Highgate"): one of _GEO_PREPOSITIONS, "at"/"on"/"through" not after a word taking a person,
-    "to"/"from" after a going (``_WAY_PREPOSITIONS``)."""
+    "to"/"from" after a going (``_WAY_PREPOSITIONS``), both in "from X to Y"."""
     if j == 0 or not _plain_gap(sentence, toks[j - 1], toks[j]):
         return False
     prep = toks[j - 1][_TEXT].lower()
@@ -1040,7 +1040,10 @@ def _locus_before(sentence: str, toks: list[_Token], j: int) -> bool:
     if prep in _AT_PREPOSITIONS:
         return before not in _PERSON_BEFORE_PREPOSITION
     if prep == "to" and j > 2 and toks[j - 2][_CAP] and toks[j - 3][_TEXT].lower() == "from":
-        return True             # "from Norwich to Ipswich"
+        return True             # "from Norwich to Ipswich": Ipswich
+    if prep == "from" and j + 2 < len(toks) and toks[j + 1][_TEXT].lower() == "to" and toks[j + 2][_CAP] \
+            and _plain_gap(sentence, toks[j], toks[j + 1]):
+        return True             # ... and Norwich, whatever goes before ("marched from Norwich to Ipswich")
     if prep in ("and", "or") and j > 1 and toks[j - 2][_CAP]:
         # one of a list of places: "to Greenwich and Canterbury", "in Leeds or Bradbury"
         return toks[j - 2][_TEXT].lower() in _GEO_KNOWN or _locus_before(sentence, toks, j - 2)

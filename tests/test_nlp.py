@@ -657,6 +657,17 @@ def test_an_ending_surnames_share_is_a_place_only_after_a_place_preposition():
     assert names("The storm hit Bradford overnight, said Ada Osk.") == {"Bradford": "geo", "Ada Osk": "person"}
 
 
+def test_from_a_place_to_another_makes_both_places_whatever_goes_before():
+    # 922f368 read "to" in "from X to Y" as a place's, but "from" only after a going word it
+    # lists: "marched from Norwich to Ipswich" gave a person "Norwich" beside the place "Ipswich".
+    assert names("Protesters marched from Norwich to Ipswich on Saturday.") == {
+        "Norwich": "geo", "Ipswich": "geo"}
+    assert names("Prices rose from Highbury to Southgate last year.") == {
+        "Highbury": "geo", "Southgate": "geo"}
+    # ... and a "from" with no "to" after its word is still a going's alone.
+    assert names("A letter from Ashbury arrived on Monday.") == {"Ashbury": "person"}
+
+
 def test_a_place_ending_is_read_on_a_hyphened_words_first_part():
     # _place_word read the whole word, so "Stratford-upon-Avon" (a place by "-ford" before
     # df1eae1, read on its first part as _cue_type reads parts) became a person.
