@@ -1182,7 +1182,9 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
                 if own is not None:
                     # A place's ending is no place after all in a person's surname ("Belford"
                     # beside "Zofia Belford"), unless "in" or the like says so.
-                    surname = name in placed and not any(m.prep or m.locus for m in ms)
+                    # (one placed by an ending surnames share was placed by "in", "on" ... and
+                    # is no surname: ``placed``; "at Crawford" is no more a place than before)
+                    surname = name in placed and not prep and _place_word(name) == "place"
                     cands = [c for c in cands if longer_type(c) == own or
                              (surname and c in by_last.get(name, ()) and longer_type(c) == "person")]
             if len(cands) == 1:

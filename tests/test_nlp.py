@@ -668,6 +668,17 @@ def test_from_a_place_to_another_makes_both_places_whatever_goes_before():
     assert names("A letter from Ashbury arrived on Monday.") == {"Ashbury": "person"}
 
 
+def test_a_place_ending_surname_after_at_or_on_still_joins_its_full_name():
+    # 922f368 meant "-ford", "-mouth" ... to stay as df1eae1 made them, but let "at", "on" or
+    # "through" before the bare surname keep it from its full name, as only "in" and the like
+    # did: "cheered at Crawford" gave a place "Crawford" beside the person "Jon Crawford".
+    assert names("Jon Crawford met the press. The crowd cheered at Crawford.") == {"Jon Crawford": "person"}
+    assert names("Zofia Belford arrived. The pressure on Belford grew.") == {"Zofia Belford": "person"}
+    # "in" still says the place.
+    assert names("Zofia Belford arrived. The storm in Belford grew.") == {
+        "Zofia Belford": "person", "Belford": "geo"}
+
+
 def test_a_place_ending_is_read_on_a_hyphened_words_first_part():
     # _place_word read the whole word, so "Stratford-upon-Avon" (a place by "-ford" before
     # df1eae1, read on its first part as _cue_type reads parts) became a person.
