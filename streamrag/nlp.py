@@ -108,7 +108,7 @@ from streamrag.sentences import table_row_text, table_rows
 #     "-hill", "-gate", "-wich", "-bury" say a place only after a place's preposition ("on Cornhill");
 #     a phrase after "the" is a concept only with an idea's head ("the Poor Law"; "the Dalai Lama").
 #     A table's rows are sentences.table_rows's (a table in a "> " quote too).
-VERSION = "20"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
+VERSION = "21"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
 MAX_DESCRIPTION_WORDS = 40
@@ -202,12 +202,13 @@ guild union society association party club league church hospital school college
 fund bank court home
 """)
 # Heads of a phrase in capitals after "the" that name an idea, a law or a realm, no one
-# ("the Invisible World", "the Poor Law", "the Poll Tax", "the Evil Spirit"): only these make
-# such a phrase a concept (``_resolve``); "the Dalai Lama", "the Artful Dodger" are people.
+# ("the Invisible World", "the Poor Law", "the Poll Tax"): only these make such a phrase a
+# concept (``_resolve``); "the Dalai Lama", "the Artful Dodger" are people. Abstract nouns
+# only: "men", "women", "eyes", "spirit", "soul" fitted one novel's phrases ("the Wise Men" are
+# people) and are left out.
 _CONCEPT_HEADS = _words("""
 world worlds law laws act acts tax taxes duty duties rule rules principle principles doctrine
-doctrines theory creed faith spirit spirits soul souls eyes men women age ages era idea ideas
-question problem movement system
+doctrines theory creed faith age ages era idea ideas question problem movement system
 """)
 # Greetings capitalise their adjective: "Merry Christmas" and "A Happy New Year" are the holiday.
 _GREETINGS = _words("merry happy")

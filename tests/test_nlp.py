@@ -753,6 +753,9 @@ def test_a_phrase_after_the_is_a_concept_only_with_an_ideas_head():
         "Oliver Twist": "person", "Artful Dodger": "person"}
     assert names("Thousands marched against the Poll Tax in London that spring.") == {
         "Poll Tax": "concept", "London": "geo"}
+    # ... and only an abstract noun's: "men" and "eyes" had been taken from one novel's phrases.
+    assert names("After a long journey from the east, the Wise Men knelt before the child.")[
+        "Wise Men"] == "person"
 
 
 def test_a_paragraph_in_capitals_leaves_no_acronym_of_its_last_word():
