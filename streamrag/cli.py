@@ -41,7 +41,8 @@ from streamrag.config import (API_BASE_HELP, CONFIG_NAME, Settings, default_conf
 from streamrag.errors import (ConfigError, IndexMissingError, StoreError, StreamragError, UsageError, WriterBusyError,
                               user_error)
 from streamrag.signals import Terminated, until_sigterm
-from streamrag.status import counted as _n, format_status, gather_status, llm_summary, unusable_said
+from streamrag.status import (counted as _n, format_status, gather_status, llm_summary, unusable_said,
+                              without_claims_said)
 from streamrag.store import (Store, bound_wal, database_of, default_db_path, foreign_file_error, holds_documents,
                              indexed_root, last_opened, one_writer, read_as_unchanging, reading_root,
                              recorded_extractor, recorded_root, remember_wal_tried, unchanging_why, vacuum,
@@ -556,8 +557,7 @@ def _failed_said(failed_items: int, claims_failed: int) -> str:
     said of chunks whose entities and relationships the version holds."""
     left = failed_items - claims_failed
     parts = ([f"{left} item(s) failed and are left out of this version"] if left else []) + \
-        ([f"{_n(claims_failed, 'chunk')} {'is' if claims_failed == 1 else 'are'} indexed without "
-          f"{'its' if claims_failed == 1 else 'their'} claims (the claims call failed)"] if claims_failed else [])
+        ([without_claims_said(claims_failed)] if claims_failed else [])
     return ", and ".join(parts)
 
 

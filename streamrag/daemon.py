@@ -87,7 +87,8 @@ from streamrag.on_disk import is_file
 from streamrag.outage import Outage
 from streamrag.run_progress import Progress
 from streamrag.settings_edits import SettingsEdits
-from streamrag.status import counted as _n, failures_said, last_update, left_missing, llm_summary, unfinished_update
+from streamrag.status import (counted as _n, failures_said, last_update, left_missing, llm_summary, unfinished_update,
+                              without_claims_said)
 from streamrag.store import (Store, WriterLock, bound_wal, indexed_root, one_writer, remember_wal_tried,
                              updating_note, wal_kept_line, wal_past_bound, wal_tried)
 from streamrag.terminal import shell_word
@@ -125,6 +126,17 @@ def _news(health: dict[str, Any], last: dict[str, Any] | None) -> bool:
     time the last sync took: that time alone is nothing a user acts on, and a line for it each
     minute (or each quiet retry of an outage) only repeated the one before."""
     return last is None or {**health, "last_sync_s": None} != {**last, "last_sync_s": None}
+
+
+def _left_out_said(items: int, claims_failed: int, left_out: Callable[[str], str]) -> str:
+    """The failed ``items`` of a sync that published, as what is true of them: those left out of
+    the version (``left_out`` of their count: ``"4 failed items"``), and, ``claims_failed`` of
+    them, the chunks whose claims calls failed, which the version holds without their claims
+    (``status.without_claims_said``, as `index` says them): watch said "left out of this version:
+    4 failed items" of chunks whose entities and relationships were published."""
+    left = items - claims_failed
+    return ", and ".join(([left_out(_n(left, "failed item"))] if left > 0 else [])
+                         + ([without_claims_said(claims_failed)] if claims_failed else []))
 
 
 def _failed_ahead(chunks: int, llm_stats: dict, then: str) -> str:
@@ -286,6 +298,9 @@ class Daemon:
         self._retries = 0                        # syncs scheduled only to retry failed calls
         self._retry_items = 0                    # items the scheduled retry sync is for
         self._retry_chunks = 0                   # ... of them chunks, whose files' new versions wait
+        # ... of the items, the chunks indexed without their claims, their claims calls failed
+        # (``SyncResult.claims_failed``): in the version, not left out of it
+        self._retry_claims = 0
         # The last sync failed and listed the files it left unindexed (pending now): the files of
         # the chunks to retry are among them, and count as files, not as their chunks too.
         self._files_listed = False
@@ -382,6 +397,11 @@ class Daemon:
         marker = self.pending.get(".") or self._syncing.get(".")
         return self._retrying() if marker == "retry" or marker == "rescan" and not self.syncs else 0
 
+    def _claims_to_retry(self) -> int:
+        """Of the failed items to retry (``_items_to_retry``), the chunks indexed without their
+        claims (published: never among the chunks whose files wait, ``_retry_chunks``)."""
+        return min(self._retry_claims, self._items_to_retry())
+
     def _retrying(self) -> int:
         """The failed items to retry, each file or item once: a chunk's not while its file is
         pending (a restart during an outage said "5 pending (1 failed item to retry)" of 5 files,
@@ -436,7 +456,7 @@ class Daemon:
         from streamrag.graph_state import GraphCache
 
         self.pending.clear()
-        self._retries = self._retry_items = self._retry_chunks = 0
+        self._retries = self._retry_items = self._retry_chunks = self._retry_claims = 0
         self.graph_cache = GraphCache()   # a restored folder may bring an older index with it
         if self._gone:
             return
@@ -655,8 +675,11 @@ class Daemon:
         send, recv = anyio.create_memory_object_stream[dict[str, str]](16)
         self._once = source is None
         if not self._once:   # (`--once` is like `streamrag index`: an update of its own)
+            from streamrag.extractor import claimless_key
+
             with reading(self.db_path) as store:
-                self._update_of, self._retry_items, self._retry_chunks = self._unfinished_update(store)
+                self._update_of, self._retry_items, self._retry_chunks, self._retry_claims = \
+                    self._unfinished_update(store, claimless_key(self.settings))
                 self.outage.answered_at = self._answered_before(store)
         self._root_id = folder_identity(self.root)
         self._pump_scope = anyio.CancelScope()
@@ -684,6 +707,8 @@ class Daemon:
         self.closing_watcher = False
         files = self._files_pending()
         retry = self._items_to_retry()
+        claimless = self._claims_to_retry()
+        counts = {"pending": files, "failed_items": retry, "claims_failed": claimless}
         left = []
         whole = self.pending.get(".") == "rescan"   # (the initial sync failed: a model server not up yet)
         if whole:   # (its files, as far as it found them: ``_sync_failed``)
@@ -691,41 +716,47 @@ class Daemon:
                         + (f" ({_n(files, 'new or changed file')})" if files else ""))
         elif files:
             left.append(f"{_n(files, 'changed file')} not synced yet")
-        if retry:
-            left.append(f"nothing indexed ({_n(retry, 'failed item')})" if self._nothing_indexed else
-                        f"{_n(retry, 'failed item')} left out of this version")
+        if retry and self._nothing_indexed:
+            left.append(f"nothing indexed ({_n(retry, 'failed item')})")
+        elif retry:
+            left.append(_left_out_said(retry, claimless, lambda n: f"{n} left out of this version"))
         if not self.root.is_dir():
             self.emit("stopped", "the watched folder is gone" + (" (it was not back yet)" if
                                                                  self._gone else ""),
-                      pending=0, failed_items=0)
+                      pending=0, failed_items=0, claims_failed=0)
         elif self.index_moved_to is not None:
             where = f" to {shown(self.index_moved_to)}" if self.index_moved_to else ""
             self.emit("stopped", f"the index was moved{where}, not built again here"
                       + (f"; {'; '.join(left)}; the next start (or `streamrag index`) syncs what is left"
-                         if left else ""), pending=files, failed_items=retry)
+                         if left else ""), **counts)
         elif self.syncs and self._index_missing():   # deleted since, and not built again yet
             self.emit("stopped", f"no index: {self.db_path} was deleted and is not built again yet; "
                                  "the next start (or `streamrag index`) builds it from the folder",
-                      pending=files, failed_items=retry)
+                      **counts)
         elif left:
             self.emit("stopped", f"{'; '.join(left)}; the next start (or `streamrag index`) syncs "
-                                 "what is left", pending=files, failed_items=retry)
+                                 "what is left", **counts)
         else:
-            self.emit("stopped", "index is current", pending=0, failed_items=0)
+            self.emit("stopped", "index is current", pending=0, failed_items=0, claims_failed=0)
 
     @staticmethod
-    def _unfinished_update(store: Store | None) -> tuple[str | None, int, int]:
+    def _unfinished_update(store: Store | None, claimless: str | None) -> tuple[str | None, int, int, int]:
         """The update the watch before this one left unfinished in the index ``store``
         (``status.unfinished_update``), which its syncs go on with: the items it left missing are
         the same pending work, and a restart during an outage counted each of them again in
         `status`; and how many failed items it published without (``status.left_missing``),
-        counted until a sync gets through, and of them the chunks."""
+        counted until a sync gets through; of them the chunks whose files wait, and the chunks
+        indexed without their claims (``claimless``: ``extractor.claimless_key`` of the settings),
+        as `status` counts them (``claims_failed_last_run``)."""
         run = None if store is None else last_update(store)   # (looked up once: it was 3 times)
         update = None if run is None else unfinished_update(store, run)
         if update is None:
-            return None, 0, 0
+            return None, 0, 0, 0
         left = left_missing(store, run)
-        return update, left, left and len(index_rows.failed_chunks(store, run["id"]))
+        if not left:
+            return update, 0, 0, 0
+        return (update, left, len(index_rows.failed_chunks(store, run["id"])),
+                min(left, index_rows.published_without_claims(store, claimless, run["id"])))
 
     def _answered_before(self, store: Store | None) -> float | None:
         """When a run of the index ``store`` last got an answer from this endpoint
@@ -1449,9 +1480,10 @@ class Daemon:
         """What an error line about a sync or an extraction ahead that failed counts, as the
         ``outage`` and ``stopped`` lines do: its calls that failed, given up on too (``llm_errors``),
         the changed files not synced yet (``pending``), and the failed items a retry sync waits for
-        (``failed_items``)."""
+        (``failed_items``), of them the chunks indexed without their claims (``claims_failed``)."""
         failed = calls_failed(indexer.llm.stats) if indexer.llm is not None else 0
-        return {"llm_errors": failed, "pending": self._files_pending(), "failed_items": self._items_to_retry()}
+        return {"llm_errors": failed, "pending": self._files_pending(), "failed_items": self._items_to_retry(),
+                "claims_failed": self._claims_to_retry()}
 
     def _synced(self, took: float, broken: list[str]) -> None:
         """Bookkeeping after a sync that published, in ``took`` seconds (``broken``: the links
@@ -1542,6 +1574,7 @@ class Daemon:
         # successfully (an answer cut off at max_tokens) left nothing out: no retry for it.
         failed_items = result.failed_items
         self._retry_chunks = chunks_failed   # (0 when none failed: Indexer.chunks_failed)
+        self._retry_claims = claims = result.claims_failed   # (of them, published without their claims)
         if self._once and failed_items:
             self._once_left_out(result, failed_calls)
             return False
@@ -1558,22 +1591,23 @@ class Daemon:
         # extraction, ``Indexer._fail_unaccounted``) were said to be an endpoint down, offline too.
         outage = failed_calls > 0 and not answered(result.llm)
         if outage or self._retries < _MAX_RETRY_SYNCS:
-            self._retry_left_out(failed_items, failed_calls, outage=outage, quiet=quiet, words=words)
+            self._retry_left_out(failed_items, failed_calls, claims, outage=outage, quiet=quiet, words=words)
             return False
         # (Items left out with no call failing said "0 LLM calls still failed": said as items.)
-        what = (f"{_n(failed_calls, 'LLM call')} still failed after {_MAX_RETRY_SYNCS} retries" if failed_calls
-                else f"{_n(failed_items, 'failed item')} still left out after {_MAX_RETRY_SYNCS} retries (no "
-                     "LLM call failed)")
+        after = f"after {_MAX_RETRY_SYNCS} retries"
+        what = (f"{_n(failed_calls, 'LLM call')} still failed {after}"
+                + (f"; {without_claims_said(claims)}" if claims else "") if failed_calls
+                else _left_out_said(failed_items, claims, lambda n: f"{n} still left out {after} (no LLM call failed)"))
         self.emit("error", f"{what}; they are tried again when a file changes or `streamrag index "
                            f"{self.root}` runs (`streamrag status --failures` lists them)",
-                  llm_errors=failed_calls, failed_items=failed_items, gave_up=True)
+                  llm_errors=failed_calls, failed_items=failed_items, claims_failed=claims, gave_up=True)
         return True
 
     def _once_left_out(self, result: SyncResult, failed_calls: int) -> None:
         """``--once``: the items left out make the run a failure, said as one."""
         # `watch --once` is like `streamrag index`: what succeeded is published, and the
         # exit status tells a script that something did not.
-        failed_items = result.failed_items
+        failed_items, claims = result.failed_items, result.claims_failed
         self.exit_code = 1
         self.pending.setdefault(".", "retry")
         self._retry_items = failed_items
@@ -1586,16 +1620,18 @@ class Daemon:
             self.emit("error", nothing_indexed_line(failed_items, last), llm_errors=failed_calls,
                       failed_items=failed_items)
             return
+        # (the calls that failed are said of the items left out: of chunks indexed without their
+        # claims alone, the claims calls, which their words say)
         calls = f" ({_n(failed_calls, 'LLM call')} failed)" if failed_calls else ""
-        self.emit("error", f"left out of this version: {_n(failed_items, 'failed item')}{calls}; "
-                           "run again to retry them (`streamrag status --failures` lists them)",
-                  llm_errors=failed_calls, failed_items=failed_items)
+        said = _left_out_said(failed_items, claims, lambda n: f"left out of this version: {n}{calls}")
+        self.emit("error", f"{said}; run again to retry them (`streamrag status --failures` lists them)",
+                  llm_errors=failed_calls, failed_items=failed_items, claims_failed=claims)
 
-    def _retry_left_out(self, failed_items: int, failed_calls: int, *, outage: bool, quiet: bool,
-                        words: str = "") -> None:
+    def _retry_left_out(self, failed_items: int, failed_calls: int, claims_failed: int = 0, *, outage: bool,
+                        quiet: bool, words: str = "") -> None:
         """Schedules a sync to retry the items left out, and says so (an ``outage``: says it
         began, its calls in the model client's ``words``, or, said already, leaves it to the
-        outage lines)."""
+        outage lines). ``claims_failed``: of the items, the chunks indexed without their claims."""
         if not outage:   # (an outage's retries cost nothing: the few allowed once it answers are its own)
             self._retries += 1
         self.pending.setdefault(".", "retry")
@@ -1605,13 +1641,16 @@ class Daemon:
             return
         if outage:
             self._say_sync_down(words, llm_errors=failed_calls, pending=self._files_pending(),
-                                failed_items=failed_items)
+                                failed_items=failed_items, claims_failed=claims_failed)
             return
         when = self._retried_when()
-        said = (f"{_n(failed_calls, 'LLM call')} failed; the affected items are retried {when}" if failed_calls
-                else f"left out of this version: {_n(failed_items, 'failed item')} (no LLM call failed); "
-                     f"retried {when} (`streamrag status --failures` lists them)")   # (said "0 LLM calls failed")
-        self.emit("error", said, llm_errors=failed_calls, failed_items=failed_items, outage=False)
+        claimless = f"; {without_claims_said(claims_failed)}" if claims_failed else ""
+        said = (f"{_n(failed_calls, 'LLM call')} failed{claimless}; the affected items are retried {when}"
+                if failed_calls else   # (said "0 LLM calls failed")
+                _left_out_said(failed_items, claims_failed, lambda n: f"left out of this version: {n} (no LLM call "
+                               "failed)") + f"; retried {when} (`streamrag status --failures` lists them)")
+        self.emit("error", said, llm_errors=failed_calls, failed_items=failed_items, claims_failed=claims_failed,
+                  outage=False)
 
     def _retried_when(self) -> str:
         """When the items a sync left out are retried: after a pause, or, stopping (SIGTERM during

@@ -319,6 +319,14 @@ def unusable_said(by_kind: Mapping[str, int]) -> str:
     return ", ".join(parts)
 
 
+def without_claims_said(n: int) -> str:
+    """The chunks of an update whose claims calls failed, as what is true of them: ``4 chunks
+    are indexed without their claims (the claims call failed)``; they were said "left out of this
+    version", which holds their entities and relationships (`index`, `status` and `watch` lines)."""
+    return (f"{counted(n, 'chunk')} {'is' if n == 1 else 'are'} indexed without "
+            f"{'its' if n == 1 else 'their'} claims (the claims call failed)")
+
+
 def counted(n: int, word: str) -> str:
     """``1 entity``, ``2 entities``, ``3 files``: a count with its word (status and watch lines)."""
     if n == 1:
@@ -351,8 +359,7 @@ def _outcome(info: dict) -> str:
         # A run that did not finish published nothing: no version left anything out.
         left.append(f"{counted(failed, 'item')} failed" + (" (left out of this version)" if state == "ok" else ""))
     if claimless:
-        left.append(f"{counted(claimless, 'chunk')} {'is' if claimless == 1 else 'are'} indexed without "
-                    f"{'its' if claimless == 1 else 'their'} claims (the claims call failed)")
+        left.append(without_claims_said(claimless))
     if unreadable:
         left.append(unusable_said(info.get("unreadable_by_kind") or {"unusable": unreadable}))
     if not left:

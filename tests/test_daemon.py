@@ -3435,3 +3435,120 @@ async def test_claims_answers_off_the_format_are_said_by_watch(tmp_path, monkeyp
     said = [e["message"] for e in events[mark:] if e["state"] == "warning"]
     assert len(said) == 1 and said[0].startswith("claims: 1 of "), said
     assert "1 status not TRUE, FALSE or SUSPECTED (read as SUSPECTED)" in said[0]
+
+
+def claims_unusable():
+    """The simulator's answers, but an unusable one for every claims call (and a 404 for
+    ``GET /models``, which `watch` asks first): each chunk is indexed without its claims."""
+    import httpx
+    from conftest import chat_answer
+
+    from streamrag.simulator import ANSWERS, detect_task
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(404)
+        messages = json.loads(request.content)["messages"]
+        task = detect_task(messages)
+        if task == "claims":
+            return chat_answer("I am sorry, I cannot list claims for this text.")
+        return chat_answer(ANSWERS[task](messages))
+    return httpx.MockTransport(answer)
+
+
+async def test_watch_once_says_chunks_whose_claims_failed_indexed_without_them(corpus, tmp_path):
+    # `index` says a chunk whose claims call failed is indexed without its claims (its entities
+    # and relationships are in the version); `watch --once` said "left out of this version: 4
+    # failed items (12 LLM calls failed)", and its stopped line "4 failed items left out of this
+    # version".
+    settings = make_settings("http://llm.test/v1", index={"extract_claims": True}, llm={"max_retries": 0})
+    events = Events()
+    daemon = Daemon(settings, tmp_path / "c.db", corpus, report=events, transport=claims_unusable())
+    await daemon.run(None)
+    result = daemon.last_result
+    n = result.chunks
+    assert n and result.failed_items == result.claims_failed == n and result.entities > 0
+    assert daemon.exit_code == 1
+    (error,) = [e for e in events if e["state"] == "error"]
+    assert error["message"] == (f"{n} chunks are indexed without their claims (the claims call failed); run "
+                                "again to retry them (`streamrag status --failures` lists them)"), error
+    assert (error["failed_items"], error["claims_failed"]) == (n, n) and error["llm_errors"] > 0, error
+    stopped = events[-1]
+    assert stopped["state"] == "stopped" and stopped["message"].startswith(
+        f"{n} chunks are indexed without their claims (the claims call failed); the next start"), stopped
+    assert (stopped["failed_items"], stopped["claims_failed"]) == (n, n), stopped
+    assert not any("left out" in e["message"] for e in events), events
+
+
+async def test_watch_says_chunks_whose_claims_failed_indexed_without_them_as_it_retries(corpus, tmp_path):
+    # A watch retrying chunks whose claims calls failed said "12 LLM calls failed; the affected
+    # items are retried after a pause", and, stopped before the retry, "4 failed items left out
+    # of this version"; started again while the endpoint is down, "the whole folder not synced
+    # yet; 4 failed items left out of this version": they are in the version, without claims.
+    import httpx
+
+    settings = make_settings("http://llm.test/v1", index={"extract_claims": True}, llm={"max_retries": 0},
+                             watch={"quiet_s": 60})
+    db = tmp_path / "c.db"
+    events = Events()
+    daemon = Daemon(settings, db, corpus, report=events, transport=claims_unusable())
+    send, recv = scripted()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(daemon.run, recv)
+        await until(lambda: daemon.syncs >= 1 and any(e["state"] == "error" for e in events), timeout=30)
+        daemon.stop()   # (before the retry, a quiet period away)
+    n = daemon.last_result.chunks
+    assert n and daemon.last_result.claims_failed == n
+    (error,) = [e for e in events if e["state"] == "error"]
+    assert "; the affected items are retried after a pause" in error["message"], error
+    assert f" failed; {n} chunks are indexed without their claims (the claims call failed); the affected" \
+        in error["message"], error
+    assert (error["failed_items"], error["claims_failed"]) == (n, n), error
+    stopped = events[-1]
+    assert stopped["message"] == (f"{n} chunks are indexed without their claims (the claims call failed); the "
+                                  "next start (or `streamrag index`) syncs what is left"), stopped
+    assert (stopped["failed_items"], stopped["claims_failed"]) == (n, n), stopped
+
+    def refused(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+    events = Events()
+    daemon = Daemon(settings, db, corpus, report=events, transport=httpx.MockTransport(refused))
+    send, recv = scripted()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(daemon.run, recv)
+        await until(lambda: any(e["state"] == "error" for e in events), timeout=30)
+        daemon.stop()
+    assert daemon.syncs == 0   # (the initial sync failed: its count is the update's it goes on with)
+    (error,) = [e for e in events if e["state"] == "error"]
+    assert (error["failed_items"], error["claims_failed"]) == (n, n), error
+    stopped = events[-1]
+    assert stopped["message"].startswith(f"the whole folder not synced yet; {n} chunks are indexed without their "
+                                         "claims (the claims call failed); the next start"), stopped
+    assert not any("left out of this version" in e["message"] for e in events), events
+
+
+async def test_watch_gives_up_retrying_chunks_whose_claims_failed_saying_them(corpus, tmp_path):
+    # After its retries the give-up line said only "12 LLM calls still failed after 3 retries".
+    settings = make_settings("http://llm.test/v1", index={"extract_claims": True}, llm={"max_retries": 0},
+                             watch={"quiet_s": 0.02})
+    async with running(settings, tmp_path / "c.db", corpus, transport=claims_unusable()) as (daemon, events, send):
+        await until(lambda: any(e.get("gave_up") for e in events), timeout=30)
+        await send.aclose()
+    n = daemon.last_result.chunks
+    retries = [e for e in events if e["state"] == "error" and not e.get("gave_up")]
+    assert len(retries) == 3 and all(e["claims_failed"] == e["failed_items"] == n for e in retries), retries
+    gave_up = next(e for e in events if e.get("gave_up"))
+    assert f"still failed after 3 retries; {n} chunks are indexed without their claims (the claims call " \
+        "failed); they are tried again when a file changes" in gave_up["message"], gave_up
+    assert gave_up["claims_failed"] == gave_up["failed_items"] == n, gave_up
+
+
+def test_failed_items_and_chunks_without_their_claims_are_said_apart():
+    from streamrag.daemon import _left_out_said
+
+    said = _left_out_said(5, 4, lambda n: f"left out of this version: {n} (2 LLM calls failed)")
+    assert said == ("left out of this version: 1 failed item (2 LLM calls failed), and 4 chunks are indexed "
+                    "without their claims (the claims call failed)")
+    assert _left_out_said(1, 1, lambda n: f"{n} left out") == "1 chunk is indexed without its claims (the claims call failed)"
+    assert _left_out_said(3, 0, lambda n: f"{n} left out") == "3 failed items left out"
