@@ -728,6 +728,28 @@ def _reclustered(r) -> str:
     return "re-clustered afresh, to the same communities; " if r.reclustered else ""
 
 
+def _applied(r) -> str:
+    """The clause of a run that published nothing though settings changed since the index was
+    built made it redo work for the whole index (``SyncResult.settings_changed``), and what that
+    cost: "Nothing changed: ... checked in 1.1 s" was said of a run that summarized every
+    description again (summary_max_tokens changed and changed back: 190 answers from the cache)
+    to the index it had. A clustering setting is left to ``_reclustered`` when it clustered afresh."""
+    names = [n for n in r.settings_changed if not (n == "clustering" and r.reclustered)]
+    if not names:
+        return ""
+    shown = ["reading and chunking" if n == "chunking" else n for n in names]
+    named = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} and {shown[-1]}"
+    u = llm_summary(r.llm)
+    calls, cached = u["calls"], u["cached"]
+    if calls and cached == calls:
+        spent = f" ({_n(cached, 'answer')} from the cache)"
+    elif calls:
+        spent = f" ({_n(calls, 'LLM call')}{f', {cached} from the cache' if cached else ''})"
+    else:
+        spent = ""
+    return f"the {named} settings applied, to the same index{spent}; "
+
+
 def _format_sync(r, db: Path, include: list[str]) -> str:
     from streamrag.loader import left_out_lines
 
@@ -736,7 +758,7 @@ def _format_sync(r, db: Path, include: list[str]) -> str:
     mode = "offline (NLP extraction, extractive reports)" if r.offline else "LLM"
     lines = [
         (f"Indexed into {db} (version {r.version}, {mode}) in {r.wall_s:.1f} s" if r.published else
-         f"Nothing changed: {db} stays at version {r.version} ({mode}); {_reclustered(r)}checked in "
+         f"Nothing changed: {db} stays at version {r.version} ({mode}); {_applied(r)}{_reclustered(r)}checked in "
          f"{r.wall_s:.1f} s"),
         f"  documents      {r.documents} ({_changed(r)}"
         f"{_read_again(r.documents_read_again)}{_unchanged(r)}{_repeats(r.files - r.documents)})",

@@ -2421,3 +2421,36 @@ def test_chunks_whose_claims_failed_are_said_indexed_without_their_claims(cli_ru
     said = cli_run("status", str(corpus)).stdout
     assert f"ok, but {n} chunks are indexed without their claims (the claims call failed)" in said, said
     assert "left out of this version" not in said, said
+
+
+def test_settings_changed_and_back_say_they_applied_to_the_same_index(cli_run, corpus, simulator):
+    # A run whose redone work comes out as the index holds it publishes no version (aae4ec5,
+    # 8fcc38e): it said "Nothing changed: ... stays at version 1 (LLM); checked in 1.1 s" after
+    # summarizing every description again, or extracting every chunk again, from the cache.
+    common = ("-q", "--api-base", simulator.base_url)
+    config = corpus / "streamrag.toml"
+    assert cli_run("index", ".", *common, cwd=corpus).returncode == 0
+    for setting, what in (("summary_max_tokens = 100", "summary"), ("max_gleanings = 2", "extraction")):
+        for step in (setting, ""):   # (changed, and changed back)
+            config.write_text(f"[index]\n{step}\n")
+            out = cli_run("index", ".", *common, cwd=corpus)
+            assert out.returncode == 0, out.stderr
+            head = out.stdout.splitlines()[0]
+            assert head.startswith(f"Nothing changed: {Path('.streamrag', 'index.db')} stays at version 1 (LLM); "
+                                   f"the {what} settings applied, to the same index"), head
+            calls = re.search(r"LLM +(\d+) calls? \((\d+) from cache\)", out.stdout)
+            if calls is None:   # (none asked: the stored extractions of the settings gone back to)
+                assert "to the same index; checked in " in head, head
+            elif calls.group(1) == calls.group(2):
+                assert f"to the same index ({calls.group(2)} answer" in head and " from the cache); checked in " \
+                    in head, head
+            else:
+                assert f"to the same index ({calls.group(1)} LLM call" in head, head
+    said = json.loads(cli_run("index", ".", "--json", *common, cwd=corpus).stdout)
+    assert said["published"] is False and said["settings_changed"] == [], said
+    again = cli_run("index", ".", *common, cwd=corpus).stdout.splitlines()[0]
+    assert "settings applied" not in again, again   # (nothing redone: said as before)
+    config.write_text("[index]\nleiden_seed = 7\n")   # (said by the clause of a fresh clustering, as it was)
+    reclustered = cli_run("index", ".", *common, cwd=corpus).stdout.splitlines()[0]
+    assert reclustered.endswith("; re-clustered afresh, to the same communities; checked in "
+                                f"{reclustered.rsplit(' ', 2)[1]} s") and "applied" not in reclustered, reclustered
