@@ -468,8 +468,8 @@ def _unusable_answers_said(unusable: int, again: int) -> str:
     if not unusable:
         return ""
     of_them = ("" if not again else ", asked again and then answered" if again == unusable
-               else f", {again} of them asked again and then answered")
-    return f"; {counted(unusable, 'answer')} unusable (in errors){of_them}"
+               else f", {again:,} of them asked again and then answered")
+    return f"; {unusable:,} answer{'s' if unusable != 1 else ''} unusable (in errors){of_them}"
 
 
 def _failures_line(last: int, total: int, last_run: dict | None, told: bool) -> list[str]:
@@ -525,7 +525,7 @@ def format_status(info: dict, db: Path) -> str:
         again, unusable = info.get("asked_again", 0), info.get("unusable", 0)
         # (the unusable answers were said by --json alone: the errors column mixes them with the
         # endpoint's failures, which are fixed elsewhere)
-        lines.append(f"  LLM calls      {info['llm']['calls']} (cache hit rate {rate:.0%})"
+        lines.append(f"  LLM calls      {info['llm']['calls']:,} (cache hit rate {rate:.0%})"
                      + _unusable_answers_said(unusable, again))
         cancelled = any(r["cancelled"] for r in info["llm_by_model"])   # (a column only when there are some)
         columns = _USAGE_COLUMNS + (("cancelled", "cancelled", 11),) * cancelled

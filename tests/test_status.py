@@ -1429,3 +1429,15 @@ def test_the_usage_table_keeps_its_columns_in_line_at_any_count():
     for row in table[1:]:
         assert len(row) == len(table[0]), table
         assert all(row[e - 1].isdigit() and (e == len(row) or row[e] == " ") for e in edges), table
+
+
+def test_the_calls_line_groups_its_counts_by_thousands_as_the_table_does():
+    # The table below it grouped its counts by thousands (97a6aaa); the line above said
+    # "LLM calls      2469141" and "12345 answers unusable".
+    rows = [{"stage": "report", "model": "m", "calls": 2_469_141, "cached": 0, "prompt_tokens": 1,
+             "completion_tokens": 1, "errors": 12_345, "cancelled": 0}]
+    info = {**_info("ok", 0, 0), "llm_by_model": rows, "llm": llm_summary({"report": rows[0]}),
+            "cache_hit_rate": 0.0, "unusable": 12_345, "asked_again": 1_234}
+    line = next(x for x in format_status(info, Path("i.db")).splitlines() if x.strip().startswith("LLM calls"))
+    assert line.startswith("  LLM calls      2,469,141 (cache hit rate 0%); 12,345 answers unusable"), line
+    assert "1,234 of them asked again" in line, line
