@@ -91,7 +91,7 @@ from streamrag.llm import request_options
 from streamrag.merge import descriptions_after, mentions_of, unique_descriptions
 from streamrag.on_disk import change_stamp, covered, file_names, retimed, same_on_disk, still_there
 from streamrag.parsing import parse_records, parse_yes_no
-from streamrag.pipeline import check_not_downgraded, nothing_found
+from streamrag.pipeline import check_not_downgraded, nothing_found, reports_redone, resummarizes
 from streamrag.prompts import load_prompt
 from streamrag.report_stage import built_min_members, children_of, deepest_first, report_attempt
 from streamrag.reports import ReportContext, build_context, context_key
@@ -99,8 +99,8 @@ from streamrag.records import Chunk, ClaimRecord, Community, Extraction, Relatio
 from streamrag.sentences import sentences_of
 from streamrag.status import counted, llm_summary
 from streamrag.store import Store, without_index_files
-from streamrag.summarizer import (SUMMARY_HEADROOM, asks_model, new_summary_input, summarizer_key, summary_input,
-                                  summary_messages, within_budget, without_model)
+from streamrag.summarizer import (SUMMARY_HEADROOM, asks_model, new_summary_input, summary_input, summary_messages,
+                                  within_budget, without_model)
 from streamrag.tokens import count_message_tokens, count_prompt_tokens, count_tokens, truncate
 
 
@@ -387,7 +387,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
         else:
             # Settings that change every summary, or every report, since the published index
             # (a model, a prompt, a budget): all of them are written again, changed chunks or not.
-            resummarized = bool(store.version) and store.get_meta("summarizer") != summarizer_key(settings)
+            resummarized = resummarizes(store, settings)   # (as the run says it: ``summary_change``)
             summarized_again = summary_change(store, settings)
             recluster = recluster or store.get_meta("leiden") not in (
                 None, leiden_key(ix.max_cluster_size, ix.leiden_seed, ix.leiden_resolution))
@@ -472,6 +472,9 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             # (claims turned on: each chunk asked its claims alone, its extraction kept)
             "claims_asked_because": claims_change(store, settings) if store is not None else "",
             "summarized_again_because": summarized_again,
+            # (report settings changed: what the run writes again of the reports, in its words, and why)
+            "reported_again": reported_again(store, settings) if store is not None else "",
+            "reported_again_because": report_change(store, settings) if store is not None else "",
             # (not those the run extracts again, or that leave with their file's edit: merged as
             # its new chunks are, ``GraphState.apply``)
             "chunks_merged_again": len(stranded_chunks(store) & wanted & published) if store is not None else 0,
@@ -1265,6 +1268,10 @@ def format_estimate(e: dict) -> str:
                     f"{e['claims_asked_because']}.")
     if e.get("summarized_again_because") and not e["offline"]:
         because += f"\nEvery merged description is summarized again: {e['summarized_again_because']}."
+    if e.get("reported_again_because") and not e["offline"]:
+        # (the run said "reports are written again where their context changed"; the estimate
+        # "Nothing to do", or counted reports with no word of why)
+        because += f"\n{e['reported_again'][:1].upper()}{e['reported_again'][1:]}: {e['reported_again_because']}."
     if stranded := e.get("chunks_merged_again"):
         because += (f"\n{counted(stranded, 'chunk')} holding claims about names that are no entity "
                     f"{'is' if stranded == 1 else 'are'} merged again from the extractions stored, once "
@@ -1283,7 +1290,8 @@ def format_estimate(e: dict) -> str:
     changed = e.get("documents_added", 0) + e.get("documents_edited", 0) + e.get("documents_read_again", 0)
     if e.get("update") and not (changed or e.get("documents_removed") or u["calls"] or e["chunks_to_extract"]
                                 or e["chunks_unpublished"] or e["chunks_replacing"] or e.get("chunks_merged_again")
-                                or e.get("read_again_because") or e.get("summarized_again_because")):
+                                or e.get("read_again_because") or e.get("summarized_again_because")
+                                or e.get("reported_again_because")):
         # (It printed "total 0 calls" and that answers "are estimated" of an index with nothing to do.)
         return (f"Nothing to do: the index is up to date with {counted(e['documents'], 'document')} "
                 f"({e['corpus_tokens']:,} tokens); no LLM calls." + because + unreadable)
@@ -1380,11 +1388,26 @@ def _cached_said(by_stage: dict[str, dict[str, int]]) -> str:
 def summary_change(store: Store, settings: Settings) -> str:
     """Why a run with ``settings`` writes every summary of the index in ``store`` again (the run
     says it as it starts: ``Indexer._say_what_settings_redo``), or "" when it does not."""
-    built = store.get_meta("summarizer")
-    if settings.offline or not store.version or built == summarizer_key(settings) or (
-            built is None and not index_rows.has_entities(store)):
+    if settings.offline or not resummarizes(store, settings):
         return ""
     return "the summary settings changed since this index was built" + _free(
+        settings, " (answers in the cache cost nothing)")
+
+
+def reported_again(store: Store, settings: Settings) -> str:
+    """What a run with ``settings`` writes again of the reports of the index in ``store``, its
+    report settings changed, in the run's words (``pipeline.reports_redone``), or "": offline
+    runs pay nothing and say nothing."""
+    return "" if settings.offline else reports_redone(store, settings)
+
+
+def report_change(store: Store, settings: Settings) -> str:
+    """Why a run with ``settings`` writes reports of the index in ``store`` again
+    (``reported_again``), or "" when it does not. A new report_max_input_tokens was estimated
+    'Nothing to do' of a run that said reports are written again where their context changed."""
+    if not reported_again(store, settings):
+        return ""
+    return "the report settings changed since this index was built" + _free(
         settings, " (answers in the cache cost nothing)")
 
 

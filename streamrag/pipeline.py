@@ -217,6 +217,33 @@ class SyncResult(msgspec.Struct):
 # --------------------------------------------------------------------------------------------
 # One sync: the stages in order
 # --------------------------------------------------------------------------------------------
+def resummarizes(store: Store, settings: Settings) -> bool:
+    """Whether a run with ``settings`` writes every summary of the published index in ``store``
+    again: its summary settings changed since it was built (an index from before the summarizer
+    mark, holding entities, too). The run says it (``Indexer._say_what_settings_redo``), and its
+    estimate says and counts it (``estimate.summary_change``, ``estimate._estimate``)."""
+    built = store.get_meta("summarizer")
+    return bool(store.version) and built != summarizer_key(settings) and (
+        built is not None or index_rows.has_entities(store))
+
+
+def reports_redone(store: Store, settings: Settings) -> str:
+    """What a run with ``settings`` does again of the reports of the published index in
+    ``store``, its report settings changed since it was built, in the run's words
+    (``Indexer._say_what_settings_redo``; the estimate's ``reported_again``), or "" when they
+    did not change."""
+    said, by_llm = store.get_meta, not settings.offline
+    if not store.version or said("report_settings") in (None, report_settings_key(settings, by_llm=by_llm)):
+        return ""
+    if built_min_members(settings, said, by_llm=by_llm) is not None:   # (that one alone)
+        return "reports are written for the communities that now reach index.report_min_members (those " \
+               "written are kept)"
+    # (a context key holds the model and prompt, not the settings: a context built as before,
+    # one within both report_max_input_tokens, finds its report)
+    return ("reports are written again where their context changed (every one for a new report model or "
+            "prompt; a context within both the old and the new index.report_max_input_tokens keeps its report)")
+
+
 def check_not_downgraded(settings: Settings, store: Store, db_path: Path) -> None:
     """Refuses to index offline, for want of an endpoint, an index a model built: its graph and
     reports would be replaced by the NLP extractor's without a word (a job run without the
@@ -865,20 +892,10 @@ class Indexer:
                 effect = f"every chunk is extracted with {s.llm.extraction_model} (it was built offline" \
                          f"{'; ' + free if free else ''})"
             changes.append(("extraction", effect))
-        if said("summarizer") != self.summarizer_key and (
-                said("summarizer") is not None or index_rows.has_entities(store)):   # (an index from before the key: redone too)
+        if resummarizes(store, s):
             changes.append(("summary", "every merged description is summarized again"))
-        if said("report_settings") not in (None, self.report_key()):
-            if built_min_members(s, said, by_llm=not s.offline) is not None:   # (that one alone)
-                changes.append(("report", "reports are written for the communities that now reach "
-                                          "index.report_min_members (those written are kept)"))
-            else:
-                # (a context key holds the model and prompt, not the settings: a context built
-                # as before, one within both report_max_input_tokens, finds its report)
-                changes.append(("report", "reports are written again where their context changed (every "
-                                          "one for a new report model or prompt; a context within both "
-                                          "the old and the new index.report_max_input_tokens keeps its "
-                                          "report)"))
+        if reported := reports_redone(store, s):
+            changes.append(("report", reported))
         if said("leiden") not in (None, self.leiden_key):
             changes.append(("clustering", "it is clustered afresh"))
         if upgrade:

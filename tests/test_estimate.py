@@ -1883,3 +1883,27 @@ async def test_a_chunk_extracted_but_for_its_claims_is_estimated_as_the_run_asks
     est, done = await index_and_estimate(docs, claims, failed)
     assert extraction_calls(done.llm) == {"claims": (first.chunks, 0)}, done.llm
     assert extraction_calls(est["llm"]["by_stage"]) == extraction_calls(done.llm), (est["llm"], done.llm)
+
+
+async def test_report_settings_changed_are_said_as_the_run_says_them(tmp_path, simulator):
+    # index.report_max_input_tokens 6000 -> 5000: the run says "reports are written again where
+    # their context changed", and the estimate said "Nothing to do" (every context fitting both);
+    # index.report_min_members changed: reports counted with no word of why. Now both say it.
+    docs = news_copy(tmp_path, 3)
+    db = tmp_path / "index.db"
+    await sync([docs], make_settings(simulator.base_url), db, root=docs)
+    why = "the report settings changed since this index was built (answers in the cache cost nothing)"
+    for changed in ({"report_max_input_tokens": 5000}, {"report_max_input_tokens": 5000, "report_min_members": 2}):
+        settings = make_settings(simulator.base_url, index=changed)
+        est = estimate([docs], settings, db, root=docs)
+        said: list[str] = []
+        await Indexer(settings, db, root=docs, say=said.append).run([docs])
+        assert said == [f"the report settings changed since this index was built: {est['reported_again']}"], said
+        assert est["reported_again_because"] == why, est
+        text = format_estimate(est)
+        assert not text.startswith("Nothing to do"), text
+        assert f"{est['reported_again'][0].upper()}{est['reported_again'][1:]}: {why}." in text.splitlines()
+        again = estimate([docs], settings, db, root=docs)   # (the run wrote the mark: nothing again)
+        assert again["reported_again_because"] == again["reported_again"] == "", again
+        assert format_estimate(again).startswith("Nothing to do"), format_estimate(again)
+    assert est["reported_again"].startswith("reports are written for the communities that now reach")
