@@ -376,7 +376,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                 if c.id in from_cache:
                     unclaimed[c.id] = said
     sized: list[int] = []   # the prompt tokens of the reports whose community is worked out
-    upper_bound = False     # the reports counted are an upper bound (``_claims_stand_in``)
+    stood_in = False        # the reports counted stand claims in about every name (``_claims_stand_in``)
     summarized_again = ""   # why every summary is written again ("" when it is not)
     if not settings.offline:
         summaries = communities = report_tokens = 0.0
@@ -402,7 +402,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                 live=live, paths_of=paths_of, resummarize=resummarized, recluster=recluster,
                 summary_tokens=r.summary_completion, rereport=bool(store.version) and chosen_with is None)
             communities = len(sized)   # (sized: the prompt tokens of reports whose community is known)
-            upper_bound = bool(unclaimed) and bool(communities)
+            stood_in = bool(unclaimed) and bool(communities)
             if resummarized:
                 # (but those the cache answers: settings changed and changed back asked none)
                 summaries = max(summaries, _summaries_asked(store, settings) - answered.summaries)
@@ -465,8 +465,12 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             "chunks_claims_only": len(claims_only),
             "chunks_replacing": len(replacing), "offline": settings.offline, "llm": llm_summary(stages),
             # (claims asked of chunks whose names the cache gives, about which of them not known:
-            # the reports counted as if about every one, ``_claims_stand_in``)
-            "reports_upper_bound": upper_bound, "chunks_claims_unknown": len(unclaimed) if upper_bound else 0,
+            # the reports counted as if about every one, ``_claims_stand_in``: likely more than the
+            # run writes, but no bound: a claim about a name that is no entity makes one, and the
+            # other new chunks' names are the offline extractor's guesses; reports_upper_bound is
+            # its old name, kept for the scripts that read it)
+            "reports_claims_stood_in": stood_in, "reports_upper_bound": stood_in,
+            "chunks_claims_unknown": len(unclaimed) if stood_in else 0,
             "read_again_because": reading_change(store, settings) if store is not None else "",
             "extracted_again_because": extraction_change(store, settings) if store is not None else "",
             # (claims turned on: each chunk asked its claims alone, its extraction kept)
@@ -616,7 +620,8 @@ def _claims_stand_in(extraction: Extraction, text: str, tokens: float, encoding:
     (which names they are about is known only from the answer), their descriptions together
     ``tokens`` long (what the claims answer is estimated to say), each from the sentences of the
     chunk ``text`` naming it. So every report context those names are in changes: the reports
-    counted are an upper bound of those the run writes (index.extract_claims turned on for ten
+    counted are likely more than the run writes, but no bound (a claim about a name that is no
+    entity makes one; stand-ins have no object) (index.extract_claims turned on for ten
     articles: 26, the run 11; counted on the offline extractor's names for the chunks, 35
     summaries for the run's 0, and the same 26 reports said as if they were the run's)."""
     names = list(dict.fromkeys(e.name for e in extraction.entities))
@@ -695,7 +700,7 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     (``new_chunks``: those not yet extracted), or the extraction the run makes of the cache's
     answers where they make it whole (``from_cache``; ``unclaimed``: those of them whose claims the
     cache does not hold, with the completion tokens of each one's claims, stood in for by
-    ``_claims_stand_in``: an upper bound of the reports). A new chunk names existing entities: their
+    ``_claims_stand_in``: likely more reports than the run's, no bound). A new chunk names existing entities: their
     summaries are written again, and the reports of their communities and of those above.
     ``live``: the published chunks (``index_rows.live_chunks``); ``summary_tokens``: a model's
     summary's length (``Ratios.summary_completion``), of those a report's context shows;
@@ -1323,11 +1328,14 @@ def format_estimate(e: dict) -> str:
     lines.append(f"Extraction prompts are counted exactly; answers, summaries and reports are estimated{stand_in}.")
     if e.get("ratios_from"):
         lines.append(f"{e['ratios_from']}; the rest from stand-in ratios.")
-    if e.get("reports_upper_bound"):
+    if e.get("reports_claims_stood_in", e.get("reports_upper_bound")):
+        # (It said "The reports are an upper bound", which they are not: a claim about a name that
+        # is no entity makes one, and other new chunks' names are guessed.)
         k = e["chunks_claims_unknown"]
-        lines.append(f"The reports are an upper bound: the claims asked of {counted(k, 'chunk')} are counted as if "
-                     f"about every name {'it holds' if k == 1 else 'they hold'} (which names they are about, only "
-                     "the model's answers say).")
+        lines.append(f"The reports are likely fewer than counted: the claims asked of {counted(k, 'chunk')} are "
+                     f"counted as if about every name {'it holds' if k == 1 else 'they hold'} (which names they "
+                     "are about, only the model's answers say; a claim about a name that is no entity yet makes "
+                     "one, not counted).")
     return "\n".join(lines) + because + unreadable
 
 

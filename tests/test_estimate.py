@@ -1746,12 +1746,13 @@ async def test_claims_answers_the_cache_holds_are_counted_free(tmp_path, simulat
         f"so are {ran['cached']} claims answers)" in format_estimate(est).splitlines()
 
 
-async def test_claims_turned_on_count_the_run_s_summaries_and_an_upper_bound_of_its_reports(tmp_path, simulator):
+async def test_claims_turned_on_count_the_run_s_summaries_and_say_their_reports_stand_claims_in(tmp_path, simulator):
     # index.extract_claims turned on for an index built without: every chunk is extracted again,
     # its first round and gleanings from the cache, and asked for its claims. The estimate stood
     # the offline extractor's names in for the whole extraction: 35 summaries and 26 reports for
     # the run's 0 and 11 (ten news articles), said as if they were the run's. Now the names from
-    # the cache, and its claims about any of them: the reports an upper bound, said so.
+    # the cache, and its claims about any of them: the reports likely more than the run's, said
+    # so (it said "an upper bound", which they are not: a claim may name what is no entity yet).
     docs = news_copy(tmp_path, 10)
     db = tmp_path / "index.db"
     await sync([docs], make_settings(simulator.base_url), db, root=docs)
@@ -1762,13 +1763,15 @@ async def test_claims_turned_on_count_the_run_s_summaries_and_an_upper_bound_of_
     assert asked(est, "report") >= paid(done.llm, "report"), (est["llm"], done.llm)
     # (the claims requests are the run's: of the names its extraction from the cache holds)
     assert est["llm"]["by_stage"]["claims"]["prompt_tokens"] == done.llm["claims"]["prompt_tokens"]
-    assert est["reports_upper_bound"] and est["chunks_claims_unknown"] == done.chunks_extracted
-    assert (f"The reports are an upper bound: the claims asked of {done.chunks_extracted} chunks are counted as "
-            "if about every name they hold (which names they are about, only the model's answers say).") \
-        in format_estimate(est).splitlines()
+    assert est["reports_claims_stood_in"] and est["chunks_claims_unknown"] == done.chunks_extracted
+    assert est["reports_upper_bound"]   # (the old name, kept)
+    assert (f"The reports are likely fewer than counted: the claims asked of {done.chunks_extracted} chunks are "
+            "counted as if about every name they hold (which names they are about, only the model's answers say; "
+            "a claim about a name that is no entity yet makes one, not counted).") in format_estimate(est).splitlines()
+    assert "upper bound" not in format_estimate(est)
     add_articles(docs, 10, 12)   # (new articles' claims: their names are guessed, as before)
     est = estimate([docs], claims, db, root=docs)
-    assert asked(est, "report") and not est["reports_upper_bound"] and "upper bound" not in format_estimate(est)
+    assert asked(est, "report") and not est["reports_claims_stood_in"] and "likely fewer" not in format_estimate(est)
 
 
 async def test_a_summary_setting_changed_and_back_is_estimated_as_the_run_summarizes_from_the_cache(
@@ -1842,7 +1845,7 @@ async def test_a_chunk_whose_claims_call_gave_up_is_estimated_its_claims_call_al
     claims = est["llm"]["by_stage"]["claims"]
     assert (claims["calls"], claims["prompt_tokens"]) == (done.llm["claims"]["calls"], done.llm["claims"]["prompt_tokens"])
     assert asked(est, "summarize") == paid(done.llm, "summarize") == 0, est["llm"]
-    assert asked(est, "report") >= paid(done.llm, "report") and est["reports_upper_bound"]
+    assert asked(est, "report") >= paid(done.llm, "report") and est["reports_claims_stood_in"]
 
 
 def extraction_calls(llm: dict) -> dict[str, tuple[int, int]]:
