@@ -90,7 +90,7 @@ from streamrag.graph_state import Change, GraphState, dirty_communities, documen
 from streamrag.llm import request_options
 from streamrag.merge import descriptions_after, mentions_of, unique_descriptions
 from streamrag.on_disk import change_stamp, covered, file_names, retimed, same_on_disk, still_there
-from streamrag.parsing import parse_records, parse_yes_no
+from streamrag.parsing import parse_records, parse_yes_no, read_claims, usable_extraction
 from streamrag.pipeline import check_not_downgraded, nothing_found, reports_redone, resummarizes
 from streamrag.prompts import load_prompt
 from streamrag.report_stage import built_min_members, children_of, deepest_first, report_attempt
@@ -600,8 +600,10 @@ def _gleaned_from_cache(store: Store, settings: Settings, prompts: ExtractionPro
 def _claimed_from_cache(store: Store, settings: Settings, prompts: ExtractionPrompts, chunk: Chunk,
                         gleaned: Extraction) -> Extraction | None:
     """``gleaned`` (``_gleaned_from_cache``) with ``chunk``'s claims as the run adds them
-    (``extractor.extract_claims``) from the cache's answer; None when the run asks for claims
-    the cache does not hold (not known here)."""
+    (``extractor.extract_claims``) from the cache's answer, read as the run reads it
+    (``parsing.read_claims``); None when the run asks for claims the cache does not hold (not
+    known here), or holds an answer the run cannot use and so asks again, paid (its usable
+    check, ``usable_extraction``: a cached answer is checked before use)."""
     if not settings.index.extract_claims:
         return gleaned
     prompt = prompts.claims
@@ -610,7 +612,10 @@ def _claimed_from_cache(store: Store, settings: Settings, prompts: ExtractionPro
                                            request_options(settings.llm.temperature), prompt.name, prompt.version))
     if answer is None:
         return None
-    gleaned.claims = list(parse_records(answer).claims)
+    parsed, _faults = read_claims(answer)
+    if not usable_extraction(answer, parsed):
+        return None
+    gleaned.claims = list(parsed.claims)
     return gleaned
 
 

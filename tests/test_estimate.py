@@ -514,8 +514,10 @@ async def test_claims_turned_on_are_said_asked_of_every_chunk_not_extracted_agai
     est = estimate([tmp_path / "d"], claims, db, root=tmp_path / "d")
     why = "index.extract_claims was turned on since this index was built; answers in the cache cost nothing"
     assert est["extracted_again_because"] == "" and est["claims_asked_because"] == why, est
-    assert format_estimate(est).splitlines()[-1] == \
-        f"Every chunk is asked for its claims (its entities and relationships as extracted): {why}."
+    assert f"Every chunk is asked for its claims (its entities and relationships as extracted): {why}." \
+        in format_estimate(est).splitlines()
+    # (claims are in the report settings, as reports show them: the run says reports too)
+    assert format_estimate(est).splitlines()[-1].startswith("Reports are written again where their context changed")
     assert est["chunks_claims_only"] == est["chunks_to_extract"] == 1   # (as the head line says it)
     assert "1 chunk to extract (each only asked for its claims):" in format_estimate(est).splitlines()[0]
     said: list[str] = []
@@ -523,6 +525,7 @@ async def test_claims_turned_on_are_said_asked_of_every_chunk_not_extracted_agai
     assert set(done.llm) == {"claims"} and "extraction" in done.settings_changed, done.llm   # (what is said)
     assert len(said) == 1 and "every chunk is asked for its claims (its entities and relationships as " \
         "extracted; answers in the cache cost nothing)" in said[0] and "extracted again" not in said[0], said
+    assert est["reported_again"] in said[0] and "report" in done.settings_changed, said
     est = estimate([tmp_path / "d"], make_settings(simulator.base_url), db, root=tmp_path / "d")
     assert est["claims_asked_because"] == "" and est["extracted_again_because"]   # (turned off again: extracted)
 
@@ -1910,3 +1913,30 @@ async def test_report_settings_changed_are_said_as_the_run_says_them(tmp_path, s
         assert again["reported_again_because"] == again["reported_again"] == "", again
         assert format_estimate(again).startswith("Nothing to do"), format_estimate(again)
     assert est["reported_again"].startswith("reports are written for the communities that now reach")
+
+
+async def test_claims_answers_the_cache_holds_but_the_run_cannot_use_are_counted_paid(tmp_path, simulator):
+    # index.max_gleanings 1 -> 0 with claims on, the cache's claims answers unusable (prose: the
+    # run's usable check rejects a cached answer and asks again, paid). The estimate read them
+    # with parse_records, found no claims, and counted each claims call answered by the cache.
+    from streamrag.answer_cache import pack, unpack
+
+    docs = news_copy(tmp_path, 6)
+    db = tmp_path / "index.db"
+    await sync([docs], make_settings(simulator.base_url, index={"extract_claims": True}), db, root=docs)
+    conn = sqlite3.connect(db)
+    with conn:
+        keys = [k for (k,) in conn.execute("SELECT DISTINCT cache_key FROM llm_calls WHERE stage = 'claims'")]
+        for key in keys:
+            raw = conn.execute("SELECT response FROM llm_cache WHERE key = ?", (key,)).fetchone()[0]
+            answer = json.loads(unpack(raw))
+            answer["text"] = "I cannot list claims."
+            conn.execute("UPDATE llm_cache SET response = ? WHERE key = ?",
+                         (pack(json.dumps(answer).encode()), key))
+    conn.close()
+    assert keys
+    est, done = await index_and_estimate(
+        docs, make_settings(simulator.base_url, index={"extract_claims": True, "max_gleanings": 0}), db)
+    claims, ran = est["llm"]["by_stage"]["claims"], done.llm["claims"]
+    assert ran["cached"] == 0 and ran["calls"] > 0, done.llm
+    assert (claims["calls"], claims["cached"]) == (ran["calls"], ran["cached"]), (claims, ran)
