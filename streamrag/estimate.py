@@ -316,6 +316,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             prompt = count_prompt_tokens(asked[c.id].messages, c.text, tokens, ix.encoding)
             checks = gleans = 0
             ended = claimed = False   # (claimed: the cache holds the claims answer the run asks for)
+            partly_claimed = False    # (... for the extraction so far, its later rounds not cached: asked, paid)
 
             def check_tokens() -> tuple[float, float]:   # (of this chunk's glean check: prompt, answer)
                 return (r.check_prompt * prompt if r.check_prompt is not None else
@@ -338,7 +339,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                                                               FIRST_ROUND_COMPLETION * tokens))
                 # (its gleaning rounds too, as far as the cache answers them: an index built with
                 # index.max_gleanings 1 and run with 2 was estimated 202 calls for the run's 43)
-                checks, gleans, gleaned = _gleaned_from_cache(store, settings, prompts, c, keys[c.id])
+                checks, gleans, gleaned, so_far = _gleaned_from_cache(store, settings, prompts, c, keys[c.id])
                 ended = gleaned is not None
                 for stage, answered, of_one in (("glean_check", checks, check_tokens), ("glean", gleans, glean_tokens)):
                     if answered:   # (a stage the run does not ask has no row)
@@ -347,6 +348,18 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                     whole = _claimed_from_cache(store, settings, prompts, c, gleaned)
                     from_cache[c.id] = gleaned if whole is None else whole
                     claimed = ix.extract_claims and whole is not None
+                elif so_far is not None and gleans:
+                    # A round the cache does not answer after a gleaning it does (index.max_gleanings
+                    # raised: its next check) is counted a call below; what it adds is not known,
+                    # and taken as nothing, a later round adding less than the first: the model's
+                    # names so far stand in, with the claims the cache holds of them, not the
+                    # offline extractor's names (max_gleanings 1 -> 2, ten news articles, claims on
+                    # or off: 28 summaries and 24 reports for the run's 0 and 0). Before any
+                    # gleaning the cache answers, they do, as before (max_gleanings 0 -> 1: taken
+                    # as adding nothing, 0 and 0 for the run's 6 and 24; the offline names, 36 and 26).
+                    whole = _claimed_from_cache(store, settings, prompts, c, so_far)
+                    from_cache[c.id] = so_far if whole is None else whole
+                    partly_claimed = ix.extract_claims and whole is not None
             else:
                 add("extract", 1, prompt, _measured(r.extract_completion, prompt, FIRST_ROUND_COMPLETION * tokens))
             rounds = [] if ended else _rounds(r, ix.max_gleanings, checks=ix.glean_check != "off")[gleans:]
@@ -373,7 +386,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                     cache_answers("claims", 1, claims_prompt, said)
                     continue
                 add("claims", 1, claims_prompt, said)
-                if c.id in from_cache:
+                if c.id in from_cache and not partly_claimed:
                     unclaimed[c.id] = said
     sized: list[int] = []   # the prompt tokens of the reports whose community is worked out
     stood_in = False        # the reports counted stand claims in about every name (``_claims_stand_in``)
@@ -561,16 +574,16 @@ def _report_cached(store: Store, settings: Settings, ctx: ReportContext) -> bool
 
 
 def _gleaned_from_cache(store: Store, settings: Settings, prompts: ExtractionPrompts, chunk: Chunk,
-                        first: str) -> tuple[int, int, Extraction | None]:
+                        first: str) -> tuple[int, int, Extraction | None, Extraction | None]:
     """The gleaning rounds of ``chunk``, whose first extraction answer the cache holds under
     ``first``, that the cache answers too, asked as ``gleaner.glean`` asks them: (checks and
-    gleanings answered, the extraction they make when its gleaning ends within them, else None).
-    A run after an interruption, or with another index.max_gleanings or claims setting, asks
+    gleanings answered, the extraction they make when its gleaning ends within them, else None;
+    and the extraction as far as they make it, None when the first answer is not cached). A run after an interruption, or with another index.max_gleanings or claims setting, asks
     them again of the cache."""
     ix, model, temperature = settings.index, settings.llm.extraction_model, settings.llm.temperature
     answer = _cached_text(store, first)
     if answer is None:
-        return 0, 0, None
+        return 0, 0, None, None
     extraction = parse_records(answer, entity_types=ix.entity_types)
     biased = ix.glean_check == "logit_bias" and settings.llm.logit_bias
     check_options = request_options(temperature, max_tokens=1, logit_bias=yes_no_bias(settings)) if biased \
@@ -582,19 +595,19 @@ def _gleaned_from_cache(store: Store, settings: Settings, prompts: ExtractionPro
             said = _cached_text(store, cache_key(model, messages, check_options, prompts.glean_check.name,
                                                  prompts.glean_check.version))
             if said is None or parse_yes_no(said) is None:
-                return checks, gleans, None
+                return checks, gleans, None, extraction
             checks += 1
             if parse_yes_no(said) is False:
-                return checks, gleans, extraction
+                return checks, gleans, extraction, extraction
         messages = glean_messages(prompts, chunk, extraction, settings)
         answer = _cached_text(store, cache_key(model, messages, request_options(temperature),
                                                prompts.glean.name, prompts.glean.version))
         if answer is None:
-            return checks, gleans, None
+            return checks, gleans, None, extraction
         gleans += 1
         if merge_round(extraction, parse_records(answer, entity_types=ix.entity_types)) == 0:
-            return checks, gleans, extraction
-    return checks, gleans, extraction
+            return checks, gleans, extraction, extraction
+    return checks, gleans, extraction, extraction
 
 
 def _claimed_from_cache(store: Store, settings: Settings, prompts: ExtractionPrompts, chunk: Chunk,
@@ -730,6 +743,14 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
         extractions[cid] = _stand_in(chunk.text, *earlier, entity_types=ix.entity_types, guessed=guessed,
                                      lengths=lengths)
     added &= extractions.keys()   # (a chunk neither extracted nor new: none)
+    # A published chunk whose extraction here holds the records it is live with stays as it is,
+    # as the run keeps it (``Indexer._changes``, ``index_rows.same_records``): one the index
+    # holds, or one the cache answers whole (claims too: not stood in for). Merged again, an
+    # extraction setting changed and back was counted its summaries and reports.
+    same = _same_as_live(store, {c: live[c] for c in added if c in live and c not in unclaimed
+                                 and c not in guessing}, extractions, key, from_cache=from_cache.keys())
+    added -= same
+    removed -= same
     if not added and not removed and not resummarize and not rereport:
         return 0, [], FromCache()   # (nothing changed: the run asks for nothing new)
     state = GraphState.load(store)
@@ -806,6 +827,22 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
             else:
                 prompts.append(_report_prompt(ctx, settings))
     return math.floor(summaries + 0.5), prompts, FromCache(cached_summaries, cached_reports)
+
+
+def _same_as_live(store: Store, published: dict[str, str], extractions: dict[str, Extraction], key: str, *,
+                  from_cache) -> set[str]:
+    """Those of the live chunks ``published`` (chunk -> the extractor it is live with) whose
+    extraction (``extractions``: the stored one by ``key``, or, for those ``from_cache``, the
+    one the run makes of the cache's answers) holds the records (entities, relationships,
+    claims) of the one they are live with: the run keeps them as they are."""
+    stored = index_rows.same_records(store, {c: k for c, k in published.items() if c not in from_cache}, key)
+    cached = {c: k for c, k in published.items() if c in from_cache}
+    same = set(stored)
+    for old in set(cached.values()):
+        was = index_rows.load_extractions(store, {c for c, k in cached.items() if k == old}, old)
+        same.update(c for c, w in was.items() if (e := extractions.get(c)) is not None
+                    and (e.entities, e.relationships, e.claims) == (w.entities, w.relationships, w.claims))
+    return same
 
 
 class FirstGraph(NamedTuple):

@@ -1940,3 +1940,30 @@ async def test_claims_answers_the_cache_holds_but_the_run_cannot_use_are_counted
     claims, ran = est["llm"]["by_stage"]["claims"], done.llm["claims"]
     assert ran["cached"] == 0 and ran["calls"] > 0, done.llm
     assert (claims["calls"], claims["cached"]) == (ran["calls"], ran["cached"]), (claims, ran)
+
+
+async def test_an_extraction_setting_changed_and_back_to_the_same_records_counts_no_summary_or_report(
+        tmp_path, simulator):
+    # index.max_gleanings 1 -> 2 -> 1 with claims on: each chunk is extracted again, from the cache
+    # but for its second round's check, to the records it is published with, and the run keeps it
+    # as it is (8fcc38e): no summary, no report. The estimate stood the offline extractor's names
+    # in for each chunk whose second check the cache does not answer (ten news articles: 28
+    # summaries and 24 reports for the run's 0 and 0). Now the model's names so far, with the
+    # claims the cache holds of them, and the chunks whose records are the published ones kept.
+    docs = news_copy(tmp_path, 10)
+    db = tmp_path / "index.db"
+
+    def settings(**index):
+        return make_settings(simulator.base_url, index={"extract_claims": True, **index})
+
+    await sync([docs], settings(), db, root=docs)
+    for changed in ({"max_gleanings": 2}, {}):
+        est, done = await index_and_estimate(docs, settings(**changed), db)
+        assert (done.version, done.published) == (1, False), changed
+        assert paid(done.llm, "summarize") == paid(done.llm, "report") == 0, done.llm
+        for stage in ("summarize", "report"):
+            assert asked(est, stage) == 0, (changed, est["llm"], done.llm)
+        for stage in ("extract", "glean_check", "glean"):   # (the calls, as before)
+            got = est["llm"]["by_stage"].get(stage, {})
+            ran = done.llm.get(stage, {})
+            assert (got.get("calls", 0), got.get("cached", 0)) == (ran.get("calls", 0), ran.get("cached", 0)), stage
