@@ -1967,3 +1967,27 @@ async def test_an_extraction_setting_changed_and_back_to_the_same_records_counts
             got = est["llm"]["by_stage"].get(stage, {})
             ran = done.llm.get(stage, {})
             assert (got.get("calls", 0), got.get("cached", 0)) == (ran.get("calls", 0), ran.get("cached", 0)), stage
+
+
+async def test_an_index_from_before_the_summarizer_mark_is_said_summarized_again_by_run_and_estimate(
+        tmp_path, simulator):
+    # One condition (pipeline.resummarizes) for the run's line, the estimate's line and what it
+    # counts: it was written three times, _estimate's without the pre-mark test of entities.
+    docs = news_copy(tmp_path, 3)
+    db = tmp_path / "index.db"
+    settings = make_settings(simulator.base_url)
+    await sync([docs], settings, db, root=docs)
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("DELETE FROM meta WHERE key = 'summarizer'")
+    conn.close()
+    est = estimate([docs], settings, db, root=docs)
+    said: list[str] = []
+    done = await Indexer(settings, db, root=docs, say=said.append).run([docs])
+    assert "summary" in done.settings_changed and "every merged description is summarized again" in said[0]
+    assert est["summarized_again_because"].startswith("the summary settings changed"), est
+    ran = done.llm.get("summarize", {})
+    got = est["llm"]["by_stage"].get("summarize", {})
+    assert (got.get("calls", 0), got.get("cached", 0)) == (ran.get("calls", 0), ran.get("cached", 0)), (got, ran)
+    again = estimate([docs], settings, db, root=docs)   # (the run wrote the mark: nothing again)
+    assert again["summarized_again_because"] == "" and format_estimate(again).startswith("Nothing to do")
