@@ -2454,3 +2454,22 @@ def test_settings_changed_and_back_say_they_applied_to_the_same_index(cli_run, c
     reclustered = cli_run("index", ".", *common, cwd=corpus).stdout.splitlines()[0]
     assert reclustered.endswith("; re-clustered afresh, to the same communities; checked in "
                                 f"{reclustered.rsplit(' ', 2)[1]} s") and "applied" not in reclustered, reclustered
+
+
+def test_watch_once_says_chunks_whose_claims_failed_indexed_without_their_claims(cli_run, corpus, simulator,
+                                                                                 monkeypatch):
+    # As `index` (above): `watch --once` said "left out of this version: 4 failed items" and
+    # stopped with "4 failed items left out of this version" of chunks the version holds.
+    from streamrag import simulator as sim_module
+
+    monkeypatch.setitem(sim_module.ANSWERS, "claims", lambda messages: "I cannot list claims for this text.")
+    (corpus / "streamrag.toml").write_text("[index]\nextract_claims = true\n")
+    watched = cli_run("watch", "--once", "--api-base", simulator.base_url, ".", cwd=corpus)
+    assert watched.returncode == 1, watched.stderr
+    error = next(line for line in watched.stderr.splitlines() if " error " in line)
+    stopped = next(line for line in watched.stderr.splitlines() if " stopped " in line)
+    n = json.loads(cli_run("status", str(corpus), "--json").stdout)["chunks_without_claims"]
+    assert n > 0
+    assert f"{n} chunks are indexed without their claims (the claims call failed)" in error, error
+    assert f"{n} chunks are indexed without their claims" in stopped, stopped
+    assert "left out of this version" not in watched.stderr, watched.stderr
