@@ -207,6 +207,8 @@ class GraphState:
         # short name's entity id -> the full name's it joins (``joins``); None: not kept by the
         # index published (one built before joins), so every name is looked at once
         self.joins: dict[str, str] | None = {}
+        # the published ``joins`` made by another rule (``joins.RULE``): every name looked at once
+        self.rejoin_all = False
         self.rejoined: set[str] = set()          # live chunks merged again for a join that moved
         # live chunks with a claim whose subject or object is no entity, in an index merged
         # before a claim's ends were made entities (``merge.mentions_of``): merged again once
@@ -254,6 +256,8 @@ class GraphState:
         joined = store.get_meta("name_joins")
         st.joins = msgspec.json.decode(joined, type=dict[str, str]) if joined else \
             ({} if not st.version else None)
+        st.rejoin_all = st.joins is not None and bool(st.version) and \
+            store.get_meta("name_joins_rule") != joins.RULE
         st.stranded = stranded_chunks(store)
         return st
 
@@ -357,19 +361,21 @@ class GraphState:
         old = self.joins or {}
         removed = change.removed_chunks
         now: dict[str, str] = {}
+        every = self.joins is None or self.rejoin_all   # (every name looked at: ``unread``)
+        self.rejoin_all = False
         if settings.offline:
             before, after = _documents_moved(store, change)
             regrouped = _regrouped(before, after, change.live - change.added_chunks)
             names = list(itertools.chain((m.name for m in added),
                                          index_rows.ids_for_chunks(store, "entity_sources", "name",
                                                                    removed | regrouped),
-                                         (e.name for e in self.entities.values()) if self.joins is None else ()))
+                                         (e.name for e in self.entities.values()) if every else ()))
             keys = joins.touched(names)
             shorts = {ids.entity_id(k) for k in keys}
             # (the full names of the graph holding one of the words looked up in its full-text
             # table: a pass over every entity was most of a small update to a large index; none
             # in a first index's empty graph, whose words were 0.12 s of 1,000 documents' run)
-            held = self.entities.values() if self.joins is None else \
+            held = self.entities.values() if every else \
                 [self.entities[i] for i in index_rows.named_with(store, joins.spellings(names))
                  if i in self.entities] if keys and self.entities else ()
             fulls = {ids.entity_id(n) for n in itertools.chain((e.name for e in held), (m.name for m in added))

@@ -32,6 +32,10 @@ from streamrag.records import Entity
 from streamrag.terms import words
 
 PERSON = "person"
+# The rule's version, published with the joins (``name_joins_rule``): an index whose joins another
+# rule made looks at every name once (``GraphState.rejoin_all``), as a fresh index would join them.
+# 2: a short name joins only a full name a document says beside it (d43f1e3).
+RULE = "2"
 # Words before a name that are no part of the person's own name (the extractor keeps them in it).
 _TITLES = nlp._KEEP_TITLES | nlp._ADJECTIVES
 # Words that are a role, not a name, alone.

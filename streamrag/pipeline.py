@@ -41,7 +41,7 @@ from typing import TypeVar
 import anyio
 import msgspec
 
-from streamrag import index_rows, loader, on_disk
+from streamrag import index_rows, joins, loader, on_disk
 from streamrag import communities as communities_module
 from streamrag.call_log import UNUSABLE_RUNS
 from streamrag.chunking_marks import (MIXED_CHUNKING, MIXED_CHUNKING_SAID, check_not_newer, chunker_key,
@@ -795,7 +795,8 @@ class Indexer:
         (summaries to try again, report answers unusable on runs in a row, a community showing a
         stand-in or no report of its context, the summary, report or clustering settings changed,
         --recluster, degrees to recount, an unclustered graph, vectors to make, an offline
-        index published before short names were joined to full names: ``joins``, claims whose ends
+        index published before short names were joined to full names, or joined by another rule:
+        ``joins``, ``rejoin_all``; claims whose ends
         are no entities: ``stranded``). ``state``:
         the published bookkeeping (``GraphState.unread``); ``counts``: ``index_rows.graph_counts``."""
         said = store.get_meta
@@ -803,7 +804,8 @@ class Indexer:
         return (bool(state.version) and not self.recluster
                 and not (change.added_chunks or change.removed_chunks or change.added_docs or change.removed_docs)
                 and not (state.retry_summaries or state.report_unusable or state.report_held) and state.counted
-                and (state.joins is not None or not self.settings.offline) and not state.stranded
+                and ((state.joins is not None and not state.rejoin_all) or not self.settings.offline)
+                and not state.stranded
                 and said("summarizer") == self.summarizer_key and said("leiden") == self.leiden_key
                 and said("report_settings") == self.report_key()
                 and said("extractive_settings") == self.extractive_key()
@@ -1289,7 +1291,7 @@ class Indexer:
         names joined to full names (the next run's, and ask's: ``question._joined_named``)."""
         if state.joins is None:
             return {}
-        return {"name_joins": msgspec.json.encode(state.joins).decode()}
+        return {"name_joins": msgspec.json.encode(state.joins).decode(), "name_joins_rule": joins.RULE}
 
     def _settings_marks(self, state: GraphState, next_community_id: int) -> dict[str, str]:
         """The settings and counters the index was built with, for the next run to compare. No

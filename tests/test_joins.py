@@ -218,3 +218,36 @@ async def test_a_question_names_a_joined_short_name_with_quotes_and_a_hyphen_who
         assert named_entities(store, "What did D'Arcy-O'Neill's friends say?") == [(anna, "D'Arcy-O'Neill", True)]
     finally:
         store.close()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("change", ["other file", "nothing"])
+async def test_joins_made_by_an_earlier_rule_are_made_again_as_a_fresh_index_makes_them(tmp_path, monkeypatch,
+                                                                                        change):
+    # An index whose joins an earlier rule made ("Joe" joined to "Joe Miller", no document saying
+    # both, before d43f1e3) kept them through every run whose change touched neither name: an
+    # update, or a run with nothing to do, left it unlike a fresh index of its folder.
+    from streamrag import joins as joins_module
+
+    settings = make_settings(index={"chunk_size": 50, "chunk_overlap": 0})
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / "joe.txt").write_text(_JOE)
+    (corpus / "miller.txt").write_text(_MILLER)
+    db = tmp_path / "i.db"
+    with monkeypatch.context() as earlier:
+        earlier.setattr(joins_module, "RULE", "1", raising=False)
+        earlier.setattr(joins_module, "joins", lambda names, documents: joins(names, {e.id: {"d"} for e in names}))
+        await sync([corpus], settings, db, root=corpus)
+    assert "Joe" not in {v[0] for v in _graph(db)["entities"].values()}   # (joined, as that rule joined it)
+    if change == "other file":
+        (corpus / "other.txt").write_text(_FILLER_JOINS)
+    await sync([corpus], settings, db, root=corpus)
+    copy = tmp_path / "fresh"
+    shutil.copytree(corpus, copy)
+    await sync([copy], settings, tmp_path / "fresh.db", root=copy)
+    assert _graph(db) == _graph(tmp_path / "fresh.db")
+    assert "Joe" in {v[0] for v in _graph(db)["entities"].values()}
+
+
+_FILLER_JOINS = "The fog came pouring in at every chink and keyhole, and the bells rang out the hours.\n"
