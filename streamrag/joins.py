@@ -37,9 +37,9 @@ PERSON = "person"
 # 2: a short name joins only a full name a document says beside it (d43f1e3).
 RULE = "2"
 # Words before a name that are no part of the person's own name (the extractor keeps them in it).
-_TITLES = nlp._KEEP_TITLES | nlp._ADJECTIVES
+_TITLES = nlp.KEEP_TITLES | nlp.ADJECTIVES
 # Words that are a role, not a name, alone.
-_ROLES = nlp._KEEP_TITLES | nlp._OF_HEADS | nlp._KIN
+_ROLES = nlp.KEEP_TITLES | nlp.OF_HEADS | nlp.KIN
 
 
 def full_name_ends(name: str) -> tuple[str, str] | None:
@@ -55,7 +55,7 @@ def _written_ends(name: str) -> tuple[str, str] | None:
     words = name.split()
     while words and words[0].rstrip(".").casefold() in _TITLES:
         words = words[1:]
-    if len(words) < 2 or not all(w[:1].isupper() or w in nlp._PARTICLES for w in words):
+    if len(words) < 2 or not all(w[:1].isupper() or w in nlp.PARTICLES for w in words):
         return None
     return words[0], words[-1]
 

@@ -292,6 +292,14 @@ isles gulf bay cape lake port city county duchy prince princess king queen duke 
 lady ghost spirit secretary minister governor president chancellor chamber center centre
 school society friends sisters brothers knights guild army navy corps people party
 """)
+# The word lists ``joins`` reads as well, by these public names: it tells a person's own name
+# from a title or a role as the extractor does. A change to one changes which names join, so it
+# bumps ``joins.RULE`` as well as ``VERSION``.
+KEEP_TITLES = _KEEP_TITLES
+ADJECTIVES = _ADJECTIVES
+KIN = _KIN
+OF_HEADS = _OF_HEADS
+PARTICLES = _PARTICLES
 
 _ORG_WORDS = _words("""
 inc ltd llc plc corp corporation co company companies authority university institute college

@@ -3,13 +3,14 @@ pure, on names as the offline extractor writes them, and the mentions merged und
 
 from __future__ import annotations
 
+import ast
 import shutil
 from pathlib import Path
 
 import pytest
 
 from conftest import index_snapshot, make_settings
-from streamrag import ids
+from streamrag import ids, joins as joins_module
 from streamrag.joins import full_name_ends, joins, touched
 from streamrag.merge import group, joined, mentions_of, merge_entity, merge_relationship
 from streamrag.pipeline import sync
@@ -74,6 +75,15 @@ def test_organisations_places_and_roles_never_join():
 def test_the_short_names_a_name_may_move_are_itself_or_its_full_names_ends():
     assert touched(["Scrooge", "Ebenezer Scrooge", "Uncle Scrooge", "Ghost of Jacob Marley"]) == \
         {"scrooge", "ebenezer"}
+
+
+def test_the_rule_reads_only_public_names_of_other_modules():
+    # The rule tells a person's own name from a title or a role by the extractor's word lists:
+    # by their public names, so that a change to one is seen as a change to the rule too.
+    tree = ast.parse(Path(joins_module.__file__).read_text(encoding="utf-8"))
+    private = sorted({f"{n.value.id}.{n.attr}" for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+                      and isinstance(n.value, ast.Name) and n.attr.startswith("_")})
+    assert private == []
 
 
 def test_joined_mentions_merge_under_the_full_name_shown_by_its_own_name():
