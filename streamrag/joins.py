@@ -12,12 +12,12 @@ first name: "Ebenezer"), if a document says both. Two such names ("Bob Cratchit"
 Cratchit"), or none, leave it as written; so does one no document says beside it: "Joe", the
 dealer in rags and bones of A Christmas Carol's fourth stave, is not "Joe Miller", the jester
 its fifth names once. (No chunk says both: the offline extractor joins them within a chunk. A
-document is the nearest sign left that they are one; their counts are none: "Scrooge"
-outnumbers "Ebenezer Scrooge" 38 chunks to 2.) A title and one word ("Uncle Scrooge", "Mrs.
-Cratchit", "Old Marley") is no full name: it neither takes a join nor stops one. Organisations,
-places and events never join, nor does a word the extractor reads as a title or an
-institution's head ("Spirit", "King"), which names a character by its role, not a person by
-name.
+document is the nearest sign left that they are one. How often each is said is no sign of which
+full name a short one means: "Scrooge" outnumbers "Ebenezer Scrooge", whom it means, 38 chunks
+to 2.) A title and one word ("Uncle Scrooge", "Mrs. Cratchit", "Old Marley") is no full name:
+it neither takes a join nor stops one. Organisations, places and events never join, nor does a
+word the extractor reads as a title or an institution's head ("Spirit", "King"), which names a
+character by its role, not a person by name.
 
 Only offline indexes join (``graph_state``): a model names its entities as it reads the text,
 and may well give "Scrooge" where the text means another Scrooge; no measure says it is as safe.
@@ -86,12 +86,15 @@ def spellings(names: Iterable[str]) -> set[str]:
     keys in ``names``: each such word as written, and each key in each way the table may write
     it. The key is no word of the table's: it is case-folded ("Strauß", "strauss") where the
     table's words are lower-cased ("strauß"), and has lost its inner quotes where the table's words
-    break ("D'Arcy-O'Neill", "darcy-oneill"; the table "d arcy o neill"). Where it lost one or
-    more, the table holds the first word of the key (a word as the table splits them: "darcy")
-    begun by two pieces of it ("d arcy"), so each pair of pieces the word can begin with is
-    searched ("d a", "d ar", ... "darc y"): a search for the key cut once ("d arcy oneill") missed
-    a name that lost two. (More full names are found than hold the key: ``_rejoin`` keeps those
-    whose ends are keyed as it is.)"""
+    break ("D'Arcy-O'Neill", "darcy-oneill"; the table "d arcy o neill"). A key says neither
+    whether it lost any nor where ("darcy" is "Darcy" as well as "D'Arcy"), so for every key,
+    quotes lost or not, the first word of each way the table may write it (a word as the table
+    splits them: "darcy") is searched, and so is every pair of pieces that word can begin with
+    ("d a", "d ar", ... "darc y"; n(n-1)/2 pairs for a word of n letters, 21 for "scrooge"):
+    where the key lost one or more quotes, the table holds that word in pieces, begun by one of
+    these pairs ("d arcy"), and a search for the key cut once ("d arcy oneill") missed a name
+    that lost two. (More full names are found than hold the key: ``_rejoin`` keeps those whose
+    ends are keyed as it is.)"""
     out: set[str] = set()
     for name in names:
         if (key := short_key(name)) is not None:
