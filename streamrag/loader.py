@@ -233,14 +233,26 @@ def leftover(name: str) -> bool:
 
 
 # What a sync tool leaves beside a file edited in two places at once: the version that lost, as
-# a copy under another name (Syncthing: "notes.sync-conflict-20240115-103000-ABCDEF1.txt";
-# Dropbox and Nextcloud: "notes (Ann's conflicted copy 2024-01-15).txt"). It keeps the include's
-# suffix, so it was indexed as a document of its own: its text, nearly the document's, doubled
-# the document's entities, claims and citations, and an answer quoted whichever version it met.
-# It is not indexed; the scan names such copies on one line (``conflict_copies_line``), as a
-# thing to resolve, not a file to pass over without a word as a backup is.
-_CONFLICT_COPY = re.compile(r"\.sync-conflict-\d{8}-\d{6}(?:-[a-z0-9]+)?(?:\.|$)|"
-                            r"\([^()]*\bconflicted copy\b[^()]*\)", re.IGNORECASE)
+# a copy under another name. It keeps the include's suffix, so it was indexed as a document of its
+# own: its text, nearly the document's, doubled the document's entities, claims and citations, and
+# an answer quoted whichever version it met. It is not indexed; the scan names such copies on one
+# line (``conflict_copies_line``), as a thing to resolve, not a file to pass over without a word as
+# a backup is. Each form needs its tool's date, so that a title that only says the words
+# ("Essay (a conflicted copy of myself).md", "notes (copy).txt") is still a document:
+# - Syncthing: "notes.sync-conflict-20240115-103000-ABCDEF1.txt";
+# - ownCloud's and Nextcloud's clients before 2.5: "notes_conflict-20240115-103000.txt";
+# - since 2.5: "notes (conflicted copy 2024-01-15 103000).txt", the user's name before the date in
+#   Nextcloud's; these words are never translated;
+# - Dropbox: "notes (Ann's conflicted copy 2024-01-15).txt", in the language of the app that made
+#   it: "(Anns in Konflikt stehende Kopie ...)", "(Copie en conflit de Ann ...)", "(Copia en
+#   conflicto de Ann ...)", "(Copia in conflitto di Ann ...)". Only the languages whose copies'
+#   names were seen written are here; a copy named in another language is indexed as a document.
+_CONFLICTED_COPY_WORDS = ("conflicted copy", "in konflikt stehende kopie", "copie en conflit",
+                          "copia en conflicto", "copia in conflitto")
+_CONFLICT_COPY = re.compile(r"\.sync-conflict-\d{8}-\d{6}(?:-[a-z0-9]+)?(?:\.|$)"
+                            r"|_conflict-\d{8}-\d{6}(?:\.|$)"
+                            r"|\((?:[^()]*\s)?(?:" + "|".join(_CONFLICTED_COPY_WORDS) + r")\b"
+                            r"[^()]*\s\d{4}-\d{2}-\d{2}(?: \d{6})?\)", re.IGNORECASE)
 
 
 def conflict_copy(name: str) -> bool:
