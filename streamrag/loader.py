@@ -272,7 +272,7 @@ def conflict_copies_line(paths: Sequence[str]) -> str:
     named = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
     one = len(paths) == 1
     return (f"{named}: {'a sync conflict copy' if one else f'{len(paths)} sync conflict copies'} (Syncthing, "
-            f"Dropbox), not indexed as {'it repeats its document' if one else 'they repeat their documents'}; "
+            f"Dropbox, Nextcloud, ownCloud), not indexed as {'it repeats its document' if one else 'they repeat their documents'}; "
             f"merge what {'it holds' if one else 'each holds'} into the document, then delete "
             f"{'it' if one else 'them'} (or rename one to index it)")
 

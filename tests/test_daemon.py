@@ -1333,7 +1333,7 @@ async def test_a_sync_conflict_copy_is_neither_queued_nor_indexed_and_is_named_o
     assert [e["files"] for e in queued] == [1, 1], [e["message"] for e in queued]
     assert copy.name not in _indexed_paths(db) and council.name in _indexed_paths(db)
     said = [e["message"] for e in events if e["state"] == "warning" and copy.name in e["message"]]
-    assert said == [f"{copy.name}: a sync conflict copy (Syncthing, Dropbox), not indexed as it repeats its "
+    assert said == [f"{copy.name}: a sync conflict copy (Syncthing, Dropbox, Nextcloud, ownCloud), not indexed as it repeats its "
                     "document; merge what it holds into the document, then delete it (or rename one to index it)"]
 
 

@@ -2012,7 +2012,8 @@ def test_sync_conflict_copies_are_not_indexed_and_are_named_on_one_line(tmp_path
                      tmp_path / "sync-conflict notes.txt"]
     assert left_out == {}
     assert skipped == ["a.sync-conflict-20240115-103000-ABCDEF1.txt, c (conflicted copy 2024-01-15 103000).txt, "
-                       "sub/b (Ann's conflicted copy 2024-01-15).md: 3 sync conflict copies (Syncthing, Dropbox), "
+                       "sub/b (Ann's conflicted copy 2024-01-15).md: 3 sync conflict copies (Syncthing, Dropbox, Nextcloud, "
+                       "ownCloud), "
                        "not indexed as they repeat their documents; merge what each holds into the document, then "
                        "delete them (or rename one to index it)"], skipped
     # One given by name is read, as any file named is.
