@@ -353,16 +353,22 @@ def published_with(store: Store, key: str) -> set[str]:
 
 
 def published_without_claims(store: Store, key: str | None, *run_ids: str) -> int:
-    """The published chunks whose result is extractor ``key``'s (``extractor.claimless_key``: their
-    claims calls failed, and they are indexed without their claims), of those whose claims call
-    failed in runs ``run_ids`` when any are given; 0 without a key (claims off, offline)."""
+    """The published chunks indexed without their claims, of those whose claims call failed in
+    runs ``run_ids`` when any are given; 0 without ``key`` (the settings' ``extractor.claimless_key``:
+    None with claims off, or offline). Such a chunk is published with a claimless key: ``key``, or,
+    the settings edited since (another model), an earlier one, which no hash tells from a full
+    key: a chunk published with a key other than the index's (meta ``extractor``) whose claims
+    call failed is one too (counted by ``key`` alone, a new model's status said 0 of them)."""
     if key is None:
         return 0
+    built = store.get_meta("extractor") or ""
     if not run_ids:
-        return store.scalar("SELECT count(*) FROM live_chunks WHERE extractor = ?", (key,))
+        return store.scalar(
+            "SELECT count(*) FROM live_chunks l WHERE l.extractor = ? OR (l.extractor <> ? AND EXISTS "
+            "(SELECT 1 FROM failures f WHERE f.stage = 'claims' AND f.item = l.chunk_id))", (key, built))
     return store.scalar(f"SELECT count(DISTINCT f.item) FROM failures f JOIN live_chunks l ON l.chunk_id = f.item "
-                        f"WHERE f.stage = 'claims' AND l.extractor = ? AND {_in('f.run_id', run_ids)}",
-                        (key, *run_ids))
+                        f"WHERE f.stage = 'claims' AND (l.extractor = ? OR l.extractor <> ?) "
+                        f"AND {_in('f.run_id', run_ids)}", (key, built, *run_ids))
 
 
 def has_entities(store: Store) -> bool:

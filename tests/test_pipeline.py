@@ -1997,3 +1997,38 @@ async def test_a_chunk_whose_claims_failed_is_said_indexed_without_them_and_a_re
     assert "left out of this version" not in text
     # (claims turned off: no chunk lacks its claims, though the same rows are live)
     assert status_info(db, claimless=claimless_key(make_settings("http://llm.test/v1")))["chunks_without_claims"] == 0
+
+
+async def test_chunks_indexed_without_claims_are_counted_after_the_model_is_changed(corpus, tmp_path):
+    # `status` counted the chunks whose claims call failed by the settings' claimless key: once
+    # llm.extraction_model was edited (no run since) it said 0 of them, though they were still
+    # published without their claims.
+    import httpx
+
+    from streamrag.extractor import claimless_key
+    from streamrag.simulator import ANSWERS, detect_task
+
+    def answering(claims_work: bool) -> httpx.MockTransport:
+        def answer(request: httpx.Request) -> httpx.Response:
+            if request.method == "GET":
+                return httpx.Response(404)
+            messages = json.loads(request.content)["messages"]
+            task = detect_task(messages)
+            if task == "claims" and not claims_work:
+                return chat_answer("I am sorry, I cannot list claims for this text.")   # unusable
+            return chat_answer(ANSWERS[task](messages))
+        return httpx.MockTransport(answer)
+
+    settings = make_settings("http://llm.test/v1", index={"extract_claims": True})
+    db = tmp_path / "claims.db"
+    first = await sync([corpus], settings, db, root=corpus, transport=answering(False))
+    assert first.chunks and first.claims_failed == first.chunks
+    edited = make_settings("http://llm.test/v1", index={"extract_claims": True}, llm={"extraction_model": "other-model"})
+    assert claimless_key(edited) != claimless_key(settings)
+    info = status_info(db, claimless=claimless_key(edited))
+    assert info["chunks_without_claims"] == info["claims_failed_last_run"] == first.chunks, info
+    # (a run whose claims all answer publishes every chunk with its claims: none is counted)
+    ok = await sync([corpus], settings, db, root=corpus, transport=answering(True))
+    assert ok.claims_failed == 0
+    info = status_info(db, claimless=claimless_key(edited))
+    assert info["chunks_without_claims"] == info["claims_failed_last_run"] == 0, info
