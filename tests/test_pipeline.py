@@ -2032,3 +2032,29 @@ async def test_chunks_indexed_without_claims_are_counted_after_the_model_is_chan
     assert ok.claims_failed == 0
     info = status_info(db, claimless=claimless_key(edited))
     assert info["chunks_without_claims"] == info["claims_failed_last_run"] == 0, info
+
+
+def test_records_in_another_order_are_not_the_same_records(tmp_path):
+    # A reviewer asked whether ``same_records`` could compare a chunk's records as a set (the
+    # same records in another order merged again to publish a version equal to the last). It
+    # cannot: ``merge.mentions_of`` keeps the first of a chunk's mentions of one entity with one
+    # description, so the order picks its shown name and type. A guard: passes on main as well.
+    from streamrag import index_rows, merge
+    from streamrag.records import EntityRecord, Extraction
+
+    a = EntityRecord(name="Scrooge", type="person", description="a miser")
+    b = EntityRecord(name="SCROOGE", type="organization", description="a miser")
+    merged = []
+    for records in ([a, b], [b, a]):
+        entities, _rels, _claims = merge.mentions_of("c1", Extraction(entities=records))
+        merged.append(merge.merge_entity(entities[0].entity_id, entities))
+    assert (merged[0].name, merged[0].type) != (merged[1].name, merged[1].type)
+    store = Store(tmp_path / "index.db")
+    try:
+        index_rows.save_extraction(store, "c1", "llm-old", Extraction(entities=[a, b]))
+        index_rows.save_extraction(store, "c1", "llm-new", Extraction(entities=[b, a]))
+        index_rows.save_extraction(store, "c2", "llm-old", Extraction(entities=[a, b]))
+        index_rows.save_extraction(store, "c2", "llm-new", Extraction(entities=[a, b], rounds=2))
+        assert index_rows.same_records(store, {"c1": "llm-old", "c2": "llm-old"}, "llm-new") == {"c2"}
+    finally:
+        store.close()
