@@ -91,7 +91,8 @@ from streamrag.llm import request_options
 from streamrag.merge import descriptions_after, mentions_of, unique_descriptions
 from streamrag.on_disk import change_stamp, covered, file_names, retimed, same_on_disk, still_there
 from streamrag.parsing import parse_records, parse_yes_no, read_claims, usable_extraction
-from streamrag.pipeline import check_not_downgraded, nothing_found, reports_redone, resummarizes
+from streamrag.pipeline import (EXTRACTIONS_STORED, check_not_downgraded, nothing_found, reports_redone,
+                                resummarizes)
 from streamrag.prompts import load_prompt
 from streamrag.report_stage import built_min_members, children_of, deepest_first, report_attempt
 from streamrag.reports import ReportContext, build_context, context_key
@@ -1309,7 +1310,11 @@ def format_estimate(e: dict) -> str:
     because = f"\nEvery file is read and chunked again: {e['read_again_because']}." \
         if e.get("read_again_because") else ""
     if e.get("extracted_again_because") and not e["offline"]:
-        because += f"\nEvery chunk is extracted again: {e['extracted_again_because']}."
+        # (each chunk's extraction with these settings stored: it said "Every chunk is extracted
+        # again" beside "0 chunks to extract", and the run extracted none)
+        again = "Every chunk is extracted again" if e["chunks_to_extract"] else \
+            EXTRACTIONS_STORED[:1].upper() + EXTRACTIONS_STORED[1:]
+        because += f"\n{again}: {e['extracted_again_because']}."
     if e.get("claims_asked_because") and not e["offline"]:
         because += ("\nEvery chunk is asked for its claims (its entities and relationships as extracted): "
                     f"{e['claims_asked_because']}.")

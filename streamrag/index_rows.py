@@ -380,6 +380,15 @@ def has_chunks(store: Store) -> bool:
     return store.scalar("SELECT 1 FROM live_chunks LIMIT 1") is not None
 
 
+def live_lacking(store: Store, key: str) -> tuple[int, int]:
+    """Of the published chunks, those with no extraction by ``key`` stored (a run with its
+    settings extracts them again), and all of them."""
+    lacking, live = store.conn.execute(
+        "SELECT sum(NOT EXISTS (SELECT 1 FROM extractions e WHERE e.chunk_id = l.chunk_id AND e.extractor = ?)), "
+        "count(*) FROM live_chunks l", (key,)).fetchone()
+    return int(lacking or 0), int(live or 0)
+
+
 def element_descriptions(store: Store) -> Iterator[tuple[str, str]]:
     """(entity or relationship id, description) of every live mention of one."""
     for table, key in (("entity_sources", "entity_id"), ("relationship_sources", "relationship_id")):

@@ -153,6 +153,10 @@ def unaccounted(doc_chunks: dict[str, list[str]], live: set[str]) -> list[tuple[
             for idx, chunk_id in enumerate(chunk_ids) if chunk_id not in live]
 
 
+# What a run whose extraction settings changed does when each live chunk's extraction with them
+# is stored (settings changed and changed back): the run and ``index --estimate`` say it alike.
+EXTRACTIONS_STORED = "no chunk is extracted again (the extraction of each with these settings is stored)"
+
 # A failed run names this many of the files it leaves unindexed (it counts them all).
 NOT_INDEXED_NAMED = 50
 log = logging.getLogger(__name__)
@@ -889,7 +893,16 @@ class Indexer:
                 effect = f"every chunk is asked for its claims (its entities and relationships as extracted" \
                          f"{'; ' + free if free else ''})"
             elif built.startswith("llm-"):
-                effect = "every chunk is extracted again" + (f" ({free})" if free else "")
+                # (settings changed and changed back: each chunk's extraction with these is
+                # stored, and taken; it was said "every chunk is extracted again", none was)
+                lacking, live = index_rows.live_lacking(store, self.key)
+                if not lacking:
+                    effect = EXTRACTIONS_STORED
+                elif lacking < live:
+                    effect = f"{lacking} of {live} chunks are extracted again (the others' extractions " \
+                             f"with these settings are stored{'; ' + free if free else ''})"
+                else:
+                    effect = "every chunk is extracted again" + (f" ({free})" if free else "")
             else:
                 effect = f"every chunk is extracted with {s.llm.extraction_model} (it was built offline" \
                          f"{'; ' + free if free else ''})"

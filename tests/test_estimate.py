@@ -500,6 +500,42 @@ async def test_an_estimate_says_why_every_chunk_is_extracted_again(tmp_path, sim
         assert format_estimate(est).splitlines()[-1] == f"Every chunk is extracted again: {said}."
 
 
+async def test_extraction_settings_changed_back_are_said_to_extract_no_chunk(tmp_path, simulator):
+    # A new extraction model, then the first one back: each chunk's extraction with the first
+    # is stored and taken, none extracted, but the run said "every chunk is extracted again",
+    # and the estimate "0 chunks to extract" beside "Every chunk is extracted again".
+    from streamrag.pipeline import Indexer
+
+    (tmp_path / "d").mkdir()
+    for name, text in (("a.md", "Ada Osk met Bob Tan on the quay of Port Vell.\n"),
+                       ("b.md", "Cleo Marr sailed from Port Vell to Lisbon with Dov Park.\n")):
+        (tmp_path / "d" / name).write_text(text)
+    db = tmp_path / "index.db"
+    first = make_settings(simulator.base_url)
+    other = make_settings(simulator.base_url, llm={"extraction_model": "other-model"})
+    await sync([tmp_path / "d"], first, db, root=tmp_path / "d")
+    await sync([tmp_path / "d"], other, db, root=tmp_path / "d")
+    est = estimate([tmp_path / "d"], first, db, root=tmp_path / "d")
+    assert est["chunks_to_extract"] == 0 and est["extracted_again_because"], est
+    text = format_estimate(est)
+    assert "Every chunk is extracted again" not in text, text
+    assert f"No chunk is extracted again (the extraction of each with these settings is stored): " \
+        f"{est['extracted_again_because']}." in text.splitlines(), text
+    said: list[str] = []
+    done = await Indexer(first, db, root=tmp_path / "d", say=said.append).run([tmp_path / "d"])
+    assert done.chunks_extracted == 0 and "extraction" in done.settings_changed, done
+    assert len(said) == 1 and "no chunk is extracted again (the extraction of each with these settings is " \
+        "stored)" in said[0] and "every chunk" not in said[0], said
+    # One file's chunk extracted with the other model alone: that one is extracted again, said so.
+    (tmp_path / "d" / "b.md").write_text("Cleo Marr sailed from Port Vell to Genoa with Dov Park.\n")
+    await sync([tmp_path / "d"], other, db, root=tmp_path / "d")
+    said.clear()
+    done = await Indexer(first, db, root=tmp_path / "d", say=said.append).run([tmp_path / "d"])
+    assert done.chunks_extracted == 1, done
+    assert len(said) == 1 and "1 of 2 chunks are extracted again (the others' extractions with these " \
+        "settings are stored" in said[0], said
+
+
 async def test_claims_turned_on_are_said_asked_of_every_chunk_not_extracted_again(tmp_path, simulator):
     # index.extract_claims turned on for an index built without: the run keeps each chunk's
     # stored extraction and asks its claims call alone (ExtractionStage.claims_only), but the
