@@ -108,7 +108,9 @@ from streamrag.sentences import table_row_text, table_rows
 #     "-hill", "-gate", "-wich", "-bury" say a place only after a place's preposition ("on Cornhill");
 #     a phrase after "the" is a concept only with an idea's head ("the Poor Law"; "the Dalai Lama").
 #     A table's rows are sentences.table_rows's (a table in a "> " quote too).
-VERSION = "21"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
+# 22: "along", "beyond" (not after a word taking a person), "past", "around" (after a going) say
+#     a place for "-hill" ... "-bury" ("walked along Cornhill", "drove past Greenwich").
+VERSION = "22"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
 MAX_DESCRIPTION_WORDS = 40
@@ -381,12 +383,13 @@ african asian indian arab arabic persian turkish polish swedish danish norwegian
 # "at" and "around" are left out: "smiled at Fred", "looked around Scrooge".
 _GEO_PREPOSITIONS = _words("in near across throughout outside inside within into à в во")
 # Prepositions before a place, wider than _GEO_PREPOSITIONS (which alone make any word a place),
-# for a word ending as places do (``_locus_before``): "at", "on", "through" not after a word
-# that takes a person ("looked at Crawford", "relied on Ashbury"); "to", "from" only after a
-# way or a going ("walked from Highgate", "the train to Ipswich"; not "according to Southgate",
-# "loyal to Ashbury", "a letter from Ashbury").
-_AT_PREPOSITIONS = _words("at on through")
-_WAY_PREPOSITIONS = _words("to from toward towards via")
+# for a word ending as places do (``_locus_before``): "at", "on", "through", "along", "beyond"
+# not after a word that takes a person ("looked at Crawford", "relied on Ashbury"); "to",
+# "from", "past", "around" only after a way or a going ("walked from Highgate", "the train to
+# Ipswich", "drove past Greenwich", "walked around Highgate"; not "according to Southgate",
+# "loyal to Ashbury", "a letter from Ashbury", "ran past Woodgate", "gathered around Ashbury").
+_AT_PREPOSITIONS = _words("at on through along beyond")
+_WAY_PREPOSITIONS = _words("to from toward towards via past around")
 _PERSON_BEFORE_PREPOSITION = _SPEECH_VERBS | _words("""
 look looks looked stare stares stared glance glanced smile smiled laugh laughs laughed nod
 nodded wave waved point pointed shout shouted call called rely relies relied depend depends
@@ -1038,8 +1041,9 @@ def _prep_before(sentence: str, toks: list[_Token], j: int) -> bool:
 
 def _locus_before(sentence: str, toks: list[_Token], j: int) -> bool:
     """Whether a place's preposition directly precedes token ``j`` ("on Cornhill", "walked from
-    Highgate"): one of _GEO_PREPOSITIONS, "at"/"on"/"through" not after a word taking a person,
-    "to"/"from" after a going (``_WAY_PREPOSITIONS``), both in "from X to Y"."""
+    Highgate"): one of _GEO_PREPOSITIONS, "at"/"on"/"along" ... not after a word taking a person
+    (``_AT_PREPOSITIONS``), "to"/"from"/"past" ... after a going (``_WAY_PREPOSITIONS``), both
+    in "from X to Y"."""
     if j == 0 or not _plain_gap(sentence, toks[j - 1], toks[j]):
         return False
     prep = toks[j - 1][_TEXT].lower()

@@ -679,6 +679,20 @@ def test_a_place_ending_surname_after_at_or_on_still_joins_its_full_name():
         "Zofia Belford": "person", "Belford": "geo"}
 
 
+def test_along_past_around_and_beyond_say_a_place_for_an_ending_surnames_share():
+    # "along" and "past" were no place's prepositions: "walked along Cornhill" and "drove past
+    # Greenwich" gave people ("on Cornhill", "walked to Greenwich" places).
+    assert names("Bob Cratchit walked along Cornhill in the snow.") == {
+        "Bob Cratchit": "person", "Cornhill": "geo"}
+    assert names("Ada Osk drove past Greenwich on her way home.") == {"Ada Osk": "person", "Greenwich": "geo"}
+    assert names("Ada Osk walked around Highgate all morning.") == {"Ada Osk": "person", "Highgate": "geo"}
+    assert names("The fields beyond Highgate were flooded.") == {"Highgate": "geo"}
+    # "past" and "around" take people too: only after a going; "beyond" not after a look.
+    assert names("The striker ran past Woodgate and scored.") == {"Woodgate": "person"}
+    assert names("Reporters gathered around Ashbury after the vote.") == {"Ashbury": "person"}
+    assert names("Nobody looked beyond Ashbury for answers.") == {"Ashbury": "person"}
+
+
 def test_a_place_ending_is_read_on_a_hyphened_words_first_part():
     # _place_word read the whole word, so "Stratford-upon-Avon" (a place by "-ford" before
     # df1eae1, read on its first part as _cue_type reads parts) became a person.
