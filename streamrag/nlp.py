@@ -62,7 +62,9 @@ How a chunk is read:
 * Within the chunk, a lone surname, first name, short organisation name or acronym is
   resolved to the one longer name it abbreviates ("Torquay" and "Mr. Torquay" ->
   "Kenji Torquay"; "DMG" -> "Drumholm Media Group"; "Fishermen's Guild" -> "Fishermen's Guild of
-  Port Vell"); when two names fit, it stays as written.
+  Port Vell"); when two names fit, it stays as written, unless it ends as places do and no
+  place's cue is beside it: then it is a surname, and the one person it ends wins ("Westbury"
+  beside "Tom Westbury" and "Westbury Holdings").
 * Types come from cues: event words at the end, organisation words anywhere, place suffixes
   and prefixes, a small gazetteer, "in"/"near"/"à"/"в" before the name, honorifics, a building's head
   after a determiner ("the Mansion House", "at the Lantern Hall"); otherwise a multi-word name
@@ -109,7 +111,9 @@ from streamrag.sentences import table_row_text, table_rows
 #     a phrase after "the" is a concept only with an idea's head ("the Poor Law"; "the Dalai Lama").
 #     A table's rows are sentences.table_rows's (a table in a "> " quote too).
 # 22: "along", "beyond" (not after a word taking a person), "past", "around" (after a going) say
-#     a place for "-hill" ... "-bury" ("walked along Cornhill", "drove past Greenwich").
+#     a place for "-hill" ... "-bury" ("walked along Cornhill", "drove past Greenwich"); such a
+#     word with no place beside it joins the one person whose surname it is ("Westbury" beside
+#     "Tom Westbury" and "Westbury Holdings").
 VERSION = "22"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
@@ -1200,6 +1204,11 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
                     surname = name in placed and not prep and _place_word(name) == "place"
                     cands = [c for c in cands if longer_type(c) == own or
                              (surname and c in by_last.get(name, ()) and longer_type(c) == "person")]
+                elif _place_word(name) is not None:
+                    # No place here, so its ending says a surname: "Westbury" beside "Tom
+                    # Westbury" is the man, though "Westbury Holdings" starts with it too.
+                    surnames = [c for c in by_last.get(name, ()) if longer_type(c) == "person"]
+                    cands = surnames if len(surnames) == 1 else cands
             if len(cands) == 1:
                 target = cands[0]
         elif name in yearless and len(yearless[name]) == 1:

@@ -693,6 +693,20 @@ def test_along_past_around_and_beyond_say_a_place_for_an_ending_surnames_share()
     assert names("Nobody looked beyond Ashbury for answers.") == {"Ashbury": "person"}
 
 
+def test_an_ending_surnames_share_with_no_place_joins_the_one_person_it_is_the_surname_of():
+    # A word ending "-bury" with no place's preposition is no place (922f368), but then it read
+    # as any lone word, which joins nothing beside two longer names: "Westbury" stayed a person
+    # apart from "Tom Westbury", "Westbury Holdings" starting with it too (as "-ford" is read,
+    # the ending says a surname: it joined under df1eae1's reading).
+    assert names("Shares of Westbury Holdings fell 5% after the CEO, Tom Westbury, resigned. "
+                 "Westbury had led the firm since 2010.") == {
+        "Westbury Holdings": "organization", "CEO": "organization", "Tom Westbury": "person"}
+    # Two people of that surname: the word joins neither.
+    assert names("Tom Westbury and Ann Westbury came. Westbury Holdings fell. Westbury had led it.") == {
+        "Tom Westbury": "person", "Ann Westbury": "person", "Westbury Holdings": "organization",
+        "Westbury": "person"}
+
+
 def test_a_place_ending_is_read_on_a_hyphened_words_first_part():
     # _place_word read the whole word, so "Stratford-upon-Avon" (a place by "-ford" before
     # df1eae1, read on its first part as _cue_type reads parts) became a person.
