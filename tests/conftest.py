@@ -166,6 +166,25 @@ def chat_answer(text: str) -> httpx.Response:
         "role": "assistant", "content": text}}], "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
 
 
+def simulated_transport(*, claims_work: bool = True, asked: list[str] | None = None) -> httpx.MockTransport:
+    """The simulator's answers through a ``MockTransport`` (a 404 for ``GET /models``, which
+    `watch` asks first); with ``claims_work`` False, an unusable answer to every claims call, so
+    each chunk is indexed without its claims. ``asked`` collects each call's task."""
+    from streamrag.simulator import ANSWERS, detect_task
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(404)
+        messages = json.loads(request.content)["messages"]
+        task = detect_task(messages)
+        if asked is not None:
+            asked.append(task)
+        if task == "claims" and not claims_work:
+            return chat_answer("I am sorry, I cannot list claims for this text.")   # unusable
+        return chat_answer(ANSWERS[task](messages))
+    return httpx.MockTransport(answer)
+
+
 def first_extraction_stored(monkeypatch) -> threading.Event:
     """An event set once a chunk's extraction is stored (``index_rows.save_extraction``): a
     fake model refuses the calls after it, for a run that stores some chunks, then fails."""

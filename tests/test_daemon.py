@@ -22,7 +22,7 @@ import pytest
 from watchfiles import Change
 
 from conftest import (index_snapshot as snapshot, lose_extraction, make_settings, overlapping_readers, status_info,
-                      wal_tries)
+                      simulated_transport, wal_tries)
 from streamrag.config import load_settings
 from streamrag.cli import main
 from streamrag import index_rows, watched_folder
@@ -3437,25 +3437,6 @@ async def test_claims_answers_off_the_format_are_said_by_watch(tmp_path, monkeyp
     assert "1 status not TRUE, FALSE or SUSPECTED (read as SUSPECTED)" in said[0]
 
 
-def claims_unusable():
-    """The simulator's answers, but an unusable one for every claims call (and a 404 for
-    ``GET /models``, which `watch` asks first): each chunk is indexed without its claims."""
-    import httpx
-    from conftest import chat_answer
-
-    from streamrag.simulator import ANSWERS, detect_task
-
-    def answer(request: httpx.Request) -> httpx.Response:
-        if request.method == "GET":
-            return httpx.Response(404)
-        messages = json.loads(request.content)["messages"]
-        task = detect_task(messages)
-        if task == "claims":
-            return chat_answer("I am sorry, I cannot list claims for this text.")
-        return chat_answer(ANSWERS[task](messages))
-    return httpx.MockTransport(answer)
-
-
 async def test_watch_once_says_chunks_whose_claims_failed_indexed_without_them(corpus, tmp_path):
     # `index` says a chunk whose claims call failed is indexed without its claims (its entities
     # and relationships are in the version); `watch --once` said "left out of this version: 4
@@ -3463,7 +3444,7 @@ async def test_watch_once_says_chunks_whose_claims_failed_indexed_without_them(c
     # version".
     settings = make_settings("http://llm.test/v1", index={"extract_claims": True}, llm={"max_retries": 0})
     events = Events()
-    daemon = Daemon(settings, tmp_path / "c.db", corpus, report=events, transport=claims_unusable())
+    daemon = Daemon(settings, tmp_path / "c.db", corpus, report=events, transport=simulated_transport(claims_work=False))
     await daemon.run(None)
     result = daemon.last_result
     n = result.chunks
@@ -3491,7 +3472,7 @@ async def test_watch_says_chunks_whose_claims_failed_indexed_without_them_as_it_
                              watch={"quiet_s": 60})
     db = tmp_path / "c.db"
     events = Events()
-    daemon = Daemon(settings, db, corpus, report=events, transport=claims_unusable())
+    daemon = Daemon(settings, db, corpus, report=events, transport=simulated_transport(claims_work=False))
     send, recv = scripted()
     async with anyio.create_task_group() as tg:
         tg.start_soon(daemon.run, recv)
@@ -3532,7 +3513,7 @@ async def test_watch_gives_up_retrying_chunks_whose_claims_failed_saying_them(co
     # After its retries the give-up line said only "12 LLM calls still failed after 3 retries".
     settings = make_settings("http://llm.test/v1", index={"extract_claims": True}, llm={"max_retries": 0},
                              watch={"quiet_s": 0.02})
-    async with running(settings, tmp_path / "c.db", corpus, transport=claims_unusable()) as (daemon, events, send):
+    async with running(settings, tmp_path / "c.db", corpus, transport=simulated_transport(claims_work=False)) as (daemon, events, send):
         await until(lambda: any(e.get("gave_up") for e in events), timeout=30)
         await send.aclose()
     n = daemon.last_result.chunks

@@ -12,7 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from conftest import chat_answer, claims_answered, first_extraction_stored
+from conftest import chat_answer, claims_answered, first_extraction_stored, simulated_transport
 from conftest import index_snapshot as snapshot, lose_extraction, make_settings, status_info, unsearchable
 from streamrag.config import Settings
 from streamrag.pipeline import sync
@@ -1904,21 +1904,11 @@ async def test_a_claims_call_that_gives_up_keeps_its_chunks_entities_and_the_nex
     # call alone, and ends with the index a fresh one makes.
     import httpx
 
-    from streamrag.simulator import ANSWERS, detect_task
 
     asked: list[str] = []
 
     def answering(claims_work: bool) -> httpx.MockTransport:
-        def answer(request: httpx.Request) -> httpx.Response:
-            if request.method == "GET":
-                return httpx.Response(404)
-            messages = json.loads(request.content)["messages"]
-            task = detect_task(messages)
-            asked.append(task)
-            if task == "claims" and not claims_work:
-                return chat_answer("I am sorry, I cannot list claims for this text.")   # unusable
-            return chat_answer(ANSWERS[task](messages))
-        return httpx.MockTransport(answer)
+        return simulated_transport(claims_work=claims_work, asked=asked)
 
     settings = make_settings("http://llm.test/v1", index={"extract_claims": True})
     db = tmp_path / "claims.db"
@@ -1963,28 +1953,16 @@ async def test_a_chunk_whose_claims_failed_is_said_indexed_without_them_and_a_re
     # said its failure "left out of this version", `status` counted it nowhere once the next
     # update came, and a retry that asked its claims call alone, failing again, said "4 chunks
     # extracted" (each failing `watch` retry too) though nothing new was extracted.
-    import httpx
-
     from streamrag.extractor import claimless_key
-    from streamrag.simulator import ANSWERS, detect_task
     from streamrag.status import format_status
-
-    def answer(request: httpx.Request) -> httpx.Response:
-        if request.method == "GET":
-            return httpx.Response(404)
-        messages = json.loads(request.content)["messages"]
-        task = detect_task(messages)
-        if task == "claims":
-            return chat_answer("I am sorry, I cannot list claims for this text.")   # unusable
-        return chat_answer(ANSWERS[task](messages))
 
     settings = make_settings("http://llm.test/v1", index={"extract_claims": True})
     db = tmp_path / "claims.db"
     key = claimless_key(settings)
-    first = await sync([corpus], settings, db, root=corpus, transport=httpx.MockTransport(answer))
+    first = await sync([corpus], settings, db, root=corpus, transport=simulated_transport(claims_work=False))
     assert first.chunks and first.chunks_extracted == first.chunks   # (their entities were extracted now)
     assert first.failed_items == first.claims_failed == first.chunks
-    again = await sync([corpus], settings, db, root=corpus, transport=httpx.MockTransport(answer))
+    again = await sync([corpus], settings, db, root=corpus, transport=simulated_transport(claims_work=False))
     assert again.chunks_extracted == 0 and again.chunks_reused == 0 and again.claims_failed == again.chunks
     info = status_info(db, claimless=key)
     assert info["chunks_without_claims"] == info["claims_failed_last_run"] == info["failures_last_run"] == first.chunks
@@ -2006,18 +1984,9 @@ async def test_chunks_indexed_without_claims_are_counted_after_the_model_is_chan
     import httpx
 
     from streamrag.extractor import claimless_key
-    from streamrag.simulator import ANSWERS, detect_task
 
     def answering(claims_work: bool) -> httpx.MockTransport:
-        def answer(request: httpx.Request) -> httpx.Response:
-            if request.method == "GET":
-                return httpx.Response(404)
-            messages = json.loads(request.content)["messages"]
-            task = detect_task(messages)
-            if task == "claims" and not claims_work:
-                return chat_answer("I am sorry, I cannot list claims for this text.")   # unusable
-            return chat_answer(ANSWERS[task](messages))
-        return httpx.MockTransport(answer)
+        return simulated_transport(claims_work=claims_work)
 
     settings = make_settings("http://llm.test/v1", index={"extract_claims": True})
     db = tmp_path / "claims.db"
