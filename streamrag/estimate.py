@@ -91,7 +91,7 @@ from streamrag.llm import request_options
 from streamrag.merge import descriptions_after, mentions_of, unique_descriptions
 from streamrag.on_disk import change_stamp, covered, file_names, retimed, same_on_disk, still_there
 from streamrag.parsing import parse_records, parse_yes_no, read_claims, usable_extraction
-from streamrag.pipeline import (EXTRACTIONS_STORED, check_not_downgraded, nothing_found, reports_redone,
+from streamrag.pipeline import (check_not_downgraded, extracted_again, nothing_found, reports_redone,
                                 resummarizes)
 from streamrag.prompts import load_prompt
 from streamrag.report_stage import built_min_members, children_of, deepest_first, report_attempt
@@ -486,7 +486,11 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             "reports_claims_stood_in": stood_in, "reports_upper_bound": stood_in,
             "chunks_claims_unknown": len(unclaimed) if stood_in else 0,
             "read_again_because": reading_change(store, settings) if store is not None else "",
-            "extracted_again_because": extraction_change(store, settings) if store is not None else "",
+            "extracted_again_because": (again_because := extraction_change(store, settings)
+                                        if store is not None else ""),
+            # (the run's words: "k of n chunks are extracted again" when the others' extractions
+            # with these settings are stored; it said "Every chunk" beside "1 chunk to extract")
+            "extracted_again": extracted_again(store, extractor_key(settings)) if again_because else "",
             # (claims turned on: each chunk asked its claims alone, its extraction kept)
             "claims_asked_because": claims_change(store, settings) if store is not None else "",
             "summarized_again_because": summarized_again,
@@ -1312,9 +1316,8 @@ def format_estimate(e: dict) -> str:
     if e.get("extracted_again_because") and not e["offline"]:
         # (each chunk's extraction with these settings stored: it said "Every chunk is extracted
         # again" beside "0 chunks to extract", and the run extracted none)
-        again = "Every chunk is extracted again" if e["chunks_to_extract"] else \
-            EXTRACTIONS_STORED[:1].upper() + EXTRACTIONS_STORED[1:]
-        because += f"\n{again}: {e['extracted_again_because']}."
+        again = e.get("extracted_again") or "every chunk is extracted again"
+        because += f"\n{again[:1].upper()}{again[1:]}: {e['extracted_again_because']}."
     if e.get("claims_asked_because") and not e["offline"]:
         because += ("\nEvery chunk is asked for its claims (its entities and relationships as extracted): "
                     f"{e['claims_asked_because']}.")

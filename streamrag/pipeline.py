@@ -157,6 +157,21 @@ def unaccounted(doc_chunks: dict[str, list[str]], live: set[str]) -> list[tuple[
 # is stored (settings changed and changed back): the run and ``index --estimate`` say it alike.
 EXTRACTIONS_STORED = "no chunk is extracted again (the extraction of each with these settings is stored)"
 
+
+def extracted_again(store: Store, key: str, free: str = "") -> str:
+    """What a run whose extraction settings changed to ``key``'s extracts again of the published
+    chunks, in the words it and ``index --estimate`` share (``free``: the cache's clause, or "")."""
+    # (settings changed and changed back: each chunk's extraction with these is stored, and
+    # taken; it was said "every chunk is extracted again", none was)
+    lacking, live = index_rows.live_lacking(store, key)
+    if not lacking:
+        return EXTRACTIONS_STORED
+    if lacking < live:
+        return f"{lacking} of {live} chunks are extracted again (the others' extractions " \
+               f"with these settings are stored{'; ' + free if free else ''})"
+    return "every chunk is extracted again" + (f" ({free})" if free else "")
+
+
 # A failed run names this many of the files it leaves unindexed (it counts them all).
 NOT_INDEXED_NAMED = 50
 log = logging.getLogger(__name__)
@@ -893,16 +908,7 @@ class Indexer:
                 effect = f"every chunk is asked for its claims (its entities and relationships as extracted" \
                          f"{'; ' + free if free else ''})"
             elif built.startswith("llm-"):
-                # (settings changed and changed back: each chunk's extraction with these is
-                # stored, and taken; it was said "every chunk is extracted again", none was)
-                lacking, live = index_rows.live_lacking(store, self.key)
-                if not lacking:
-                    effect = EXTRACTIONS_STORED
-                elif lacking < live:
-                    effect = f"{lacking} of {live} chunks are extracted again (the others' extractions " \
-                             f"with these settings are stored{'; ' + free if free else ''})"
-                else:
-                    effect = "every chunk is extracted again" + (f" ({free})" if free else "")
+                effect = extracted_again(store, self.key, free)
             else:
                 effect = f"every chunk is extracted with {s.llm.extraction_model} (it was built offline" \
                          f"{'; ' + free if free else ''})"

@@ -529,6 +529,11 @@ async def test_extraction_settings_changed_back_are_said_to_extract_no_chunk(tmp
     # One file's chunk extracted with the other model alone: that one is extracted again, said so.
     (tmp_path / "d" / "b.md").write_text("Cleo Marr sailed from Port Vell to Genoa with Dov Park.\n")
     await sync([tmp_path / "d"], other, db, root=tmp_path / "d")
+    # (the estimate said "Every chunk is extracted again" of it, beside "1 chunk to extract")
+    est = estimate([tmp_path / "d"], first, db, root=tmp_path / "d")
+    assert est["chunks_to_extract"] == 1, est
+    assert "1 of 2 chunks are extracted again (the others' extractions with these settings are stored): " \
+        f"{est['extracted_again_because']}." in format_estimate(est).splitlines(), format_estimate(est)
     said.clear()
     done = await Indexer(first, db, root=tmp_path / "d", say=said.append).run([tmp_path / "d"])
     assert done.chunks_extracted == 1, done
