@@ -3526,3 +3526,19 @@ def test_a_socks_proxy_httpx_cannot_reach_is_said_not_raised(monkeypatch):
     assert str(e.value) == ("ALL_PROXY names a SOCKS proxy (socks5://puser:***@127.0.0.1:1), which httpx reaches "
                             "only with the socksio package, not installed here: `pip install 'httpx[socks]'`, or "
                             "unset ALL_PROXY")
+
+
+async def test_a_longer_whole_answer_from_the_cache_does_not_disprove_the_servers_limit(tmp_path):
+    # A cached answer was written before the cuts (a limit set lower since, a context shrunk):
+    # it says nothing of the server now. fcb4ef8's test asked a cached answer too short to
+    # disprove the mark either way (20 + 70 tokens against 100 + 50), so its check could not fail.
+    cut = sized("(Paris, Fra", 100, 50, "length")
+    endpoint = Endpoint(sized("(Rome, Italy)", 300, 400), cut, cut)
+    async with client(tmp_path, endpoint) as (llm, store):
+        await llm.chat(ask("long"), model="m1", stage="extract")          # paid, whole: no mark yet
+        with pytest.raises(LLMOutputError, match="in 2 tries"):
+            await llm.chat(ask(), model="m1", stage="extract")
+        assert model_quirks.server_cuts(API, "m1")
+        result = await llm.chat(ask("long"), model="m1", stage="extract")   # from the cache
+        assert result.cached and len(endpoint.requests) == 3
+        assert model_quirks.server_cuts(API, "m1")
