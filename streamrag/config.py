@@ -782,7 +782,8 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
     elif w.debounce_ms > MAX_DEBOUNCE_MS:
         # The watcher looked for a stop between waits this long: at 10**18 a SIGINT, then a
         # second, never ended `watch`; at 2 * 10**18 it was a traceback (watchfiles' 64 bits).
-        # It looks every 200 ms now (watch_events._STEP_MS), but a burst is still held this long.
+        # It looks every 200 ms now (watch_events._STEP_MS; 50 under a debounce_ms of 200 or less),
+        # but a burst is still held this long.
         problems.append(_bound("watch.debounce_ms", f"must be at most {MAX_DEBOUNCE_MS} milliseconds (changes are "
                                "held back that long; watch.quiet_s holds a sync back longer)",
                                f"0 to {MAX_DEBOUNCE_MS}"))

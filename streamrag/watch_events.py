@@ -54,6 +54,11 @@ ends a burst), a stop of an idle watch waited up to ``debounce_ms`` (a minute at
 to look. The burst's pause is ``_Burst``'s now. (50 ms woke an idle watch 24-26 times a second,
 0.11-0.14 s of CPU a minute, against 2-7 and 0.03-0.06 s before; 200 ms still stops within a
 fifth of a second.)"""
+_FINE_STEP_MS = 50
+"""The step under a ``debounce_ms`` of ``_STEP_MS`` or less. A raw batch ends at a step that saw
+no change it had not seen (a file written again is none), so a step as long as the pause split a
+file written every 100 ms into a batch every two or three steps (debounce_ms 150: 11 batches in
+3 s); a shorter step gathered by ``_Burst`` makes it one burst, as before fcbfb99."""
 _LOOK_MS = 1000
 """The longest watchfiles waits without a word (an empty batch): the watcher then checks that
 the folder is still the one watched, and ``_Burst`` whether a burst has paused long enough."""
@@ -120,14 +125,15 @@ async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event) -
         replaced = False
         started = time.monotonic()
         # (a debounce_ms no longer than the step: watchfiles' own batches are the bursts)
-        held = quiet > _STEP_MS
+        step = _STEP_MS if quiet > _STEP_MS else _FINE_STEP_MS
+        held = quiet > step
         burst = _Burst(quiet / 1000 if held else 0.0)
         try:
             # yield_on_timeout: an empty set each second (or debounce_ms, if shorter) without events,
             # to check that the folder is still the one watched (after `rm -rf DIR && mkdir DIR` the
             # watch is on a dead inode), and whether a burst has ended (``_Burst``). Its step is
             # short, so that a stop is seen at once (``_STEP_MS``).
-            changes_of = awatch(root, watch_filter=None, step=min(quiet, _STEP_MS), debounce=10 * quiet,
+            changes_of = awatch(root, watch_filter=None, step=min(quiet, step), debounce=10 * quiet,
                                 stop_event=stop_event, rust_timeout=min(quiet, _LOOK_MS) if held else _LOOK_MS,
                                 yield_on_timeout=True,
                                 force_polling=polling, poll_delay_ms=_POLL_MS,

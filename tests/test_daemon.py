@@ -2636,6 +2636,34 @@ def test_the_watchers_batches_are_gathered_into_one_per_burst(quiet_s):
     assert burst.add(set(), 10.2) is None and burst.add(set(), 10.31) == c   # (the writes at 9.2 to 9.8)
 
 
+@pytest.mark.parametrize("debounce_ms", [150, 500])
+async def test_a_file_written_every_100_ms_is_one_burst_of_the_real_watcher(tmp_path, debounce_ms):
+    # watchfiles ends a raw batch at a step that saw no change it had not seen, and a file
+    # written again is none: with the step at 200 ms (fcbfb99) a debounce_ms of 200 or less
+    # took watchfiles' batches as the bursts, and a file saved every 100 ms for 1.2 s made 3 to 4
+    # batches at debounce_ms 150 (11 in 3 s), each a sync, where it is one burst (1.5 s at most).
+    from streamrag.config import WatchSettings
+
+    (tmp_path / "a.txt").write_text("start\n")
+    stop, batches = anyio.Event(), []
+
+    async def writer() -> None:
+        await anyio.sleep(0.5)
+        for i in range(12):
+            (tmp_path / "a.txt").write_text(f"edit {i}\n")
+            await anyio.sleep(0.1)
+        await anyio.sleep(debounce_ms / 1000 + 1.5)
+        stop.set()
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(writer)
+            async for changes in watch_folder(tmp_path, WatchSettings(debounce_ms=debounce_ms), stop):
+                if changes:
+                    batches.append(changes)
+    assert len(batches) == 1, batches
+
+
 async def test_a_second_signal_while_the_idle_daemon_stops_leaves_its_stop_clean(corpus, tmp_path):
     # Ctrl-C twice (or a service manager's SIGTERM sent again) while an idle watch stopped: its
     # file watcher ends only when its thread next looks, and cancelling that wait ends it no
