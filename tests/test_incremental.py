@@ -1966,46 +1966,42 @@ async def test_a_model_index_joins_no_name(tmp_path, simulator):
         assert conn.execute("SELECT value FROM meta WHERE key = 'name_joins'").fetchone() == ("{}",)
 
 
+async def _short_name_appended(tmp_path, file: str, text: str, appended: str, short: str,
+                                cache: GraphCache | None = None) -> None:
+    """Indexes ``text`` as ``file`` (chunks of ``_SMALL``), then the same with ``appended`` after
+    it, naming ``short``: the index equals a fresh index of the result, and ``short`` is joined
+    (no entity of its own)."""
+    settings = make_settings(index=_SMALL)
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / file).write_text(text)
+    db = tmp_path / "i.db"
+    await sync([corpus], settings, db, root=corpus, graph_cache=cache)
+    (corpus / file).write_text(text + appended)
+    await sync([corpus], settings, db, root=corpus, graph_cache=cache)
+    fresh = tmp_path / "fresh"
+    shutil.copytree(corpus, fresh)
+    await sync([fresh], settings, tmp_path / "f.db", root=fresh)
+    assert short not in {v[0] for v in _graph_rows(db)["entities"].values()}
+    assert _graph_rows(db) == _graph_rows(tmp_path / "f.db")
+
+
 @pytest.mark.parametrize("kept", [False, True])
 async def test_a_short_name_with_an_apostrophe_joins_the_full_name_an_earlier_run_indexed(tmp_path, kept):
     # "O'Neill" added after "Mary O'Neill" was indexed: the full names holding the short name's
     # word are looked up in the full-text table, which splits "o neill" where the name's key,
     # "oneill", has no break; the join was missed ("O'Neill" stayed apart, unlike a fresh index).
     # (Said in her document, in a chunk of its own: her chunk is the one indexed before.)
-    settings = make_settings(index=_SMALL)
-    corpus = tmp_path / "c"
-    corpus.mkdir()
-    mary = "Mary O'Neill met Scrooge in London.\n\n" + _FILLER
-    (corpus / "mary.txt").write_text(mary)
-    db = tmp_path / "i.db"
-    cache = GraphCache() if kept else None
-    await sync([corpus], settings, db, root=corpus, graph_cache=cache)
-    (corpus / "mary.txt").write_text(mary + "Fred met O'Neill in London. O'Neill laughed with Fred.\n")
-    await sync([corpus], settings, db, root=corpus, graph_cache=cache)
-    fresh = tmp_path / "fresh"
-    shutil.copytree(corpus, fresh)
-    await sync([fresh], settings, tmp_path / "f.db", root=fresh)
-    assert "O'Neill" not in {v[0] for v in _graph_rows(db)["entities"].values()}
-    assert _graph_rows(db) == _graph_rows(tmp_path / "f.db")
+    await _short_name_appended(tmp_path, "mary.txt", "Mary O'Neill met Scrooge in London.\n\n" + _FILLER,
+                               "Fred met O'Neill in London. O'Neill laughed with Fred.\n", "O'Neill",
+                               GraphCache() if kept else None)
 
 
 async def test_a_short_name_joins_a_full_name_written_with_an_apostrophe_it_has_not(tmp_path):
     # "ONeill" is keyed as "O'Neill" is ("oneill"): a fresh index joins it to "Mary O'Neill"; the
     # full-text table holds her name as "mary o neill", so looking up "oneill" missed her.
-    settings = make_settings(index=_SMALL)
-    corpus = tmp_path / "c"
-    corpus.mkdir()
-    mary = "Mary O'Neill met Scrooge in London.\n\n" + _FILLER
-    (corpus / "mary.txt").write_text(mary)
-    db = tmp_path / "i.db"
-    await sync([corpus], settings, db, root=corpus)
-    (corpus / "mary.txt").write_text(mary + "Fred met ONeill in London. ONeill laughed with Fred.\n")
-    await sync([corpus], settings, db, root=corpus)
-    fresh = tmp_path / "fresh"
-    shutil.copytree(corpus, fresh)
-    await sync([fresh], settings, tmp_path / "f.db", root=fresh)
-    assert "ONeill" not in {v[0] for v in _graph_rows(db)["entities"].values()}
-    assert _graph_rows(db) == _graph_rows(tmp_path / "f.db")
+    await _short_name_appended(tmp_path, "mary.txt", "Mary O'Neill met Scrooge in London.\n\n" + _FILLER,
+                               "Fred met ONeill in London. ONeill laughed with Fred.\n", "ONeill")
 
 
 @pytest.mark.parametrize("short", ["Strauß", "Strauss"])
@@ -2013,20 +2009,8 @@ async def test_a_short_name_joins_a_full_name_the_full_text_table_writes_uncasef
     # "Strauß" and "Strauss" are keyed "strauss" (case-folded); the full-text table holds
     # "johann strauß" (lower-cased): looking up the key alone missed the full name a fresh index
     # joins them to.
-    settings = make_settings(index=_SMALL)
-    corpus = tmp_path / "c"
-    corpus.mkdir()
-    johann = "Johann Strauß met Fred in Vienna.\n\n" + _FILLER
-    (corpus / "johann.txt").write_text(johann)
-    db = tmp_path / "i.db"
-    await sync([corpus], settings, db, root=corpus)
-    (corpus / "johann.txt").write_text(johann + f"Fred met {short} in Vienna. {short} laughed with Fred.\n")
-    await sync([corpus], settings, db, root=corpus)
-    fresh = tmp_path / "fresh"
-    shutil.copytree(corpus, fresh)
-    await sync([fresh], settings, tmp_path / "f.db", root=fresh)
-    assert short not in {v[0] for v in _graph_rows(db)["entities"].values()}
-    assert _graph_rows(db) == _graph_rows(tmp_path / "f.db")
+    await _short_name_appended(tmp_path, "johann.txt", "Johann Strauß met Fred in Vienna.\n\n" + _FILLER,
+                               f"Fred met {short} in Vienna. {short} laughed with Fred.\n", short)
 
 
 # Short documents whose names stress the joins: a short name with no, one and two full names
