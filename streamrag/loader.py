@@ -237,8 +237,9 @@ def leftover(name: str) -> bool:
 # own: its text, nearly the document's, doubled the document's entities, claims and citations, and
 # an answer quoted whichever version it met. It is not indexed; the scan names such copies on one
 # line (``conflict_copies_line``), as a thing to resolve, not a file to pass over without a word as
-# a backup is. Each form needs its tool's date, so that a title that only says the words
-# ("Essay (a conflicted copy of myself).md", "notes (copy).txt") is still a document:
+# a backup is. Each form needs its tool's date, or, Dropbox's English one, its owner's name right
+# before the words ("(Ann's conflicted copy)"), so that a title that only says the words ("Essay
+# (a conflicted copy of myself).md", "notes (copy).txt") is still a document:
 # - Syncthing: "notes.sync-conflict-20240115-103000-ABCDEF1.txt";
 # - ownCloud's and Nextcloud's clients before 2.5: "notes_conflict-20240115-103000.txt";
 # - since 2.5: "notes (conflicted copy 2024-01-15 103000).txt", the user's name before the date in
@@ -247,12 +248,15 @@ def leftover(name: str) -> bool:
 #   it: "(Anns in Konflikt stehende Kopie ...)", "(Copie en conflit de Ann ...)", "(Copia en
 #   conflicto de Ann ...)", "(Copia in conflitto di Ann ...)". Only the languages whose copies'
 #   names were seen written are here; a copy named in another language is indexed as a document.
+#   Some are undated: "Notes (User B's conflicted copy).docx" (the owner's possessive, the words,
+#   then ")" and nothing between); seen in English only, so the other languages still need the date.
 _CONFLICTED_COPY_WORDS = ("conflicted copy", "in konflikt stehende kopie", "copie en conflit",
                           "copia en conflicto", "copia in conflitto")
 _CONFLICT_COPY = re.compile(r"\.sync-conflict-\d{8}-\d{6}(?:-[a-z0-9]+)?(?:\.|$)"
                             r"|_conflict-\d{8}-\d{6}(?:\.|$)"
                             r"|\((?:[^()]*\s)?(?:" + "|".join(_CONFLICTED_COPY_WORDS) + r")\b"
-                            r"[^()]*\s\d{4}-\d{2}-\d{2}(?: \d{6})?\)", re.IGNORECASE)
+                            r"[^()]*\s\d{4}-\d{2}-\d{2}(?: \d{6})?\)"
+                            r"|\([^()]*\S['\u2019]s? conflicted copy\)", re.IGNORECASE)
 
 
 def conflict_copy(name: str) -> bool:

@@ -2031,6 +2031,9 @@ def test_sync_conflict_copies_are_not_indexed_and_are_named_on_one_line(tmp_path
     "notes (Copie en conflit de Ann 2024-01-15).txt", "notes (Copia en conflicto de Ann 2024-01-15).txt",
     "notes (Copia in conflitto di MBP-di-Ann.local 2024-01-15).txt",
     "notes (Ann's conflicted copy 2024-01-15) (Bo's conflicted copy 2024-01-16).txt",
+    # Dropbox's undated form: the owner's name, the words, nothing more
+    "Notes (User B's conflicted copy).docx", "notes (Ann's conflicted copy).txt",
+    "notes (James' conflicted copy).txt", "notes (Ann\u2019s Conflicted Copy).md",
 ])
 def test_a_sync_tools_conflict_copy_is_known_by_its_name(name):
     # ownCloud's older "_conflict-DATE-TIME" copies and Dropbox's in German, French, Spanish or
@@ -2042,7 +2045,8 @@ def test_a_sync_tools_conflict_copy_is_known_by_its_name(name):
 
 @pytest.mark.parametrize("name", [
     "Essay (a conflicted copy of myself).md", "notes (copy).txt", "notes (1).txt",
-    "notes (Ann's conflicted copy).txt", "notes (conflicted copy 2024).txt",
+    "notes (conflicted copy).txt", "notes (the conflicted copy).txt", "notes (Ann's conflicted copy of it).txt",
+    "notes (Ann's conflicted copying).txt", "Ann's conflicted copy.txt", "notes (conflicted copy 2024).txt",
     "notes (conflicted copy 2024-01-15 1030).txt", "notes (Ann's conflicted copy 2024-01-15.txt",
     "notes (uncopied conflicted copyright 2024-01-15).txt", "Konfliktkopie (2024-01-15).txt",
     "notes.sync-conflict.txt", "notes.sync-conflict-20240115.txt", "sync-conflict notes.txt",
