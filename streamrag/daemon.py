@@ -210,6 +210,20 @@ def _release_memory() -> None:
 _malloc_trim: Any = None
 
 
+def _in_the_trash(path: str) -> bool:
+    """Whether ``path`` lies in a desktop's trash, where a file manager's Delete moves a file: a
+    freedesktop.org trash's ``files`` folder (``~/.local/share/Trash/files/``, a volume's
+    ``.Trash-UID/files/`` or ``.Trash/UID/files/``), with its ``info`` folder beside it."""
+    parts = Path(path).parts
+    for i in range(2, len(parts) - 1):
+        up = parts[i - 1]
+        if parts[i] == "files" and (up == "Trash" or up.startswith(".Trash-") and up[7:].isdigit()
+                                    or up.isdigit() and parts[i - 2] == ".Trash"):
+            if os.path.isdir(os.path.join(*parts[:i], "info")):
+                return True
+    return False
+
+
 def _regular_files(root: Path, rels: list[str]) -> list[Path]:
     """Those of the paths ``rels`` under ``root`` that are regular files (links to one
     included), sorted. One it may no longer look at (its folder chmod'ed since its event) is
@@ -326,6 +340,7 @@ class Daemon:
         self._index_gone_said = False            # the index was deleted under us, and we said so
         self._index_handle: int | None = None    # the index file, held to tell a move from a deletion
         self.index_moved_to: str | None = None   # where it was moved while we ran ("": not known)
+        self._index_trashed: str | None = None   # where in the desktop's trash, taken as deleted (not said yet)
         self._replaced = False                   # the folder was replaced since the last sync
         # The settings files, followed: an edit is said, and applies at the next start.
         self._settings_edits = SettingsEdits(
@@ -980,7 +995,13 @@ class Daemon:
     def _moved_to(self) -> str | None:
         """Where the index file was moved to while the daemon ran, its name gone (``""``: it
         is somewhere, but where cannot be told); None when it is there, or was deleted (its
-        handle then let go of: held, a deleted file's space is not freed)."""
+        handle then let go of: held, a deleted file's space is not freed).
+
+        Moved to the desktop's trash (``_in_the_trash``) is deleted: that is what the file
+        manager's Delete does, and on another file system, or where no handle tells a move
+        (macOS), the same key press deletes it outright. It stopped watch with "start it with
+        --db ~/.local/share/Trash/files/index.db"; now it is built again, the line naming the
+        trash (``_check_index``), and let go of (held, emptying the trash freed no space)."""
         if self._index_handle is None or not self._index_missing():
             return None
         try:
@@ -990,9 +1011,14 @@ class Daemon:
         except OSError:
             return None
         try:
-            return os.readlink(f"/proc/self/fd/{self._index_handle}")   # (Linux: its path now)
+            where = os.readlink(f"/proc/self/fd/{self._index_handle}")   # (Linux: its path now)
         except OSError:
             return ""
+        if _in_the_trash(where):
+            self._index_trashed = where
+            self._let_index_go()
+            return None
+        return where
 
     def _stops_for_a_moved_index(self) -> bool:
         """True when the index was moved away while the daemon ran (``_moved_to``): it stops,
@@ -1038,6 +1064,16 @@ class Daemon:
             return   # it went with the folder, as the "replaced" or "gone" line said
         self._index_gone_said = True
         paid = self.settings.calls_model   # (offline, nothing embedding: nothing was paid for)
+        if (trashed := self._index_trashed) is not None:
+            self._index_trashed = None
+            line = (f"{self.db_path}: the index was moved to the trash ({shown(trashed)}) while watch ran; "
+                    "taken as deleted, it is built again from the folder"
+                    + ("; the answers it cached lie in the trash, so their calls are paid again; to keep "
+                       "them instead, stop watch, restore it from the trash over the new one and start "
+                       "watch again" if paid else
+                       " (offline, it costs no model call)"))
+            self.emit("warning", line, warning=line, trashed_to=trashed)
+            return
         line = (f"{self.db_path}: the index was deleted while watch ran"
                 + (" (rsync --delete or git clean -x on the folder?)" if inside else "")
                 + ("; it is built again from the folder, and the answers it cached went with it, so "

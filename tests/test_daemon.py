@@ -1942,6 +1942,48 @@ async def test_an_index_moved_away_stops_the_daemon_naming_where_it_went(corpus,
     assert events[-1]["message"] == said + (left if then == "edited" else "")
 
 
+@pytest.mark.parametrize("trash, paid", [(".local/share/Trash", False), (".Trash-1000", True), (".Trash/1000", False)])
+async def test_an_index_moved_to_the_desktops_trash_is_taken_as_deleted(corpus, tmp_path, monkeypatch, trash, paid):
+    # The file manager's Delete on .streamrag/ (or on the --db file) moves it to the trash: watch
+    # stopped, "the index was moved to ~/.local/share/Trash/files/.streamrag/index.db ...; or start
+    # it with --db" that path. It is the desktop's deletion (on another file system the same key
+    # deletes it outright): built again, the line naming the trash and how to keep the old one.
+    import streamrag.daemon as daemon_module
+
+    monkeypatch.setattr(daemon_module, "_LOOK_S", 0.05)
+    settings = make_settings("http://llm.test/v1" if paid else "", index=SMALL, watch={"quiet_s": 0.05})
+    db = corpus / ".streamrag" / "index.db"
+    bin_ = tmp_path / "home" / trash
+    (bin_ / "info").mkdir(parents=True)
+    (bin_ / "files").mkdir()
+    moved = bin_ / "files" / ".streamrag"
+    transport = simulated_transport() if paid else None
+    async with running(settings, db, corpus, transport=transport) as (daemon, events, send):
+        mark = len(events)
+        os.rename(db.parent, moved)   # (as `gio trash`, with its .trashinfo in info/)
+        async with send:
+            await until(lambda: daemon.syncs == 2 or daemon.stopping, timeout=10)
+            # the new index held, not the old (held, emptying the trash would free no space)
+            assert daemon._index_handle is not None and os.fstat(daemon._index_handle).st_ino == os.stat(db).st_ino
+    assert daemon.syncs == 2 and daemon.exit_code == 0 and daemon.index_moved_to is None
+    warned = [e for e in events[mark:] if e["state"] == "warning"]
+    assert [e["trashed_to"] for e in warned] == [str(moved / "index.db")], warned
+    line = warned[0]["message"]
+    assert line.startswith(f"{db}: the index was moved to the trash ({moved / 'index.db'}) while watch ran; "
+                           "taken as deleted, it is built again from the folder"), line
+    assert ("restore it from the trash over the new one" in line) == paid, line
+    assert "--db" not in line and not [e for e in events[mark:] if e["state"] == "error"]
+    assert db_count(db, "SELECT count(*) FROM documents") == 4
+    assert db_count(moved / "index.db", "SELECT count(*) FROM documents") == 4   # (the trash keeps it)
+
+
+def test_only_a_trash_is_taken_for_one():
+    from streamrag.daemon import _in_the_trash
+
+    assert not _in_the_trash("/home/ann/backup/files/index.db")
+    assert not _in_the_trash("/home/ann/Trash/files/index.db")   # (no info/ beside files/: a folder of the user's)
+
+
 async def test_an_index_replaced_by_a_rename_over_it_is_held_in_the_olds_place(corpus, tmp_path, monkeypatch):
     # `mv restored.db .streamrag/index.db` (or an rsync restore) while watch idled: the old file,
     # deleted, stayed held (its space not freed) until the next sync, and a move of the new one
