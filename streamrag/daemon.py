@@ -81,7 +81,8 @@ from streamrag import index_rows
 from streamrag.config import Settings, find_config, load_settings, without_secrets
 from streamrag.errors import (LLMError, LLMRequestError, LLMUnavailableError, RejectedFirstIndex, StreamragError,
                               UnusableFirstIndex, disk_full)
-from streamrag.loader import leads_outside, left_out_lines, shown, unstorable_folder, why_unusable
+from streamrag.loader import (conflict_copies_line, leads_outside, left_out_lines, shown, unstorable_folder,
+                              why_unusable)
 from streamrag.notices import sharing_notices
 from streamrag.on_disk import is_file
 from streamrag.outage import Outage
@@ -224,6 +225,12 @@ def _in_the_trash(path: str) -> bool:
     return False
 
 
+def _scan_order(rel: str) -> tuple[tuple[int, str], ...]:
+    """Where the folder scan meets the file ``rel``: a folder's files by name, then its folders'."""
+    *folders, name = rel.split("/")
+    return (*((1, f) for f in folders), (0, name))
+
+
 def _regular_files(root: Path, rels: list[str]) -> list[Path]:
     """Those of the paths ``rels`` under ``root`` that are regular files (links to one
     included), sorted. One it may no longer look at (its folder chmod'ed since its event) is
@@ -330,6 +337,7 @@ class Daemon:
         self.last_sync_s: float | None = None
         self.last_result: SyncResult | None = None
         self.warned: set[str] = set()  # the warnings of the last sync, already printed
+        self._copies: list[str] = []   # the conflict copies the last sync's scan named, and those met since
         from streamrag.graph_state import GraphCache
 
         self.graph_cache = GraphCache()            # the graph the last sync published, for the next
@@ -497,6 +505,18 @@ class Daemon:
             self.warned.add(line)
             self.emit("warning", line, warning=line)
 
+    def _name_copies(self, appeared: set[str]) -> None:
+        """Says the scan's line on sync conflict copies when one appears (Dropbox's, Syncthing's):
+        it queues nothing, so the line came with the next sync, which may be hours away. The line
+        names those the last sync found too, as the next sync's scan does, which then says
+        nothing more (``warned``)."""
+        new = [rel for rel in appeared if rel not in self._copies
+               and os.path.lexists(at := self.root / rel) and not os.path.isdir(at)]
+        if new:
+            self._copies = sorted((rel for rel in [*self._copies, *new] if os.path.lexists(self.root / rel)),
+                                  key=_scan_order)
+            self._warn_once(conflict_copies_line(self._copies))
+
     async def _classify(self, changes: ChangeSet) -> dict[str, str]:
         """The batch's files, each ``added``, ``modified`` or ``deleted`` (a ``"."`` key: the
         whole folder). A folder made or moved in counts as the files under it, a folder deleted
@@ -513,6 +533,7 @@ class Daemon:
             self._check_root(replaced=True)
             out["."] = "rescan"
         named: list[tuple[int, str]] = []   # the events on paths, which ``relevant`` decides
+        copies: set[str] = set()   # the sync conflict copies among them, made or written
         for change, path in changes:
             if change == REPLACED or (int(change) == DELETED and Path(path) == self.root):
                 # The folder was deleted, and is there again: the watcher (ours restarts on the
@@ -548,10 +569,12 @@ class Daemon:
             if self._settings_edits.edited(Path(path)):
                 continue   # (no document: nothing to sync)
             named.append((int(change), path))
-        with self.folder.batch(self._queued_in) as relevant:   # (the index opened once for them, if at all)
+        with self.folder.batch(self._queued_in, copies) as relevant:   # (the index opened once for them, if at all)
             for change, path in named:
                 if (rel := relevant(change, path)) is not None:
                     kinds.setdefault(rel, set()).add(change)
+        if copies:
+            self._name_copies(copies)
         if not kinds:
             return out
         looked: dict[str, tuple[bool, bool]] = {}   # rel -> (is a folder, exists)
@@ -1326,7 +1349,7 @@ class Daemon:
         if initial:
             self._answered_first = indexer.llm is not None and answered(indexer.llm.stats)
         took = self.outage.tried_s = anyio.current_time() - started
-        self._synced(took, indexer.broken_links)
+        self._synced(took, indexer.broken_links, indexer.conflict_copies)
         await self._bound_wal()
         self._say_warnings(result, initial=initial)
         previous, self.last_result = self.last_result, result
@@ -1521,10 +1544,11 @@ class Daemon:
         return {"llm_errors": failed, "pending": self._files_pending(), "failed_items": self._items_to_retry(),
                 "claims_failed": self._claims_to_retry()}
 
-    def _synced(self, took: float, broken: list[str]) -> None:
+    def _synced(self, took: float, broken: list[str], copies: list[str]) -> None:
         """Bookkeeping after a sync that published, in ``took`` seconds (``broken``: the links
-        it found leading nowhere)."""
+        it found leading nowhere; ``copies``: the conflict copies)."""
         self.folder.note_links(broken)
+        self._copies = list(copies)
         self._hold_index()
         self.syncs += 1
         self._index_gone_said = self._replaced = self._files_listed = False

@@ -128,7 +128,8 @@ def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
          exclude: Sequence[str] = (), skipped: list[str] | None = None,
          unlisted: list[tuple[Path, str]] | None = None,
          left_out: dict[str, int] | None = None, broken: list[Path] | None = None,
-         gone: list[Path] | None = None, own: Sequence[Path] = ()) -> list[Path]:
+         gone: list[Path] | None = None, own: Sequence[Path] = (),
+         copies: list[str] | None = None) -> list[Path]:
     """Files under ``paths`` matching ``include`` globs, sorted; hidden entries, those ``exclude``
     names (``excluded``) and loops skipped.
 
@@ -155,14 +156,15 @@ def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
     (``leftover``), which are no documents.
 
     The symlinks of a folder matching ``include`` that lead nowhere (broken, or a loop) are
-    appended to ``broken`` when given: ``watch`` syncs one when its target appears.
+    appended to ``broken`` when given: ``watch`` syncs one when its target appears. The conflict
+    copies its line names are appended to ``copies`` when given: ``watch`` names one that appears.
     """
     patterns = include_patterns(include)
     leave = exclude_patterns(exclude)
     found: set[Path] = set()
     problems: list[str] = []
     closed: list[tuple[Path, str]] = [] if unlisted is None else unlisted
-    conflicts: list[str] = []   # conflict copies met, as the index would name them
+    conflicts: list[str] = [] if copies is None else copies   # conflict copies met, as the index would name them
     # A file symlink into another folder given with this one leads nowhere new: it is taken.
     given = [os.path.realpath(p) for p in paths if os.path.isdir(p)]
     for path in map(Path, paths):

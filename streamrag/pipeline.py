@@ -460,6 +460,7 @@ class Indexer:
         self.unreadable: list[str] = []  # why files could not be indexed, one line each
         self.unreadable_kinds: Counter[str] = Counter()   # and of which kind (``InputError.kind``)
         self.broken_links: list[str] = []   # the scan's symlinks leading nowhere, as stored paths
+        self.conflict_copies: list[str] = []   # the scan's sync conflict copies, as its line names them
         self.settings_changed: list[str] = []   # (_say_what_settings_redo's, for the result)
         # Where that line goes: the log (a line on stderr), or a daemon's warning event, which
         # `watch --json` prints on stdout with its other events (a script never saw it).
@@ -1002,11 +1003,13 @@ class Indexer:
         skipped: list[str] = []  # odd names, symlinks leading out of the folder
         unlisted: list[tuple[Path, str]] = []   # folders that could not be listed
         broken: list[Path] = []
+        self.conflict_copies = []
         # The daemon's extraction ahead names files as they change: one deleted since is left to
         # the sync (a file saved and deleted at once said "extracting 1 file failed").
         files = loader.scan(paths, s.index.include, root=self.root, exclude=s.index.exclude, skipped=skipped,
                             unlisted=unlisted, left_out=scan.left_out, broken=broken,
-                            gone=None if publishing else [], own=[*index_files(self.db_path), *s.own_files()])
+                            gone=None if publishing else [], own=[*index_files(self.db_path), *s.own_files()],
+                            copies=self.conflict_copies)
         self.broken_links = [loader.stored_path(p, self.root) for p in broken]
         files = without_index_files(files, self.db_path, also=s.own_files())
         scan.warnings += skipped

@@ -18,8 +18,9 @@ from pathlib import Path
 from streamrag import index_rows
 from streamrag.config import Settings
 from streamrag.errors import StreamragError
-from streamrag.loader import (exclude_patterns, excluded, file_of, include_patterns, leads_outside,
-                              leads_outside_line, read_documents, storable, taken_name, why_unusable)
+from streamrag.loader import (conflict_copy, exclude_patterns, excluded, file_of, include_patterns, leads_outside,
+                              leads_outside_line, name_or_path_matches, read_documents, storable, taken_name,
+                              why_unusable)
 from streamrag.terminal import shown
 from streamrag.on_disk import same_on_disk, stored_files
 from streamrag.status import failure_runs, last_update
@@ -54,7 +55,7 @@ class WatchedFolder:
         self._link_targets: dict[Path, str] = {}   # where indexed symbolic links lead (``note_links``)
 
     def relevant(self, change: int, path: str | Path, *,
-                 indexed_under: Callable[[str], bool] | None = None) -> str | None:
+                 indexed_under: Callable[[str], bool] | None = None, copies: set[str] | None = None) -> str | None:
         """The path relative to the root if this event can change the index, else ``None``.
 
         Hidden entries (the ``.streamrag`` folder among them), the database and files that
@@ -65,21 +66,25 @@ class WatchedFolder:
         batch of events; by default it is opened for the question). Such an entry counts all
         the same where an indexed link leads, or a broken link would (``note_links``): as the
         link's path.
+
+        A sync tool's conflict copy (``conflict_copy``), which the scan names but does not take,
+        made or written, is added to ``copies`` when given (it may be a folder of that name).
         """
         under = indexed_under or self._indexed_under
         p = Path(path)
         p = p if p.is_absolute() else self.root / p
-        rel = self._relevant(change, p, under)
+        rel = self._relevant(change, p, under, copies)
         if rel is None and self._link_targets:
             for at in (p, *p.parents):
                 if (link := self._link_targets.get(at)) is not None:   # (a file link: indexed itself)
-                    return link if at == p else self._relevant(change, self.root / link / p.relative_to(at), under)
+                    return link if at == p else self._relevant(change, self.root / link / p.relative_to(at), under,
+                                                               copies)
                 if at == self.root:
                     break
         return rel
 
     @contextlib.contextmanager
-    def batch(self, queued: Callable[[str], set[str]] = lambda _rel: set()
+    def batch(self, queued: Callable[[str], set[str]] = lambda _rel: set(), copies: set[str] | None = None
               ) -> Iterator[Callable[[int, str | Path], str | None]]:
         """``relevant`` for one batch of events: the index, which a deleted path matching no
         include pattern is looked up in, is opened at most once for the batch and closed
@@ -91,7 +96,8 @@ class WatchedFolder:
         A path through a link to a folder the scan walks (``ln -s notes same``) is taken where
         it lies: watchfiles watches notes once, under the last path it met it by, and named a
         file deleted there "same/a.txt", which the index does not hold, so nothing was queued.
-        Its folder is resolved once a batch (not a file in the root, whose folder is real)."""
+        Its folder is resolved once a batch (not a file in the root, whose folder is real).
+        The conflict copies among its paths are added to ``copies`` (``relevant``)."""
         root = os.fspath(self.root)
         lies: dict[str, str | None] = {}   # an event's folder -> where it lies, if through such a link
 
@@ -117,9 +123,11 @@ class WatchedFolder:
                 return opened[0] is not None and (index_rows.holds_under(opened[0], rel)
                                                   or bool(under(failed[0], rel)))
 
-            yield lambda change, path: self.relevant(change, where_it_lies(path), indexed_under=indexed_under)
+            yield lambda change, path: self.relevant(change, where_it_lies(path), indexed_under=indexed_under,
+                                                     copies=copies)
 
-    def _relevant(self, change: int, p: Path, indexed_under: Callable[[str], bool]) -> str | None:
+    def _relevant(self, change: int, p: Path, indexed_under: Callable[[str], bool],
+                  copies: set[str] | None = None) -> str | None:
         try:
             rel = p.relative_to(self.root)
         except ValueError:
@@ -134,6 +142,9 @@ class WatchedFolder:
             return None
         if taken_name(p.name, rel_s, self._include):
             return rel_s
+        if (copies is not None and change != DELETED and conflict_copy(p.name)
+                and name_or_path_matches(p.name, rel_s, self._include)):
+            copies.add(rel_s)
         with contextlib.suppress(OSError):   # (under a folder it may not read)
             if p.is_dir():
                 return rel_s

@@ -1337,6 +1337,41 @@ async def test_a_sync_conflict_copy_is_neither_queued_nor_indexed_and_is_named_o
                     "document; merge what it holds into the document, then delete it (or rename one to index it)"]
 
 
+async def test_a_conflict_copy_that_appears_is_named_in_its_batch_with_those_found_before(corpus, tmp_path):
+    # A copy queues nothing, so only the next sync named it, which another change had to bring
+    # (hours later on a quiet folder). Named at once now, in the line the next sync's scan says
+    # (the copies it found before too, in its order), which that sync then does not say again.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
+    db = tmp_path / "c.db"
+    (corpus / "sub").mkdir()
+    found = corpus / "sub" / "guild.sync-conflict-20240115-103000-ABCDEF1.txt"
+    found.write_text((corpus / "guild.txt").read_text())
+    copy = corpus / "railway (User B's conflicted copy).txt"
+    council = corpus / "council.txt"
+
+    def copy_lines(start: int) -> list[str]:
+        return [e["message"] for e in events[start:] if e["state"] == "warning" and "conflict cop" in e["message"]]
+
+    async with running(settings, db, corpus) as (daemon, events, send):
+        assert copy_lines(0) == [f"sub/{found.name}: a sync conflict copy (Syncthing, Dropbox, Nextcloud, ownCloud), "
+                                 "not indexed as it repeats its document; merge what it holds into the document, "
+                                 "then delete it (or rename one to index it)"]
+        mark = len(events)
+        async with send:
+            copy.write_text((corpus / "railway.txt").read_text() + "The line closed in May.\n")
+            await send.send({(Change.added, str(copy))})
+            await until(lambda: copy_lines(mark), timeout=5)
+            assert daemon.syncs == 1 and not daemon.pending   # (named, queued nothing)
+            council.write_text(council.read_text() + "Mira Osk chaired the council.\n")
+            await send.send({(Change.modified, str(council))})
+            await until(lambda: daemon.syncs == 2)
+    assert copy_lines(mark) == [f"{copy.name}, sub/{found.name}: 2 sync conflict copies (Syncthing, Dropbox, Nextcloud, "
+                                "ownCloud), not indexed as they repeat their documents; merge what each holds into the "
+                                "document, then delete them (or rename one to index it)"]
+    assert [e["files"] for e in events[mark:] if e["state"] == "queued"] == [1]
+    assert copy.name not in _indexed_paths(db)
+
+
 async def test_a_folder_moved_out_and_back_or_copied_over_itself_queues_only_what_changed(corpus, tmp_path):
     # `mv corp/sub /tmp/x && mv /tmp/x corp/sub` queued its files as modified and ran a sync
     # that changed nothing: the files of a folder moved in were not compared as a touched one's.
