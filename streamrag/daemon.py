@@ -857,6 +857,7 @@ class Daemon:
         # The initial sync may have left work (calls to retry): its quiet period starts now.
         deadline = anyio.current_time() + quiet if self.pending else math.inf
         first_batch: float | None = None  # when the oldest batch not synced yet came
+        written: list[Path] = []   # the files the last batch made or wrote
         failures_in_row = 0
         edited = False   # a batch was queued since the last sync
         while not self.stopping:
@@ -895,6 +896,7 @@ class Daemon:
                 # A file edited steadily (autosave, a log) would push the quiet deadline back
                 # forever: the sync comes at most max_wait after the first unsynced batch.
                 deadline = min(now + quiet, first_batch + max_wait)
+                written = [self.root / rel for rel, kind in batch.items() if rel != "." and kind != "deleted"]
                 await self._queue(batch)
                 edited = True
                 if self.stopping:  # stopped during the extraction: no new sync starts
@@ -911,6 +913,16 @@ class Daemon:
                         continue
                     deadline = min(now + settle, first_batch + max_wait)
                     continue
+            if (self.pending and written and not ended and first_batch is not None
+                    and deadline <= (now := anyio.current_time()) < first_batch + max_wait):
+                # The watcher holds a file written on and on back for 10 x debounce_ms (a batch
+                # then), longer than quiet_s: between its batches it looked quiet, and each made a
+                # sync (a log written every 5 ms: one every 5.5 s, each clustering and reporting
+                # again). Quiet is its files unwritten for quiet_s too (a stat each).
+                seen = await anyio.to_thread.run_sync(_modified, written, abandon_on_cancel=True)
+                if (wait := _settle_wait((m for m, _ in seen.values()), quiet, time.time())) > 0:
+                    deadline = min(now + wait, first_batch + max_wait)
+                    continue
             if self.pending and (ended or anyio.current_time() >= deadline):
                 # Batches waiting now (they came as an extraction outlasted max_wait) are changes
                 # on disk, which this sync scans whole: they join it, extracted by it. Left in
@@ -921,7 +933,7 @@ class Daemon:
                     edited = True
                     if self.stopping:
                         return
-                first_batch = None
+                first_batch, written = None, []
                 # Retrying what failed, files among it: an edit whose sync failed stays pending,
                 # and kept the pause where it was (16 s all weekend) until the endpoint was back.
                 only_retry, edited = not edited, False

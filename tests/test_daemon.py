@@ -1337,6 +1337,35 @@ async def test_a_sync_conflict_copy_is_neither_queued_nor_indexed_and_is_named_o
                     "document; merge what it holds into the document, then delete it (or rename one to index it)"]
 
 
+async def test_a_file_written_on_after_its_batch_holds_its_sync_back_until_it_is_quiet(corpus, tmp_path, monkeypatch):
+    # The watcher holds a file written on and on back for 10 x debounce_ms, longer than quiet_s:
+    # between its batches it looked quiet, and each batch made a sync (a log written every 5 ms:
+    # a sync every 5.5 s, each clustering and reporting again, 82 lines a minute). Quiet is now
+    # its files unwritten for quiet_s too (the cap of 10 x quiet_s still syncs it: out of the way).
+    import streamrag.daemon as daemon_module
+
+    monkeypatch.setattr(daemon_module, "_MAX_WAIT_QUIETS", 1000)
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.5})
+    db = tmp_path / "c.db"
+    log = corpus / "log.txt"
+    synced_while_written = []
+    async with running(settings, db, corpus) as (daemon, events, send):
+        async with send:
+            with log.open("a") as f:
+                f.write("Mira Osk opened the harbor ledger.\n")
+                f.flush()
+                await send.send({(Change.added, str(log))})
+                for n in range(60):   # written on, no event: the watcher holds them back
+                    await anyio.sleep(0.02)
+                    f.write(f"Entry {n}: Bo Lund paid the toll at Port Vell.\n")
+                    f.flush()
+                    synced_while_written.append(daemon.syncs > 1)
+            await until(lambda: daemon.syncs == 2)
+    assert not any(synced_while_written)
+    assert db_count(db, "SELECT chars FROM documents WHERE path = 'log.txt'") == len(log.read_text())
+    assert daemon.syncs == 2
+
+
 async def test_a_conflict_copy_that_appears_is_named_in_its_batch_with_those_found_before(corpus, tmp_path):
     # A copy queues nothing, so only the next sync named it, which another change had to bring
     # (hours later on a quiet folder). Named at once now, in the line the next sync's scan says
