@@ -20,9 +20,11 @@ Design notes:
   sets of ``(change, path)``; ``watch_events.watch_folder`` wraps ``watchfiles.awatch``,
   tests feed scripted sets. The watcher starts before the initial sync, so edits made during
   it are not missed.
-* **Quiet, but not forever.** A sync waits for ``watch.quiet_s`` without events, but at most
-  ten times that (``_MAX_WAIT_QUIETS``) after the first change it would publish: a file
-  written steadily (an autosave, a log appended every second) is synced while it grows.
+* **Quiet, but not forever.** A sync waits for ``watch.quiet_s`` without events, and without a
+  write to the last batch's files (the watcher holds a file written on and on back, its
+  batches 10 x ``debounce_ms`` apart), but at most ten times that (``_MAX_WAIT_QUIETS``) after
+  the first change it would publish: a file written steadily (an autosave, a log appended
+  every second) is synced while it grows.
 * **Two ways to stop.** The first SIGINT/SIGTERM stops taking events and lets the in-flight
   prefetch or sync finish within ``watch.grace_s``; changes queued but not yet synced stay in
   the folder for the next start's initial sync. A second signal (or the end of the grace
@@ -37,7 +39,8 @@ Design notes:
   not there is an error.
 * **An index moved away stops it.** Its file held (``_hold_index``), a move is told from a
   deletion: a deleted index is built again, a moved one is not (its calls would be paid again
-  while it lies elsewhere): the daemon stops, naming where it went.
+  while it lies elsewhere): the daemon stops, naming where it went. One moved to the desktop's
+  trash is deleted, as the file manager meant.
 * **Quiet logs.** One status line per state change (queued, settling, extracting, merging, clustering,
   reporting, publishing, emptying the write-ahead log when that takes over a second, idle) with
   counts and timings on stderr, or JSON objects on stdout with ``--json``; a health line when,
@@ -849,8 +852,9 @@ class Daemon:
                             await close()
 
     async def _follow(self, recv) -> None:
-        """Queues batches as they come, prefetching; syncs after ``quiet_s`` with no batch, or
-        ``_MAX_WAIT_QUIETS * quiet_s`` after the first unsynced batch if events never pause."""
+        """Queues batches as they come, prefetching; syncs after ``quiet_s`` with no batch and no
+        write to the last batch's files, or ``_MAX_WAIT_QUIETS * quiet_s`` after the first
+        unsynced batch if events never pause."""
         quiet = self.settings.watch.quiet_s
         max_wait = _MAX_WAIT_QUIETS * quiet
         settle = min(quiet, 2 * self.settings.watch.debounce_ms / 1000)
@@ -1561,6 +1565,7 @@ class Daemon:
         it found leading nowhere; ``copies``: the conflict copies)."""
         self.folder.note_links(broken)
         self._copies = list(copies)
+        self._index_trashed = None   # (said, or gone with the folder, as its line said)
         self._hold_index()
         self.syncs += 1
         self._index_gone_said = self._replaced = self._files_listed = False
