@@ -94,8 +94,8 @@ from streamrag.parsing import parse_records, parse_yes_no, read_claims, usable_e
 from streamrag.pipeline import (check_not_downgraded, extracted_again, nothing_found, reports_redone,
                                 resummarizes)
 from streamrag.prompts import load_prompt
-from streamrag.report_stage import built_min_members, children_of, deepest_first, report_attempt
-from streamrag.reports import ReportContext, build_context, context_key
+from streamrag.report_stage import built_min_members, children_of, claims_by_end, deepest_first, report_attempt
+from streamrag.reports import CLAIMS_BY_OBJECT_WHY, ReportContext, build_context, claim_lines_redone, context_key
 from streamrag.records import Chunk, ClaimRecord, Community, Extraction, RelationshipRecord
 from streamrag.sentences import sentences_of
 from streamrag.status import counted, llm_summary
@@ -1057,10 +1057,10 @@ def _report_context(c: Community, state: GraphState, settings: Settings, store: 
     rels = [r for r in state.relationships.values() if r.source in members and r.target in members]
     if store is not None:
         state.describe(store, [r.id for r in rels])   # (the lines it may show, as the run reads them)
-    claims: dict[str, list] = {}
-    for claim in sorted(state.claims.values(), key=lambda k: k.id):
-        if claim.subject_id in members:
-            claims.setdefault(claim.subject_id, []).append(claim)
+    # (those naming a member, as subject or object, as the run's context takes them)
+    by_end = claims_by_end(k for k in sorted(state.claims.values(), key=lambda k: k.id)
+                           if k.subject_id in members or k.object_id in members)
+    claims = {m: by_end[m] for m in c.members if m in by_end}
     return build_context(c, entities=state.entities, relationships=rels, claims=claims, children=[],
                          max_tokens=ix.report_max_input_tokens, encoding=ix.encoding)
 
@@ -1465,6 +1465,8 @@ def report_change(store: Store, settings: Settings) -> str:
     'Nothing to do' of a run that said reports are written again where their context changed."""
     if not reported_again(store, settings):
         return ""
+    if claim_lines_redone(settings, store.get_meta("report_settings"), by_llm=True):   # (no setting changed)
+        return CLAIMS_BY_OBJECT_WHY + _free(settings, " (answers in the cache cost nothing)")
     return "the report settings changed since this index was built" + _free(
         settings, " (answers in the cache cost nothing)")
 

@@ -198,7 +198,7 @@ class GraphState:
         self.old_contexts: dict[str, str] = {}   # community id -> key of its report's context
         self.old_degree: dict[str, int] = {}
         self.old_weight: dict[str, float] = {}
-        self.claim_subjects_changed: set[str] = set()  # entities a claim was added to or removed from
+        self.claim_ends_changed: set[str] = set()  # entities a claim naming them (either end) came to or left
         self.changed_since_fresh = 0             # entities changed since the last drift check
         self.leiden_key = ""                     # the Leiden settings of this run's partition
         self.old_combined: dict[str, int] = {}
@@ -353,10 +353,11 @@ class GraphState:
             self.claims_added += c
         self.entity_mentions_added, self.relationship_mentions_added = ent_m, rel_m
         for claim_id in [cid for cid, c in self.claims.items() if c.chunk_id in change.removed_chunks]:
-            self.claim_subjects_changed.add(self.claims.pop(claim_id).subject_id)
+            gone = self.claims.pop(claim_id)
+            self.claim_ends_changed.update(e for e in (gone.subject_id, gone.object_id) if e)
         for c in self.claims_added:
             self.claims[c.id] = c
-            self.claim_subjects_changed.add(c.subject_id)
+            self.claim_ends_changed.update(e for e in (c.subject_id, c.object_id) if e)
         return ent_m, rel_m
 
     def _rejoin(self, store: Store, change: Change, settings: Settings,
@@ -742,19 +743,27 @@ def dirty_communities(state: GraphState, communities: list[Community], *, same_s
     """Communities whose report context may differ from the published one, not counting their
     children's reports (checked as the levels are written): new ones, those whose members
     changed, and those holding a changed entity, an internal relationship that changed, or a
-    member whose claims changed. Everything when the context settings changed."""
+    member a claim naming it (as subject or object) came to or left, or whose claim names a changed
+    entity at its other end. Everything when the context settings changed."""
     old = {c.id: c for c in state.old_communities}
     if not same_settings:
         return {c.id for c in communities}
-    touched = state.changed_entities | state.claim_subjects_changed
-    # Where the ends of the changed relationships and the subjects of claims on a changed
+    touched = state.changed_entities | state.claim_ends_changed
+    # Where the ends of the changed relationships and the other ends of claims naming a changed
     # entity live, at each level: only theirs are looked up (a map of every member of every
     # community was a tenth of a second of each update).
     ends = [(r.source, r.target) for rid in state.changed_relationships
             if (r := state.relationships.get(rid)) is not None]   # (a deleted one changed its ends' degrees)
-    # A claim names its object, which may live elsewhere: a renamed object changes the line.
-    subjects = {claim.subject_id for claim in state.claims.values() if claim.object_id in state.changed_entities}
-    wanted = {e for pair in ends for e in pair} | subjects
+    # A claim is in the contexts of its subject's and its object's communities, which may be
+    # others, and names both: one end renamed changes its line where the other end lives.
+    changed = state.changed_entities
+    others: set[str] = set()
+    for claim in state.claims.values() if changed else ():
+        if claim.object_id in changed:
+            others.add(claim.subject_id)
+        if claim.subject_id in changed and claim.object_id:
+            others.add(claim.object_id)
+    wanted = {e for pair in ends for e in pair} | others
     dirty: set[str] = set()
     where: dict[tuple[int, str], str] = {}
     for c in communities:
@@ -771,8 +780,8 @@ def dirty_communities(state: GraphState, communities: list[Community], *, same_s
             home = where.get((level, source))
             if home is not None and home == where.get((level, target)):
                 dirty.add(home)
-    for subject in subjects:
+    for other in others:
         for level in levels:
-            if (level, subject) in where:
-                dirty.add(where[(level, subject)])
+            if (level, other) in where:
+                dirty.add(where[(level, other)])
     return dirty

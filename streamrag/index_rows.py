@@ -498,11 +498,13 @@ def ids_touching(store: Store, entity_ids: set[str]) -> set[str]:
 
 
 def claim_ids_of(store: Store, entity_ids: set[str]) -> set[str]:
-    """Ids of the published claims whose subject is among ``entity_ids``."""
+    """Ids of the published claims whose subject or object is among ``entity_ids`` (a report's
+    context shows a claim with either end among the community's members)."""
     found: set[str] = set()
     for part in _batches(entity_ids):
         found.update(r for (r,) in store.conn.execute(
-            f"SELECT id FROM claims WHERE {_in('subject_id', part)}", part))
+            f"SELECT id FROM claims WHERE {_in('subject_id', part)} UNION "
+            f"SELECT id FROM claims WHERE {_in('object_id', part)}", part * 2))
     return found
 
 

@@ -78,6 +78,7 @@ from streamrag.graph_state import (
 from streamrag.records import Chunk, Community, Document, Extraction
 from streamrag.replies import CUT_OFFS
 from streamrag.report_stage import ReportStage, ReportStageContext, built_min_members, deepest_first
+from streamrag.reports import CLAIMS_BY_OBJECT_REDONE, CLAIMS_BY_OBJECT_WHY, claim_lines_redone
 from streamrag.reports import settings_key as report_settings_key
 from streamrag.run_progress import Progress
 from streamrag.store import Store, index_files, without_index_files
@@ -254,6 +255,8 @@ def reports_redone(store: Store, settings: Settings) -> str:
     said, by_llm = store.get_meta, not settings.offline
     if not store.version or said("report_settings") in (None, report_settings_key(settings, by_llm=by_llm)):
         return ""
+    if claim_lines_redone(settings, said("report_settings"), by_llm=by_llm):   # (no setting changed)
+        return CLAIMS_BY_OBJECT_REDONE
     if built_min_members(settings, said, by_llm=by_llm) is not None:   # (that one alone)
         return "reports are written for the communities that now reach index.report_min_members (those " \
                "written are kept)"
@@ -916,13 +919,19 @@ class Indexer:
             changes.append(("extraction", effect))
         if resummarizes(store, s):
             changes.append(("summary", "every merged description is summarized again"))
+        upgraded = ""   # (no setting changed, but which report contexts show a claim)
         if reported := reports_redone(store, s):
-            changes.append(("report", reported))
+            if claim_lines_redone(s, said("report_settings"), by_llm=True):
+                upgraded = reported
+            else:
+                changes.append(("report", reported))
         if said("leiden") not in (None, self.leiden_key):
             changes.append(("clustering", "it is clustered afresh"))
         if upgrade:
             self.say(f"{upgrade}: its files are read and chunked again as they are indexed "
                         "(chunks with new text are extracted)")
+        if upgraded:
+            self.say(f"{CLAIMS_BY_OBJECT_WHY}: {upgraded}")
         self.settings_changed = names = [what for what, _ in changes] + (["chunking"] if upgrade else [])
         if changes:
             # (its text_field was said to be "the chunking settings")

@@ -24,7 +24,7 @@ from streamrag.config import Settings
 from streamrag.errors import LLMError, LLMOutputError
 from streamrag.graph_state import GraphState, dirty_communities
 from streamrag.prompts import load_prompt
-from streamrag.records import Community, Relationship, Report
+from streamrag.records import Claim, Community, Relationship, Report
 from streamrag.reports import (
     ReportContext,
     build_context,
@@ -310,8 +310,9 @@ _FEW_DIRTY = 20
 
 
 class ElementsByEntity:
-    """The relationships (by source) and claims (by subject) of entities, as a context takes
-    them: each entity's in id order, of the graph as this run has it."""
+    """The relationships (by source) and claims (by the entities they name, as subject or
+    object: ``claims_by_end``) of entities, as a context takes them: each entity's in id order,
+    of the graph as this run has it."""
 
     def __init__(self, store: Store, state: GraphState, *, whole: bool) -> None:
         self.store = store
@@ -319,15 +320,15 @@ class ElementsByEntity:
         self.by_source = state.relationships_by_source()
         self.whole = whole
         if whole:
-            self.claims = _grouped(sorted(state.claims.values(), key=lambda c: c.id), lambda c: c.subject_id)
+            self.claims = claims_by_end(sorted(state.claims.values(), key=lambda c: c.id))
             return
         # Looked up once per entity (a parent's members are its children's): entity -> its
         # claims (empty when it has none). This run's, which the published rows may not hold.
         self.claims = {}
-        self.added_claims = _grouped(state.claims_added, lambda c: c.subject_id)
+        self.added_claims = claims_by_end(state.claims_added)
 
     def of(self, members: list[str]) -> tuple[dict[str, list[Relationship]], dict[str, list]]:
-        """(relationships by source, claims by subject) of ``members``."""
+        """(relationships by source, claims by the members they name) of ``members``."""
         state = self.state
         rels = {m: [state.relationships[rid] for rid in ids] for m in members if (ids := self.by_source.get(m))}
         if self.whole:
@@ -336,8 +337,7 @@ class ElementsByEntity:
         if missing:
             cids = index_rows.claim_ids_of(self.store, missing) | {
                 c.id for m in missing for c in self.added_claims.get(m, ())}
-            claims = _grouped((c for cid in sorted(cids) if (c := state.claims.get(cid)) is not None
-                               and c.subject_id in missing), lambda c: c.subject_id)
+            claims = claims_by_end(c for cid in sorted(cids) if (c := state.claims.get(cid)) is not None)
             for m in missing:
                 self.claims[m] = claims.get(m, [])
         return rels, {m: self.claims[m] for m in members if self.claims[m]}
@@ -353,6 +353,17 @@ def _grouped(items: Iterable[_G], key: Callable[[_G], _K]) -> dict[_K, list[_G]]
     groups: dict[_K, list[_G]] = defaultdict(list)
     for item in items:
         groups[key(item)].append(item)
+    return groups
+
+
+def claims_by_end(claims: Iterable[Claim]) -> dict[str, list[Claim]]:
+    """``claims`` (in their order) by each entity they name: their subject, and their object
+    when they have another (a report's context shows a claim with either end among its members)."""
+    groups: dict[str, list[Claim]] = defaultdict(list)
+    for c in claims:
+        groups[c.subject_id].append(c)
+        if c.object_id and c.object_id != c.subject_id:
+            groups[c.object_id].append(c)
     return groups
 
 

@@ -2,9 +2,12 @@
 
 Context (pure): a leaf community's elements are added in descending combined degree (an edge's
 source, target, their claims, then the edge) until ``report_max_input_tokens``; members without
-an internal edge follow by degree. A higher community uses the same element context when all of
-it fits; otherwise its sub-communities' reports replace their element summaries, largest
-sub-community first, until the rest fits. The selected elements are rendered in id order, so a
+an internal edge follow by degree. A member's claims are those naming it, as their subject or
+their object: "Acme sued Jane Doe" is about Jane too, and is in her community's report though
+Acme's is another (a claim naming two members is one line, added with the first of them). A
+higher community uses the same element context when all of it fits; otherwise its
+sub-communities' reports replace their element summaries, largest sub-community first, until
+the rest fits. The selected elements are rendered in id order, so a
 context, and its key, change only when what it contains changes: that is what lets an update
 regenerate exactly the reports whose input changed.
 
@@ -52,24 +55,45 @@ class ReportContext(msgspec.Struct):
 
 # Bump when what a report context holds changes: every community's context is then rebuilt.
 CONTEXT_VERSION = 2
-# Bump when what a claim's line says changes: the contexts of an index with claims are rebuilt
-# (no other's: the key of one without them stays as it was). 2: the object and dates, and one
-# line for a claim several chunks make.
-CLAIM_LINES_VERSION = 2
+# Bump when what a claim's line says, or which contexts show it, changes: the contexts of an
+# index with claims are rebuilt (no other's: the key of one without them stays as it was). 2: the
+# object and dates, and one line for a claim several chunks make. 3: a claim is in the contexts
+# of its object's communities too (``claim_lines_redone`` says why those reports are written).
+CLAIM_LINES_VERSION = 3
 
 
-def settings_key(settings: Settings, *, by_llm: bool, min_members: int | None = None) -> str:
+def settings_key(settings: Settings, *, by_llm: bool, min_members: int | None = None,
+                 claim_lines: int | None = None) -> str:
     """Everything besides its context that decides a community's report, written by the report
     model or (``by_llm`` False) extractively, by ``EXTRACTIVE_VERSION``; a changed key rebuilds
     every context (and an offline index's every report, once, when the extractive one changes).
     ``min_members``: with that index.report_min_members instead of the settings' (all the rest
-    of the key goes into every context key: a model's reports outlive a change of it alone)."""
+    of the key goes into every context key: a model's reports outlive a change of it alone);
+    ``claim_lines``: with that ``CLAIM_LINES_VERSION`` (``claim_lines_redone``)."""
     ix = settings.index
     model, version = ((settings.llm.report_model, load_prompt("report").version) if by_llm
                       else (None, EXTRACTIVE_VERSION))
-    claims = (CLAIM_LINES_VERSION,) if ix.extract_claims and by_llm else ()
+    claims = (claim_lines or CLAIM_LINES_VERSION,) if ix.extract_claims and by_llm else ()
     return ids.digest(CONTEXT_VERSION, model, version, ix.encoding, ix.report_max_input_tokens,
                       ix.report_min_members if min_members is None else min_members, *claims)
+
+
+# What a run (and its estimate) says of the reports an index built before CLAIM_LINES_VERSION 3
+# writes again, and why: no setting changed.
+CLAIMS_BY_OBJECT_WHY = "this streamrag shows a claim in the reports of its object's communities too"
+CLAIMS_BY_OBJECT_REDONE = ("the reports whose context gains a claim naming a member as its object are "
+                           "written again, once (the others are kept)")
+
+
+def claim_lines_redone(settings: Settings, published: str | None, *, by_llm: bool) -> bool:
+    """Whether the report settings ``published`` with an index are ``settings``' but for an
+    earlier ``CLAIM_LINES_VERSION`` (from 2, the first in a key): no setting changed, but this
+    streamrag shows claims in more contexts, and writes the reports whose context now holds
+    one again, once (a run and its estimate say so, not that the report settings changed)."""
+    if published is None or published == settings_key(settings, by_llm=by_llm):
+        return False
+    return any(published == settings_key(settings, by_llm=by_llm, claim_lines=v)
+               for v in range(2, CLAIM_LINES_VERSION))
 
 
 def _clean(text: str) -> str:
@@ -141,7 +165,9 @@ class _Elements:
         self.distinct: dict[str, list[Claim]] = {}
 
     def distinct_claims(self, eid: str) -> list[Claim]:
-        """The claims about ``eid``, one of each found in several chunks (``merge.distinct_claims``)."""
+        """The claims naming ``eid`` (subject or object), one of each found in several chunks
+        (``merge.distinct_claims``: the smallest id, so a claim naming two members is the same
+        line under both, added once)."""
         if eid not in self.distinct:
             self.distinct[eid] = distinct_claims(self.claims.get(eid, ()))
         return self.distinct[eid]
@@ -212,6 +238,7 @@ def build_context(community: Community, *, entities: dict[str, Entity],
                   encoding: str = "o200k_base", costs: dict[str, int] | None = None) -> ReportContext:
     """The input of ``community``'s report (see the module docstring for the rules).
 
+    ``claims``: the claims naming each member, as their subject or their object, by member.
     ``costs``: the tokens of each element's line (+1) by element id, shared by the contexts a
     report stage builds from the same elements, so that a line is counted once per stage, not
     once per level holding it (an offline index of 3,000 documents counted 16,700 lines, 7,400

@@ -2032,3 +2032,43 @@ async def test_an_index_from_before_the_summarizer_mark_is_said_summarized_again
     assert (got.get("calls", 0), got.get("cached", 0)) == (ran.get("calls", 0), ran.get("cached", 0)), (got, ran)
     again = estimate([docs], settings, db, root=docs)   # (the run wrote the mark: nothing again)
     assert again["summarized_again_because"] == "" and format_estimate(again).startswith("Nothing to do")
+
+
+async def test_an_index_whose_reports_showed_claims_by_subject_alone_is_said_and_counted_why_they_are_written(
+        tmp_path, simulator, monkeypatch):
+    # An index built before a claim was shown in its object's communities' reports (its contexts
+    # took claims by subject alone: CLAIM_LINES_VERSION 2): the next run writes the reports whose
+    # context gains such a claim, once, though no setting changed. It was said "the report settings
+    # changed since this index was built". Now the run and its estimate say why, and count alike;
+    # the index ends as a fresh one's.
+    from streamrag import report_stage, reports
+
+    settings = make_settings(simulator.base_url, index={"extract_claims": True})
+    docs = news_copy(tmp_path, 8)
+    db = tmp_path / "index.db"
+    with monkeypatch.context() as old:   # (as that streamrag built it)
+        old.setattr(reports, "CLAIM_LINES_VERSION", 2)
+        old.setattr(report_stage, "claims_by_end", lambda claims: report_stage._grouped(claims, lambda c: c.subject_id))
+        await sync([docs], settings, db, root=docs)
+    est = estimate([docs], settings, db, root=docs)
+    said: list[str] = []
+    done = await Indexer(settings, db, root=docs, say=said.append).run([docs])
+    assert said == [f"{reports.CLAIMS_BY_OBJECT_WHY}: {reports.CLAIMS_BY_OBJECT_REDONE}"], said
+    assert est["reported_again"] == reports.CLAIMS_BY_OBJECT_REDONE, est
+    assert est["reported_again_because"] == reports.CLAIMS_BY_OBJECT_WHY + " (answers in the cache cost nothing)"
+    assert "report" not in done.settings_changed   # (no setting changed)
+    assert done.reports_generated > 0 and est["llm"]["by_stage"]["report"]["calls"] == done.llm["report"]["calls"]
+    fresh = tmp_path / "fresh.db"
+    await sync([docs], settings, fresh, root=docs)
+
+    def reports_of(path: Path) -> list[tuple]:
+        store = Store(path, readonly=True)
+        try:
+            return sorted(tuple(r.values()) for r in store.query(
+                "SELECT c.level, (SELECT group_concat(entity_id) FROM (SELECT entity_id FROM community_members m "
+                "WHERE m.community_id = c.id ORDER BY entity_id)), c.context_key, c.report_key FROM communities c"))
+        finally:
+            store.close()
+    assert reports_of(db) == reports_of(fresh)
+    again = estimate([docs], settings, db, root=docs)   # (the run wrote the mark: nothing again)
+    assert again["reported_again_because"] == again["reported_again"] == "", again

@@ -2175,3 +2175,98 @@ async def test_random_changes_join_names_as_a_fresh_index_joins_them(tmp_path, s
         want = graph(tmp_path / f"fresh{step}.db")
         assert graph(tmp_path / "index.db") == want, ops
         assert graph(tmp_path / "kept.db") == want, ops
+
+
+# A claim about an outsider naming a member as its object ("Acme Corp sued Jane Doe") is about
+# the member too: her communities' reports show it, though Acme's communities are others.
+_SUED = ("claim | Acme Corp | Jane Doe | LAWSUIT | {status} | 2031-03-01 | NONE | Acme Corp sued Jane Doe "
+         "over the {what}. | The lawsuit named Jane Doe.")
+_CLAIM_DOCS = {
+    "jane.txt": "Jane Doe met Tom Reed in Port Vell. Tom Reed sailed with Jane Doe from Port Vell to Kessel.\n",
+    "acme.txt": "Acme Corp hired Lena Varga in Dunmore. Lena Varga ran the Dunmore office of Acme Corp.\n",
+    "guild.txt": "Oskar Lind led the Blue Heron Guild in Norwick. Mara Quell joined Oskar Lind in Norwick.\n",
+}
+
+
+def _suits_answered() -> httpx.MockTransport:
+    """The simulator's answers, but a claims call of a chunk telling of a lawsuit gets the claim
+    ``_SUED`` (its status and what it was over read from the chunk), others none."""
+    from conftest import chat_answer
+    from streamrag.simulator import ANSWERS, detect_task
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(404)
+        messages = json.loads(request.content)["messages"]
+        task = detect_task(messages)
+        if task != "claims":
+            return chat_answer(ANSWERS[task](messages))
+        text = messages[-1]["content"]
+        if "lawsuit" not in text:
+            return chat_answer("done")
+        line = _SUED.format(status="FALSE" if "dismissed" in text else "TRUE",
+                            what="mill" if "mill" in text else "cargo")
+        return chat_answer(f"{line}\ndone")
+    return httpx.MockTransport(answer)
+
+
+def _reports_by_partition(db) -> dict:
+    """(level, members) -> (context key, report key, the claims its report's context shows)."""
+    store = Store(db, readonly=True)
+    try:
+        members: dict[str, list[str]] = {}
+        for r in store.query("SELECT community_id, entity_id FROM community_members ORDER BY entity_id"):
+            members.setdefault(r["community_id"], []).append(r["entity_id"])
+        return {(r["level"], tuple(members.get(r["id"], ()))): (r["context_key"], r["report_key"],
+                                                               tuple(json.loads(r["elements"])["claims"]))
+                for r in store.query("SELECT c.id, c.level, c.context_key, c.report_key, r.elements "
+                                     "FROM communities c JOIN reports r ON r.key = c.report_key")}
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("kept", [False, True])
+async def test_a_claim_naming_a_member_as_its_object_is_in_her_reports_as_a_fresh_index_has_them(tmp_path, kept):
+    # Her communities' reports show it, and an update leaves them as a fresh index of the same
+    # folder writes them: the claim added, changed, its subject renamed, and deleted.
+    settings = make_settings("http://llm.test/v1", index={"extract_claims": True, "report_min_members": 1})
+    transport = _suits_answered()
+    cache = GraphCache() if kept else None
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    for name, text in _CLAIM_DOCS.items():
+        (corpus / name).write_text(text)
+    await sync([corpus], settings, tmp_path / "i.db", root=corpus, transport=transport, graph_cache=cache)
+    # (Acme's documents spelling it ACME Corp outnumber those spelling it Acme Corp: its name is
+    # theirs, and the claim's line in Jane's communities names it so)
+    press = {f"press{i}.txt": f"In Dunmore, ACME Corp opened depot {i}.\n" for i in range(3)}
+    steps = [("add", {"suit.txt": "The lawsuit over the cargo was filed in the spring.\n"}),
+             ("modify", {"suit.txt": "The lawsuit over the mill was filed in the spring.\n"}),
+             ("modify", {"suit.txt": "The lawsuit over the mill was dismissed in the autumn.\n"}),
+             ("rename", press),
+             ("delete", {"suit.txt": None})]
+    for step, (what, files) in enumerate(steps):
+        for name, text in files.items():
+            if text is None:
+                (corpus / name).unlink()
+            else:
+                (corpus / name).write_text(text)
+        await sync([corpus], settings, tmp_path / "i.db", root=corpus, transport=transport, graph_cache=cache)
+        fresh = tmp_path / f"fresh{step}"
+        shutil.copytree(corpus, fresh, ignore=shutil.ignore_patterns(".streamrag"))
+        await sync([fresh], settings, tmp_path / f"f{step}.db", root=fresh, transport=transport)
+        incremental, want = _reports_by_partition(tmp_path / "i.db"), _reports_by_partition(tmp_path / f"f{step}.db")
+        assert incremental == want, (step, what)   # (the same communities, each with the same report)
+        store = Store(tmp_path / "i.db", readonly=True)
+        try:
+            ids = {r["name"]: r["id"] for r in store.query("SELECT id, name FROM entities")}
+            claims = [r["id"] for r in store.query("SELECT id FROM claims")]
+        finally:
+            store.close()
+        acme = ids.get("ACME Corp" if step >= 3 else "Acme Corp")   # (renamed from step 3 on)
+        assert acme is not None, ids
+        assert len(claims) == (0 if what == "delete" else 1), (step, what)
+        janes = [k for k in incremental if ids["Jane Doe"] in k[1]]
+        assert janes and all(acme not in k[1] for k in janes)   # (her communities are not Acme's)
+        for k in janes:
+            assert incremental[k][2] == tuple(claims), (step, what, k)

@@ -29,11 +29,11 @@ HIERARCHY = [
 
 
 def dirty(*, old=HIERARCHY, new=HIERARCHY, same_settings=True, changed_entities=(),
-          claim_subjects=(), changed_relationships=(), relationships=(), claims=()):
+          claim_ends=(), changed_relationships=(), relationships=(), claims=()):
     state = GraphState()
     state.old_communities = list(old)
     state.changed_entities = set(changed_entities)
-    state.claim_subjects_changed = set(claim_subjects)
+    state.claim_ends_changed = set(claim_ends)
     state.relationships = {r.id: r for r in relationships}
     state.changed_relationships = set(changed_relationships)
     state.claims = {c.id: c for c in claims}
@@ -54,7 +54,7 @@ def test_new_moved_and_regrouped_communities_are_dirty():
 
 def test_a_changed_member_or_a_member_whose_claims_changed_dirties_its_communities():
     assert dirty(changed_entities={"b"}) == {"A", "A2"}
-    assert dirty(claim_subjects={"e"}) == {"E"}
+    assert dirty(claim_ends={"e"}) == {"E"}
 
 
 def test_a_changed_relationship_dirties_only_the_communities_holding_both_ends():
@@ -78,6 +78,14 @@ def test_a_claim_whose_object_changed_dirties_its_subjects_communities_at_every_
                   chunk_id="chk-1")
     assert dirty(claims=[claim], changed_entities={"c"}) == {"A", "A1", "B"}
     assert dirty(claims=[claim], changed_entities={"d"}) == {"B"}
+
+
+def test_a_claim_whose_subject_changed_dirties_its_objects_communities_at_every_level():
+    # The claim is in the contexts of its object's communities too, naming its subject.
+    claim = Claim(id="clm-1", subject_id="c", object_id="a", type="debt", status="TRUE",
+                  start_date=None, end_date=None, description="c owes a", source_text="",
+                  chunk_id="chk-1")
+    assert dirty(claims=[claim], changed_entities={"c"}) == {"A", "A1", "B"}
 
 
 # ---------------------------------------------------------------------------- report contexts

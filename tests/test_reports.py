@@ -491,3 +491,28 @@ def test_a_claims_line_names_its_object_and_dates_and_a_claim_two_chunks_make_is
     again = build_context(c, entities=ents, relationships=rels, claims={"ent-0000": claims[1:]}, children=[],
                           max_tokens=5000)
     assert again.text == ctx.text
+
+
+def test_a_claim_naming_a_member_as_its_object_is_in_its_context_once_when_both_ends_are_members():
+    # "Name9 sued Name1": Name9 is an outsider, the claim is about Name1 too, and in her
+    # community's context; one naming two members is one line (added with the first of them).
+    from streamrag.records import Claim
+    from streamrag.report_stage import claims_by_end
+
+    ents, rels = graph(3)
+    ents["ent-0009"] = entity(9, degree=1)
+
+    def claim(cid: str, subject: str, obj: str, chunk: str) -> Claim:
+        return Claim(id=cid, subject_id=subject, object_id=obj, type="LAWSUIT", status="TRUE", start_date=None,
+                     end_date=None, description="A lawsuit.", source_text="", chunk_id=chunk)
+
+    claims = [claim("clm-out", "ent-0009", "ent-0001", "chk-1"),   # an outsider's, about a member
+              claim("clm-b", "ent-0000", "ent-0002", "chk-2"), claim("clm-a", "ent-0000", "ent-0002", "chk-3")]
+    by_end = claims_by_end(claims)
+    c = Community(id="C1", level=0, parent=None, members=[f"ent-{i:04d}" for i in range(3)])
+    ctx = build_context(c, entities=ents, relationships=rels, claims={m: by_end[m] for m in c.members if m in by_end},
+                        children=[], max_tokens=5000)
+    assert ctx.elements["claims"] == ["clm-a", "clm-out"]
+    part = ctx.text.split("Claims (id | subject | object | type | status | dates | description)\n")[1]
+    assert part.splitlines() == ["clm-a | Name0 | Name2 | LAWSUIT | TRUE | - | A lawsuit.",
+                                 "clm-out | Name9 | Name1 | LAWSUIT | TRUE | - | A lawsuit."]
