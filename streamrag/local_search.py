@@ -15,8 +15,11 @@ prompt and the question, when a model answers):
   the claims about them or naming them as their object.
 
 Every context line starts with the tag an answer cites it by: ``[E:id]``, ``[L:id]``,
-``[R:community id]`` or ``[T:chunk id]``; a claim line (about a selected entity, or naming one as
-its object) carries its subject's ``[E:id]`` and names its subject and object.
+``[R:community id]`` or ``[T:chunk id]``; a claim line names its subject and object and carries
+the ``[E:id]`` of the selected one of them: its subject's, or, of a claim about an outside entity
+naming a selected one as its object, its object's. (Tagged with an outsider, an answer citing it
+cited an entity the context does not show, and one citing nothing was said to rest on every
+document of that outsider.)
 
 Basic search is plain retrieval: the top ``basic_top_k`` chunks by BM25 (or embedding).
 
@@ -29,7 +32,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 
 import msgspec
 
@@ -330,13 +333,22 @@ def claim_rank(rank: dict[str, int]) -> Callable[[dict], tuple]:
     return key
 
 
-def claim_line(c: dict) -> str:
-    """A claim's line in a local context: its subject's tag (what an answer cites it by), its
-    type, status and dates, the names of its subject and object, and what it says."""
+def claim_tag(c: dict, selected: Collection[str]) -> str:
+    """The tag a claim's line carries: its subject's, or its object's when only the object is
+    ``selected`` (a claim found by its object)."""
+    found_by_object = c["subject_id"] not in selected and c.get("object_id") in selected
+    return f"[E:{c['object_id'] if found_by_object else c['subject_id']}]"
+
+
+def claim_line(c: dict, tag: str | None = None) -> str:
+    """A claim's line in a local context: its tag (what an answer cites it by: ``claim_tag``;
+    its subject's when not given), its type, status and dates, the names of its subject and
+    object, and what it says."""
     said = ", ".join(x for x in (c["type"], c["status"], claim_period(c.get("start_date"), c.get("end_date"))) if x)
     ends = [f"{end} {_clean(name)}" for end, name in (("subject", c.get("subject_name")),
                                                         ("object", c.get("object_name") or c.get("object_id"))) if name]
-    return f"[E:{c['subject_id']}] claim ({said}){' ' + ', '.join(ends) if ends else ''}: {_clean(c['description'])}"
+    tag = tag or f"[E:{c['subject_id']}]"
+    return f"{tag} claim ({said}){' ' + ', '.join(ends) if ends else ''}: {_clean(c['description'])}"
 
 
 class Context(msgspec.Struct):
@@ -435,7 +447,8 @@ def build_local_context(data: LocalData, *, max_tokens: int, text_share: float,
         tag = f"[E:{e['id']}]"
         tables.add(tag, f"{tag} {_clean(e['name'])} ({e['type']}): {_clean(e['description'])}", cut=True)
     for c in sorted(data.claims, key=claim_rank(rank)):
-        tables.add(f"[E:{c['subject_id']}]", claim_line(c))
+        tag = claim_tag(c, selected)
+        tables.add(tag, claim_line(c, tag))
 
     def rel_key(r: dict) -> tuple:
         both = r["source"] in selected and r["target"] in selected

@@ -3500,3 +3500,44 @@ async def test_a_short_name_with_a_hyphen_joined_to_a_full_name_is_asked_about_a
         assert named_entities(store, "Who is Jean-Luc?") == [(full, "Jean-Luc", True)]
         assert named_entities(store, "Did Jean-Luc meet Fred?") == [(fred, "Fred", True), (full, "Jean-Luc", True)]
         assert named_entities(store, "Who is Jean-Luc Picard?") == [(full, "Jean-Luc Picard", True)]
+
+
+async def test_a_claim_found_by_its_object_is_tagged_with_the_selected_entity(tmp_path):
+    # "Acme Corp sued Jane Doe", asked about Jane: the claim's line was tagged with Acme's id, an
+    # entity the context does not show, so an answer citing it cited Acme, and one citing nothing
+    # was said to rest on Acme's documents (acme.txt, which never names Jane).
+    from conftest import chat_answer
+
+    line = ("claim | Acme Corp | Jane Doe | LAWSUIT | TRUE | 2031-03-01 | NONE | Acme Corp sued Jane Doe. | "
+            "The lawsuit named Jane Doe.")
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        messages = json.loads(request.content)["messages"]
+        task = detect_task(messages)
+        if task == "claims":
+            return chat_answer(f"{line}\ndone" if "lawsuit" in messages[-1]["content"] else "done")
+        return chat_answer(ANSWERS[task](messages))
+
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / "jane.txt").write_text("Jane Doe met Tom Reed in Port Vell. Tom Reed sailed with Jane Doe to Kessel.\n")
+    (corpus / "acme.txt").write_text("Acme Corp hired Lena Varga in Dunmore. Lena Varga ran Acme Corp in Dunmore.\n")
+    (corpus / "suit.txt").write_text("The lawsuit against Jane Doe was filed in the spring.\n")
+    db = tmp_path / "i.db"
+    await sync([corpus], make_settings("http://llm.test/v1", index={"extract_claims": True}), db, root=corpus,
+               transport=httpx.MockTransport(answer))
+    store = Store(db, readonly=True)
+    try:
+        ids = {r["name"]: r["id"] for r in store.query("SELECT id, name FROM entities")}
+        jane = ids["Jane Doe"]
+        with store.snapshot():
+            data = local_search.load_local_data(store, [jane])
+        ctx = local_search.build_local_context(data, max_tokens=4000, text_share=0.3, community_share=0.2)
+        shown = [x for x in ctx.text.splitlines() if " claim (" in x]
+        assert shown == [f"[E:{jane}] claim (LAWSUIT, TRUE, from 2031-03-01) subject Acme Corp, object Jane Doe: "
+                         "Acme Corp sued Jane Doe."]
+        assert f"[E:{ids['Acme Corp']}]" not in ctx.tags
+        _text, cited, _dropped, documents = citations.check(store, "Acme Corp sued her.", ctx.tags, [jane])
+        assert not cited and "acme.txt" not in documents and "suit.txt" in documents, documents
+    finally:
+        store.close()
