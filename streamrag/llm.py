@@ -15,7 +15,8 @@ Every request passes, in order:
    request booking more tokens than a whole minute's budget is clamped to it (it waits for an
    empty window instead of forever). An attempt that never reached the server (connection
    refused, connect or pool timeout) gives its budget back. A request without max_tokens books
-   a guess of its answer (the answers' mean), corrected once its usage is known: a longer
+   a guess of its answer (the answers' mean), corrected once its usage is known (counted here
+   when the server says none: llama.cpp, some vLLM versions): a longer
    answer takes the rest, a shorter one gives back what it did not use (a max_tokens booked is
    kept: OpenAI counts it as sent). Before any answer is seen, a request that fits only if the
    answers under way are no longer than their guesses (up to their prompts' length) waits for
@@ -565,11 +566,22 @@ class LLMClient:
             tries.next()
             try:
                 if on_delta is None:
-                    return await self._post_chat(payload, stage, tries)
-                return await self._stream_chat(payload, on_delta, shown, stage, unmarked, tries)
+                    answer, latency = await self._post_chat(payload, stage, tries)
+                else:
+                    answer, latency = await self._stream_chat(payload, on_delta, shown, stage, unmarked, tries)
             except Retryable as e:
                 tries.failed(e)
                 raise
+            # Counted here what the server did not say, before ``_settle`` books it: a server
+            # that says no usage (llama.cpp, some vLLM versions, a stream whose server ignores
+            # stream_options) left the request's booking as it was, a short answer's guess kept
+            # booked for a minute and a long answer taken as the guess.
+            if answer.prompt_tokens < 0:
+                answer.prompt_tokens = prompt_tokens if prompt_tokens >= 0 else self._prompt_estimate(messages)
+            if answer.completion_tokens < 0 or (answer.completion_tokens == 0 and answer.text):
+                # (the thinking is paid for too: in the text, or streamed apart from it)
+                answer.completion_tokens = count_tokens("".join(tries.pieces) or answer.text, self.encoding)
+            return answer, latency
 
         model = payload["model"]
         spent = [0, 0]   # tries, kept across the askings again without a refused parameter
@@ -589,12 +601,6 @@ class LLMClient:
                 log.debug("%s refused %s (HTTP %s: %s); asking again without it", model, e.param,
                           e.status, e.message)
                 leave_out(self.settings.api_base, model, e.param)
-        if answer.prompt_tokens < 0:
-            answer.prompt_tokens = (prompt_tokens if prompt_tokens >= 0
-                                    else self._prompt_estimate(messages))
-        if answer.completion_tokens < 0 or (answer.completion_tokens == 0 and answer.text):
-            # (the thinking is paid for too)
-            answer.completion_tokens = count_tokens(answer.text, self.encoding)
         answer.text = self._answer_text(answer.text, payload["model"])
         self._answers += 1
         self._answer_tokens += answer.completion_tokens
@@ -1191,7 +1197,8 @@ class LLMClient:
             self._released = anyio.Event()
 
     def _settle(self, tickets: list[tuple[MinuteBudget, list[float]]], result: Any, guess: int = 0) -> None:
-        """A chat answer's tokens as the server counted them, when more than its request booked,
+        """A chat answer's tokens as the server counted them (those it did not say, as counted
+        here: ``_chat_http``), when more than its request booked,
         are taken from the token budget (``MinuteBudget.settle``): with llm.tokens_per_minute
         6,000, the first calls of synth_small booked the answers' mean guessed and used 6,953
         tokens in their minute, and the next minute was booked full again. When fewer, what
@@ -1201,12 +1208,8 @@ class LLMClient:
         most of the rest is max_tokens of summaries and reports, which OpenAI counts as sent)."""
         answer = result[0] if isinstance(result, tuple) and result and isinstance(result[0], Answer) else None
         if answer is None or answer.prompt_tokens < 0 or answer.completion_tokens < 0:
-            return   # (not a chat answer, or one whose usage the server did not say)
+            return   # (not a chat answer: ``_chat_http``'s tries count what the server did not say)
         completion = answer.completion_tokens
-        if completion == 0 and answer.text:
-            # A server that says 0 of an answer it wrote is not believed (``_chat_http`` counts
-            # the text): believed here, the guess was given back whole, the answer booked as nothing.
-            completion = count_tokens(answer.text, self.encoding)
         for budget, ticket in tickets:
             if budget is self._tpm:
                 budget.settle(ticket, answer.prompt_tokens + completion, refund=max(0, guess - completion))

@@ -744,6 +744,59 @@ async def test_an_answer_a_server_says_is_0_tokens_is_booked_as_the_text_it_wrot
             assert llm._tpm.total == 30 + written
 
 
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_an_answer_without_usage_is_booked_as_its_local_count(tmp_path, streamed):
+    # A server that says no usage (llama.cpp, some vLLM versions, a stream whose server ignores
+    # stream_options) left a request's booking as it was: a short answer kept its 256 guessed
+    # tokens booked for a minute, and a long one took nothing beyond them. Now its tokens are
+    # counted here (tiktoken), as its row counts them, and the booking settled with them.
+    short, long = "ok", " ".join(["Marley"] * 3000)
+
+    def reply(text: str) -> httpx.Response:
+        if not streamed:
+            return httpx.Response(200, json=chat_body(text, usage=None))
+        words = text.split(" ")
+        events = [{"choices": [{"index": 0, "delta": {"content": w if not i else " " + w},
+                                "finish_reason": None}]} for i, w in enumerate(words)]
+        events[-1]["choices"][0]["finish_reason"] = "stop"
+        return httpx.Response(200, content=sse([*events, "[DONE]"]),
+                              headers={"content-type": "text/event-stream"})
+
+    endpoint = Endpoint(reply(short), reply(long))
+    asked = dict(on_delta=lambda _t: None) if streamed else {}
+    with anyio.fail_after(10):
+        async with client(tmp_path, endpoint, tokens_per_minute=20000) as (llm, store):
+            llm._tpm.clock = lambda: 0.0
+            first = await llm.chat(ask("first"), model="m1", stage="s", **asked)
+            booked = count_message_tokens(ask("first"), llm.encoding) + count_tokens(short, llm.encoding)
+            assert (first.prompt_tokens, first.completion_tokens) == (booked - count_tokens(short, llm.encoding),
+                                                                      count_tokens(short, llm.encoding))
+            assert llm._tpm.total == booked   # (was its prompt and the 256 guessed)
+            second = await llm.chat(ask("second"), model="m1", stage="s", **asked)
+            assert second.completion_tokens == count_tokens(long, llm.encoding) > 3000
+            assert llm._tpm.total == booked + second.prompt_tokens + second.completion_tokens
+    rows = calls(store)
+    assert [(r["prompt_tokens"], r["completion_tokens"]) for r in rows] == \
+        [(first.prompt_tokens, first.completion_tokens), (second.prompt_tokens, second.completion_tokens)]
+
+
+async def test_thinking_streamed_apart_is_counted_in_an_answer_without_usage(tmp_path):
+    # Its thinking (vLLM's reasoning_content) is paid for as the answer is: counted with it when
+    # the server says no usage, in the row and the token budget (it was the answer's text alone).
+    thinking, text = " ".join(["ponder"] * 200), "(Paris, France)"
+    events = [{"choices": [{"index": 0, "delta": {"reasoning_content": thinking}, "finish_reason": None}]},
+              {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": "stop"}]}, "[DONE]"]
+    endpoint = Endpoint(httpx.Response(200, content=sse(events), headers={"content-type": "text/event-stream"}))
+    with anyio.fail_after(10):
+        async with client(tmp_path, endpoint, tokens_per_minute=20000) as (llm, store):
+            llm._tpm.clock = lambda: 0.0
+            result = await llm.chat(ask(), model="m1", stage="s", on_delta=lambda _t: None)
+            paid = count_tokens(thinking + text, llm.encoding)
+            assert result.text == text and result.completion_tokens == paid > 200
+            assert llm._tpm.total == result.prompt_tokens + paid
+    assert calls(store)[0]["completion_tokens"] == paid
+
+
 async def test_the_first_minute_s_burst_stays_within_the_token_limit(tmp_path):
     # Before any answer, a request without max_tokens booked its prompt and 256 tokens: at
     # llm.tokens_per_minute 6,000, four 1,000-token prompts went out at once, whose 600-token
