@@ -119,6 +119,7 @@ class ChatResult(msgspec.Struct):
     finish_reason: str | None
     latency_ms: float          # the answering HTTP request (or cache lookup), not queueing
     key: str = ""              # the answer's key in llm_cache (``cache.cache_key``)
+    estimated: bool = False    # its token counts were counted here: the server said none (a paid answer)
 
 
 class _Tries:
@@ -126,20 +127,23 @@ class _Tries:
     (``_cancelled``): the tries begun and, of the try under way, whether its request went out
     whole (its prompt is the provider's then, and paid for) and the pieces of answer streamed
     (thinking too). ``whole``: its answer comes at once (a chat call not streamed), so a request
-    sent may have been answered, and billed, though none of it was read."""
+    sent may have been answered, and billed, though none of it was read. ``estimated``: the
+    answer's token counts, or some, were counted here (the server said none)."""
 
-    __slots__ = ("begun", "sent", "pieces", "whole")
+    __slots__ = ("begun", "sent", "pieces", "whole", "estimated")
 
     def __init__(self, whole: bool = False) -> None:
         self.begun = 0
         self.sent = False
         self.pieces: list[str] = []
         self.whole = whole
+        self.estimated = False
 
     def next(self) -> None:
         self.begun += 1
         self.sent = False
         self.pieces = []
+        self.estimated = False
 
     def failed(self, e: Retryable) -> None:
         """The try under way failed: one the server answered with an HTTP error before any of
@@ -408,7 +412,7 @@ class LLMClient:
         if on_length is None:
             on_length = "keep" if on_delta is not None else "retry"
         check = checker(validate, on_length, limited=bool(max_tokens))
-        last, asked, cuts, cut = UNUSABLE, 0, 0, (0, 0)
+        last, asked, cuts, cut = UNUSABLE, 0, 0, (0, 0, False)
         for i in range(tries):
             result = await self._chat_once(key, row, payload, on_delta, check,
                                            cache_length=on_length != "keep")
@@ -417,9 +421,9 @@ class LLMClient:
                     self._call_log.asked_again(stage, i)
                 if not max_tokens and not result.cached and result.finish_reason == "stop":
                     note_whole_answer(self.settings.api_base, model, self.chat_url, result.prompt_tokens,
-                                      result.completion_tokens)
+                                      result.completion_tokens, result.estimated)
                 return result
-            (last, answer), asked = result, i + 1
+            (last, answer, estimated), asked = result, i + 1
             if last == CUT_OFF:
                 # The same request at temperature 0 is cut off the same way: give it room. The
                 # answer is cached under the request as asked, so the next run finds it.
@@ -436,7 +440,7 @@ class LLMClient:
                 # shorter: asked ``tries`` times.)
                 cuts += 1
                 cut = (max(cut[0], answer.completion_tokens),
-                       max(cut[1], answer.prompt_tokens + answer.completion_tokens))
+                       max(cut[1], answer.prompt_tokens + answer.completion_tokens), cut[2] or estimated)
                 if cuts >= 2:
                     note_server_cut(self.settings.api_base, model, self.chat_url, *cut)
                 if cuts >= 2 or server_cuts(self.settings.api_base, model):
@@ -445,7 +449,7 @@ class LLMClient:
                 # Answered otherwise in between (an unusable answer not cut off): the same request
                 # at temperature 0 is not answered the same way each time, so the cuts before were
                 # no limit's doing (cut, malformed, cut marked the model, paid 3 times).
-                cuts, cut = 0, (0, 0)
+                cuts, cut = 0, (0, 0, False)
         hint = "try another model or prompt"
         if last == CUT_OFF_UNASKED:
             hint = ("streamrag sent no max_tokens, so the server's own output or context limit cut "
@@ -470,9 +474,10 @@ class LLMClient:
     async def _chat_once(self, key: str, row: dict, payload: dict,
                          on_delta: Callable[[str], None] | None,
                          check: Callable[[Answer], str | None],
-                         cache_length: bool) -> ChatResult | tuple[str, Answer]:
-        """A cached, shared or new answer; the reason when a new answer was unusable, and the
-        answer (paid: cached ones are checked before use)."""
+                         cache_length: bool) -> ChatResult | tuple[str, Answer, bool]:
+        """A cached, shared or new answer; the reason when a new answer was unusable, the
+        answer (paid: cached ones are checked before use), and whether its token counts were
+        counted here (``ChatResult.estimated``)."""
         stale = self.fresh  # a cached answer not to use: the next good answer replaces it
         while True:
             started = time.perf_counter()
@@ -545,9 +550,9 @@ class LLMClient:
             if cacheable:
                 flight.answer = answer
         if problem is not None:
-            return problem, answer
+            return problem, answer, tries.estimated
         return ChatResult(answer.text, answer.prompt_tokens, answer.completion_tokens, False,
-                          answer.finish_reason, latency, key)
+                          answer.finish_reason, latency, key, tries.estimated)
 
     def _prompt_estimate(self, messages: list[dict]) -> int:
         return count_message_tokens(messages, self.encoding)
@@ -578,9 +583,11 @@ class LLMClient:
             # booked for a minute and a long answer taken as the guess.
             if answer.prompt_tokens < 0:
                 answer.prompt_tokens = prompt_tokens if prompt_tokens >= 0 else self._prompt_estimate(messages)
+                tries.estimated = True
             if answer.completion_tokens < 0 or (answer.completion_tokens == 0 and answer.text):
                 # (the thinking is paid for too: in the text, or streamed apart from it)
                 answer.completion_tokens = count_tokens("".join(tries.pieces) or answer.text, self.encoding)
+                tries.estimated = True
             return answer, latency
 
         model = payload["model"]

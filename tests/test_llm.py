@@ -2654,6 +2654,36 @@ async def test_a_longer_whole_answer_disproves_the_servers_limit(tmp_path, caplo
                               "two it cut off (50): no limit of the server cut those, they broke off"), said
 
 
+async def test_sizes_counted_here_disprove_the_servers_limit_only_by_a_margin(tmp_path, caplog):
+    # A server that says no usage: the cut answers' sizes and the whole one's are counted here,
+    # with another tokenizer than its limit's, which counts two texts the limit counts alike some
+    # percent apart. A whole answer counted a little longer than the cut ones took a limit the
+    # server has back ("no limit of the server cut those"); now it takes a margin.
+    def unsized(text: str, finish_reason: str = "stop") -> httpx.Response:
+        body = chat_body(text, usage=None)
+        body["choices"][0]["finish_reason"] = finish_reason
+        return httpx.Response(200, json=body)
+
+    def words(n: int) -> str:
+        return "(" + " ".join(["Scrooge"] * n)
+
+    cut = unsized(words(100), "length")
+    endpoint = Endpoint(cut, cut, unsized(words(110)), unsized(words(300)))
+    async with client(tmp_path, endpoint) as (llm, store):
+        with caplog.at_level(logging.WARNING, logger="streamrag.llm"):
+            with pytest.raises(LLMOutputError, match="in 2 tries"):
+                await llm.chat(ask(), model="m1", stage="extract")
+            assert model_quirks.server_cuts(API, "m1")
+            a_little = await llm.chat(ask("a"), model="m1", stage="extract")
+            assert a_little.completion_tokens > count_tokens(words(100), llm.encoding)
+            assert model_quirks.server_cuts(API, "m1")   # (within what two tokenizers disagree by)
+            assert a_little.estimated
+            await llm.chat(ask("b"), model="m1", stage="extract")   # (three times as long)
+            assert not model_quirks.server_cuts(API, "m1")
+        said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(said) == 2 and "wrote a whole answer of " in said[1], said
+
+
 async def test_the_servers_limit_is_forgotten_after_ten_minutes_and_found_again(tmp_path, caplog, monkeypatch):
     # A mark no whole answer disproves (a fault broke off the model's longest answers) lapsed
     # never. A limit the server has is found again by the next cut answer, asked twice, and not
