@@ -772,12 +772,14 @@ def failures_recorded(store: Store) -> int:
     (``runs.update_of``: they retry what the ones before them left missing) count as that update:
     an item failing in each retry of an hours-long outage counts once, not once per retry. The
     chunks of a run that published nothing and left files unindexed are counted as those files
-    (``status.unindexed_chunks``), not as failures."""
+    (``status.unindexed_chunks``), not as failures; so are those chunks' failures in a run of the
+    update still under way (a retry of an outage: its stats are written as it ends): the count was
+    0 between an outage's retries and 2 during each, for a file of 3 chunks left unindexed."""
     return store.scalar(
         f"WITH {_UNINDEXED_RUNS} SELECT count(*) FROM (SELECT DISTINCT CASE WHEN f.stamp IS NULL THEN "
         "coalesce(r.update_of, f.run_id) END, f.stage, f.item, f.stamp FROM failures f LEFT JOIN runs r "
         "ON r.id = f.run_id WHERE (r.command IS NULL OR r.command != 'watch:extract') AND NOT "
-        f"(f.stage IN ('extract', 'glean') AND {_UNINDEXED_FILES}))") or 0
+        f"(f.stage IN ('extract', 'glean') AND ({_UNINDEXED_FILES} OR {_UNINDEXED_YET})))") or 0
 
 
 # The runs that published nothing and left files unindexed (``not_indexed``), with their stats:
@@ -796,6 +798,11 @@ _UNINDEXED_RUNS = ("unindexed_runs(id, stats) AS (SELECT id, stats FROM runs WHE
 _UNINDEXED_FILES = ("(f.run_id IN (SELECT id FROM unindexed_runs WHERE json_type(stats, '$.not_indexed_chunks') "
                     "IS NULL) OR json_array(f.run_id, f.item) IN (SELECT json_array(u.id, j.value) FROM "
                     "unindexed_runs u, json_each(u.stats, '$.not_indexed_chunks') j))")
+# ... or a failure of a run under way (``r``) of such a chunk of its update: still unindexed as far
+# as is known, until the run's end says otherwise (it publishes, or names the chunks again).
+_UNINDEXED_YET = ("CASE WHEN r.status = 'running' THEN json_array(coalesce(r.update_of, r.id), f.item) IN (SELECT "
+                  "json_array(coalesce(w.update_of, w.id), j.value) FROM unindexed_runs u JOIN runs w ON w.id = u.id, "
+                  "json_each(u.stats, '$.not_indexed_chunks') j) ELSE 0 END")
 
 
 def failures_of(store: Store, *run_ids: str, stage: str | None = None) -> int:

@@ -2029,6 +2029,38 @@ async def test_an_outages_retry_syncs_count_an_item_once_as_one_update(corpus, t
     assert after["failures_total"] == during["failures_total"], (during, after)
 
 
+async def test_failures_total_holds_while_an_outage_s_retry_is_under_way(corpus, tmp_path, simulator, monkeypatch):
+    # A new file of 3 chunks in an outage: its sync publishes nothing and leaves the file
+    # unindexed, its chunks' failures counted as the file, not in failures_total. Each retry
+    # recorded them again, and until it ended (its stats naming them) they counted: `status`
+    # said failures_total 0 between the retries and 2 during each. Read as each retry ends,
+    # its failures recorded, its row still "running".
+    from streamrag import index_rows
+
+    syncs = counted_syncs(monkeypatch)
+    switch, settings, _cap = fast_outage(monkeypatch, simulator)
+    during: list[int] = []
+    real_finish = Store.finish_run
+
+    def finish_run(store, run_id, status, stats=None):
+        if store.scalar("SELECT update_of FROM runs WHERE id = ?", (run_id,)) is not None:
+            during.append(index_rows.failures_recorded(store))
+        real_finish(store, run_id, status, stats)
+
+    monkeypatch.setattr(Store, "finish_run", finish_run)
+    db = tmp_path / "f.db"
+    async with running(settings, db, corpus, transport=httpx.MockTransport(switch)) as (daemon, events, send):
+        switch.up = False
+        (corpus / "new.txt").write_text(_paragraphs(3))
+        await send.send({(1, str(corpus / "new.txt"))})
+        await until(lambda: len(syncs) >= 4, timeout=30)   # the file's sync and two retries at least
+        await send.aclose()
+    await switch.client.aclose()
+    after = status_info(db, failures=True)
+    assert after["not_indexed_last_run"] == 1 and after["failures_total"] == 0, after
+    assert len(during) >= 2 and set(during) == {0}, during
+
+
 async def test_a_chunk_failed_ahead_and_again_by_its_sync_is_said_failed_twice(corpus, tmp_path, simulator,
                                                                                  monkeypatch):
     # The extraction ahead of a sync asks for an edit's chunks first, and the sync asks again:
