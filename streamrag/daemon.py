@@ -1187,7 +1187,7 @@ class Daemon:
         started, began = anyio.current_time(), time.time()
         progress = Progress()
         indexer = Indexer(self.settings, self.db_path, root=self.root, progress=progress,
-                          command="watch:extract", transport=self.transport,
+                          command="watch:extract", transport=self.transport, stopped=self.stop_event.is_set,
                           retry_base_s=self.retry_base_s, answered_at=self.outage.answered_at)
         try:
             if self.writer_lock is not None:
@@ -1335,6 +1335,7 @@ class Daemon:
                           command="watch", transport=self.transport,
                           graph_cache=None if self._once else self.graph_cache,
                           retried=not self._once, retry_base_s=self.retry_base_s,   # (`--once` is like `streamrag index`)
+                          stopped=self.stop_event.is_set,
                           update_of=self._update_of, answered_at=self.outage.answered_at,
                           folder_changed=self.syncs > 0,
                           say=lambda line: self.emit("warning", line, warning=line))   # (--json: on stdout)

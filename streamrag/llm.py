@@ -80,8 +80,8 @@ from streamrag.answer_json import read_embeddings, read_usage
 from streamrag.cache import batch_key, cache_key, embedding_key
 from streamrag.call_log import UNUSABLE, CallLog
 from streamrag.config import LLMSettings, check_api_key
-from streamrag.endpoint_health import (GAVE_UP, PROXY_STATUSES, RUN_AGAIN, EndpointHealth, GaveUp, failure,
-                                      only_errors)
+from streamrag.endpoint_health import (GAVE_UP, PROXY_STATUSES, RUN_AGAIN, START_AGAIN, EndpointHealth, GaveUp,
+                                      failure, only_errors)
 from streamrag.endpoint_reach import REFUSED_ATTEMPTS, EndpointReach
 from streamrag.errors import ConfigError, LLMError, LLMOutputError, LLMRequestError, LLMUnavailableError
 from streamrag.model_quirks import (REASONING_ALLOWANCE, THINKERS, ends_unmarked, leave_out, note_server_cut,
@@ -250,7 +250,8 @@ class LLMClient:
                  writer: Writer | None = None, run_id: str | None = None,
                  transport: httpx.AsyncBaseTransport | None = None,
                  encoding: str = "o200k_base", retry_base_s: float | None = None,
-                 base_setting: str = "", retried: bool = False, answered_at: float | None = None) -> None:
+                 base_setting: str = "", retried: bool = False, answered_at: float | None = None,
+                 stopped: Callable[[], bool] | None = None) -> None:
         if not settings.api_base:
             raise ConfigError("no LLM configured: set llm.api_base in streamrag.toml or "
                               "STREAMRAG_API_BASE (any OpenAI-compatible endpoint, e.g. "
@@ -314,9 +315,10 @@ class LLMClient:
         # Every failed try by HTTP status (None: no answer), a model loading left out, as a call's
         # own (``_call_advice``): what a caller says of calls that all failed (``only_errors``).
         self.failed_statuses: Counter[int | None] = Counter()
-        # What an error about the endpoint says to do once it is fixed: nothing for a caller that
-        # retries by itself (``retried``: the daemon), else to run the command again.
-        self._then = "" if retried else RUN_AGAIN
+        # What an error about the endpoint says to do once it is fixed (``_then``): nothing for a
+        # caller that retries by itself (``retried``: the daemon), unless it has stopped since
+        # (``stopped()``: a stop during the calls), else to run the command again.
+        self._retried, self._stopped = retried, stopped
         # When the endpoint last answered, as the caller knows it (a daemon: its earlier syncs, a
         # run of the index; None: never): a refused connection is then a server stopped, not a
         # wrong llm.api_base (``stopped_answering``), though this client never reached it.
@@ -339,6 +341,15 @@ class LLMClient:
     async def aclose(self) -> None:
         await self._call_log.flush()   # (shielded: the rows of calls cancelled as a run stopped)
         await self._http.aclose()
+
+    @property
+    def _then(self) -> str:
+        """What an error about the endpoint ends with, what to do once it is fixed: a watch
+        stopped while its calls failed retries nothing, and its error fields and the failures
+        it recorded said "retried until it answers" (``endpoint_health.START_AGAIN``)."""
+        if not self._retried:
+            return RUN_AGAIN
+        return START_AGAIN if self._stopped is not None and self._stopped() else ""
 
     def _cancelled(self, row: dict, tries: _Tries, started: float, prompt: Callable[[], int],
                    why: str | None = None) -> None:

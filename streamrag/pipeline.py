@@ -403,7 +403,7 @@ class Indexer:
                  retried: bool = False, retry_base_s: float | None = None,
                  update_of: str | None = None, answered_at: float | None = None,
                  folder_changed: bool = False,
-                 say: Callable[[str], None] | None = None) -> None:
+                 say: Callable[[str], None] | None = None, stopped: Callable[[], bool] | None = None) -> None:
         """``retried``: the caller retries an outage itself (the daemon), so a run that reached
         no endpoint publishes what it can rather than nothing (not the first version of an index
         through an endpoint that never answered, ``answered_at`` None). ``update_of``: the first run of the
@@ -414,14 +414,16 @@ class Indexer:
         ``folder_changed``: a watch's sync after its first, of a folder whose files changed under
         it: one left with only the files index.exclude leaves out is warned of, not refused (the
         notes deleted, the templates kept), where a run's settings leaving out every file is.
-        ``transport`` and ``retry_base_s`` (the model client's first backoff, ``llm.RETRY_BASE_S``)
-        are for tests."""
+        ``stopped``: whether the daemon has been asked to stop (its model client's errors then say to
+        start it again, not that it retries). ``transport`` and ``retry_base_s`` (the model client's
+        first backoff, ``llm.RETRY_BASE_S``) are for tests."""
         self.settings = settings
         self.retried = retried
         # Its errors say to run the command again after the fix, unless a daemon runs it: the
         # daemon syncs again by itself (its extraction ahead too, ``watch:extract``).
         self.retries_itself = retried or command == "watch:extract"
         self.answered_at = answered_at
+        self.stopped = stopped
         self.indexed = True   # a version was published before the run (known once the store is open)
         self.graph_cache = graph_cache
         self.recluster = recluster
@@ -581,7 +583,7 @@ class Indexer:
         return LLMClient(self.settings.llm, self.settings.api_key, store=store, writer=writer,
                          run_id=self.run_id, transport=self.transport, retry_base_s=self.retry_base_s,
                          encoding=self.settings.index.encoding, base_setting=self.settings.api_base_from,
-                         retried=self.retries_itself, answered_at=self.answered_at)
+                         retried=self.retries_itself, answered_at=self.answered_at, stopped=self.stopped)
 
     # -- the run -------------------------------------------------------------------------------
     async def run(self, paths: list[Path]) -> SyncResult:

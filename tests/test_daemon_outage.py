@@ -1888,6 +1888,46 @@ async def test_an_outage_met_by_a_sync_is_said_alike_however_many_chunks_it_had(
     assert "Nothing was published" not in first["message"], first
 
 
+@pytest.mark.parametrize("chunks", [1, 3])   # its chunks recorded as failed, or the client gave up
+async def test_calls_refused_after_a_stop_came_during_them_are_not_said_to_be_retried(
+        corpus, tmp_path, simulator, monkeypatch, chunks):
+    # SIGTERM while an extraction ahead's calls were on the wire, then every connection refused:
+    # the line's head said "left to the next start", but its error field and the failures
+    # recorded (`status --failures`) kept the words of a model client made while the watch still
+    # retried: "... every connection is refused (...); retried until it answers", a retry this
+    # process, stopping, never makes.
+    switch, settings, _cap = fast_outage(monkeypatch, simulator)
+    async with running(settings, tmp_path / "s.db", corpus) as (daemon, events, send):
+        on_wire = anyio.Event()
+
+        async def endpoint(request: httpx.Request) -> httpx.Response:
+            if not daemon.stopping:   # the stop comes while the first calls are on the wire
+                on_wire.set()
+                await anyio.sleep(0.2)
+            raise httpx.ConnectError("connection refused", request=request)
+
+        daemon.transport = httpx.MockTransport(endpoint)
+        mark = len(events)
+        new = corpus / "new.txt"
+        new.write_text(_paragraphs(chunks))
+        await send.send({(1, str(new))})
+        await on_wire.wait()
+        daemon.stop("SIGTERM received")
+        await until(lambda: "stopped" in events.states(mark), timeout=30)
+    await switch.client.aclose()
+    (error,) = [e for e in events[mark:] if e["state"] == "error"]
+    assert "left to the next start" in error["message"] and "retr" not in error["message"], error
+    assert "stopped answering" in error["error"] and "retried until it answers" not in error["error"], error
+    assert error["error"].endswith("start it again, then start the watch again (it was stopped; finished work is "
+                                   "kept)"), error
+    store = Store(tmp_path / "s.db", readonly=True)
+    try:
+        recorded = [m for (m,) in store.conn.execute("SELECT message FROM failures")]
+    finally:
+        store.close()
+    assert recorded and not any("retried until it answers" in m for m in recorded), recorded
+
+
 @pytest.mark.parametrize("down", [True, False])   # no call answered (an outage), or one chunk's failed
 async def test_a_sync_that_publishes_without_failed_items_while_stopping_leaves_them_to_the_next_start(
         corpus, tmp_path, simulator, monkeypatch, down):
