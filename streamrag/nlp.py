@@ -39,12 +39,12 @@ How a chunk is read:
   plural beside its surname is a family ("the Cratchits" beside "Mrs. Cratchit"). The
   adjectives that open names in capitals are adjectives in lower case between "a" and the word
   ("a bad young Act"), a person's epithet after "the" ("the young Mozart"). A phrase in
-  capitals right after "the" with no cue of a type, used once or twice and not acting, whose
-  head names an idea, a law or a realm ("the Invisible World", "the Poor Law", "the Poll Tax":
-  _CONCEPT_HEADS), is a concept, not a person; any other head may be someone's epithet ("the
-  Dalai Lama", "the Artful Dodger"), and one ending in a title names someone by role ("the
-  Prime Minister"). A greeting's adjective is no part of the holiday
-  ("Merry Christmas" -> "Christmas").
+  capitals only ever right after "the", with no cue of a type, is rarely a person's name: it is
+  a concept ("the Invisible World", "the Poll Tax", "the Holy Spirit", "the Red Cross"),
+  however often used and whatever it does (bodies and laws act too), unless it speaks or its
+  head names someone by role or kind (a title, kin, "Lama", "Men", an agent noun: "the Prime
+  Minister", "the Dalai Lama", "the Wise Men", "the Artful Dodger": _PERSON_HEADS). A greeting's
+  adjective is no part of the holiday ("Merry Christmas" -> "Christmas").
 * German capitalises every noun. A chunk where German function words ("der", "und", "nicht" ...)
   make up 6% of the words is read so: a word after an article or its contraction ("den
   Präsidenten", "am Montag", "im Haus") is a noun wherever it stands, and a run loses such
@@ -114,7 +114,9 @@ from streamrag.sentences import table_row_text, table_rows
 #     a place for "-hill" ... "-bury" ("walked along Cornhill", "drove past Greenwich"); such a
 #     word with no place beside it joins the one person whose surname it is ("Westbury" beside
 #     "Tom Westbury" and "Westbury Holdings").
-VERSION = "22"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
+# 23: a phrase after "the" is a person only by its head or by speaking ("the Holy Spirit", "The
+#     Poll Tax was hated" are concepts); "gate" is a building's head ("the Golden Gate").
+VERSION = "23"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
 MAX_DESCRIPTION_WORDS = 40
@@ -201,20 +203,11 @@ _IRREGULAR_PLURALS = ("men", "children", "people")
 # "the Children's Hospital"); a building's name is a place ("the Mansion House", "the Lantern Hall").
 _BUILDING_HEADS = _words("""
 house hall palace castle abbey cathedral chapel tower theatre theater inn tavern hotel asylum
-prison gaol workhouse mill market arcade
+prison gaol workhouse mill market arcade gate
 """)
 _INSTITUTION_HEADS = _BUILDING_HEADS | _words("""
 guild union society association party club league church hospital school college institute
 fund bank court home
-""")
-# Heads of a phrase in capitals after "the" that name an idea, a law or a realm, no one
-# ("the Invisible World", "the Poor Law", "the Poll Tax"): only these make such a phrase a
-# concept (``_resolve``); "the Dalai Lama", "the Artful Dodger" are people. Abstract nouns
-# only: "men", "women", "eyes", "spirit", "soul" fitted one novel's phrases ("the Wise Men" are
-# people) and are left out.
-_CONCEPT_HEADS = _words("""
-world worlds law laws act acts tax taxes duty duties rule rules principle principles doctrine
-doctrines theory creed faith age ages era idea ideas question problem movement system
 """)
 # Greetings capitalise their adjective: "Merry Christmas" and "A Happy New Year" are the holiday.
 _GREETINGS = _words("merry happy")
@@ -230,6 +223,17 @@ captain capt general gen colonel col major lieutenant lt sergeant sgt admiral co
 senator sen governor gov mayor judge justice chancellor minister premier
 uncle aunt master
 """)
+# Heads of a phrase in capitals after "the" that name someone by role or kind: titles, kin and
+# these ("the Dalai Lama", "the Wise Men", "the Chief Constable"), and agent nouns by their
+# ending (``_AGENT_ENDINGS``: "the Artful Dodger", "the Unknown Soldier"). Any other head names a
+# thing, an idea or a body ("the Holy Spirit", "the Red Cross", "the Poll Tax"; ``_person_head``).
+_PERSON_HEADS = _KEEP_TITLES | _KIN | _words("""
+lama constable chief knight monk nun priest abbot abbess vicar rabbi imam guru sultan khan shah
+tsar czar pharaoh caliph emir raja rajah maharaja heir regent pilgrim prophet apostle messiah
+man men woman women boy girl child children lad lass maid maiden bride groom widow orphan giant
+hermit poet bard sage wizard witch fool people folk
+""")
+_AGENT_ENDINGS = ("er", "or", "ist", "ian", "man", "men")
 _ABBREVIATIONS = _words("""
 mr mrs ms mx dr prof st mt ft rev gen col capt lt sgt gov sen rep jr sr co inc ltd corp
 vs etc e.g i.e a.m p.m u.s u.k fig vol
@@ -947,11 +951,12 @@ def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int
         det = first > 0 and toks[first - 1][_TEXT].lower() in _DE_PREPOSITIONS
     else:
         det = not honorific and _determined(sentence, toks, first)
-    agent = det and _agent(sentence, toks, first, last)
+    acting = _agent(sentence, toks, first, last) if det else None
+    agent = acting is not None
     speaks = (last + 1 < len(toks) and toks[last + 1][_TEXT] in _SPEECH_VERBS
               and _plain_gap(sentence, toks[last], toks[last + 1])) or \
         (first > 0 and toks[first - 1][_TEXT] in _SPEECH_VERBS
-         and _plain_gap(sentence, toks[first - 1], toks[first]))
+         and _plain_gap(sentence, toks[first - 1], toks[first])) or acting == "speaks"
     the = det and toks[first - 1][_TEXT].lower() == "the"
     return _Mention(i, name, honorific=honorific, title=title, prep=prep and not poss, poss=poss,
                     det=det, agent=agent, initial=first in initial, speaks=speaks, the=the,
@@ -1015,26 +1020,29 @@ def _determined(sentence: str, toks: list[_Token], j: int) -> bool:
     return False
 
 
-def _agent(sentence: str, toks: list[_Token], first: int, last: int) -> bool:
+def _agent(sentence: str, toks: list[_Token], first: int, last: int) -> str | None:
     """Whether tokens ``first``..``last``, right after "the" (or "this", "that"), speak or act:
-    "said the Ghost", "the Phantom replied", "the Phantom (slowly) pointed", "the Phantom was".
-    Who does so is a character, however common the word naming it; "the Parrot, you know" is not."""
+    "said the Ghost", "the Phantom replied" ("speaks"), "the Phantom (slowly) pointed", "the
+    Phantom was" ("acts"), else None. Who does so is a character, however common the word naming
+    it; "the Parrot, you know" is not."""
     k = first - 1
     if k < 0 or toks[k][_TEXT].lower() not in ("the", "this", "that") \
             or not _plain_gap(sentence, toks[k], toks[first]):
-        return False            # "its mighty Founder was", "the Sultan's Groom turned": no one
+        return None             # "its mighty Founder was", "the Sultan's Groom turned": no one
     if k >= 1 and toks[k - 1][_TEXT] in _PREPOSITIONS:
-        return False            # "the Genius of the Weather sat": the Genius sits
+        return None             # "the Genius of the Weather sat": the Genius sits
     if k >= 1 and toks[k - 1][_TEXT] in _SPEECH_VERBS and _plain_gap(sentence, toks[k - 1], toks[k]):
-        return True
+        return "speaks"
     j = last + 1
     if j < len(toks) and toks[j][_TEXT].endswith("ly") and _plain_gap(sentence, toks[j - 1], toks[j]):
         j += 1                  # an adverb between
     if j >= len(toks) or not _plain_gap(sentence, toks[j - 1], toks[j]):
-        return False
+        return None
     verb = toks[j][_TEXT]
-    return verb in _SPEECH_VERBS or verb in _NARRATIVE_VERBS or (
-        len(verb) > 4 and verb.islower() and verb.endswith("ed"))
+    if verb in _SPEECH_VERBS:
+        return "speaks"
+    return "acts" if verb in _NARRATIVE_VERBS or (len(verb) > 4 and verb.islower() and verb.endswith("ed")) \
+        else None
 
 
 def _prep_before(sentence: str, toks: list[_Token], j: int) -> bool:
@@ -1243,18 +1251,24 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
             elif " " not in target and len(ms) < _EPITHET_USES and not any(m.agent for m in ms) \
                     and _common_noun(target, ms, lower_words) and not _family(target, by_name):
                 continue                # "a Glee", "the Parrot", "Hope" beside "hope": no entity
-            elif " " in target and " of " not in target and len(ms) < _EPITHET_USES \
-                    and all(m.the for m in ms) and not any(m.agent for m in ms) \
-                    and target.rsplit(" ", 1)[-1].lower() not in _KEEP_TITLES \
-                    and _cue_words(target.rsplit(" ", 1)[-1])[-1] in _CONCEPT_HEADS:
-                # (a title at its end names someone by role: "the Prime Minister", "the Black
-                # Prince"; any other head may be anyone's epithet: "the Dalai Lama", "the
-                # Artful Dodger" are people)
-                t = "concept"           # "the Invisible World", "the Poor Law": no one's name
+            elif " " in target and " of " not in target and all(m.the for m in ms) \
+                    and not any(m.speaks for m in ms) and not _person_head(target):
+                # (a head naming someone by role or kind is a person: "the Prime Minister", "the
+                # Dalai Lama", "the Artful Dodger"; acting says nothing, as bodies and laws act
+                # too: "The Poll Tax was hated", "the Red Cross delivered"; speaking does)
+                t = "concept"           # "the Invisible World", "the Holy Spirit": no one's name
             else:
                 t = "person"
         types[target] = t
     return canon, types
+
+
+def _person_head(name: str) -> bool:
+    """Whether a phrase's last word names someone by role or kind (``_PERSON_HEADS``), in the
+    plural too ("the Wise Men", "the Three Kings"), or is an agent noun ("the Artful Dodger")."""
+    low = _cue_words(name.rsplit(" ", 1)[-1])[-1]
+    forms = (low, low[:-1]) if low.endswith("s") else (low,)
+    return any(f in _PERSON_HEADS or (len(f) > 4 and f.endswith(_AGENT_ENDINGS)) for f in forms)
 
 
 def _common_noun(word: str, ms: list[_Mention], lower_words: set[str]) -> bool:

@@ -774,7 +774,8 @@ def test_a_phrase_after_the_ending_in_a_title_is_a_person_by_role_not_a_concept(
 def test_a_phrase_after_the_is_a_concept_only_with_an_ideas_head():
     # Any phrase in capitals only ever after "the" was a concept: people known by an epithet
     # ("the Dalai Lama", "the Artful Dodger") with it. Only a head naming an idea, a law or a
-    # realm says a concept; any other phrase is typed as before (a person).
+    # realm says a concept; any other phrase is typed as before (a person). (Since VERSION 23
+    # any head but one naming someone is a concept: test_a_phrase_after_the_is_a_person_only_by_its_head...)
     assert names("Last spring we travelled to Dharamsala and met the Dalai Lama at his residence.")[
         "Dalai Lama"] == "person"
     assert names("The novel follows Oliver Twist, who falls in with a gang led by the Artful Dodger.") == {
@@ -813,3 +814,24 @@ def test_initials_in_any_alphabet_are_no_word_drawn_out():
     assert "Mei-Ä-Ö-Lin" in names("Ivan Petrov met Mei-Ä-Ö-Lin in Oslo.")
     assert names("'It's your uncle Scro-o-o-o-oge,' said Fred Holt.") == {"Fred Holt": "person"}
     assert names("'Скро-о-о-одж!' said Fred Holt.") == {"Fred Holt": "person"}
+
+
+def test_a_phrase_after_the_is_a_person_only_by_its_head_or_by_speaking():
+    # A phrase in capitals after "the" was a person unless its head named an idea
+    # (_CONCEPT_HEADS), and even then when it "acted" ("The Poll Tax was hated" at a sentence's
+    # start: "was" made it a character): "the Holy Spirit", "the Lost Souls", "the Red Cross"
+    # were people. Such a phrase is rarely a person's name: a concept, unless its head names
+    # someone or it speaks.
+    assert names("The Poll Tax was hated. Kim Lowe paid it.") == {"Poll Tax": "concept", "Kim Lowe": "person"}
+    assert names("Kim Lowe prayed to the Holy Spirit. Later the Lost Souls wept, and Ann Marsh "
+                 "joined the Red Cross.") == {"Kim Lowe": "person", "Holy Spirit": "concept",
+                                              "Lost Souls": "concept", "Ann Marsh": "person",
+                                              "Red Cross": "concept"}
+    assert names("Ann Marsh joined the Red Cross. The Red Cross delivered food, and the Red Cross "
+                 "built a camp.")["Red Cross"] == "concept"
+    # "gate" is a building's head, as "hall" is.
+    assert names("Kim Lowe sailed under the Golden Gate.") == {"Kim Lowe": "person", "Golden Gate": "geo"}
+    # A head naming someone by role or kind, or an agent noun, is a person; so is a phrase that speaks.
+    assert names("Kim Lowe met the Chief Constable.") == {"Kim Lowe": "person", "Chief Constable": "person"}
+    assert names("Kim Lowe followed the Unknown Soldier.")["Unknown Soldier"] == "person"
+    assert names("'Come in,' said the Cheshire Cat.") == {"Cheshire Cat": "person"}
