@@ -76,6 +76,9 @@ How a chunk is read:
   Southgate, Ashbury) say a place only after a place's preposition in the chunk ("on
   Cornhill", "walked to Highgate", "from Norwich to Ipswich"; not "according to Southgate"):
   the cues are the chunk's, and a chunk with the bare surname alone is no biography's place.
+  A place is not called by its generic word alone: "Hill" with no determiner or place's
+  preposition before it, beside the one name ending in it or with a person's cue, is a surname,
+  and that name a person's ("Tom Hill ... Later Hill returned"; "Mr. Hill").
 * Descriptions are the first sentences that mention the entity (about 40 words).
 * Relationships: two entities in one sentence (strong) or in adjacent sentences of one block
   (weak); strength 1..10 from those counts; each entity keeps its 10 strongest.
@@ -115,7 +118,8 @@ from streamrag.sentences import table_row_text, table_rows
 #     word with no place beside it joins the one person whose surname it is ("Westbury" beside
 #     "Tom Westbury" and "Westbury Holdings").
 # 23: a phrase after "the" is a person only by its head or by speaking ("the Holy Spirit", "The
-#     Poll Tax was hated" are concepts); "gate" is a building's head ("the Golden Gate").
+#     Poll Tax was hated" are concepts); "gate" is a building's head ("the Golden Gate"); a
+#     place's generic word alone is a surname ("Tom Hill ... Later Hill returned": no place).
 VERSION = "23"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
@@ -1154,6 +1158,25 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
     if german:      # a lone German noun is no body for being an English one ("Gas", "Post")
         cue.update((n, None) for n, c in cue.items()
                    if c in ("organization", "event") and " " not in n and n.lower() not in _DE_BODIES)
+    # A place is not called by its generic word alone: "Hill" with no determiner and no place's
+    # preposition before it, beside the one name ending in it ("Tom Hill ... Later Hill
+    # returned") or with a person's cue ("Mr. Hill", "Hill said"), is a surname, and that name
+    # the person's, though "-hill" ends places' names too (not "Notting Hill" beside "the Hill").
+    generic = {n for n, ms in by_name.items() if cue[n] == "geo" and " " not in n and "-" not in n
+               and _cue_words(n)[0] in _GEO_SUFFIXES and not any(m.det or m.prep or m.locus for m in ms)}
+    if generic:
+        ends: dict[str, list[str]] = defaultdict(list)
+        for n, ms in by_name.items():
+            head, _, last = n.rpartition(" ")
+            if head and last in generic and cue[n] == "geo" and _cue_type(head) is None \
+                    and _cue_words(head.split()[0])[0] not in _GEO_PREFIXES \
+                    and not any(m.prep or m.locus for m in ms):
+                ends[last].append(n)
+        for n in generic:
+            if len(ends[n]) == 1 or any(m.honorific or m.title or m.speaks for m in by_name[n]):
+                cue[n] = None
+                if len(ends[n]) == 1:
+                    cue[ends[n][0]] = None
     person_cue = {name: any(m.honorific or m.title for m in ms) for name, ms in by_name.items()}
     # A title kept in a name ("Mrs. Thornbury", "Captain Ashford") makes its last word a surname
     # in the chunk too, as an honorific does: "thanked Thornbury" is no place beside it.

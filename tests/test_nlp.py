@@ -835,3 +835,15 @@ def test_a_phrase_after_the_is_a_person_only_by_its_head_or_by_speaking():
     assert names("Kim Lowe met the Chief Constable.") == {"Kim Lowe": "person", "Chief Constable": "person"}
     assert names("Kim Lowe followed the Unknown Soldier.")["Unknown Soldier"] == "person"
     assert names("'Come in,' said the Cheshire Cat.") == {"Cheshire Cat": "person"}
+
+
+def test_a_places_generic_word_alone_is_a_surname_and_its_one_name_a_persons():
+    # "hill" ends places' names, so "Tom Hill" was a place, and "Hill" alone too: a place is
+    # not called by its generic word alone, so "Later Hill returned" says a surname.
+    assert names("Tom Hill walked along Cornhill. Later Hill returned.") == {
+        "Tom Hill": "person", "Cornhill": "geo"}
+    assert names("Mr. Hill arrived late.") == {"Hill": "person"}
+    # After a determiner or a place's preposition the word is the place's still, and a place's
+    # prefix keeps the name a place.
+    assert names("Kim Lowe moved to Notting Hill. Later the Hill was quiet.")["Notting Hill"] == "geo"
+    assert names("North Hill was busy. Later Hill came.") == {"North Hill": "geo"}
