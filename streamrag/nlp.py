@@ -64,7 +64,10 @@ How a chunk is read:
   "Kenji Torquay"; "DMG" -> "Drumholm Media Group"; "Fishermen's Guild" -> "Fishermen's Guild of
   Port Vell"); when two names fit, it stays as written, unless it ends as places do and no
   place's cue is beside it: then it is a surname, and the one person it ends wins ("Westbury"
-  beside "Tom Westbury" and "Westbury Holdings").
+  beside "Tom Westbury" and "Westbury Holdings"). A lone word a place's preposition puts in some
+  mentions only, beside the one person whose surname it is, is typed per mention: the place
+  where so placed, that person elsewhere ("walked beyond Highgate" ... "Ann Highgate" ...
+  "Highgate said no").
 * Types come from cues: event words at the end, organisation words anywhere, place suffixes
   and prefixes, a small gazetteer, "in"/"near"/"à"/"в" before the name, honorifics, a building's head
   after a determiner ("the Mansion House", "at the Lantern Hall"); otherwise a multi-word name
@@ -119,7 +122,8 @@ from streamrag.sentences import table_row_text, table_rows
 #     "Tom Westbury" and "Westbury Holdings").
 # 23: a phrase after "the" is a person only by its head or by speaking ("the Holy Spirit", "The
 #     Poll Tax was hated" are concepts); "gate" is a building's head ("the Golden Gate"); a
-#     place's generic word alone is a surname ("Tom Hill ... Later Hill returned": no place).
+#     place's generic word alone is a surname ("Tom Hill ... Later Hill returned": no place);
+#     a word placed in some mentions only is typed per mention ("beyond Highgate", "Highgate said").
 VERSION = "23"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
@@ -587,17 +591,16 @@ def extract_offline(chunk_text: str, *, entity_types: list[str] | None = None) -
     if not mentions:
         return Extraction()
 
-    canon, types = _resolve(mentions, lower_words, german=de is not None)
-    mentions = [m for m in mentions if canon[m.name] in types]
-    if not mentions:
+    targets, types = _resolve(mentions, lower_words, german=de is not None)
+    resolved = [(m, target) for m, target in zip(mentions, targets) if target in types]
+    if not resolved:
         return Extraction()
     allowed = _allowed_types(entity_types)
     # Dicts keep insertion order: names in order of first mention, sentences in text order.
     per_sentence: dict[int, dict[str, None]] = defaultdict(dict)
     mentioned_in: dict[str, dict[int, None]] = defaultdict(dict)
     aliases: dict[str, dict[str, None]] = defaultdict(dict)
-    for m in sorted(mentions, key=lambda m: m.sent):
-        name = canon[m.name]
+    for m, name in sorted(resolved, key=lambda p: p[0].sent):
         per_sentence[m.sent][name] = None
         mentioned_in[name][m.sent] = None
         if m.name != name:
@@ -1148,8 +1151,9 @@ def _initials(name: str) -> tuple[str, str]:
 
 
 def _resolve(mentions: list[_Mention], lower_words: set[str], *,
-             german: bool = False) -> tuple[dict[str, str], dict[str, str]]:
-    """Map every surface name to its canonical name in this chunk, and type the canonical names.
+             german: bool = False) -> tuple[list[str], dict[str, str]]:
+    """The canonical name in this chunk of every mention (of its surface name, unless the
+    mention is typed apart from the name's others), and the canonical names' types.
     In German, a lone word needs a cue, a title or a longer name it shortens to be a name."""
     by_name: dict[str, list[_Mention]] = defaultdict(list)
     for m in mentions:
@@ -1177,7 +1181,6 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
                 cue[n] = None
                 if len(ends[n]) == 1:
                     cue[ends[n][0]] = None
-    person_cue = {name: any(m.honorific or m.title for m in ms) for name, ms in by_name.items()}
     # A title kept in a name ("Mrs. Thornbury", "Captain Ashford") makes its last word a surname
     # in the chunk too, as an honorific does: "thanked Thornbury" is no place beside it.
     titled = {n.split()[-1] for n, ms in by_name.items() if " " in n and any(m.title for m in ms)}
@@ -1248,18 +1251,32 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
             target = of_heads[name][0]
         canon[name] = target
 
-    members: dict[str, list[str]] = defaultdict(list)
-    for name, target in canon.items():
-        members[target].append(name)
+    # Typed per mention: a lone word placed by a place's preposition in some mentions only,
+    # beside the one person whose surname it is, is the place there and that person elsewhere
+    # ("They walked beyond Highgate ... Ann Highgate ... Highgate said no").
+    def at_place(name: str, m: _Mention) -> bool:
+        return m.prep or (m.locus and _place_word(name) == "surname")
+
+    split: dict[str, str] = {}
+    for name, ms in by_name.items():
+        if " " not in name and canon[name] == name and any(at_place(name, m) for m in ms) \
+                and not all(at_place(name, m) for m in ms):
+            people = [c for c in by_last.get(name, ()) if longer_type(c) == "person"]
+            if len(people) == 1:
+                split[name] = people[0]
+    targets = [split[m.name] if m.name in split and not at_place(m.name, m) else canon[m.name]
+               for m in mentions]
+    groups: dict[str, list[_Mention]] = defaultdict(list)
+    for m, target in zip(mentions, targets):
+        groups[target].append(m)
     types: dict[str, str] = {}
-    for target, group in members.items():
-        ms = [m for n in group for m in by_name[n]]
+    for target, ms in groups.items():
+        personal = any(m.honorific or m.title for m in ms)
         t = cue[target] if target in cue else _cue_type(target)
-        if t is None and target in placed and not any(person_cue[n] for n in group) \
-                and not any(m.speaks for m in ms):
+        if t is None and target in placed and not personal and not any(m.speaks for m in ms):
             t = "geo"                   # "Cornhill"; "Mr. Crawford", "Crawford said" a person
         if t is None:
-            if any(person_cue[n] for n in group):
+            if personal:
                 t = "person"
             elif " " not in target and any(m.acronym for m in ms):
                 t = "organization"
@@ -1283,7 +1300,7 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
             else:
                 t = "person"
         types[target] = t
-    return canon, types
+    return targets, types
 
 
 def _person_head(name: str) -> bool:

@@ -847,3 +847,21 @@ def test_a_places_generic_word_alone_is_a_surname_and_its_one_name_a_persons():
     # prefix keeps the name a place.
     assert names("Kim Lowe moved to Notting Hill. Later the Hill was quiet.")["Notting Hill"] == "geo"
     assert names("North Hill was busy. Later Hill came.") == {"North Hill": "geo"}
+
+
+def test_a_word_placed_in_some_mentions_only_is_the_place_there_and_its_person_elsewhere():
+    # A lone word was typed once for all its mentions: "beyond Highgate" kept it from "Ann
+    # Highgate" (a place's preposition), and "Highgate said" made the whole a person, a third
+    # name beside the place and the person. Placed mentions are the place; the others join the
+    # one person whose surname it is.
+    ext = extract_offline("They walked beyond Highgate. The fog lay thick. Ann Highgate arrived. Highgate said no.")
+    assert {e.name: e.type for e in ext.entities} == {"Highgate": "geo", "Ann Highgate": "person"}
+    desc = {e.name: e.description for e in ext.entities}
+    assert desc["Highgate"] == "They walked beyond Highgate."
+    assert "Highgate said no." in desc["Ann Highgate"]
+    assert names("Kenji Belford met the mayor in Belford. Belford said he was pleased.") == {
+        "Kenji Belford": "person", "Belford": "geo"}
+    # With no full name to join, or two, the word stays one entity, typed as before.
+    assert names("They walked beyond Highgate. Highgate said no.") == {"Highgate": "person"}
+    assert names("They walked beyond Highgate. Ann Highgate and Tom Highgate came. Highgate said no.")[
+        "Highgate"] == "person"
