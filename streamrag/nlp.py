@@ -44,7 +44,9 @@ How a chunk is read:
   however often used and whatever it does (bodies and laws act too), unless it speaks or its
   head names someone by role or kind (a title, kin, "Lama", "Men", an agent noun: "the Prime
   Minister", "the Dalai Lama", "the Wise Men", "the Artful Dodger": _PERSON_HEADS). A greeting's
-  adjective is no part of the holiday ("Merry Christmas" -> "Christmas").
+  adjective is no part of the holiday ("Merry Christmas" -> "Christmas"). A name only ever
+  after a measure's "of" is a dish or a drink, and so are its short forms ("a great piece of
+  Cold Roast"; "the Roast and Boiled").
 * German capitalises every noun. A chunk where German function words ("der", "und", "nicht" ...)
   make up 6% of the words is read so: a word after an article or its contraction ("den
   Präsidenten", "am Montag", "im Haus") is a noun wherever it stands, and a run loses such
@@ -123,7 +125,8 @@ from streamrag.sentences import table_row_text, table_rows
 # 23: a phrase after "the" is a person only by its head or by speaking ("the Holy Spirit", "The
 #     Poll Tax was hated" are concepts); "gate" is a building's head ("the Golden Gate"); a
 #     place's generic word alone is a surname ("Tom Hill ... Later Hill returned": no place);
-#     a word placed in some mentions only is typed per mention ("beyond Highgate", "Highgate said").
+#     a word placed in some mentions only is typed per mention ("beyond Highgate", "Highgate said");
+#     a name only after a measure's "of" is no entity ("a great piece of Cold Roast").
 VERSION = "23"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
@@ -207,6 +210,14 @@ was is had has did does spoke speaks stood stands sat sits came comes went goes 
 takes gave gives made makes held holds knew knows rose rises spread spreads led leads told tells
 """)
 _IRREGULAR_PLURALS = ("men", "children", "people")
+# Measures of food, drink or stuff: what follows "a piece of", "a glass of" in capitals is a
+# dish or a drink ("a great piece of Cold Roast", "a glass of Bordeaux"), no entity.
+_MEASURES = _words("""
+piece pieces slice slices bit bits cup cups glass glasses bottle bottles plate plates plateful
+bowl bowls bowlful pound pounds pint pints loaf loaves lump lumps morsel morsels mouthful
+spoonful dish dishes joint joints helping helpings portion portions jug jugs mug mugs jar jars
+barrel barrels cask casks keg kegs quart quarts gallon gallons ounce ounces serving servings
+""")
 # Heads of a building or an institution a plural's possessive names ("the Fishermen's Guild",
 # "the Children's Hospital"); a building's name is a place ("the Mansion House", "the Lantern Hall").
 _BUILDING_HEADS = _words("""
@@ -543,18 +554,19 @@ def _drawn_out(w: str) -> bool:
 
 class _Mention:
     __slots__ = ("sent", "name", "honorific", "title", "prep", "poss", "acronym", "det", "agent", "initial",
-                 "speaks", "the", "locus")
+                 "speaks", "the", "locus", "measure")
 
     def __init__(self, sent: int, name: str, *, honorific: bool = False, title: bool = False,
                  prep: bool = False, poss: bool = False, acronym: bool = False, det: bool = False,
                  agent: bool = False, initial: bool = False, speaks: bool = False, the: bool = False,
-                 locus: bool = False) -> None:
+                 locus: bool = False, measure: bool = False) -> None:
         self.sent, self.name = sent, name
         self.honorific, self.title, self.prep, self.poss = honorific, title, prep, poss
         self.acronym, self.det, self.agent, self.initial = acronym, det, agent, initial
         self.speaks = speaks        # beside a verb of speech: "Ruvford said", "said Ruvford"
         self.the = the              # right after "the": "the Invisible World"
         self.locus = locus          # after a place's preposition, "on Cornhill" (``_locus_before``)
+        self.measure = measure      # after a measure's "of", "a piece of Cold Roast" (``_MEASURES``)
 
 
 def extract_offline(chunk_text: str, *, entity_types: list[str] | None = None) -> Extraction:
@@ -965,9 +977,12 @@ def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int
         (first > 0 and toks[first - 1][_TEXT] in _SPEECH_VERBS
          and _plain_gap(sentence, toks[first - 1], toks[first])) or acting == "speaks"
     the = det and toks[first - 1][_TEXT].lower() == "the"
+    measure = first > 1 and not poss and toks[first - 1][_TEXT] == "of" \
+        and toks[first - 2][_TEXT].lower() in _MEASURES and _plain_gap(sentence, toks[first - 2], toks[first - 1]) \
+        and _plain_gap(sentence, toks[first - 1], toks[first])
     return _Mention(i, name, honorific=honorific, title=title, prep=prep and not poss, poss=poss,
                     det=det, agent=agent, initial=first in initial, speaks=speaks, the=the,
-                    locus=locus and not poss)
+                    locus=locus and not poss, measure=measure)
 
 
 def _opens_cell(sentence: str, tok: _Token) -> bool:
@@ -1271,6 +1286,9 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
         groups[target].append(m)
     types: dict[str, str] = {}
     for target, ms in groups.items():
+        own = [m.measure for m in ms if m.name == target]
+        if own and all(own):
+            continue                    # "a piece of Cold Roast" (and "Boiled" for "Cold Boiled"): a dish
         personal = any(m.honorific or m.title for m in ms)
         t = cue[target] if target in cue else _cue_type(target)
         if t is None and target in placed and not personal and not any(m.speaks for m in ms):

@@ -865,3 +865,15 @@ def test_a_word_placed_in_some_mentions_only_is_the_place_there_and_its_person_e
     assert names("They walked beyond Highgate. Highgate said no.") == {"Highgate": "person"}
     assert names("They walked beyond Highgate. Ann Highgate and Tom Highgate came. Highgate said no.")[
         "Highgate"] == "person"
+
+
+def test_a_name_after_a_measures_of_is_a_dish_and_so_are_its_short_forms():
+    # A Christmas Carol's "a great piece of Cold Roast, and ... a great piece of Cold Boiled"
+    # gave two people, "Cold Roast" and "Cold Boiled".
+    text = ("There was cake, and there was a great piece of Cold Roast, and there was a great piece of "
+            "Cold Boiled. After the Roast and Boiled, Kim Lowe danced.")
+    assert names(text) == {"Kim Lowe": "person"}
+    assert names("Kim Lowe drank a cup of Earl Grey in Paris.") == {"Kim Lowe": "person", "Paris": "geo"}
+    # A possessive there is someone's, and a name used elsewhere too stays a name.
+    assert names("Kim Lowe ate a piece of Ann Marsh's cake.") == {"Kim Lowe": "person", "Ann Marsh": "person"}
+    assert names("Kim Lowe toured Bordeaux. She lived in Bordeaux and drank a glass of Bordeaux.")["Bordeaux"]
