@@ -75,15 +75,19 @@ How a chunk is read:
   after a determiner ("the Mansion House", "at the Lantern Hall"); otherwise a multi-word name
   is a person, and so is a lone word. A lone word ending as places do ("Bradford",
   "Whitechapel") is a place unless the chunk gives it a person's cue: an honorific ("Ms.
-  Belford") or a kept title ("Mrs. Thornbury"), a verb of speech beside it ("Ruvford said"),
+  Belford") or a kept title ("Mrs. Thornbury"), a verb of speech beside it ("Ruvford said")
+  or a person's gesture after it ("Ashford scored", "Belford smiled": _PERSON_VERBS),
   or a full name it is the surname of ("Belford" beside "Zofia Belford"), as surnames end so
   too. Endings surnames share as often ("-hill", "-gate", "-wich", "-bury": Churchill,
   Southgate, Ashbury) say a place only after a place's preposition in the chunk ("on
   Cornhill", "walked to Highgate", "from Norwich to Ipswich"; not "according to Southgate"):
   the cues are the chunk's, and a chunk with the bare surname alone is no biography's place.
-  A place is not called by its generic word alone: "Hill" with no determiner or place's
-  preposition before it, beside the one name ending in it or with a person's cue, is a surname,
-  and that name a person's ("Tom Hill ... Later Hill returned"; "Mr. Hill").
+  Any other lone word is a place after "in" or a going's "to", "from" ... in the chunk ("moved
+  to Hampstead"; not "at", which takes bodies and people), unless it shortens a longer name
+  there or a person's cue says otherwise. A place is not called by its generic word alone:
+  "Hill" with no determiner or place's preposition before it, beside the one name ending in it
+  or with a person's cue, is a surname, and that name a person's ("Tom Hill ... Later Hill
+  returned"; "Mr. Hill").
 * Descriptions are the first sentences that mention the entity (about 40 words).
 * Relationships: two entities in one sentence (strong) or in adjacent sentences of one block
   (weak); strength 1..10 from those counts; each entity keeps its 10 strongest.
@@ -126,7 +130,9 @@ from streamrag.sentences import table_row_text, table_rows
 #     Poll Tax was hated" are concepts); "gate" is a building's head ("the Golden Gate"); a
 #     place's generic word alone is a surname ("Tom Hill ... Later Hill returned": no place);
 #     a word placed in some mentions only is typed per mention ("beyond Highgate", "Highgate said");
-#     a name only after a measure's "of" is no entity ("a great piece of Cold Roast").
+#     a name only after a measure's "of" is no entity ("a great piece of Cold Roast"); any lone
+#     word "in" or a going's "to" puts in the chunk is a place ("moved to Hampstead"), one
+#     before a person's gesture a person ("Ashford scored").
 VERSION = "23"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
@@ -203,6 +209,12 @@ partner clerk grandfather grandmother
 _SPEECH_VERBS = _words("""
 said says replied cried asked returned pursued exclaimed observed answered rejoined inquired
 demanded whispered muttered continued resumed added urged interrupted remarked
+""")
+# What a person (or a team) does and a place does not, right after the name: a person's cue
+# as a verb of speech is ("Ashford scored twice", "Belford smiled"; "Bradford flooded" says nothing).
+_PERSON_VERBS = _words("""
+smiled smiles laughed laughs nodded nods frowned frowns grinned grins winked winks sighed sighs
+shrugged shrugs scored scores
 """)
 # Verbs of a story's subject that do not end in "-ed" (those that do are known by it).
 _NARRATIVE_VERBS = _words("""
@@ -559,13 +571,13 @@ class _Mention:
     def __init__(self, sent: int, name: str, *, honorific: bool = False, title: bool = False,
                  prep: bool = False, poss: bool = False, acronym: bool = False, det: bool = False,
                  agent: bool = False, initial: bool = False, speaks: bool = False, the: bool = False,
-                 locus: bool = False, measure: bool = False) -> None:
+                 locus: str = "", measure: bool = False) -> None:
         self.sent, self.name = sent, name
         self.honorific, self.title, self.prep, self.poss = honorific, title, prep, poss
         self.acronym, self.det, self.agent, self.initial = acronym, det, agent, initial
-        self.speaks = speaks        # beside a verb of speech: "Ruvford said", "said Ruvford"
+        self.speaks = speaks        # beside a verb of speech: "Ruvford said", "said Ruvford"; "Ashford scored"
         self.the = the              # right after "the": "the Invisible World"
-        self.locus = locus          # after a place's preposition, "on Cornhill" (``_locus_before``)
+        self.locus = locus          # the place's preposition before it: "at" for "on Cornhill" (``_locus_before``)
         self.measure = measure      # after a measure's "of", "a piece of Cold Roast" (``_MEASURES``)
 
 
@@ -965,14 +977,14 @@ def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int
     name = _SPACES.sub(" ", sentence[start:end])
     poss = toks[last][_POSS]
     prep = _prep_before(sentence, toks, first - 1 if honorific else first)
-    locus = not honorific and _locus_before(sentence, toks, first)
+    locus = "" if honorific else _locus_before(sentence, toks, first)
     if de is not None:          # a German word after a preposition may be a noun ("mit Kaffee")
         det = first > 0 and toks[first - 1][_TEXT].lower() in _DE_PREPOSITIONS
     else:
         det = not honorific and _determined(sentence, toks, first)
     acting = _agent(sentence, toks, first, last) if det else None
     agent = acting is not None
-    speaks = (last + 1 < len(toks) and toks[last + 1][_TEXT] in _SPEECH_VERBS
+    speaks = (last + 1 < len(toks) and (toks[last + 1][_TEXT] in _SPEECH_VERBS or toks[last + 1][_TEXT] in _PERSON_VERBS)
               and _plain_gap(sentence, toks[last], toks[last + 1])) or \
         (first > 0 and toks[first - 1][_TEXT] in _SPEECH_VERBS
          and _plain_gap(sentence, toks[first - 1], toks[first])) or acting == "speaks"
@@ -982,7 +994,7 @@ def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int
         and _plain_gap(sentence, toks[first - 1], toks[first])
     return _Mention(i, name, honorific=honorific, title=title, prep=prep and not poss, poss=poss,
                     det=det, agent=agent, initial=first in initial, speaks=speaks, the=the,
-                    locus=locus and not poss, measure=measure)
+                    locus="" if poss else locus, measure=measure)
 
 
 def _opens_cell(sentence: str, tok: _Token) -> bool:
@@ -1073,28 +1085,28 @@ def _prep_before(sentence: str, toks: list[_Token], j: int) -> bool:
         and _plain_gap(sentence, toks[j - 1], toks[j])
 
 
-def _locus_before(sentence: str, toks: list[_Token], j: int) -> bool:
-    """Whether a place's preposition directly precedes token ``j`` ("on Cornhill", "walked from
-    Highgate"): one of _GEO_PREPOSITIONS, "at"/"on"/"along" ... not after a word taking a person
-    (``_AT_PREPOSITIONS``), "to"/"from"/"past" ... after a going (``_WAY_PREPOSITIONS``), both
-    in "from X to Y"."""
+def _locus_before(sentence: str, toks: list[_Token], j: int) -> str:
+    """Which place's preposition directly precedes token ``j`` ("on Cornhill", "walked from
+    Highgate"), if any: "in" for one of _GEO_PREPOSITIONS, "at" for "at"/"on"/"along" ... not
+    after a word taking a person (``_AT_PREPOSITIONS``), "way" for "to"/"from"/"past" ... after
+    a going (``_WAY_PREPOSITIONS``) and both in "from X to Y"; else ""."""
     if j == 0 or not _plain_gap(sentence, toks[j - 1], toks[j]):
-        return False
+        return ""
     prep = toks[j - 1][_TEXT].lower()
     before = toks[j - 2][_TEXT].lower() if j > 1 else ""
     if prep in _GEO_PREPOSITIONS:
-        return True
+        return "in"
     if prep in _AT_PREPOSITIONS:
-        return before not in _PERSON_BEFORE_PREPOSITION
+        return "at" if before not in _PERSON_BEFORE_PREPOSITION else ""
     if prep == "to" and j > 2 and toks[j - 2][_CAP] and toks[j - 3][_TEXT].lower() == "from":
-        return True             # "from Norwich to Ipswich": Ipswich
+        return "way"            # "from Norwich to Ipswich": Ipswich
     if prep == "from" and j + 2 < len(toks) and toks[j + 1][_TEXT].lower() == "to" and toks[j + 2][_CAP] \
             and _plain_gap(sentence, toks[j], toks[j + 1]):
-        return True             # ... and Norwich, whatever goes before ("marched from Norwich to Ipswich")
+        return "way"            # ... and Norwich, whatever goes before ("marched from Norwich to Ipswich")
     if prep in ("and", "or") and j > 1 and toks[j - 2][_CAP]:
         # one of a list of places: "to Greenwich and Canterbury", "in Leeds or Bradbury"
-        return toks[j - 2][_TEXT].lower() in _GEO_KNOWN or _locus_before(sentence, toks, j - 2)
-    return prep in _WAY_PREPOSITIONS and before in _GOING
+        return "in" if toks[j - 2][_TEXT].lower() in _GEO_KNOWN else _locus_before(sentence, toks, j - 2)
+    return "way" if prep in _WAY_PREPOSITIONS and before in _GOING else ""
 
 
 def _headline_mentions(sentences: list[str], headlines: set[int], known: set[str]) -> list[_Mention]:
@@ -1231,6 +1243,15 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
         for ini in set(_initials(n)):
             if len(ini) >= 2:
                 by_initials[ini].append(n)
+    # Any other lone word "in" or a going's "to" ... puts in the chunk is a place too ("moved to
+    # Sausalito", "prayed in Hampstead. Hampstead was quiet"; "at", "on" take a body or anyone:
+    # "editor at Ruvtane", "light on Scrooge"), unless it is the short form of a longer name
+    # ("went to Ann" beside "Ann Marsh", "home to Stenquay" beside "Stenquay Media Group": read
+    # as before) or a person's cue says otherwise (``types`` below).
+    placed |= {name for name, ms in by_name.items() if cue[name] is None and " " not in name
+               and name not in titled and _place_word(name) is None
+               and any(m.prep or m.locus == "way" for m in ms)
+               and name not in by_last and name not in by_first}
 
     canon: dict[str, str] = {}
     for name, ms in by_name.items():

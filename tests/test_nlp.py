@@ -877,3 +877,19 @@ def test_a_name_after_a_measures_of_is_a_dish_and_so_are_its_short_forms():
     # A possessive there is someone's, and a name used elsewhere too stays a name.
     assert names("Kim Lowe ate a piece of Ann Marsh's cake.") == {"Kim Lowe": "person", "Ann Marsh": "person"}
     assert names("Kim Lowe toured Bordeaux. She lived in Bordeaux and drank a glass of Bordeaux.")["Bordeaux"]
+
+
+def test_a_lone_word_a_going_or_in_places_is_a_place_and_a_scorer_a_person():
+    # A lone word with no place's ending was a place only when "in" or the like stood before
+    # most of its mentions: "moved to Hampstead" gave a person, and so did "in Hampstead"
+    # beside "Hampstead was quiet"; a "-ford" word was a place whatever it did ("Ashford scored").
+    assert names("Kim Lowe moved to Hampstead. Ann Marsh lives in Sausalito.") == {
+        "Kim Lowe": "person", "Hampstead": "geo", "Ann Marsh": "person", "Sausalito": "geo"}
+    assert names("Ann Marsh prayed in Hampstead. Hampstead was quiet.") == {
+        "Ann Marsh": "person", "Hampstead": "geo"}
+    assert names("Kim Lowe passed and Ashford scored twice.") == {"Kim Lowe": "person", "Ashford": "person"}
+    # "at" takes a body or anyone; a short form of a longer name is read as before.
+    assert names("Colleagues at Ruvtane praised Kim Lowe.") == {"Ruvtane": "person", "Kim Lowe": "person"}
+    assert names("Ann Marsh came home. Later Kim Lowe went to Ann.") == {"Ann Marsh": "person", "Kim Lowe": "person"}
+    assert names("Ruvtane Media Group grew. Its staff moved to Ruvtane.") == {"Ruvtane Media Group": "organization"}
+    assert names("In the end Bradford flooded.") == {"Bradford": "geo"}
