@@ -83,7 +83,8 @@ How a chunk is read:
   Cornhill", "walked to Highgate", "from Norwich to Ipswich"; not "according to Southgate"):
   the cues are the chunk's, and a chunk with the bare surname alone is no biography's place.
   Any other lone word is a place after "in" or a going's "to", "from" ... in the chunk ("moved
-  to Hampstead"; not "at", which takes bodies and people), unless it shortens a longer name
+  to Hampstead"; "at" only after an arrival or a going, "docked at Sausalito": it takes bodies
+  and people, "editor at Ruvtane"), unless it shortens a longer name
   there or a person's cue says otherwise. A place is not called by its generic word alone:
   "Hill" with no determiner or place's preposition before it, beside the one name ending in it
   or with a person's cue, is a surname, and that name a person's ("Tom Hill ... Later Hill
@@ -132,7 +133,8 @@ from streamrag.sentences import table_row_text, table_rows
 #     a word placed in some mentions only is typed per mention ("beyond Highgate", "Highgate said");
 #     a name only after a measure's "of" is no entity ("a great piece of Cold Roast"); any lone
 #     word "in" or a going's "to" puts in the chunk is a place ("moved to Hampstead"), one
-#     before a person's gesture a person ("Ashford scored").
+#     before a person's gesture a person ("Ashford scored"); "at", "on" ... after an arrival or
+#     a going say the place ("docked at Sausalito").
 VERSION = "23"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
@@ -442,6 +444,12 @@ driven ride rides riding rode fly flies flying flew sail sails sailing sailed he
 heading headed return returning journey journeyed flee fled escape escaped emigrated
 migrated spread spreads commute commuted way road roads route routes train trains bus buses coach
 ferry flight flights journey trip miles mile back home north south east west
+""")
+# Before "at", "on", "through" ... these say the place one comes to or stays in ("docked at
+# Sausalito", "stayed at Hampstead"), as a going does.
+_ARRIVING = _words("""
+arrive arrives arrived arriving land lands landed landing dock docks docked docking stop stops
+stopped stay stays stayed staying live lives lived living settle settles settled
 """)
 
 # The words title case leaves in lower case (articles, conjunctions, prepositions).
@@ -1088,8 +1096,9 @@ def _prep_before(sentence: str, toks: list[_Token], j: int) -> bool:
 def _locus_before(sentence: str, toks: list[_Token], j: int) -> str:
     """Which place's preposition directly precedes token ``j`` ("on Cornhill", "walked from
     Highgate"), if any: "in" for one of _GEO_PREPOSITIONS, "at" for "at"/"on"/"along" ... not
-    after a word taking a person (``_AT_PREPOSITIONS``), "way" for "to"/"from"/"past" ... after
-    a going (``_WAY_PREPOSITIONS``) and both in "from X to Y"; else ""."""
+    after a word taking a person (``_AT_PREPOSITIONS``), "way" for those after a going or an
+    arrival (``_ARRIVING``), for "to"/"from"/"past" ... after a going (``_WAY_PREPOSITIONS``) and
+    both in "from X to Y"; else ""."""
     if j == 0 or not _plain_gap(sentence, toks[j - 1], toks[j]):
         return ""
     prep = toks[j - 1][_TEXT].lower()
@@ -1097,6 +1106,8 @@ def _locus_before(sentence: str, toks: list[_Token], j: int) -> str:
     if prep in _GEO_PREPOSITIONS:
         return "in"
     if prep in _AT_PREPOSITIONS:
+        if before in _GOING or before in _ARRIVING:
+            return "way"        # "docked at Sausalito", "drove through Hampstead"
         return "at" if before not in _PERSON_BEFORE_PREPOSITION else ""
     if prep == "to" and j > 2 and toks[j - 2][_CAP] and toks[j - 3][_TEXT].lower() == "from":
         return "way"            # "from Norwich to Ipswich": Ipswich

@@ -893,3 +893,12 @@ def test_a_lone_word_a_going_or_in_places_is_a_place_and_a_scorer_a_person():
     assert names("Ann Marsh came home. Later Kim Lowe went to Ann.") == {"Ann Marsh": "person", "Kim Lowe": "person"}
     assert names("Ruvtane Media Group grew. Its staff moved to Ruvtane.") == {"Ruvtane Media Group": "organization"}
     assert names("In the end Bradford flooded.") == {"Bradford": "geo"}
+
+
+def test_at_or_on_after_an_arrival_or_a_going_places_a_lone_word():
+    # "at" takes a body or anyone ("Colleagues at Ruvtane"), so "The ferry docked at Sausalito"
+    # gave a person; after an arrival or a going it says the place as a going's "to" does.
+    assert names("The ferry docked at Sausalito.") == {"Sausalito": "geo"}
+    assert names("Kim Lowe stayed at Hampstead for a week.") == {"Kim Lowe": "person", "Hampstead": "geo"}
+    assert names("Colleagues at Ruvtane praised Kim Lowe.") == {"Ruvtane": "person", "Kim Lowe": "person"}
+    assert names("Jon Crawford met the press. The crowd cheered at Crawford.") == {"Jon Crawford": "person"}
