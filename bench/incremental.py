@@ -18,16 +18,20 @@ state kept in one index):
    then a run with nothing changed                   -> noop_tokens, reports_regenerated_noop
 5. the added document indexed alone, in a fresh index -> add_alone_tokens
 6. a new file is written, synced, and asked about    -> freshness_s (written until
-   ``ask --mode local`` cites it, zero simulated latency)
+   ``ask --mode local`` cites it, zero simulated latency); its name one index.include takes
+   (``fresh_note_name``), ``fresh_doc`` in the line
 
 Tokens are chat prompt + completion tokens actually paid (cache hits excluded).
 ``reports_regenerated_*`` count the reports a step wrote anew, however it got their text: a
 paid call, the LLM cache (a context the index had before, as when a change is undone), or
 extractive (offline, a community below index.report_min_members, a stand-in for a failed
-call); ``reports_paid_*`` count those of them a paid call wrote. ``add_llm_reports`` counts the
-report calls the add paid for (none the cache answered; a failed call, or a report cut off and
-asked again, one each: it was the report calls made, the cache's answers too), and
-``add_report_tokens`` their tokens. Targets:
+call); ``reports_paid_*`` count those of them a paid call wrote (``reports_by_paid_calls``).
+Calls are counted apart from reports: ``add_report_calls`` is the report calls the add sent to
+the model (``report_calls_sent``: none the cache answered; a call that failed, one cancelled,
+and a report cut off and asked again with more room, one each: each was a request sent), of
+which ``add_report_calls_failed`` failed or were cancelled (wrote no report), and
+``add_report_tokens`` their tokens. (``add_llm_reports`` was the report calls sent, named as
+if reports: it is ``add_report_calls``.) Targets:
 add_tokens <= 1.5 x add_alone_tokens + the tokens of the regenerated reports, and regenerated
 reports <= 10% of all reports for one changed document. ``changed`` names the document each
 step added, modified and deleted. ``wall_*_s`` are each sync's own wall
@@ -84,20 +88,26 @@ def report_tokens(result) -> int:
     return s.get("prompt_tokens", 0) + s.get("completion_tokens", 0)
 
 
-def paid_reports(result) -> int:
-    """The reports the model wrote for calls paid in this run: its report calls less those the
-    LLM cache answered, those that failed (a report cut off and asked again with more room is a
-    failed call and an answered one) and those cancelled."""
+def reports_by_paid_calls(result) -> int:
+    """The reports paid calls wrote in this run: its report calls less those the LLM cache
+    answered, those that failed (a report cut off and asked again with more room is a failed
+    call and an answered one) and those cancelled."""
     s = result.llm.get("report", {})
     return s.get("calls", 0) - s.get("cached", 0) - s.get("errors", 0) - s.get("cancelled", 0)
 
 
-def paid_report_calls(result) -> int:
-    """The report calls paid for in this run: its report calls less those the LLM cache
-    answered (a failed call, a cancelled one and a report cut off and asked again each count:
-    each was a request sent)."""
+def report_calls_sent(result) -> int:
+    """The report calls this run sent to the model: its report calls less those the LLM cache
+    answered (a failed call, a cancelled one and a report cut off and asked again count one
+    each: each was a request sent, whether or not it wrote a report)."""
     s = result.llm.get("report", {})
     return s.get("calls", 0) - s.get("cached", 0)
+
+
+def report_calls_failed(result) -> int:
+    """Of ``report_calls_sent``, those that wrote no report: failed or cancelled."""
+    s = result.llm.get("report", {})
+    return s.get("errors", 0) + s.get("cancelled", 0)
 
 
 def main() -> None:
@@ -148,6 +158,11 @@ def main() -> None:
         if len(files) < 3 or not any(f.suffix.lower() not in RECORD_SUFFIXES for f in files):
             sys.exit(f"incremental.py: {args.corpus or source} holds {len(files)} files index.include "
                      "takes; give a folder of 3 or more, one of them not .jsonl or .csv (to modify)")
+        fresh_name = fresh_note_name(files, settings, tmp / "probe")
+        if fresh_name is None:
+            sys.exit("incremental.py: index.include takes no new file the freshness step could write "
+                     "(zz_fresh_note with a suffix of the corpus's documents, or one of their names "
+                     "with _fresh_note after it); widen index.include")
         # (the same N documents and the next one whatever --samples says: corpusgen's
         # --docs N + K is the documents of N + 1 and K - 1 more)
         held_out = files[args.generate:] if args.generate else files[-1:]
@@ -197,15 +212,15 @@ def main() -> None:
         store = Store(db, readonly=True)
         names = [r["name"] for r in store.query("SELECT name FROM entities ORDER BY mentions DESC LIMIT 1")]
         store.close()
-        fresh_name = "Quillon Marbeck"
-        fresh_doc = corpus / "zz_fresh_note.txt"
+        newcomer = "Quillon Marbeck"
+        fresh_doc = corpus / fresh_name
         started = time.monotonic()
-        fresh_doc.write_text(f"{fresh_name} met {names[0] if names else 'the council'} on Friday to "
-                             f"discuss the harbor lease. {fresh_name} later announced a new ferry route.\n")
+        fresh_doc.write_text(f"{newcomer} met {names[0] if names else 'the council'} on Friday to "
+                             f"discuss the harbor lease. {newcomer} later announced a new ferry route.\n")
         run(corpus, db)
-        answer = ask(f"Who is {fresh_name}?", settings, db, mode="local")
+        answer = ask(f"Who is {newcomer}?", settings, db, mode="local")
         freshness = time.monotonic() - started
-        cited = "zz_fresh_note.txt" in answer.documents
+        cited = fresh_name in answer.documents
 
     emit({"bench": "incremental", "corpus": str(args.corpus or f"corpusgen seed {args.seed} n {args.generate}"),
           "docs": full.documents, "offline": settings.offline, "api_base": settings.llm.api_base,
@@ -214,7 +229,7 @@ def main() -> None:
           "add_report_tokens": report_tokens(add),
           "add_by_stage": by_stage(add), "modify_by_stage": by_stage(modify), "delete_by_stage": by_stage(delete),
           "alone_by_stage": by_stage(alone),
-          "add_llm_reports": paid_report_calls(add),
+          "add_report_calls": report_calls_sent(add), "add_report_calls_failed": report_calls_failed(add),
           "add_target_ok": paid_tokens(add) <= 1.5 * paid_tokens(alone) + report_tokens(add),
           "reports_total": full.reports, "reports_regenerated_add": add.reports_generated,
           "reports_regenerated_modify": modify.reports_generated,
@@ -222,10 +237,10 @@ def main() -> None:
           "regenerated_share_max": round(max(add.reports_generated, modify.reports_generated,
                                              delete.reports_generated) / max(1, full.reports), 4),
           "reclustered": [add.reclustered, modify.reclustered, delete.reclustered],
-          "freshness_s": round(freshness, 3), "fresh_doc_cited": cited,
+          "freshness_s": round(freshness, 3), "fresh_doc": fresh_name, "fresh_doc_cited": cited,
           "noop_tokens": paid_tokens(noop), "reports_regenerated_noop": noop.reports_generated,
-          "reports_paid_add": paid_reports(add), "reports_paid_modify": paid_reports(modify),
-          "reports_paid_delete": paid_reports(delete), "reports_paid_noop": paid_reports(noop),
+          "reports_paid_add": reports_by_paid_calls(add), "reports_paid_modify": reports_by_paid_calls(modify),
+          "reports_paid_delete": reports_by_paid_calls(delete), "reports_paid_noop": reports_by_paid_calls(noop),
           "changed": {"add": added.name, "modify": victim.name, "delete": deleted.name},
           "wall_full_s": full.wall_s, "wall_add_s": add.wall_s, "wall_modify_s": modify.wall_s,
           "wall_delete_s": delete.wall_s, "wall_noop_s": noop.wall_s,
@@ -243,6 +258,34 @@ def indexable(folder: Path, settings) -> list[Path]:
     copies); in name order."""
     return [p for p in scan([folder], settings.index.include, root=folder, exclude=settings.index.exclude,
                             skipped=[], unlisted=[], left_out={}) if p.parent == folder]
+
+
+def fresh_note_name(documents: list[Path], settings, probe: Path) -> str | None:
+    """The name of the file the freshness step writes into the corpus of ``documents``: the
+    first of ``zz_fresh_note`` with a suffix of theirs, then each of their names with
+    ``_fresh_note`` after its stem, that no document has and a sync would read, as the loader's
+    scan takes names (tried on an empty file in the folder ``probe``, made and removed here);
+    None when ``index.include`` (or ``index.exclude``) takes none. (It was zz_fresh_note.txt
+    whatever index.include said: with include = ["*.md"] the note was never read, and
+    fresh_doc_cited said false of an index that had not been given it.) Record files
+    (``RECORD_SUFFIXES``) lend neither suffix nor name: the note is no row."""
+    whole = [p for p in documents if p.suffix.lower() not in RECORD_SUFFIXES]
+    taken = {p.name.lower() for p in documents}
+    candidates = [f"zz_fresh_note{s}" for s in dict.fromkeys(p.suffix for p in whole)]
+    candidates += [f"{p.stem}_fresh_note{p.suffix}" for p in whole]
+    probe.mkdir()
+    try:
+        for name in candidates:
+            if name.lower() in taken:
+                continue
+            (probe / name).touch()
+            read = indexable(probe, settings)
+            (probe / name).unlink()
+            if read:
+                return name
+        return None
+    finally:
+        probe.rmdir()
 
 
 def modified_document(documents: list[Path]) -> Path:
@@ -302,7 +345,7 @@ def shares(samples: dict[str, list], total: int) -> dict[str, object]:
     for kind, results in samples.items():
         out[f"samples_{kind}"] = len(results)
         for paid, counts in (("", [r.reports_generated for r in results]),
-                             ("_paid", [paid_reports(r) for r in results])):
+                             ("_paid", [reports_by_paid_calls(r) for r in results])):
             out[f"{kind}{paid}_share_mean"] = round(sum(counts) / len(counts) / max(1, total), 4)
             out[f"{kind}{paid}_share_max"] = round(max(counts) / max(1, total), 4)
             out[f"{kind}s{paid}_over_10pct"] = sum(c > 0.1 * total for c in counts)

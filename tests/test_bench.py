@@ -149,7 +149,7 @@ def test_incremental_counts_apart_the_reports_a_paid_call_wrote(tmp_path, simula
     # reports_regenerated_* counted the reports the cache answered as rewritten: a delete that
     # undid an add said 4 reports regenerated for 0 tokens paid.
     import anyio
-    from incremental import paid_reports
+    from incremental import reports_by_paid_calls
 
     from streamrag.config import load_settings
     from streamrag.pipeline import sync
@@ -170,8 +170,8 @@ def test_incremental_counts_apart_the_reports_a_paid_call_wrote(tmp_path, simula
     add = run()
     (corpus / harbor[-1].name).unlink()
     undone = run()   # the contexts of the first index again: the cache has their reports
-    assert add.reports_generated > 0 and paid_reports(add) == add.reports_generated
-    assert undone.reports_generated > 0 and paid_reports(undone) == 0
+    assert add.reports_generated > 0 and reports_by_paid_calls(add) == add.reports_generated
+    assert undone.reports_generated > 0 and reports_by_paid_calls(undone) == 0
     assert undone.llm["report"]["cached"] == undone.reports_generated
 
 
@@ -204,7 +204,7 @@ def test_incremental_counts_what_was_paid_of_its_samples_and_its_add(tmp_path, s
     # written: a sample that brought back a document the index had dropped said every report
     # it rewrote, for none paid.
     import anyio
-    from incremental import one_at_a_time, paid_report_calls, paid_reports, shares
+    from incremental import one_at_a_time, report_calls_sent, reports_by_paid_calls, shares
 
     from streamrag.config import load_settings
     from streamrag.pipeline import sync
@@ -227,13 +227,79 @@ def test_incremental_counts_what_was_paid_of_its_samples_and_its_add(tmp_path, s
     samples = one_at_a_time(corpus, db, harbor[-1:], tmp_path / "sample.db", run)
     back = samples["add"][0]
     assert back.reports_generated > 0 and back.llm["report"]["cached"] > 0   # (and extractive ones)
-    assert paid_report_calls(back) == paid_reports(back) == 0
-    assert paid_report_calls(first) == first.llm["report"]["calls"] > 0
+    assert report_calls_sent(back) == reports_by_paid_calls(back) == 0
+    assert report_calls_sent(first) == first.llm["report"]["calls"] > 0
     s = shares(samples, full.reports)
     assert s["add_share_max"] == round(back.reports_generated / full.reports, 4) > 0
     assert s["add_paid_share_max"] == s["add_paid_share_mean"] == 0 and s["adds_paid_over_10pct"] == 0
     deleted = samples["delete"][0]   # (contexts never seen: paid calls wrote its reports)
-    assert s["delete_paid_share_max"] == round(paid_reports(deleted) / full.reports, 4) > 0
+    assert s["delete_paid_share_max"] == round(reports_by_paid_calls(deleted) / full.reports, 4) > 0
+
+
+def test_incremental_counts_report_calls_apart_from_the_reports_they_wrote(tmp_path):
+    # add_llm_reports, named as a count of reports, counted report calls sent: a failed one too,
+    # which wrote none. The calls are add_report_calls now, those that wrote no report
+    # add_report_calls_failed, and reports_paid_* the reports paid calls wrote.
+    import anyio
+    import httpx
+    from conftest import chat_answer, make_settings
+    from incremental import report_calls_failed, report_calls_sent, reports_by_paid_calls
+
+    from streamrag.pipeline import sync
+    from streamrag.simulator import ANSWERS, detect_task
+
+    def answer(request: httpx.Request) -> httpx.Response:   # (every report answer unusable)
+        messages = json.loads(request.content)["messages"]
+        task = detect_task(messages)
+        return chat_answer("I cannot summarise this community." if task == "report" else ANSWERS[task](messages))
+
+    corpus = BENCH.parent / "tests" / "data" / "harbor"
+    result = anyio.run(lambda: sync([corpus], make_settings("http://llm.test/v1"), tmp_path / "index.db",
+                                    root=corpus, command="bench", transport=httpx.MockTransport(answer)))
+    report = result.llm["report"]
+    assert report["calls"] > 0 and report["errors"] == report["calls"] and not report["cached"]
+    assert report_calls_sent(result) == report_calls_failed(result) == report["calls"]
+    assert reports_by_paid_calls(result) == 0 < result.reports_generated   # (extractive stand-ins)
+    out = subprocess.run([sys.executable, str(BENCH / "incremental.py"), "--offline", "--corpus", str(corpus)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    line = json.loads(out.stdout)
+    assert "add_llm_reports" not in line and line["add_report_calls"] == line["add_report_calls_failed"] == 0
+
+
+def test_incremental_writes_its_fresh_note_under_a_name_index_include_takes(tmp_path):
+    # The freshness step wrote zz_fresh_note.txt whatever index.include said: with include =
+    # ["*.md"] the note was never read, and fresh_doc_cited said false.
+    from incremental import fresh_note_name
+
+    from streamrag.config import load_settings
+
+    corpus = tmp_path / "notes"
+    corpus.mkdir()
+    for f in sorted((BENCH.parent / "tests" / "data" / "harbor").iterdir()):
+        (corpus / f"{f.stem}.md").write_text(f.read_text())
+    config = tmp_path / "streamrag.toml"
+    config.write_text('[index]\ninclude = ["*.md"]\n')
+    out = subprocess.run([sys.executable, str(BENCH / "incremental.py"), "--offline", "--corpus", str(corpus),
+                          "--config", str(config)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["fresh_doc"] == "zz_fresh_note.md" and result["fresh_doc_cited"]
+
+    def name(include, exclude=(), documents=("a.jsonl", "b.md", "guild.txt")):
+        settings = load_settings(None, env={}, overrides={"index": {"include": include, "exclude": list(exclude)}})
+        return fresh_note_name([Path(d) for d in documents], settings, tmp_path / "probe")
+
+    assert name(["*.txt", "*.md"]) == "zz_fresh_note.md"   # (the first document's suffix; no .jsonl)
+    assert name(["g*.txt"]) == "guild_fresh_note.txt"
+    assert name(["*.md"], exclude=["zz_*"]) == "b_fresh_note.md"
+    assert name(["b.md", "guild.txt"]) is None and not (tmp_path / "probe").exists()
+    narrow = config.with_name("narrow.toml")
+    narrow.write_text('[index]\ninclude = ["council.md", "festival.md", "guild.md", "railway.md"]\n')
+    out = subprocess.run([sys.executable, str(BENCH / "incremental.py"), "--offline", "--corpus", str(corpus),
+                          "--config", str(narrow)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1 and out.stdout == "" and out.stderr.count("\n") == 1, out.stderr
+    assert "widen index.include" in out.stderr
 
 
 def test_watch_soak_samples_the_daemon_after_each_change():
