@@ -202,6 +202,49 @@ def first_extraction_stored(monkeypatch) -> threading.Event:
     return saved
 
 
+class KeyRefusedMidway:
+    """A fake model whose key is refused (HTTP 401, as a quota run out) part way through a run of
+    the two notes ``write_notes`` writes: the extract call of the note not naming Tomas Quell
+    waits for the other's extraction to be stored (``first_extraction_stored``), then is
+    refused. Every claims call is answered ``QUELL_CLAIM`` (its status off the format) then
+    ``done``; with ``ignores_bias``, a glean check sent with logit_bias is answered in words
+    ("Maybe"); the rest as the simulator answers (and a 404 for ``GET /models``). ``refused``
+    set False: the key mended, every answer the simulator's."""
+
+    QUELL_CLAIM = "claim | Tomas Quell | NONE | VOYAGE | LIKELY | NONE | NONE | Quell sailed. | sailed"
+
+    def __init__(self, monkeypatch, *, ignores_bias: bool = False) -> None:
+        self.saved = first_extraction_stored(monkeypatch)
+        self.ignores_bias = ignores_bias
+        self.refused = True
+        self.transport = httpx.MockTransport(self.answer)
+
+    @staticmethod
+    def write_notes(folder: Path) -> None:
+        (folder / "a.txt").write_text("Captain Tomas Quell sailed the Blue Heron from Port Vell to Kessel.\n")
+        (folder / "b.txt").write_text("Mira Osk repaired the lighthouse of Drumholm for the harbour guild.\n")
+
+    async def answer(self, request: httpx.Request) -> httpx.Response:
+        import anyio
+
+        from streamrag.simulator import ANSWERS, detect_task
+
+        if request.method == "GET":
+            return httpx.Response(404)
+        messages = json.loads(request.content)["messages"]
+        task = detect_task(messages)
+        if self.refused and task == "extract" and "Quell" not in json.dumps(messages):
+            while not self.saved.is_set():
+                await anyio.sleep(0.01)
+            return httpx.Response(401, json={"error": {"message": "Incorrect API key provided"}})
+        if (self.refused and self.ignores_bias and task == "glean_check"
+                and "logit_bias" in json.loads(request.content)):
+            return chat_answer("Maybe")   # (the bias ignored: the check is asked in words, and said)
+        if self.refused and task == "claims":
+            return chat_answer(f"{self.QUELL_CLAIM}\ndone")
+        return chat_answer(ANSWERS[task](messages))
+
+
 @pytest.fixture
 def sim_settings(simulator) -> Settings:
     """LLM settings against the session simulator, with small chunks so documents split."""

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA, chat_answer, first_extraction_stored
+from conftest import DATA, KeyRefusedMidway
 from streamrag.cli import main
 from streamrag.config import load_settings
 from streamrag.errors import ConfigError, FlagError
@@ -935,58 +935,37 @@ def test_index_stopped_by_a_refused_key_says_the_warnings_of_what_it_extracted_f
     # whose glean check ignored logit_bias, was stored: the run ended on its error line, the two
     # warnings gathered in the run unsaid, and the run after finds the chunk stored, reads its
     # answers no more and never says them.
-    import anyio
-    import httpx
-
     from streamrag import gleaner, pipeline
-    from streamrag.simulator import ANSWERS, detect_task
 
     for name in list(os.environ):
         if name.startswith(("STREAMRAG_", "OPENAI_")):
             monkeypatch.delenv(name)
     monkeypatch.setenv("STREAMRAG_API_KEY", "sk-spent")
-    refused = [True]   # (the run after is answered, its claims in the format)
-    saved = first_extraction_stored(monkeypatch)   # (then the second chunk's call is refused)
+    # (the second chunk's call refused once the first is stored; the run after is answered, its
+    # claims in the format)
+    model = KeyRefusedMidway(monkeypatch, ignores_bias=True)
     monkeypatch.setattr(gleaner, "_IGNORING", set())   # (the process remembers a model ignoring the bias)
-    line = "claim | Tomas Quell | NONE | VOYAGE | LIKELY | NONE | NONE | Quell sailed. | sailed"
-
-    async def answer(request: httpx.Request) -> httpx.Response:
-        if request.method == "GET":
-            return httpx.Response(404)
-        messages = json.loads(request.content)["messages"]
-        task = detect_task(messages)
-        if refused[0] and task == "extract" and "Quell" not in json.dumps(messages):
-            while not saved.is_set():
-                await anyio.sleep(0.01)
-            return httpx.Response(401, json={"error": {"message": "Incorrect API key provided"}})
-        if refused[0] and task == "glean_check" and "logit_bias" in json.loads(request.content):
-            text = "Maybe"   # (the bias ignored: the check is asked in words, and said)
-        else:
-            text = f"{line}\ndone" if task == "claims" and refused[0] else ANSWERS[task](messages)
-        return chat_answer(text)
-
     real_init = pipeline.Indexer.__init__
 
     def init(self, *args, **kwargs):
-        real_init(self, *args, transport=httpx.MockTransport(answer), **kwargs)
+        real_init(self, *args, transport=model.transport, **kwargs)
 
     monkeypatch.setattr(pipeline.Indexer, "__init__", init)
     folder = tmp_path / "notes"
     folder.mkdir()
     (folder / "streamrag.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\n"
                                            "[index]\nextract_claims = true\n")
-    (folder / "a.txt").write_text("Captain Tomas Quell sailed the Blue Heron from Port Vell to Kessel.\n")
-    (folder / "b.txt").write_text("Mira Osk repaired the lighthouse of Drumholm for the harbour guild.\n")
+    model.write_notes(folder)
     argv = ["index", "-q", "--api-base", "http://llm.test/v1", str(folder), *json_flag]
     assert main(argv) == 1
     out, err = capsys.readouterr()
-    assert saved.is_set() and out == "", out
+    assert model.saved.is_set() and out == "", out
     warned = [w for w in err.splitlines() if w.startswith("streamrag: warning: claims: 1 of ")]
     assert len(warned) == 1, err
     assert "1 status not TRUE, FALSE or SUSPECTED (read as SUSPECTED)" in warned[0]
     assert err.count("streamrag: warning: llm.logit_bias: ") == 1, err
     assert err.splitlines()[-1].startswith("streamrag: error: "), err   # (the error line stays last)
-    refused[0] = False   # the key mended: the run after finds a.txt's chunk stored, and says it no more
+    model.refused = False   # the key mended: the run after finds a.txt's chunk stored, and says it no more
     assert main(argv) == 0
     err = capsys.readouterr().err
     assert "claims:" not in err and "logit_bias" not in err, err

@@ -12,7 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from conftest import chat_answer, claims_answered, first_extraction_stored, simulated_transport
+from conftest import KeyRefusedMidway, chat_answer, claims_answered, simulated_transport
 from conftest import index_snapshot as snapshot, lose_extraction, make_settings, status_info, unsearchable
 from streamrag.config import Settings
 from streamrag.pipeline import sync
@@ -526,36 +526,19 @@ async def test_claims_answers_off_the_format_are_kept_to_be_said_when_the_extrac
     # an off-format claims answer was stored: the daemon says indexer.claims_warning even when
     # the extraction failed, as yes_no's, but it was "" (set once the stage had ended well), and
     # the sync finds the chunk stored and parses no claims answer again: never said.
-    import httpx
-
     from streamrag.errors import LLMRequestError
     from streamrag.pipeline import Indexer
-    from streamrag.simulator import ANSWERS, detect_task
 
-    saved = first_extraction_stored(monkeypatch)   # (then the second chunk's call is refused)
-    line = "claim | Tomas Quell | NONE | VOYAGE | LIKELY | NONE | NONE | Quell sailed. | sailed"
-
-    async def answer(request: httpx.Request) -> httpx.Response:
-        if request.method == "GET":
-            return httpx.Response(404)
-        messages = json.loads(request.content)["messages"]
-        task = detect_task(messages)
-        if task == "extract" and "Quell" not in json.dumps(messages):
-            while not saved.is_set():
-                await anyio.sleep(0.01)
-            return httpx.Response(401, json={"error": {"message": "Incorrect API key provided"}})
-        return chat_answer(f"{line}\ndone" if task == "claims" else ANSWERS[task](messages))
-
+    model = KeyRefusedMidway(monkeypatch)   # (the second chunk's call refused once the first is stored)
     folder = tmp_path / "notes"
     folder.mkdir()
-    (folder / "a.txt").write_text("Captain Tomas Quell sailed the Blue Heron from Port Vell to Kessel.\n")
-    (folder / "b.txt").write_text("Mira Osk repaired the lighthouse of Drumholm for the harbour guild.\n")
+    model.write_notes(folder)
     settings = make_settings("http://llm.test/v1", index={"extract_claims": True})
     indexer = Indexer(settings, tmp_path / "c.db", root=folder, command="watch:extract",
-                      transport=httpx.MockTransport(answer))
+                      transport=model.transport)
     with anyio.fail_after(60), pytest.raises(LLMRequestError):
         await indexer.prefetch([folder / "a.txt", folder / "b.txt"])
-    assert saved.is_set()
+    assert model.saved.is_set()
     assert indexer.claims_warning.startswith("claims: 1 of "), indexer.claims_warning
     assert "1 status not TRUE, FALSE or SUSPECTED (read as SUSPECTED)" in indexer.claims_warning
 
