@@ -1632,41 +1632,56 @@ async def test_an_upgrade_reading_every_file_to_the_same_text_publishes_no_new_v
     store.close()
 
 
+def _claims_settings(simulator, **index):
+    return make_settings(simulator.base_url, index={"chunk_size": 80, "chunk_overlap": 10,
+                                                    "extract_claims": True, **index})
+
+
+async def _changed_and_back(corpus, db, simulator, changes: list[dict], check) -> None:
+    """Indexes ``corpus`` into ``db`` with claims on, then runs once with each of ``changes``
+    (index settings; ``{}``: back to the first): each run leaves the tables as the first did and
+    publishes no new version, ``check(result, settings, first)`` asserts what else it must, and
+    a run after it with the same settings asks the model nothing and redoes nothing."""
+    with anyio.fail_after(180):
+        first = await sync([corpus], _claims_settings(simulator), db, root=corpus)
+        built = snapshot(db)
+        assert built["claims"] and first.version == 1
+        for changed in changes:
+            settings = _claims_settings(simulator, **changed)
+            result = await sync([corpus], settings, db, root=corpus)
+            assert snapshot(db) == built
+            assert (result.version, result.published) == (1, False), changed
+            check(result, settings, first)
+            before = simulator.requests
+            again = await sync([corpus], settings, db, root=corpus)
+            assert (again.settings_changed, again.published, simulator.requests) == ([], False, before)
+
+
 async def test_settings_changed_and_back_to_the_same_tables_publish_no_new_version(corpus, tmp_path, simulator):
     # index.summary_max_tokens 150 -> 100 -> 150: each run summarized every element again (the
     # second from the cache) to the descriptions published, and still published versions 2 and
     # 3, told apart by their settings marks and which cached answer each summary is alone. So
     # did index.report_max_input_tokens 6000 -> 5000 -> 6000, every context kept. The marks are
-    # still written: the run after redoes nothing.
+    # still written: the run after redoes nothing. (The simulator's summaries fit in 100 tokens.)
     from streamrag.pipeline import Indexer
 
-    def settings(**index):
-        return make_settings(simulator.base_url, index={"chunk_size": 80, "chunk_overlap": 10,
-                                                        "extract_claims": True, **index})
+    db = tmp_path / "index.db"
 
-    def marks(db) -> tuple:
+    def marks() -> tuple:
         store = Store(db, readonly=True)
         try:
             return tuple(store.get_meta(k) for k in ("summarizer", "report_settings", "extractive_settings"))
         finally:
             store.close()
 
-    db = tmp_path / "index.db"
-    with anyio.fail_after(180):
-        first = await sync([corpus], settings(), db, root=corpus)
-        built = snapshot(db)
-        assert built["claims"] and first.version == 1
-        for changed in ({"summary_max_tokens": 100}, {"report_max_input_tokens": 5000}, {}):
-            result = await sync([corpus], settings(**changed), db, root=corpus)
-            assert result.settings_changed   # (each run redid the summaries or the contexts)
-            assert snapshot(db) == built     # (the simulator's summaries fit in 100 tokens)
-            assert (result.version, result.published) == (1, False), changed
-            assert status_info(db)["version"] == 1
-            indexer = Indexer(settings(**changed), db, root=corpus)
-            assert marks(db) == (indexer.summarizer_key, indexer.report_key(), indexer.extractive_key())
-            before = simulator.requests
-            again = await sync([corpus], settings(**changed), db, root=corpus)
-            assert (again.settings_changed, again.published, simulator.requests) == ([], False, before)
+    def check(result, settings, first):
+        assert result.settings_changed   # (each run redid the summaries or the contexts)
+        assert status_info(db)["version"] == 1
+        indexer = Indexer(settings, db, root=corpus)
+        assert marks() == (indexer.summarizer_key, indexer.report_key(), indexer.extractive_key())
+
+    await _changed_and_back(corpus, db, simulator, [{"summary_max_tokens": 100}, {"report_max_input_tokens": 5000},
+                                                    {}], check)
 
 
 async def test_chunks_extracted_anew_to_the_same_records_publish_no_new_version(corpus, tmp_path, simulator):
@@ -1674,14 +1689,13 @@ async def test_chunks_extracted_anew_to_the_same_records_publish_no_new_version(
     # records it was published with, and merged again (its provenance and claims deleted and
     # written back as they were), and versions 2 and 3 differed from version 1 in which stored
     # extraction each chunk is live with alone. The run's key is still recorded, and the
-    # extraction left is dated for the prune: the run after redoes nothing.
+    # extraction left is dated for the prune: the run after redoes nothing. (The simulator's
+    # gleanings find nothing more.)
     from streamrag.extractor import extractor_key
 
-    def settings(**index):
-        return make_settings(simulator.base_url, index={"chunk_size": 80, "chunk_overlap": 10,
-                                                        "extract_claims": True, **index})
+    db = tmp_path / "index.db"
 
-    def live_with(db) -> tuple[set[str], str | None, int]:
+    def live_with() -> tuple[set[str], str | None, int]:
         store = Store(db, readonly=True)
         try:
             left = store.scalar("SELECT count(*) FROM extractions_left")
@@ -1690,21 +1704,12 @@ async def test_chunks_extracted_anew_to_the_same_records_publish_no_new_version(
         finally:
             store.close()
 
-    db = tmp_path / "index.db"
-    with anyio.fail_after(180):
-        first = await sync([corpus], settings(), db, root=corpus)
-        built = snapshot(db)
-        assert built["claims"] and first.version == 1
-        for changed in ({"max_gleanings": 2}, {}):
-            result = await sync([corpus], settings(**changed), db, root=corpus)
-            assert result.settings_changed == ["extraction"]
-            assert snapshot(db) == built   # (the simulator's gleanings find nothing more)
-            assert (result.version, result.published) == (1, False), changed
-            key = extractor_key(settings(**changed))
-            assert live_with(db) == ({key}, key, first.chunks)   # (the other key's extractions left)
-            before = simulator.requests
-            again = await sync([corpus], settings(**changed), db, root=corpus)
-            assert (again.settings_changed, again.published, simulator.requests) == ([], False, before)
+    def check(result, settings, first):
+        assert result.settings_changed == ["extraction"]
+        key = extractor_key(settings)
+        assert live_with() == ({key}, key, first.chunks)   # (the other key's extractions left)
+
+    await _changed_and_back(corpus, db, simulator, [{"max_gleanings": 2}, {}], check)
 
 
 async def test_an_index_a_newer_streamrag_read_is_refused_not_read_again_the_older_way(tmp_path):
