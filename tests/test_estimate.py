@@ -21,7 +21,7 @@ from streamrag.estimate import _grown, _stand_in, estimate, first_graph, format_
 from streamrag.extractor import extractor_key
 from streamrag.graph_state import GraphState
 from streamrag.merge import unique_descriptions
-from streamrag.pipeline import Indexer, sync
+from streamrag.pipeline import Indexer, SyncResult, sync
 from streamrag.records import EntityRecord, Extraction, RelationshipRecord
 from streamrag.store import Store
 from streamrag.summarizer import summary_input
@@ -1818,22 +1818,44 @@ async def test_claims_turned_on_count_the_run_s_summaries_and_say_their_reports_
     assert asked(est, "report") and not est["reports_claims_stood_in"] and "likely fewer" not in format_estimate(est)
 
 
+async def news_indexed(tmp_path: Path, simulator, n: int) -> tuple[Path, Path, Settings]:
+    """The first ``n`` articles of news41 indexed through the simulator: their folder, the
+    index, the settings."""
+    docs = news_copy(tmp_path, n)
+    db = tmp_path / "index.db"
+    settings = make_settings(simulator.base_url)
+    await sync([docs], settings, db, root=docs)
+    return docs, db, settings
+
+
+async def estimated_and_summarized_again(docs: Path, settings: Settings, db: Path) -> tuple[dict, SyncResult, list[str]]:
+    """The estimate of a run of ``docs`` into ``db`` that summarizes every merged description
+    again, the run's result and the lines it said. The estimate's summarize calls, and of them
+    those the cache answers, are the run's; it says the summary settings changed; once the run
+    wrote the mark, an estimate has nothing to do."""
+    est = estimate([docs], settings, db, root=docs)
+    said: list[str] = []
+    done = await Indexer(settings, db, root=docs, say=said.append).run([docs])
+    ran = done.llm.get("summarize", {})
+    got = est["llm"]["by_stage"].get("summarize", {})
+    assert (got.get("calls", 0), got.get("cached", 0)) == (ran.get("calls", 0), ran.get("cached", 0)), (got, ran)
+    assert est["summarized_again_because"].startswith("the summary settings changed"), est
+    again = estimate([docs], settings, db, root=docs)   # (the run wrote the mark: nothing again)
+    assert again["summarized_again_because"] == "" and format_estimate(again).startswith("Nothing to do")
+    return est, done, said
+
+
 async def test_a_summary_setting_changed_and_back_is_estimated_as_the_run_summarizes_from_the_cache(
         tmp_path, simulator):
     # index.summary_max_tokens 150 -> 100 -> 150: the run says every merged description is
     # summarized again and asks the cache for each summary a model wrote (10 of ten news
     # articles), free; the estimate said 'Nothing to do'. Now it counts them as the run does,
     # answered by the cache, and says why.
-    docs = news_copy(tmp_path, 10)
-    db = tmp_path / "index.db"
-    settings = make_settings(simulator.base_url)
-    await sync([docs], settings, db, root=docs)
+    docs, db, settings = await news_indexed(tmp_path, simulator, 10)
     await sync([docs], make_settings(simulator.base_url, index={"summary_max_tokens": 100}), db, root=docs)
-    est, done = await index_and_estimate(docs, settings, db)
+    est, done, _ = await estimated_and_summarized_again(docs, settings, db)
     ran = done.llm["summarize"]
     assert ran["calls"] == ran["cached"] > 0 and set(done.llm) == {"summarize"}, done.llm
-    assert est["llm"]["by_stage"]["summarize"]["calls"] == est["llm"]["by_stage"]["summarize"]["cached"] \
-        == ran["cached"], est["llm"]
     why = "the summary settings changed since this index was built (answers in the cache cost nothing)"
     assert est["summarized_again_because"] == why
     assert format_estimate(est).splitlines() == [
@@ -1841,8 +1863,6 @@ async def test_a_summary_setting_changed_and_back_is_estimated_as_the_run_summar
         "0 chunks to extract; no LLM calls to pay for.",
         f"  ({ran['cached']} summaries are in the cache, from an earlier run: not counted)",
         f"Every merged description is summarized again: {why}."]
-    est = estimate([docs], settings, db, root=docs)   # (the run wrote the mark: nothing again)
-    assert est["summarized_again_because"] == "" and format_estimate(est).startswith("Nothing to do")
 
 
 async def test_a_chunk_whose_claims_call_gave_up_is_estimated_its_claims_call_alone(tmp_path, simulator):
@@ -2014,24 +2034,13 @@ async def test_an_index_from_before_the_summarizer_mark_is_said_summarized_again
         tmp_path, simulator):
     # One condition (pipeline.resummarizes) for the run's line, the estimate's line and what it
     # counts: it was written three times, _estimate's without the pre-mark test of entities.
-    docs = news_copy(tmp_path, 3)
-    db = tmp_path / "index.db"
-    settings = make_settings(simulator.base_url)
-    await sync([docs], settings, db, root=docs)
+    docs, db, settings = await news_indexed(tmp_path, simulator, 3)
     conn = sqlite3.connect(db)
     with conn:
         conn.execute("DELETE FROM meta WHERE key = 'summarizer'")
     conn.close()
-    est = estimate([docs], settings, db, root=docs)
-    said: list[str] = []
-    done = await Indexer(settings, db, root=docs, say=said.append).run([docs])
+    _, done, said = await estimated_and_summarized_again(docs, settings, db)
     assert "summary" in done.settings_changed and "every merged description is summarized again" in said[0]
-    assert est["summarized_again_because"].startswith("the summary settings changed"), est
-    ran = done.llm.get("summarize", {})
-    got = est["llm"]["by_stage"].get("summarize", {})
-    assert (got.get("calls", 0), got.get("cached", 0)) == (ran.get("calls", 0), ran.get("cached", 0)), (got, ran)
-    again = estimate([docs], settings, db, root=docs)   # (the run wrote the mark: nothing again)
-    assert again["summarized_again_because"] == "" and format_estimate(again).startswith("Nothing to do")
 
 
 async def test_an_index_whose_reports_showed_claims_by_subject_alone_is_said_and_counted_why_they_are_written(
