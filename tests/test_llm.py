@@ -2599,6 +2599,25 @@ def well_formed(text: str) -> bool:
     return text.startswith("(")
 
 
+def cut_off() -> httpx.Response:
+    """An answer cut off at the 50th token of a 100-token prompt (finish_reason "length")."""
+    return sized("(Paris, Fra", 100, 50, "length")
+
+
+@contextlib.asynccontextmanager
+async def cut_twice(tmp_path, caplog) -> AsyncIterator[tuple[LLMClient, Endpoint]]:
+    """A client whose endpoint cut m1's answer to ``ask()`` off twice (``cut_off``), no
+    max_tokens sent: the server marked as cutting at its own limit. In the block, warnings of
+    streamrag.llm are caught by ``caplog``."""
+    cut = cut_off()
+    endpoint = Endpoint(cut, cut)
+    async with client(tmp_path, endpoint) as (llm, _):
+        with caplog.at_level(logging.WARNING, logger="streamrag.llm"):
+            with pytest.raises(LLMOutputError, match="in 2 tries"):
+                await llm.chat(ask(), model="m1", stage="extract")
+            yield llm, endpoint
+
+
 async def test_cut_answers_not_in_a_row_are_no_sign_of_the_servers_limit(tmp_path):
     # Cut, malformed, cut marked the server as cutting at its own limit (and warned so), though
     # the same request at temperature 0 was answered otherwise in between: the cuts were counted,
@@ -2621,30 +2640,26 @@ async def test_a_longer_whole_answer_disproves_the_servers_limit(tmp_path, caplo
     # own limit for the rest of the process: a long `watch` asked every cut answer of the model
     # once, with a warning of a limit the server had not. A whole answer longer than the cut ones
     # (in completion tokens, and in prompt + completion) is one no such limit lets through.
-    cut = sized("(Paris, Fra", 100, 50, "length")
-    endpoint = Endpoint(cut, cut)
-    async with client(tmp_path, endpoint) as (llm, store):
-        with caplog.at_level(logging.WARNING, logger="streamrag.llm"):
-            with pytest.raises(LLMOutputError, match="in 2 tries"):
-                await llm.chat(ask(), model="m1", stage="extract")
-            assert model_quirks.server_cuts(API, "m1")
-            # Not longer in both (a context limit lets a shorter prompt have a longer answer; an
-            # output limit, a longer prompt), not whole, of a request that sent max_tokens (which
-            # Ollama takes for its num_predict), or cached: the mark holds.
-            endpoint.script = [sized("(a)", 20, 70), sized("(b)", 200, 40), sized("(c)", 200, 90, "length"),
-                               sized("(d)", 200, 90)]
-            for text in ("a", "b", "c"):
-                await llm.chat(ask(text), model="m1", stage="extract", on_length="accept")
-            await llm.chat(ask("d"), model="m1", stage="extract", max_tokens=500)
-            await llm.chat(ask("a"), model="m1", stage="extract")   # (cached)
-            assert model_quirks.server_cuts(API, "m1") and len(endpoint.requests) == 6
-            endpoint.script = [sized("(e)", 100, 51)]
-            await llm.chat(ask("e"), model="m1", stage="extract")
-            assert not model_quirks.server_cuts(API, "m1")
-            # Its cut answers are asked twice again.
-            endpoint.script = [cut, sized("(Rome, Italy)", 100, 6)]
-            result = await llm.chat(ask("another"), model="m1", stage="extract")
-            assert result.text == "(Rome, Italy)" and len(endpoint.requests) == 9
+    cut = cut_off()
+    async with cut_twice(tmp_path, caplog) as (llm, endpoint):
+        assert model_quirks.server_cuts(API, "m1")
+        # Not longer in both (a context limit lets a shorter prompt have a longer answer; an
+        # output limit, a longer prompt), not whole, of a request that sent max_tokens (which
+        # Ollama takes for its num_predict), or cached: the mark holds.
+        endpoint.script = [sized("(a)", 20, 70), sized("(b)", 200, 40), sized("(c)", 200, 90, "length"),
+                           sized("(d)", 200, 90)]
+        for text in ("a", "b", "c"):
+            await llm.chat(ask(text), model="m1", stage="extract", on_length="accept")
+        await llm.chat(ask("d"), model="m1", stage="extract", max_tokens=500)
+        await llm.chat(ask("a"), model="m1", stage="extract")   # (cached)
+        assert model_quirks.server_cuts(API, "m1") and len(endpoint.requests) == 6
+        endpoint.script = [sized("(e)", 100, 51)]
+        await llm.chat(ask("e"), model="m1", stage="extract")
+        assert not model_quirks.server_cuts(API, "m1")
+        # Its cut answers are asked twice again.
+        endpoint.script = [cut, sized("(Rome, Italy)", 100, 6)]
+        result = await llm.chat(ask("another"), model="m1", stage="extract")
+        assert result.text == "(Rome, Italy)" and len(endpoint.requests) == 9
         said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(said) == 2, said
     assert said[0].startswith(f"m1 at {API}/chat/completions cut an answer off twice though no max_tokens was "
@@ -2690,24 +2705,20 @@ async def test_the_servers_limit_is_forgotten_after_ten_minutes_and_found_again(
     # warned of again.
     now = [1000.0]
     monkeypatch.setattr(model_quirks, "clock", lambda: now[0])
-    cut = sized("(Paris, Fra", 100, 50, "length")
-    endpoint = Endpoint(cut, cut)
-    async with client(tmp_path, endpoint) as (llm, store):
-        with caplog.at_level(logging.WARNING, logger="streamrag.llm"):
-            with pytest.raises(LLMOutputError, match="in 2 tries"):
-                await llm.chat(ask(), model="m1", stage="extract")
-            now[0] += model_quirks.SERVER_CUT_LAPSE_S - 1
-            endpoint.script = [cut, cut, cut]
-            with pytest.raises(LLMOutputError, match="in 1 try"):
-                await llm.chat(ask("b"), model="m1", stage="extract")
-            now[0] += 1
-            assert not model_quirks.server_cuts(API, "m1")
-            with pytest.raises(LLMOutputError, match="in 2 tries"):
-                await llm.chat(ask("c"), model="m1", stage="extract")
-            assert model_quirks.server_cuts(API, "m1")
-            endpoint.script = [cut, cut, cut]
-            with pytest.raises(LLMOutputError, match="in 1 try"):
-                await llm.chat(ask("d"), model="m1", stage="extract")
+    cut = cut_off()
+    async with cut_twice(tmp_path, caplog) as (llm, endpoint):
+        now[0] += model_quirks.SERVER_CUT_LAPSE_S - 1
+        endpoint.script = [cut, cut, cut]
+        with pytest.raises(LLMOutputError, match="in 1 try"):
+            await llm.chat(ask("b"), model="m1", stage="extract")
+        now[0] += 1
+        assert not model_quirks.server_cuts(API, "m1")
+        with pytest.raises(LLMOutputError, match="in 2 tries"):
+            await llm.chat(ask("c"), model="m1", stage="extract")
+        assert model_quirks.server_cuts(API, "m1")
+        endpoint.script = [cut, cut, cut]
+        with pytest.raises(LLMOutputError, match="in 1 try"):
+            await llm.chat(ask("d"), model="m1", stage="extract")
     assert len(endpoint.requests) == 6
     assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 1
 
