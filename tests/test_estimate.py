@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import streamrag.estimate as estimate_module
-from conftest import make_settings, unsearchable
+from conftest import claims_answered, make_settings, unsearchable
 from streamrag import ids, index_rows, nlp
 from streamrag.config import Settings
 from streamrag.estimate import _grown, _stand_in, estimate, first_graph, format_estimate
@@ -412,26 +412,38 @@ async def test_an_estimate_says_why_every_file_is_read_again(tmp_path):
     assert format_estimate(with_model).splitlines()[0].startswith("Estimate for an update of 1 document")
 
 
-async def test_an_estimate_says_the_chunks_with_claims_about_no_entity_are_merged_again(tmp_path):
-    # An index merged before a claim's ends were made entities is merged again where such claims
-    # are, once (GraphState.stranded): the estimate said "Nothing to do" of that run.
-    from conftest import claims_answered
+TRUST_CLAIM = "claim | Old Quay Trust | NONE | CONTRACT | TRUE | NONE | NONE | The trust paid Ada Osk. | paid"
 
+
+async def trust_claimed(tmp_path: Path) -> tuple[Settings, Path]:
+    """A note (``tmp_path/d``) indexed with claims on, its claims call answered ``TRUST_CLAIM``:
+    the settings and the index."""
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "a.md").write_text("Ada Osk met Bob Tan on the quay of Port Vell.\n")
     settings = make_settings("http://llm.test/v1", index={"extract_claims": True})
     db = tmp_path / "index.db"
-    line = "claim | Old Quay Trust | NONE | CONTRACT | TRUE | NONE | NONE | The trust paid Ada Osk. | paid"
-    await sync([tmp_path / "d"], settings, db, root=tmp_path / "d", transport=claims_answered(line))
-    est = estimate([tmp_path / "d"], settings, db, root=tmp_path / "d")
-    assert est["chunks_merged_again"] == 0 and format_estimate(est).startswith("Nothing to do")
+    await sync([tmp_path / "d"], settings, db, root=tmp_path / "d", transport=claims_answered(TRUST_CLAIM))
+    return settings, db
+
+
+def strand_the_trust(db: Path) -> str:
+    """Makes the index ``trust_claimed`` built as an index merged before a claim's ends were made
+    entities holds it: the claim's subject no entity, no claim_ends mark. The trust's id."""
     trust = ids.entity_id("Old Quay Trust")
-    conn = sqlite3.connect(db)
-    with conn:   # as an index merged then holds it: the claim's subject no entity, no mark
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
         conn.execute("DELETE FROM entities WHERE id = ?", (trust,))
         conn.execute("DELETE FROM entity_sources WHERE entity_id = ?", (trust,))
         conn.execute("DELETE FROM meta WHERE key = 'claim_ends'")
-    conn.close()
+    return trust
+
+
+async def test_an_estimate_says_the_chunks_with_claims_about_no_entity_are_merged_again(tmp_path):
+    # An index merged before a claim's ends were made entities is merged again where such claims
+    # are, once (GraphState.stranded): the estimate said "Nothing to do" of that run.
+    settings, db = await trust_claimed(tmp_path)
+    est = estimate([tmp_path / "d"], settings, db, root=tmp_path / "d")
+    assert est["chunks_merged_again"] == 0 and format_estimate(est).startswith("Nothing to do")
+    strand_the_trust(db)
     est = estimate([tmp_path / "d"], settings, db, root=tmp_path / "d")
     assert est["chunks_merged_again"] == 1
     assert format_estimate(est).splitlines()[-1] == (
@@ -450,19 +462,8 @@ async def test_an_old_index_s_stranded_claims_are_looked_for_once_by_a_run_and_b
     # for its chunks holding claims about no entity ran twice per run, for the published
     # bookkeeping (GraphState.unread) and again for the graph (GraphState.load), and twice per
     # estimate of an update.
-    from conftest import claims_answered
-
-    (tmp_path / "d").mkdir()
-    (tmp_path / "d" / "a.md").write_text("Ada Osk met Bob Tan on the quay of Port Vell.\n")
-    settings = make_settings("http://llm.test/v1", index={"extract_claims": True})
-    db = tmp_path / "index.db"
-    line = "claim | Old Quay Trust | NONE | CONTRACT | TRUE | NONE | NONE | The trust paid Ada Osk. | paid"
-    await sync([tmp_path / "d"], settings, db, root=tmp_path / "d", transport=claims_answered(line))
-    trust = ids.entity_id("Old Quay Trust")
-    with contextlib.closing(sqlite3.connect(db)) as conn, conn:   # as an index merged then holds it
-        conn.execute("DELETE FROM entities WHERE id = ?", (trust,))
-        conn.execute("DELETE FROM entity_sources WHERE entity_id = ?", (trust,))
-        conn.execute("DELETE FROM meta WHERE key = 'claim_ends'")
+    settings, db = await trust_claimed(tmp_path)
+    trust = strand_the_trust(db)
     (tmp_path / "d" / "b.md").write_text("Cy Dunn sailed from Port Vell to Lisbon.\n")
     asked = []
     real = index_rows.stranded_claim_chunks
@@ -470,12 +471,12 @@ async def test_an_old_index_s_stranded_claims_are_looked_for_once_by_a_run_and_b
     est = estimate([tmp_path / "d"], settings, db, root=tmp_path / "d")
     assert est["chunks_merged_again"] == 1 and len(asked) == 1, asked
     asked.clear()
-    await sync([tmp_path / "d"], settings, db, root=tmp_path / "d", transport=claims_answered(line))
+    await sync([tmp_path / "d"], settings, db, root=tmp_path / "d", transport=claims_answered(TRUST_CLAIM))
     assert len(asked) == 1, asked
     with contextlib.closing(Store(db, readonly=True)) as store:
         assert store.get_meta("claim_ends") and trust in {eid for eid, *_ in index_rows.entity_rows(store)}
     asked.clear()   # (marked: never again)
-    await sync([tmp_path / "d"], settings, db, root=tmp_path / "d", transport=claims_answered(line))
+    await sync([tmp_path / "d"], settings, db, root=tmp_path / "d", transport=claims_answered(TRUST_CLAIM))
     assert estimate([tmp_path / "d"], settings, db, root=tmp_path / "d")["chunks_merged_again"] == 0
     assert asked == []
 
