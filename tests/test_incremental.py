@@ -18,6 +18,7 @@ import pytest
 
 from conftest import failing_for, index_snapshot, make_settings
 from streamrag.communities import modularity
+from streamrag.config import Settings
 from streamrag.graph_state import GraphCache, GraphState
 from streamrag.errors import ConfigError, LLMRequestError, LLMUnavailableError
 from streamrag.pipeline import sync
@@ -1861,26 +1862,32 @@ _SCROOGE = {
 }
 
 
+def _scrooge_folder(tmp_path: Path) -> tuple[Settings, Path, Path]:
+    """The files of ``_SCROOGE`` in ``tmp_path/c``: the settings (chunks of ``_SMALL``), the
+    folder, and the path of its index (not made)."""
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    for name, text in _SCROOGE.items():
+        (corpus / name).write_text(text)
+    return make_settings(index=_SMALL), corpus, tmp_path / "i.db"
+
+
+async def _fresh_graph_rows(corpus: Path, settings: Settings, copy: Path) -> dict:
+    """``_graph_rows`` of a fresh index of ``corpus`` as it is now, copied to ``copy`` (its index
+    beside it, ``copy`` with ".db")."""
+    shutil.copytree(corpus, copy)
+    await sync([copy], settings, copy.with_suffix(".db"), root=copy)
+    return _graph_rows(copy.with_suffix(".db"))
+
+
 @pytest.mark.parametrize("kept", [False, True])
 async def test_a_short_name_joins_its_full_name_and_splits_off_and_rejoins_as_it_comes_and_goes(tmp_path, kept):
     # "Scrooge" alone (office, supper, the ledger's last paragraph) is "Ebenezer Scrooge" (the
     # ledger's first) while the ledger is indexed: its mentions merged under the full name.
     # Deleted, the short name is an entity of its own again; back, it joins again: each time the
     # index of the folder as it now is.
-    settings = make_settings(index=_SMALL)
-    corpus = tmp_path / "c"
-    corpus.mkdir()
-    for name, text in _SCROOGE.items():
-        (corpus / name).write_text(text)
-    db = tmp_path / "i.db"
+    settings, corpus, db = _scrooge_folder(tmp_path)
     cache = GraphCache() if kept else None
-
-    async def fresh(tag: str) -> dict:
-        copy = tmp_path / tag
-        shutil.copytree(corpus, copy)
-        await sync([copy], settings, tmp_path / f"{tag}.db", root=copy)
-        return _graph_rows(tmp_path / f"{tag}.db")
-
     await sync([corpus], settings, db, root=corpus, graph_cache=cache)
     joined = _graph_rows(db)
     names = {v[0]: v[3] for v in joined["entities"].values()}
@@ -1891,21 +1898,16 @@ async def test_a_short_name_joins_its_full_name_and_splits_off_and_rejoins_as_it
     alone = _graph_rows(db)
     assert {v[0] for v in alone["entities"].values()} >= {"Scrooge"} and \
         "Ebenezer Scrooge" not in {v[0] for v in alone["entities"].values()}
-    assert alone == await fresh("without")
+    assert alone == await _fresh_graph_rows(corpus, settings, tmp_path / "without")
     (corpus / "ledger.txt").write_text(ledger)
     await sync([corpus], settings, db, root=corpus, graph_cache=cache)
-    assert _graph_rows(db) == joined == await fresh("with")
+    assert _graph_rows(db) == joined == await _fresh_graph_rows(corpus, settings, tmp_path / "with")
 
 
 async def test_an_offline_index_published_before_names_were_joined_joins_them_on_its_next_run(tmp_path, monkeypatch):
     # An index of an earlier streamrag has no joins kept (no name_joins): its next run, even one
     # with no file changed, looks at every name once, as a fresh index does.
-    settings = make_settings(index=_SMALL)
-    corpus = tmp_path / "c"
-    corpus.mkdir()
-    for name, text in _SCROOGE.items():
-        (corpus / name).write_text(text)
-    db = tmp_path / "i.db"
+    settings, corpus, db = _scrooge_folder(tmp_path)
     with monkeypatch.context() as m:
         m.setattr("streamrag.joins.joins", lambda names, documents: {})
         await sync([corpus], settings, db, root=corpus)
@@ -1914,10 +1916,7 @@ async def test_an_offline_index_published_before_names_were_joined_joins_them_on
     assert "Scrooge" in {v[0] for v in _graph_rows(db)["entities"].values()}
     second = await sync([corpus], settings, db, root=corpus)
     assert second.published
-    fresh = tmp_path / "fresh"
-    shutil.copytree(corpus, fresh)
-    await sync([fresh], settings, tmp_path / "f.db", root=fresh)
-    assert _graph_rows(db) == _graph_rows(tmp_path / "f.db")
+    assert _graph_rows(db) == await _fresh_graph_rows(corpus, settings, tmp_path / "fresh")
     assert "Scrooge" not in {v[0] for v in _graph_rows(db)["entities"].values()}
 
 
@@ -1944,10 +1943,7 @@ async def test_joins_follow_the_full_names_as_they_come_and_go_as_a_fresh_index_
     for i, step in enumerate(steps):
         step()
         await sync([corpus], settings, db, root=corpus)
-        copy = tmp_path / f"fresh{i}"
-        shutil.copytree(corpus, copy)
-        await sync([copy], settings, tmp_path / f"f{i}.db", root=copy)
-        assert _graph_rows(db) == _graph_rows(tmp_path / f"f{i}.db"), i
+        assert _graph_rows(db) == await _fresh_graph_rows(corpus, settings, tmp_path / f"fresh{i}"), i
         shown.append(sorted(v[0] for v in _graph_rows(db)["entities"].values() if "Cratchit" in v[0]))
     assert shown == [["Bob Cratchit"], ["Belinda Cratchit", "Bob Cratchit", "Cratchit"], ["Belinda Cratchit"],
                      ["Belinda Cratchit"], ["Cratchit"]]
@@ -1979,11 +1975,8 @@ async def _short_name_appended(tmp_path, file: str, text: str, appended: str, sh
     await sync([corpus], settings, db, root=corpus, graph_cache=cache)
     (corpus / file).write_text(text + appended)
     await sync([corpus], settings, db, root=corpus, graph_cache=cache)
-    fresh = tmp_path / "fresh"
-    shutil.copytree(corpus, fresh)
-    await sync([fresh], settings, tmp_path / "f.db", root=fresh)
     assert short not in {v[0] for v in _graph_rows(db)["entities"].values()}
-    assert _graph_rows(db) == _graph_rows(tmp_path / "f.db")
+    assert _graph_rows(db) == await _fresh_graph_rows(corpus, settings, tmp_path / "fresh")
 
 
 @pytest.mark.parametrize("kept", [False, True])
