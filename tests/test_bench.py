@@ -34,6 +34,21 @@ def port_of(url: str) -> int:
     return int(url.rsplit(":", 1)[1].split("/")[0])
 
 
+def offline_incremental(corpus: Path, *args: str) -> subprocess.CompletedProcess:
+    """bench/incremental.py run offline (no simulator started) on ``corpus``, with ``args``."""
+    return subprocess.run([sys.executable, str(BENCH / "incremental.py"), "--offline", "--corpus", str(corpus),
+                           *args], capture_output=True, text=True, timeout=300)
+
+
+def harbor_notes(tmp_path: Path) -> Path:
+    """The documents of tests/data/harbor as Markdown notes, in ``tmp_path/notes``."""
+    corpus = tmp_path / "notes"
+    corpus.mkdir()
+    for f in sorted((BENCH.parent / "tests" / "data" / "harbor").iterdir()):
+        (corpus / f"{f.stem}.md").write_text(f.read_text())
+    return corpus
+
+
 def test_a_port_or_a_range_of_them():
     assert ports("8765") == range(8765, 8766)
     assert ports("19300-19309") == range(19300, 19310)
@@ -179,14 +194,10 @@ def test_incremental_modifies_a_document_of_any_format_it_reads(tmp_path):
     # Its modify step picked among the folder's .txt files alone: a folder of Markdown notes had
     # none, an IndexError once the add was made. A .jsonl file (a document per row) is read but
     # never the one modified: a sentence added to its last paragraph would be a line no row.
-    corpus = tmp_path / "notes"
-    corpus.mkdir()
-    for f in sorted((BENCH.parent / "tests" / "data" / "harbor").iterdir()):
-        (corpus / f"{f.stem}.md").write_text(f.read_text())
+    corpus = harbor_notes(tmp_path)
     (corpus / "aa_rows.jsonl").write_text(json.dumps({"text": "Mira Solen rowed across the Kessel harbor."}) + "\n")
     (corpus / "zz_left.pdf").write_bytes(b"%PDF-1.4")   # (not read: neither held out nor modified)
-    out = subprocess.run([sys.executable, str(BENCH / "incremental.py"), "--offline", "--corpus", str(corpus)],
-                         capture_output=True, text=True, timeout=300)
+    out = offline_incremental(corpus)
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert result["docs"] == 4   # (the three notes of the first index and the row)
@@ -260,8 +271,7 @@ def test_incremental_counts_report_calls_apart_from_the_reports_they_wrote(tmp_p
     assert report["calls"] > 0 and report["errors"] == report["calls"] and not report["cached"]
     assert report_calls_sent(result) == report_calls_failed(result) == report["calls"]
     assert reports_by_paid_calls(result) == 0 < result.reports_generated   # (extractive stand-ins)
-    out = subprocess.run([sys.executable, str(BENCH / "incremental.py"), "--offline", "--corpus", str(corpus)],
-                         capture_output=True, text=True, timeout=300)
+    out = offline_incremental(corpus)
     assert out.returncode == 0, out.stderr
     line = json.loads(out.stdout)
     assert "add_llm_reports" not in line and line["add_report_calls"] == line["add_report_calls_failed"] == 0
@@ -274,14 +284,10 @@ def test_incremental_writes_its_fresh_note_under_a_name_index_include_takes(tmp_
 
     from streamrag.config import load_settings
 
-    corpus = tmp_path / "notes"
-    corpus.mkdir()
-    for f in sorted((BENCH.parent / "tests" / "data" / "harbor").iterdir()):
-        (corpus / f"{f.stem}.md").write_text(f.read_text())
+    corpus = harbor_notes(tmp_path)
     config = tmp_path / "streamrag.toml"
     config.write_text('[index]\ninclude = ["*.md"]\n')
-    out = subprocess.run([sys.executable, str(BENCH / "incremental.py"), "--offline", "--corpus", str(corpus),
-                          "--config", str(config)], capture_output=True, text=True, timeout=300)
+    out = offline_incremental(corpus, "--config", str(config))
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert result["fresh_doc"] == "zz_fresh_note.md" and result["fresh_doc_cited"]
@@ -296,8 +302,7 @@ def test_incremental_writes_its_fresh_note_under_a_name_index_include_takes(tmp_
     assert name(["b.md", "guild.txt"]) is None and not (tmp_path / "probe").exists()
     narrow = config.with_name("narrow.toml")
     narrow.write_text('[index]\ninclude = ["council.md", "festival.md", "guild.md", "railway.md"]\n')
-    out = subprocess.run([sys.executable, str(BENCH / "incremental.py"), "--offline", "--corpus", str(corpus),
-                          "--config", str(narrow)], capture_output=True, text=True, timeout=300)
+    out = offline_incremental(corpus, "--config", str(narrow))
     assert out.returncode == 1 and out.stdout == "" and out.stderr.count("\n") == 1, out.stderr
     assert "widen index.include" in out.stderr
 
