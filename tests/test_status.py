@@ -1441,3 +1441,49 @@ def test_the_calls_line_groups_its_counts_by_thousands_as_the_table_does():
     line = next(x for x in format_status(info, Path("i.db")).splitlines() if x.strip().startswith("LLM calls"))
     assert line.startswith("  LLM calls      2,469,141 (cache hit rate 0%); 12,345 answers unusable"), line
     assert "1,234 of them asked again" in line, line
+
+
+def test_failures_recorded_counts_each_item_once_per_update_as_its_definition_says(tmp_path):
+    # The count of "recorded over all runs" looks up the pairs of a run that left files
+    # unindexed for that run's failures alone (it made the pair of every failure): the same count
+    # as each failure read by its definition, over failures of every kind of run. A chunk's
+    # failure of no run (run_id NULL) was not counted at all: NULL IN (...) made it unknown.
+    import json
+
+    from streamrag import index_rows
+
+    runs = [("i1", "index", "ok", None, None), ("w1", "watch", "failed", "w1", None),
+            ("w2", "watch", "ok", None, "w1"), ("w3", "watch", "ok", None, "w1"), ("x1", "watch:extract", "ok", None, None),
+            ("u1", "index", "failed", json.dumps({"not_indexed": 2, "not_indexed_chunks": ["c1", "c2"]}), None),
+            ("u2", "index", "interrupted", json.dumps({"not_indexed": 1}), None),
+            ("u3", "index", "failed", "not json", None)]
+    failures = [(run, stage, item, stamp) for run in ("i1", "w1", "w2", "w3", "x1", "u1", "u2", "u3", None, "gone")
+                for stage, item, stamp in (("extract", "c1", None), ("extract", "c3", None), ("glean", "c2", None),
+                                           ("summarize", "e1", None), ("load", "a.bin", "4 1"),
+                                           ("load", "a.bin", "8 2" if run in ("w3", "x1") else "4 1"),
+                                           ("load", "x.bin", "1 1" if run == "x1" else None))]
+    store = Store(tmp_path / "s.db")
+    try:
+        store.conn.executemany("INSERT INTO runs(id, command, started_at, status, stats, update_of) "
+                               "VALUES (?, ?, 1, ?, ?, ?)", [(i, c, s, st, u) for i, c, s, st, u in runs])
+        store.conn.executemany("INSERT INTO failures(run_id, stage, item, message, created_at, stamp) "
+                               "VALUES (?, ?, ?, 'no', 0, ?)", failures)
+        store.conn.commit()
+        counted = index_rows.failures_recorded(store)
+    finally:
+        store.close()
+    by_id = {r[0]: r for r in runs}
+    keys = set()
+    for run, stage, item, stamp in failures:
+        _, command, status, stats, update = by_id.get(run, (run, None, None, None, None))
+        if command == "watch:extract":
+            continue   # met again by the sync after it
+        try:
+            said = json.loads(stats or "null") if status != "ok" else None
+        except ValueError:
+            said = None
+        if stage in ("extract", "glean") and isinstance(said, dict) and said.get("not_indexed", 0) > 0 \
+                and ("not_indexed_chunks" not in said or item in said["not_indexed_chunks"]):
+            continue   # a chunk of a file the run left unindexed: counted as that file
+        keys.add((None if stamp else update or run, stage, item, stamp))
+    assert counted == len(keys), (counted, sorted(keys, key=str))
