@@ -312,7 +312,7 @@ def unusable_said(by_kind: Mapping[str, int]) -> str:
         if kind == "unlisted":
             parts.append(f"{counted(n, 'folder')} could not be listed")
             continue
-        what = f"{n} {'' if named else 'file ' if n == 1 else 'files '}"
+        what = f"{number(n)} {'' if named else 'file ' if n == 1 else 'files '}"
         named = True
         parts.append(what + {"unreadable": "could not be read", "unusable": "could not be used",
                              "not_text": "is not text" if n == 1 else "are not text"}[kind])
@@ -327,11 +327,18 @@ def without_claims_said(n: int) -> str:
             f"{'its' if n == 1 else 'their'} claims (the claims call failed)")
 
 
+def number(n: int) -> str:
+    """A count as every line says it: grouped by thousands, ``12,345`` (the LLM calls and the
+    usage table were; the counts beside them, "12345 answers unusable", were not)."""
+    return f"{n:,}"
+
+
 def counted(n: int, word: str) -> str:
-    """``1 entity``, ``2 entities``, ``3 files``: a count with its word (status and watch lines)."""
+    """``1 entity``, ``2 entities``, ``3 files``, ``12,345 chunks``: a count (``number``) with its
+    word (status and watch lines)."""
     if n == 1:
         return f"{n} {word}"
-    return f"{n} {word[:-1]}ies" if word.endswith("y") else f"{n} {word}s"
+    return f"{number(n)} {word[:-1]}ies" if word.endswith("y") else f"{number(n)} {word}s"
 
 
 def _outcome(info: dict) -> str:
@@ -360,15 +367,19 @@ def _outcome(info: dict) -> str:
         left.append(f"{counted(failed, 'item')} failed" + (" (left out of this version)" if state == "ok" else ""))
     if claimless:
         left.append(without_claims_said(claimless))
-    if unreadable:
-        left.append(unusable_said(info.get("unreadable_by_kind") or {"unusable": unreadable}))
-    if not left:
-        return state
+    skipped = unusable_said(info.get("unreadable_by_kind") or {"unusable": unreadable}) if unreadable else ""
     # (How to list them is the failures line's to say, above: this line said it too, twice in
     # plain `status`.)
-    joined = " and ".join(left)
-    # "ok, but 2 items failed"; a run that failed outright: "failed (2 items failed)".
-    return f"{state}, but {joined}" if state == "ok" else f"{state} ({joined})"
+    if state == "ok":   # "ok, but 2 items failed (...) and 1 file is not text"
+        return f"{state}, but {' and '.join(left + [skipped] * bool(skipped))}" if left or skipped else state
+    # A run that failed outright: "failed (2 items failed)". The files it could not use were
+    # said the same way, "failed (1 file is not text)", as if the binary file had made it fail:
+    # they are said apart, as skipped, which every update does with them.
+    said = f"{state} ({' and '.join(left)})" if left else state
+    if skipped:
+        cause = "was interrupted" if state == "interrupted" else "failed"
+        said += f"; besides, {skipped} (skipped, not why it {cause})"
+    return said
 
 
 def not_indexed_lines(info: dict, *, told: bool = False) -> list[str]:
@@ -386,7 +397,7 @@ def not_indexed_lines(info: dict, *, told: bool = False) -> list[str]:
              + ("" if named is not None or told else _LIST_THEM)]
     lines += [f"    {name}" for name in named or []]
     if named and n > len(named):
-        lines.append(f"    and {n - len(named)} more")
+        lines.append(f"    and {number(n - len(named))} more")
     lines += [f"    [{f['stage']}] {f['message']}" for f in info.get("not_indexed_failures") or ()]
     return lines
 
@@ -405,7 +416,7 @@ def settled_lines(info: dict, *, told: bool = False) -> list[str]:
     for f in items or ():
         lines.append(f"    [{f['stage']}] {_settled_said(f)}")
     if items is not None and len(items) < n:
-        lines.append(f"    ... and {n - len(items)} more")
+        lines.append(f"    ... and {number(n - len(items))} more")
     return lines
 
 
@@ -468,8 +479,8 @@ def _unusable_answers_said(unusable: int, again: int) -> str:
     if not unusable:
         return ""
     of_them = ("" if not again else ", asked again and then answered" if again == unusable
-               else f", {again:,} of them asked again and then answered")
-    return f"; {unusable:,} answer{'s' if unusable != 1 else ''} unusable (in errors){of_them}"
+               else f", {number(again)} of them asked again and then answered")
+    return f"; {counted(unusable, 'answer')} unusable (in errors){of_them}"
 
 
 def _failures_line(last: int, total: int, last_run: dict | None, told: bool) -> list[str]:
@@ -478,9 +489,9 @@ def _failures_line(last: int, total: int, last_run: dict | None, told: bool) -> 
     said below) names none: "0 in the last update" beside "last update: failed" read as though
     nothing had gone wrong. Its line is all runs' alone then, or none."""
     if not last and last_run is not None and last_run["status"] == "failed":
-        return [f"  failures       {total} recorded over all runs"] if total else []
-    return [f"  failures       {last} in the last update"
-            + (f" ({total} recorded over all runs)" if total != last else "")
+        return [f"  failures       {number(total)} recorded over all runs"] if total else []
+    return [f"  failures       {number(last)} in the last update"
+            + (f" ({number(total)} recorded over all runs)" if total != last else "")
             + (_LIST_THEM if told else "")]
 
 
@@ -495,8 +506,8 @@ def _without_claims(n: int) -> str:
 def _communities_line(count: int, by_level: dict) -> str:
     """The communities line, by level when there are any: an index of no community (an empty
     folder's) said "0 by level -", which reads as a fault."""
-    levels = ", ".join(f"{k}: {v}" for k, v in by_level.items())
-    return f"  communities    {count}" + (f" by level {levels}" if levels else "")
+    levels = ", ".join(f"{k}: {number(v)}" for k, v in by_level.items())
+    return f"  communities    {number(count)}" + (f" by level {levels}" if levels else "")
 
 
 # The usage table's columns after the model's: heading, key, width with the space before it.
@@ -512,20 +523,20 @@ def format_status(info: dict, db: Path) -> str:
     lines = [
         f"Index {db}",
         f"  version        {info['version']} (published {when})",
-        f"  documents      {info['documents']}",
-        f"  chunks         {info['chunks']}",
-        f"  entities       {info['entities']}",
-        f"  relationships  {info['relationships']}",
-        f"  claims         {info['claims']}" + _without_claims(info.get("chunks_without_claims", 0)),
+        f"  documents      {number(info['documents'])}",
+        f"  chunks         {number(info['chunks'])}",
+        f"  entities       {number(info['entities'])}",
+        f"  relationships  {number(info['relationships'])}",
+        f"  claims         {number(info['claims'])}" + _without_claims(info.get("chunks_without_claims", 0)),
         _communities_line(info["communities"], info["communities_by_level"]),
-        f"  reports        {info['reports']} ({info['extractive_reports']} extractive)",
+        f"  reports        {number(info['reports'])} ({number(info['extractive_reports'])} extractive)",
     ]
     if info["llm_by_model"]:
         rate = info["cache_hit_rate"]
         again, unusable = info.get("asked_again", 0), info.get("unusable", 0)
         # (the unusable answers were said by --json alone: the errors column mixes them with the
         # endpoint's failures, which are fixed elsewhere)
-        lines.append(f"  LLM calls      {info['llm']['calls']:,} (cache hit rate {rate:.0%})"
+        lines.append(f"  LLM calls      {number(info['llm']['calls'])} (cache hit rate {rate:.0%})"
                      + _unusable_answers_said(unusable, again))
         cancelled = any(r["cancelled"] for r in info["llm_by_model"])   # (a column only when there are some)
         columns = _USAGE_COLUMNS + (("cancelled", "cancelled", 11),) * cancelled
@@ -551,7 +562,7 @@ def format_status(info: dict, db: Path) -> str:
     if info.get("writer"):
         lines.append(f"  writing now    streamrag {info['writer']['command']} (pid {info['writer']['pid']})")
     if info["queries"]:
-        lines.append(f"  queries        {info['queries']} asked (their calls are in the table above)")
+        lines.append(f"  queries        {number(info['queries'])} asked (their calls are in the table above)")
     if info.get("asking"):
         asks = info["asking"]
         lines.append(f"  asking now     {counted(len(asks), 'question')} "

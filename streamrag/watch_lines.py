@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from streamrag.status import counted as _n
+from streamrag.status import counted as _n, number
 
 if TYPE_CHECKING:
     from streamrag.daemon import Daemon
@@ -159,12 +159,12 @@ def calls_said(paid: int, cached: int, llm_stats: dict) -> str:
     again = asked_again(llm_stats)
     failed = calls_failed(llm_stats)
     cancelled = sum(s.get("cancelled", 0) for s in llm_stats.values())
-    said = _n(paid + cached, "LLM call") + (f" ({cached} from cache)" if cached else "")
+    said = _n(paid + cached, "LLM call") + (f" ({number(cached)} from cache)" if cached else "")
     if failed and not cancelled and not again and failed >= paid:
         return said + (", failed" if paid == 1 else ", all failed")
-    return (said + (f", {failed} failed" if failed else "")
+    return (said + (f", {number(failed)} failed" if failed else "")
             + (f", {_n(again, 'answer')} asked again" if again else "")
-            + (f", {cancelled} cancelled" if cancelled else ""))
+            + (f", {number(cancelled)} cancelled" if cancelled else ""))
 
 
 def asked_again(llm_stats: dict) -> int:
@@ -199,7 +199,7 @@ def _stage_line(reason: str, previous: str, p: Progress, took: float, *,
         return f"{reason}: scanning {_n(t['files'], 'file')}", dict(**(why or {}), scanned=t["files"])
     if previous == "extracting":
         return (f"extracting done: {_n(c['chunks_extracted'], 'chunk')} extracted, "
-                f"{c['chunks_reused']} reused ({seconds_said(took)})",
+                f"{number(c['chunks_reused'])} reused ({seconds_said(took)})",
                 dict(chunks_extracted=c["chunks_extracted"], chunks_reused=c["chunks_reused"],
                      took_s=round(took, 3)))
     if previous == "merging":
@@ -208,7 +208,7 @@ def _stage_line(reason: str, previous: str, p: Progress, took: float, *,
     if previous == "reporting":
         written = c["reports_written"]
         return (f"reporting done: {_n(written, 'report')} written, "
-                f"{c['reports_done'] - written} kept ({seconds_said(took)})",
+                f"{number(c['reports_done'] - written)} kept ({seconds_said(took)})",
                 dict(reports=c["reports_done"], reports_generated=written,
                      reports_kept=c["reports_done"] - written, took_s=round(took, 3)))
     return f"{previous} done ({seconds_said(took)})", dict(took_s=round(took, 3))

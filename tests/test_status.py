@@ -1487,3 +1487,40 @@ def test_failures_recorded_counts_each_item_once_per_update_as_its_definition_sa
             continue   # a chunk of a file the run left unindexed: counted as that file
         keys.add((None if stamp else update or run, stage, item, stamp))
     assert counted == len(keys), (counted, sorted(keys, key=str))
+
+
+def test_a_failed_update_says_the_files_it_skipped_apart_from_why_it_failed():
+    # "last update ... failed (1 file is not text)" read as though the binary file had made it
+    # fail; an update skips such a file and goes on, and failed for another reason.
+    def line(status: str, failed: int, not_text: int) -> str:
+        info = {**_info(status, failed + not_text, not_text), "unreadable_by_kind": {"not_text": not_text}}
+        return last_update_line(format_status(info, Path("i.db")))
+
+    assert line("failed", 0, 1).endswith("watch r1: failed; besides, 1 file is not text (skipped, not why it failed)")
+    assert line("failed", 2, 3).endswith("watch r1: failed (2 items failed); besides, 3 files are not text "
+                                          "(skipped, not why it failed)")
+    assert line("interrupted", 0, 1).endswith("interrupted; besides, 1 file is not text (skipped, not why it was "
+                                              "interrupted)")
+    assert line("ok", 0, 1).endswith("watch r1: ok, but 1 file is not text")   # (ok: nothing failed)
+
+
+def test_every_count_of_status_and_the_watch_lines_is_grouped_by_thousands():
+    # The LLM calls and the usage table were grouped ("2,469,141"); the counts beside them were
+    # not: "failures 12345 in the last update", "1234 files are not text", "(1234 from cache)".
+    from streamrag.status import counted, number, unusable_said
+    from streamrag.watch_lines import calls_said
+
+    assert (number(1234567), counted(12_345, "chunk"), counted(1_000, "entity")) == \
+        ("1,234,567", "12,345 chunks", "1,000 entities")
+    assert unusable_said({"unreadable": 1_234, "not_text": 5_678}) == "1,234 files could not be read, 5,678 are not text"
+    info = {**_info("ok", 23_456, 1_234), "documents": 12_345, "chunks": 123_456, "entities": 45_678,
+            "relationships": 98_765, "claims": 4_321, "communities": 2_345, "communities_by_level": {"0": 2_000, "1": 345},
+            "reports": 2_345, "extractive_reports": 1_001, "failures_total": 34_567, "queries": 1_500}
+    text = format_status(info, Path("i.db"))
+    for said in ("documents      12,345", "chunks         123,456", "entities       45,678", "relationships  98,765",
+                 "claims         4,321", "communities    2,345 by level 0: 2,000, 1: 345",
+                 "reports        2,345 (1,001 extractive)", "failures       23,456 in the last update (34,567 recorded",
+                 "22,222 items failed", "1,234 files could not be read", "queries        1,500 asked"):
+        assert said in text, (said, text)
+    stats = {"extract": {"calls": 5_000, "cached": 1_500, "errors": 2_000, "cancelled": 1_200}}
+    assert calls_said(3_500, 1_500, stats) == "5,000 LLM calls (1,500 from cache), 2,000 failed, 1,200 cancelled"
