@@ -78,7 +78,7 @@ class CallLog:
         too), but its row is cached, as a waiter's of a usable answer is (it asked nothing), so
         that `status` and the estimate, which count unusable rows not cached, count one stop of
         N identical calls once, not N times. It is
-        not counted in ``stats`` at all (nor by `status`: ``index_rows._USAGE_SUMS``): the cache
+        not counted in ``stats`` at all (nor by `status`: ``index_rows._USAGE_OF_GROUPS``): the cache
         answered it nothing, and it made no call of its own to fail; counted as an error, each
         waiter was an endpoint error to the watch's lines (errors beyond the unusable ones:
         ``watch_lines.calls_failed``), and the run's end line said 3 unusable of one stop."""

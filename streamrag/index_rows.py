@@ -628,10 +628,6 @@ PRUNE_EVERY_S = 86400.0   # how often ``prune`` looks (it reads every llm_calls 
 # So are the waiters' rows of a request the endpoint refused: one call, one error.)
 _WAITED = "cached = 1 AND error IS NOT NULL"
 _USAGE = ("calls", "cached", "prompt_tokens", "completion_tokens", "errors", "cancelled")
-_USAGE_SUMS = (f"sum(NOT ({_WAITED}))", "sum(cached = 1 AND error IS NULL)",
-               "sum(CASE WHEN cached = 0 THEN prompt_tokens ELSE 0 END)",
-               "sum(CASE WHEN cached = 0 THEN completion_tokens ELSE 0 END)",
-               "sum(error IS NOT NULL AND cancelled = 0 AND cached = 0)", "sum(cancelled)")
 # ... and of the paid calls answered usably, apart (``call_history``: the lengths of answers).
 _ANSWERED = ("answered_paid", "answered_prompt_tokens", "answered_completion_tokens")
 _PAID_ANSWER = "cached = 0 AND error IS NULL AND cancelled = 0"
@@ -693,13 +689,11 @@ def unusable_calls(store: Store) -> int:
     return store.scalar(f"SELECT count(*) {_UNUSABLE_CALLS}") + archived
 
 
-# ... the same counts (``usage_rows``) of the calls grouped as the index ``llm_calls_usage``
-# orders them, by stage, model, cached and cancelled, with plain counts and sums (``_CALL_GROUPS``;
-# ``failed``: the rows with an error), each group's then counted as ``_USAGE_SUMS`` counts its
-# rows: one read of that index (50 ms of 300,000 calls), not of every row sorted (250 ms).
-_CALL_GROUPS = ("SELECT stage, model, cached, cancelled, count(*) AS n, count(error) AS failed, "
-                "sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens "
-                "FROM llm_calls GROUP BY stage, model, cached, cancelled")
+# The counts are made from the calls grouped as the index ``llm_calls_usage`` orders them, by
+# stage, model, cached and cancelled, with plain counts and sums (``failed``: the rows with an
+# error), each group's counted as below: one read of that index (50 ms of 300,000 calls), not
+# of every row sorted (250 ms). Written once, for `status` and for ``prune``, which folds old
+# calls into the archive by them: each was written twice, per row and per group, kept equal by a test.
 _USAGE_OF_GROUPS = ("n - CASE WHEN cached = 1 THEN failed ELSE 0 END",   # (not ``_WAITED``)
                     "CASE WHEN cached = 1 THEN n - failed ELSE 0 END",
                     "CASE WHEN cached = 0 THEN prompt_tokens ELSE 0 END",
@@ -708,13 +702,21 @@ _USAGE_OF_GROUPS = ("n - CASE WHEN cached = 1 THEN failed ELSE 0 END",   # (not 
                     "cancelled * n")
 
 
+def _usage_by_model(where: str = "") -> str:
+    """The SQL of the usage counts (``_USAGE``) by stage and model of the calls ``where`` says
+    (a condition on llm_calls; "": all of them)."""
+    counts = ", ".join(f"sum({expr}) AS {name}" for expr, name in zip(_USAGE_OF_GROUPS, _USAGE))
+    return (f"SELECT stage, model, {counts} FROM (SELECT stage, model, cached, cancelled, count(*) AS n, "
+            "count(error) AS failed, sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens "
+            f"FROM llm_calls {f'WHERE {where} ' if where else ''}GROUP BY stage, model, cached, cancelled) "
+            "GROUP BY stage, model")
+
+
 def usage_rows(store: Store) -> list[dict]:
     """LLM usage by stage and model: the calls recorded, and those folded into the archive."""
-    counts = ", ".join(f"{expr} AS {name}" for expr, name in zip(_USAGE_OF_GROUPS, _USAGE))
     return store.query(
         f"SELECT stage, model, {', '.join(f'sum({c}) AS {c}' for c in _USAGE)} FROM ("
-        f"SELECT stage, model, {counts} FROM ({_CALL_GROUPS}) UNION ALL "
-        f"SELECT stage, model, {', '.join(_USAGE)} FROM llm_usage_archive) "
+        f"{_usage_by_model()} UNION ALL SELECT stage, model, {', '.join(_USAGE)} FROM llm_usage_archive) "
         "GROUP BY stage, model ORDER BY stage, model")
 
 
@@ -1134,10 +1136,13 @@ def prune(store: Store, keep_days: float, now: float) -> int:
                  "key NOT IN (SELECT cache_key FROM llm_calls WHERE created_at >= ?) AND key NOT IN "
                  "(SELECT key FROM answers)", (cutoff, len(EMBEDDINGS), EMBEDDINGS, cutoff))
     # Older calls are folded into their stage's and model's sums.
+    # (as `status` counts them, ``_usage_by_model``; those answered usably beside them)
+    answered = (f"SELECT stage, model, {', '.join(f'{e} AS {c}' for e, c in zip(_ANSWERED_SUMS, _ANSWERED))} "
+                "FROM llm_calls WHERE created_at < :cutoff GROUP BY stage, model")
     conn.execute(f"INSERT INTO llm_usage_archive(stage, model, {', '.join(_USAGE + _ANSWERED)}) "
-                 f"SELECT stage, model, {', '.join(_USAGE_SUMS + _ANSWERED_SUMS)} FROM llm_calls "
-                 "WHERE created_at < ? GROUP BY stage, model ON CONFLICT(stage, model) DO UPDATE SET "
-                 + ", ".join(f"{c} = {c} + excluded.{c}" for c in _USAGE + _ANSWERED), (cutoff,))
+                 f"SELECT stage, model, {', '.join(_USAGE + _ANSWERED)} FROM ({_usage_by_model('created_at < :cutoff')}) "
+                 f"JOIN ({answered}) USING (stage, model) WHERE true ON CONFLICT(stage, model) DO UPDATE SET "
+                 + ", ".join(f"{c} = {c} + excluded.{c}" for c in _USAGE + _ANSWERED), {"cutoff": cutoff})
     again = conn.execute(f"SELECT count(*) {_ASKED_AGAIN} AND u.created_at < ?", (cutoff,)).fetchone()[0]
     unusable = conn.execute(f"SELECT count(*) {_UNUSABLE_CALLS} AND created_at < ?", (cutoff,)).fetchone()[0]
     unchecked = _archived_unchecked(store)
