@@ -828,6 +828,40 @@ def test_status_says_a_run_killed_with_sigkill_was_killed(corpus, tmp_path):
     assert line.endswith(": killed before it finished (a new run continues its work)"), line
 
 
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="a process's start time is read in /proc")
+def test_a_run_whose_pid_another_process_has_now_is_said_killed_while_a_writer_holds_the_lock(corpus, tmp_path):
+    # A run killed with -9 whose pid the system gave again to another process (a reboot, a busy
+    # machine), read while another writer holds the lock (a watch starting): its pid is alive,
+    # but started at another time than the run's process: killed. The same row of a process
+    # alive as it was is under way (a run of the Python API beside the writer).
+    import os
+
+    from streamrag.store import one_writer
+
+    db = tmp_path / "p.db"
+    anyio.run(sync, [corpus], make_settings(), db)
+    store = Store(db)
+    try:
+        store.start_run("r-killed", "index")   # (its pid and process are this one's)
+    finally:
+        store.close()
+    with one_writer(db, "streamrag watch /x"):
+        info, text = status_of(db)
+        assert info["last_run"]["id"] == "r-killed" and info["last_run"]["killed"] is False, info
+        assert last_update_line(text).endswith(": running"), text
+        store = Store(db)
+        try:   # the pid given again: the process that has it now started at another time
+            store.conn.execute("UPDATE runs SET process = 'x' || process WHERE id = 'r-killed'")
+            store.conn.commit()
+        finally:
+            store.close()
+        info, text = status_of(db)
+    assert info["writer"]["pid"] == os.getpid() and info["last_run"]["status"] == "running", info
+    assert info["last_run"]["killed"] is True, info
+    assert last_update_line(text).endswith(": killed before it finished (a new run continues its work)"), text
+    assert f"  writing now    streamrag watch (pid {os.getpid()})" in text, text
+
+
 def test_an_ask_killed_with_sigkill_is_not_said_to_be_asking(corpus, tmp_path, simulator):
     # An ask takes no writer lock, and one killed with -9 left its run "running" for good: its
     # row names its process now, and status says the asks under way by it, not that one.
