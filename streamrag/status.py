@@ -133,6 +133,11 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             info["not_indexed_files"] = failed.not_indexed_files[:failure_limit]
     if last_run is not None:
         last_run["killed"] = _killed(store, last_run, holder)
+    # A last update killed (-9, the machine gone down) before it published recorded no files it
+    # left unindexed (``not_indexed_last_run``: said as it ends), and status said none. Which
+    # they are is not recorded before then; that the next update takes them is known.
+    info["killed_before_publishing"] = bool(last_run and last_run["killed"]
+                                            and (info["published_at"] or 0) < last_run["started_at"])
     return info
 
 
@@ -388,6 +393,9 @@ def not_indexed_lines(info: dict, *, told: bool = False) -> list[str]:
     and with ``--failures`` the first of them by name. ``told``: a line above already said how
     to list them (``_LIST_THEM``)."""
     n = info.get("not_indexed_last_run", 0)
+    if not n and info.get("killed_before_publishing"):
+        return ["  not indexed    the new or changed files the killed update was taking, if any: it published "
+                "nothing and had not recorded which they are; the next update finds them and indexes them"]
     if not n:
         return []
     named = info.get("not_indexed_files")

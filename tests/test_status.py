@@ -805,6 +805,7 @@ def test_status_says_a_run_killed_with_sigkill_was_killed(corpus, tmp_path):
         info, line = status()   # under way: its process holds the lock
         assert info["writer"]["pid"] == proc.pid and line.endswith(": running"), line
         assert info["last_run"]["status"] == "running" and info["last_run"]["killed"] is False
+        assert info["killed_before_publishing"] is False and "not indexed" not in format_status(info, db)
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL
@@ -813,6 +814,13 @@ def test_status_says_a_run_killed_with_sigkill_was_killed(corpus, tmp_path):
     assert line.endswith(": killed before it finished: no streamrag is writing the index "
                          "(a new run continues its work)"), line
     assert info["last_run"]["killed"] is True
+    # It published nothing, and left the files it was taking unindexed: said (it had no "not
+    # indexed" line, as one that failed has), though which they are was not recorded.
+    assert info["killed_before_publishing"] is True and info["not_indexed_last_run"] == 0, info
+    (not_indexed,) = [x for x in format_status(info, db).splitlines() if x.startswith("  not indexed")]
+    assert not_indexed == ("  not indexed    the new or changed files the killed update was taking, if any: it "
+                           "published nothing and had not recorded which they are; the next update finds them "
+                           "and indexes them"), not_indexed
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
     out = subprocess.run([sys.executable, "-m", "streamrag", "status", "--json", "--db", str(db)],
                          env=env, capture_output=True, text=True, timeout=60)
@@ -1568,3 +1576,21 @@ def test_every_count_of_status_and_the_watch_lines_is_grouped_by_thousands():
         assert said in text, (said, text)
     stats = {"extract": {"calls": 5_000, "cached": 1_500, "errors": 2_000, "cancelled": 1_200}}
     assert calls_said(3_500, 1_500, stats) == "5,000 LLM calls (1,500 from cache), 2,000 failed, 1,200 cancelled"
+
+
+def test_a_killed_update_is_said_to_leave_files_unindexed_only_if_it_published_nothing(tmp_path):
+    # Killed after it published (before its row was closed): what it was taking is in the index.
+    store = Store(tmp_path / "k.db")
+    try:
+        store.start_run("r-killed", "index")   # (no process holds the lock: killed)
+        store.conn.commit()
+        info = gather_status(store)
+        assert info["last_run"]["killed"] is True and info["killed_before_publishing"] is True, info
+        started = info["last_run"]["started_at"]
+        store.set_meta("published_at", str(started + 1))
+        store.conn.commit()
+        info = gather_status(store)
+        assert info["last_run"]["killed"] is True and info["killed_before_publishing"] is False, info
+        assert "not indexed" not in format_status(info, tmp_path / "k.db")
+    finally:
+        store.close()
