@@ -91,8 +91,8 @@ from streamrag.on_disk import is_file
 from streamrag.outage import Outage
 from streamrag.run_progress import Progress
 from streamrag.settings_edits import SettingsEdits
-from streamrag.status import (counted as _n, failures_said, last_update, left_missing, llm_summary, unfinished_update,
-                              without_claims_said)
+from streamrag.status import (counted as _n, failures_said, last_update, left_missing, llm_summary, number,
+                              unfinished_update, without_claims_said)
 from streamrag.store import (Store, WriterLock, bound_wal, indexed_root, one_writer, remember_wal_tried,
                              updating_note, wal_kept_line, wal_past_bound, wal_tried)
 from streamrag.terminal import shell_word
@@ -141,6 +141,19 @@ def _left_out_said(items: int, claims_failed: int, left_out: Callable[[str], str
     left = items - claims_failed
     return ", and ".join(([left_out(_n(left, "failed item"))] if left > 0 else [])
                          + ([without_claims_said(claims_failed)] if claims_failed else []))
+
+
+def _to_retry_said(health: dict[str, Any]) -> str:
+    """The health line's clause of the failed items a retry sync is for: ``(2 failed items to
+    retry; 2 chunks without their claims, asked again at the next sync)`` ("" for none). The
+    chunks indexed without their claims were counted as failed items ("4 failed items to
+    retry"), though they are in the version, their entities and relationships too."""
+    claims = health.get("claims_failed") or 0
+    items = health["failed_items"] - claims
+    parts = ([f"{_n(items, 'failed item')} to retry"] if items > 0 else []) + (
+        [f"{_n(claims, 'chunk')} without {'its' if claims == 1 else 'their'} claims, asked again at the next sync"]
+        if claims else [])
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def _failed_ahead(chunks: int, llm_stats: dict, then: str) -> str:
@@ -325,6 +338,10 @@ class Daemon:
         # ... of the items, the chunks indexed without their claims, their claims calls failed
         # (``SyncResult.claims_failed``): in the version, not left out of it
         self._retry_claims = 0
+        # The failed items (and of them the chunks indexed without their claims) left in the
+        # version after the retries gave up, which no sync is scheduled for: the stopped line
+        # said "index is current" of them (``_left_out``).
+        self._given_up = (0, 0)
         # The last sync failed and listed the files it left unindexed (pending now): the files of
         # the chunks to retry are among them, and count as files, not as their chunks too.
         self._files_listed = False
@@ -483,6 +500,7 @@ class Daemon:
 
         self.pending.clear()
         self._retries = self._retry_items = self._retry_chunks = self._retry_claims = 0
+        self._given_up = (0, 0)
         self.graph_cache = GraphCache()   # a restored folder may bring an older index with it
         if self._gone:
             return
@@ -749,6 +767,8 @@ class Daemon:
         files = self._files_pending()
         retry = self._items_to_retry()
         claimless = self._claims_to_retry()
+        if not retry:   # (given up on: left for the next start, which asks for them again)
+            retry, claimless = self._given_up
         counts = {"pending": files, "failed_items": retry, "claims_failed": claimless}
         left = []
         whole = self.pending.get(".") == "rescan"   # (the initial sync failed: a model server not up yet)
@@ -961,7 +981,8 @@ class Daemon:
     def _still_down(self, pause: float) -> None:
         """After a failed sync, ``pause`` before the next: the outage line, if it is owed."""
         if not self.stopping:
-            self.outage.still_down(pause, pending=self._files_pending(), failed_items=self._items_to_retry())
+            self.outage.still_down(pause, pending=self._files_pending(), failed_items=self._items_to_retry(),
+                                   claims_failed=self._claims_to_retry())
 
     def _keep_lock(self) -> None:
         """Takes the writer lock again at once if its file was deleted (``WriterLock.check``):
@@ -1152,7 +1173,7 @@ class Daemon:
                         if rel not in renamed and rel not in renamed.values() and rel not in came_and_went)
         kinds["renamed"] += len(renamed)
         kinds = +kinds
-        what = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+        what = ", ".join(f"{number(n)} {k}" for k, n in sorted(kinds.items()))
         pending = self._files_pending()
         # (a rename is one file, not one added and one deleted; a file come and gone is none)
         count = len(files) - len(renamed) - len(came_and_went)
@@ -1164,7 +1185,7 @@ class Daemon:
         if again:
             said += f"; {_n(len(again), 'file')} changed again, extracted at the sync"
         if pending:   # (none with the whole folder alone, a folder back: "; 0 pending" read as nothing to do)
-            said += f"; {pending} pending"
+            said += f"; {number(pending)} pending"
         if self._last_state != ("queued", said):   # no state change: no line
             # (a file written on and on, a log, said the same line every second all day)
             # (the files come and gone counted too: "3 files added and deleted" gave files 0 alone)
@@ -1235,7 +1256,7 @@ class Daemon:
         # next start syncs it".
         then = ("" if failed else "; the next start syncs it") if self.stopping else \
             f"; sync after {self.settings.watch.quiet_s:g}s of quiet"
-        self.emit("waiting", f"{_n(extracted, 'chunk')} extracted, {reused} reused in {seconds_said(took)}"
+        self.emit("waiting", f"{_n(extracted, 'chunk')} extracted, {number(reused)} reused in {seconds_said(took)}"
                              f"{failed}{then}",
                   chunks_extracted=extracted, chunks_reused=reused, chunks_failed=indexer.failed_items,
                   took_s=round(took, 3), pending=self._files_pending())
@@ -1612,7 +1633,7 @@ class Daemon:
         else:
             self.emit("idle", f"version {result.version}: {_n(result.documents, 'document')}, "
                               f"{_n(result.entities, 'entity')}, {_n(result.communities, 'community')}; "
-                              f"{_n(result.reports_generated, 'report')} written, {result.reports_kept} "
+                              f"{_n(result.reports_generated, 'report')} written, {number(result.reports_kept)} "
                               f"kept; {calls_said(calls, cached, spent)}; sync {seconds_said(took)}",
                       version=result.version, documents=result.documents,
                       documents_added=result.documents_added, documents_removed=result.documents_removed,
@@ -1656,6 +1677,7 @@ class Daemon:
         if self._once and failed_items:
             self._once_left_out(result, failed_calls)
             return False
+        self._given_up = (0, 0)
         if not failed_items:
             self._retries = 0
             return True
@@ -1679,6 +1701,7 @@ class Daemon:
         self.emit("error", f"{what}; they are tried again when a file changes or `streamrag index "
                            f"{self.root}` runs (`streamrag status --failures` lists them)",
                   llm_errors=failed_calls, failed_items=failed_items, claims_failed=claims, gave_up=True)
+        self._given_up = (failed_items, claims)
         return True
 
     def _once_left_out(self, result: SyncResult, failed_calls: int) -> None:
@@ -1796,8 +1819,9 @@ class Daemon:
                     out["failures"] = failures_said(store, last_update(store, leaving=self._sync_run))
         # The failed items a retry sync waits for are pending too: an edit whose extraction
         # failed in an outage was synced (its file is not pending) but waits all the same.
+        # (``claims_failed``: of the failed items, the chunks indexed without their claims)
         out.update(pending=self._files_pending(), failed_items=self._items_to_retry(),
-                   last_sync_s=self.last_sync_s, errors=self.errors)
+                   claims_failed=self._claims_to_retry(), last_sync_s=self.last_sync_s, errors=self.errors)
         return out
 
     def check_health(self) -> bool:
@@ -1815,8 +1839,7 @@ class Daemon:
         else:
             held = (f"{_n(h['documents'], 'document')}, {_n(h['entities'], 'entity')}, "
                     f"{_n(h['communities'], 'community')}")
-        retry = f" ({_n(h['failed_items'], 'failed item')} to retry)" if h["failed_items"] else ""
-        self.emit("health", f"{held}, {h['pending']} pending{retry}, last sync {last}, "
+        self.emit("health", f"{held}, {number(h['pending'])} pending{_to_retry_said(h)}, last sync {last}, "
                             f"{_n(h['failures'] or 0, 'failure')}, {_n(h['errors'], 'error line')} since start", **h)
         return True
 

@@ -3657,10 +3657,29 @@ async def test_watch_gives_up_retrying_chunks_whose_claims_failed_saying_them(co
     assert f"still failed after 3 retries; {n} chunks are indexed without their claims (the claims call " \
         "failed); they are tried again when a file changes" in gave_up["message"], gave_up
     assert gave_up["claims_failed"] == gave_up["failed_items"] == n, gave_up
+    # The health lines before it counted those chunks as "failed items to retry", and the stopped
+    # line after it said "index is current" while they were still without their claims.
+    health = [e for e in events if e["state"] == "health" and e["failed_items"]]
+    assert health and all(e["claims_failed"] == e["failed_items"] == n for e in health), health
+    assert all(f"({n} chunks without their claims, asked again at the next sync)" in e["message"]
+               and "failed item" not in e["message"] for e in health), health
+    stopped = events[-1]
+    assert stopped["state"] == "stopped" and stopped["message"] == (
+        f"{n} chunks are indexed without their claims (the claims call failed); the next start (or "
+        "`streamrag index`) syncs what is left"), stopped
+    assert (stopped["failed_items"], stopped["claims_failed"]) == (n, n), stopped
 
 
 def test_failed_items_and_chunks_without_their_claims_are_said_apart():
-    from streamrag.daemon import _left_out_said
+    from streamrag.daemon import _left_out_said, _to_retry_said
+
+    # the health line's clause, as the stopped and error lines say them: apart
+    assert _to_retry_said({"failed_items": 5, "claims_failed": 4}) == \
+        " (1 failed item to retry; 4 chunks without their claims, asked again at the next sync)"
+    assert _to_retry_said({"failed_items": 1, "claims_failed": 1}) == \
+        " (1 chunk without its claims, asked again at the next sync)"
+    assert _to_retry_said({"failed_items": 2, "claims_failed": 0}) == " (2 failed items to retry)"
+    assert _to_retry_said({"failed_items": 0, "claims_failed": 0}) == ""
 
     said = _left_out_said(5, 4, lambda n: f"left out of this version: {n} (2 LLM calls failed)")
     assert said == ("left out of this version: 1 failed item (2 LLM calls failed), and 4 chunks are indexed "
