@@ -461,8 +461,14 @@ class Daemon:
         marker = self.pending.get(".")
         why: dict[str, Any] = {"files": files}
         if marker == "retry" and self._retrying():   # (none: its chunks' files are pending, said above)
-            parts.append(f"retrying {_n(self._retrying(), 'failed item')}")
+            # (the chunks indexed without their claims apart: "retrying 4 failed items" of them)
+            claims = min(self._retry_claims, self._retrying())
+            items = self._retrying() - claims
+            parts.append("retrying " + " and ".join(([_n(items, "failed item")] if items else [])
+                                                    + ([f"the claims of {_n(claims, 'chunk')}"] if claims else [])))
             why["failed_items"] = self._retrying()
+            if claims:
+                why["claims_failed"] = claims
         elif marker == "rescan":
             parts.append("the whole folder")
         came_and_went = sum(kind == "added and deleted" for kind in self.pending.values())

@@ -3659,6 +3659,10 @@ async def test_watch_gives_up_retrying_chunks_whose_claims_failed_saying_them(co
     assert gave_up["claims_failed"] == gave_up["failed_items"] == n, gave_up
     # The health lines before it counted those chunks as "failed items to retry", and the stopped
     # line after it said "index is current" while they were still without their claims.
+    # ... and so did the opening line of each retry sync ("retrying 4 failed items: scanning ...")
+    opening = [e for e in events if e["message"].startswith("retrying ")]
+    assert len(opening) == 3 and all(e["message"].startswith(f"retrying the claims of {n} chunks: scanning ")
+                                      and e["failed_items"] == e["claims_failed"] == n for e in opening), opening
     health = [e for e in events if e["state"] == "health" and e["failed_items"]]
     assert health and all(e["claims_failed"] == e["failed_items"] == n for e in health), health
     assert all(f"({n} chunks without their claims, asked again at the next sync)" in e["message"]
