@@ -1592,7 +1592,11 @@ class Daemon:
         """Bookkeeping after a sync that published, in ``took`` seconds (``broken``: the links
         it found leading nowhere; ``copies``: the conflict copies)."""
         self.folder.note_links(broken)
-        self._copies = list(copies)
+        # A copy named by a batch taken while this sync ran, after its scan, is one the next
+        # scan meets: kept, or that scan named it again, as new (``_say_warnings``).
+        late = [rel for rel in self._copies if rel not in copies
+                and os.path.lexists(at := self.root / rel) and not os.path.isdir(at)]
+        self._copies = sorted([*copies, *late], key=_scan_order) if late else list(copies)
         self._index_trashed = None   # (said, or gone with the folder, as its line said)
         self._hold_index()
         self.syncs += 1
@@ -1605,7 +1609,9 @@ class Daemon:
         for line in result.warnings:
             if line not in self.warned:
                 self.emit("warning", line, warning=line)
-        self.warned = set(result.warnings)
+        said, self.warned = self.warned, set(result.warnings)
+        if self._copies and (line := conflict_copies_line(self._copies)) in said:
+            self.warned.add(line)   # (a batch's, naming a copy this sync's scan did not meet: ``_synced``)
         if initial:   # the one sync that scans the whole folder
             for line in left_out_lines(result.left_out, self.settings.index.include):
                 self.emit("warning", f"left out {line}", warning=f"left out {line}")

@@ -1401,6 +1401,48 @@ async def test_a_conflict_copy_that_appears_is_named_in_its_batch_with_those_fou
     assert copy.name not in _indexed_paths(db)
 
 
+async def test_a_conflict_copy_that_appears_during_a_sync_after_its_scan_is_named_once(corpus, tmp_path, monkeypatch):
+    # Its batch, taken while the sync ran, named it; the sync, whose scan had not met it, then
+    # kept only its own copies: the next sync named it again, nothing having changed.
+    from streamrag.pipeline import Indexer
+
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
+    db = tmp_path / "c.db"
+    (corpus / "sub").mkdir()
+    found = corpus / "sub" / "guild.sync-conflict-20240115-103000-ABCDEF1.txt"
+    found.write_text((corpus / "guild.txt").read_text())
+    copy = corpus / "railway (User B's conflicted copy).txt"
+    council = corpus / "council.txt"
+    scan_once = Indexer._scan
+    late: list = []
+
+    def copy_lines(start: int) -> list[str]:
+        return [e["message"] for e in events[start:] if e["state"] == "warning" and "conflict cop" in e["message"]]
+
+    async def scan_then_a_copy(self, store, writer, paths, publishing):
+        out = await scan_once(self, store, writer, paths, publishing)
+        if late and publishing and not copy.exists():   # (the sync's scan is done; the copy comes, and its batch)
+            copy.write_text((corpus / "railway.txt").read_text() + "The line closed in May.\n")
+            late[0].send_nowait({(Change.added, str(copy))})
+            await until(lambda: copy_lines(late[1]), timeout=5)
+        return out
+
+    monkeypatch.setattr(Indexer, "_scan", scan_then_a_copy)
+    async with running(settings, db, corpus) as (daemon, events, send):
+        mark = len(events)
+        late += [send, mark]
+        async with send:
+            council.write_text(council.read_text() + "Mira Osk chaired the council.\n")
+            await send.send({(Change.modified, str(council))})
+            await until(lambda: daemon.syncs == 2)
+            council.write_text(council.read_text() + "Bo Lund kept the minutes.\n")
+            await send.send({(Change.modified, str(council))})
+            await until(lambda: daemon.syncs == 3)
+    assert copy_lines(mark) == [f"{copy.name}, sub/{found.name}: 2 sync conflict copies (Syncthing, Dropbox, Nextcloud, "
+                                "ownCloud), not indexed as they repeat their documents; merge what each holds into the "
+                                "document, then delete them (or rename one to index it)"]
+
+
 async def test_a_folder_moved_out_and_back_or_copied_over_itself_queues_only_what_changed(corpus, tmp_path):
     # `mv corp/sub /tmp/x && mv /tmp/x corp/sub` queued its files as modified and ran a sync
     # that changed nothing: the files of a folder moved in were not compared as a touched one's.
