@@ -542,7 +542,8 @@ class Daemon:
         if new:
             self._copies = sorted((rel for rel in [*self._copies, *new] if os.path.lexists(self.root / rel)),
                                   key=_scan_order)
-            self._warn_once(conflict_copies_line(self._copies))
+            if self.syncs:   # (before, the copies the folder held were not known: the initial sync names them)
+                self._warn_once(conflict_copies_line(self._copies))
 
     async def _classify(self, changes: ChangeSet) -> dict[str, str]:
         """The batch's files, each ``added``, ``modified`` or ``deleted`` (a ``"."`` key: the

@@ -1443,6 +1443,51 @@ async def test_a_conflict_copy_that_appears_during_a_sync_after_its_scan_is_name
                                 "document, then delete them (or rename one to index it)"]
 
 
+@pytest.mark.parametrize("when", ["before", "after"])
+async def test_a_conflict_copy_that_appears_during_the_initial_sync_is_named_once(corpus, tmp_path, monkeypatch, when):
+    # Its batch, taken before the initial sync published, named it alone: the copies the folder
+    # held were not known yet, and the initial sync's line then named it again with them.
+    from streamrag.pipeline import Indexer
+
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
+    (corpus / "sub").mkdir()
+    found = corpus / "sub" / "guild.sync-conflict-20240115-103000-ABCDEF1.txt"
+    found.write_text((corpus / "guild.txt").read_text())
+    copy = corpus / "railway (User B's conflicted copy).txt"
+    council = corpus / "council.txt"
+    scan_once = Indexer._scan
+    events = Events()
+    daemon = Daemon(settings, tmp_path / "c.db", corpus, report=events)
+    send, recv = scripted()
+
+    async def a_copy_by_the_scan(self, store, writer, paths, publishing):
+        if when == "after":
+            out = await scan_once(self, store, writer, paths, publishing)
+        if publishing and not copy.exists():   # (the copy comes, and its batch, as the initial sync runs)
+            copy.write_text((corpus / "railway.txt").read_text() + "The line closed in May.\n")
+            send.send_nowait({(Change.added, str(copy))})
+            await until(lambda: copy.name in daemon._copies, timeout=5)
+        return out if when == "after" else await scan_once(self, store, writer, paths, publishing)
+
+    monkeypatch.setattr(Indexer, "_scan", a_copy_by_the_scan)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(daemon.run, recv)
+        async with send:
+            await until(lambda: daemon.syncs == 1, timeout=30)
+            council.write_text(council.read_text() + "Mira Osk chaired the council.\n")
+            await send.send({(Change.modified, str(council))})
+            await until(lambda: daemon.syncs == 2)
+    lines = [e["message"] for e in events if e["state"] == "warning" and "conflict cop" in e["message"]]
+    both = (f"{copy.name}, sub/{found.name}: 2 sync conflict copies (Syncthing, Dropbox, Nextcloud, ownCloud), not "
+            "indexed as they repeat their documents; merge what each holds into the document, then delete them (or "
+            "rename one to index it)")
+    # (after the scan: the initial sync names those it met, the next sync the copy with them)
+    assert lines == ([both] if when == "before" else
+                     [f"sub/{found.name}: a sync conflict copy (Syncthing, Dropbox, Nextcloud, ownCloud), not indexed "
+                      "as it repeats its document; merge what it holds into the document, then delete it (or rename "
+                      "one to index it)", both])
+
+
 async def test_a_folder_moved_out_and_back_or_copied_over_itself_queues_only_what_changed(corpus, tmp_path):
     # `mv corp/sub /tmp/x && mv /tmp/x corp/sub` queued its files as modified and ran a sync
     # that changed nothing: the files of a folder moved in were not compared as a touched one's.
