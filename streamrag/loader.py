@@ -274,8 +274,8 @@ def taken_name(name: str, rel: str, patterns: list[str]) -> bool:
 
 def conflict_copies_line(paths: Sequence[str]) -> str:
     """The scan's line for the conflict copies at ``paths`` (as the index names files), the
-    first three named."""
-    named = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+    first three named, their control characters escaped."""
+    named = ", ".join(map(_safe, paths[:3])) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
     one = len(paths) == 1
     return (f"{named}: {'a sync conflict copy' if one else f'{len(paths)} sync conflict copies'} (Syncthing, "
             f"Dropbox, Nextcloud, ownCloud), not indexed as {'it repeats its document' if one else 'they repeat their documents'}; "
@@ -579,7 +579,7 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
                 problems.append(_bad_name(path, root, "file"))
             elif conflict_copy(name):
                 if conflicts is not None:
-                    conflicts.append(_safe(stored_path(path, root)))
+                    conflicts.append(stored_path(path, root))   # (escaped by its line: ``watch`` looks at it)
             elif not is_file:   # broken symlink, symlink loop, pipe, socket, device
                 problems.append(f"{_safe(stored_path(path, root))}: {why_unusable(path)}")
                 if is_link and broken is not None and not os.path.exists(path):

@@ -465,7 +465,7 @@ class Indexer:
         self.unreadable: list[str] = []  # why files could not be indexed, one line each
         self.unreadable_kinds: Counter[str] = Counter()   # and of which kind (``InputError.kind``)
         self.broken_links: list[str] = []   # the scan's symlinks leading nowhere, as stored paths
-        self.conflict_copies: list[str] = []   # the scan's sync conflict copies, as its line names them
+        self.conflict_copies: list[str] = []   # the scan's sync conflict copies, as stored paths
         self.settings_changed: list[str] = []   # (_say_what_settings_redo's, for the result)
         # Where that line goes: the log (a line on stderr), or a daemon's warning event, which
         # `watch --json` prints on stdout with its other events (a script never saw it).

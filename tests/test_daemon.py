@@ -1488,6 +1488,29 @@ async def test_a_conflict_copy_that_appears_during_the_initial_sync_is_named_onc
                       "one to index it)", both])
 
 
+async def test_a_conflict_copy_with_a_control_character_in_its_name_is_named_as_the_scan_names_it(corpus, tmp_path):
+    # Its batch named it raw (a tab, an escape sequence driving the terminal), the scan escaped:
+    # two lines, the next sync's naming it again.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
+    copy = corpus / "rail\tway (User B's conflicted copy).txt"
+    council = corpus / "council.txt"
+
+    def copy_lines(start: int) -> list[str]:
+        return [e["message"] for e in events[start:] if e["state"] == "warning" and "conflict cop" in e["message"]]
+
+    async with running(settings, tmp_path / "c.db", corpus) as (daemon, events, send):
+        async with send:
+            copy.write_text((corpus / "railway.txt").read_text())
+            await send.send({(Change.added, str(copy))})
+            await until(lambda: copy_lines(0), timeout=5)
+            council.write_text(council.read_text() + "Mira Osk chaired the council.\n")
+            await send.send({(Change.modified, str(council))})
+            await until(lambda: daemon.syncs == 2)
+    assert copy_lines(0) == ["rail\\tway (User B's conflicted copy).txt: a sync conflict copy (Syncthing, Dropbox, "
+                             "Nextcloud, ownCloud), not indexed as it repeats its document; merge what it holds into "
+                             "the document, then delete it (or rename one to index it)"]
+
+
 async def test_a_folder_moved_out_and_back_or_copied_over_itself_queues_only_what_changed(corpus, tmp_path):
     # `mv corp/sub /tmp/x && mv /tmp/x corp/sub` queued its files as modified and ran a sync
     # that changed nothing: the files of a folder moved in were not compared as a touched one's.
