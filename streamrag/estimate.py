@@ -62,9 +62,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import logging
 import math
 import os
 import re
+import sqlite3
+import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
@@ -82,7 +85,7 @@ from streamrag.estimate_ratios import (CLAIMS_COMPLETION, FIRST_ENTITY_SUMMARIES
                                        FIRST_REPORT_PROMPT, FIRST_REPORTS, FIRST_ROUND_COMPLETION, GLEAN_COMPLETION,
                                        MIN_CALLS, SUMMARY_COMPLETION, Ratios, calls_of_models, cut_share, ratios,
                                        stand_in)
-from streamrag.errors import EmptyInput, IndexMissingError, InputError, NoTextField, UnreadableFile
+from streamrag.errors import EmptyInput, IndexMissingError, InputError, NoTextField, StoreError, UnreadableFile
 from streamrag.extractor import (ExtractionPrompts, claimless_key, claims_messages, entity_types_text,
                                  extraction_request, extractor_key)
 from streamrag.gleaner import check_messages, glean_messages, merge_round, yes_no_bias
@@ -99,7 +102,7 @@ from streamrag.reports import CLAIMS_BY_OBJECT_WHY, ReportContext, build_context
 from streamrag.records import Chunk, ClaimRecord, Community, Extraction, RelationshipRecord
 from streamrag.sentences import sentences_of
 from streamrag.status import counted, llm_summary
-from streamrag.store import Store, without_index_files
+from streamrag.store import SCHEMA_VERSION, Store, _uri_path, as_it_lies, without_index_files
 from streamrag.summarizer import (SUMMARY_HEADROOM, asks_model, new_summary_input, summary_input, summary_messages,
                                   within_budget, without_model)
 from streamrag.tokens import count_message_tokens, count_prompt_tokens, count_tokens, truncate
@@ -111,26 +114,73 @@ from streamrag.tokens import count_message_tokens, count_prompt_tokens, count_to
 FOUND_LIST_TOKENS = 120
 GLEAN_FOUND_TOKENS = 335
 
+log = logging.getLogger(__name__)
+
 
 def estimate(paths: list[Path], settings: Settings, db: Path, *, root: Path | None,
              recluster: bool = False) -> dict:
     """``recluster``: of a run with ``--recluster``."""
     with contextlib.ExitStack() as stack:
-        store = _published(db)
+        store = _published(db, stack)
         if store is not None:
             stack.callback(store.close)
         return _estimate(paths, settings, store, root=root, db=db, recluster=recluster)
 
 
-def _published(db: Path) -> Store | None:
+def _published(db: Path, stack: contextlib.ExitStack) -> Store | None:
     """The index at ``db`` opened as a reader (the estimate spends nothing and writes nothing),
-    or None when there is none yet: no file, or an empty one ``index`` would make it in."""
+    or None when there is none yet: no file, or an empty one ``index`` would make it in. One an
+    older streamrag made is read from an upgraded copy (``_upgraded_copy``), left as it is."""
     if not db.exists():
         return None
     try:
+        if 0 < (_schema_of(db) or SCHEMA_VERSION) < SCHEMA_VERSION:
+            return _upgraded_copy(db, stack)
         return Store(db, readonly=True)
     except IndexMissingError:
         return None
+
+
+def _schema_of(db: Path) -> int | None:
+    """The schema version the index file at ``db`` holds, read as an unchanging file (no lock,
+    nothing made beside it; a write-ahead log is not read: a schema its log alone holds newer is
+    only copied for nothing), or None when it cannot be read so (``Store`` says why)."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"{_uri_path(db)}?mode=ro&immutable=1", uri=True)) as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        return int(row[0]) if row else None
+    except (sqlite3.Error, ValueError):
+        return None
+
+
+def _upgraded_copy(db: Path, stack: contextlib.ExitStack) -> Store:
+    """The index at ``db``, made by an older streamrag, copied (SQLite's backup: its write-ahead
+    log too) into a folder of its own, removed at ``stack``'s end, and upgraded there: an
+    estimate writes nothing. Opened as ``Store(db, readonly=True)`` opens it, it was upgraded on
+    disk, the file changed by a command that spends nothing (the run upgrades it, once)."""
+    folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="streamrag-estimate-")))
+    copy = folder / "index.db"
+    log.warning("%s was made by an older streamrag: estimated on an upgraded copy (the index is left as "
+                "it is; `index` upgrades it, once)", db)
+    try:
+        with as_it_lies(db) as source, contextlib.closing(sqlite3.connect(copy)) as target:
+            source.backup(target)
+    except (sqlite3.Error, StoreError):
+        return Store(db, readonly=True)   # (unreadable so: as a reader opens it, which says why)
+    # (the copy's upgrade is no upgrade of the index: its "upgrading the index at ..." not said)
+    with _quiet(logging.getLogger("streamrag.store")):
+        return Store(copy)
+
+
+@contextlib.contextmanager
+def _quiet(logger: logging.Logger):
+    """``logger``'s warnings left unsaid meanwhile."""
+    was = logger.disabled
+    logger.disabled = True
+    try:
+        yield
+    finally:
+        logger.disabled = was
 
 
 def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, root: Path | None,

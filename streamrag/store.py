@@ -1473,6 +1473,24 @@ def _only_comments(s: str) -> bool:
     return all(not line.strip() or line.strip().startswith("--") for line in s.splitlines())
 
 
+@contextlib.contextmanager
+def as_it_lies(path: Path) -> Iterator[sqlite3.Connection]:
+    """A read-only connection to the index at ``path`` whatever its schema: not upgraded, as a
+    ``Store`` reader upgrades one an older streamrag made (for a command that writes nothing:
+    ``index --estimate``). Closed as a reader is: the -wal and -shm it made are folded and removed
+    when it was the last connection (``fold_wal``). Raises ``sqlite3.Error`` or ``StoreError``
+    (``_readable``) when it cannot be read."""
+    conn = _readable(sqlite3.connect(f"{_uri_path(path)}?mode=ro", uri=True, isolation_level=None,
+                                     check_same_thread=False), path)
+    _opened(path)
+    try:
+        yield conn
+    finally:
+        conn.close()
+        if _closed_last(path):
+            fold_wal(path)
+
+
 def indexed_root(db_path: Path, given: Path | None = None) -> Path | None:
     """The folder the index at ``db_path`` names its documents from, if it still exists.
 
@@ -1487,14 +1505,14 @@ def indexed_root(db_path: Path, given: Path | None = None) -> Path | None:
         return None
     if db_path.parent.name == ".streamrag":
         return db_path.parent.parent.resolve()
+    # (read as it lies: opened as a ``Store`` reader, an index an older streamrag made was
+    # upgraded on disk by `index --estimate`, which writes nothing)
     try:
-        store = Store(db_path, readonly=True)
-    except StreamragError:
+        with as_it_lies(db_path) as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'root'").fetchone()
+    except (StreamragError, sqlite3.Error, OSError):
         return None  # the run that opens it for writing says what is wrong with it
-    try:
-        root = store.get_meta("root")
-    finally:
-        store.close()
+    root = row[0] if row else None
     if not root or not Path(root).is_dir():
         return None
     return _copied_root(db_path, Path(root), given) or Path(root)

@@ -2082,3 +2082,35 @@ async def test_an_index_whose_reports_showed_claims_by_subject_alone_is_said_and
     assert reports_of(db) == reports_of(fresh)
     again = estimate([docs], settings, db, root=docs)   # (the run wrote the mark: nothing again)
     assert again["reported_again_because"] == again["reported_again"] == "", again
+
+
+async def test_an_estimate_of_an_index_an_older_streamrag_made_leaves_its_file_as_it_was(cli_run, tmp_path, simulator):
+    # `index --estimate` opened it as every reader does, which upgrades an older index's schema
+    # on disk first: a command that spends nothing changed the index. Now it reads an upgraded
+    # copy; the run that follows upgrades the index and does what was estimated.
+    import hashlib
+
+    from streamrag.store import SCHEMA_VERSION
+
+    docs = news_copy(tmp_path, 4)
+    settings = make_settings(simulator.base_url)
+    db = tmp_path / "index.db"
+    await sync([docs], settings, db, root=docs)
+    add_articles(docs, 4, 6)
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:   # the schema before its last step
+        conn.execute("DROP INDEX IF EXISTS llm_calls_usage")
+        conn.execute("DROP INDEX IF EXISTS llm_calls_failed")
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION - 1),))
+    files = sorted(f.name for f in tmp_path.iterdir())
+    digest = hashlib.sha256(db.read_bytes()).hexdigest()
+    out = cli_run("index", str(docs), "--estimate", "--json", "--db", str(db), "--api-base", simulator.base_url)
+    assert out.returncode == 0, out.stderr
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == digest
+    assert sorted(f.name for f in tmp_path.iterdir()) == files
+    assert "made by an older streamrag: estimated on an upgraded copy" in out.stderr, out.stderr
+    est = json.loads(out.stdout)
+    assert est["update"] and est["documents_added"] == 2 and est["chunks_to_extract"] > 0, est
+    done = await sync([docs], settings, db, root=docs)
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
+    assert est["llm"]["by_stage"]["extract"]["calls"] == done.llm["extract"]["calls"], (est["llm"], done.llm)
