@@ -6,6 +6,7 @@ and of their communities (the simulator answers alike each time: the counts are 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sqlite3
@@ -2114,3 +2115,21 @@ async def test_an_estimate_of_an_index_an_older_streamrag_made_leaves_its_file_a
     with contextlib.closing(sqlite3.connect(db)) as conn:
         assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
     assert est["llm"]["by_stage"]["extract"]["calls"] == done.llm["extract"]["calls"], (est["llm"], done.llm)
+
+
+async def test_claims_answers_the_cache_holds_after_index_max_gleanings_rose_are_counted_free(tmp_path, simulator):
+    # Built with claims, gleaning one round at most, then estimated with two: each chunk whose
+    # cached gleaning went on was counted its claims call paid, its next round taken to add
+    # nothing all the same (ten articles: 18 paid calls for the run's 9, every claims answer the
+    # run's from the cache). Now its claims are paid only as far as a round is expected to add.
+    docs = news_copy(tmp_path, 10)
+    db = tmp_path / "index.db"
+    await sync([docs], make_settings(simulator.base_url, index={"extract_claims": True}), db, root=docs)
+    settings = make_settings(simulator.base_url, index={"extract_claims": True, "max_gleanings": 2})
+    est, done = await index_and_estimate(docs, settings, db)
+    by_stage = est["llm"]["by_stage"]
+    assert done.llm["claims"]["cached"] > 0, done.llm
+    assert by_stage["claims"]["cached"] == done.llm["claims"]["cached"], (by_stage, done.llm)
+    assert paid(by_stage, "claims") <= paid(done.llm, "claims") + 1, (by_stage, done.llm)
+    assert sum(map(functools.partial(paid, by_stage), by_stage)) <= \
+        sum(map(functools.partial(paid, done.llm), done.llm)) + 1, (by_stage, done.llm)
