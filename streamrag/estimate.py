@@ -500,11 +500,15 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
         # Calls the cache answers, free, as the run counts them: a summary setting changed and
         # changed back was estimated 'Nothing to do' of a run that said every description is
         # summarized again, and asked the cache for 10 summaries.
-        report_prompt = min(ix.report_max_input_tokens, 1800) + 250   # (a full context, about)
-        for stage, answers, of_one in (("summarize", answered.summaries, (r.summary_prompt, r.summary_completion)),
-                                       ("report", answered.reports, (report_prompt, r.report_completion))):
-            if answers:
-                cache_answers(stage, answers, *of_one)
+        if answered.summaries:
+            cache_answers("summarize", answered.summaries, r.summary_prompt, r.summary_completion)
+        if answered.reports and looked_up:
+            cache_answers("report", answered.reports, 0, 0)
+        elif answered.reports:
+            # (paid, each of its context as worked out: priced as a full context, about, with
+            # llm.cache off ten articles' 11 reports were 22,550 prompt tokens for the run's 13,834)
+            add("report", answered.reports, sum(answered.report_prompts), answered.reports * r.report_completion)
+            sized = [*sized, *answered.report_prompts]   # (and asked again as often as reports of such prompts)
     # Answers cut off (or unusable) and asked again, as often as on this index: paid calls and
     # failed ones, as the run counts them (a 1,500-document index's update asked 18 of its 40
     # report calls again, none counted).
@@ -765,9 +769,11 @@ def _staying(indexed: dict[str, tuple[str, int, float]], read: set[str], root: P
 
 
 class FromCache(NamedTuple):
-    """The summaries and reports of an update the cache answers (``_update_calls``): free."""
+    """The summaries and reports of an update the cache answers (``_update_calls``): free; and
+    the prompt tokens of each of those reports (``_report_prompt``), paid with llm.cache off."""
     summaries: int = 0
     reports: int = 0
+    report_prompts: tuple[int, ...] = ()
 
 
 def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chunk],
@@ -869,7 +875,7 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     children = children_of(communities)
     changed: set[str] = set()
     prompts = []
-    cached_reports = 0
+    cached_reports: list[int] = []
     for level in deepest_first(communities):
         for c in level:
             if c.id not in dirty and not any(k.id in changed for k in children.get(c.id, ())):
@@ -888,10 +894,11 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
             # (a report the cache answers costs nothing: extract_claims off and on again was
             # estimated 11 reports on ten news articles, the run asked the cache for all 11)
             if _report_cached(store, settings, ctx):
-                cached_reports += 1
+                cached_reports.append(_report_prompt(ctx, settings))
             else:
                 prompts.append(_report_prompt(ctx, settings))
-    return math.floor(summaries + 0.5), prompts, FromCache(cached_summaries, cached_reports)
+    return math.floor(summaries + 0.5), prompts, FromCache(cached_summaries, len(cached_reports),
+                                                           tuple(cached_reports))
 
 
 def _same_as_live(store: Store, published: dict[str, str], extractions: dict[str, Extraction], key: str, *,

@@ -2133,3 +2133,18 @@ async def test_claims_answers_the_cache_holds_after_index_max_gleanings_rose_are
     assert paid(by_stage, "claims") <= paid(done.llm, "claims") + 1, (by_stage, done.llm)
     assert sum(map(functools.partial(paid, by_stage), by_stage)) <= \
         sum(map(functools.partial(paid, done.llm), done.llm)) + 1, (by_stage, done.llm)
+
+
+async def test_with_the_cache_off_the_reports_it_foretells_are_priced_at_their_contexts(tmp_path, simulator):
+    # index.extract_claims on, off and on again, with llm.cache = false: the reports the cache
+    # holds are paid, and their contexts are known, but each was priced at a full context
+    # (ten articles: 22,550 prompt tokens for the run's 13,834).
+    docs = news_copy(tmp_path, 10)
+    db = tmp_path / "index.db"
+    await sync([docs], make_settings(simulator.base_url, index={"extract_claims": True}), db, root=docs)
+    await sync([docs], make_settings(simulator.base_url), db, root=docs)
+    off = make_settings(simulator.base_url, llm={"cache": False}, index={"extract_claims": True})
+    est, done = await index_and_estimate(docs, off, db)
+    report = est["llm"]["by_stage"]["report"]
+    assert report["cached"] == done.llm["report"]["cached"] == 0 and report["calls"] == paid(done.llm, "report") > 0
+    assert off_by(report["prompt_tokens"], done.llm["report"]["prompt_tokens"]) <= 0.02, (report, done.llm["report"])
