@@ -554,7 +554,8 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                                         if store is not None else ""),
             # (the run's words: "k of n chunks are extracted again" when the others' extractions
             # with these settings are stored; it said "Every chunk" beside "1 chunk to extract")
-            "extracted_again": extracted_again(store, extractor_key(settings)) if again_because else "",
+            "extracted_again": extracted_again(store, extractor_key(settings), claimless=claimless_key(settings))
+            if again_because else "",
             # (claims turned on: each chunk asked its claims alone, its extraction kept)
             "claims_asked_because": claims_change(store, settings) if store is not None else "",
             "summarized_again_because": summarized_again,

@@ -380,13 +380,17 @@ def has_chunks(store: Store) -> bool:
     return store.scalar("SELECT 1 FROM live_chunks LIMIT 1") is not None
 
 
-def live_lacking(store: Store, key: str) -> tuple[int, int]:
+def live_lacking(store: Store, key: str, claimless: str | None = None) -> tuple[int, int, int]:
     """Of the published chunks, those with no extraction by ``key`` stored (a run with its
-    settings extracts them again), and all of them."""
-    lacking, live = store.conn.execute(
+    settings extracts them again), all of them, and of the first those with one by ``claimless``
+    (``extractor.claimless_key``: their claims call gave up), which the run asks their claims
+    alone (``ExtractionStage.claims_only``), not extracted again."""
+    lacking, live, claims_only = store.conn.execute(
         "SELECT sum(NOT EXISTS (SELECT 1 FROM extractions e WHERE e.chunk_id = l.chunk_id AND e.extractor = ?)), "
-        "count(*) FROM live_chunks l", (key,)).fetchone()
-    return int(lacking or 0), int(live or 0)
+        "count(*), sum(NOT EXISTS (SELECT 1 FROM extractions e WHERE e.chunk_id = l.chunk_id AND e.extractor = ?) "
+        "AND EXISTS (SELECT 1 FROM extractions e WHERE e.chunk_id = l.chunk_id AND e.extractor = ?)) "
+        "FROM live_chunks l", (key, key, claimless)).fetchone()
+    return int(lacking or 0), int(live or 0), int(claims_only or 0)
 
 
 def element_descriptions(store: Store) -> Iterator[tuple[str, str]]:

@@ -159,17 +159,22 @@ def unaccounted(doc_chunks: dict[str, list[str]], live: set[str]) -> list[tuple[
 EXTRACTIONS_STORED = "no chunk is extracted again (the extraction of each with these settings is stored)"
 
 
-def extracted_again(store: Store, key: str, free: str = "") -> str:
+def extracted_again(store: Store, key: str, free: str = "", claimless: str | None = None) -> str:
     """What a run whose extraction settings changed to ``key``'s extracts again of the published
-    chunks, in the words it and ``index --estimate`` share (``free``: the cache's clause, or "")."""
+    chunks, in the words it and ``index --estimate`` share (``free``: the cache's clause, or "";
+    ``claimless``: ``extractor.claimless_key`` of its settings)."""
     # (settings changed and changed back: each chunk's extraction with these is stored, and
     # taken; it was said "every chunk is extracted again", none was)
-    lacking, live = index_rows.live_lacking(store, key)
+    lacking, live, claims_only = index_rows.live_lacking(store, key, claimless)
+    # (a chunk whose claims call gave up is asked its claims alone: it was said extracted again)
+    lacking -= claims_only
+    alone = f", but for the claims of {claims_only} of them, asked alone" if claims_only else ""
     if not lacking:
-        return EXTRACTIONS_STORED
+        return EXTRACTIONS_STORED if not claims_only else \
+            f"no chunk is extracted again (the extraction of each with these settings is stored{alone})"
     if lacking < live:
         return f"{lacking} of {live} chunks are extracted again (the others' extractions " \
-               f"with these settings are stored{'; ' + free if free else ''})"
+               f"with these settings are stored{alone}{'; ' + free if free else ''})"
     return "every chunk is extracted again" + (f" ({free})" if free else "")
 
 
@@ -914,7 +919,7 @@ class Indexer:
                 effect = f"every chunk is asked for its claims (its entities and relationships as extracted" \
                          f"{'; ' + free if free else ''})"
             elif built.startswith("llm-"):
-                effect = extracted_again(store, self.key, free)
+                effect = extracted_again(store, self.key, free, self.claimless)
             else:
                 effect = f"every chunk is extracted with {s.llm.extraction_model} (it was built offline" \
                          f"{'; ' + free if free else ''})"

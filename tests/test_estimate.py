@@ -2148,3 +2148,36 @@ async def test_with_the_cache_off_the_reports_it_foretells_are_priced_at_their_c
     report = est["llm"]["by_stage"]["report"]
     assert report["cached"] == done.llm["report"]["cached"] == 0 and report["calls"] == paid(done.llm, "report") > 0
     assert off_by(report["prompt_tokens"], done.llm["report"]["prompt_tokens"]) <= 0.02, (report, done.llm["report"])
+
+
+async def test_chunks_whose_claims_call_gave_up_are_not_said_extracted_again(tmp_path, simulator):
+    # Built with claims, every claims call giving up (each chunk stored without its claims),
+    # then with index.max_gleanings 2 and back: the estimate, and the run, said "every chunk is
+    # extracted again"; the run extracted none, and asked each chunk its claims alone.
+    import httpx
+
+    from conftest import chat_answer
+    from streamrag.simulator import ANSWERS, detect_task
+
+    def answer(request: httpx.Request) -> httpx.Response:   # (every claims answer unusable)
+        messages = json.loads(request.content)["messages"]
+        task = detect_task(messages)
+        return chat_answer("I cannot list claims." if task == "claims" else ANSWERS[task](messages))
+
+    docs = news_copy(tmp_path, 3)
+    db = tmp_path / "index.db"
+    claims = make_settings(simulator.base_url, index={"extract_claims": True})
+    first = await sync([docs], claims, db, root=docs, transport=httpx.MockTransport(answer))
+    assert first.failures == first.chunks > 0
+    await sync([docs], make_settings(simulator.base_url, index={"extract_claims": True, "max_gleanings": 2}),
+               db, root=docs)
+    said: list[str] = []
+    est = estimate([docs], claims, db, root=docs)
+    done = await Indexer(claims, db, root=docs, say=said.append).run([docs])
+    assert extraction_calls(done.llm).keys() == {"claims"}, done.llm
+    assert est["chunks_claims_only"] == est["chunks_to_extract"] == first.chunks, est
+    words = f"no chunk is extracted again (the extraction of each with these settings is stored, but for the " \
+            f"claims of {first.chunks} of them, asked alone)"
+    assert est["extracted_again"] == words, est["extracted_again"]
+    assert f"{words[:1].upper()}{words[1:]}: " in format_estimate(est)
+    assert [line for line in said if words in line], said
