@@ -94,8 +94,8 @@ from streamrag.llm import request_options
 from streamrag.merge import descriptions_after, mentions_of, unique_descriptions
 from streamrag.on_disk import change_stamp, covered, file_names, retimed, same_on_disk, still_there
 from streamrag.parsing import parse_records, parse_yes_no, read_claims, usable_extraction
-from streamrag.pipeline import (check_not_downgraded, extracted_again, nothing_found, reports_redone,
-                                resummarizes)
+from streamrag.pipeline import (check_not_downgraded, claims_asked, extracted_again, nothing_found,
+                                reports_redone, resummarizes)
 from streamrag.prompts import load_prompt
 from streamrag.report_stage import built_min_members, children_of, claims_by_end, deepest_first, report_attempt
 from streamrag.reports import CLAIMS_BY_OBJECT_WHY, ReportContext, build_context, claim_lines_redone, context_key
@@ -312,6 +312,11 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
         # `index DIR/a.txt` after llm.extraction_model changed extracts every document's)
         for c in index_rows.backlog(store, sorted(kept_docs), extractor_key(settings)):
             new_chunks.setdefault(c.id, c)
+    if replacing:
+        # (those whose stored extraction holds the records they are live with: the run keeps them
+        # as they are, ``_same_as_live``; they were said "to replace the extraction of them the
+        # index holds" of a run that published nothing)
+        replacing -= index_rows.same_records(store, {c: live[c] for c in replacing}, extractor_key(settings))
     unread_kept = len(unread & {loader.file_of(p) for p in indexed})
     added_docs, edited_docs, removed_docs, read_again_docs = _changes(indexed, scanned, kept_docs, restamped)
     stages: dict[str, dict[str, int]] = {}
@@ -557,7 +562,11 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             "extracted_again": extracted_again(store, extractor_key(settings), claimless=claimless_key(settings))
             if again_because else "",
             # (claims turned on: each chunk asked its claims alone, its extraction kept)
-            "claims_asked_because": claims_change(store, settings) if store is not None else "",
+            "claims_asked_because": (claims_because := claims_change(store, settings) if store is not None else ""),
+            # (what the run asks, in its words: "every chunk is asked for its claims ...", "2 of 12
+            # chunks are asked ...", "no chunk ..."; it said every chunk of claims turned off and on)
+            "claims_asked": claims_asked(store, extractor_key(settings), claimless_key(settings))
+            if claims_because else "",
             "summarized_again_because": summarized_again,
             # (report settings changed: what the run writes again of the reports, in its words, and why)
             "reported_again": reported_again(store, settings) if store is not None else "",
@@ -1387,8 +1396,9 @@ def format_estimate(e: dict) -> str:
         again = e.get("extracted_again") or "every chunk is extracted again"
         because += f"\n{again[:1].upper()}{again[1:]}: {e['extracted_again_because']}."
     if e.get("claims_asked_because") and not e["offline"]:
-        because += ("\nEvery chunk is asked for its claims (its entities and relationships as extracted): "
-                    f"{e['claims_asked_because']}.")
+        asked = e.get("claims_asked") or "every chunk is asked for its claims (its entities and relationships " \
+                                          "as extracted)"
+        because += f"\n{asked[:1].upper()}{asked[1:]}: {e['claims_asked_because']}."
     if e.get("summarized_again_because") and not e["offline"]:
         because += f"\nEvery merged description is summarized again: {e['summarized_again_because']}."
     if e.get("reported_again_because") and not e["offline"]:

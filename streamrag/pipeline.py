@@ -178,6 +178,24 @@ def extracted_again(store: Store, key: str, free: str = "", claimless: str | Non
     return "every chunk is extracted again" + (f" ({free})" if free else "")
 
 
+def claims_asked(store: Store, key: str, claimless: str | None, free: str = "") -> str:
+    """What a run whose settings turned index.extract_claims on (``key``; ``claimless``: its
+    ``extractor.claimless_key``, the one the index was built with) asks of the published chunks,
+    in the words it and ``index --estimate`` share: each one's claims call alone, but those whose
+    extraction with claims is stored (claims turned off and on again: none asked, it was said
+    "every chunk is asked for its claims")."""
+    lacking, live, claims_only = index_rows.live_lacking(store, key, claimless)
+    clause = "its entities and relationships as extracted"
+    if claims_only == live:
+        return f"every chunk is asked for its claims ({clause}{'; ' + free if free else ''})"
+    if not claims_only:
+        return "no chunk is asked for its claims (the extraction of each with these settings is stored)" \
+            if not lacking else extracted_again(store, key, free, claimless)
+    return f"{claims_only} of {live} chunks are asked for their claims (their entities and relationships as " \
+           f"extracted; the others' extractions with these settings are stored{'; ' + free if free else ''})" + (
+               f"; {lacking - claims_only} extracted again" if lacking > claims_only else "")
+
+
 # A failed run names this many of the files it leaves unindexed (it counts them all).
 NOT_INDEXED_NAMED = 50
 log = logging.getLogger(__name__)
@@ -916,13 +934,14 @@ class Indexer:
             # (with llm.cache off no answer is looked up: each is paid for, not said free)
             free = "answers in the cache cost nothing" if s.llm.cache else ""
             if built == self.claimless:
-                effect = f"every chunk is asked for its claims (its entities and relationships as extracted" \
-                         f"{'; ' + free if free else ''})"
+                effect = claims_asked(store, self.key, self.claimless, free)
             elif built.startswith("llm-"):
                 effect = extracted_again(store, self.key, free, self.claimless)
-            else:
+            elif (again := extracted_again(store, self.key, free, self.claimless)).startswith("every"):
                 effect = f"every chunk is extracted with {s.llm.extraction_model} (it was built offline" \
                          f"{'; ' + free if free else ''})"
+            else:   # (its model's extractions stored: it said "every chunk is extracted with ..." of none)
+                effect = f"it was built offline: {again}"
             changes.append(("extraction", effect))
         if resummarizes(store, s):
             changes.append(("summary", "every merged description is summarized again"))

@@ -2181,3 +2181,48 @@ async def test_chunks_whose_claims_call_gave_up_are_not_said_extracted_again(tmp
     assert est["extracted_again"] == words, est["extracted_again"]
     assert f"{words[:1].upper()}{words[1:]}: " in format_estimate(est)
     assert [line for line in said if words in line], said
+
+
+async def test_chunks_extracted_to_the_records_they_are_live_with_are_not_said_to_replace_them(tmp_path, simulator):
+    # index.max_gleanings 1 -> 2 -> 1 with claims on: the run keeps the index as it is (each
+    # stored extraction holds the records its chunk is live with), and the estimate's first line
+    # said "(and 12 extracted with these settings by an earlier run, to replace the extraction of
+    # them the index holds, made with other settings since)".
+    docs = news_copy(tmp_path, 10)
+    db = tmp_path / "index.db"
+
+    def settings(**index):
+        return make_settings(simulator.base_url, index={"extract_claims": True, **index})
+
+    await sync([docs], settings(), db, root=docs)
+    await sync([docs], settings(max_gleanings=2), db, root=docs)
+    est, done = await index_and_estimate(docs, settings(), db)
+    assert (done.published, done.chunks_extracted) == (False, 0), done
+    assert est["chunks_replacing"] == 0 and "to replace" not in format_estimate(est), format_estimate(est)
+    # (one whose records differ is still said to be replaced: an offline run's since)
+    await sync([docs], make_settings("", index={"extractor": "nlp"}), db, root=docs)
+    said: list[str] = []
+    est = estimate([docs], settings(), db, root=docs)
+    done = await Indexer(settings(), db, root=docs, say=said.append).run([docs])
+    assert est["chunks_replacing"] == done.chunks > 0 and "to replace" in format_estimate(est)
+    # (... and the run says how many it extracts: "every chunk is extracted with gpt-4o-mini (it
+    # was built offline...)" of none)
+    words = "it was built offline: no chunk is extracted again (the extraction of each with these settings is stored)"
+    assert done.chunks_extracted == 0 and [line for line in said if words in line], said
+
+
+async def test_claims_turned_off_and_on_again_are_said_asked_of_no_chunk(tmp_path, simulator):
+    # Built with claims, then without, then with again: each chunk's extraction with claims is
+    # stored, and taken; the estimate and the run said "every chunk is asked for its claims".
+    docs = news_copy(tmp_path, 4)
+    db = tmp_path / "index.db"
+    claims = make_settings(simulator.base_url, index={"extract_claims": True})
+    await sync([docs], claims, db, root=docs)
+    await sync([docs], make_settings(simulator.base_url), db, root=docs)
+    said: list[str] = []
+    est = estimate([docs], claims, db, root=docs)
+    done = await Indexer(claims, db, root=docs, say=said.append).run([docs])
+    assert "claims" not in done.llm and done.chunks_extracted == 0, done.llm
+    words = "no chunk is asked for its claims (the extraction of each with these settings is stored)"
+    assert est["claims_asked"] == words and f"\nNo chunk is asked for its claims (" in format_estimate(est)
+    assert [line for line in said if words in line], said
