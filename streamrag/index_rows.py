@@ -357,11 +357,21 @@ def published_without_claims(store: Store, key: str | None, *run_ids: str) -> in
     runs ``run_ids`` when any are given; 0 without ``key`` (the settings' ``extractor.claimless_key``:
     None with claims off, or offline). Such a chunk is published with a claimless key: ``key``, or,
     the settings edited since (another model), an earlier one, which no hash tells from a full
-    key: a chunk published with a key other than the index's (meta ``extractor``) whose claims
-    call failed is one too (counted by ``key`` alone, a new model's status said 0 of them)."""
+    key: the index's own (meta ``extractor_claimless``, marked since; before it, a chunk published
+    with a key other than the index's, meta ``extractor``, whose claims call failed is one too:
+    counted by ``key`` alone, a new model's status said 0 of them)."""
     if key is None:
         return 0
     built = store.get_meta("extractor") or ""
+    if (marked := store.get_meta("extractor_claimless")) is not None:
+        # The index's claimless key (``Indexer._settings_marks``): its own rows say which chunks
+        # are published without claims, whatever failures are recorded (or pruned) of them.
+        keys = (key, marked)
+        if not run_ids:
+            return store.scalar("SELECT count(*) FROM live_chunks WHERE extractor IN (?, ?)", keys)
+        return store.scalar(f"SELECT count(DISTINCT f.item) FROM failures f JOIN live_chunks l ON l.chunk_id = f.item "
+                            f"WHERE f.stage = 'claims' AND l.extractor IN (?, ?) AND {_in('f.run_id', run_ids)}",
+                            (*keys, *run_ids))
     if not run_ids:
         return store.scalar(
             "SELECT count(*) FROM live_chunks l WHERE l.extractor = ? OR (l.extractor <> ? AND EXISTS "

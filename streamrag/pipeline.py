@@ -1359,6 +1359,10 @@ class Indexer:
         reports), and published versions 2 and 3 made of these marks alone."""
         return {
             "extractor": self.key,
+            # (the key a chunk whose claims call gave up is published with: ``status`` counts them
+            # by it, "" with claims off; by the failures recorded, it counted a chunk kept from
+            # before, and none once they were pruned)
+            "extractor_claimless": self.claimless or "",
             "summarizer": self.summarizer_key,
             "report_settings": self.report_key(),
             "extractive_settings": self.extractive_key(),

@@ -2029,3 +2029,33 @@ def test_records_in_another_order_are_not_the_same_records(tmp_path):
         assert index_rows.same_records(store, {"c1": "llm-old", "c2": "llm-old"}, "llm-new") == {"c2"}
     finally:
         store.close()
+
+
+async def test_chunks_indexed_without_claims_are_counted_from_the_index_s_rows_once_failures_are_pruned(
+        corpus, tmp_path):
+    # Counted by the claims failures recorded, after llm.extraction_model was edited: once those
+    # were pruned (``index_rows.prune``), `status` said 0 chunks without claims, every one still
+    # published without them. Now by the index's claimless key (meta extractor_claimless).
+    import httpx
+
+    from streamrag.extractor import claimless_key
+    from streamrag.simulator import ANSWERS, detect_task
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(404)
+        messages = json.loads(request.content)["messages"]
+        task = detect_task(messages)
+        return chat_answer("I cannot list claims." if task == "claims" else ANSWERS[task](messages))
+
+    settings = make_settings("http://llm.test/v1", index={"extract_claims": True})
+    db = tmp_path / "claims.db"
+    first = await sync([corpus], settings, db, root=corpus, transport=httpx.MockTransport(answer))
+    assert first.chunks and first.claims_failed == first.chunks
+    edited = make_settings("http://llm.test/v1", index={"extract_claims": True}, llm={"extraction_model": "other-model"})
+    store = Store(db)
+    with store.transaction() as conn:
+        conn.execute("DELETE FROM failures")   # (pruned)
+    store.close()
+    for claimless in (claimless_key(settings), claimless_key(edited)):
+        assert status_info(db, claimless=claimless)["chunks_without_claims"] == first.chunks
