@@ -2226,3 +2226,18 @@ async def test_claims_turned_off_and_on_again_are_said_asked_of_no_chunk(tmp_pat
     words = "no chunk is asked for its claims (the extraction of each with these settings is stored)"
     assert est["claims_asked"] == words and f"\nNo chunk is asked for its claims (" in format_estimate(est)
     assert [line for line in said if words in line], said
+
+
+async def test_a_first_gleaning_the_cache_does_not_answer_counts_the_names_it_would_add(tmp_path, simulator):
+    # index.max_gleanings 0 -> 1: each chunk's first round from the cache, its gleaning not. The
+    # offline extractor's names stood in for the whole chunk (ten articles: 36 summaries and 26
+    # reports for the run's 6 and 24); the first round's names alone would count 0 and 0. Now
+    # the first round's, with the names the offline extractor finds that it lacks standing in
+    # for a gleaning's, of as many chunks as the gleaning rate says.
+    docs = news_copy(tmp_path, 10)
+    db = tmp_path / "index.db"
+    await sync([docs], make_settings(simulator.base_url, index={"max_gleanings": 0}), db, root=docs)
+    est, done = await index_and_estimate(docs, make_settings(simulator.base_url, index={"max_gleanings": 1}), db)
+    assert done.llm["extract"]["cached"] == done.chunks_extracted > 0 and paid(done.llm, "glean") > 0, done.llm
+    assert paid(done.llm, "summarize") > 0 and paid(done.llm, "report") > 0, done.llm
+    assert close(est, done, 1.5) == {}, (est["llm"], done.llm)
