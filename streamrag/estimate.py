@@ -165,8 +165,10 @@ def _upgraded_copy(db: Path, stack: contextlib.ExitStack) -> Store:
     try:
         with as_it_lies(db) as source, contextlib.closing(sqlite3.connect(copy)) as target:
             source.backup(target)
-    except (sqlite3.Error, StoreError):
-        return Store(db, readonly=True)   # (unreadable so: as a reader opens it, which says why)
+    except sqlite3.Error as e:   # (not upgraded where it lies in its stead: the estimate writes nothing)
+        raise StoreError(f"{db} was made by an older streamrag, and the upgraded copy an estimate reads could "
+                         f"not be made in {folder.parent} ({e}); free space there (or set TMPDIR to a folder "
+                         "with room), or run `streamrag index` once to upgrade the index") from None
     # (the copy's upgrade is no upgrade of the index: its "upgrading the index at ..." not said)
     with _quiet(logging.getLogger("streamrag.store")):
         return Store(copy)
