@@ -2224,7 +2224,7 @@ async def test_claims_turned_off_and_on_again_are_said_asked_of_no_chunk(tmp_pat
     done = await Indexer(claims, db, root=docs, say=said.append).run([docs])
     assert "claims" not in done.llm and done.chunks_extracted == 0, done.llm
     words = "no chunk is asked for its claims (the extraction of each with these settings is stored)"
-    assert est["claims_asked"] == words and f"\nNo chunk is asked for its claims (" in format_estimate(est)
+    assert est["claims_asked"] == words and "\nNo chunk is asked for its claims (" in format_estimate(est)
     assert [line for line in said if words in line], said
 
 
