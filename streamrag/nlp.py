@@ -84,8 +84,9 @@ How a chunk is read:
   the cues are the chunk's, and a chunk with the bare surname alone is no biography's place.
   Any other lone word is a place after "in" or a going's "to", "from" ... in the chunk ("moved
   to Hampstead"; "at" only after an arrival or a going, "docked at Sausalito": it takes bodies
-  and people, "editor at Ruvtane"), unless it shortens a longer name
-  there or a person's cue says otherwise. A place is not called by its generic word alone:
+  and people, "editor at Ruvtane"; not after a going that takes someone as readily, "went to
+  Priya", "came from Ravi", "back to Marcus", nor "into", "near": "bumped into Ravi"), unless
+  it shortens a longer name there or a person's cue says otherwise. A place is not called by its generic word alone:
   "Hill" with no determiner or place's preposition before it, beside the one name ending in it
   or with a person's cue, is a surname, and that name a person's ("Tom Hill ... Later Hill
   returned"; "Mr. Hill").
@@ -135,7 +136,10 @@ from streamrag.sentences import table_row_text, table_rows
 #     word "in" or a going's "to" puts in the chunk is a place ("moved to Hampstead"), one
 #     before a person's gesture a person ("Ashford scored"); "at", "on" ... after an arrival or
 #     a going say the place ("docked at Sausalito").
-VERSION = "23"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
+# 24: not after a going that takes someone as readily ("went to Priya", "came from Ravi", "back
+#     to Marcus", "passed from Ravi to Priya"), "into", "near" ("bumped into Ravi") or "settled
+#     on" ("settled on Hartley as chair"): a person again.
+VERSION = "24"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
 MAX_DESCRIPTION_WORDS = 40
@@ -442,14 +446,21 @@ go goes going gone went come comes coming came move moves moving moved travel tr
 travelling traveling travelled traveled walk walks walking walked drive drives driving drove
 driven ride rides riding rode fly flies flying flew sail sails sailing sailed head heads
 heading headed return returning journey journeyed flee fled escape escaped emigrated
-migrated spread spreads commute commuted way road roads route routes train trains bus buses coach
+migrated spread spreads commute commuted march marches marched marching way road roads route routes train trains bus buses coach
 ferry flight flights journey trip miles mile back home north south east west
 """)
+# Goings that take someone as readily as a place ("went to Ravi", "came from Priya", "gave it
+# back to Marcus", "came home to Sam", "made his way to Marcus"): their "to", "from" place a
+# word ending as places do ("went to Highgate"), not any lone word (``_locus_before``: "to").
+_GOING_TO_ANYONE = _words("go goes going gone went come comes coming came back home way")
+# Of _GEO_PREPOSITIONS, those that take someone as readily ("bumped into Ravi", "sat near
+# Priya"): a place's cue by most mentions as ever, not by one (``_locus_before``: "near").
+_NEAR_PREPOSITIONS = _words("into near")
 # Before "at", "on", "through" ... these say the place one comes to or stays in ("docked at
 # Sausalito", "stayed at Hampstead"), as a going does.
 _ARRIVING = _words("""
 arrive arrives arrived arriving land lands landed landing dock docks docked docking stop stops
-stopped stay stays stayed staying live lives lived living settle settles settled
+stopped stay stays stayed staying live lives lived living
 """)
 
 # The words title case leaves in lower case (articles, conjunctions, prepositions).
@@ -1095,29 +1106,38 @@ def _prep_before(sentence: str, toks: list[_Token], j: int) -> bool:
 
 def _locus_before(sentence: str, toks: list[_Token], j: int) -> str:
     """Which place's preposition directly precedes token ``j`` ("on Cornhill", "walked from
-    Highgate"), if any: "in" for one of _GEO_PREPOSITIONS, "at" for "at"/"on"/"along" ... not
-    after a word taking a person (``_AT_PREPOSITIONS``), "way" for those after a going or an
-    arrival (``_ARRIVING``), for "to"/"from"/"past" ... after a going (``_WAY_PREPOSITIONS``) and
-    both in "from X to Y"; else ""."""
+    Highgate"), if any: "in" for one of _GEO_PREPOSITIONS ("near" for those that take someone
+    as readily, ``_NEAR_PREPOSITIONS``), "at" for "at"/"on"/"along" ... not after a word taking
+    a person (``_AT_PREPOSITIONS``), "way" for those after a going or an arrival (``_ARRIVING``)
+    and for "to"/"from"/"past" ... after a going (``_WAY_PREPOSITIONS``), "to" for both after a
+    going that takes someone as readily (``_GOING_TO_ANYONE``: "went to Ravi") and in "from X
+    to Y" after no going ("passed from Ravi to Priya"); else ""."""
     if j == 0 or not _plain_gap(sentence, toks[j - 1], toks[j]):
         return ""
     prep = toks[j - 1][_TEXT].lower()
     before = toks[j - 2][_TEXT].lower() if j > 1 else ""
     if prep in _GEO_PREPOSITIONS:
-        return "in"
+        return "near" if prep in _NEAR_PREPOSITIONS else "in"
     if prep in _AT_PREPOSITIONS:
         if before in _GOING or before in _ARRIVING:
-            return "way"        # "docked at Sausalito", "drove through Hampstead"
+            return _going(before)   # "docked at Sausalito", "drove through Hampstead"
         return "at" if before not in _PERSON_BEFORE_PREPOSITION else ""
     if prep == "to" and j > 2 and toks[j - 2][_CAP] and toks[j - 3][_TEXT].lower() == "from":
-        return "way"            # "from Norwich to Ipswich": Ipswich
+        # "from Norwich to Ipswich": Ipswich
+        return _going(toks[j - 4][_TEXT].lower() if j > 3 else "")
     if prep == "from" and j + 2 < len(toks) and toks[j + 1][_TEXT].lower() == "to" and toks[j + 2][_CAP] \
             and _plain_gap(sentence, toks[j], toks[j + 1]):
-        return "way"            # ... and Norwich, whatever goes before ("marched from Norwich to Ipswich")
+        return _going(before)   # ... and Norwich, whatever goes before ("marched from Norwich to Ipswich")
     if prep in ("and", "or") and j > 1 and toks[j - 2][_CAP]:
         # one of a list of places: "to Greenwich and Canterbury", "in Leeds or Bradbury"
         return "in" if toks[j - 2][_TEXT].lower() in _GEO_KNOWN else _locus_before(sentence, toks, j - 2)
-    return "way" if prep in _WAY_PREPOSITIONS and before in _GOING else ""
+    return _going(before) if prep in _WAY_PREPOSITIONS and before in _GOING else ""
+
+
+def _going(before: str) -> str:
+    """A going's preposition: "way" after one that takes a place ("moved to", "docked at", "the
+    train from"), "to" after any other word ("went to Ravi", "passed from Ravi to Priya")."""
+    return "way" if (before in _GOING or before in _ARRIVING) and before not in _GOING_TO_ANYONE else "to"
 
 
 def _headline_mentions(sentences: list[str], headlines: set[int], known: set[str]) -> list[_Mention]:
@@ -1256,12 +1276,13 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
                 by_initials[ini].append(n)
     # Any other lone word "in" or a going's "to" ... puts in the chunk is a place too ("moved to
     # Sausalito", "prayed in Hampstead. Hampstead was quiet"; "at", "on" take a body or anyone:
-    # "editor at Ruvtane", "light on Scrooge"), unless it is the short form of a longer name
-    # ("went to Ann" beside "Ann Marsh", "home to Stenquay" beside "Stenquay Media Group": read
-    # as before) or a person's cue says otherwise (``types`` below).
+    # "editor at Ruvtane", "light on Scrooge"; so do "into", "near" and the "to" of "went",
+    # "came", "back": "bumped into Ravi", "went to Priya"), unless it is the short form of a
+    # longer name ("drove to Ann" beside "Ann Marsh", "moved to Stenquay" beside "Stenquay Media
+    # Group": read as before) or a person's cue says otherwise (``types`` below).
     placed |= {name for name, ms in by_name.items() if cue[name] is None and " " not in name
                and name not in titled and _place_word(name) is None
-               and any(m.prep or m.locus == "way" for m in ms)
+               and any(m.prep and m.locus == "in" or m.locus == "way" for m in ms)
                and name not in by_last and name not in by_first}
 
     canon: dict[str, str] = {}

@@ -902,3 +902,31 @@ def test_at_or_on_after_an_arrival_or_a_going_places_a_lone_word():
     assert names("Kim Lowe stayed at Hampstead for a week.") == {"Kim Lowe": "person", "Hampstead": "geo"}
     assert names("Colleagues at Ruvtane praised Kim Lowe.") == {"Ruvtane": "person", "Kim Lowe": "person"}
     assert names("Jon Crawford met the press. The crowd cheered at Crawford.") == {"Jon Crawford": "person"}
+
+
+def test_a_going_or_preposition_that_takes_someone_as_readily_places_no_lone_word():
+    # d543510 and b686eb4 made any lone word a place after "into", "near", or a going's "to",
+    # "from" (and "at", "on" after an arrival): people named once by a first name became places.
+    # "went", "came", "back", "home", "way" and "from X to Y" take someone as readily as a
+    # place; "into" and "near" too ("bumped into Ravi"); "settled on" is a choice.
+    assert names("Kim went to Priya for advice. Priya listened.") == {"Priya": "person"}
+    assert names("The email came from Priya late on Friday.") == {"Priya": "person"}
+    assert names("He gave the keys back to Marcus.") == {"Marcus": "person"}
+    assert names("He made his way to Marcus through the crowd.") == {"Marcus": "person"}
+    assert names("Kim Lowe came home to Sam after the trip.") == {"Kim Lowe": "person", "Sam": "person"}
+    assert names("Leadership passed from Ravi to Priya in March.") == {"Ravi": "person", "Priya": "person"}
+    assert names("Kim Lowe went to Ravi and Priya with the plan.") == {
+        "Kim Lowe": "person", "Ravi": "person", "Priya": "person"}
+    assert names("Kim Lowe bumped into Ravi at the market. Ravi was tired.") == {
+        "Kim Lowe": "person", "Ravi": "person"}
+    assert names("At dinner Kim Lowe sat near Priya. Priya was quiet all evening.") == {
+        "Kim Lowe": "person", "Priya": "person"}
+    assert names("The committee finally settled on Hartley as chair.") == {"Hartley": "person"}
+    # A going that takes a place, and an arrival, still say one.
+    assert names("Then we drove to Brighton for the day.") == {"Brighton": "geo"}
+    assert names("The train from Leeds to York was late.") == {"Leeds": "geo", "York": "geo"}
+    assert names("They marched from Leeds to York in 1642.") == {"Leeds": "geo", "York": "geo"}
+    assert names("The ferry sailed to Jersey on Monday.") == {"Jersey": "geo"}
+    assert names("The plane landed at Gatwick. The crew stayed at Gatwick overnight.") == {"Gatwick": "geo"}
+    # The endings surnames share read any going as before ("walked from Highgate").
+    assert names("Kim Lowe came from Highgate.") == {"Kim Lowe": "person", "Highgate": "geo"}
