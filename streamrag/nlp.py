@@ -46,7 +46,8 @@ How a chunk is read:
   Minister", "the Dalai Lama", "the Wise Men", "the Artful Dodger": _PERSON_HEADS). A greeting's
   adjective is no part of the holiday ("Merry Christmas" -> "Christmas"). A name only ever
   after a measure's "of" is a dish or a drink, and so are its short forms ("a great piece of
-  Cold Roast"; "the Roast and Boiled").
+  Cold Roast"; "the Roast and Boiled"); not one before a word in lower case ("a glass of Napa
+  Valley wine"), nor after "a bit of", "portions of" ("a bit of Shakespeare").
 * German capitalises every noun. A chunk where German function words ("der", "und", "nicht" ...)
   make up 6% of the words is read so: a word after an article or its contraction ("den
   Präsidenten", "am Montag", "im Haus") is a noun wherever it stands, and a run loses such
@@ -138,7 +139,9 @@ from streamrag.sentences import table_row_text, table_rows
 #     a going say the place ("docked at Sausalito").
 # 24: not after a going that takes someone as readily ("went to Priya", "came from Ravi", "back
 #     to Marcus", "passed from Ravi to Priya"), "into", "near" ("bumped into Ravi") or "settled
-#     on" ("settled on Hartley as chair"): a person again.
+#     on" ("settled on Hartley as chair"): a person again; a measure's "of" drops no name before a
+#     word in lower case ("a glass of Napa Valley wine"), and "bit", "portion" are no measures
+#     ("a bit of Shakespeare", "portions of Kent").
 VERSION = "24"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
@@ -229,11 +232,12 @@ takes gave gives made makes held holds knew knows rose rises spread spreads led 
 """)
 _IRREGULAR_PLURALS = ("men", "children", "people")
 # Measures of food, drink or stuff: what follows "a piece of", "a glass of" in capitals is a
-# dish or a drink ("a great piece of Cold Roast", "a glass of Bordeaux"), no entity.
+# dish or a drink ("a great piece of Cold Roast", "a glass of Bordeaux"), no entity. Not "bit",
+# "portion": they take anything ("a bit of Shakespeare", "portions of Kent").
 _MEASURES = _words("""
-piece pieces slice slices bit bits cup cups glass glasses bottle bottles plate plates plateful
+piece pieces slice slices cup cups glass glasses bottle bottles plate plates plateful
 bowl bowls bowlful pound pounds pint pints loaf loaves lump lumps morsel morsels mouthful
-spoonful dish dishes joint joints helping helpings portion portions jug jugs mug mugs jar jars
+spoonful dish dishes joint joints helping helpings jug jugs mug mugs jar jars
 barrel barrels cask casks keg kegs quart quarts gallon gallons ounce ounces serving servings
 """)
 # Heads of a building or an institution a plural's possessive names ("the Fishermen's Guild",
@@ -1008,9 +1012,13 @@ def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int
         (first > 0 and toks[first - 1][_TEXT] in _SPEECH_VERBS
          and _plain_gap(sentence, toks[first - 1], toks[first])) or acting == "speaks"
     the = det and toks[first - 1][_TEXT].lower() == "the"
+    # (not before a word in lower case: "a glass of Napa Valley wine" names the wine's place,
+    # "pieces of Lego were missing" says what the pieces are of)
     measure = first > 1 and not poss and toks[first - 1][_TEXT] == "of" \
         and toks[first - 2][_TEXT].lower() in _MEASURES and _plain_gap(sentence, toks[first - 2], toks[first - 1]) \
-        and _plain_gap(sentence, toks[first - 1], toks[first])
+        and _plain_gap(sentence, toks[first - 1], toks[first]) \
+        and not (last + 1 < len(toks) and toks[last + 1][_TEXT].islower()
+                 and toks[last + 1][_TEXT] not in _TITLE_SMALL and _plain_gap(sentence, toks[last], toks[last + 1]))
     return _Mention(i, name, honorific=honorific, title=title, prep=prep and not poss, poss=poss,
                     det=det, agent=agent, initial=first in initial, speaks=speaks, the=the,
                     locus="" if poss else locus, measure=measure)

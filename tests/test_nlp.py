@@ -930,3 +930,16 @@ def test_a_going_or_preposition_that_takes_someone_as_readily_places_no_lone_wor
     assert names("The plane landed at Gatwick. The crew stayed at Gatwick overnight.") == {"Gatwick": "geo"}
     # The endings surnames share read any going as before ("walked from Highgate").
     assert names("Kim Lowe came from Highgate.") == {"Kim Lowe": "person", "Highgate": "geo"}
+
+
+def test_a_name_a_measure_partitions_or_that_names_the_stuff_measured_stays_a_name():
+    # 8756702 dropped every name right after a measure's "of": "a bit of", "portions of" take
+    # anything ("a bit of Shakespeare", "portions of Kent"), and a name before a word in lower
+    # case names the stuff's maker or place ("a glass of Napa Valley wine"), or is a subject.
+    assert names("She read a bit of Shakespeare every night before bed.") == {"Shakespeare": "person"}
+    assert "Kent" in names("Large portions of Kent and Sussex were flooded after the storm.")
+    assert names("Kim Lowe ordered a glass of Napa Valley wine.") == {"Kim Lowe": "person", "Napa Valley": "geo"}
+    assert "Lego" in names("Two pieces of Lego were missing from Kim Lowe's set.")
+    # The stuff itself is still no entity.
+    assert names("He poured a cup of Darjeeling and opened the letter.") == {}
+    assert names("Ann Marsh drank a pint of Guinness at the pub.") == {"Ann Marsh": "person"}
