@@ -141,7 +141,8 @@ from streamrag.sentences import table_row_text, table_rows
 #     to Marcus", "passed from Ravi to Priya"), "into", "near" ("bumped into Ravi") or "settled
 #     on" ("settled on Hartley as chair"): a person again; a measure's "of" drops no name before a
 #     word in lower case ("a glass of Napa Valley wine"), and "bit", "portion" are no measures
-#     ("a bit of Shakespeare", "portions of Kent").
+#     ("a bit of Shakespeare", "portions of Kent"); a going's place places no lone word after
+#     "and" ("moved to Leeds and Priya stayed").
 VERSION = "24"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
@@ -1137,8 +1138,10 @@ def _locus_before(sentence: str, toks: list[_Token], j: int) -> str:
             and _plain_gap(sentence, toks[j], toks[j + 1]):
         return _going(before)   # ... and Norwich, whatever goes before ("marched from Norwich to Ipswich")
     if prep in ("and", "or") and j > 1 and toks[j - 2][_CAP]:
-        # one of a list of places: "to Greenwich and Canterbury", "in Leeds or Bradbury"
-        return "in" if toks[j - 2][_TEXT].lower() in _GEO_KNOWN else _locus_before(sentence, toks, j - 2)
+        # one of a list of places: "to Greenwich and Canterbury", "in Leeds or Bradbury"; not
+        # for any lone word, as "and" may begin a clause: "moved to Leeds and Priya stayed"
+        first = "in" if toks[j - 2][_TEXT].lower() in _GEO_KNOWN else _locus_before(sentence, toks, j - 2)
+        return "to" if first == "way" else first
     return _going(before) if prep in _WAY_PREPOSITIONS and before in _GOING else ""
 
 

@@ -943,3 +943,13 @@ def test_a_name_a_measure_partitions_or_that_names_the_stuff_measured_stays_a_na
     # The stuff itself is still no entity.
     assert names("He poured a cup of Darjeeling and opened the letter.") == {}
     assert names("Ann Marsh drank a pint of Guinness at the pub.") == {"Ann Marsh": "person"}
+
+
+def test_a_word_after_and_past_a_goings_place_is_no_place_for_that_alone():
+    # "to Greenwich and Canterbury" lists places; since d543510 the list's "way" placed any lone
+    # word after "and", though "and" may begin a clause: "moved to Leeds and Priya stayed".
+    assert names("Kim Lowe moved to Leeds and Priya stayed behind.") == {
+        "Kim Lowe": "person", "Leeds": "geo", "Priya": "person"}
+    # The endings surnames share read a list as before.
+    assert names("Kim Lowe drove to Greenwich and Canterbury.") == {
+        "Kim Lowe": "person", "Greenwich": "geo", "Canterbury": "geo"}
