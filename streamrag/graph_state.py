@@ -53,6 +53,9 @@ class Change:
     # Live chunks that stay as published, now live with the run's extractor's extraction of the
     # same records (``Indexer._changes``): chunk id -> that extractor; bookkeeping, no change
     rekeyed: dict[str, str] = field(default_factory=dict)
+    # The documents this run cut into chunks (read anew, or cut again under other chunking
+    # settings): a kept one among them may hold other chunks than published (``rechunked``)
+    cut: set[str] = field(default_factory=set)
 
 
 def read_again(added: Collection[str], removed: Collection[str], before: dict[str, tuple[str, int, float]],
@@ -141,22 +144,31 @@ _stranded_found: weakref.WeakKeyDictionary[Store, tuple[tuple[int, str | None], 
     weakref.WeakKeyDictionary()
 
 
+def rechunked(store: Store, change: Change) -> set[str]:
+    """The kept documents this run cut into other chunks than they were published with (another
+    chunk size or overlap): only those it cut (``Change.cut``) are read back."""
+    cut = change.cut & change.kept_docs
+    published = index_rows.sources(store, "document_chunks", "doc_id", cut) if cut else {}
+    return {d for d in cut if {r["chunk_id"] for r in published.get(d, ())} != set(change.doc_chunks[d])}
+
+
 def _documents_moved(store: Store, change: Change) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
     """The chunks of each document whose chunks ``change`` may move, as published and as it leaves
     them: the documents removed (before only), added (after only), and kept that held a removed
-    chunk or hold an added one (both; re-chunked). Any other document is taken to hold the chunks
-    it held (see the gap below)."""
-    # Known gap: a kept document (its id is its text's hash) is re-chunked only by another
-    # chunker key (``chunking_marks``: chunk size, overlap, versions ...). One whose old chunks all
-    # stay live in other documents and whose new chunks are all live already holds no removed
-    # chunk and no added one, so it is not found here: the names of its live chunks are not
-    # looked at again (``_regrouped``) and ``_documents_of`` reads the chunks it was published
-    # with. Finding it would read the published chunks of every kept document in such a run; 400
-    # random seeds with chunk size changes found no such case.
+    chunk, hold an added one or were cut into other chunks (both; ``rechunked``). Any other
+    document holds the chunks it held.
+
+    A kept document (its id is its text's hash) is cut into other chunks only under another
+    chunker key (chunk size, overlap, versions: ``chunking_marks``), and may then hold no added
+    chunk and no removed one: its old chunks all live on in other documents and its new ones were
+    live already (a chunk-overlap change gave a document's second chunk the first one's last
+    words, as a third file held them). Found by its chunks alone, it kept a join its published
+    chunks made and its new ones do not."""
     held = {r["doc_id"] for rs in index_rows.sources(store, "document_chunks", "chunk_id",
                                                       change.removed_chunks).values() for r in rs}
     kept = {d for d in change.kept_docs if d in held or not change.added_chunks.isdisjoint(change.doc_chunks[d])} \
         if change.added_chunks else held & change.kept_docs
+    kept |= rechunked(store, change)
     before = {d: {r["chunk_id"] for r in rs}
               for d, rs in index_rows.sources(store, "document_chunks", "doc_id", change.removed_docs | kept).items()}
     return before, {d: set(change.doc_chunks[d]) for d in change.added_docs | kept}

@@ -17,12 +17,13 @@ import msgspec
 import pytest
 
 from conftest import failing_for, index_snapshot, make_settings
+from streamrag.chunker import chunk_document
 from streamrag.communities import modularity
 from streamrag.config import Settings
 from streamrag.graph_state import GraphCache, GraphState
 from streamrag.errors import ConfigError, LLMRequestError, LLMUnavailableError
 from streamrag.pipeline import sync
-from streamrag.records import Relationship
+from streamrag.records import Document, Relationship
 from streamrag.run_progress import Progress
 from streamrag.simulator import Simulator, SimulatorConfig
 from streamrag.store import Store
@@ -2004,6 +2005,37 @@ async def test_a_short_name_joins_a_full_name_the_full_text_table_writes_uncasef
     # joins them to.
     await _short_name_appended(tmp_path, "johann.txt", "Johann Strauß met Fred in Vienna.\n\n" + _FILLER,
                                f"Fred met {short} in Vienna. {short} laughed with Fred.\n", short)
+
+
+@pytest.mark.parametrize("kept", [False, True])
+async def test_a_document_cut_anew_into_chunks_other_files_hold_is_joined_as_a_fresh_index_joins_it(tmp_path, kept):
+    # A chunk overlap set gives the document's second chunk the first one's last words, "Ebenezer
+    # Scrooge" with them: its "Scrooge" is his within that chunk, and no document says the lone
+    # "Scrooge" (of the office paragraph, a file of its own) beside him any more. Each chunk of
+    # the document before and after is live in another file ("tail.txt" is its second chunk), so
+    # the run adds and removes none: the join the document's published chunks made was kept.
+    ledger = ("Fred walked through the fog to the market and bought bread and candles for the long winter "
+              "night ahead. The coins were counted in the cold office by Ebenezer Scrooge.")
+    office = "Fred met Scrooge at the office door. Scrooge sat down by the small fire and read."
+    overlap = {"chunk_size": 50, "chunk_overlap": 10}
+    settings = make_settings(index=overlap)
+    [first, second] = [c.text for c in chunk_document(Document(id="d", path="d", title="d", text=f"{ledger}\n\n{office}"),
+                                                      chunk_size=50, overlap=10, encoding=settings.index.encoding)]
+    assert first == ledger and second.startswith("the cold office by Ebenezer Scrooge.") and second.endswith(office)
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    for name, text in {"both.txt": f"{ledger}\n\n{office}", "ledger.txt": ledger, "office.txt": office,
+                       "tail.txt": second}.items():
+        (corpus / name).write_text(text)
+    db, cache = tmp_path / "i.db", GraphCache() if kept else None
+    await sync([corpus], make_settings(index=_SMALL), db, root=corpus, graph_cache=cache)
+    assert "Scrooge" not in {v[0] for v in _graph_rows(db)["entities"].values()}   # joined through both.txt
+    await sync([corpus], settings, db, root=corpus, graph_cache=cache)
+    fresh = tmp_path / "fresh"
+    shutil.copytree(corpus, fresh)
+    await sync([fresh], settings, tmp_path / "f.db", root=fresh)
+    assert "Scrooge" in {v[0] for v in _graph_rows(tmp_path / "f.db")["entities"].values()}
+    assert _graph_rows(db) == _graph_rows(tmp_path / "f.db")
 
 
 # Short documents whose names stress the joins: a short name with no, one and two full names
