@@ -32,8 +32,9 @@ from streamrag.records import Entity
 from streamrag.terms import words
 
 PERSON = "person"
-# The rule's version, published with the joins (``name_joins_rule``): an index whose joins another
-# rule made looks at every name once (``GraphState.rejoin_all``), as a fresh index would join them.
+# The rule's version, kept with the joins (meta ``name_joins_rule``, bookkeeping: a rule that makes
+# the same joins publishes no version): an index whose joins another rule made looks at every name
+# once (``GraphState.rejoin_all``), as a fresh index would join them.
 # 2: a short name joins only a full name a document says beside it (d43f1e3).
 RULE = "2"
 # Words before a name that are no part of the person's own name (the extractor keeps them in it).

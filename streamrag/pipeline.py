@@ -1351,7 +1351,7 @@ class Indexer:
         names joined to full names (the next run's, and ask's: ``question._joined_named``)."""
         if state.joins is None:
             return {}
-        return {"name_joins": msgspec.json.encode(state.joins).decode(), "name_joins_rule": joins.RULE}
+        return {"name_joins": msgspec.json.encode(state.joins).decode()}
 
     def _settings_marks(self, state: GraphState, next_community_id: int) -> dict[str, str]:
         """The settings and counters the index was built with, for the next run to compare. No
@@ -1408,6 +1408,10 @@ class Indexer:
                   "report_unusable_held": msgspec.json.encode(dict(sorted(state.report_held.items()))).decode()}
         if self.root is not None:
             counts["root"] = str(Path(self.root).resolve())
+        if state.joins is not None:
+            # The rule the joins were made by (a query reads the joins alone): an index joined by
+            # an earlier rule to the joins this one makes published version 2 of its mark alone.
+            counts["name_joins_rule"] = joins.RULE
         return {**self._settings_marks(state, next_community_id), **counts, **self._reading_marks()}
 
 

@@ -13,6 +13,7 @@ from conftest import index_snapshot, make_settings
 from streamrag import ids, joins as joins_module
 from streamrag.joins import full_name_ends, joins, touched
 from streamrag.merge import group, joined, mentions_of, merge_entity, merge_relationship
+from streamrag.graph_state import GraphState
 from streamrag.pipeline import sync
 from streamrag.question import named_entities
 from streamrag.records import Entity, EntityRecord, Extraction, RelationshipRecord
@@ -261,3 +262,42 @@ async def test_joins_made_by_an_earlier_rule_are_made_again_as_a_fresh_index_mak
 
 
 _FILLER_JOINS = "The fog came pouring in at every chink and keyhole, and the bells rang out the hours.\n"
+
+
+@pytest.mark.anyio
+async def test_joins_looked_at_again_under_a_new_rule_to_the_same_joins_publish_no_version(tmp_path, monkeypatch):
+    # An index joined by an earlier rule that joins as this one does: the one run that looks at
+    # every name again (its rule's mark differs) published version 2, every table as in version 1.
+    # Now the rule's mark is bookkeeping: written, no version made; the run after has nothing to
+    # look at again.
+    from streamrag import joins as joins_module
+
+    settings = make_settings(index={"chunk_size": 50, "chunk_overlap": 0})
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / "joe.txt").write_text(_JOE + _MILLER)
+    (corpus / "miller.txt").write_text(_MILLER)
+    db = tmp_path / "i.db"
+    with monkeypatch.context() as earlier:
+        earlier.setattr(joins_module, "RULE", "1")
+        await sync([corpus], settings, db, root=corpus)
+    before = _graph(db)
+    assert "Joe" not in {v[0] for v in before["entities"].values()}
+    looked = []
+    rejoin = GraphState._rejoin
+
+    def spy(self, *args):
+        looked.append(self.rejoin_all)
+        return rejoin(self, *args)
+
+    monkeypatch.setattr(GraphState, "_rejoin", spy)
+    again = await sync([corpus], settings, db, root=corpus)
+    assert (again.version, again.published, looked) == (1, False, [True])
+    assert _graph(db) == before
+    store = Store(db, readonly=True)
+    try:
+        assert store.get_meta("name_joins_rule") == joins_module.RULE
+    finally:
+        store.close()
+    after = await sync([corpus], settings, db, root=corpus)
+    assert (after.version, after.published, looked) == (1, False, [True])   # (nothing to redo: not merged)
