@@ -14,7 +14,7 @@ import functools
 import itertools
 import weakref
 from collections import Counter, defaultdict
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,6 +56,11 @@ class Change:
     # The documents this run cut into chunks (read anew, or cut again under other chunking
     # settings): a kept one among them may hold other chunks than published (``rechunked``)
     cut: set[str] = field(default_factory=set)
+    # The folder's files after the change, path -> (doc id, size, change stamp) (the scan's; None:
+    # not known, no file's name read as a title), and the kept documents whose files' names now
+    # say other full names (``retitled``): what a document's title says may move a join
+    files: Mapping[str, tuple[str, int, float]] | None = None
+    retitled: set[str] = field(default_factory=set)
 
 
 def read_again(added: Collection[str], removed: Collection[str], before: dict[str, tuple[str, int, float]],
@@ -142,6 +147,46 @@ def stranded_chunks(store: Store) -> set[str]:
 # store -> ((version, published_at), the chunks ``stranded_chunks`` found of that version)
 _stranded_found: weakref.WeakKeyDictionary[Store, tuple[tuple[int, str | None], frozenset[str]]] = \
     weakref.WeakKeyDictionary()
+
+
+def retitled(before: Mapping[str, tuple[str, int, float]], now: Mapping[str, tuple[str, int, float]]) -> set[str]:
+    """The documents, held before and now, whose files' names say other full names
+    (``joins.file_title``): a note renamed "Ada Lovelace.md", or its copy so named deleted.
+    ``before`` and ``now`` map a path to its (doc id, size, stamp), as the files table holds them
+    and as scanned. Only the documents of a path that came, went or holds another document are
+    looked at (a rename or a copy: a sync looked at nothing more)."""
+    moved = {v[0] for p, v in now.items() if (was := before.get(p)) is None or was[0] != v[0]}
+    moved |= {v[0] for p, v in before.items() if p not in now}   # (and a file edited: its old document)
+    if not moved:
+        return set()
+
+    def titles(files: Mapping[str, tuple[str, int, float]]) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = defaultdict(set)
+        for path, (doc_id, _size, _stamp) in files.items():
+            if doc_id in moved and (title := joins.file_title(path)) is not None:
+                out[doc_id].add(title)
+        return out
+    was, held = titles(before), titles(now)
+    held_before = {v[0] for v in before.values() if v[0] in moved}
+    held_now = {v[0] for v in now.values() if v[0] in moved}
+    return {d for d in held_before & held_now if was.get(d, set()) != held.get(d, set())}
+
+
+def _titles(store: Store, change: Change, docs: set[str]) -> dict[str, set[str]]:
+    """The full names the titles of ``docs`` say after ``change``: their files' names
+    (``joins.file_title``) and their first lines' headings (``joins.heading_title``, read from
+    each one's first chunk)."""
+    out: dict[str, set[str]] = defaultdict(set)
+    if not docs:
+        return out
+    for path, (doc_id, _size, _stamp) in (change.files or {}).items():
+        if doc_id in docs and (title := joins.file_title(path)) is not None:
+            out[doc_id].add(title)
+    first = {cs[0]: d for d in docs if (cs := change.doc_chunks.get(d))}
+    for chunk_id, text in index_rows.opening_headings(store, sorted(first)):
+        if (title := joins.heading_title(text)) is not None:
+            out[first[chunk_id]].add(title)
+    return out
 
 
 def rechunked(store: Store, change: Change) -> set[str]:
@@ -375,8 +420,9 @@ class GraphState:
     def _rejoin(self, store: Store, change: Change, settings: Settings,
                 added: list[merge.EntityMention]) -> set[str]:
         """Brings ``joins`` up to date with the names the change adds and removes, and those of the
-        live chunks it gives other documents to share (those it may move: ``joins.touched``; a
-        join asks the two names to share a document); returns the live chunks, not added, whose
+        live chunks it gives other documents to share or other titles (those it may move:
+        ``joins.touched``; a join asks the two names to share a document, or the short name's
+        document to be titled the full name: ``retitled``); returns the live chunks, not added, whose
         mentions are merged again for a join that moved. Offline only: an index a model extracts
         joins nothing (and one an offline run joined splits its joins)."""
         old = self.joins or {}
@@ -387,6 +433,9 @@ class GraphState:
         if settings.offline:
             before, after = _documents_moved(store, change)
             regrouped = _regrouped(before, after, change.live - change.added_chunks)
+            # (a document's title says a full name: one renamed has its names looked at again)
+            regrouped |= {c for d in change.retitled & change.kept_docs for c in change.doc_chunks.get(d, ())
+                          if c in change.live and c not in change.added_chunks}
             names = list(itertools.chain((m.name for m in added),
                                          index_rows.ids_for_chunks(store, "entity_sources", "name",
                                                                    removed | regrouped),
@@ -403,8 +452,10 @@ class GraphState:
                      if " " in n and (ends := joins.full_name_ends(n)) is not None and not keys.isdisjoint(ends)}
             own, chunks = self._own_names(store, shorts | fulls, old, removed, added, settings)
             in_documents = _documents_of(store, set().union(*chunks.values()), before, after)
-            now = joins.joins(own, {eid: {d for c in cs for d in in_documents.get(c, ())}
-                                    for eid, cs in chunks.items()})
+            documents = {eid: {d for c in cs for d in in_documents.get(c, ())} for eid, cs in chunks.items()}
+            # (the titles of the documents saying a short name alone: of a note, its file's name)
+            saying_short = {d for e in own if joins.short_key(e.name) is not None for d in documents.get(e.id, ())}
+            now = joins.joins(own, documents, _titles(store, change, saying_short))
             now = {s: f for s, f in old.items() if s not in shorts} | {s: f for s, f in now.items() if s in shorts}
         moved = {s for s in old.keys() | now.keys() if old.get(s) != now.get(s)}
         self.joins = dict(sorted(now.items()))

@@ -310,6 +310,16 @@ def chunk_texts(store: Store, chunk_ids: list[str]) -> Iterator[tuple[str, str]]
         yield from store.conn.execute(f"SELECT id, text FROM chunks WHERE {_in('id', part)}", part)
 
 
+def opening_headings(store: Store, chunk_ids: list[str]) -> Iterator[tuple[str, str]]:
+    """(id, first 300 characters) of the stored chunks of ``chunk_ids`` whose text opens with a
+    Markdown heading's "#" (``joins.heading_title``: a document's title; the texts of the others,
+    a common name's thousands of first chunks, not read)."""
+    opened = "ltrim(text, char(32, 9, 10, 13))"
+    for part in _batches(chunk_ids):
+        yield from store.conn.execute(
+            f"SELECT id, substr({opened}, 1, 300) FROM chunks WHERE {_in('id', part)} AND {opened} LIKE '#%'", part)
+
+
 def extracted_with(store: Store, key: str) -> set[str]:
     """The chunks extracted with extractor ``key``, in use or not."""
     return {c for (c,) in store.conn.execute("SELECT chunk_id FROM extractions WHERE extractor = ?", (key,))}

@@ -19,13 +19,24 @@ it neither takes a join nor stops one. Organisations, places and events never jo
 word the extractor reads as a title or an institution's head ("Spirit", "King"), which names a
 character by its role, not a person by name.
 
+A document's title says the full name it is as its text would: its file's name ("People/Ada
+Lovelace.md", ``file_title``) or its first line's Markdown heading ("# Ada Lovelace",
+``heading_title``). A vault of one note per person names her so and calls her "Ada" in the
+note's text; "Ada" then joins "Ada Lovelace" wherever another note names her in full. A title
+names no entity of its own (a full name only titles say joins nothing: "Meeting Notes.md" makes
+no person), and A Christmas Carol's staves ("stave4_last_spirit.txt", "STAVE FOUR") name no one,
+so "Joe" stays apart. A file renamed, or a copy of its text come or gone, moves what its
+document's title says (``graph_state.retitled``).
+
 Only offline indexes join (``graph_state``): a model names its entities as it reads the text,
 and may well give "Scrooge" where the text means another Scrooge; no measure says it is as safe.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Iterable, Mapping
+from pathlib import PurePosixPath
 
 from streamrag import ids, nlp
 from streamrag.records import Entity
@@ -36,11 +47,17 @@ PERSON = "person"
 # the same joins publishes no version): an index whose joins another rule made looks at every name
 # once (``GraphState.rejoin_all``), as a fresh index would join them.
 # 2: a short name joins only a full name a document says beside it (d43f1e3).
-RULE = "2"
+# 3: a document's file name or first-line heading says the full name it is.
+RULE = "3"
 # Words before a name that are no part of the person's own name (the extractor keeps them in it).
 _TITLES = nlp.KEEP_TITLES | nlp.ADJECTIVES
 # Words that are a role, not a name, alone.
 _ROLES = nlp.KEEP_TITLES | nlp.OF_HEADS | nlp.KIN
+# A row of a .jsonl or .csv file is a document of its own ("people.csv#3"): its file's name is
+# no title of the row.
+_ROW = re.compile(r"\.(?:jsonl|csv)#\d+$", re.IGNORECASE)
+# A Markdown heading ("# Ada Lovelace", "## Ada Lovelace ##").
+_HEADING = re.compile(r"#{1,6}[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*")
 
 
 def full_name_ends(name: str) -> tuple[str, str] | None:
@@ -59,6 +76,25 @@ def _written_ends(name: str) -> tuple[str, str] | None:
     if len(words) < 2 or not all(w[:1].isupper() or w in nlp.PARTICLES for w in words):
         return None
     return words[0], words[-1]
+
+
+def file_title(path: str) -> str | None:
+    """The full name a file's name gives the document it holds, keyed as ``ids.normalize_name``
+    keys names ("People/Ada Lovelace.md": "ada lovelace"); None for a name that is no full name
+    ("notes.md", "doc_00001.txt", "ada lovelace.md") and for a row of a .jsonl or .csv file."""
+    if _ROW.search(path):
+        return None
+    stem = PurePosixPath(path).stem
+    return ids.normalize_name(stem) if full_name_ends(stem) is not None else None
+
+
+def heading_title(text: str) -> str | None:
+    """The full name a document's first line gives it as a Markdown heading ("# Ada Lovelace"),
+    keyed as ``file_title`` keys it; None for any other first line. (A first line without "#" is
+    text, whose names the extractor reads; a heading's names it reads only where the text under
+    it says them too.)"""
+    m = _HEADING.fullmatch(text.lstrip().split("\n", 1)[0].strip())
+    return ids.normalize_name(m.group(1)) if m is not None and full_name_ends(m.group(1)) is not None else None
 
 
 def short_key(name: str) -> str | None:
@@ -122,23 +158,30 @@ def _table_forms(key: str) -> set[str]:
     return forms
 
 
-def joins(names: Iterable[Entity], documents: Mapping[str, Collection[str]]) -> dict[str, str]:
+def joins(names: Iterable[Entity], documents: Mapping[str, Collection[str]],
+          titles: Mapping[str, Collection[str]] | None = None) -> dict[str, str]:
     """Short name's entity id -> the full name's entity id it joins, for ``names``: one entity
     per name as written (its own mentions merged: its shown name and type); ``documents``: each
-    name's entity id -> the documents saying it."""
+    name's entity id -> the documents saying it; ``titles``: a document -> the full names its
+    title says (``file_title``, ``heading_title``), of the documents saying a short name."""
     shorts: dict[str, str] = {}
     fulls: dict[str, set[str]] = {}
+    keyed: dict[str, str] = {}
     for e in names:
         if e.type != PERSON:
             continue
         if (key := short_key(e.name)) is not None:
             shorts[key] = e.id
         elif (ends := full_name_ends(e.name)) is not None:
+            keyed[e.id] = ids.normalize_name(e.name)
             for word in set(ends):
                 fulls.setdefault(word, set()).add(e.id)
+    titles = titles or {}
     out: dict[str, str] = {}
     for key, eid in sorted(shorts.items()):
-        if len(fit := fulls.get(key, ())) == 1 and not set(documents.get(eid, ())).isdisjoint(
-                documents.get(full := next(iter(fit)), ())):
+        if len(fit := fulls.get(key, ())) != 1:
+            continue
+        said, full = set(documents.get(eid, ())), next(iter(fit))
+        if not said.isdisjoint(documents.get(full, ())) or any(keyed[full] in titles.get(d, ()) for d in said):
             out[eid] = full
     return out

@@ -75,6 +75,7 @@ from streamrag.graph_state import (
     check_rewired,
     document_changes,
     rechunked,
+    retitled,
 )
 from streamrag.records import Chunk, Community, Document, Extraction
 from streamrag.replies import CUT_OFFS
@@ -846,7 +847,8 @@ class Indexer:
         --recluster, degrees to recount, an unclustered graph, vectors to make, an offline
         index published before short names were joined to full names, or joined by another rule:
         ``joins``, ``rejoin_all``, or one of whose documents is cut into other chunks, all of them
-        live already, which may move a join: ``rechunked``; claims whose ends
+        live already, or has its files' names say another full name, which may move a join:
+        ``rechunked``, ``retitled``; claims whose ends
         are no entities: ``stranded``). ``state``:
         the published bookkeeping (``GraphState.unread``); ``counts``: ``index_rows.graph_counts``."""
         said = store.get_meta
@@ -854,7 +856,8 @@ class Indexer:
         return (bool(state.version) and not self.recluster
                 and not (change.added_chunks or change.removed_chunks or change.added_docs or change.removed_docs)
                 and not (state.retry_summaries or state.report_unusable or state.report_held) and state.counted
-                and ((state.joins is not None and not state.rejoin_all and not rechunked(store, change))
+                and ((state.joins is not None and not state.rejoin_all and not change.retitled
+                      and not rechunked(store, change))
                      or not self.settings.offline)
                 and not state.stranded
                 and said("summarizer") == self.summarizer_key and said("leiden") == self.leiden_key
@@ -1100,7 +1103,8 @@ class Indexer:
             added_docs=new_docs - old_docs, removed_docs=old_docs - new_docs, kept_docs=new_docs & old_docs,
             doc_chunks=doc_chunk_ids, live=live, added_chunks=added, removed_chunks=removed,
             extractions=index_rows.StoredExtractions(store, added, self.key, keys), keys=keys,
-            rekeyed=dict.fromkeys(same, self.key), cut=new_docs & scan.doc_chunks.keys())
+            rekeyed=dict.fromkeys(same, self.key), cut=new_docs & scan.doc_chunks.keys(), files=scan.files,
+            retitled=retitled(scan.indexed, scan.files) if self.settings.offline else set())
 
     def _claimless(self, store: Store, chunk_ids: set[str]) -> set[str]:
         """Those of ``chunk_ids`` extracted but for their claims (``extractor.claimless_key``)."""

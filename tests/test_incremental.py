@@ -1910,7 +1910,7 @@ async def test_an_offline_index_published_before_names_were_joined_joins_them_on
     # with no file changed, looks at every name once, as a fresh index does.
     settings, corpus, db = _scrooge_folder(tmp_path)
     with monkeypatch.context() as m:
-        m.setattr("streamrag.joins.joins", lambda names, documents: {})
+        m.setattr("streamrag.joins.joins", lambda names, documents, titles=None: {})
         await sync([corpus], settings, db, root=corpus)
     with contextlib.closing(sqlite3.connect(db)) as conn, conn:
         conn.execute("DELETE FROM meta WHERE key = 'name_joins'")
@@ -2082,12 +2082,31 @@ def _files(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
 
 
-def _join_change(rnd: random.Random, roots: tuple[Path, ...], step: int) -> tuple:
+# Full names a file may be named for (``titled``): its document's title says it (``joins``).
+_TITLES = ["Ebenezer Scrooge", "Bob Cratchit", "Belinda Cratchit", "Jacob Marley", "Mary O'Neill", "Johann Strauß",
+           "Anna D'Arcy-O'Neill", "Scrooge McDuck"]
+
+
+def _titled(titles: random.Random | None, step: int, plain: str, text: str = "") -> tuple[str, str]:
+    """A new file's name (``plain`` as it is, else three times in four a full name's, in a folder of
+    the step's) and its text (``text``; under a full name's, its first or last word said before
+    it, and half the time the name a heading above), drawn from ``titles``: a random of its own,
+    so that the changes drawn without it are drawn alike."""
+    if titles is None or titles.random() < 0.25:
+        return plain, text
+    title = titles.choice(_TITLES)
+    short = titles.choice([title.split()[0], title.split()[-1]])
+    said = f"Fred met {short} in London. {short} laughed with Fred.\n\n{text}" if text else text
+    return f"t{step}/{title}.txt", (f"# {title}\n\n{said}" if said and titles.random() < 0.5 else said)
+
+
+def _join_change(rnd: random.Random, roots: tuple[Path, ...], step: int, titles: random.Random | None = None) -> tuple:
     """One change, made alike in every folder: pool documents added, a file deleted, renamed,
     given other text or some appended, a file's copy added, a file cut in two (its first lines
     kept, the rest a new file's) or two made one (the second's text appended to the first's, the
     second deleted). A copy appended to, a cut or a merge leaves chunks in other documents than
-    they were in, most of them neither added nor removed."""
+    they were in, most of them neither added nor removed. With ``titles``, a new or renamed file
+    may be named for a full name, its text put under it as a heading (``_titled``)."""
     present = _files(roots[0])
     op = rnd.choice(["add", "add", "delete", "rename", "replace", "append", "append", "copy", "cut", "merge"]) \
         if present else "add"
@@ -2095,16 +2114,20 @@ def _join_change(rnd: random.Random, roots: tuple[Path, ...], step: int) -> tupl
     text = _pool_text(rnd)
     lines = (roots[0] / name).read_text().splitlines(keepends=True) if present else []
     at = rnd.randint(1, max(1, len(lines) - 1))
+    new, added = _titled(titles, step, f"d{step}.txt", text)
+    renamed = _titled(titles, step, f"r{step}_{Path(name).name}")[0] if op == "rename" else ""
     for root in roots:
+        (root / new).parent.mkdir(parents=True, exist_ok=True)
         if op in ("add", "copy"):
-            (root / f"d{step}.txt").write_text(text if op == "add" else (root / other).read_text())
+            (root / new).write_text(added if op == "add" else (root / other).read_text())
         elif op == "delete":
             (root / name).unlink()
         elif op == "rename":
-            (root / name).rename((root / name).parent / f"r{step}_{Path(name).name}")
+            (root / name).parent.joinpath(renamed).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).rename((root / name).parent / renamed)
         elif op == "cut" and len(lines) > 1:
             (root / name).write_text("".join(lines[:at]))
-            (root / f"d{step}.txt").write_text("".join(lines[at:]))
+            (root / new).write_text("".join(lines[at:]))
         elif op == "merge" and other != name:
             (root / name).write_text((root / name).read_text() + (root / other).read_text())
             (root / other).unlink()
@@ -2145,9 +2168,10 @@ def _dup_edit(rnd: random.Random, roots: tuple[Path, ...], step: int, dup: tuple
 _JOIN_SIZES = [_SMALL, {"chunk_size": 80, "chunk_overlap": 0}, {"chunk_size": 50, "chunk_overlap": 10}]
 
 
-@pytest.mark.parametrize("seed, subfolders", [(7, False), (13, False), (17, False), (56, False),
-                                              (23, True), (48, True), (59, True)])
-async def test_random_changes_join_names_as_a_fresh_index_joins_them(tmp_path, seed, subfolders):
+@pytest.mark.parametrize("seed, subfolders, titled", [(7, False, False), (13, False, False), (17, False, False),
+                                                      (56, False, False), (23, True, False), (48, True, False),
+                                                      (59, True, False), (9, False, True), (4, True, True)])
+async def test_random_changes_join_names_as_a_fresh_index_joins_them(tmp_path, seed, subfolders, titled):
     # After each of 5-15 changes, synced one at a time by `index` (the graph read from the
     # store) and by a daemon (the graph it kept), the entities, relationships with their weights
     # and sources, claims and the joins `ask` reads (meta name_joins) are those of a fresh index
@@ -2155,8 +2179,11 @@ async def test_random_changes_join_names_as_a_fresh_index_joins_them(tmp_path, s
     # document cut in two; 200 seeds pass. A join is made at 511 of their 2,120 steps, a chunk
     # held by two documents at 350.) With ``subfolders``, half the changes are among
     # subfolders (a move, an add, a copy synced then one of the two edited), and a run may
-    # change the chunk size (a reviewer's checker: 400 seeds passed).
+    # change the chunk size (a reviewer's checker: 400 seeds passed). With ``titled``, new and
+    # renamed files may be named for a full name, which their documents' titles then say, and
+    # put it as a heading above their text (``_titled``; drawn apart, the changes are as without).
     rnd = random.Random(seed)
+    titles = random.Random(f"titles {seed}") if titled else None
     settings = make_settings(index=_SMALL)
     roots = (tmp_path / "index", tmp_path / "kept")
     for root in roots:
@@ -2188,7 +2215,7 @@ async def test_random_changes_join_names_as_a_fresh_index_joins_them(tmp_path, s
                 await sync_both()
                 ops.append(_dup_edit(rnd, roots, step, ops[-1]))
         elif step >= 0:
-            ops.append(_join_change(rnd, roots, step))
+            ops.append(_join_change(rnd, roots, step, titles))
         if step >= 0 and subfolders and rnd.random() < 0.15:
             size = rnd.choice(_JOIN_SIZES)
             settings = make_settings(index=size)

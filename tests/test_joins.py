@@ -11,9 +11,9 @@ import pytest
 
 from conftest import index_snapshot, make_settings
 from streamrag import ids, joins as joins_module
-from streamrag.joins import full_name_ends, joins, touched
+from streamrag.joins import file_title, full_name_ends, heading_title, joins, touched
 from streamrag.merge import group, joined, mentions_of, merge_entity, merge_relationship
-from streamrag.graph_state import GraphState
+from streamrag.graph_state import GraphCache, GraphState
 from streamrag.pipeline import sync
 from streamrag.question import named_entities
 from streamrag.records import Entity, EntityRecord, Extraction, RelationshipRecord
@@ -248,7 +248,8 @@ async def test_joins_made_by_an_earlier_rule_are_made_again_as_a_fresh_index_mak
     db = tmp_path / "i.db"
     with monkeypatch.context() as earlier:
         earlier.setattr(joins_module, "RULE", "1", raising=False)
-        earlier.setattr(joins_module, "joins", lambda names, documents: joins(names, {e.id: {"d"} for e in names}))
+        earlier.setattr(joins_module, "joins",
+                        lambda names, documents, titles=None: joins(names, {e.id: {"d"} for e in names}))
         await sync([corpus], settings, db, root=corpus)
     assert "Joe" not in {v[0] for v in _graph(db)["entities"].values()}   # (joined, as that rule joined it)
     if change == "other file":
@@ -301,3 +302,75 @@ async def test_joins_looked_at_again_under_a_new_rule_to_the_same_joins_publish_
         store.close()
     after = await sync([corpus], settings, db, root=corpus)
     assert (after.version, after.published, looked) == (1, False, [True])   # (nothing to redo: not merged)
+
+
+def test_a_documents_title_says_the_full_name_it_is():
+    assert [file_title(p) for p in ("People/Ada Lovelace.md", "Ada Lovelace.txt", "a/Mary O'Neill.md")] == \
+        ["ada lovelace", "ada lovelace", "mary oneill"]
+    assert [file_title(p) for p in ("notes.md", "doc_00001.txt", "ada lovelace.md", "People.csv#3",
+                                    "Ada Lovelace.jsonl#2", "Ghost of Jacob Marley.md")] == [None] * 6
+    assert heading_title("# Ada Lovelace\n\nAda wrote the notes.") == "ada lovelace"
+    assert heading_title("\n## Ada Lovelace ##\nAda wrote.") == "ada lovelace"
+    assert [heading_title(t) for t in ("Ada Lovelace\n\nAda wrote.", "# Notes on the Engine\n", "#Ada Lovelace\n",
+                                       "Ada wrote the notes.\n# Ada Lovelace")] == [None] * 4
+    # "Ada" said in her note, "Ada Lovelace" in another's text: her note's title says both
+    people = named("Ada", "Ada Lovelace", "Ada Byron")[:2]
+    said = {people[0].id: {"note"}, people[1].id: {"engine"}}
+    assert joins(people, said) == {}
+    assert joins(people, said, {"note": {"ada lovelace"}}) == {people[0].id: people[1].id}
+    assert joins(people, said, {"engine": {"ada lovelace"}, "note": {"ada byron"}}) == {}
+    # a title is no entity: two full names still leave the short name alone
+    assert joins(named("Ada", "Ada Lovelace", "Ada Byron"), {e.id: {"note"} for e in named("Ada", "Ada Lovelace")},
+                 {"note": {"ada lovelace"}}) == {}
+
+
+# One note per person: "Ada" in her own note and in the letters, "Ada Lovelace" only in the
+# engine's note, which names her in full.
+_VAULT = {
+    "People/Ada Lovelace.md": "Charles Babbage worked with Ada in London. Ada wrote the first program.\n",
+    "Projects/Engine.md": "Charles Babbage designed the Engine. Its first program was the work of Ada, and Ada "
+                          "Lovelace published her notes in 1843.\n",
+    "Projects/Letters.md": "Mary Somerville met Ada in London. Somerville taught Ada.\n",
+}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kept", [False, True])
+async def test_a_note_named_for_a_person_joins_her_short_name_as_its_name_comes_and_goes(tmp_path, kept):
+    # Her note's file name says "Ada Lovelace": "Ada" (her note, the letters) is hers. Renamed
+    # "ada.md" it says nothing, and "Ada" is a name of its own; a heading "# Ada Lovelace" says it
+    # again; a copy named for her, then the copy deleted: each time a fresh index's joins.
+    settings = make_settings()
+    corpus = tmp_path / "c"
+    db = tmp_path / "i.db"
+    cache = GraphCache() if kept else None
+    people = corpus / "People"
+    note = _VAULT["People/Ada Lovelace.md"]
+    steps = [
+        lambda: [(corpus / p).parent.mkdir(parents=True, exist_ok=True) or (corpus / p).write_text(t)
+                 for p, t in _VAULT.items()],
+        lambda: (people / "Ada Lovelace.md").rename(people / "ada.md"),
+        lambda: (people / "ada.md").write_text("# Ada Lovelace\n\n" + note),
+        lambda: (people / "ada.md").write_text(note),
+        lambda: (people / "Ada Lovelace.txt").write_text(note),
+        lambda: (people / "Ada Lovelace.txt").unlink(),
+    ]
+    joined = []
+    for i, step in enumerate(steps):
+        step()
+        await sync([corpus], settings, db, root=corpus, graph_cache=cache)
+        copy = tmp_path / f"fresh{i}"
+        shutil.copytree(corpus, copy, ignore=shutil.ignore_patterns(".streamrag"))
+        await sync([copy], settings, tmp_path / f"fresh{i}.db", root=copy)
+        assert _graph(db) == _graph(tmp_path / f"fresh{i}.db"), i
+        assert _joins_meta(db) == _joins_meta(tmp_path / f"fresh{i}.db"), i
+        joined.append("Ada" not in {v[0] for v in _graph(db)["entities"].values()})
+    assert joined == [True, False, True, False, True, False]
+
+
+def _joins_meta(db: Path) -> str | None:
+    store = Store(db, readonly=True)
+    try:
+        return store.get_meta("name_joins")
+    finally:
+        store.close()
