@@ -261,9 +261,10 @@ def event_usage(event: dict) -> dict | None:
 
 
 def event_deltas(event: dict) -> Iterator[tuple[str, list[str], str | None]]:
-    """Each choice of a streamed event: its piece of answer, the pieces of thinking streamed
-    apart from it (``THINKING_KEYS``), and its finish_reason (None until the last). A malformed
-    choice raises ``Retryable`` when it comes: the choices before it are taken."""
+    """Each choice of a streamed event: its piece of answer, the piece of thinking streamed
+    apart from it (``THINKING_KEYS``, the first one set: a list of one, or empty), and its
+    finish_reason (None until the last). A malformed choice raises ``Retryable`` when it comes:
+    the choices before it are taken."""
     choices = event.get("choices")
     if choices is not None and not isinstance(choices, list):
         raise Retryable("a streamed event's 'choices' is not a list "
@@ -279,7 +280,10 @@ def event_deltas(event: dict) -> Iterator[tuple[str, list[str], str | None]]:
             raise Retryable(f"a streamed event's 'delta' is not an object ({json_kind(delta)})",
                             200)
         piece = read_content(delta.get("content"), "a streamed event's")
-        thinking = [delta[k] for k in THINKING_KEYS if isinstance(delta.get(k), str) and delta[k]]
+        # (The names are one field's: vLLM kept reasoning_content beside reasoning when it renamed
+        # it, and mlx-vlm sends both, the same text twice; taken twice, an answer without usage
+        # was counted, and booked, with its thinking twice over.)
+        thinking = [delta[k] for k in THINKING_KEYS if isinstance(delta.get(k), str) and delta[k]][:1]
         yield piece, thinking, choice["finish_reason"] if read_finish(choice.get("finish_reason")) else None
 
 

@@ -797,6 +797,25 @@ async def test_thinking_streamed_apart_is_counted_in_an_answer_without_usage(tmp
     assert calls(store)[0]["completion_tokens"] == paid
 
 
+async def test_thinking_sent_under_two_names_is_counted_once(tmp_path):
+    # A server that streams its thinking under the old name and the new one alike (vLLM kept
+    # reasoning_content beside reasoning when it renamed it; mlx-vlm sends both) was paid twice
+    # for it, in the row and the token budget, when it said no usage.
+    thinking, text = " ".join(["ponder"] * 200), "(Paris, France)"
+    events = [{"choices": [{"index": 0, "delta": {"reasoning": thinking, "reasoning_content": thinking},
+                            "finish_reason": None}]},
+              {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": "stop"}]}, "[DONE]"]
+    endpoint = Endpoint(httpx.Response(200, content=sse(events), headers={"content-type": "text/event-stream"}))
+    with anyio.fail_after(10):
+        async with client(tmp_path, endpoint, tokens_per_minute=20000) as (llm, store):
+            llm._tpm.clock = lambda: 0.0
+            result = await llm.chat(ask(), model="m1", stage="s", on_delta=lambda _t: None)
+            paid = count_tokens(thinking + text, llm.encoding)
+            assert result.text == text and result.completion_tokens == paid
+            assert llm._tpm.total == result.prompt_tokens + paid
+    assert calls(store)[0]["completion_tokens"] == paid
+
+
 async def test_the_first_minute_s_burst_stays_within_the_token_limit(tmp_path):
     # Before any answer, a request without max_tokens booked its prompt and 256 tokens: at
     # llm.tokens_per_minute 6,000, four 1,000-token prompts went out at once, whose 600-token
