@@ -786,7 +786,7 @@ def _archived_unchecked(store: Store) -> dict[tuple[str, str], int]:
     return {(stage, model): n for stage, model, n in rows}
 
 
-def failures_recorded(store: Store) -> int:
+def failures_recorded(store: Store, *, under_way: bool = True) -> int:
     """The failures of every update recorded (``status``: "recorded over all runs"): each item
     once per run, as a run counts it (a daemon's retries repeat one), and none of a daemon's
     extraction ahead of a sync (run ``watch:extract``), whose failures the sync after it meets
@@ -800,12 +800,16 @@ def failures_recorded(store: Store) -> int:
     chunks of a run that published nothing and left files unindexed are counted as those files
     (``status.unindexed_chunks``), not as failures; so are those chunks' failures in a run of the
     update still under way (a retry of an outage: its stats are written as it ends): the count was
-    0 between an outage's retries and 2 during each, for a file of 3 chunks left unindexed."""
+    0 between an outage's retries and 2 during each, for a file of 3 chunks left unindexed.
+    ``under_way`` False counts those as failures (``prune``, whose archive is what its deletions
+    take from the count: left out as a deleted run of the update named them, they came back in
+    when it went, archived as -1, and once the retry ended `status` said failures_total -1)."""
+    unindexed = f"({_UNINDEXED_FILES} OR {_UNINDEXED_YET})" if under_way else _UNINDEXED_FILES
     return store.scalar(
         f"WITH {_UNINDEXED_RUNS} SELECT count(*) FROM (SELECT DISTINCT CASE WHEN f.stamp IS NULL THEN "
         "coalesce(r.update_of, f.run_id) END, f.stage, f.item, f.stamp FROM failures f LEFT JOIN runs r "
         "ON r.id = f.run_id WHERE (r.command IS NULL OR r.command != 'watch:extract') AND NOT "
-        f"(f.stage IN ('extract', 'glean') AND ({_UNINDEXED_FILES} OR {_UNINDEXED_YET})))") or 0
+        f"(f.stage IN ('extract', 'glean') AND {unindexed}))") or 0
 
 
 # The runs that published nothing and left files unindexed (``not_indexed``), with their stats:
@@ -1179,12 +1183,13 @@ def prune(store: Store, keep_days: float, now: float) -> int:
     # Older runs and failures go too, counted on where `status` counts them. (Failures are
     # counted once per item and run, so what is archived is what the count loses; those of a
     # run deleted go with it, or a daemon's extraction pass would count once its run is gone.)
-    recorded = failures_recorded(store)
+    recorded = failures_recorded(store, under_way=False)   # (those of a retry under way too)
     queries = conn.execute("SELECT count(*) FROM runs WHERE command = 'ask' AND status = 'ok' "
                            "AND started_at < ?", (cutoff,)).fetchone()[0]
     conn.execute("DELETE FROM runs WHERE started_at < ?", (cutoff,))
     conn.execute("DELETE FROM failures WHERE created_at < ? OR run_id NOT IN (SELECT id FROM runs)", (cutoff,))
-    for name, n in (("archived_queries", queries), ("archived_failures", recorded - failures_recorded(store)),
+    archived = recorded - failures_recorded(store, under_way=False)
+    for name, n in (("archived_queries", queries), ("archived_failures", archived),
                     ("archived_asked_again", again), ("archived_unusable", unusable)):
         if n:
             store.set_meta(name, str(int(store.get_meta(name) or 0) + n))

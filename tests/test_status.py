@@ -356,6 +356,35 @@ def test_answers_asked_again_are_said_as_watch_says_them(tmp_path):
     assert status_of(db)[0]["asked_again"] == 1
 
 
+def test_a_prune_during_an_outage_s_retry_keeps_failures_total(tmp_path):
+    # A retry's failures of a chunk its update's first run left unindexed are left out as that
+    # file while it runs, as that run names them. A prune in the retry (it publishes other files)
+    # deleted that run, older than store.keep_unused_days: they counted again, archived as -1,
+    # and once the retry ended naming them, `status` said failures_total -1.
+    import json
+
+    from streamrag import index_rows
+
+    db, day = tmp_path / "s.db", 86400.0
+    unindexed = json.dumps({"not_indexed": 1, "not_indexed_chunks": ["c1"]})
+    store = Store(db)
+    try:
+        with store.conn:
+            store.start_run("first", "watch")
+            store.record_failure("first", "extract", "c1", "refused")
+            store.finish_run("first", "failed", unindexed)
+            store.conn.execute("UPDATE runs SET started_at = started_at - ? WHERE id = 'first'", (3 * day,))
+            store.conn.execute("UPDATE failures SET created_at = created_at - ? WHERE run_id = 'first'", (3 * day,))
+            store.start_run("retry", "watch", update_of="first")
+            store.record_failure("retry", "extract", "c1", "refused")
+            assert index_rows.failures_recorded(store) == 0
+            prune(store, 1, time.time())
+            store.finish_run("retry", "failed", unindexed)
+    finally:
+        store.close()
+    assert status_of(db)[0]["failures_total"] == 0
+
+
 def test_answers_asked_again_of_an_index_pruned_before_unusable_ones_were_archived(tmp_path):
     # prune kept archived_asked_again before it kept archived_unusable (290243a): such an index
     # counted more answers asked again than unusable (0 of 1), which cannot be: each was unusable first.
