@@ -381,7 +381,9 @@ def _outcome(info: dict) -> str:
     # said the same way, "failed (1 file is not text)", as if the binary file had made it fail:
     # they are said apart, as skipped, which every update does with them.
     said = f"{state} ({' and '.join(left)})" if left else state
-    if skipped:
+    if skipped and state == "running":   # (under way, its process alive: it has not failed)
+        said += f"; {skipped} (skipped)"
+    elif skipped:
         cause = "was interrupted" if state == "interrupted" else "failed"
         said += f"; besides, {skipped} (skipped, not why it {cause})"
     return said

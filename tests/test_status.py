@@ -1585,6 +1585,19 @@ def test_a_failed_update_says_the_files_it_skipped_apart_from_why_it_failed():
     assert line("ok", 0, 1).endswith("watch r1: ok, but 1 file is not text")   # (ok: nothing failed)
 
 
+def test_a_run_under_way_says_the_files_it_skipped_without_saying_it_failed():
+    # A run still going (its process alive, the lock held) that had met a binary file said
+    # "running; besides, 1 file is not text (skipped, not why it failed)": it has not failed.
+    def line(failed: int, not_text: int) -> str:
+        info = {**_info("running", failed + not_text, not_text), "unreadable_by_kind": {"not_text": not_text},
+                "writer": {"command": "index", "pid": 1}}
+        info["last_run"] = {**info["last_run"], "killed": False}
+        return last_update_line(format_status(info, Path("i.db")))
+
+    assert line(0, 1).endswith("watch r1: running; 1 file is not text (skipped)"), line(0, 1)
+    assert line(2, 3).endswith("watch r1: running (2 items failed); 3 files are not text (skipped)"), line(2, 3)
+
+
 def test_every_count_of_status_and_the_watch_lines_is_grouped_by_thousands():
     # The LLM calls and the usage table were grouped ("2,469,141"); the counts beside them were
     # not: "failures 12345 in the last update", "1234 files are not text", "(1234 from cache)".
