@@ -77,7 +77,7 @@ How a chunk is read:
   is a person, and so is a lone word. A lone word ending as places do ("Bradford",
   "Whitechapel") is a place unless the chunk gives it a person's cue: an honorific ("Ms.
   Belford") or a kept title ("Mrs. Thornbury"), a verb of speech beside it ("Ruvford said")
-  or a person's gesture after it ("Ashford scored", "Belford smiled": _PERSON_VERBS),
+  or a person's gesture after it ("Belford smiled", "Ashford nodded": _PERSON_VERBS),
   or a full name it is the surname of ("Belford" beside "Zofia Belford"), as surnames end so
   too. Endings surnames share as often ("-hill", "-gate", "-wich", "-bury": Churchill,
   Southgate, Ashbury) say a place only after a place's preposition in the chunk ("on
@@ -142,7 +142,7 @@ from streamrag.sentences import table_row_text, table_rows
 #     on" ("settled on Hartley as chair"): a person again; a measure's "of" drops no name before a
 #     word in lower case ("a glass of Napa Valley wine"), and "bit", "portion" are no measures
 #     ("a bit of Shakespeare", "portions of Kent"); a going's place places no lone word after
-#     "and" ("moved to Leeds and Priya stayed").
+#     "and" ("moved to Leeds and Priya stayed"); "scored" is no person's gesture ("Oxford scored").
 VERSION = "24"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
@@ -220,11 +220,13 @@ _SPEECH_VERBS = _words("""
 said says replied cried asked returned pursued exclaimed observed answered rejoined inquired
 demanded whispered muttered continued resumed added urged interrupted remarked
 """)
-# What a person (or a team) does and a place does not, right after the name: a person's cue
-# as a verb of speech is ("Ashford scored twice", "Belford smiled"; "Bradford flooded" says nothing).
+# What a person does and a place does not, right after the name: a person's cue as a verb of
+# speech is ("Belford smiled"; "Bradford flooded" says nothing). Not "scored": a town or a
+# team scores as readily as a player ("in the survey Bradford scored lowest", "Oxford scored
+# against Cambridge").
 _PERSON_VERBS = _words("""
 smiled smiles laughed laughs nodded nods frowned frowns grinned grins winked winks sighed sighs
-shrugged shrugs scored scores
+shrugged shrugs
 """)
 # Verbs of a story's subject that do not end in "-ed" (those that do are known by it).
 _NARRATIVE_VERBS = _words("""
@@ -599,7 +601,7 @@ class _Mention:
         self.sent, self.name = sent, name
         self.honorific, self.title, self.prep, self.poss = honorific, title, prep, poss
         self.acronym, self.det, self.agent, self.initial = acronym, det, agent, initial
-        self.speaks = speaks        # beside a verb of speech: "Ruvford said", "said Ruvford"; "Ashford scored"
+        self.speaks = speaks        # beside a verb of speech: "Ruvford said", "said Ruvford"; "Ashford nodded"
         self.the = the              # right after "the": "the Invisible World"
         self.locus = locus          # the place's preposition before it: "at" for "on Cornhill" (``_locus_before``)
         self.measure = measure      # after a measure's "of", "a piece of Cold Roast" (``_MEASURES``)

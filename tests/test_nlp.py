@@ -879,15 +879,15 @@ def test_a_name_after_a_measures_of_is_a_dish_and_so_are_its_short_forms():
     assert names("Kim Lowe toured Bordeaux. She lived in Bordeaux and drank a glass of Bordeaux.")["Bordeaux"]
 
 
-def test_a_lone_word_a_going_or_in_places_is_a_place_and_a_scorer_a_person():
+def test_a_lone_word_a_going_or_in_places_is_a_place_and_one_that_smiles_a_person():
     # A lone word with no place's ending was a place only when "in" or the like stood before
     # most of its mentions: "moved to Hampstead" gave a person, and so did "in Hampstead"
-    # beside "Hampstead was quiet"; a "-ford" word was a place whatever it did ("Ashford scored").
+    # beside "Hampstead was quiet"; a "-ford" word was a place whatever it did.
     assert names("Kim Lowe moved to Hampstead. Ann Marsh lives in Sausalito.") == {
         "Kim Lowe": "person", "Hampstead": "geo", "Ann Marsh": "person", "Sausalito": "geo"}
     assert names("Ann Marsh prayed in Hampstead. Hampstead was quiet.") == {
         "Ann Marsh": "person", "Hampstead": "geo"}
-    assert names("Kim Lowe passed and Ashford scored twice.") == {"Kim Lowe": "person", "Ashford": "person"}
+    assert names("Kim Lowe waved and Ashford smiled back.") == {"Kim Lowe": "person", "Ashford": "person"}
     # "at" takes a body or anyone; a short form of a longer name is read as before.
     assert names("Colleagues at Ruvtane praised Kim Lowe.") == {"Ruvtane": "person", "Kim Lowe": "person"}
     assert names("Ann Marsh came home. Later Kim Lowe went to Ann.") == {"Ann Marsh": "person", "Kim Lowe": "person"}
@@ -953,3 +953,11 @@ def test_a_word_after_and_past_a_goings_place_is_no_place_for_that_alone():
     # The endings surnames share read a list as before.
     assert names("Kim Lowe drove to Greenwich and Canterbury.") == {
         "Kim Lowe": "person", "Greenwich": "geo", "Canterbury": "geo"}
+
+
+def test_a_town_or_a_team_that_scores_is_no_person_for_that():
+    # "scored" was a person's gesture (d543510, for "Ashford scored twice"), but towns and teams
+    # score as readily: "Bradford scored lowest" and "Oxford scored against Cambridge" gave people.
+    assert names("Later Bradford scored lowest in the survey.") == {"Bradford": "geo"}
+    assert names("On Saturday Oxford scored against Cambridge.")["Oxford"] == "geo"
+    assert names("On Saturday Oxford scores again.") == {"Oxford": "geo"}
