@@ -71,8 +71,8 @@ How a chunk is read:
   mentions only, beside the one person whose surname it is, is typed per mention: the place
   where so placed, that person elsewhere ("walked beyond Highgate" ... "Ann Highgate" ...
   "Highgate said no").
-* Types come from cues: event words at the end, organisation words anywhere, place suffixes
-  and prefixes, a small gazetteer, "in"/"near"/"à"/"в" before the name, honorifics, a building's head
+* Types come from cues: event words at the end (holidays too: "Easter"), organisation words
+  anywhere, place suffixes and prefixes, a small gazetteer, "in"/"near"/"à"/"в" before the name, honorifics, a building's head
   after a determiner ("the Mansion House", "at the Lantern Hall"); otherwise a multi-word name
   is a person, and so is a lone word. A lone word ending as places do ("Bradford",
   "Whitechapel") is a place unless the chunk gives it a person's cue: an honorific ("Ms.
@@ -142,7 +142,8 @@ from streamrag.sentences import table_row_text, table_rows
 #     on" ("settled on Hartley as chair"): a person again; a measure's "of" drops no name before a
 #     word in lower case ("a glass of Napa Valley wine"), and "bit", "portion" are no measures
 #     ("a bit of Shakespeare", "portions of Kent"); a going's place places no lone word after
-#     "and" ("moved to Leeds and Priya stayed"); "scored" is no person's gesture ("Oxford scored").
+#     "and" ("moved to Leeds and Priya stayed"); "scored" is no person's gesture ("Oxford scored");
+#     holidays are events ("stayed through Easter" placed nothing).
 VERSION = "24"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
@@ -384,7 +385,11 @@ symposium treaty accord riot riots protest protests revolution crisis earthquake
 disaster ceremony awards gala parade carnival tournament race regatta rally day eve week
 scandal spill blackout outbreak massacre battle siege referendum hearing trial meeting concert
 workshop congress-meeting uprising rebellion pandemic epidemic famine drought storm
-""")
+""") | _words("""
+easter lent advent epiphany pentecost whitsun whitsuntide michaelmas candlemas halloween yule
+yuletide hogmanay thanksgiving ramadan eid diwali deepavali holi navratri vesak hanukkah
+chanukah passover purim sukkot kwanzaa
+""")   # holidays: "stayed through Easter" is a time, no place (Christmas is one above)
 _GEO_SUFFIXES = _words("""
 falls harbor harbour city street road avenue lane square vale valley river lake county heights
 crossing bay beach island islands isle mountains mountain hills hill springs point coast

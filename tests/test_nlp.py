@@ -961,3 +961,16 @@ def test_a_town_or_a_team_that_scores_is_no_person_for_that():
     assert names("Later Bradford scored lowest in the survey.") == {"Bradford": "geo"}
     assert names("On Saturday Oxford scored against Cambridge.")["Oxford"] == "geo"
     assert names("On Saturday Oxford scores again.") == {"Oxford": "geo"}
+
+
+def test_a_holiday_is_an_event_and_no_place_a_going_or_an_arrival_puts_it_in():
+    # Only Christmas was an event: "stayed through Easter" (an arrival's "through") gave a place,
+    # "fasted through Ramadan" a person.
+    assert names("Kim Lowe stayed through Easter.") == {"Kim Lowe": "person", "Easter": "event"}
+    assert names("Ann Marsh fasted through Ramadan and went home for Diwali.") == {
+        "Ann Marsh": "person", "Ramadan": "event", "Diwali": "event"}
+    assert names("They stayed at Hampstead through Thanksgiving.") == {
+        "Hampstead": "geo", "Thanksgiving": "event"}
+    # A greeting's adjective goes, as for Christmas; a place's head keeps a place.
+    assert names("Kim Lowe wished Ann Marsh a Happy Easter.")["Easter"] == "event"
+    assert names("Kim Lowe sailed to Easter Island.")["Easter Island"] == "geo"
