@@ -41,9 +41,10 @@ How a chunk is read:
   ("a bad young Act"), a person's epithet after "the" ("the young Mozart"). A phrase in
   capitals only ever right after "the", with no cue of a type, is rarely a person's name: it is
   a concept ("the Invisible World", "the Poll Tax", "the Holy Spirit", "the Red Cross"),
-  however often used and whatever it does (bodies and laws act too), unless it speaks or its
-  head names someone by role or kind (a title, kin, "Lama", "Men", an agent noun: "the Prime
-  Minister", "the Dalai Lama", "the Wise Men", "the Artful Dodger": _PERSON_HEADS). A greeting's
+  however often used and whatever it does (bodies and laws act too), unless it speaks, does
+  what only the living do ("the White Rabbit ran", "the Cowardly Lion roared": _LIVING_VERBS),
+  or its head names someone by role or kind (a title, kin, "Lama", "Men", an agent noun: "the
+  Prime Minister", "the Dalai Lama", "the Wise Men", "the Artful Dodger": _PERSON_HEADS). A greeting's
   adjective is no part of the holiday ("Merry Christmas" -> "Christmas"). A name only ever
   after a measure's "of" is a dish or a drink, and so are its short forms ("a great piece of
   Cold Roast"; "the Roast and Boiled"); not one before a word in lower case ("a glass of Napa
@@ -72,9 +73,9 @@ How a chunk is read:
   where so placed, that person elsewhere ("walked beyond Highgate" ... "Ann Highgate" ...
   "Highgate said no").
 * Types come from cues: event words at the end (holidays too: "Easter"), organisation words
-  anywhere, place suffixes and prefixes, a small gazetteer, "in"/"near"/"à"/"в" before the name, honorifics, a building's head
-  after a determiner ("the Mansion House", "at the Lantern Hall"); otherwise a multi-word name
-  is a person, and so is a lone word. A lone word ending as places do ("Bradford",
+  anywhere, place suffixes and prefixes, a small gazetteer, "in"/"near"/"à"/"в" before the
+  name, honorifics, a building's head after a determiner ("the Mansion House", "at the Lantern
+  Hall", "the Golden Temple"); otherwise a multi-word name is a person, and so is a lone word. A lone word ending as places do ("Bradford",
   "Whitechapel") is a place unless the chunk gives it a person's cue: an honorific ("Ms.
   Belford") or a kept title ("Mrs. Thornbury"), a verb of speech beside it ("Ruvford said")
   or a person's gesture after it ("Belford smiled", "Ashford nodded": _PERSON_VERBS),
@@ -143,7 +144,9 @@ from streamrag.sentences import table_row_text, table_rows
 #     word in lower case ("a glass of Napa Valley wine"), and "bit", "portion" are no measures
 #     ("a bit of Shakespeare", "portions of Kent"); a going's place places no lone word after
 #     "and" ("moved to Leeds and Priya stayed"); "scored" is no person's gesture ("Oxford scored");
-#     holidays are events ("stayed through Easter" placed nothing).
+#     holidays are events ("stayed through Easter" placed nothing); a phrase after "the" that
+#     does what only the living do is a person ("the White Rabbit ran"); a temple, a shrine ...
+#     is a building ("the Golden Temple").
 VERSION = "24"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
@@ -229,6 +232,20 @@ _PERSON_VERBS = _words("""
 smiled smiles laughed laughs nodded nods frowned frowns grinned grins winked winks sighed sighs
 shrugged shrugs
 """)
+# What a living being does and a body, a law or a thing does not, right after a phrase after
+# "the": a character's cue as speaking is ("the White Rabbit ran", "the Big Bad Wolf knocked",
+# "the Cowardly Lion roared"; ``_agent``). Acting in general is none: bodies and laws act too
+# ("the Red Cross delivered food", "The Poll Tax was hated").
+_LIVING_VERBS = _PERSON_VERBS | _words("""
+ran runs hurried hurries knocked knocks roared roars wept weeps sobbed sobs wailed wails groaned
+groans howled howls growled growls barked barks snarled snarls whimpered whimpers trembled
+trembles shivered shivers crept creeps tiptoed tiptoes scampered scampers scurried scurries
+limped limps stumbled stumbles knelt kneels bowed bows prayed prays blessed blesses danced
+dances sang sings slept sleeps woke wakes ate eats drank drinks walked walks waved waves
+beckoned beckons stared stares gazed gazes glared glares peered peers blinked blinks yawned
+yawns sneezed sneezes giggled giggles chuckled chuckles screamed screams shouted shouts hugged
+hugs kissed kisses
+""")
 # Verbs of a story's subject that do not end in "-ed" (those that do are known by it).
 _NARRATIVE_VERBS = _words("""
 was is had has did does spoke speaks stood stands sat sits came comes went goes saw sees took
@@ -248,7 +265,8 @@ barrel barrels cask casks keg kegs quart quarts gallon gallons ounce ounces serv
 # "the Children's Hospital"); a building's name is a place ("the Mansion House", "the Lantern Hall").
 _BUILDING_HEADS = _words("""
 house hall palace castle abbey cathedral chapel tower theatre theater inn tavern hotel asylum
-prison gaol workhouse mill market arcade gate
+prison gaol workhouse mill market arcade gate temple mosque synagogue shrine pagoda mausoleum
+tomb monument stadium arena mahal
 """)
 _INSTITUTION_HEADS = _BUILDING_HEADS | _words("""
 guild union society association party club league church hospital school college institute
@@ -601,11 +619,12 @@ class _Mention:
 
     def __init__(self, sent: int, name: str, *, honorific: bool = False, title: bool = False,
                  prep: bool = False, poss: bool = False, acronym: bool = False, det: bool = False,
-                 agent: bool = False, initial: bool = False, speaks: bool = False, the: bool = False,
+                 agent: str = "", initial: bool = False, speaks: bool = False, the: bool = False,
                  locus: str = "", measure: bool = False) -> None:
         self.sent, self.name = sent, name
         self.honorific, self.title, self.prep, self.poss = honorific, title, prep, poss
-        self.acronym, self.det, self.agent, self.initial = acronym, det, agent, initial
+        self.acronym, self.det, self.initial = acronym, det, initial
+        self.agent = agent          # "speaks", "lives" or "acts" right after "the" (``_agent``), or ""
         self.speaks = speaks        # beside a verb of speech: "Ruvford said", "said Ruvford"; "Ashford nodded"
         self.the = the              # right after "the": "the Invisible World"
         self.locus = locus          # the place's preposition before it: "at" for "on Cornhill" (``_locus_before``)
@@ -1014,7 +1033,6 @@ def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int
     else:
         det = not honorific and _determined(sentence, toks, first)
     acting = _agent(sentence, toks, first, last) if det else None
-    agent = acting is not None
     speaks = (last + 1 < len(toks) and (toks[last + 1][_TEXT] in _SPEECH_VERBS or toks[last + 1][_TEXT] in _PERSON_VERBS)
               and _plain_gap(sentence, toks[last], toks[last + 1])) or \
         (first > 0 and toks[first - 1][_TEXT] in _SPEECH_VERBS
@@ -1028,7 +1046,7 @@ def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int
         and not (last + 1 < len(toks) and toks[last + 1][_TEXT].islower()
                  and toks[last + 1][_TEXT] not in _TITLE_SMALL and _plain_gap(sentence, toks[last], toks[last + 1]))
     return _Mention(i, name, honorific=honorific, title=title, prep=prep and not poss, poss=poss,
-                    det=det, agent=agent, initial=first in initial, speaks=speaks, the=the,
+                    det=det, agent=acting or "", initial=first in initial, speaks=speaks, the=the,
                     locus="" if poss else locus, measure=measure)
 
 
@@ -1091,8 +1109,9 @@ def _determined(sentence: str, toks: list[_Token], j: int) -> bool:
 
 def _agent(sentence: str, toks: list[_Token], first: int, last: int) -> str | None:
     """Whether tokens ``first``..``last``, right after "the" (or "this", "that"), speak or act:
-    "said the Ghost", "the Phantom replied" ("speaks"), "the Phantom (slowly) pointed", "the
-    Phantom was" ("acts"), else None. Who does so is a character, however common the word naming
+    "said the Ghost", "the Phantom replied" ("speaks"), "the White Rabbit ran" as only a living
+    being does ("lives": ``_LIVING_VERBS``), "the Phantom (slowly) pointed", "the Phantom was"
+    ("acts"), else None. Who does so is a character, however common the word naming
     it; "the Parrot, you know" is not."""
     k = first - 1
     if k < 0 or toks[k][_TEXT].lower() not in ("the", "this", "that") \
@@ -1110,6 +1129,8 @@ def _agent(sentence: str, toks: list[_Token], first: int, last: int) -> str | No
     verb = toks[j][_TEXT]
     if verb in _SPEECH_VERBS:
         return "speaks"
+    if verb in _LIVING_VERBS:
+        return "lives"
     return "acts" if verb in _NARRATIVE_VERBS or (len(verb) > 4 and verb.islower() and verb.endswith("ed")) \
         else None
 
@@ -1381,10 +1402,11 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
                     and _common_noun(target, ms, lower_words) and not _family(target, by_name):
                 continue                # "a Glee", "the Parrot", "Hope" beside "hope": no entity
             elif " " in target and " of " not in target and all(m.the for m in ms) \
-                    and not any(m.speaks for m in ms) and not _person_head(target):
+                    and not any(m.speaks or m.agent == "lives" for m in ms) and not _person_head(target):
                 # (a head naming someone by role or kind is a person: "the Prime Minister", "the
                 # Dalai Lama", "the Artful Dodger"; acting says nothing, as bodies and laws act
-                # too: "The Poll Tax was hated", "the Red Cross delivered"; speaking does)
+                # too: "The Poll Tax was hated", "the Red Cross delivered"; speaking does, and so
+                # does what only the living do: "the White Rabbit ran", "the Cowardly Lion roared")
                 t = "concept"           # "the Invisible World", "the Holy Spirit": no one's name
             else:
                 t = "person"

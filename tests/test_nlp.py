@@ -771,11 +771,12 @@ def test_a_phrase_after_the_ending_in_a_title_is_a_person_by_role_not_a_concept(
         "Invisible World": "concept", "Jacob Marley": "person"}
 
 
-def test_a_phrase_after_the_is_a_concept_only_with_an_ideas_head():
+def test_a_phrase_after_the_whose_head_names_someone_is_a_person_and_a_law_a_concept():
     # Any phrase in capitals only ever after "the" was a concept: people known by an epithet
-    # ("the Dalai Lama", "the Artful Dodger") with it. Only a head naming an idea, a law or a
-    # realm says a concept; any other phrase is typed as before (a person). (Since VERSION 23
-    # any head but one naming someone is a concept: test_a_phrase_after_the_is_a_person_only_by_its_head...)
+    # ("the Dalai Lama", "the Artful Dodger") with it. Since VERSION 23 a head naming someone
+    # by role or kind, or an agent noun, says a person, and a law's or an idea's is a concept
+    # (any other head too, unless the phrase speaks or does what the living do:
+    # test_a_phrase_after_the_is_a_person_by_its_head_by_speaking_or_by_a_living_beings_verb).
     assert names("Last spring we travelled to Dharamsala and met the Dalai Lama at his residence.")[
         "Dalai Lama"] == "person"
     assert names("The novel follows Oliver Twist, who falls in with a gang led by the Artful Dodger.") == {
@@ -816,16 +817,16 @@ def test_initials_in_any_alphabet_are_no_word_drawn_out():
     assert names("'Скро-о-о-одж!' said Fred Holt.") == {"Fred Holt": "person"}
 
 
-def test_a_phrase_after_the_is_a_person_only_by_its_head_or_by_speaking():
+def test_a_phrase_after_the_is_a_person_by_its_head_by_speaking_or_by_a_living_beings_verb():
     # A phrase in capitals after "the" was a person unless its head named an idea
     # (_CONCEPT_HEADS), and even then when it "acted" ("The Poll Tax was hated" at a sentence's
-    # start: "was" made it a character): "the Holy Spirit", "the Lost Souls", "the Red Cross"
-    # were people. Such a phrase is rarely a person's name: a concept, unless its head names
-    # someone or it speaks.
+    # start: "was" made it a character): "the Holy Spirit", "the Red Cross" were people. Such a
+    # phrase is rarely a person's name: a concept, unless its head names someone, it speaks or
+    # it does what only the living do ("the Lost Souls wept": a concept in 55deee7, beings here).
     assert names("The Poll Tax was hated. Kim Lowe paid it.") == {"Poll Tax": "concept", "Kim Lowe": "person"}
     assert names("Kim Lowe prayed to the Holy Spirit. Later the Lost Souls wept, and Ann Marsh "
                  "joined the Red Cross.") == {"Kim Lowe": "person", "Holy Spirit": "concept",
-                                              "Lost Souls": "concept", "Ann Marsh": "person",
+                                              "Lost Souls": "person", "Ann Marsh": "person",
                                               "Red Cross": "concept"}
     assert names("Ann Marsh joined the Red Cross. The Red Cross delivered food, and the Red Cross "
                  "built a camp.")["Red Cross"] == "concept"
@@ -974,3 +975,21 @@ def test_a_holiday_is_an_event_and_no_place_a_going_or_an_arrival_puts_it_in():
     # A greeting's adjective goes, as for Christmas; a place's head keeps a place.
     assert names("Kim Lowe wished Ann Marsh a Happy Easter.")["Easter"] == "event"
     assert names("Kim Lowe sailed to Easter Island.")["Easter Island"] == "geo"
+
+
+def test_a_phrase_after_the_that_does_what_only_the_living_do_is_a_character():
+    # 55deee7 made every such phrase a concept unless it spoke or its head named someone, and
+    # fiction's characters went with the laws: "the White Rabbit ran", "the Big Bad Wolf
+    # knocked", "the Cowardly Lion roared" were concepts (people before).
+    assert names("The White Rabbit ran past Alice and hurried down the hole.") == {
+        "White Rabbit": "person", "Alice": "person"}
+    assert names("That night the Big Bad Wolf knocked on the door.") == {"Big Bad Wolf": "person"}
+    assert names("The Cowardly Lion roared at Dorothy Gale.") == {
+        "Cowardly Lion": "person", "Dorothy Gale": "person"}
+    assert names("The Virgin Mary blessed the shepherds.") == {"Virgin Mary": "person"}
+    # Acting in general is no such cue: bodies and laws act too, and "was" + "-ed" is no act.
+    assert names("The Poll Tax was hated.") == {"Poll Tax": "concept"}
+    assert names("The Red Cross delivered food.") == {"Red Cross": "concept"}
+    # A temple, a mosque, a shrine ... after a determiner is a place, as a hall is.
+    assert names("Kim Lowe prayed at the Golden Temple.") == {"Kim Lowe": "person", "Golden Temple": "geo"}
+    assert names("Kim Lowe visited the Taj Mahal.") == {"Kim Lowe": "person", "Taj Mahal": "geo"}
