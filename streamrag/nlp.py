@@ -91,7 +91,9 @@ How a chunk is read:
   it shortens a longer name there or a person's cue says otherwise. A place is not called by its generic word alone:
   "Hill" with no determiner or place's preposition before it, beside the one name ending in it
   or with a person's cue, is a surname, and that name a person's ("Tom Hill ... Later Hill
-  returned"; "Mr. Hill").
+  returned"; "Mr. Hill"), unless it qualifies a noun ("Capitol Hill ... Hill staffers left");
+  a word no one bears as a surname ("City", "County") is the place's ("Manchester City ... City
+  dominated").
 * Descriptions are the first sentences that mention the entity (about 40 words).
 * Relationships: two entities in one sentence (strong) or in adjacent sentences of one block
   (weak); strength 1..10 from those counts; each entity keeps its 10 strongest.
@@ -146,7 +148,8 @@ from streamrag.sentences import table_row_text, table_rows
 #     "and" ("moved to Leeds and Priya stayed"); "scored" is no person's gesture ("Oxford scored");
 #     holidays are events ("stayed through Easter" placed nothing); a phrase after "the" that
 #     does what only the living do is a person ("the White Rabbit ran"); a temple, a shrine ...
-#     is a building ("the Golden Temple").
+#     is a building ("the Golden Temple"); a place's generic word alone is no surname before a
+#     noun ("Capitol Hill ... Hill staffers"), nor ever "City", "County" ... ("Manchester City").
 VERSION = "24"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
@@ -416,6 +419,17 @@ churchyard bridge station quay wharf creek sound strait straits highlands lowlan
 township borough village town
 """)
 _GEO_PREFIXES = _words("lake port new mount mt fort ft saint st san santa cape north south east west upper lower")
+# Of _GEO_SUFFIXES, those that are surnames too ("Tom Hill", "Lois Lane"): alone, such a word
+# may be a person's surname (``_resolve``); "City", "County", "Station" ... never are.
+_GEO_SURNAMES = _words("hill hills lane park bay beach lake street forest bridge vale")
+# Past tenses of verbs that do not end in "-ed" and modals, beside _NARRATIVE_VERBS ...: the
+# word after a name is a verb, not a noun the name qualifies ("Hill won", not "Hill staffers").
+_IRREGULAR_VERBS = _words("""
+won lost left got put set met felt kept began wrote sent spent built brought thought bought caught
+fought taught found paid heard read meant became broke chose drew drank ate fell beat grew hid hit
+hurt let lay laid quit rode rang sang sank shook shot shut slid sold stole struck swore swam threw
+tore understood wore drove flew fled ran would wouldn't will won't can can't cannot may might must
+""")
 # Endings of a place's one-word name, most of them a word for a place grown onto it; a weak cue:
 # surnames end so too (``_place_word``). A person's cue in the chunk beats them ("Ms. Belford").
 _GEO_WORD_ENDINGS = ("ford", "mouth", "ville", "burgh", "burg", "shire", "borough", "chester",
@@ -615,12 +629,12 @@ def _drawn_out(w: str) -> bool:
 
 class _Mention:
     __slots__ = ("sent", "name", "honorific", "title", "prep", "poss", "acronym", "det", "agent", "initial",
-                 "speaks", "the", "locus", "measure")
+                 "speaks", "the", "locus", "measure", "qualifies")
 
     def __init__(self, sent: int, name: str, *, honorific: bool = False, title: bool = False,
                  prep: bool = False, poss: bool = False, acronym: bool = False, det: bool = False,
                  agent: str = "", initial: bool = False, speaks: bool = False, the: bool = False,
-                 locus: str = "", measure: bool = False) -> None:
+                 locus: str = "", measure: bool = False, qualifies: bool = False) -> None:
         self.sent, self.name = sent, name
         self.honorific, self.title, self.prep, self.poss = honorific, title, prep, poss
         self.acronym, self.det, self.initial = acronym, det, initial
@@ -629,6 +643,7 @@ class _Mention:
         self.the = the              # right after "the": "the Invisible World"
         self.locus = locus          # the place's preposition before it: "at" for "on Cornhill" (``_locus_before``)
         self.measure = measure      # after a measure's "of", "a piece of Cold Roast" (``_MEASURES``)
+        self.qualifies = qualifies  # before a noun it qualifies: "Hill staffers", "City fans" (``_noun_at``)
 
 
 def extract_offline(chunk_text: str, *, entity_types: list[str] | None = None) -> Extraction:
@@ -1045,9 +1060,31 @@ def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int
         and _plain_gap(sentence, toks[first - 1], toks[first]) \
         and not (last + 1 < len(toks) and toks[last + 1][_TEXT].islower()
                  and toks[last + 1][_TEXT] not in _TITLE_SMALL and _plain_gap(sentence, toks[last], toks[last + 1]))
+    qualifies = not poss and last + 1 < len(toks) and _plain_gap(sentence, toks[last], toks[last + 1]) \
+        and _noun_at(sentence, toks, last + 1)
     return _Mention(i, name, honorific=honorific, title=title, prep=prep and not poss, poss=poss,
                     det=det, agent=acting or "", initial=first in initial, speaks=speaks, the=the,
-                    locus="" if poss else locus, measure=measure)
+                    locus="" if poss else locus, measure=measure, qualifies=qualifies)
+
+
+def _verb_form(w: str) -> bool:
+    """Whether a word in lower case reads as a verb (or an adverb) after a subject."""
+    return w.endswith(("ed", "ly", "ing")) or w in _IRREGULAR_VERBS or w in _NARRATIVE_VERBS \
+        or w in _SPEECH_VERBS or w in _LIVING_VERBS or w in _ARRIVING
+
+
+def _noun_at(sentence: str, toks: list[_Token], j: int) -> bool:
+    """Whether token ``j``, right after a name, is a noun the name qualifies ("Hill staffers
+    left", "City fans cheered", "the Hill office"), not the name's verb ("Hill returned", "Hill
+    won"). A word ending in "s" is a plural only before a verb ("staffers left"; "Hill wants
+    more" is a verb's)."""
+    w = toks[j][_TEXT]
+    if not w.isalpha() or not w.islower() or w in _COMMON or w in _TITLE_SMALL or _verb_form(w):
+        return False
+    if w.endswith("s") and not w.endswith("ss"):
+        return j + 1 < len(toks) and _plain_gap(sentence, toks[j], toks[j + 1]) \
+            and toks[j + 1][_TEXT].islower() and _verb_form(toks[j + 1][_TEXT])
+    return True
 
 
 def _opens_cell(sentence: str, tok: _Token) -> bool:
@@ -1263,8 +1300,11 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
     # preposition before it, beside the one name ending in it ("Tom Hill ... Later Hill
     # returned") or with a person's cue ("Mr. Hill", "Hill said"), is a surname, and that name
     # the person's, though "-hill" ends places' names too (not "Notting Hill" beside "the Hill").
+    # Only a word that is a surname too ("Hill", "Lane"; not "City": "Manchester City ... City
+    # dominated"), and not where it qualifies a noun ("Capitol Hill ... Hill staffers left").
     generic = {n for n, ms in by_name.items() if cue[n] == "geo" and " " not in n and "-" not in n
-               and _cue_words(n)[0] in _GEO_SUFFIXES and not any(m.det or m.prep or m.locus for m in ms)}
+               and _cue_words(n)[0] in _GEO_SURNAMES
+               and not any(m.det or m.prep or m.locus or m.qualifies for m in ms)}
     if generic:
         ends: dict[str, list[str]] = defaultdict(list)
         for n, ms in by_name.items():

@@ -993,3 +993,16 @@ def test_a_phrase_after_the_that_does_what_only_the_living_do_is_a_character():
     # A temple, a mosque, a shrine ... after a determiner is a place, as a hall is.
     assert names("Kim Lowe prayed at the Golden Temple.") == {"Kim Lowe": "person", "Golden Temple": "geo"}
     assert names("Kim Lowe visited the Taj Mahal.") == {"Kim Lowe": "person", "Taj Mahal": "geo"}
+
+
+def test_a_places_generic_word_alone_before_a_noun_or_never_a_surname_leaves_the_place():
+    # b487e8f read a lone "Hill", "City" ... as a surname beside the one name ending in it, and
+    # that name as the person's: "Capitol Hill" and "Manchester City" became people (geo before).
+    # A word qualifying a noun after it names the place ("Hill staffers"), and "City" is no surname.
+    assert names("Capitol Hill was quiet. Hill staffers left early.")["Capitol Hill"] == "geo"
+    assert names("Manchester City beat Arsenal. City dominated the second half.")["Manchester City"] == "geo"
+    assert names("Manchester City beat Arsenal. City fans cheered.")["Manchester City"] == "geo"
+    # A verb after the word keeps the surname, in the past ("won") or the present ("wants").
+    assert names("Tom Hill stood for Leeds. Later Hill won the seat.")["Tom Hill"] == "person"
+    assert names("Tom Hill stood for Leeds. Now Hill wants more.")["Tom Hill"] == "person"
+    assert names("Lois Lane met Clark Kent. Later Lane laughed.")["Lois Lane"] == "person"
