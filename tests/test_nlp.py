@@ -889,8 +889,7 @@ def test_a_lone_word_a_going_or_in_places_is_a_place_and_one_that_smiles_a_perso
     assert names("Ann Marsh prayed in Hampstead. Hampstead was quiet.") == {
         "Ann Marsh": "person", "Hampstead": "geo"}
     assert names("Kim Lowe waved and Ashford smiled back.") == {"Kim Lowe": "person", "Ashford": "person"}
-    # "at" takes a body or anyone; a short form of a longer name is read as before.
-    assert names("Colleagues at Ruvtane praised Kim Lowe.") == {"Ruvtane": "person", "Kim Lowe": "person"}
+    # A short form of a longer name is read as before.
     assert names("Ann Marsh came home. Later Kim Lowe went to Ann.") == {"Ann Marsh": "person", "Kim Lowe": "person"}
     assert names("Ruvtane Media Group grew. Its staff moved to Ruvtane.") == {"Ruvtane Media Group": "organization"}
     assert names("In the end Bradford flooded.") == {"Bradford": "geo"}
@@ -901,7 +900,9 @@ def test_at_or_on_after_an_arrival_or_a_going_places_a_lone_word():
     # gave a person; after an arrival or a going it says the place as a going's "to" does.
     assert names("The ferry docked at Sausalito.") == {"Sausalito": "geo"}
     assert names("Kim Lowe stayed at Hampstead for a week.") == {"Kim Lowe": "person", "Hampstead": "geo"}
-    assert names("Colleagues at Ruvtane praised Kim Lowe.") == {"Ruvtane": "person", "Kim Lowe": "person"}
+    # Not after any other word: "Colleagues at Ruvtane" names a body (no cue says which type).
+    found = names("Colleagues at Ruvtane praised Kim Lowe.")
+    assert found["Kim Lowe"] == "person" and found["Ruvtane"] != "geo"
     assert names("Jon Crawford met the press. The crowd cheered at Crawford.") == {"Jon Crawford": "person"}
 
 
