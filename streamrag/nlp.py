@@ -240,7 +240,7 @@ shrugged shrugs
 # "the Cowardly Lion roared"; ``_agent``). Acting in general is none: bodies and laws act too
 # ("the Red Cross delivered food", "The Poll Tax was hated").
 _LIVING_VERBS = _PERSON_VERBS | _words("""
-ran runs hurried hurries knocked knocks roared roars wept weeps sobbed sobs wailed wails groaned
+hurried hurries knocked knocks roared roars wept weeps sobbed sobs wailed wails groaned
 groans howled howls growled growls barked barks snarled snarls whimpered whimpers trembled
 trembles shivered shivers crept creeps tiptoed tiptoes scampered scampers scurried scurries
 limped limps stumbled stumbles knelt kneels bowed bows prayed prays blessed blesses danced
@@ -249,6 +249,9 @@ beckoned beckons stared stares gazed gazes glared glares peered peers blinked bl
 yawns sneezed sneezes giggled giggles chuckled chuckles screamed screams shouted shouts hugged
 hugs kissed kisses
 """)
+# ... and "ran" with a way after it ("the White Rabbit ran past Alice", "ran off"): services,
+# papers and campaigns run too ("the Northern Line ran late", "the Evening Standard ran a story").
+_RUNNING = _words("ran runs")   # (the ways: ``_RUN_WAYS``)
 # Verbs of a story's subject that do not end in "-ed" (those that do are known by it).
 _NARRATIVE_VERBS = _words("""
 was is had has did does spoke speaks stood stands sat sits came comes went goes saw sees took
@@ -430,6 +433,7 @@ fought taught found paid heard read meant became broke chose drew drank ate fell
 hurt let lay laid quit rode rang sang sank shook shot shut slid sold stole struck swore swam threw
 tore understood wore drove flew fled ran would wouldn't will won't can can't cannot may might must
 """)
+_NO_NOUNS = _words("alone away twice thrice")   # "Hill alone voted no" (adverbs without "-ly")
 # Endings of a place's one-word name, most of them a word for a place grown onto it; a weak cue:
 # surnames end so too (``_place_word``). A person's cue in the chunk beats them ("Ms. Belford").
 _GEO_WORD_ENDINGS = ("ford", "mouth", "ville", "burgh", "burg", "shire", "borough", "chester",
@@ -517,6 +521,7 @@ with within without
 """)
 
 _PREPOSITIONS = _TITLE_SMALL - _words("a an the and but or nor for so yet as if than vs v versus")
+_RUN_WAYS = _PREPOSITIONS | _words("away off home back")   # after "ran" (``_RUNNING``)
 
 _TYPE_SYNONYMS = {
     "person": _words("person people per persons character characters individual human"),
@@ -1079,7 +1084,8 @@ def _noun_at(sentence: str, toks: list[_Token], j: int) -> bool:
     won"). A word ending in "s" is a plural only before a verb ("staffers left"; "Hill wants
     more" is a verb's)."""
     w = toks[j][_TEXT]
-    if not w.isalpha() or not w.islower() or w in _COMMON or w in _TITLE_SMALL or _verb_form(w):
+    if not w.isalpha() or not w.islower() or w in _COMMON or w in _TITLE_SMALL or _verb_form(w) \
+            or w in _NO_NOUNS:
         return False
     if w.endswith("s") and not w.endswith("ss"):
         return j + 1 < len(toks) and _plain_gap(sentence, toks[j], toks[j + 1]) \
@@ -1166,7 +1172,8 @@ def _agent(sentence: str, toks: list[_Token], first: int, last: int) -> str | No
     verb = toks[j][_TEXT]
     if verb in _SPEECH_VERBS:
         return "speaks"
-    if verb in _LIVING_VERBS:
+    if verb in _LIVING_VERBS or (verb in _RUNNING and j + 1 < len(toks) and toks[j + 1][_TEXT] in _RUN_WAYS
+                                 and _plain_gap(sentence, toks[j], toks[j + 1])):
         return "lives"
     return "acts" if verb in _NARRATIVE_VERBS or (len(verb) > 4 and verb.islower() and verb.endswith("ed")) \
         else None

@@ -991,6 +991,9 @@ def test_a_phrase_after_the_that_does_what_only_the_living_do_is_a_character():
     # Acting in general is no such cue: bodies and laws act too, and "was" + "-ed" is no act.
     assert names("The Poll Tax was hated.") == {"Poll Tax": "concept"}
     assert names("The Red Cross delivered food.") == {"Red Cross": "concept"}
+    # "ran" is a living being's only with a way after it: papers and services run too.
+    assert names("The Evening Standard ran a story on it.") == {"Evening Standard": "concept"}
+    assert names("The Northern Line ran late again.") == {"Northern Line": "concept"}
     # A temple, a mosque, a shrine ... after a determiner is a place, as a hall is.
     assert names("Kim Lowe prayed at the Golden Temple.") == {"Kim Lowe": "person", "Golden Temple": "geo"}
     assert names("Kim Lowe visited the Taj Mahal.") == {"Kim Lowe": "person", "Taj Mahal": "geo"}
@@ -1007,3 +1010,4 @@ def test_a_places_generic_word_alone_before_a_noun_or_never_a_surname_leaves_the
     assert names("Tom Hill stood for Leeds. Later Hill won the seat.")["Tom Hill"] == "person"
     assert names("Tom Hill stood for Leeds. Now Hill wants more.")["Tom Hill"] == "person"
     assert names("Lois Lane met Clark Kent. Later Lane laughed.")["Lois Lane"] == "person"
+    assert names("Tom Hill stood for Leeds. Hill alone voted no.")["Tom Hill"] == "person"
