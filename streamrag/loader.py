@@ -252,13 +252,19 @@ def leftover(name: str) -> bool:
 #   names were seen written are here; a copy named in another language is indexed as a document.
 #   Some are undated: "Notes (User B's conflicted copy).docx" (the owner's possessive, the words,
 #   then ")" and nothing between); seen in English only, so the other languages still need the date.
+#   The possessive is a word no quote opens ("(the 'final' conflicted copy)" ends a quote), and
+#   no "it's": such titles were taken for copies and left out.
 _CONFLICTED_COPY_WORDS = ("conflicted copy", "in konflikt stehende kopie", "copie en conflit",
                           "copia en conflicto", "copia in conflitto")
+_WORD = r"[^\s()'\"`\u2018\u2019\u201c\u201d][^\s()]*?"
+"""A word in a copy's parentheses that no quote opens: the owner's possessive is one ("User B's"),
+and a quote closing a quoted word ("(the 'final' conflicted copy)") is no possessive."""
 _CONFLICT_COPY = re.compile(r"\.sync-conflict-\d{8}-\d{6}(?:-[a-z0-9]+)?(?:\.|$)"
                             r"|_conflict-\d{8}-\d{6}(?:\.|$)"
                             r"|\((?:[^()]*\s)?(?:" + "|".join(_CONFLICTED_COPY_WORDS) + r")\b"
                             r"[^()]*\s\d{4}-\d{2}-\d{2}(?: \d{6})?\)"
-                            r"|\([^()]*\S['\u2019]s? conflicted copy\)", re.IGNORECASE)
+                            r"|\((?:" + _WORD + r"\s+)*(?!(?:it|that|there|here|what|who|let)['\u2019]s\s)"
+                            + _WORD + r"(?:['\u2019]s|s['\u2019]) conflicted copy\)", re.IGNORECASE)
 
 
 def conflict_copy(name: str) -> bool:

@@ -2034,6 +2034,7 @@ def test_sync_conflict_copies_are_not_indexed_and_are_named_on_one_line(tmp_path
     # Dropbox's undated form: the owner's name, the words, nothing more
     "Notes (User B's conflicted copy).docx", "notes (Ann's conflicted copy).txt",
     "notes (James' conflicted copy).txt", "notes (Ann\u2019s Conflicted Copy).md",
+    "notes (Liam O'Brien's conflicted copy).txt", "notes (MBP-di-Ann.local's conflicted copy).txt",
 ])
 def test_a_sync_tools_conflict_copy_is_known_by_its_name(name):
     # ownCloud's older "_conflict-DATE-TIME" copies and Dropbox's in German, French, Spanish or
@@ -2052,6 +2053,11 @@ def test_a_sync_tools_conflict_copy_is_known_by_its_name(name):
     "notes.sync-conflict.txt", "notes.sync-conflict-20240115.txt", "sync-conflict notes.txt",
     "notes_conflict.txt", "notes_conflict-2024-01-15.txt", "notes_conflict-20240115-103000x.txt",
     "my conflicted copy.txt", "copie en conflit (2024-01-15).txt",
+    # a closing quote, or a contraction, is no owner's possessive
+    "Essay (the 'final' conflicted copy).md", "notes ('quoted' conflicted copy).txt",
+    "notes (it's conflicted copy).txt", "notes (It\u2019s conflicted copy).txt",
+    "notes (the \u2018old notes\u2019 conflicted copy).txt", "notes (the \"final draft\" conflicted copy).txt",
+    "notes (Ann' conflicted copy).txt",
 ])
 def test_a_title_that_only_says_conflicted_copy_is_a_document(name):
     # "(... conflicted copy ...)" anywhere in a name was taken for Dropbox's copy: an essay of that
