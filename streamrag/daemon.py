@@ -84,8 +84,8 @@ from streamrag import index_rows
 from streamrag.config import Settings, find_config, load_settings, without_secrets
 from streamrag.errors import (LLMError, LLMRequestError, LLMUnavailableError, RejectedFirstIndex, StreamragError,
                               UnusableFirstIndex, disk_full)
-from streamrag.loader import (conflict_copies_line, leads_outside, left_out_lines, shown, unstorable_folder,
-                              why_unusable)
+from streamrag.loader import (conflict_copies_line, leads_outside, left_out_lines, scan_order, shown,
+                              unstorable_folder, why_unusable)
 from streamrag.notices import sharing_notices
 from streamrag.on_disk import is_file
 from streamrag.outage import Outage
@@ -239,12 +239,6 @@ def _in_the_trash(path: str) -> bool:
             if os.path.isdir(os.path.join(*parts[:i], "info")):
                 return True
     return False
-
-
-def _scan_order(rel: str) -> tuple[tuple[int, str], ...]:
-    """Where the folder scan meets the file ``rel``: a folder's files by name, then its folders'."""
-    *folders, name = rel.split("/")
-    return (*((1, f) for f in folders), (0, name))
 
 
 def _regular_files(root: Path, rels: list[str]) -> list[Path]:
@@ -541,7 +535,7 @@ class Daemon:
                and os.path.lexists(at := self.root / rel) and not os.path.isdir(at)]
         if new:
             self._copies = sorted((rel for rel in [*self._copies, *new] if os.path.lexists(self.root / rel)),
-                                  key=_scan_order)
+                                  key=lambda rel: scan_order(self.root, rel))
             if self.syncs:   # (before, the copies the folder held were not known: the initial sync names them)
                 self._warn_once(conflict_copies_line(self._copies))
 
@@ -1597,7 +1591,8 @@ class Daemon:
         # scan meets: kept, or that scan named it again, as new (``_say_warnings``).
         late = [rel for rel in self._copies if rel not in copies
                 and os.path.lexists(at := self.root / rel) and not os.path.isdir(at)]
-        self._copies = sorted([*copies, *late], key=_scan_order) if late else list(copies)
+        self._copies = (sorted([*copies, *late], key=lambda rel: scan_order(self.root, rel)) if late
+                        else list(copies))
         self._index_trashed = None   # (said, or gone with the folder, as its line said)
         self._hold_index()
         self.syncs += 1

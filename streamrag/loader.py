@@ -289,6 +289,25 @@ def conflict_copies_line(paths: Sequence[str]) -> str:
             f"{'it' if one else 'them'} (or rename one to index it)")
 
 
+def scan_order(root: Path, rel: str) -> tuple:
+    """Where ``scan`` of the folder ``root`` meets the file at ``rel`` (its path from ``root``), as
+    a key to sort such paths in the order of its lines (the conflict copies'): a folder's files by
+    name, then its folders, depth first; the folders reached through a symlink after all that, in
+    the order the walk met their links, each walked so, and those met in them after them."""
+    *folders, name = rel.split("/")
+    legs: list[list[tuple[int, str]]] = [[]]   # the way from ``root``, cut at each folder symlink
+    at = root
+    for folder in folders:
+        at = at / folder
+        if os.path.islink(at):
+            legs[-1].append((0, folder))   # (met among its folder's entries, walked last)
+            legs.append([])
+        else:
+            legs[-1].append((1, folder))
+    legs[-1].append((0, name))
+    return (len(legs), *map(tuple, legs))
+
+
 def left_out_lines(left_out: dict[str, int], include: Sequence[str]) -> list[str]:
     """What to do about the files ``scan`` counted in ``left_out``: a line per kind of format
     (``include``: the index.include in use, which the advice extends)."""

@@ -1401,6 +1401,37 @@ async def test_a_conflict_copy_that_appears_is_named_in_its_batch_with_those_fou
     assert copy.name not in _indexed_paths(db)
 
 
+async def test_a_conflict_copy_under_a_linked_folder_is_named_once_in_the_scans_order(corpus, tmp_path):
+    # The scan walks folders reached through a symlink last; the batch's line sorted a copy under
+    # one ("aa/", a link) before a real folder's ("zz/"): its line differed from the next sync's,
+    # which said the copies again, nothing having changed.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
+    db = tmp_path / "c.db"
+    (corpus / "zz").mkdir()
+    found = corpus / "zz" / "guild.sync-conflict-20240115-103000-ABCDEF1.txt"
+    found.write_text((corpus / "guild.txt").read_text())
+    (corpus / ".keep" / "x").mkdir(parents=True)
+    (corpus / "aa").symlink_to(".keep/x")
+    copy = corpus / "aa" / "railway (User B's conflicted copy).txt"
+    council = corpus / "council.txt"
+
+    def copy_lines(start: int) -> list[str]:
+        return [e["message"] for e in events[start:] if e["state"] == "warning" and "conflict cop" in e["message"]]
+
+    async with running(settings, db, corpus) as (daemon, events, send):
+        mark = len(events)
+        async with send:
+            copy.write_text((corpus / "railway.txt").read_text())
+            await send.send({(Change.added, str(copy))})
+            await until(lambda: copy_lines(mark), timeout=5)
+            council.write_text(council.read_text() + "Mira Osk chaired the council.\n")
+            await send.send({(Change.modified, str(council))})
+            await until(lambda: daemon.syncs == 2)
+    assert copy_lines(mark) == [f"zz/{found.name}, aa/{copy.name}: 2 sync conflict copies (Syncthing, Dropbox, "
+                                "Nextcloud, ownCloud), not indexed as they repeat their documents; merge what each "
+                                "holds into the document, then delete them (or rename one to index it)"]
+
+
 async def test_a_conflict_copy_that_appears_during_a_sync_after_its_scan_is_named_once(corpus, tmp_path, monkeypatch):
     # Its batch, taken while the sync ran, named it; the sync, whose scan had not met it, then
     # kept only its own copies: the next sync named it again, nothing having changed.

@@ -2113,3 +2113,28 @@ def test_fields_delimited_by_control_characters_amid_words_beyond_ascii_are_text
     hive = "Müller\x01Köln\x01Straße 5\x02Grüße aus Köln\x03schön\x01Äpfel für alle\n"
     text = prose * 300 + hive * 30 + prose * 300
     assert read_back(tmp_path / "hive.txt", text.encode("cp1252")) == text
+
+
+def test_scan_order_is_the_order_the_scan_meets_files_folder_symlinks_last(tmp_path):
+    # watch sorts the conflict copies it names by ``scan_order``; it put a copy under a linked
+    # folder where a real folder's would be, so its line and the scan's differed (said twice).
+    import random
+
+    from streamrag.loader import scan_order
+
+    copy = "n ({}'s conflicted copy).txt"
+    rels = ["b/" + copy.format("Bo"), "b/c/" + copy.format("Cy"), "zz/" + copy.format("Zed"),
+            copy.format("Top"), ".keep/x/" + copy.format("Lin"), ".keep/x/more/" + copy.format("Mo"),
+            ".keep/y/" + copy.format("Yu"), ".keep/w/" + copy.format("Wu"), "zz/q/" + copy.format("Qi")]
+    for rel in rels:
+        write(tmp_path / rel, "Ada Osk ate at the café.\n")
+    (tmp_path / "aa").symlink_to(".keep/x")          # a linked folder named before the real ones
+    (tmp_path / "b" / "ln").symlink_to("../.keep/y")  # one in a real folder, named before c/
+    (tmp_path / ".keep" / "x" / "in").symlink_to("../w")   # one met in a linked folder
+    copies: list[str] = []
+    scan([tmp_path], ["*.txt"], root=tmp_path, copies=copies)
+    assert copies == [copy.format("Top"), "b/" + copy.format("Bo"), "b/c/" + copy.format("Cy"),
+                      "zz/" + copy.format("Zed"), "zz/q/" + copy.format("Qi"), "aa/" + copy.format("Lin"),
+                      "aa/more/" + copy.format("Mo"), "b/ln/" + copy.format("Yu"), "aa/in/" + copy.format("Wu")]
+    shuffled = random.Random(7).sample(copies, len(copies))
+    assert sorted(shuffled, key=lambda rel: scan_order(tmp_path, rel)) == copies
