@@ -40,7 +40,8 @@ Design notes:
 * **An index moved away stops it.** Its file held (``_hold_index``), a move is told from a
   deletion: a deleted index is built again, a moved one is not (its calls would be paid again
   while it lies elsewhere): the daemon stops, naming where it went. One moved to the desktop's
-  trash is deleted, as the file manager meant.
+  trash is deleted, as the file manager meant, when that costs nothing (offline); with a model
+  it stops too, saying both ways on (restore it, or empty the trash and start again).
 * **Quiet logs.** One status line per state change (queued, settling, extracting, merging, clustering,
   reporting, publishing, emptying the write-ahead log when that takes over a second, idle) with
   counts and timings on stderr, or JSON objects on stdout with ``--json``; a health line when,
@@ -1058,11 +1059,13 @@ class Daemon:
         is somewhere, but where cannot be told); None when it is there, or was deleted (its
         handle then let go of: held, a deleted file's space is not freed).
 
-        Moved to the desktop's trash (``_in_the_trash``) is deleted: that is what the file
-        manager's Delete does, and on another file system, or where no handle tells a move
-        (macOS), the same key press deletes it outright. It stopped watch with "start it with
-        --db ~/.local/share/Trash/files/index.db"; now it is built again, the line naming the
-        trash (``_check_index``), and let go of (held, emptying the trash freed no space)."""
+        Moved to the desktop's trash (``_in_the_trash``) offline, nothing paid for, it is deleted:
+        that is what the file manager's Delete does, and on another file system, or where no
+        handle tells a move (macOS), the same key press deletes it outright. It is built again,
+        the line naming the trash (``_check_index``), and let go of (held, emptying the trash
+        freed no space). With a model it is a move (``_stops_for_a_moved_index``): built again,
+        a Delete undone a few seconds later had cost every call again, and restored over the new
+        one it lacked what its -wal, left behind and dropped by the new index, held."""
         if self._index_handle is None or not self._index_missing():
             return None
         try:
@@ -1075,7 +1078,7 @@ class Daemon:
             where = os.readlink(f"/proc/self/fd/{self._index_handle}")   # (Linux: its path now)
         except OSError:
             return ""
-        if _in_the_trash(where):
+        if not self.settings.calls_model and _in_the_trash(where):
             self._index_trashed = where
             self._let_index_go()
             return None
@@ -1095,12 +1098,22 @@ class Daemon:
         self.exit_code = 1
         wal = Path(f"{self.db_path}-wal")
         again = ", paying its model calls again" if self.settings.calls_model else ""
-        beside = f" (and {shown(wal.name)} beside it)" if wal.exists() else ""
-        fix = (f"move it back to {shown(self.db_path)}{beside} and start watch again"
-               + (f", or start it with --db {shell_word(where)}" if where else ""))
-        self.emit("error", f"{shown(self.db_path)}: the index was moved{f' to {shown(where)}' if where else ''} "
-                           f"while watch ran; stopping rather than building a new one from the folder{again}: "
-                           f"{fix}", error="index moved", moved_to=where or None)
+        trashed = bool(where) and _in_the_trash(where)
+        if trashed:   # (with a model: ``_moved_to``) the file manager's Delete, perhaps undone in a moment
+            left = (f" ({shown(wal)}, left here, holds its last writes: the index lacks them elsewhere)"
+                    if wal.exists() else "")
+            fix = (f"to keep it, restore it from the trash to {shown(self.db_path)}{left} and start watch again; "
+                   f"to build a new one, empty it from the trash (or delete it){', and ' + shown(wal.name) if left else ''}"
+                   " and start watch again")
+            said = f"moved to the trash ({shown(where)})"
+        else:
+            beside = f" (and {shown(wal.name)} beside it)" if wal.exists() else ""
+            fix = (f"move it back to {shown(self.db_path)}{beside} and start watch again"
+                   + (f", or start it with --db {shell_word(where)}" if where else ""))
+            said = f"moved{f' to {shown(where)}' if where else ''}"
+        self.emit("error", f"{shown(self.db_path)}: the index was {said} while watch ran; stopping rather than "
+                           f"building a new one from the folder{again}: {fix}", error="index moved",
+                  moved_to=where or None, **({"in_trash": True, "wal_left": wal.exists()} if trashed else {}))
         self.stop("the index was moved")
         return True
 
@@ -1127,12 +1140,9 @@ class Daemon:
         paid = self.settings.calls_model   # (offline, nothing embedding: nothing was paid for)
         if (trashed := self._index_trashed) is not None:
             self._index_trashed = None
+            # (offline only: with a model, watch stopped instead, ``_stops_for_a_moved_index``)
             line = (f"{self.db_path}: the index was moved to the trash ({shown(trashed)}) while watch ran; "
-                    "taken as deleted, it is built again from the folder"
-                    + ("; the answers it cached lie in the trash, so their calls are paid again; to keep "
-                       "them instead, stop watch, restore it from the trash over the new one and start "
-                       "watch again" if paid else
-                       " (offline, it costs no model call)"))
+                    "taken as deleted, it is built again from the folder (offline, it costs no model call)")
             self.emit("warning", line, warning=line, trashed_to=trashed)
             return
         line = (f"{self.db_path}: the index was deleted while watch ran"

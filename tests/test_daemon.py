@@ -2147,23 +2147,23 @@ async def test_an_index_moved_away_stops_the_daemon_naming_where_it_went(corpus,
     assert events[-1]["message"] == said + (left if then == "edited" else "")
 
 
-@pytest.mark.parametrize("trash, paid", [(".local/share/Trash", False), (".Trash-1000", True), (".Trash/1000", False)])
-async def test_an_index_moved_to_the_desktops_trash_is_taken_as_deleted(corpus, tmp_path, monkeypatch, trash, paid):
+@pytest.mark.parametrize("trash", [".local/share/Trash", ".Trash-1000", ".Trash/1000"])
+async def test_an_index_moved_to_the_desktops_trash_offline_is_taken_as_deleted(corpus, tmp_path, monkeypatch, trash):
     # The file manager's Delete on .streamrag/ (or on the --db file) moves it to the trash: watch
     # stopped, "the index was moved to ~/.local/share/Trash/files/.streamrag/index.db ...; or start
-    # it with --db" that path. It is the desktop's deletion (on another file system the same key
-    # deletes it outright): built again, the line naming the trash and how to keep the old one.
+    # it with --db" that path. Offline, building it again costs nothing: it is the desktop's
+    # deletion (on another file system the same key deletes it outright), built again, the line
+    # naming the trash.
     import streamrag.daemon as daemon_module
 
     monkeypatch.setattr(daemon_module, "_LOOK_S", 0.05)
-    settings = make_settings("http://llm.test/v1" if paid else "", index=SMALL, watch={"quiet_s": 0.05})
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
     db = corpus / ".streamrag" / "index.db"
     bin_ = tmp_path / "home" / trash
     (bin_ / "info").mkdir(parents=True)
     (bin_ / "files").mkdir()
     moved = bin_ / "files" / ".streamrag"
-    transport = simulated_transport() if paid else None
-    async with running(settings, db, corpus, transport=transport) as (daemon, events, send):
+    async with running(settings, db, corpus) as (daemon, events, send):
         mark = len(events)
         os.rename(db.parent, moved)   # (as `gio trash`, with its .trashinfo in info/)
         async with send:
@@ -2173,13 +2173,60 @@ async def test_an_index_moved_to_the_desktops_trash_is_taken_as_deleted(corpus, 
     assert daemon.syncs == 2 and daemon.exit_code == 0 and daemon.index_moved_to is None
     warned = [e for e in events[mark:] if e["state"] == "warning"]
     assert [e["trashed_to"] for e in warned] == [str(moved / "index.db")], warned
-    line = warned[0]["message"]
-    assert line.startswith(f"{db}: the index was moved to the trash ({moved / 'index.db'}) while watch ran; "
-                           "taken as deleted, it is built again from the folder"), line
-    assert ("restore it from the trash over the new one" in line) == paid, line
-    assert "--db" not in line and not [e for e in events[mark:] if e["state"] == "error"]
+    assert warned[0]["message"] == (f"{db}: the index was moved to the trash ({moved / 'index.db'}) while watch "
+                                    "ran; taken as deleted, it is built again from the folder (offline, it costs "
+                                    "no model call)")
+    assert not [e for e in events[mark:] if e["state"] == "error"]
     assert db_count(db, "SELECT count(*) FROM documents") == 4
     assert db_count(moved / "index.db", "SELECT count(*) FROM documents") == 4   # (the trash keeps it)
+
+
+@pytest.mark.parametrize("what", ["folder", "db file, its -wal left"])
+async def test_an_index_moved_to_the_desktops_trash_with_a_model_stops_the_daemon(corpus, tmp_path, monkeypatch, what):
+    # With a model, taken as deleted it was built again, every call paid again: a Delete undone a
+    # few seconds later cost a full paid rebuild. And with the --db file alone trashed, its -wal
+    # holding commits stayed behind and was dropped by the new index, so the index restored from
+    # the trash over the new one was an older one. Now it stops, as for a move, saying both ways on.
+    import streamrag.daemon as daemon_module
+
+    monkeypatch.setattr(daemon_module, "_LOOK_S", 0.05)
+    settings = make_settings("http://llm.test/v1", index=SMALL, watch={"quiet_s": 0.05})
+    folder = what == "folder"
+    db = corpus / ".streamrag" / "index.db" if folder else tmp_path / "data" / "index.db"
+    bin_ = tmp_path / "home" / ".local/share/Trash"
+    (bin_ / "info").mkdir(parents=True)
+    (bin_ / "files").mkdir()
+    moved = bin_ / "files" / (".streamrag" if folder else "index.db")
+    in_trash = moved / "index.db" if folder else moved
+    wal = Path(f"{db}-wal")
+    async with running(settings, db, corpus, transport=simulated_transport()) as (daemon, events, send):
+        mark = len(events)
+        reader = None
+        if not folder:   # a commit in the -wal, which a reader holding the index keeps there
+            reader = sqlite3.connect(db)
+            reader.execute("PRAGMA wal_autocheckpoint = 0")
+            reader.execute("CREATE TABLE note_of_a_reader (x)")
+            reader.commit()
+            assert wal.stat().st_size > 0
+        os.rename(db.parent if folder else db, moved)
+        async with send:
+            await until(lambda: daemon.stopping, timeout=10)
+        if reader is not None:
+            assert wal.exists()   # (left here, its commits not in the file in the trash)
+            reader.close()
+    assert daemon.syncs == 1 and daemon.exit_code == 1 and daemon.index_moved_to == str(in_trash)
+    errors = [e for e in events[mark:] if e["state"] == "error"]
+    left = (f" ({wal}, left here, holds its last writes: the index lacks them elsewhere)" if not folder else "")
+    assert [e["message"] for e in errors] == [
+        f"{db}: the index was moved to the trash ({in_trash}) while watch ran; stopping rather than building a new "
+        f"one from the folder, paying its model calls again: to keep it, restore it from the trash to {db}{left} "
+        "and start watch again; to build a new one, empty it from the trash (or delete it)"
+        + (", and index.db-wal" if not folder else "") + " and start watch again"]
+    assert errors[0]["in_trash"] and errors[0]["wal_left"] == (not folder)
+    assert not [e for e in events[mark:] if e["state"] in ("warning", "extracting", "merging")], events[mark:]
+    assert events[-1]["state"] == "stopped" and events[-1]["message"] == (
+        f"the index was moved to {in_trash}, not built again here")
+    assert not db.exists() and db_count(in_trash, "SELECT count(*) FROM documents") == 4
 
 
 def test_only_a_trash_is_taken_for_one():
