@@ -1341,7 +1341,9 @@ async def test_a_file_written_on_after_its_batch_holds_its_sync_back_until_it_is
     # The watcher holds a file written on and on back for 10 x debounce_ms, longer than quiet_s:
     # between its batches it looked quiet, and each batch made a sync (a log written every 5 ms:
     # a sync every 5.5 s, each clustering and reporting again, 82 lines a minute). Quiet is now
-    # its files unwritten for quiet_s too (the cap of 10 x quiet_s still syncs it: out of the way).
+    # its files unwritten for quiet_s too, those in two batches in a row (a file written on and on
+    # is in every batch; one batch alone is a write like any other, synced after quiet_s). The cap
+    # of 10 x quiet_s still syncs it: out of the way.
     import streamrag.daemon as daemon_module
 
     monkeypatch.setattr(daemon_module, "_MAX_WAIT_QUIETS", 1000)
@@ -1355,15 +1357,59 @@ async def test_a_file_written_on_after_its_batch_holds_its_sync_back_until_it_is
                 f.write("Mira Osk opened the harbor ledger.\n")
                 f.flush()
                 await send.send({(Change.added, str(log))})
+                await until(lambda: daemon.syncs == 2)
+                f.write("Entry: Bo Lund paid the toll at Port Vell.\n")
+                f.flush()
+                await send.send({(Change.modified, str(log))})   # the watcher's next batch of it
                 for n in range(60):   # written on, no event: the watcher holds them back
                     await anyio.sleep(0.02)
                     f.write(f"Entry {n}: Bo Lund paid the toll at Port Vell.\n")
                     f.flush()
-                    synced_while_written.append(daemon.syncs > 1)
-            await until(lambda: daemon.syncs == 2)
+                    synced_while_written.append(daemon.syncs > 2)
+            await until(lambda: daemon.syncs == 3)
     assert not any(synced_while_written)
     assert db_count(db, "SELECT chars FROM documents WHERE path = 'log.txt'") == len(log.read_text())
-    assert daemon.syncs == 2
+    assert daemon.syncs == 3
+
+
+async def test_only_the_files_of_two_batches_in_a_row_are_looked_at_for_writes(corpus, tmp_path, monkeypatch):
+    # At 100,000 files queued (a folder moved in), each quiet period listed the last batch's
+    # paths on the event loop (0.9 s) and stat'ed them all in a thread (2.7 s), up to ten times
+    # before the cap. A file written on and on is in every batch: only the files of the last
+    # batch that the one before held too are looked at.
+    import streamrag.daemon as daemon_module
+    from streamrag.daemon import Daemon
+
+    looked: list[list[str]] = []
+    real = daemon_module._modified
+
+    def spy(paths):
+        looked.append(sorted(p.name for p in paths))
+        return real(paths)
+
+    async def settled(self, paths):   # (the extraction's own look, for debounce_ms: not this one)
+        return paths
+
+    monkeypatch.setattr(daemon_module, "_modified", spy)
+    monkeypatch.setattr(Daemon, "_settled", settled)
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.1})
+    db = tmp_path / "c.db"
+    moved, log, other = corpus / "moved", corpus / "log.txt", corpus / "other.txt"
+    async with running(settings, db, corpus) as (daemon, events, send):
+        moved.mkdir()   # (moved in, made after the initial sync)
+        for n in range(20):
+            (moved / f"n{n:02}.txt").write_text(f"Note {n}: Mira Osk counted the nets at Port Vell.\n")
+        log.write_text("Mira Osk opened the harbor ledger.\n")
+        async with send:
+            await send.send({(Change.added, str(p)) for p in [*moved.iterdir(), log]})
+            await until(lambda: daemon.syncs == 2)
+            with log.open("a") as f:
+                f.write("Entry: Bo Lund paid the toll at Port Vell.\n")
+            other.write_text("Bo Lund sailed the Blue Heron to Kessel.\n")
+            await send.send({(Change.modified, str(log)), (Change.added, str(other))})
+            await until(lambda: daemon.syncs == 3)
+    assert looked and all(names == ["log.txt"] for names in looked), looked
+    assert db_count(db, "SELECT count(*) FROM documents WHERE path LIKE 'moved/%'") == 20
 
 
 async def test_a_conflict_copy_that_appears_is_named_in_its_batch_with_those_found_before(corpus, tmp_path):
