@@ -1412,6 +1412,60 @@ async def test_only_the_files_of_two_batches_in_a_row_are_looked_at_for_writes(c
     assert db_count(db, "SELECT count(*) FROM documents WHERE path LIKE 'moved/%'") == 20
 
 
+async def test_a_file_written_on_with_its_batches_apart_is_synced_by_the_cap(corpus, tmp_path, monkeypatch):
+    # Quiet is also the last batches' files unwritten; a file written on and on, its batches
+    # further apart than quiet_s, is still synced by about _MAX_WAIT_QUIETS quiet periods after
+    # its first batch: counted in the daemon's looks at it (one per quiet period), not timed.
+    import streamrag.daemon as daemon_module
+
+    quiet = 0.2
+    looks: list[float] = []   # each quiet period's look at the files: how long it waits yet
+    real = daemon_module._settle_wait
+
+    def spy(mtimes_ns, young_s, now):
+        wait = real(mtimes_ns, young_s, now)
+        if young_s == quiet:   # (not the extraction's look, for debounce_ms)
+            looks.append(wait)
+        return wait
+
+    monkeypatch.setattr(daemon_module, "_settle_wait", spy)
+    settings = make_settings(index=SMALL, watch={"quiet_s": quiet, "debounce_ms": 50})
+    db = tmp_path / "c.db"
+    log = corpus / "log.txt"
+    log.write_text("Mira Osk opened the harbor ledger.\n")
+    writing = True
+
+    async def write_on() -> None:
+        with log.open("a") as f:
+            n = 0
+            while writing:
+                f.write(f"Entry {n}: Bo Lund paid the toll at Port Vell.\n")
+                f.flush()
+                n += 1
+                await anyio.sleep(0.01)
+
+    synced_after = None   # the batches sent, each after a quiet period that found it written
+    async with running(settings, db, corpus) as (daemon, events, send):
+        async with send, anyio.create_task_group() as tg:
+            tg.start_soon(write_on)
+            await send.send({(Change.added, str(log))})
+            await until(lambda: daemon.syncs == 2)   # (one batch alone: a write like any other)
+            start = len(looks)
+            for batches in range(1, 4 * daemon_module._MAX_WAIT_QUIETS):
+                mark = len(looks)
+                await send.send({(Change.modified, str(log))})
+                await until(lambda: len(looks) > mark or daemon.syncs == 3)
+                if daemon.syncs == 3:
+                    synced_after = batches
+                    break
+            writing = False
+    looks = looks[start:]
+    assert looks and all(wait > 0 for wait in looks), looks   # written on at every look
+    assert synced_after is not None, looks
+    assert synced_after <= daemon_module._MAX_WAIT_QUIETS + 1, (synced_after, looks)
+    assert len(looks) <= daemon_module._MAX_WAIT_QUIETS + 1, looks
+
+
 async def test_a_conflict_copy_that_appears_is_named_in_its_batch_with_those_found_before(corpus, tmp_path):
     # A copy queues nothing, so only the next sync named it, which another change had to bring
     # (hours later on a quiet folder). Named at once now, in the line the next sync's scan says
