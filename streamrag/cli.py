@@ -494,7 +494,10 @@ def cmd_index(args: argparse.Namespace) -> int:
     if args.estimate:
         from streamrag.estimate import estimate
 
-        result = estimate(paths, settings, db, root=root, recluster=args.recluster)
+        # (SIGTERM taken like Ctrl-C: killed, it left an older index's upgraded copy, a whole
+        # copy of the index, in the temporary folder)
+        with _sigterm_as_interrupt():
+            result = estimate(paths, settings, db, root=root, recluster=args.recluster)
         if args.json:
             _print_json(result)
         else:

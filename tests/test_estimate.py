@@ -2117,6 +2117,45 @@ async def test_an_estimate_of_an_index_an_older_streamrag_made_leaves_its_file_a
     assert est["llm"]["by_stage"]["extract"]["calls"] == done.llm["extract"]["calls"], (est["llm"], done.llm)
 
 
+async def test_an_estimate_stopped_by_sigterm_removes_the_upgraded_copy_it_read(corpus, tmp_path):
+    # SIGTERM (a service manager, `timeout`, `kill`) killed `index --estimate` outright, leaving
+    # the upgraded copy of an older index, a whole copy of it, in the temporary folder; Ctrl-C
+    # removed it. Now SIGTERM stops it as Ctrl-C does.
+    import signal
+    import subprocess
+    import sys
+
+    from streamrag.store import SCHEMA_VERSION
+
+    db = tmp_path / "index.db"
+    settings = make_settings()
+    await sync([corpus], settings, db, root=corpus)
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:   # (as an older streamrag left it)
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION - 1),))
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    # (the estimate held at its start, its copy made, until the signal comes)
+    held = ("import sys, time\nimport streamrag.estimate as e\n"
+            "def held(*a, **k):\n    print('estimating', flush=True)\n    time.sleep(60)\n"
+            "e._estimate = held\nfrom streamrag.cli import main\nsys.exit(main(sys.argv[1:]))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+    proc = subprocess.Popen([sys.executable, "-c", held, "index", str(corpus), "--estimate", "--offline",
+                             "--db", str(db)], env={**env, "TMPDIR": str(temp)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "estimating\n"
+        assert [f.name[:len("streamrag-estimate-")] for f in temp.iterdir()] == ["streamrag-estimate-"]
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert err.splitlines()[-1] == "streamrag: interrupted", err
+    assert list(temp.iterdir()) == []
+
+
 async def test_claims_answers_the_cache_holds_after_index_max_gleanings_rose_are_counted_free(tmp_path, simulator):
     # Built with claims, gleaning one round at most, then estimated with two: each chunk whose
     # cached gleaning went on was counted its claims call paid, its next round taken to add
