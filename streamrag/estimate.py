@@ -1524,6 +1524,10 @@ def extraction_change(store: Store, settings: Settings) -> str:
     if built.startswith("llm-"):
         return ("the extraction settings (model, prompt, entity types, gleaning or claims) changed since "
                 "this index was built" + _free(settings, "; answers in the cache cost nothing"))
+    if not extracted_again(store, extractor_key(settings), claimless=claimless_key(settings)).startswith("every"):
+        # (its model's extractions stored, taken: "No chunk is extracted again (...): it was built
+        # offline, and is extracted with gpt-4o-mini", the run saying "it was built offline: no chunk ...")
+        return "it was built offline"
     return f"it was built offline, and is extracted with {settings.llm.extraction_model}"
 
 

@@ -2248,6 +2248,10 @@ async def test_chunks_extracted_to_the_records_they_are_live_with_are_not_said_t
     # was built offline...)" of none)
     words = "it was built offline: no chunk is extracted again (the extraction of each with these settings is stored)"
     assert done.chunks_extracted == 0 and [line for line in said if words in line], said
+    # (and the estimate says it so, not "No chunk is extracted again (...): it was built offline, and is
+    # extracted with gpt-4o-mini")
+    assert "No chunk is extracted again (the extraction of each with these settings is stored): it was built " \
+        "offline." in format_estimate(est).splitlines(), format_estimate(est)
 
 
 async def test_claims_turned_off_and_on_again_are_said_asked_of_no_chunk(tmp_path, simulator):
