@@ -160,8 +160,6 @@ def _upgraded_copy(db: Path, stack: contextlib.ExitStack) -> Store:
     disk, the file changed by a command that spends nothing (the run upgrades it, once)."""
     folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="streamrag-estimate-")))
     copy = folder / "index.db"
-    log.warning("%s was made by an older streamrag: estimated on an upgraded copy (the index is left as "
-                "it is; `index` upgrades it, once)", db)
     try:
         with as_it_lies(db) as source, contextlib.closing(sqlite3.connect(copy)) as target:
             source.backup(target)
@@ -169,6 +167,10 @@ def _upgraded_copy(db: Path, stack: contextlib.ExitStack) -> Store:
         raise StoreError(f"{db} was made by an older streamrag, and the upgraded copy an estimate reads could "
                          f"not be made in {folder.parent} ({e}); free space there (or set TMPDIR to a folder "
                          "with room), or run `streamrag index` once to upgrade the index") from None
+    # (said once the copy is made: said before, "estimated on an upgraded copy" stood above the
+    # error that no copy could be made)
+    log.warning("%s was made by an older streamrag: estimated on an upgraded copy (the index is left as "
+                "it is; `index` upgrades it, once)", db)
     # (the copy's upgrade is no upgrade of the index: its "upgrading the index at ..." not said)
     with _quiet(logging.getLogger("streamrag.store")):
         return Store(copy)

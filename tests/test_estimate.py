@@ -2117,6 +2117,40 @@ async def test_an_estimate_of_an_index_an_older_streamrag_made_leaves_its_file_a
     assert est["llm"]["by_stage"]["extract"]["calls"] == done.llm["extract"]["calls"], (est["llm"], done.llm)
 
 
+def test_an_older_index_whose_copy_cannot_be_made_is_said_so_alone_and_left_as_it_is(cli_run, corpus, tmp_path,
+                                                                                     monkeypatch):
+    # The copy's backup failing (a full temporary folder): the estimate said "estimated on an
+    # upgraded copy" above the error that the copy could not be made.
+    import hashlib
+    import tempfile
+
+    from streamrag.store import SCHEMA_VERSION
+
+    db = tmp_path / "index.db"
+    assert cli_run("index", str(corpus), "--offline", "-q", "--db", str(db)).returncode == 0
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:   # (as an older streamrag left it)
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION - 1),))
+    digest = hashlib.sha256(db.read_bytes()).hexdigest()
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    real = estimate_module.as_it_lies
+
+    @contextlib.contextmanager
+    def full(path):
+        with real(path):
+            class Source:
+                def backup(self, target):
+                    raise sqlite3.OperationalError("database or disk is full")
+            yield Source()
+    monkeypatch.setattr(estimate_module, "as_it_lies", full)
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))   # (TMPDIR, as this process read it)
+    out = cli_run("index", str(corpus), "--estimate", "--offline", "--db", str(db))
+    assert out.returncode == 1 and len(out.stderr.splitlines()) == 1, out.stderr
+    assert out.stderr.startswith(f"streamrag: error: {db} was made by an older streamrag, and the upgraded copy an "
+                                 f"estimate reads could not be made in {temp} (database or disk is full)"), out.stderr
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == digest and list(temp.iterdir()) == []
+
+
 async def test_an_estimate_stopped_by_sigterm_removes_the_upgraded_copy_it_read(corpus, tmp_path):
     # SIGTERM (a service manager, `timeout`, `kill`) killed `index --estimate` outright, leaving
     # the upgraded copy of an older index, a whole copy of it, in the temporary folder; Ctrl-C
