@@ -148,9 +148,16 @@ def _to_retry_said(health: dict[str, Any]) -> str:
     """The health line's clause of the failed items a retry sync is for: ``(2 failed items to
     retry; 2 chunks without their claims, asked again at the next sync)`` ("" for none). The
     chunks indexed without their claims were counted as failed items ("4 failed items to
-    retry"), though they are in the version, their entities and relationships too."""
+    retry"), though they are in the version, their entities and relationships too. Those the
+    retries gave up on (``gave_up``) are said so, ``(1 failed item and 2 chunks without their
+    claims, given up until a file changes)``: the line said "0 pending" of them while the
+    stopped line after it counted them."""
     claims = health.get("claims_failed") or 0
     items = health["failed_items"] - claims
+    if health.get("gave_up"):
+        parts = ([_n(items, "failed item")] if items > 0 else []) + (
+            [f"{_n(claims, 'chunk')} without {'its' if claims == 1 else 'their'} claims"] if claims else [])
+        return f" ({' and '.join(parts)}, given up until a file changes)" if parts else ""
     parts = ([f"{_n(items, 'failed item')} to retry"] if items > 0 else []) + (
         [f"{_n(claims, 'chunk')} without {'its' if claims == 1 else 'their'} claims, asked again at the next sync"]
         if claims else [])
@@ -345,7 +352,8 @@ class Daemon:
         self._retry_claims = 0
         # The failed items (and of them the chunks indexed without their claims) left in the
         # version after the retries gave up, which no sync is scheduled for: the stopped line
-        # said "index is current" of them (``_left_out``).
+        # said "index is current" of them (``_left_out``), and the health line "0 pending"
+        # (``_items_left``).
         self._given_up = (0, 0)
         # The last sync failed and listed the files it left unindexed (pending now): the files of
         # the chunks to retry are among them, and count as files, not as their chunks too.
@@ -449,6 +457,17 @@ class Daemon:
         """Of the failed items to retry (``_items_to_retry``), the chunks indexed without their
         claims (published: never among the chunks whose files wait, ``_retry_chunks``)."""
         return min(self._retry_claims, self._items_to_retry())
+
+    def _items_left(self) -> tuple[int, int, bool]:
+        """The failed items left in the version, of them the chunks indexed without their claims,
+        and whether the retries gave up on them: those a retry sync is for (``_items_to_retry``),
+        else those the retries gave up on (``_given_up``), which wait for a file to change. The
+        health and stopped lines count them so: the health line said "0 pending" of those given
+        up on while the stopped line after it counted them."""
+        retry = self._items_to_retry()
+        if retry or not self._given_up[0]:
+            return retry, self._claims_to_retry(), False
+        return self._given_up[0], self._given_up[1], True
 
     def _retrying(self) -> int:
         """The failed items to retry, each file or item once: a chunk's not while its file is
@@ -777,10 +796,8 @@ class Daemon:
                 tg.cancel_scope.cancel()
         self.closing_watcher = False
         files = self._files_pending()
-        retry = self._items_to_retry()
-        claimless = self._claims_to_retry()
-        if not retry:   # (given up on: left for the next start, which asks for them again)
-            retry, claimless = self._given_up
+        # (given up on: left for the next start, which asks for them again)
+        retry, claimless, _ = self._items_left()
         counts = {"pending": files, "failed_items": retry, "claims_failed": claimless}
         left = []
         whole = self.pending.get(".") == "rescan"   # (the initial sync failed: a model server not up yet)
@@ -1850,9 +1867,11 @@ class Daemon:
                     out["failures"] = failures_said(store, last_update(store, leaving=self._sync_run))
         # The failed items a retry sync waits for are pending too: an edit whose extraction
         # failed in an outage was synced (its file is not pending) but waits all the same.
-        # (``claims_failed``: of the failed items, the chunks indexed without their claims)
-        out.update(pending=self._files_pending(), failed_items=self._items_to_retry(),
-                   claims_failed=self._claims_to_retry(), last_sync_s=self.last_sync_s, errors=self.errors)
+        # (``claims_failed``: of the failed items, the chunks indexed without their claims;
+        # ``gave_up``: the retries gave up on them, until a file changes, ``_items_left``)
+        items, claims, gave_up = self._items_left()
+        out.update(pending=self._files_pending(), failed_items=items, claims_failed=claims, gave_up=gave_up,
+                   last_sync_s=self.last_sync_s, errors=self.errors)
         return out
 
     def check_health(self) -> bool:

@@ -3653,6 +3653,10 @@ async def test_a_chunk_never_extracted_with_no_call_failing_gives_up_saying_the_
                                          "they are tried again when a file changes"), gave_up["message"]
     retries = [e for e in events if e["state"] == "error" and not e.get("gave_up")]
     assert len(retries) == 3 and all("(no LLM call failed)" in e["message"] for e in retries), retries
+    # the health line after it says the item given up on (it said "0 pending", failed_items 0)
+    health = [e for e in events[events.index(gave_up):] if e["state"] == "health"][-1]
+    assert (health["failed_items"], health["claims_failed"], health["gave_up"]) == (1, 0, True), health
+    assert " 0 pending (1 failed item, given up until a file changes), " in health["message"], health
 
 
 async def test_once_exits_1_when_items_failed_like_index(corpus, tmp_path):
@@ -3951,7 +3955,7 @@ async def test_watch_gives_up_retrying_chunks_whose_claims_failed_saying_them(co
     opening = [e for e in events if e["message"].startswith("retrying ")]
     assert len(opening) == 3 and all(e["message"].startswith(f"retrying the claims of {n} chunks: scanning ")
                                       and e["failed_items"] == e["claims_failed"] == n for e in opening), opening
-    health = [e for e in events if e["state"] == "health" and e["failed_items"]]
+    health = [e for e in events if e["state"] == "health" and e["failed_items"] and not e["gave_up"]]
     assert health and all(e["claims_failed"] == e["failed_items"] == n for e in health), health
     assert all(f"({n} chunks without their claims, asked again at the next sync)" in e["message"]
                and "failed item" not in e["message"] for e in health), health
@@ -3960,6 +3964,12 @@ async def test_watch_gives_up_retrying_chunks_whose_claims_failed_saying_them(co
         f"{n} chunks are indexed without their claims (the claims call failed); the next start (or "
         "`streamrag index`) syncs what is left"), stopped
     assert (stopped["failed_items"], stopped["claims_failed"]) == (n, n), stopped
+    # The health line after giving up said "0 pending" (failed_items 0) of what the stopped line
+    # counts: it says them, given up on.
+    after = [e for e in events[events.index(gave_up):] if e["state"] == "health"]
+    assert after and (after[-1]["failed_items"], after[-1]["claims_failed"], after[-1]["gave_up"]) == (n, n, True)
+    assert f" 0 pending ({n} chunks without their claims, given up until a file changes), last sync " \
+        in after[-1]["message"], after[-1]
 
 
 def test_failed_items_and_chunks_without_their_claims_are_said_apart():
@@ -3972,6 +3982,13 @@ def test_failed_items_and_chunks_without_their_claims_are_said_apart():
         " (1 chunk without its claims, asked again at the next sync)"
     assert _to_retry_said({"failed_items": 2, "claims_failed": 0}) == " (2 failed items to retry)"
     assert _to_retry_said({"failed_items": 0, "claims_failed": 0}) == ""
+    # ... and those the retries gave up on, as given up (the stopped line counts them)
+    assert _to_retry_said({"failed_items": 5, "claims_failed": 4, "gave_up": True}) == \
+        " (1 failed item and 4 chunks without their claims, given up until a file changes)"
+    assert _to_retry_said({"failed_items": 1, "claims_failed": 1, "gave_up": True}) == \
+        " (1 chunk without its claims, given up until a file changes)"
+    assert _to_retry_said({"failed_items": 2, "claims_failed": 0, "gave_up": True}) == \
+        " (2 failed items, given up until a file changes)"
 
     said = _left_out_said(5, 4, lambda n: f"left out of this version: {n} (2 LLM calls failed)")
     assert said == ("left out of this version: 1 failed item (2 LLM calls failed), and 4 chunks are indexed "
