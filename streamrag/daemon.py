@@ -820,9 +820,11 @@ class Daemon:
                       + (f"; {'; '.join(left)}; the next start (or `streamrag index`) syncs what is left"
                          if left else ""), **counts)
         elif self.syncs and self._index_missing():   # deleted since, and not built again yet
+            # (no failed items: they were in the index that is gone; it counted those the
+            # retries gave up on, beside a line that says nothing of them)
             self.emit("stopped", f"no index: {self.db_path} was deleted and is not built again yet; "
                                  "the next start (or `streamrag index`) builds it from the folder",
-                      **counts)
+                      **{**counts, "failed_items": 0, "claims_failed": 0})
         elif left:
             self.emit("stopped", f"{'; '.join(left)}; the next start (or `streamrag index`) syncs "
                                  "what is left", **counts)

@@ -3972,6 +3972,24 @@ async def test_watch_gives_up_retrying_chunks_whose_claims_failed_saying_them(co
         in after[-1]["message"], after[-1]
 
 
+
+async def test_an_index_deleted_after_the_retries_gave_up_stops_counting_nothing_left_in_it(corpus, tmp_path):
+    # The "no index" stopped line took its failed_items and claims_failed from the items the
+    # retries gave up on, left in the index that is gone: 4 and 4 beside "no index: ... deleted".
+    settings = make_settings("http://llm.test/v1", index={"extract_claims": True}, llm={"max_retries": 0},
+                             watch={"quiet_s": 0.02})
+    db = tmp_path / "c.db"
+    async with running(settings, db, corpus, transport=simulated_transport(claims_work=False)) as (daemon, events, send):
+        async with send:
+            # (the health line after giving up: the sync is over)
+            await until(lambda: any(e["state"] == "health" and e["gave_up"] for e in events), timeout=30)
+            for path in (db, db.with_name("c.db-wal"), db.with_name("c.db-shm")):
+                path.unlink(missing_ok=True)
+            daemon.stop()   # (at once: the next look would build it again)
+    stopped = events[-1]
+    assert stopped["state"] == "stopped" and stopped["message"].startswith(f"no index: {db} was deleted"), stopped
+    assert (stopped["pending"], stopped["failed_items"], stopped["claims_failed"]) == (0, 0, 0), stopped
+
 def test_failed_items_and_chunks_without_their_claims_are_said_apart():
     from streamrag.daemon import _left_out_said, _to_retry_said
 
