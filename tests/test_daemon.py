@@ -3990,6 +3990,27 @@ async def test_an_index_deleted_after_the_retries_gave_up_stops_counting_nothing
     assert stopped["state"] == "stopped" and stopped["message"].startswith(f"no index: {db} was deleted"), stopped
     assert (stopped["pending"], stopped["failed_items"], stopped["claims_failed"]) == (0, 0, 0), stopped
 
+
+async def test_a_folder_gone_after_the_retries_gave_up_forgets_the_items_given_up_on(corpus, tmp_path):
+    # A folder gone forgets what was queued (``_folder_gone``), the items given up on too: its
+    # return is synced whole. Kept, the health line went on saying "4 chunks without their
+    # claims, given up until a file changes" of a folder that is not there.
+    settings = make_settings("http://llm.test/v1", index={"extract_claims": True}, llm={"max_retries": 0},
+                             watch={"quiet_s": 0.02})
+    async with running(settings, tmp_path / "c.db", corpus, transport=simulated_transport(claims_work=False)) \
+            as (daemon, events, send):
+        async with send:
+            await until(lambda: any(e["state"] == "health" and e["gave_up"] for e in events), timeout=30)
+            shutil.rmtree(corpus)
+            await send.send({(Change.deleted, str(corpus))})
+            await until(lambda: "gone" in events.states(), timeout=30)
+            daemon.check_health()   # (it changed: nothing is given up on now)
+            daemon.stop()
+    health = [e for e in events if e["state"] == "health"][-1]
+    assert (health["failed_items"], health["claims_failed"], health["gave_up"]) == (0, 0, False), health
+    assert " 0 pending, last sync " in health["message"], health["message"]
+    assert events[-1]["state"] == "stopped" and "the watched folder is gone" in events[-1]["message"]
+
 def test_failed_items_and_chunks_without_their_claims_are_said_apart():
     from streamrag.daemon import _left_out_said, _to_retry_said
 
