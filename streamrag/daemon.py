@@ -477,7 +477,8 @@ class Daemon:
 
     def _why_sync(self) -> tuple[str, dict[str, Any]]:
         """What the next sync is for, ``2 changed files, retrying 3 failed items``, and its counts
-        as its first line gives them: ``files``, ``whole_folder``, and ``failed_items`` when it retries."""
+        as its first line gives them: ``files``, ``whole_folder``, and ``failed_items`` and
+        ``claims_failed`` (of them, the chunks indexed without their claims) when it retries."""
         parts = []
         files = self._files_pending()
         if files:
@@ -485,14 +486,13 @@ class Daemon:
         marker = self.pending.get(".")
         why: dict[str, Any] = {"files": files}
         if marker == "retry" and self._retrying():   # (none: its chunks' files are pending, said above)
-            # (the chunks indexed without their claims apart: "retrying 4 failed items" of them)
-            claims = min(self._retry_claims, self._retrying())
+            # (the chunks indexed without their claims apart: "retrying 4 failed items" of them;
+            # claims_failed beside failed_items, 0 too, as the health, stopped and error lines give it)
+            claims = self._claims_to_retry()
             items = self._retrying() - claims
             parts.append("retrying " + " and ".join(([_n(items, "failed item")] if items else [])
                                                     + ([f"the claims of {_n(claims, 'chunk')}"] if claims else [])))
-            why["failed_items"] = self._retrying()
-            if claims:
-                why["claims_failed"] = claims
+            why.update(failed_items=self._retrying(), claims_failed=claims)
         elif marker == "rescan":
             parts.append("the whole folder")
         came_and_went = sum(kind == "added and deleted" for kind in self.pending.values())

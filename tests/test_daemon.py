@@ -3653,6 +3653,11 @@ async def test_a_chunk_never_extracted_with_no_call_failing_gives_up_saying_the_
                                          "they are tried again when a file changes"), gave_up["message"]
     retries = [e for e in events if e["state"] == "error" and not e.get("gave_up")]
     assert len(retries) == 3 and all("(no LLM call failed)" in e["message"] for e in retries), retries
+    # each retry sync's opening line gives claims_failed beside failed_items, 0 too (it gave it only
+    # when not 0, while the health, stopped and error lines always give it)
+    opening = [e for e in events if e["message"].startswith("retrying ")]
+    assert len(opening) == 3 and all(e["message"].startswith("retrying 1 failed item: scanning ")
+                                      and (e["failed_items"], e["claims_failed"]) == (1, 0) for e in opening), opening
     # the health line after it says the item given up on (it said "0 pending", failed_items 0)
     health = [e for e in events[events.index(gave_up):] if e["state"] == "health"][-1]
     assert (health["failed_items"], health["claims_failed"], health["gave_up"]) == (1, 0, True), health
