@@ -199,7 +199,8 @@ class Outage:
     def still_down(self, pause: float, **counts: int) -> None:
         """After a failed sync, during an outage: a short line when the pause before the next
         retry grew, an hour went by, or the sync's own lines left it unsaid; else nothing.
-        ``counts``: what waits for the endpoint (``pending``, ``failed_items``), for the line."""
+        ``counts``: what waits for the endpoint (``pending``, ``failed_items``, and of those,
+        ``claims_failed``, the chunks indexed without their claims), for the line."""
         o = self.current
         if o is None:
             return

@@ -189,6 +189,45 @@ async def test_the_health_line_follows_the_syncs_of_an_outage_begun_and_ended(co
     await switch.client.aclose()
 
 
+
+async def test_the_outage_line_counts_the_chunks_without_their_claims_it_waits_to_ask_again(
+        corpus, tmp_path, monkeypatch):
+    # The outage line's claims_failed (of failed_items, the chunks indexed without their claims,
+    # as the health and stopped lines count them) had no test. Chunks published without their
+    # claims, then the endpoint down for their retry: the outage line waits for all of them.
+    from conftest import simulated_transport
+    from streamrag import daemon as daemon_module
+
+    monkeypatch.setattr(daemon_module, "_MAX_BACKOFF_S", 0.2)
+    claimless = simulated_transport(claims_work=False).handler   # every claims answer unusable
+    up = [True]
+
+    def endpoint(request: httpx.Request) -> httpx.Response:
+        if not up[0]:
+            raise httpx.ConnectError("connection refused", request=request)
+        return claimless(request)
+
+    real_sync = Daemon._sync
+
+    async def then_down(self, reason, **kwargs):   # down once the initial sync is over, before a retry
+        ok = await real_sync(self, reason, **kwargs)
+        up[0] = False
+        return ok
+
+    monkeypatch.setattr(Daemon, "_sync", then_down)
+    settings = make_settings("http://llm.test/v1", index={"extract_claims": True}, llm={"max_retries": 0},
+                             watch={"quiet_s": 0.02})
+    async with running(settings, tmp_path / "o.db", corpus, transport=httpx.MockTransport(endpoint)) \
+            as (daemon, events, send):
+        n = daemon.last_result.claims_failed
+        assert n and n == daemon.last_result.failed_items == daemon.last_result.chunks
+        await until(lambda: any(e["state"] == "outage" for e in events), timeout=30)
+        await send.aclose()
+    began = next(e for e in events if e.get("outage"))
+    assert (began["failed_items"], began["claims_failed"]) == (n, n), began
+    outage = next(e for e in events if e["state"] == "outage")
+    assert (outage["pending"], outage["failed_items"], outage["claims_failed"]) == (0, n, n), outage
+
 async def test_a_daemon_started_before_its_model_server_waits_for_it(corpus, tmp_path, simulator):
     # With three or more chunks to extract, the initial sync gave up ("nothing answers at ...")
     # and so did the daemon, exit 1; with one chunk it stayed up and retried.
