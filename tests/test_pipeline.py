@@ -472,16 +472,6 @@ async def test_an_index_that_kept_claims_about_no_entity_makes_them_entities_onc
     store.close()
     assert snapshot(old)["entities"].keys() < snapshot(fresh)["entities"].keys()
 
-    result = await sync([corpus], settings, old, root=corpus, transport=transport)
-    # (no extraction call: the reports whose context shows such a claim, found by its object, are
-    # written again, its subject now named, as a fresh index writes them)
-    assert result.chunks_extracted == 0
-    assert {k for k, s in result.llm.items() if s["calls"] - s["cached"]} <= {"report"}, result.llm
-    want, got = snapshot(fresh), snapshot(old)
-    for table in ("entities", "relationships", "entity_sources", "relationship_sources", "claims"):
-        assert got[table] == want[table], table
-    assert got == want
-
     def reports_of(path) -> set[tuple]:
         store = Store(path, readonly=True)
         try:
@@ -490,6 +480,22 @@ async def test_an_index_that_kept_claims_about_no_entity_makes_them_entities_onc
                 "WHERE m.community_id = c.id ORDER BY entity_id)), c.report_key FROM communities c")}
         finally:
             store.close()
+    before = reports_of(old)
+    result = await sync([corpus], settings, old, root=corpus, transport=transport)
+    # (no extraction call: the report whose context shows such a claim, found by its object, is
+    # written again, its subject now named, as a fresh index writes it: Mira Osk's community's
+    # alone, one paid report call; the trust's own community, below index.report_min_members, gets
+    # an extractive one. It accepted any number of paid report calls, none too.)
+    assert result.chunks_extracted == 0
+    written = reports_of(old) - before
+    by_model = [r for r in written if len(r[1].split(",")) >= settings.index.report_min_members]
+    paid = {k: s["calls"] - s["cached"] for k, s in result.llm.items() if s["calls"] - s["cached"]}
+    assert paid == {"report": len(by_model)} and len(by_model) == 1, (result.llm, written)
+    assert result.reports_generated == len(written), (result.reports_generated, written)
+    want, got = snapshot(fresh), snapshot(old)
+    for table in ("entities", "relationships", "entity_sources", "relationship_sources", "claims"):
+        assert got[table] == want[table], table
+    assert got == want
     assert reports_of(old) == reports_of(fresh)
     again = await sync([corpus], settings, old, root=corpus, transport=transport)
     assert not again.published
