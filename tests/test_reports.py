@@ -516,3 +516,38 @@ def test_a_claim_naming_a_member_as_its_object_is_in_its_context_once_when_both_
     part = ctx.text.split("Claims (id | subject | object | type | status | dates | description)\n")[1]
     assert part.splitlines() == ["clm-a | Name0 | Name2 | LAWSUIT | TRUE | - | A lawsuit.",
                                  "clm-out | Name9 | Name1 | LAWSUIT | TRUE | - | A lawsuit."]
+
+
+def test_the_claims_and_relationships_of_many_members_are_found_within_sqlites_older_999_bound(tmp_path):
+    # claim_ids_of and ids_touching bound a batch of 500 ids twice in one statement (1,000
+    # values): SQLite before 3.32 allows 999 and refused a community of 500 members or more.
+    import sqlite3
+
+    from streamrag import index_rows
+    from streamrag.store import Store
+
+    store = Store(tmp_path / "i.db")
+    try:
+        members = {f"ent-{i:04d}" for i in range(600)}
+        with store.conn:
+            store.conn.executemany(
+                "INSERT INTO claims (id, subject_id, object_id, type, status, description, source_text, chunk_id) "
+                "VALUES (?, ?, ?, 'T', 'TRUE', 'd', 's', 'c')",
+                [(f"clm-{i}", f"ent-{i:04d}", f"ent-{i + 1000:04d}") for i in range(0, 600, 3)]
+                + [(f"clm-o{i}", f"ent-{i + 1000:04d}", f"ent-{i:04d}") for i in range(1, 600, 3)]
+                + [("clm-out", "ent-2000", "ent-2001")])
+            store.conn.executemany(
+                "INSERT INTO relationships (id, source, target, description, weight, mentions) "
+                "VALUES (?, ?, ?, 'd', 1, 1)",
+                [(f"rel-{i}", f"ent-{i:04d}", f"ent-{i + 1000:04d}") for i in range(0, 600, 3)]
+                + [(f"rel-t{i}", f"ent-{i + 1000:04d}", f"ent-{i:04d}") for i in range(1, 600, 3)]
+                + [("rel-out", "ent-2000", "ent-2001")])
+        store.conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)
+        want_claims = {r[0] for r in store.conn.execute(
+            "SELECT id FROM claims WHERE subject_id < 'ent-0600' OR object_id < 'ent-0600'")}
+        want_rels = {r[0] for r in store.conn.execute(
+            "SELECT id FROM relationships WHERE source < 'ent-0600' OR target < 'ent-0600'")}
+        assert index_rows.claim_ids_of(store, members) == want_claims and len(want_claims) == 400
+        assert index_rows.ids_touching(store, members) == want_rels and len(want_rels) == 400
+    finally:
+        store.close()
