@@ -340,14 +340,13 @@ def claim_tag(c: dict, selected: Collection[str]) -> str:
     return f"[E:{c['object_id'] if found_by_object else c['subject_id']}]"
 
 
-def claim_line(c: dict, tag: str | None = None) -> str:
-    """A claim's line in a local context: its tag (what an answer cites it by: ``claim_tag``;
-    its subject's when not given), its type, status and dates, the names of its subject and
-    object, and what it says."""
+def claim_line(c: dict, tag: str) -> str:
+    """A claim's line in a local context: its tag (what an answer cites it by: ``claim_tag``,
+    required: the subject's, taken when none was given, is an entity the context may not show),
+    its type, status and dates, the names of its subject and object, and what it says."""
     said = ", ".join(x for x in (c["type"], c["status"], claim_period(c.get("start_date"), c.get("end_date"))) if x)
     ends = [f"{end} {_clean(name)}" for end, name in (("subject", c.get("subject_name")),
                                                         ("object", c.get("object_name") or c.get("object_id"))) if name]
-    tag = tag or f"[E:{c['subject_id']}]"
     return f"{tag} claim ({said}){' ' + ', '.join(ends) if ends else ''}: {_clean(c['description'])}"
 
 
