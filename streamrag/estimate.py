@@ -98,7 +98,7 @@ from streamrag.pipeline import (check_not_downgraded, claims_asked, extracted_ag
                                 reports_redone, resummarizes)
 from streamrag.prompts import load_prompt
 from streamrag.report_stage import built_min_members, children_of, claims_by_end, deepest_first, report_attempt
-from streamrag.reports import CLAIMS_BY_OBJECT_WHY, ReportContext, build_context, claim_lines_redone, context_key
+from streamrag.reports import ReportContext, build_context, claim_lines_redone, context_key
 from streamrag.records import Chunk, ClaimRecord, Community, Extraction, RelationshipRecord
 from streamrag.sentences import sentences_of
 from streamrag.status import counted, llm_summary
@@ -1593,8 +1593,8 @@ def report_change(store: Store, settings: Settings) -> str:
     'Nothing to do' of a run that said reports are written again where their context changed."""
     if not reported_again(store, settings):
         return ""
-    if claim_lines_redone(settings, store.get_meta("report_settings"), by_llm=True):   # (no setting changed)
-        return CLAIMS_BY_OBJECT_WHY + _free(settings, " (answers in the cache cost nothing)")
+    if why := claim_lines_redone(settings, store.get_meta("report_settings"), by_llm=True):   # (no setting changed)
+        return why + _free(settings, " (answers in the cache cost nothing)")
     return "the report settings changed since this index was built" + _free(
         settings, " (answers in the cache cost nothing)")
 

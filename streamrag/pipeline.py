@@ -80,7 +80,7 @@ from streamrag.graph_state import (
 from streamrag.records import Chunk, Community, Document, Extraction
 from streamrag.replies import CUT_OFFS
 from streamrag.report_stage import ReportStage, ReportStageContext, built_min_members, deepest_first
-from streamrag.reports import CLAIMS_BY_OBJECT_REDONE, CLAIMS_BY_OBJECT_WHY, claim_lines_redone
+from streamrag.reports import CLAIM_LINES_REDONE, claim_lines_redone
 from streamrag.reports import settings_key as report_settings_key
 from streamrag.run_progress import Progress
 from streamrag.store import Store, index_files, without_index_files
@@ -277,18 +277,24 @@ def reports_redone(store: Store, settings: Settings) -> str:
     ``store``, its report settings changed since it was built, in the run's words
     (``Indexer._say_what_settings_redo``; the estimate's ``reported_again``), or "" when they
     did not change."""
+    return _reports_redone(store, settings)[0]
+
+
+def _reports_redone(store: Store, settings: Settings) -> tuple[str, str]:
+    """``reports_redone``, and why when no setting changed but what this streamrag's report
+    contexts show of claims (``claim_lines_redone``; else "")."""
     said, by_llm = store.get_meta, not settings.offline
     if not store.version or said("report_settings") in (None, report_settings_key(settings, by_llm=by_llm)):
-        return ""
-    if claim_lines_redone(settings, said("report_settings"), by_llm=by_llm):   # (no setting changed)
-        return CLAIMS_BY_OBJECT_REDONE
+        return "", ""
+    if why := claim_lines_redone(settings, said("report_settings"), by_llm=by_llm):   # (no setting changed)
+        return CLAIM_LINES_REDONE, why
     if built_min_members(settings, said, by_llm=by_llm) is not None:   # (that one alone)
         return "reports are written for the communities that now reach index.report_min_members (those " \
-               "written are kept)"
+               "written are kept)", ""
     # (a context key holds the model and prompt, not the settings: a context built as before,
     # one within both report_max_input_tokens, finds its report)
     return ("reports are written again where their context changed (every one for a new report model or "
-            "prompt; a context within both the old and the new index.report_max_input_tokens keeps its report)")
+            "prompt; a context within both the old and the new index.report_max_input_tokens keeps its report)"), ""
 
 
 def check_not_downgraded(settings: Settings, store: Store, db_path: Path) -> None:
@@ -951,19 +957,18 @@ class Indexer:
             changes.append(("extraction", effect))
         if resummarizes(store, s):
             changes.append(("summary", "every merged description is summarized again"))
-        upgraded = ""   # (no setting changed, but which report contexts show a claim)
-        if reported := reports_redone(store, s):
-            if claim_lines_redone(s, said("report_settings"), by_llm=True):
-                upgraded = reported
-            else:
-                changes.append(("report", reported))
+        # (upgraded: no setting changed, but what report contexts show of claims; offline
+        # returned above, so this is the report model's key, as the estimate's)
+        reported, upgraded = _reports_redone(store, s)
+        if reported and not upgraded:
+            changes.append(("report", reported))
         if said("leiden") not in (None, self.leiden_key):
             changes.append(("clustering", "it is clustered afresh"))
         if upgrade:
             self.say(f"{upgrade}: its files are read and chunked again as they are indexed "
                         "(chunks with new text are extracted)")
         if upgraded:
-            self.say(f"{CLAIMS_BY_OBJECT_WHY}: {upgraded}")
+            self.say(f"{upgraded}: {reported}")
         self.settings_changed = names = [what for what, _ in changes] + (["chunking"] if upgrade else [])
         if changes:
             # (its text_field was said to be "the chunking settings")

@@ -58,7 +58,8 @@ CONTEXT_VERSION = 2
 # Bump when what a claim's line says, or which contexts show it, changes: the contexts of an
 # index with claims are rebuilt (no other's: the key of one without them stays as it was). 2: the
 # object and dates, and one line for a claim several chunks make. 3: a claim is in the contexts
-# of its object's communities too (``claim_lines_redone`` says why those reports are written).
+# of its object's communities too. A bump adds its entry to ``CLAIM_LINES_CHANGES``: what a run
+# on an index built before it says of why its reports are written again.
 CLAIM_LINES_VERSION = 3
 
 
@@ -78,22 +79,29 @@ def settings_key(settings: Settings, *, by_llm: bool, min_members: int | None = 
                       ix.report_min_members if min_members is None else min_members, *claims)
 
 
-# What a run (and its estimate) says of the reports an index built before CLAIM_LINES_VERSION 3
-# writes again, and why: no setting changed.
+# What a run (and its estimate) says of why the reports of an index built with an earlier
+# CLAIM_LINES_VERSION are written again, no setting changed: the entries after its version, by
+# the version that made the change (from 3: 2 is the first in a key).
 CLAIMS_BY_OBJECT_WHY = "this streamrag shows a claim in the reports of its object's communities too"
-CLAIMS_BY_OBJECT_REDONE = ("the reports whose context gains a claim naming a member as its object are "
-                           "written again, once (the others are kept)")
+CLAIM_LINES_CHANGES: dict[int, str] = {3: CLAIMS_BY_OBJECT_WHY}
+# ... and what it does: true of any such change, and of an index none of whose contexts it
+# changes (no report written: it said reports "are written again, once" all the same).
+CLAIM_LINES_REDONE = ("every community's context is built again, once, and its report written again only if "
+                      "the context changed (the others are kept)")
 
 
-def claim_lines_redone(settings: Settings, published: str | None, *, by_llm: bool) -> bool:
-    """Whether the report settings ``published`` with an index are ``settings``' but for an
-    earlier ``CLAIM_LINES_VERSION`` (from 2, the first in a key): no setting changed, but this
-    streamrag shows claims in more contexts, and writes the reports whose context now holds
-    one again, once (a run and its estimate say so, not that the report settings changed)."""
+def claim_lines_redone(settings: Settings, published: str | None, *, by_llm: bool) -> str:
+    """Why a run writes reports again, when the report settings ``published`` with an index are
+    ``settings``' but for an earlier ``CLAIM_LINES_VERSION`` (from 2, the first in a key): the
+    changes since that version (``CLAIM_LINES_CHANGES``), said instead of that the report
+    settings changed; "" when they are not."""
     if published is None or published == settings_key(settings, by_llm=by_llm):
-        return False
-    return any(published == settings_key(settings, by_llm=by_llm, claim_lines=v)
-               for v in range(2, CLAIM_LINES_VERSION))
+        return ""
+    built = next((v for v in range(2, CLAIM_LINES_VERSION)
+                  if published == settings_key(settings, by_llm=by_llm, claim_lines=v)), None)
+    if built is None:
+        return ""
+    return "; ".join(CLAIM_LINES_CHANGES[v] for v in range(built + 1, CLAIM_LINES_VERSION + 1))
 
 
 def _clean(text: str) -> str:

@@ -2064,8 +2064,8 @@ async def test_an_index_whose_reports_showed_claims_by_subject_alone_is_said_and
     est = estimate([docs], settings, db, root=docs)
     said: list[str] = []
     done = await Indexer(settings, db, root=docs, say=said.append).run([docs])
-    assert said == [f"{reports.CLAIMS_BY_OBJECT_WHY}: {reports.CLAIMS_BY_OBJECT_REDONE}"], said
-    assert est["reported_again"] == reports.CLAIMS_BY_OBJECT_REDONE, est
+    assert said == [f"{reports.CLAIMS_BY_OBJECT_WHY}: {reports.CLAIM_LINES_REDONE}"], said
+    assert est["reported_again"] == reports.CLAIM_LINES_REDONE, est
     assert est["reported_again_because"] == reports.CLAIMS_BY_OBJECT_WHY + " (answers in the cache cost nothing)"
     assert "report" not in done.settings_changed   # (no setting changed)
     assert done.reports_generated > 0 and est["llm"]["by_stage"]["report"]["calls"] == done.llm["report"]["calls"]

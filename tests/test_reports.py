@@ -1,6 +1,9 @@
-"""Report contexts (pure): budgets, priorities, sub-community substitution, stable keys."""
+"""Report contexts (pure): budgets, priorities, sub-community substitution, stable keys; and what
+of them a run on an older index says it does again, and the claims a context reads."""
 
 from __future__ import annotations
+
+import pytest
 
 from streamrag.records import Community, Entity, Relationship, Report
 from streamrag.reports import (MEMBERS_MAX_TOKENS, build_context, changed_fraction, context_key,
@@ -551,3 +554,67 @@ def test_the_claims_and_relationships_of_many_members_are_found_within_sqlites_o
         assert index_rows.ids_touching(store, members) == want_rels and len(want_rels) == 400
     finally:
         store.close()
+
+
+def test_every_claim_lines_version_says_what_it_changed():
+    # A bump of CLAIM_LINES_VERSION with no entry would leave a run on an index built before it
+    # no words for why its reports are written again.
+    from streamrag import reports
+
+    assert sorted(reports.CLAIM_LINES_CHANGES) == list(range(3, reports.CLAIM_LINES_VERSION + 1))
+
+
+def test_an_index_built_with_an_earlier_claim_lines_version_is_told_the_changes_since_its_own(monkeypatch):
+    # The check covered every older version, the words the change to 3 alone: after a bump an
+    # index built with version 3 would be told "this streamrag shows a claim ... its object's
+    # communities too", as if it did not already. Now the changes after the version it was built
+    # with, each said once.
+    from conftest import make_settings
+    from streamrag import reports
+
+    settings = make_settings("http://llm.test/v1", index={"extract_claims": True})
+    now = reports.CLAIM_LINES_VERSION
+    monkeypatch.setattr(reports, "CLAIM_LINES_VERSION", now + 1)
+    monkeypatch.setitem(reports.CLAIM_LINES_CHANGES, now + 1, "a claim's line says what the next one does")
+
+    def told(version: int, of=settings) -> str:
+        return reports.claim_lines_redone(
+            settings, reports.settings_key(of, by_llm=True, claim_lines=version), by_llm=True)
+    assert told(now) == "a claim's line says what the next one does"
+    assert told(2) == "; ".join(reports.CLAIM_LINES_CHANGES[v] for v in range(3, now + 2))
+    assert told(2).count("a claim's line says what the next one does") == 1
+    assert told(now + 1) == ""   # (built by this streamrag)
+    other = make_settings("http://llm.test/v1", index={"extract_claims": True, "report_max_input_tokens": 999})
+    assert told(now, of=other) == ""   # (a setting changed: said so, not this)
+
+
+@pytest.mark.anyio
+async def test_an_index_whose_contexts_gain_no_claim_is_told_so_and_no_report_is_written(tmp_path, monkeypatch):
+    # Built before a claim was shown in its object's communities' reports (CLAIM_LINES_VERSION
+    # 2), with no claim naming an object: no context changes, no report is written. The run
+    # said the reports gaining such a claim "are written again, once" all the same. Now its
+    # words, and its estimate's, hold as much when none is (and the counts agree: none).
+    from conftest import claims_answered, make_settings
+    from streamrag import report_stage, reports
+    from streamrag.estimate import estimate
+    from streamrag.pipeline import Indexer, sync
+
+    settings = make_settings("http://llm.test/v1", index={"extract_claims": True})
+    transport = claims_answered("claim | Jane Doe | NONE | TRIP | TRUE | NONE | NONE | Jane Doe sailed. | sailed")
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / "jane.txt").write_text("Jane Doe met Tom Reed in Port Vell. Tom Reed sailed with Jane Doe to Kessel.\n")
+    (corpus / "acme.txt").write_text("Acme Corp hired Lena Varga in Dunmore. Lena Varga ran Acme Corp in Dunmore.\n")
+    db = tmp_path / "i.db"
+    with monkeypatch.context() as old:   # (as that streamrag built it)
+        old.setattr(reports, "CLAIM_LINES_VERSION", 2)
+        old.setattr(report_stage, "claims_by_end", lambda claims: report_stage._grouped(claims, lambda c: c.subject_id))
+        built = await sync([corpus], settings, db, root=corpus, transport=transport)
+    assert built.claims > 0
+    est = estimate([corpus], settings, db, root=corpus)
+    said: list[str] = []
+    done = await Indexer(settings, db, root=corpus, transport=transport, say=said.append).run([corpus])
+    assert said == [f"{reports.CLAIMS_BY_OBJECT_WHY}: {reports.CLAIM_LINES_REDONE}"], said
+    assert est["reported_again"] == reports.CLAIM_LINES_REDONE, est
+    assert done.reports_generated == 0 and done.reports_kept == done.reports > 0, done
+    assert done.llm.get("report", {}).get("calls", 0) == est["llm"]["by_stage"].get("report", {}).get("calls", 0) == 0, est
