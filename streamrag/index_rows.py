@@ -801,7 +801,8 @@ def failures_recorded(store: Store, *, under_way: bool = True) -> int:
     chunks of a run that published nothing and left files unindexed are counted as those files
     (``status.unindexed_chunks``), not as failures; so are those chunks' failures in a run of the
     update still under way (a retry of an outage: its stats are written as it ends): the count was
-    0 between an outage's retries and 2 during each, for a file of 3 chunks left unindexed.
+    0 between an outage's retries and 2 during each, for a file of 3 chunks left unindexed. A run
+    under way counts no chunk the published index lacks (``_UNINDEXED_YET``): its end decides.
     ``under_way`` False counts those as failures (``prune``, whose archive is what its deletions
     take from the count: left out as a deleted run of the update named them, they came back in
     when it went, archived as -1, and once the retry ended `status` said failures_total -1)."""
@@ -833,11 +834,14 @@ _UNINDEXED_FILES = ("(f.run_id IS NOT NULL AND f.run_id IN (SELECT id FROM unind
                     "WHERE json_type(stats, '$.not_indexed_chunks') IS NULL) OR json_array(f.run_id, f.item) IN "
                     "(SELECT json_array(u.id, j.value) FROM unindexed_runs u, "
                     "json_each(u.stats, '$.not_indexed_chunks') j)))")
-# ... or a failure of a run under way (``r``) of such a chunk of its update: still unindexed as far
-# as is known, until the run's end says otherwise (it publishes, or names the chunks again).
-_UNINDEXED_YET = ("CASE WHEN r.status = 'running' THEN json_array(coalesce(r.update_of, r.id), f.item) IN (SELECT "
-                  "json_array(coalesce(w.update_of, w.id), j.value) FROM unindexed_runs u JOIN runs w ON w.id = u.id, "
-                  "json_each(u.stats, '$.not_indexed_chunks') j) ELSE 0 END")
+# ... or a failure of a run under way (``r``) of a chunk the published index does not hold: it is
+# unindexed so far, until the run's end says otherwise (it publishes without it: a failure; or it
+# publishes nothing and names its file unindexed). A chunk an ended run of its update left
+# unindexed was the only such one counted so: a file first seen in a retry, or by the first sync of
+# an outage, had its chunks' failures counted while the run went on and not once it ended (2, then
+# 0). A run killed before it ended (its row says "running" still) published nothing: its chunks'
+# failures count as the next run that meets them again records them.
+_UNINDEXED_YET = ("CASE WHEN r.status = 'running' THEN f.item NOT IN (SELECT chunk_id FROM live_chunks) ELSE 0 END")
 
 
 def failures_of(store: Store, *run_ids: str, stage: str | None = None) -> int:

@@ -385,6 +385,48 @@ def test_a_prune_during_an_outage_s_retry_keeps_failures_total(tmp_path):
     assert status_of(db)[0]["failures_total"] == 0
 
 
+def test_failures_total_counts_no_chunk_the_index_lacks_while_its_run_goes_on(tmp_path):
+    # An outage's first sync of a new file, and a retry meeting a file first: their failures of
+    # chunks no published index holds counted while the run went on (only a chunk an ended run
+    # of its update had named unindexed was left out), and not once it ended naming them: 1, 0.
+    # A run under way now leaves out any chunk the published index lacks; its end decides.
+    import json
+
+    from streamrag import index_rows
+
+    def unindexed(*chunks):
+        return json.dumps({"not_indexed": 1, "not_indexed_chunks": list(chunks)})
+
+    store = Store(tmp_path / "s.db")
+    try:
+        with store.conn:
+            store.conn.execute("INSERT INTO live_chunks(chunk_id, extractor) VALUES ('live', 'm')")
+            counts = []
+            store.start_run("first", "watch")
+            store.record_failure("first", "extract", "c1", "refused")
+            counts.append(index_rows.failures_recorded(store))
+            assert index_rows.failures_recorded(store, under_way=False) == 1   # (prune's count)
+            store.finish_run("first", "failed", unindexed("c1"))
+            counts.append(index_rows.failures_recorded(store))
+            store.start_run("retry", "watch", update_of="first")
+            for chunk in ("c1", "c9"):   # c9: of a file first seen in the retry
+                store.record_failure("retry", "glean" if chunk == "c9" else "extract", chunk, "refused")
+            counts.append(index_rows.failures_recorded(store))
+            store.finish_run("retry", "failed", unindexed("c1", "c9"))
+            counts.append(index_rows.failures_recorded(store))
+            assert counts == [0, 0, 0, 0], counts
+            # A chunk the index holds failed again (another extraction model): a failure as it
+            # goes on and after; a new chunk's failure in a run that publishes: one once it ends.
+            store.start_run("later", "index")
+            store.record_failure("later", "extract", "live", "bad answer")
+            store.record_failure("later", "extract", "new", "bad answer")
+            assert index_rows.failures_recorded(store) == 1
+            store.finish_run("later", "ok", json.dumps({"not_indexed": 0}))
+            assert index_rows.failures_recorded(store) == 2
+    finally:
+        store.close()
+
+
 def test_answers_asked_again_of_an_index_pruned_before_unusable_ones_were_archived(tmp_path):
     # prune kept archived_asked_again before it kept archived_unusable (290243a): such an index
     # counted more answers asked again than unusable (0 of 1), which cannot be: each was unusable first.
