@@ -8,7 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from conftest import index_under_way, make_settings
+from conftest import index_under_way, make_settings, status_info
 from streamrag.index_rows import prune
 from streamrag.pipeline import sync
 from streamrag.status import format_status, gather_status, llm_summary
@@ -425,6 +425,53 @@ def test_failures_total_counts_no_chunk_the_index_lacks_while_its_run_goes_on(tm
             assert index_rows.failures_recorded(store) == 2
     finally:
         store.close()
+
+
+def test_failures_total_holds_through_an_outage_s_first_sync_and_a_file_met_in_a_retry(
+        corpus, tmp_path, simulator, monkeypatch):
+    # Through the daemon and the simulator: a new file in an outage, and another one first met
+    # by a retry. As each sync ends (its failures recorded, its row still "running") the count
+    # was 2 for the first sync and for the retry meeting the new file, 0 once they ended.
+    import httpx
+
+    from streamrag import index_rows
+    from test_daemon import running, until
+    from test_daemon_outage import _paragraphs, counted_syncs, fast_outage
+
+    syncs = counted_syncs(monkeypatch)
+    switch, settings, _cap = fast_outage(monkeypatch, simulator)
+    during: list[tuple[str | None, int]] = []
+    real_finish = Store.finish_run
+
+    def finish_run(store, run_id, status, stats=None):
+        command, update_of = store.query("SELECT command, update_of FROM runs WHERE id = ?", (run_id,))[0].values()
+        if command != "watch:extract":
+            during.append((update_of, index_rows.failures_recorded(store)))
+        real_finish(store, run_id, status, stats)
+
+    monkeypatch.setattr(Store, "finish_run", finish_run)
+    db = tmp_path / "f.db"
+
+    async def outage():
+        async with running(settings, db, corpus, transport=httpx.MockTransport(switch)) as (daemon, events, send):
+            switch.up = False
+            (corpus / "new.txt").write_text(_paragraphs(3))
+            await send.send({(1, str(corpus / "new.txt"))})
+            await until(lambda: len(syncs) >= 2, timeout=30)   # the file's sync and a retry
+            (corpus / "later.txt").write_text(_paragraphs(2).replace("Oskar", "Tomas"))
+            await send.send({(1, str(corpus / "later.txt"))})
+            count = len(syncs)
+            await until(lambda: len(syncs) >= count + 2, timeout=30)
+            await send.aclose()
+        await switch.client.aclose()
+
+    anyio.run(outage)
+    after = status_info(db, failures=True)
+    assert after["not_indexed_last_run"] == 2 and after["failures_total"] == 0, after
+    first = [n for update_of, n in during if update_of is None]
+    retries = [n for update_of, n in during if update_of is not None]
+    assert len(first) >= 2 and len(retries) >= 3, during   # (the initial sync, the outage's first)
+    assert {n for _, n in during} == {0}, during
 
 
 def test_answers_asked_again_of_an_index_pruned_before_unusable_ones_were_archived(tmp_path):
