@@ -65,8 +65,9 @@ GAVE_UP = "the client gave up: the endpoint's tries had all failed (the run's er
 # How an error about an endpoint that failed ends for a command run once (a daemon retries by itself).
 RUN_AGAIN = "then run the same command (finished work is kept)"
 # ... and for a daemon, which retries by itself, stopped while its calls failed (``LLMClient``'s
-# ``stopped``): it said "retried until it answers", a retry that process never makes.
-START_AGAIN = "then start the watch again (it was stopped; finished work is kept)"
+# ``stopped``): it said "retried until it answers", a retry that process never makes. No "it":
+# after "start the server again" (``provider_errors.stopped_answering``) it named two things.
+START_AGAIN = "then start the watch again (this watch has stopped; finished work is kept)"
 # The statuses a proxy or load balancer answers while the server behind it is down.
 PROXY_STATUSES = frozenset({408, 502, 503})
 

@@ -249,7 +249,7 @@ def stopped_answering(url: str, detail: str, setting: str, answered_at: float, t
     from streamrag.watch_lines import clock
 
     return (f"{url} stopped answering (it last answered at {clock(answered_at)}): every connection is "
-            f"refused ({detail}); " + (f"start it again, {then}" if then else "retried until it answers"))
+            f"refused ({detail}); " + (f"start the server again, {then}" if then else "retried until it answers"))
 
 
 def one_line(text: object) -> str:

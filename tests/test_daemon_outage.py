@@ -1957,8 +1957,8 @@ async def test_calls_refused_after_a_stop_came_during_them_are_not_said_to_be_re
     (error,) = [e for e in events[mark:] if e["state"] == "error"]
     assert "left to the next start" in error["message"] and "retr" not in error["message"], error
     assert "stopped answering" in error["error"] and "retried until it answers" not in error["error"], error
-    assert error["error"].endswith("start it again, then start the watch again (it was stopped; finished work is "
-                                   "kept)"), error
+    assert error["error"].endswith("start the server again, then start the watch again (this watch has stopped; "
+                                   "finished work is kept)"), error
     store = Store(tmp_path / "s.db", readonly=True)
     try:
         recorded = [m for (m,) in store.conn.execute("SELECT message FROM failures")]

@@ -1767,16 +1767,18 @@ async def test_a_refused_connection_fails_fast_until_the_endpoint_has_answered(t
     assert answer.text == "echo: second" and len(endpoint.requests) == 7
 
 
-async def _refused_after_answering(tmp_path, detail: str, *, retried: bool):
+async def _refused_after_answering(tmp_path, detail: str, *, retried: bool, stopped: bool = False):
     """The LLMUnavailableError (pytest's ExceptionInfo) of a client of an endpoint that answered
-    ten minutes ago and now fails every connection with ``detail``; ``retried``: a daemon's."""
+    ten minutes ago and now fails every connection with ``detail``; ``retried``: a daemon's;
+    ``stopped``: one whose daemon has stopped."""
     endpoint = Endpoint(*[httpx.ConnectError(detail) for _ in range(5)])
     store = Store(tmp_path / "index.db")
     async with Writer(store) as writer:
         async with LLMClient(LLMSettings(api_base="https://llm.test/v1", requests_per_minute=0,
                                          tokens_per_minute=0), "sk-test", store=store, writer=writer,
                              run_id="run-1", retry_base_s=0.05, transport=httpx.MockTransport(endpoint),
-                             retried=retried, answered_at=time.time() - 600) as llm:
+                             retried=retried, answered_at=time.time() - 600,
+                             stopped=(lambda: stopped)) as llm:
             with anyio.fail_after(10), pytest.raises(LLMUnavailableError) as e:
                 await llm.chat(ask(), model="m1", stage="s")
     store.close()
@@ -1800,13 +1802,24 @@ async def test_a_tls_failure_of_an_endpoint_that_answered_before_is_said_as_one(
     ("[Errno 111] Connection refused", True),
     ("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: certificate has expired", False)])
 async def test_an_unavailable_error_says_whether_its_words_end_with_run_again(tmp_path, detail, run_again):
-    # An index's client (not retried) of an endpoint that answered before: "start it again, then
+    # An index's client (not retried) of an endpoint that answered before: "start the server again, then
     # run the same command (finished work is kept)" of a stopped server, carried as ``run_again``
     # for the run's own words not to repeat it (``Indexer._unavailable`` read it in the text); a
     # TLS failure says what to fix instead, and no such words.
     e = await _refused_after_answering(tmp_path, detail, retried=False)
     assert e.value.run_again is run_again
     assert str(e.value).endswith(endpoint_health.RUN_AGAIN) is run_again, e.value
+
+
+@pytest.mark.parametrize("retried, stopped, then", [(False, False, endpoint_health.RUN_AGAIN),
+                                                      (True, True, endpoint_health.START_AGAIN)])
+async def test_a_stopped_server_s_error_names_what_to_start_again_without_it(tmp_path, retried, stopped, then):
+    # A stopped watch's error said "start it again, then start the watch again (it was stopped;
+    # ...)": "it" the server, then the watch. Now each is named: the server, then the command.
+    e = await _refused_after_answering(tmp_path, "[Errno 111] Connection refused", retried=retried, stopped=stopped)
+    advice = str(e.value).rsplit("); ", 1)[1]
+    assert advice == f"start the server again, {then}", advice
+    assert " it " not in f" {advice} ".replace("(", " ").replace(";", " "), advice
 
 
 async def test_a_restarted_endpoint_is_waited_for_beyond_max_retries(tmp_path, monkeypatch, caplog):
