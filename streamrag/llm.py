@@ -97,7 +97,7 @@ from streamrag.provider_errors import (Refused, Retryable, advice, html_page, ke
                                        tls_refused)
 from streamrag.ratelimit import MinuteBudget, minute_budget
 from streamrag.replies import (CUT_OFF, CUT_OFF_UNASKED, CUT_OFFS, OnLength, Replies, chat_answer, checker,
-                               event_deltas, event_usage, unstreamed)
+                               answer_thinking, event_deltas, event_usage, unstreamed)
 from streamrag.store import Store
 from streamrag.tokens import count_message_tokens, count_tokens
 from streamrag.try_timeouts import (ModelTimeouts, arriving, progress, request_timeout, timed_out_said,
@@ -652,7 +652,10 @@ class LLMClient:
         self._check_status(resp, self.chat_url, payload["model"], stage)
         body = self._replies.json(resp)
         latency = (time.perf_counter() - started) * 1000
-        return chat_answer(body, resp, self._replies.secrets), latency
+        answer = chat_answer(body, resp, self._replies.secrets)
+        if tries is not None and (thinking := answer_thinking(body)):
+            tries.pieces = [answer.text, *thinking]   # (counted with it when no usage is said)
+        return answer, latency
 
     async def _stream_chat(self, payload: dict, on_delta: Callable[[str], None],
                            shown: list[str], stage: str = "",
@@ -746,7 +749,7 @@ class LLMClient:
             # asked again it is sent whole again; it was taken for a stream cut short, 3 times.
             whole = chat_answer(body, resp, self._replies.secrets)
             parts.append(whole.text)
-            paid.append(whole.text)
+            paid.extend([whole.text, *answer_thinking(body)])
             visible.feed(whole.text)
             finish_reason, usage = whole.finish_reason or "stop", event_usage(body) or usage
         if not done and finish_reason is None:

@@ -283,8 +283,24 @@ def event_deltas(event: dict) -> Iterator[tuple[str, list[str], str | None]]:
         # (The names are one field's: vLLM kept reasoning_content beside reasoning when it renamed
         # it, and mlx-vlm sends both, the same text twice; taken twice, an answer without usage
         # was counted, and booked, with its thinking twice over.)
-        thinking = [delta[k] for k in THINKING_KEYS if isinstance(delta.get(k), str) and delta[k]][:1]
-        yield piece, thinking, choice["finish_reason"] if read_finish(choice.get("finish_reason")) else None
+        yield piece, thinking_of(delta), choice["finish_reason"] if read_finish(choice.get("finish_reason")) else None
+
+
+def thinking_of(fields: dict) -> list[str]:
+    """The thinking a streamed delta or a whole answer's message holds apart from its answer
+    (``THINKING_KEYS``, the first one set): a list of one, or empty."""
+    return [fields[k] for k in THINKING_KEYS if isinstance(fields.get(k), str) and fields[k]][:1]
+
+
+def answer_thinking(body: Any) -> list[str]:
+    """The thinking a whole chat answer (``chat_answer``'s ``body``) holds apart from its answer,
+    as ``thinking_of``: paid for as the answer is, and counted with it when the server says no
+    usage (a streamed answer's was; a whole one's was left out)."""
+    try:
+        message = body["choices"][0]["message"]
+    except (TypeError, KeyError, IndexError):
+        return []
+    return thinking_of(message) if isinstance(message, dict) else []
 
 
 # -- whether an answer is usable ----------------------------------------------------------------

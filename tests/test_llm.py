@@ -816,6 +816,25 @@ async def test_thinking_sent_under_two_names_is_counted_once(tmp_path):
     assert calls(store)[0]["completion_tokens"] == paid
 
 
+@pytest.mark.parametrize("streamed", [False, True])   # (True: a server that ignores "stream" answers whole)
+async def test_thinking_of_a_whole_answer_is_counted_in_an_answer_without_usage(tmp_path, streamed):
+    # A whole answer's message.reasoning_content (vLLM's reasoning parsers, not streamed) was
+    # never counted when the server said no usage: its row and the token budget took the answer
+    # alone (5 tokens for 205), where a streamed answer's thinking was counted with it.
+    thinking, text = " ".join(["ponder"] * 200), "(Paris, France)"
+    body = chat_body(text, usage=None)
+    body["choices"][0]["message"]["reasoning_content"] = thinking
+    endpoint = Endpoint(httpx.Response(200, json=body))
+    with anyio.fail_after(10):
+        async with client(tmp_path, endpoint, tokens_per_minute=20000) as (llm, store):
+            llm._tpm.clock = lambda: 0.0
+            result = await llm.chat(ask(), model="m1", stage="s", on_delta=(lambda _t: None) if streamed else None)
+            paid = count_tokens(text + thinking, llm.encoding)
+            assert result.text == text and result.completion_tokens == paid, (result.completion_tokens, paid)
+            assert llm._tpm.total == result.prompt_tokens + paid
+    assert calls(store)[0]["completion_tokens"] == paid
+
+
 async def test_the_first_minute_s_burst_stays_within_the_token_limit(tmp_path):
     # Before any answer, a request without max_tokens booked its prompt and 256 tokens: at
     # llm.tokens_per_minute 6,000, four 1,000-token prompts went out at once, whose 600-token
