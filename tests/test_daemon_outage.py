@@ -1935,14 +1935,16 @@ async def test_calls_refused_after_a_stop_came_during_them_are_not_said_to_be_re
     # recorded (`status --failures`) kept the words of a model client made while the watch still
     # retried: "... every connection is refused (...); retried until it answers", a retry this
     # process, stopping, never makes.
+    # (Each call on the wire before the stop is refused once the stop has come, whenever that is:
+    # a sleep of 0.2 s passed only if the stop came within it.)
     switch, settings, _cap = fast_outage(monkeypatch, simulator)
     async with running(settings, tmp_path / "s.db", corpus) as (daemon, events, send):
-        on_wire = anyio.Event()
+        on_wire, stopped = anyio.Event(), anyio.Event()
 
         async def endpoint(request: httpx.Request) -> httpx.Response:
-            if not daemon.stopping:   # the stop comes while the first calls are on the wire
+            if not stopped.is_set():   # the stop comes while the first calls are on the wire
                 on_wire.set()
-                await anyio.sleep(0.2)
+                await stopped.wait()
             raise httpx.ConnectError("connection refused", request=request)
 
         daemon.transport = httpx.MockTransport(endpoint)
@@ -1952,6 +1954,7 @@ async def test_calls_refused_after_a_stop_came_during_them_are_not_said_to_be_re
         await send.send({(1, str(new))})
         await on_wire.wait()
         daemon.stop("SIGTERM received")
+        stopped.set()
         await until(lambda: "stopped" in events.states(mark), timeout=30)
     await switch.client.aclose()
     (error,) = [e for e in events[mark:] if e["state"] == "error"]
