@@ -2750,6 +2750,39 @@ async def test_sizes_counted_here_disprove_the_servers_limit_only_by_a_margin(tm
     assert len(said) == 2 and "wrote a whole answer of " in said[1], said
 
 
+async def test_a_whole_answer_counted_here_disproves_a_limit_the_server_counted_only_by_the_margin(tmp_path, caplog):
+    # The mixed case: the cut answers' sizes said by the server (its tokenizer's, usage sent),
+    # the whole answer's counted here (a stream whose server ignores stream_options; llama.cpp).
+    # A whole answer counted 30% longer than the cut ones took back the limit at a margin of
+    # 1.25, a spread measured between tokenizers over kinds of text (a Llama-2-like count of
+    # digits and whitespace against o200k: 1.30); now it takes ESTIMATE_MARGIN (1.4).
+    def answer(text: str, finish_reason: str = "stop", usage: dict | None = None) -> httpx.Response:
+        body = chat_body(text, usage=usage)
+        body["choices"][0]["finish_reason"] = finish_reason
+        return httpx.Response(200, json=body)
+
+    def words(tokens: int) -> str:   # (counted here: a word a token)
+        text = "(" + " the" * tokens
+        assert count_tokens(text, "o200k_base") == tokens + 1
+        return text
+
+    cut = answer(words(99), "length", usage={"prompt_tokens": 5, "completion_tokens": 100, "total_tokens": 105})
+    endpoint = Endpoint(cut, cut, answer(words(129)), answer(words(299)))
+    async with client(tmp_path, endpoint) as (llm, store):
+        assert llm.encoding == "o200k_base"
+        with caplog.at_level(logging.WARNING, logger="streamrag.llm"):
+            with pytest.raises(LLMOutputError, match="in 2 tries"):
+                await llm.chat(ask(), model="m1", stage="extract")
+            assert model_quirks.server_cuts(API, "m1")
+            longer = await llm.chat(ask("a"), model="m1", stage="extract")
+            assert longer.estimated and longer.completion_tokens == 130 and longer.prompt_tokens + 130 > 105 * 1.25
+            assert model_quirks.server_cuts(API, "m1")   # (within what two tokenizers disagree by)
+            await llm.chat(ask("b"), model="m1", stage="extract")   # (three times as long)
+            assert not model_quirks.server_cuts(API, "m1")
+        said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(said) == 2 and "wrote a whole answer of 300 tokens" in said[1], said
+
+
 async def test_the_servers_limit_is_forgotten_after_ten_minutes_and_found_again(tmp_path, caplog, monkeypatch):
     # A mark no whole answer disproves (a fault broke off the model's longest answers) lapsed
     # never. A limit the server has is found again by the next cut answer, asked twice, and not
