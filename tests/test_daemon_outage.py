@@ -18,7 +18,7 @@ import anyio
 from conftest import index_snapshot, make_settings, status_info
 from streamrag.config import Settings, without_secrets
 from streamrag.daemon import Daemon
-from streamrag.endpoint_health import GAVE_UP
+from streamrag.endpoint_health import GAVE_UP, START_AGAIN
 from streamrag.store import Store
 from streamrag.watch_lines import clock
 from test_daemon import SMALL, Events, db_count, running, scripted, until
@@ -1197,7 +1197,10 @@ async def test_status_says_a_call_refused_by_an_endpoint_that_answered_before_wa
     for f in failures:
         assert f"/chat/completions stopped answering (it last answered at {clock(answered)}): every connection " \
                "is refused (" in f["message"], f
-        assert f["message"].endswith("; retried until it answers") and "api_base" not in f["message"], f
+        # (A retry the stop came during, as it may on a loaded machine, words its failures for a
+        # process that retries no more: ``endpoint_health.START_AGAIN``.)
+        assert f["message"].endswith(("; retried until it answers", START_AGAIN)), f
+        assert "api_base" not in f["message"], f
 
 
 def test_a_sync_failing_as_an_endpoint_that_answered_stops_says_it_stopped(tmp_path):
