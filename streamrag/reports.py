@@ -37,7 +37,8 @@ from streamrag.tokens import count_tokens
 if TYPE_CHECKING:
     from streamrag.config import Settings
 
-EXTRACTIVE_VERSION = "extractive-4"
+# 5: "1 entity", "1 relationship" in the singular (they said "1 entities and 1 relationships").
+EXTRACTIVE_VERSION = "extractive-5"
 # The room of an extractive report's "Other members" finding: a sentence for each member the
 # rest of the report does not name, those no child report names first, while the names of the
 # others still fit in a list after them.
@@ -367,7 +368,7 @@ def extractive_report(community: Community, context: ReportContext, *, entities:
         findings.append(others)
     rating = round(min(10.0, 1.0 + 2.0 * math.log2(1 + len(internal) + len(members))), 1)
     fields = {"title": title, "summary": summary, "rating": rating,
-              "rating_explanation": f"{len(members)} entities and {len(internal)} relationships.",
+              "rating_explanation": f"{_count(len(members), 'entity')} and {_count(len(internal), 'relationship')}.",
               "findings": findings}
     # Named by its content, not only its context: two communities with one context (both past
     # the budget at their first line) still say different things, and a weight or a mention
@@ -385,8 +386,15 @@ def _overview(members: Sequence[Entity], internal: Sequence[Relationship], names
     central_text = (", ".join(central[:-1]) + " and " + central[-1]) if len(central) > 1 else central[0]
     ties = [f"{names[r.source]} and {names[r.target]}" for r in internal[:3]
             if r.source in names and r.target in names]
-    text = f"{len(members)} entities and {len(internal)} relationships around {central_text}"
+    text = f"{_count(len(members), 'entity')} and {_count(len(internal), 'relationship')} around {central_text}"
     return text + (f"; strongest ties: {'; '.join(ties)}." if ties else ".")
+
+
+def _count(n: int, word: str) -> str:
+    """``1 entity``, ``2 entities``, ``0 relationships``."""
+    if n == 1:
+        return f"1 {word}"
+    return f"{n} {word[:-1]}ies" if word.endswith("y") else f"{n} {word}s"
 
 
 def _words(text: str) -> str:

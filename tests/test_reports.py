@@ -115,6 +115,19 @@ def test_extractive_summary_says_what_the_graph_says_then_the_most_telling_sente
     assert rest.startswith("Name0 sailed with Name1 and Name2 to the harbour of Mrs. Osk.")
 
 
+def test_extractive_report_says_one_entity_and_one_relationship_in_the_singular():
+    # A vault's small communities read '1 entities and 0 relationships around Government' and
+    # '2 entities and 1 relationships around ...' in every global answer quoting them.
+    for n, said in ((1, "1 entity and 0 relationships around Name0 (person)"),
+                    (2, "2 entities and 1 relationship around Name0 (person) and Name1 (person)")):
+        ents, rels = graph(n)
+        c = Community(id="C1", level=0, parent=None, members=sorted(ents))
+        ctx = build_context(c, entities=ents, relationships=rels, claims={}, children=[], max_tokens=5000)
+        r = extractive_report(c, ctx, entities=ents, relationships=rels, children=[])
+        assert r.summary.startswith(said), r.summary
+        assert r.rating_explanation == said.split(" around")[0] + "."
+
+
 def test_extractive_report_names_every_member_not_only_the_central_ones():
     # Name6 and Name7 are in no title, telling sentence or strongest tie (the top five): a
     # global question about them opened this community and found nothing to quote.
