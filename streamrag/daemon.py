@@ -410,8 +410,12 @@ class Daemon:
             self._pump_scope.cancel()
         if self._idle_wait is not None:   # an idle daemon stops now, not at its next look
             self._idle_wait.cancel()
-        self.emit("stopping", f"{reason}: finishing the work under way "
-                              f"(grace {self.settings.watch.grace_s:g}s, a second signal cancels)")
+        if self.syncs and self._updating_since is None and not self.pending and not self._syncing:
+            # Idle: there is no work to finish, and no grace to wait out.
+            self.emit("stopping", f"{reason}: nothing under way")
+        else:
+            self.emit("stopping", f"{reason}: finishing the work under way "
+                                  f"(grace {self.settings.watch.grace_s:g}s, a second signal cancels)")
 
     def emit(self, state: str, message: str, **fields: Any) -> None:
         """Reports one status event (a state change, a health line, an error).

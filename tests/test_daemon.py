@@ -3002,6 +3002,9 @@ async def test_a_stop_of_an_idle_watch_does_not_wait_for_debounce_ms(corpus, tmp
             await until(lambda: "health" in events.states())
             daemon.stop()
     assert events.states()[-2:] == ["stopping", "stopped"] and events[-1]["message"] == "index is current"
+    # Nothing was under way: it said 'finishing the work under way (grace 10s, a second signal
+    # cancels)' of an idle watch.
+    assert events[-2]["message"] == "stop requested: nothing under way", events[-2]
     assert watch_events._STEP_MS < settings.watch.debounce_ms
 
 
