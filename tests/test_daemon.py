@@ -3491,7 +3491,7 @@ def test_a_sighup_without_a_terminal_is_said_and_leaves_the_daemon_running(tmp_p
     assert code == 0, text
     hup = [line for line in text.splitlines() if "SIGHUP" in line]
     assert len(hup) == 2 and all(" warning " in line and "going on" in line for line in hup), text
-    assert "SIGTERM received: finishing" in text and text.rstrip().endswith("index is current"), text
+    assert "stopping    SIGTERM received: " in text and text.rstrip().endswith("index is current"), text
 
 
 def test_a_hangup_stops_a_watch_whose_stdin_is_no_terminal(tmp_path, corpus):
@@ -3510,7 +3510,7 @@ def test_a_hangup_stops_a_watch_whose_stdin_is_no_terminal(tmp_path, corpus):
             stop(proc)
     text = log.read_text()
     assert code == 0, text
-    assert "SIGHUP received (the terminal hung up): finishing" in text and "going on" not in text, text
+    assert "stopping    SIGHUP received (the terminal hung up): " in text and "going on" not in text, text
     assert text.rstrip().endswith("index is current"), text
 
 
