@@ -138,6 +138,11 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
     # they are is not recorded before then; that the next update takes them is known.
     info["killed_before_publishing"] = bool(last_run and last_run["killed"]
                                             and (info["published_at"] or 0) < last_run["started_at"])
+    # The last update's run has not ended (under way, or killed before it did): its failures are
+    # those it met so far, and failures_total leaves out its failed chunks the index lacks (its
+    # end decides, ``index_rows.failures_recorded``): "2 in the last update (1 recorded over all
+    # runs)" read as a contradiction.
+    info["failures_under_way"] = bool(last_run and last_run["status"] == "running")
     return info
 
 
@@ -497,11 +502,19 @@ def _failures_line(last: int, total: int, last_run: dict | None, told: bool) -> 
     """The failures line: the last update's, and all runs' when more. An update that failed with
     no item failed (it stopped at the endpoint; its chunks count as the files it left unindexed,
     said below) names none: "0 in the last update" beside "last update: failed" read as though
-    nothing had gone wrong. Its line is all runs' alone then, or none."""
+    nothing had gone wrong. Its line is all runs' alone then, or none. A last update whose run has
+    not ended (``failures_under_way``) is said as what it met so far, and all runs' count as
+    leaving out its chunks: "2 in the last update (1 recorded over all runs)" read as a
+    contradiction, the total not counting the chunks its end decides."""
     if not last and last_run is not None and last_run["status"] == "failed":
         return [f"  failures       {number(total)} recorded over all runs"] if total else []
-    return [f"  failures       {number(last)} in the last update"
-            + (f" ({number(total)} recorded over all runs)" if total != last else "")
+    running = last_run is not None and last_run["status"] == "running"
+    killed = running and last_run.get("killed")
+    of_it = ("in the last update" if not running or killed else "so far in this update")
+    but = ("" if not running else ", not counting its chunks: it did not end" if killed
+           else ", not counting its chunks until it ends")
+    return [f"  failures       {number(last)} {of_it}"
+            + (f" ({number(total)} recorded over all runs{but})" if total != last else "")
             + (_LIST_THEM if told else "")]
 
 

@@ -1382,7 +1382,7 @@ def test_a_retry_sync_under_way_says_what_its_update_is_missing(tmp_path):
         assert info["failures_last_run"] == 2 and info["last_run"]["id"] == "s3", info
         assert sorted(f["item"] for f in info["failures"]) == ["chk-a", "chk-b"], info["failures"]
         assert {f["item"]: f["times"] for f in info["failures"]} == {"chk-a": 2, "chk-b": 3}
-        assert "failures       2 in the last update" in text, text
+        assert "failures       2 so far in this update" in text, text
         assert last_update_line(text).endswith("watch s3: running (2 items failed)"), text
     # Killed with -9 mid-retry: the update is still missing both, for the next start.
     info, text = status_of(db)
@@ -1407,6 +1407,34 @@ def test_a_retry_sync_under_way_says_what_its_update_is_missing(tmp_path):
     with one_writer(db, "streamrag index /x"):
         info, text = status_of(db, failures=True)
     assert info["failures_last_run"] == 1 and [f["item"] for f in info["failures"]] == ["chk-c"], info
+
+
+def test_an_update_under_way_says_its_failures_so_far_beside_a_total_that_leaves_its_chunks_out(tmp_path):
+    # All runs' count leaves out a run under way's failed chunks the index lacks (its end
+    # decides), its own count has them: "2 in the last update (1 recorded over all runs)".
+    from streamrag.store import one_writer
+
+    db = tmp_path / "u.db"
+    _runs_of_an_outage(db, [("i1", "index", None, "ok"), ("i2", "index", None, "running")],
+                       {"i1": ["chk-x"], "i2": ["chk-a", "chk-b"]})
+    with one_writer(db, "streamrag index /x"):
+        info, text = status_of(db)
+    assert (info["failures_last_run"], info["failures_total"], info["failures_under_way"]) == (2, 1, True), info
+    (line,) = [line for line in text.splitlines() if line.startswith("  failures ")]
+    assert line.startswith("  failures       2 so far in this update (1 recorded over all runs, not counting "
+                           "its chunks until it ends)"), text
+    # Killed before it ended: the last update's, whose chunks the total does not count.
+    info, text = status_of(db)
+    assert info["last_run"]["killed"] is True and info["failures_under_way"] is True, info
+    assert "  failures       2 in the last update (1 recorded over all runs, not counting its chunks: " \
+           "it did not end)" in text, text
+    # Ended: the total counts them, and the line is as before.
+    store = Store(db)
+    store.finish_run("i2", "ok")
+    store.close()
+    info, text = status_of(db)
+    assert (info["failures_last_run"], info["failures_total"], info["failures_under_way"]) == (2, 3, False), info
+    assert "  failures       2 in the last update (3 recorded over all runs)" in text, text
 
 
 def test_a_retry_sync_under_way_after_one_that_failed_says_the_files_left_unindexed(tmp_path):
