@@ -151,13 +151,16 @@ def _to_retry_said(health: dict[str, Any]) -> str:
     retry"), though they are in the version, their entities and relationships too. Those the
     retries gave up on (``gave_up``) are said so, ``(1 failed item and 2 chunks without their
     claims, given up until a file changes)``: the line said "0 pending" of them while the
-    stopped line after it counted them."""
+    stopped line after it counted them. With a changed file pending, the sync it waits for asks
+    for them again: ``(..., asked again at the next sync)`` (it said "given up until a file
+    changes" of them beside "1 pending")."""
     claims = health.get("claims_failed") or 0
     items = health["failed_items"] - claims
     if health.get("gave_up"):
         parts = ([_n(items, "failed item")] if items > 0 else []) + (
             [f"{_n(claims, 'chunk')} without {'its' if claims == 1 else 'their'} claims"] if claims else [])
-        return f" ({' and '.join(parts)}, given up until a file changes)" if parts else ""
+        then = "asked again at the next sync" if health.get("pending") else "given up until a file changes"
+        return f" ({' and '.join(parts)}, {then})" if parts else ""
     parts = ([f"{_n(items, 'failed item')} to retry"] if items > 0 else []) + (
         [f"{_n(claims, 'chunk')} without {'its' if claims == 1 else 'their'} claims, asked again at the next sync"]
         if claims else [])
@@ -1019,8 +1022,8 @@ class Daemon:
     def _still_down(self, pause: float) -> None:
         """After a failed sync, ``pause`` before the next: the outage line, if it is owed."""
         if not self.stopping:
-            self.outage.still_down(pause, pending=self._files_pending(), failed_items=self._items_to_retry(),
-                                   claims_failed=self._claims_to_retry())
+            items, claims, _ = self._items_left()   # (as the health line counts them: ``_failed_counts``)
+            self.outage.still_down(pause, pending=self._files_pending(), failed_items=items, claims_failed=claims)
 
     def _keep_lock(self) -> None:
         """Takes the writer lock again at once if its file was deleted (``WriterLock.check``):
@@ -1624,10 +1627,14 @@ class Daemon:
         """What an error line about a sync or an extraction ahead that failed counts, as the
         ``outage`` and ``stopped`` lines do: its calls that failed, given up on too (``llm_errors``),
         the changed files not synced yet (``pending``), and the failed items a retry sync waits for
-        (``failed_items``), of them the chunks indexed without their claims (``claims_failed``)."""
+        (``failed_items``), of them the chunks indexed without their claims (``claims_failed``); or,
+        none scheduled, those the retries gave up on, as the health and stopped lines count them
+        (``_items_left``): a file edited after giving up whose sync failed in an outage said
+        failed_items 0 beside a health line of 4 given up on (the sync asks for them again)."""
         failed = calls_failed(indexer.llm.stats) if indexer.llm is not None else 0
-        return {"llm_errors": failed, "pending": self._files_pending(), "failed_items": self._items_to_retry(),
-                "claims_failed": self._claims_to_retry()}
+        items, claims, _ = self._items_left()
+        return {"llm_errors": failed, "pending": self._files_pending(), "failed_items": items,
+                "claims_failed": claims}
 
     def _synced(self, took: float, broken: list[str], copies: list[str]) -> None:
         """Bookkeeping after a sync that published, in ``took`` seconds (``broken``: the links

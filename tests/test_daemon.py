@@ -3981,6 +3981,48 @@ async def test_watch_gives_up_retrying_chunks_whose_claims_failed_saying_them(co
 
 
 
+async def test_a_file_edited_after_the_retries_gave_up_whose_sync_fails_counts_them_on_every_line(corpus, tmp_path):
+    # After giving up, a file edited whose extraction and sync then met an outage: the error and
+    # outage lines said failed_items 0 (no retry scheduled) beside a health line of n given up,
+    # and the health line said them "given up until a file changes" of a file changed, pending,
+    # whose sync asks for them again.
+    import httpx
+
+    answer = simulated_transport(claims_work=False).handler
+    down = threading.Event()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if down.is_set():
+            raise httpx.ConnectError("connection refused", request=request)
+        return answer(request)
+
+    settings = make_settings("http://llm.test/v1", index={"extract_claims": True}, llm={"max_retries": 0},
+                             watch={"quiet_s": 0.02})
+    edited = sorted(corpus.glob("*.txt"))[0]
+    async with running(settings, tmp_path / "c.db", corpus, transport=httpx.MockTransport(handler)) \
+            as (daemon, events, send):
+        async with send:
+            await until(lambda: any(e["state"] == "health" and e["gave_up"] for e in events), timeout=30)
+            n = daemon.last_result.chunks
+            gave_up = len(events)
+            down.set()
+            edited.write_text(edited.read_text() + "\n\nMayor Anna Berg met Captain Olaf Lind in Port Vell.\n")
+            await send.send({(Change.modified, str(edited))})
+            # (its extraction ahead says the outage; the syncs after it, backing off, the outage line)
+            await until(lambda: any(e["state"] == "outage" for e in events[gave_up:]), timeout=30)
+            await until(lambda: not daemon._syncing, timeout=30)
+            daemon.check_health()
+            daemon.stop()
+    after = events[gave_up:]
+    failing = [e for e in after if e["state"] in ("error", "outage") and "failed_items" in e]
+    assert {e["state"] for e in failing} == {"error", "outage"} and all((e["failed_items"], e["claims_failed"]) == (n, n) for e in failing), failing
+    health = [e for e in after if e["state"] == "health"][-1]
+    assert (health["pending"], health["failed_items"], health["claims_failed"], health["gave_up"]) == (1, n, n, True)
+    assert f" 1 pending ({n} chunks without their claims, asked again at the next sync), " in health["message"], health
+    # the stopped line counts them as these did
+    assert (events[-1]["state"], events[-1]["failed_items"], events[-1]["claims_failed"]) == ("stopped", n, n), events[-1]
+
+
 async def test_an_index_deleted_after_the_retries_gave_up_stops_counting_nothing_left_in_it(corpus, tmp_path):
     # The "no index" stopped line took its failed_items and claims_failed from the items the
     # retries gave up on, left in the index that is gone: 4 and 4 beside "no index: ... deleted".
@@ -4036,6 +4078,9 @@ def test_failed_items_and_chunks_without_their_claims_are_said_apart():
         " (1 chunk without its claims, given up until a file changes)"
     assert _to_retry_said({"failed_items": 2, "claims_failed": 0, "gave_up": True}) == \
         " (2 failed items, given up until a file changes)"
+    # ... but while a changed file is pending: the sync it waits for asks for them again
+    assert _to_retry_said({"failed_items": 5, "claims_failed": 4, "gave_up": True, "pending": 1}) == \
+        " (1 failed item and 4 chunks without their claims, asked again at the next sync)"
 
     said = _left_out_said(5, 4, lambda n: f"left out of this version: {n} (2 LLM calls failed)")
     assert said == ("left out of this version: 1 failed item (2 LLM calls failed), and 4 chunks are indexed "
