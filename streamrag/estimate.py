@@ -94,8 +94,8 @@ from streamrag.llm import request_options
 from streamrag.merge import descriptions_after, mentions_of, unique_descriptions
 from streamrag.on_disk import change_stamp, covered, file_names, retimed, same_on_disk, still_there
 from streamrag.parsing import parse_records, parse_yes_no, read_claims, usable_extraction
-from streamrag.pipeline import (check_not_downgraded, claims_asked, extracted_again, nothing_found,
-                                reports_redone, resummarizes)
+from streamrag.pipeline import (EVERY_CHUNK_EXTRACTED, check_not_downgraded, claims_asked, extracted_again,
+                                nothing_found, reports_redone, resummarizes)
 from streamrag.prompts import load_prompt
 from streamrag.report_stage import built_min_members, children_of, claims_by_end, deepest_first, report_attempt
 from streamrag.reports import ReportContext, build_context, claim_lines_redone, context_key
@@ -1526,9 +1526,10 @@ def extraction_change(store: Store, settings: Settings) -> str:
     if built.startswith("llm-"):
         return ("the extraction settings (model, prompt, entity types, gleaning or claims) changed since "
                 "this index was built" + _free(settings, "; answers in the cache cost nothing"))
-    if not extracted_again(store, extractor_key(settings), claimless=claimless_key(settings)).startswith("every"):
+    if not extracted_again(store, extractor_key(settings), claimless=claimless_key(settings)
+                           ).startswith(EVERY_CHUNK_EXTRACTED):   # ("every chunk is asked for its claims alone")
         # (its model's extractions stored, taken: "No chunk is extracted again (...): it was built
-        # offline, and is extracted with gpt-4o-mini", the run saying "it was built offline: no chunk ...")
+        # offline, and is extracted with gpt-4o-mini", the run saying "no chunk ... (it was built offline; ...)")
         return "it was built offline"
     return f"it was built offline, and is extracted with {settings.llm.extraction_model}"
 

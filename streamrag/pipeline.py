@@ -159,25 +159,37 @@ def unaccounted(doc_chunks: dict[str, list[str]], live: set[str]) -> list[tuple[
 # What a run whose extraction settings changed does when each live chunk's extraction with them
 # is stored (settings changed and changed back): the run and ``index --estimate`` say it alike.
 EXTRACTIONS_STORED = "no chunk is extracted again (the extraction of each with these settings is stored)"
+# ... and when none is (``extracted_again`` begins so then, and only then).
+EVERY_CHUNK_EXTRACTED = "every chunk is extracted again"
+# What a chunk asked its claims alone keeps (``ExtractionStage.claims_only``).
+CLAIMS_ALONE_KEEP = "its entities and relationships as extracted"
 
 
-def extracted_again(store: Store, key: str, free: str = "", claimless: str | None = None) -> str:
+def extracted_again(store: Store, key: str, free: str = "", claimless: str | None = None, why: str = "") -> str:
     """What a run whose extraction settings changed to ``key``'s extracts again of the published
     chunks, in the words it and ``index --estimate`` share (``free``: the cache's clause, or "";
-    ``claimless``: ``extractor.claimless_key`` of its settings)."""
+    ``claimless``: ``extractor.claimless_key`` of its settings; ``why``: a clause said first in
+    the parentheses, as "it was built offline", or "")."""
     # (settings changed and changed back: each chunk's extraction with these is stored, and
     # taken; it was said "every chunk is extracted again", none was)
     lacking, live, claims_only = index_rows.live_lacking(store, key, claimless)
     # (a chunk whose claims call gave up is asked its claims alone: it was said extracted again)
     lacking -= claims_only
     alone = f", but for the claims of {claims_only} of them, asked alone" if claims_only else ""
+
+    def said(what: str, cost: str = free) -> str:   # (``why`` first; the cache's clause of calls made)
+        return " (" + "; ".join(clause for clause in (why, what, cost) if clause) + ")" if why or what or cost else ""
+    if claims_only == live > lacking == 0:
+        # (no extraction with these settings stored, each one's without its claims: it was said
+        # "the extraction of each with these settings is stored, but for the claims of 12 of them")
+        return "every chunk is asked for its claims alone" + said(CLAIMS_ALONE_KEEP)
     if not lacking:
-        return EXTRACTIONS_STORED if not claims_only else \
-            f"no chunk is extracted again (the extraction of each with these settings is stored{alone})"
+        return "no chunk is extracted again" + said("the extraction of each with these settings is stored" + alone,
+                                                    free if claims_only else "")
     if lacking < live:
-        return f"{lacking} of {live} chunks are extracted again (the others' extractions " \
-               f"with these settings are stored{alone}{'; ' + free if free else ''})"
-    return "every chunk is extracted again" + (f" ({free})" if free else "")
+        return f"{lacking} of {live} chunks are extracted again" + \
+            said(f"the others' extractions with these settings are stored{alone}")
+    return EVERY_CHUNK_EXTRACTED + said("")
 
 
 def claims_asked(store: Store, key: str, claimless: str | None, free: str = "") -> str:
@@ -187,15 +199,17 @@ def claims_asked(store: Store, key: str, claimless: str | None, free: str = "") 
     extraction with claims is stored (claims turned off and on again: none asked, it was said
     "every chunk is asked for its claims")."""
     lacking, live, claims_only = index_rows.live_lacking(store, key, claimless)
-    clause = "its entities and relationships as extracted"
-    if claims_only == live:
-        return f"every chunk is asked for its claims ({clause}{'; ' + free if free else ''})"
     if not claims_only:
         return "no chunk is asked for its claims (the extraction of each with these settings is stored)" \
             if not lacking else extracted_again(store, key, free, claimless)
+    cost = f"; {free}" if free else ""
+    if claims_only == live:
+        return f"every chunk is asked for its claims ({CLAIMS_ALONE_KEEP}{cost})"
+    if lacking > claims_only:   # (it said "the others' extractions ... are stored" beside those extracted again)
+        return f"{claims_only} of {live} chunks are asked for their claims (their entities and relationships as " \
+               f"extracted{cost}); {lacking - claims_only} extracted again"
     return f"{claims_only} of {live} chunks are asked for their claims (their entities and relationships as " \
-           f"extracted; the others' extractions with these settings are stored{'; ' + free if free else ''})" + (
-               f"; {lacking - claims_only} extracted again" if lacking > claims_only else "")
+           f"extracted; the others' extractions with these settings are stored{cost})"
 
 
 # A failed run names this many of the files it leaves unindexed (it counts them all).
@@ -949,11 +963,12 @@ class Indexer:
                 effect = claims_asked(store, self.key, self.claimless, free)
             elif built.startswith("llm-"):
                 effect = extracted_again(store, self.key, free, self.claimless)
-            elif (again := extracted_again(store, self.key, free, self.claimless)).startswith("every"):
+            elif (again := extracted_again(store, self.key, free, self.claimless, why="it was built offline")
+                  ).startswith(EVERY_CHUNK_EXTRACTED):
                 effect = f"every chunk is extracted with {s.llm.extraction_model} (it was built offline" \
                          f"{'; ' + free if free else ''})"
-            else:   # (its model's extractions stored: it said "every chunk is extracted with ..." of none)
-                effect = f"it was built offline: {again}"
+            else:   # (its model's extractions stored: it said "every chunk is extracted with ..." of none;
+                effect = again   # then "it was built offline: no chunk is extracted again (...)", two colons)
             changes.append(("extraction", effect))
         if resummarizes(store, s):
             changes.append(("summary", "every merged description is summarized again"))

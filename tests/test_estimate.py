@@ -2249,11 +2249,46 @@ async def test_chunks_whose_claims_call_gave_up_are_not_said_extracted_again(tmp
     done = await Indexer(claims, db, root=docs, say=said.append).run([docs])
     assert extraction_calls(done.llm).keys() == {"claims"}, done.llm
     assert est["chunks_claims_only"] == est["chunks_to_extract"] == first.chunks, est
-    words = f"no chunk is extracted again (the extraction of each with these settings is stored, but for the " \
-            f"claims of {first.chunks} of them, asked alone)"
-    assert est["extracted_again"] == words, est["extracted_again"]
-    assert f"{words[:1].upper()}{words[1:]}: " in format_estimate(est)
-    assert [line for line in said if words in line], said
+    # (it said "no chunk is extracted again (the extraction of each with these settings is
+    # stored, but for the claims of 3 of them, asked alone)": none is stored with these settings)
+    words = "every chunk is asked for its claims alone (its entities and relationships as extracted"
+    assert est["extracted_again"] == f"{words})", est["extracted_again"]
+    assert f"{words[:1].upper()}{words[1:]}): " in format_estimate(est)
+    assert [line for line in said if f"{words}; answers in the cache cost nothing)" in line], said
+    assert not [line for line in said if "stored" in line], said
+
+
+async def test_an_index_built_offline_whose_chunks_are_asked_their_claims_alone_is_not_said_extracted(tmp_path,
+                                                                                                     simulator):
+    # Built with claims, every claims call giving up, then offline: each chunk's model extraction
+    # stored without its claims. The run asks each its claims alone, said so, with why ("every
+    # chunk is asked ..." is no "every chunk is extracted again": not "is extracted with gpt-4o-mini").
+    import httpx
+
+    from conftest import chat_answer
+    from streamrag.simulator import ANSWERS, detect_task
+
+    def answer(request: httpx.Request) -> httpx.Response:   # (every claims answer unusable)
+        messages = json.loads(request.content)["messages"]
+        task = detect_task(messages)
+        return chat_answer("I cannot list claims." if task == "claims" else ANSWERS[task](messages))
+
+    docs = news_copy(tmp_path, 3)
+    db = tmp_path / "index.db"
+    claims = make_settings(simulator.base_url, index={"extract_claims": True})
+    first = await sync([docs], claims, db, root=docs, transport=httpx.MockTransport(answer))
+    assert first.failures == first.chunks > 0
+    await sync([docs], make_settings("", index={"extractor": "nlp"}), db, root=docs)
+    said: list[str] = []
+    est = estimate([docs], claims, db, root=docs)
+    done = await Indexer(claims, db, root=docs, say=said.append).run([docs])
+    assert extraction_calls(done.llm).keys() == {"claims"}, done.llm
+    words = "every chunk is asked for its claims alone (it was built offline; its entities and relationships as " \
+            "extracted"
+    assert [line for line in said if f"{words}; answers in the cache cost nothing)" in line], said
+    assert est["extracted_again_because"] == "it was built offline", est
+    assert "\nEvery chunk is asked for its claims alone (its entities and relationships as extracted): it was " \
+        "built offline." in format_estimate(est), format_estimate(est)
 
 
 async def test_chunks_extracted_to_the_records_they_are_live_with_are_not_said_to_replace_them(tmp_path, simulator):
@@ -2279,8 +2314,10 @@ async def test_chunks_extracted_to_the_records_they_are_live_with_are_not_said_t
     done = await Indexer(settings(), db, root=docs, say=said.append).run([docs])
     assert est["chunks_replacing"] == done.chunks > 0 and "to replace" in format_estimate(est)
     # (... and the run says how many it extracts: "every chunk is extracted with gpt-4o-mini (it
-    # was built offline...)" of none)
-    words = "it was built offline: no chunk is extracted again (the extraction of each with these settings is stored)"
+    # was built offline...)" of none; then "...changed since this index was built: it was built
+    # offline: no chunk is extracted again (...)", two colons)
+    words = "changed since this index was built: no chunk is extracted again (it was built offline; the " \
+            "extraction of each with these settings is stored)"
     assert done.chunks_extracted == 0 and [line for line in said if words in line], said
     # (and the estimate says it so, not "No chunk is extracted again (...): it was built offline, and is
     # extracted with gpt-4o-mini")
@@ -2303,6 +2340,30 @@ async def test_claims_turned_off_and_on_again_are_said_asked_of_no_chunk(tmp_pat
     words = "no chunk is asked for its claims (the extraction of each with these settings is stored)"
     assert est["claims_asked"] == words and "\nNo chunk is asked for its claims (" in format_estimate(est)
     assert [line for line in said if words in line], said
+
+
+async def test_claims_asked_of_some_chunks_beside_one_extracted_again_say_no_others_stored(tmp_path, simulator):
+    # Claims turned on for an index built without, one chunk's extraction stored with other
+    # settings alone: the estimate and the run said "2 of 3 chunks are asked for their claims
+    # (...; the others' extractions with these settings are stored); 1 extracted again", the
+    # one other extracted again, not stored.
+    docs = news_copy(tmp_path, 3)
+    db = tmp_path / "index.db"
+    first = await sync([docs], make_settings(simulator.base_url), db, root=docs)
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:   # (as if extracted with other settings)
+        (chunk,) = conn.execute("SELECT chunk_id FROM live_chunks ORDER BY chunk_id LIMIT 1").fetchone()
+        conn.execute("UPDATE extractions SET extractor = 'llm-other' WHERE chunk_id = ?", (chunk,))
+        conn.execute("UPDATE live_chunks SET extractor = 'llm-other' WHERE chunk_id = ?", (chunk,))
+    claims = make_settings(simulator.base_url, index={"extract_claims": True})
+    said: list[str] = []
+    est = estimate([docs], claims, db, root=docs)
+    done = await Indexer(claims, db, root=docs, say=said.append).run([docs])
+    assert done.llm["extract"]["calls"] == 1 and done.llm["claims"]["calls"] == first.chunks, done.llm
+    words = f"{first.chunks - 1} of {first.chunks} chunks are asked for their claims (their entities and " \
+            "relationships as extracted"
+    assert est["claims_asked"] == f"{words}); 1 extracted again", est["claims_asked"]
+    assert [line for line in said if f"{words}; answers in the cache cost nothing); 1 extracted again" in line], said
+    assert "stored" not in est["claims_asked"] and not [line for line in said if "stored" in line], said
 
 
 async def test_a_first_gleaning_the_cache_does_not_answer_counts_the_names_it_would_add(tmp_path, simulator):
