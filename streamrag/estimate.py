@@ -66,8 +66,10 @@ import logging
 import math
 import os
 import re
+import shutil
 import sqlite3
 import tempfile
+import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -102,9 +104,10 @@ from streamrag.reports import ReportContext, build_context, claim_lines_redone, 
 from streamrag.records import Chunk, ClaimRecord, Community, Extraction, RelationshipRecord
 from streamrag.sentences import sentences_of
 from streamrag.status import counted, llm_summary
-from streamrag.store import SCHEMA_VERSION, Store, _uri_path, as_it_lies, without_index_files
+from streamrag.store import SCHEMA_VERSION, Store, _uri_path, alive, as_it_lies, without_index_files
 from streamrag.summarizer import (SUMMARY_HEADROOM, asks_model, new_summary_input, summary_input, summary_messages,
                                   within_budget, without_model)
+from streamrag.terminal import shell_word
 from streamrag.tokens import count_message_tokens, count_prompt_tokens, count_tokens, truncate
 
 
@@ -120,6 +123,7 @@ log = logging.getLogger(__name__)
 def estimate(paths: list[Path], settings: Settings, db: Path, *, root: Path | None,
              recluster: bool = False) -> dict:
     """``recluster``: of a run with ``--recluster``."""
+    _remove_left_copies(Path(tempfile.gettempdir()))
     with contextlib.ExitStack() as stack:
         store = _published(db, stack)
         if store is not None:
@@ -153,27 +157,121 @@ def _schema_of(db: Path) -> int | None:
         return None
 
 
+# An older index's upgraded copy is made in the temporary folder, in a folder of its own named
+# COPY_PREFIX + the estimate's PID + "-...", which holds COPY_LOCK locked as long as the estimate
+# runs (``_held``). A killed estimate (SIGKILL, a power cut) leaves it: the index's size, held in
+# RAM where /tmp is a tmpfs. The next estimate removes it (``_remove_left_copies``).
+COPY_PREFIX = "streamrag-estimate-"
+COPY_LOCK = "estimating"
+# A copy's folder no lock tells of (an earlier streamrag's, or an estimate killed as it made
+# the folder) is removed this long after it was last written.
+UNLOCKED_COPY_S = 24 * 3600
+
+
 def _upgraded_copy(db: Path, stack: contextlib.ExitStack) -> Store:
     """The index at ``db``, made by an older streamrag, copied (SQLite's backup: its write-ahead
     log too) into a folder of its own, removed at ``stack``'s end, and upgraded there: an
     estimate writes nothing. Opened as ``Store(db, readonly=True)`` opens it, it was upgraded on
     disk, the file changed by a command that spends nothing (the run upgrades it, once)."""
-    folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="streamrag-estimate-")))
+    folder = Path(tempfile.mkdtemp(prefix=f"{COPY_PREFIX}{os.getpid()}-"))
+    stack.callback(shutil.rmtree, folder, ignore_errors=True)
+    _held(folder, stack)
     copy = folder / "index.db"
+    # (`index` was advised: a run, paid, of a user who only wanted it priced; status spends nothing)
+    status = f"streamrag status --db {shell_word(db)}"
     try:
         with as_it_lies(db) as source, contextlib.closing(sqlite3.connect(copy)) as target:
             source.backup(target)
     except sqlite3.Error as e:   # (not upgraded where it lies in its stead: the estimate writes nothing)
         raise StoreError(f"{db} was made by an older streamrag, and the upgraded copy an estimate reads could "
                          f"not be made in {folder.parent} ({e}); free space there (or set TMPDIR to a folder "
-                         "with room), or run `streamrag index` once to upgrade the index") from None
-    # (said once the copy is made: said before, "estimated on an upgraded copy" stood above the
-    # error that no copy could be made)
-    log.warning("%s was made by an older streamrag: estimated on an upgraded copy (the index is left as "
-                "it is; `index` upgrades it, once)", db)
+                         f"with room), or run `{status}` once to upgrade the index (no LLM call)") from None
     # (the copy's upgrade is no upgrade of the index: its "upgrading the index at ..." not said)
     with _quiet(logging.getLogger("streamrag.store")):
-        return Store(copy)
+        store = Store(copy)
+    # (said once the copy is made: said before, "estimated on an upgraded copy" stood above the
+    # error that no copy could be made; its size unsaid, the index's, in RAM on a tmpfs /tmp)
+    log.warning("%s was made by an older streamrag: estimated on an upgraded copy (%s in %s, removed after); "
+                "the index is left as it is (`%s` upgrades it, once, with no LLM call; so does `index`)", db,
+                _megabytes(_bytes_in(folder)), folder.parent, status)
+    return store
+
+
+def _held(folder: Path, stack: contextlib.ExitStack) -> None:
+    """Locks ``folder``'s COPY_LOCK until ``stack``'s end: another estimate tells by it that the
+    copy is still read where the PID means nothing (another container sharing /tmp). Made under
+    another name and renamed once locked, so that it is never seen unlocked."""
+    try:
+        import fcntl
+    except ImportError:   # (Windows: the PID alone tells)
+        return
+    made = folder / f"{COPY_LOCK}.new"
+    fd = os.open(made, os.O_WRONLY | os.O_CREAT, 0o600)
+    stack.callback(os.close, fd)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.rename(made, folder / COPY_LOCK)
+
+
+def _remove_left_copies(temp: Path) -> None:
+    """Removes from ``temp`` the upgraded copies estimates killed before their end left there
+    (``_upgraded_copy``), said on stderr. Never a live estimate's: one is removed only when its
+    PID runs no process here and its COPY_LOCK is not held, or, with no lock in it (an earlier
+    streamrag's copy), when it was not written for UNLOCKED_COPY_S; never another user's."""
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    try:
+        folders = [f for f in temp.glob(f"{COPY_PREFIX}*") if not f.is_symlink() and f.is_dir()
+                   and (uid is None or f.stat().st_uid == uid)]
+    except OSError:
+        return
+    for folder in folders:
+        pid, dash, _ = folder.name[len(COPY_PREFIX):].partition("-")
+        if dash and pid.isdigit() and alive(int(pid)):
+            continue
+        size = None
+        with contextlib.ExitStack() as stack, contextlib.suppress(OSError):   # (one gone meanwhile)
+            try:
+                fd = os.open(folder / COPY_LOCK, os.O_WRONLY)   # (written to: a lock over NFS needs it)
+            except FileNotFoundError:
+                if time.time() - _last_written(folder) < UNLOCKED_COPY_S:
+                    continue
+            except OSError:
+                continue
+            else:
+                stack.callback(os.close, fd)
+                try:
+                    import fcntl
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except ImportError:
+                    pass
+                except OSError:   # (held: still read, by an estimate whose PID means nothing here)
+                    continue
+            size = _bytes_in(folder)
+            shutil.rmtree(folder, ignore_errors=True)
+        if size is not None and not folder.exists():
+            log.warning("removed %s, an older index's upgraded copy (%s) that an estimate stopped before its end "
+                        "left", folder, _megabytes(size))
+
+
+def _bytes_in(folder: Path) -> int:
+    """The bytes of the files in ``folder`` (none below it)."""
+    total = 0
+    for f in folder.iterdir():
+        with contextlib.suppress(OSError):
+            total += f.stat().st_size if f.is_file() else 0
+    return total
+
+
+def _last_written(folder: Path) -> float:
+    """When ``folder`` or a file in it was last written."""
+    times = [folder.stat().st_mtime]
+    for f in folder.iterdir():
+        with contextlib.suppress(OSError):
+            times.append(f.stat().st_mtime)
+    return max(times)
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1e6:.1f} MB"
 
 
 @contextlib.contextmanager

@@ -9,6 +9,8 @@ import contextlib
 import functools
 import json
 import os
+import re
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -2149,6 +2151,16 @@ def test_an_older_index_whose_copy_cannot_be_made_is_said_so_alone_and_left_as_i
     assert out.stderr.startswith(f"streamrag: error: {db} was made by an older streamrag, and the upgraded copy an "
                                  f"estimate reads could not be made in {temp} (database or disk is full)"), out.stderr
     assert hashlib.sha256(db.read_bytes()).hexdigest() == digest and list(temp.iterdir()) == []
+    # (and the way to upgrade it named spends nothing: it said "run `streamrag index` once", a
+    # run of a user who only wanted it priced)
+    assert out.stderr.rstrip().endswith(f"or run `streamrag status --db {db}` once to upgrade the index (no LLM "
+                                        "call)"), out.stderr
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        runs = conn.execute("SELECT count(*) FROM runs").fetchone()
+    assert cli_run("status", "--db", str(db)).returncode == 0
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
+        assert conn.execute("SELECT count(*) FROM runs").fetchone() == runs
 
 
 async def test_an_estimate_stopped_by_sigterm_removes_the_upgraded_copy_it_read(corpus, tmp_path):
@@ -2188,6 +2200,81 @@ async def test_an_estimate_stopped_by_sigterm_removes_the_upgraded_copy_it_read(
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert err.splitlines()[-1] == "streamrag: interrupted", err
     assert list(temp.iterdir()) == []
+
+
+async def test_an_upgraded_copy_a_killed_estimate_left_is_removed_by_the_next_never_a_live_ones(
+        cli_run, corpus, tmp_path, monkeypatch):
+    # SIGKILL (or a power cut) leaves an older index's upgraded copy, the index's size, in the
+    # temporary folder (in RAM on a tmpfs /tmp), and nothing removed it. Now the next estimate
+    # does, unless an estimate still reads it: its PID alive, or its lock held (a PID in another
+    # container means nothing here); a copy with no lock (an earlier streamrag's) after a day.
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+
+    from streamrag.store import SCHEMA_VERSION
+
+    db = tmp_path / "index.db"
+    await sync([corpus], make_settings(), db, root=corpus)
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:   # (as an older streamrag left it)
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION - 1),))
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    held = ("import sys, time\nimport streamrag.estimate as e\n"
+            "def held(*a, **k):\n    print('estimating', flush=True)\n    time.sleep(60)\n"
+            "e._estimate = held\nfrom streamrag.cli import main\nsys.exit(main(sys.argv[1:]))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+
+    def estimating() -> subprocess.Popen:   # (an estimate held once its copy is made)
+        proc = subprocess.Popen([sys.executable, "-c", held, "index", str(corpus), "--estimate", "--offline",
+                                 "--db", str(db)], env={**env, "TMPDIR": str(temp)},
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert proc.stdout.readline() == "estimating\n"
+        return proc
+
+    def copies() -> set[str]:
+        return {f.name for f in temp.iterdir()}
+
+    live = killed = None
+    try:
+        live = estimating()
+        (running,) = copies()
+        killed = estimating()
+        (left,) = copies() - {running}
+        killed.send_signal(signal.SIGKILL)
+        killed.communicate(timeout=30)
+        # (one whose PID is gone, but whose lock is held: an estimate in another container)
+        elsewhere = temp / left.replace(f"-{killed.pid}-", f"-{killed.pid}-elsewhere")
+        shutil.copytree(temp / left, elsewhere)
+        lock = open(elsewhere / "estimating", "w")
+        import fcntl
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        # (an earlier streamrag's, no PID and no lock in it: one written now, one two days ago)
+        (temp / "streamrag-estimate-abcd1234").mkdir()
+        (temp / "streamrag-estimate-abcd1234" / "index.db").write_bytes(b"x")
+        old = temp / "streamrag-estimate-efgh5678"
+        old.mkdir()
+        (old / "index.db").write_bytes(b"x")
+        for f in (old / "index.db", old):
+            os.utime(f, (f.stat().st_atime, f.stat().st_mtime - 2 * 24 * 3600))
+        monkeypatch.setattr(tempfile, "tempdir", str(temp))   # (TMPDIR, as this process read it)
+        out = cli_run("index", str(corpus), "--estimate", "--offline", "--db", str(db))
+        assert out.returncode == 0, out.stderr
+        assert copies() == {elsewhere.name, "streamrag-estimate-abcd1234", running}, copies()
+        removed = [line for line in out.stderr.splitlines() if line.startswith("streamrag: removed ")]
+        assert len(removed) == 2 and str(temp / left) in "".join(removed), out.stderr
+        assert re.search(r"estimated on an upgraded copy \(\d+\.\d MB in ", out.stderr), out.stderr
+        lock.close()
+        live.send_signal(signal.SIGTERM)
+        live.communicate(timeout=30)
+        assert cli_run("index", str(corpus), "--estimate", "--offline", "--db", str(db)).returncode == 0
+        assert copies() == {"streamrag-estimate-abcd1234"}, copies()
+    finally:
+        for proc in (killed, live):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.communicate()
 
 
 async def test_claims_answers_the_cache_holds_after_index_max_gleanings_rose_are_counted_free(tmp_path, simulator):
