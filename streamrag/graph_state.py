@@ -182,10 +182,15 @@ def _titles(store: Store, change: Change, docs: set[str]) -> dict[str, set[str]]
     for path, (doc_id, _size, _stamp) in (change.files or {}).items():
         if doc_id in docs and (title := joins.file_title(path)) is not None:
             out[doc_id].add(title)
-    first = {cs[0]: d for d in docs if (cs := change.doc_chunks.get(d))}
+    # (documents may open with the same chunk: a note and its copy with a line added)
+    first: dict[str, set[str]] = defaultdict(set)
+    for d in docs:
+        if cs := change.doc_chunks.get(d):
+            first[cs[0]].add(d)
     for chunk_id, text in index_rows.opening_headings(store, sorted(first)):
         if (title := joins.heading_title(text)) is not None:
-            out[first[chunk_id]].add(title)
+            for d in first[chunk_id]:
+                out[d].add(title)
     return out
 
 

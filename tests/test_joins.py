@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import index_snapshot, make_settings
-from streamrag import ids, joins as joins_module
+from streamrag import ids, index_rows, joins as joins_module
 from streamrag.joins import file_title, full_name_ends, heading_title, joins, touched
 from streamrag.merge import group, joined, mentions_of, merge_entity, merge_relationship
 from streamrag.graph_state import GraphCache, GraphState
@@ -372,5 +372,37 @@ def _joins_meta(db: Path) -> str | None:
     store = Store(db, readonly=True)
     try:
         return store.get_meta("name_joins")
+    finally:
+        store.close()
+
+
+@pytest.mark.anyio
+async def test_documents_opening_with_the_same_chunk_each_have_its_heading_for_a_title(tmp_path):
+    # Two notes open with one chunk ("# Ada Lovelace" and a paragraph) and go on apart: each is
+    # titled her name. The title went to one of them alone, which one by the order of a set of
+    # document ids (PYTHONHASHSEED): "Ada", said in the other, joined her in one process and not
+    # in the next.
+    from streamrag import graph_state
+
+    settings = make_settings(index={"chunk_size": 50, "chunk_overlap": 0})
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    opening = "# Ada Lovelace\n\n" + _FILLER
+    (corpus / "a.md").write_text(opening + "The engine was the work of Charles in London, said Charles Babbage.\n")
+    (corpus / "b.md").write_text(opening + "The first program was the work of Ada in London.\n")
+    (corpus / "c.md").write_text("Ada Lovelace met Mary Somerville in London.\n")
+    db = tmp_path / "i.db"
+    await sync([corpus], settings, db, root=corpus)
+    assert "Ada" not in {v[0] for v in _graph(db)["entities"].values()}
+    store = Store(db, readonly=True)
+    try:
+        files = index_rows.files(store)
+        docs = {files["a.md"][0], files["b.md"][0]}
+        doc_chunks = index_rows.chunk_ids_of(store, docs)
+        assert len({cs[0] for cs in doc_chunks.values()}) == 1   # (one opening chunk)
+        change = graph_state.Change(added_docs=set(), removed_docs=set(), kept_docs=docs, doc_chunks=doc_chunks,
+                                    live=set(), added_chunks=set(), removed_chunks=set(), extractions={},
+                                    files={})
+        assert graph_state._titles(store, change, docs) == {d: {"ada lovelace"} for d in docs}
     finally:
         store.close()
