@@ -156,7 +156,8 @@ def retitled(before: Mapping[str, tuple[str, int, float]], now: Mapping[str, tup
     and as scanned. Only the documents of a path that came, went or holds another document are
     looked at (a rename or a copy: a sync looked at nothing more)."""
     moved = {v[0] for p, v in now.items() if (was := before.get(p)) is None or was[0] != v[0]}
-    moved |= {v[0] for p, v in before.items() if p not in now}   # (and a file edited: its old document)
+    # (and the documents those paths held: one deleted, or edited away while a copy keeps it)
+    moved |= {v[0] for p, v in before.items() if (held := now.get(p)) is None or held[0] != v[0]}
     if not moved:
         return set()
 

@@ -406,3 +406,35 @@ async def test_documents_opening_with_the_same_chunk_each_have_its_heading_for_a
         assert graph_state._titles(store, change, docs) == {d: {"ada lovelace"} for d in docs}
     finally:
         store.close()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kept", [False, True])
+async def test_a_note_named_for_her_edited_away_from_the_text_its_copy_keeps_untitles_that_text(tmp_path, kept):
+    # Her note and a copy of it under another name hold one document, titled "Ada Lovelace" by
+    # the note's name. Her note given other text leaves the copy's name alone to title it, so
+    # "Ada" is a name of its own, as in a fresh index. The path kept, only its new document was
+    # looked at: the old one kept its title and "Ada" stayed joined.
+    from streamrag.graph_state import retitled
+
+    assert retitled({"Ada Lovelace.md": ("A", 1, 1.0), "ada-copy.md": ("A", 1, 1.0)},
+                    {"Ada Lovelace.md": ("B", 1, 2.0), "ada-copy.md": ("A", 1, 1.0)}) == {"A"}
+    settings = make_settings()
+    corpus = tmp_path / "c"
+    db = tmp_path / "i.db"
+    cache = GraphCache() if kept else None
+    for path, text in _VAULT.items():
+        (corpus / path).parent.mkdir(parents=True, exist_ok=True)
+        (corpus / path).write_text(text)
+    (corpus / "Archive").mkdir()
+    (corpus / "Archive" / "ada-copy.md").write_text(_VAULT["People/Ada Lovelace.md"])
+    await sync([corpus], settings, db, root=corpus, graph_cache=cache)
+    assert "Ada" not in {v[0] for v in _graph(db)["entities"].values()}
+    (corpus / "People" / "Ada Lovelace.md").write_text("Charles Babbage lived in London and designed engines.\n")
+    await sync([corpus], settings, db, root=corpus, graph_cache=cache)
+    fresh = tmp_path / "fresh"
+    shutil.copytree(corpus, fresh, ignore=shutil.ignore_patterns(".streamrag"))
+    await sync([fresh], settings, tmp_path / "fresh.db", root=fresh)
+    assert "Ada" in {v[0] for v in _graph(tmp_path / "fresh.db")["entities"].values()}
+    assert _graph(db) == _graph(tmp_path / "fresh.db")
+    assert _joins_meta(db) == _joins_meta(tmp_path / "fresh.db")
