@@ -29,7 +29,8 @@ How a chunk is read:
 * A capitalised word that opens a sentence (or a quotation, or an emphasis: "_Laden") is dropped
   when it is a common word (English, or a French or Russian opener: "Selon", "Mais", "Вчера",
   "В") or appears in lower case elsewhere in the chunk, in any alphabet; alone, it counts
-  only if the chunk also capitalises it mid-sentence. ALL-CAPS words are acronyms only alone
+  only if the chunk also capitalises it mid-sentence. A list item's first word is dropped so
+  when it is a verb giving an order ("- [ ] Email Babbage", "- Call Ada"). ALL-CAPS words are acronyms only alone
   and up to 6 letters.
 * Mid-sentence, a lone capitalised word without a type cue is a common noun in capitals (Dickens'
   "a Glee or Catch", "the Parrot", "another Hope") when the chunk also writes it in lower case
@@ -149,7 +150,8 @@ from streamrag.sentences import table_row_text, table_rows
 #     holidays are events ("stayed through Easter" placed nothing); a phrase after "the" that
 #     does what only the living do is a person ("the White Rabbit ran"); a temple, a shrine ...
 #     is a building ("the Golden Temple"); a place's generic word alone is no surname before a
-#     noun ("Capitol Hill ... Hill staffers"), nor ever "City", "County" ... ("Manchester City").
+#     noun ("Capitol Hill ... Hill staffers"), nor ever "City", "County" ... ("Manchester City");
+#     a list item's opening verb starts no name ("- [ ] Email Babbage": _IMPERATIVES).
 VERSION = "24"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
@@ -203,6 +205,16 @@ sous sur toutefois tous toute toutes très une vous
 потом затем здесь там уже ещё еще даже только все всё весь вся однажды наконец кроме между его
 её ее их не ни так тут теперь сейчас поэтому хотя если чтобы
 """)   # French and Russian words that open sentences (not "Les", "Des", "Elle": Les Paul, Des Moines)
+
+# Verbs a list item opens with as an order to oneself ("- [ ] Email Babbage", "- Call Ada"): the
+# item's first word, no name's ("Email Babbage" was a person, and "Babbage" his short name).
+# Verbs that are also first names ("Mark", "Bill", "Pat", "Sue", "Rob", "Will") are left out.
+_IMPERATIVES = _words("""
+email e-mail call phone ring text ping message ask tell send forward reply respond answer write
+draft review check confirm cancel schedule reschedule book invite remind thank pay invoice buy
+order pick meet visit contact follow discuss talk update fix finish submit share sign print read
+prepare plan arrange introduce return collect deliver lend borrow congratulate interview hire
+""")
 
 # Capitalised words that are never an entity on their own (lower case).
 _NOISE = _words("""
@@ -662,7 +674,7 @@ def extract_offline(chunk_text: str, *, entity_types: list[str] | None = None) -
         chunk_text = unicodedata.normalize("NFC", chunk_text)
         if _MARK.search(chunk_text):
             word = _MARKED_WORD
-    sentences, blocks, headlines, rows = _sentences(chunk_text)
+    sentences, blocks, headlines, rows, items = _sentences(chunk_text)
     if not sentences:
         return Extraction()
     lows = _LOWER_WORD.findall(chunk_text)
@@ -679,7 +691,8 @@ def extract_offline(chunk_text: str, *, entity_types: list[str] | None = None) -
     mentions: list[_Mention] = []
     for i, toks in enumerate(tokens):
         if i not in headlines:
-            mentions.extend(_sentence_mentions(i, sentences[i], toks, initial[i], lower_words, mid_caps, de))
+            mentions.extend(_sentence_mentions(i, sentences[i], toks, initial[i], lower_words, mid_caps, de,
+                                               item=i in items))
     if headlines:
         mentions.extend(_headline_mentions(sentences, headlines, {m.name for m in mentions}))
     if not mentions:
@@ -717,13 +730,15 @@ def extract_offline(chunk_text: str, *, entity_types: list[str] | None = None) -
 
 # --- sentences ---
 
-def _sentences(text: str) -> tuple[list[str], list[int], set[int], dict[int, str]]:
-    """Sentences (whitespace collapsed), the block index of each, which are headlines, and the
-    table rows among them as their cells read (``sentences.table_row_text``), for descriptions."""
+def _sentences(text: str) -> tuple[list[str], list[int], set[int], dict[int, str], set[int]]:
+    """Sentences (whitespace collapsed), the block index of each, which are headlines, the
+    table rows among them as their cells read (``sentences.table_row_text``), for descriptions,
+    and those that open a list item."""
     sentences: list[str] = []
     blocks: list[int] = []
     headlines: set[int] = set()
     rows: dict[int, str] = {}
+    items: set[int] = set()
     text = _CODE_FENCE.sub("\n\n", text.replace("\r\n", "\n").replace("\r", "\n"))
     for b, block in enumerate(_BLOCK_SPLIT.split(text)):
         for item, lines, row in _line_groups(block):
@@ -733,12 +748,14 @@ def _sentences(text: str) -> tuple[list[str], list[int], set[int], dict[int, str
                 headlines.add(len(sentences) - 1)
                 continue
             para = " ".join(" ".join(lines).split())     # the lines are stripped: \s+ -> " "
+            if item and not row:
+                items.add(len(sentences))
             for s in _split_sentences(para):
                 if row:
                     rows[len(sentences)] = table_row_text(s) or s
                 sentences.append(s)
                 blocks.append(b)
-    return sentences, blocks, headlines, rows
+    return sentences, blocks, headlines, rows, items
 
 
 def _line_groups(block: str) -> list[tuple[bool, list[str], bool]]:
@@ -890,7 +907,8 @@ def _plain_gap(sentence: str, a: _Token, b: _Token) -> bool:
 
 def _sentence_mentions(i: int, sentence: str, toks: list[_Token], initial: set[int],
                        lower_words: set[str], mid_caps: set[str],
-                       de: frozenset[str] | None) -> list[_Mention]:
+                       de: frozenset[str] | None, *, item: bool = False) -> list[_Mention]:
+    """The names of one sentence; ``item``: it opens a list item (``_IMPERATIVES``)."""
     out: list[_Mention] = []
     n = len(toks)
     j = 0       # the first token no name took yet
@@ -912,7 +930,8 @@ def _sentence_mentions(i: int, sentence: str, toks: list[_Token], initial: set[i
             continue
         parts = _run(sentence, toks, j, german=de is not None)
         j = parts[-1] + 1
-        m = _mention_from_run(i, sentence, toks, parts, initial, lower_words, mid_caps, de)
+        m = _mention_from_run(i, sentence, toks, parts, initial, lower_words, mid_caps, de,
+                              order=item and c == 0)
         if m is not None:
             out.append(m)
     return out
@@ -988,7 +1007,7 @@ def _de_particle(sentence: str, toks: list[_Token], parts: list[int], last: int)
 
 def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int],
                       initial: set[int], lower_words: set[str], mid_caps: set[str],
-                      de: frozenset[str] | None = None) -> _Mention | None:
+                      de: frozenset[str] | None = None, *, order: bool = False) -> _Mention | None:
     words = [toks[p][_TEXT] for p in parts]
     common = False
     if parts[0] in initial:
@@ -996,6 +1015,7 @@ def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int
         common = not (first in _GEO_PREFIXES and len(words) > 1) and first not in _HONORIFICS \
             and first not in _KEEP_TITLES \
             and (first in _COMMON or first in _NOISE or first in lower_words
+                 or (order and first in _IMPERATIVES)
                  or (de is not None and (first in _DE_DETERMINERS or first in _DE_FUNCTION
                                          or first in _DE_OPENERS)))
         if not common and len(words) == 1 and words[0] not in mid_caps \

@@ -513,6 +513,19 @@ def test_markdown_lines_are_not_run_together_into_names():
     assert names("The clerk wrote a letter\nto Ada Osk in\nPort Vell.") == {"Ada Osk": "person", "Port Vell": "geo"}
 
 
+def test_a_list_items_opening_verb_starts_no_name():
+    # An Obsidian task list: "- [ ] Email Babbage" gave a person "Email Babbage", "Call Ada" a
+    # person "Call Ada", and "Babbage wants ..." was credited to "Email Babbage" (its short
+    # name). A task box or not, the item's first word is an order, not a name's first word.
+    for box in ("- [ ] ", "- [x] ", "- ", "* ", "1. "):
+        ext = extract_offline(f"{box}Email Babbage\n{box}Call Ada\n- Babbage wants the plans by Friday.")
+        assert {e.name: e.type for e in ext.entities} == {"Babbage": "person", "Ada": "person"}, box
+        assert "Also called" not in next(e.description for e in ext.entities if e.name == "Babbage")
+    assert names("- [ ] Review Ada Lovelace's notes") == {"Ada Lovelace": "person"}
+    # A first name that is also a verb still opens a name.
+    assert names("- Bill Gates visited.\n- Mark Osk wrote.") == {"Bill Gates": "person", "Mark Osk": "person"}
+
+
 def test_prose_wrapped_before_a_number_is_not_a_list_item():
     # "12. " began a list item of its own, cutting the sentence in two (Ada Osk and Port Vell
     # then only in adjacent sentences). CommonMark: only a list numbered from 1 interrupts prose.
