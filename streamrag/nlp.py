@@ -1015,7 +1015,8 @@ def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int
         common = not (first in _GEO_PREFIXES and len(words) > 1) and first not in _HONORIFICS \
             and first not in _KEEP_TITLES \
             and (first in _COMMON or first in _NOISE or first in lower_words
-                 or (order and first in _IMPERATIVES)
+                 or (order and first in _IMPERATIVES and "of" not in words
+                     and _cue_type(" ".join(words)) not in ("organization", "event"))
                  or (de is not None and (first in _DE_DETERMINERS or first in _DE_FUNCTION
                                          or first in _DE_OPENERS)))
         if not common and len(words) == 1 and words[0] not in mid_caps \

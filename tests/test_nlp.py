@@ -522,8 +522,10 @@ def test_a_list_items_opening_verb_starts_no_name():
         assert {e.name: e.type for e in ext.entities} == {"Babbage": "person", "Ada": "person"}, box
         assert "Also called" not in next(e.description for e in ext.entities if e.name == "Babbage")
     assert names("- [ ] Review Ada Lovelace's notes") == {"Ada Lovelace": "person"}
-    # A first name that is also a verb still opens a name.
+    # A first name that is also a verb still opens a name, and so does such a word opening a
+    # body's or an event's name ("Order of the Garter" gave "of the Garter", "Print Shop Ltd" "Shop Ltd").
     assert names("- Bill Gates visited.\n- Mark Osk wrote.") == {"Bill Gates": "person", "Mark Osk": "person"}
+    assert set(names("- Order of the Garter\n- Print Shop Ltd")) == {"Order of the Garter", "Print Shop Ltd"}
 
 
 def test_prose_wrapped_before_a_number_is_not_a_list_item():
