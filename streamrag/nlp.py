@@ -421,11 +421,16 @@ symposium treaty accord riot riots protest protests revolution crisis earthquake
 disaster ceremony awards gala parade carnival tournament race regatta rally day eve week
 scandal spill blackout outbreak massacre battle siege referendum hearing trial meeting concert
 workshop congress-meeting uprising rebellion pandemic epidemic famine drought storm
-""") | _words("""
+""")
+# Holidays: "stayed through Easter" is a time, no place (Christmas is one above). An event word
+# only when it is the whole name (``_cue_type``): people bear them as surnames too ("George
+# Yule", "Tom Easter", "Sarah Lent"), so a name ending in one is no holiday by that alone.
+_HOLIDAYS = _words("""
 easter lent advent epiphany pentecost whitsun whitsuntide michaelmas candlemas halloween yule
 yuletide hogmanay thanksgiving ramadan eid diwali deepavali holi navratri vesak hanukkah
 chanukah passover purim sukkot kwanzaa
-""")   # holidays: "stayed through Easter" is a time, no place (Christmas is one above)
+""")
+_EVENT_WORDS = _EVENT_WORDS | _HOLIDAYS
 _GEO_SUFFIXES = _words("""
 falls harbor harbour city street road avenue lane square vale valley river lake county heights
 crossing bay beach island islands isle mountains mountain hills hill springs point coast
@@ -1277,7 +1282,8 @@ def _cue_type(name: str) -> str | None:
     if not words:
         return None
     lows = [p for w in words for p in _cue_words(w)]
-    if lows[-1] in _EVENT_WORDS or lows[0] == "christmas":
+    if (lows[-1] in _EVENT_WORDS and (len(lows) == 1 or lows[-1] not in _HOLIDAYS)) \
+            or lows[0] == "christmas":
         return "event"
     if any(w in _ORG_WORDS for w in lows) or (len(lows) > 1 and lows[-1].endswith(_DE_ORG_ENDINGS)):
         return "organization"

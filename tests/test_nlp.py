@@ -993,6 +993,14 @@ def test_a_holiday_is_an_event_and_no_place_a_going_or_an_arrival_puts_it_in():
     assert names("Kim Lowe sailed to Easter Island.")["Easter Island"] == "geo"
 
 
+def test_a_holiday_as_a_surname_is_no_event():
+    # People bear holidays as surnames: a name ending in one was an event by that alone.
+    assert names("George Yule wrote a textbook in Cambridge.")["George Yule"] == "person"
+    assert names("Hugh Passover said nothing.") == {"Hugh Passover": "person"}
+    assert names("Sarah Lent taught in Bristol.")["Sarah Lent"] == "person"
+    assert names("Kim Lowe fasted through Ramadan.")["Ramadan"] == "event"
+
+
 def test_a_phrase_after_the_that_does_what_only_the_living_do_is_a_character():
     # 55deee7 made every such phrase a concept unless it spoke or its head named someone, and
     # fiction's characters went with the laws: "the White Rabbit ran", "the Big Bad Wolf
