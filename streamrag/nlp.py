@@ -540,7 +540,9 @@ with within without
 """)
 
 _PREPOSITIONS = _TITLE_SMALL - _words("a an the and but or nor for so yet as if than vs v versus")
-_RUN_WAYS = _PREPOSITIONS | _words("away off home back")   # after "ran" (``_RUNNING``)
+# The ways a being runs that a line, a road or a river does not ("ran through Camden", "ran along
+# the river", "ran into the sea" are said of those too).
+_RUN_WAYS = _words("away off home back past after toward towards")   # after "ran" (``_RUNNING``)
 
 _TYPE_SYNONYMS = {
     "person": _words("person people per persons character characters individual human"),

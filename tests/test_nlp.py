@@ -1017,6 +1017,9 @@ def test_a_phrase_after_the_that_does_what_only_the_living_do_is_a_character():
     # "ran" is a living being's only with a way after it: papers and services run too.
     assert names("The Evening Standard ran a story on it.") == {"Evening Standard": "concept"}
     assert names("The Northern Line ran late again.") == {"Northern Line": "concept"}
+    assert names("The Northern Line ran through Camden.")["Northern Line"] == "concept"
+    assert names("The Grand Union ran along the river.")["Grand Union"] != "person"
+    assert names("The White Rabbit ran off at once.")["White Rabbit"] == "person"
     # A temple, a mosque, a shrine ... after a determiner is a place, as a hall is.
     assert names("Kim Lowe prayed at the Golden Temple.") == {"Kim Lowe": "person", "Golden Temple": "geo"}
     assert names("Kim Lowe visited the Taj Mahal.") == {"Kim Lowe": "person", "Taj Mahal": "geo"}
