@@ -398,6 +398,7 @@ class Daemon:
         # The log's size when emptying it last failed; None until read from the index (``_bound_wal``).
         self._wal_tried: int | None = None
         self._emptying: tuple[threading.Thread, threading.Event] | None = None   # its thread, and its stop
+        self._extracting_ahead = False   # a batch's files are being extracted ahead of their sync
 
     # -- control -------------------------------------------------------------------------
     @property
@@ -413,8 +414,10 @@ class Daemon:
             self._pump_scope.cancel()
         if self._idle_wait is not None:   # an idle daemon stops now, not at its next look
             self._idle_wait.cancel()
-        if self.syncs and self._updating_since is None and not self.pending and not self._syncing:
-            # Idle: there is no work to finish, and no grace to wait out.
+        if self.syncs and self._sync_run is None and not self._extracting_ahead:
+            # Idle: there is no work to finish, and no grace to wait out. Files queued for a sync
+            # not begun (its quiet period, a retry's pause) are no work under way: they are left
+            # to the next start, as the stopped line says (it said the grace of them).
             self.emit("stopping", f"{reason}: nothing under way")
         else:
             self.emit("stopping", f"{reason}: finishing the work under way "
@@ -1244,6 +1247,14 @@ class Daemon:
                       changed_again=len(again), **{k: n for k, n in kinds.items()}, **gone)
         if not ahead:
             return
+        self._extracting_ahead = True   # (a stop waits for it: ``stop``)
+        try:
+            await self._extract_ahead(files, renamed, again)
+        finally:
+            self._extracting_ahead = False
+
+    async def _extract_ahead(self, files: dict[str, str], renamed: dict[str, str], again: set[str]) -> None:
+        """Extracts the files of a batch just queued (``_queue``), so that the sync finds them extracted."""
         wanted = [rel for rel, kind in files.items()
                   if kind != "deleted" and rel not in renamed and rel not in again]
         # (no FIFO) A stat per file, in a worker thread: a folder of 50,000 moved in took a second.

@@ -3008,6 +3008,23 @@ async def test_a_stop_of_an_idle_watch_does_not_wait_for_debounce_ms(corpus, tmp
     assert watch_events._STEP_MS < settings.watch.debounce_ms
 
 
+async def test_a_stop_in_the_quiet_period_after_an_extraction_ahead_says_nothing_under_way(corpus, tmp_path):
+    # A file queued and extracted ahead, its sync waiting for quiet: nothing was under way, yet
+    # the stop said 'finishing the work under way (grace 10s, a second signal cancels)', and the
+    # stopped line at once left the file to the next start.
+    settings = make_settings("", watch={"quiet_s": 30})
+    async with running(settings, tmp_path / "w.db", corpus) as (daemon, events, send):
+        new = corpus / "new.txt"
+        new.write_text("Captain Oskar Lind sailed the Blue Heron from Port Vell to Kessel.\n")
+        await send.send({(Change.added, str(new))})
+        await until(lambda: "waiting" in events.states())
+        daemon.stop()
+        await until(lambda: "stopped" in events.states())
+    stopping = [e for e in events if e["state"] == "stopping"]
+    assert [e["message"] for e in stopping] == ["stop requested: nothing under way"], stopping
+    assert "not synced yet" in events[-1]["message"], events[-1]
+
+
 @pytest.mark.parametrize("quiet_s", [0.5, 0.0])
 def test_the_watchers_batches_are_gathered_into_one_per_burst(quiet_s):
     # watchfiles' batches end after a pause of watch_events._STEP_MS now (so that its thread
