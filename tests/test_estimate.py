@@ -2310,25 +2310,24 @@ async def test_with_the_cache_off_the_reports_it_foretells_are_priced_at_their_c
     assert off_by(report["prompt_tokens"], done.llm["report"]["prompt_tokens"]) <= 0.02, (report, done.llm["report"])
 
 
-async def test_chunks_whose_claims_call_gave_up_are_not_said_extracted_again(tmp_path, simulator):
-    # Built with claims, every claims call giving up (each chunk stored without its claims),
-    # then with index.max_gleanings 2 and back: the estimate, and the run, said "every chunk is
-    # extracted again"; the run extracted none, and asked each chunk its claims alone.
-    import httpx
-
-    from conftest import chat_answer
-    from streamrag.simulator import ANSWERS, detect_task
-
-    def answer(request: httpx.Request) -> httpx.Response:   # (every claims answer unusable)
-        messages = json.loads(request.content)["messages"]
-        task = detect_task(messages)
-        return chat_answer("I cannot list claims." if task == "claims" else ANSWERS[task](messages))
+async def claims_given_up(tmp_path: Path, simulator) -> tuple[Path, Path, Settings, SyncResult]:
+    """Three news articles indexed with claims, every claims call giving up (each chunk stored
+    without its claims): the folder, the index, the claims settings and that run's result."""
+    from conftest import simulated_transport
 
     docs = news_copy(tmp_path, 3)
     db = tmp_path / "index.db"
     claims = make_settings(simulator.base_url, index={"extract_claims": True})
-    first = await sync([docs], claims, db, root=docs, transport=httpx.MockTransport(answer))
+    first = await sync([docs], claims, db, root=docs, transport=simulated_transport(claims_work=False))
     assert first.failures == first.chunks > 0
+    return docs, db, claims, first
+
+
+async def test_chunks_whose_claims_call_gave_up_are_not_said_extracted_again(tmp_path, simulator):
+    # Built with claims, every claims call giving up (each chunk stored without its claims),
+    # then with index.max_gleanings 2 and back: the estimate, and the run, said "every chunk is
+    # extracted again"; the run extracted none, and asked each chunk its claims alone.
+    docs, db, claims, first = await claims_given_up(tmp_path, simulator)
     await sync([docs], make_settings(simulator.base_url, index={"extract_claims": True, "max_gleanings": 2}),
                db, root=docs)
     said: list[str] = []
@@ -2350,21 +2349,7 @@ async def test_an_index_built_offline_whose_chunks_are_asked_their_claims_alone_
     # Built with claims, every claims call giving up, then offline: each chunk's model extraction
     # stored without its claims. The run asks each its claims alone, said so, with why ("every
     # chunk is asked ..." is no "every chunk is extracted again": not "is extracted with gpt-4o-mini").
-    import httpx
-
-    from conftest import chat_answer
-    from streamrag.simulator import ANSWERS, detect_task
-
-    def answer(request: httpx.Request) -> httpx.Response:   # (every claims answer unusable)
-        messages = json.loads(request.content)["messages"]
-        task = detect_task(messages)
-        return chat_answer("I cannot list claims." if task == "claims" else ANSWERS[task](messages))
-
-    docs = news_copy(tmp_path, 3)
-    db = tmp_path / "index.db"
-    claims = make_settings(simulator.base_url, index={"extract_claims": True})
-    first = await sync([docs], claims, db, root=docs, transport=httpx.MockTransport(answer))
-    assert first.failures == first.chunks > 0
+    docs, db, claims, first = await claims_given_up(tmp_path, simulator)
     await sync([docs], make_settings("", index={"extractor": "nlp"}), db, root=docs)
     said: list[str] = []
     est = estimate([docs], claims, db, root=docs)

@@ -780,11 +780,14 @@ async def test_an_answer_without_usage_is_booked_as_its_local_count(tmp_path, st
         [(first.prompt_tokens, first.completion_tokens), (second.prompt_tokens, second.completion_tokens)]
 
 
-async def test_thinking_streamed_apart_is_counted_in_an_answer_without_usage(tmp_path):
+@pytest.mark.parametrize("names", [("reasoning_content",), ("reasoning", "reasoning_content")])
+async def test_thinking_streamed_apart_is_counted_once_in_an_answer_without_usage(tmp_path, names):
     # Its thinking (vLLM's reasoning_content) is paid for as the answer is: counted with it when
     # the server says no usage, in the row and the token budget (it was the answer's text alone).
+    # A server that streams it under the old name and the new one alike (vLLM kept
+    # reasoning_content beside reasoning when it renamed it; mlx-vlm sends both) was paid twice.
     thinking, text = " ".join(["ponder"] * 200), "(Paris, France)"
-    events = [{"choices": [{"index": 0, "delta": {"reasoning_content": thinking}, "finish_reason": None}]},
+    events = [{"choices": [{"index": 0, "delta": {name: thinking for name in names}, "finish_reason": None}]},
               {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": "stop"}]}, "[DONE]"]
     endpoint = Endpoint(httpx.Response(200, content=sse(events), headers={"content-type": "text/event-stream"}))
     with anyio.fail_after(10):
@@ -793,25 +796,6 @@ async def test_thinking_streamed_apart_is_counted_in_an_answer_without_usage(tmp
             result = await llm.chat(ask(), model="m1", stage="s", on_delta=lambda _t: None)
             paid = count_tokens(thinking + text, llm.encoding)
             assert result.text == text and result.completion_tokens == paid > 200
-            assert llm._tpm.total == result.prompt_tokens + paid
-    assert calls(store)[0]["completion_tokens"] == paid
-
-
-async def test_thinking_sent_under_two_names_is_counted_once(tmp_path):
-    # A server that streams its thinking under the old name and the new one alike (vLLM kept
-    # reasoning_content beside reasoning when it renamed it; mlx-vlm sends both) was paid twice
-    # for it, in the row and the token budget, when it said no usage.
-    thinking, text = " ".join(["ponder"] * 200), "(Paris, France)"
-    events = [{"choices": [{"index": 0, "delta": {"reasoning": thinking, "reasoning_content": thinking},
-                            "finish_reason": None}]},
-              {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": "stop"}]}, "[DONE]"]
-    endpoint = Endpoint(httpx.Response(200, content=sse(events), headers={"content-type": "text/event-stream"}))
-    with anyio.fail_after(10):
-        async with client(tmp_path, endpoint, tokens_per_minute=20000) as (llm, store):
-            llm._tpm.clock = lambda: 0.0
-            result = await llm.chat(ask(), model="m1", stage="s", on_delta=lambda _t: None)
-            paid = count_tokens(thinking + text, llm.encoding)
-            assert result.text == text and result.completion_tokens == paid
             assert llm._tpm.total == result.prompt_tokens + paid
     assert calls(store)[0]["completion_tokens"] == paid
 
