@@ -1416,51 +1416,63 @@ async def test_a_file_written_on_with_its_batches_apart_is_synced_by_the_cap(cor
     # Quiet is also the last batches' files unwritten; a file written on and on, its batches
     # further apart than quiet_s, is still synced by about _MAX_WAIT_QUIETS quiet periods after
     # its first batch: counted in the daemon's looks at it (one per quiet period), not timed.
+    # The file is written before each batch and, in the look's own worker thread, just before
+    # the look stats it (``_written_again``), and the look reads the clock as it stats: every
+    # look finds it written, however loaded the machine. (A writer task on the event loop, every
+    # 10 ms, stalled over 0.2 s under load: a look found it unwritten, and the watch synced.)
     import streamrag.daemon as daemon_module
 
     quiet = 0.2
     looks: list[float] = []   # each quiet period's look at the files: how long it waits yet
-    real = daemon_module._settle_wait
+    real_wait, real_written = daemon_module._settle_wait, daemon_module._written_again
+    log = corpus / "log.txt"
+    log.write_text("Mira Osk opened the harbor ledger.\n")
+    writes = 0
+    stat_at = 0.0   # when the last look stat'ed the files
+
+    def write() -> None:
+        nonlocal writes
+        with log.open("a") as f:
+            f.write(f"Entry {writes}: Bo Lund paid the toll at Port Vell.\n")
+        writes += 1
+
+    def written_again(root, batch, before):
+        nonlocal stat_at
+        write()
+        seen = real_written(root, batch, before)
+        stat_at = time.time()
+        return seen
 
     def spy(mtimes_ns, young_s, now):
-        wait = real(mtimes_ns, young_s, now)
-        if young_s == quiet:   # (not the extraction's look, for debounce_ms)
-            looks.append(wait)
+        if young_s != quiet:   # the extraction's look, for debounce_ms
+            return real_wait(mtimes_ns, young_s, now)
+        looks.append(wait := real_wait(mtimes_ns, young_s, stat_at))   # (not the time it got back)
         return wait
 
+    monkeypatch.setattr(daemon_module, "_written_again", written_again)
     monkeypatch.setattr(daemon_module, "_settle_wait", spy)
     settings = make_settings(index=SMALL, watch={"quiet_s": quiet, "debounce_ms": 50})
     db = tmp_path / "c.db"
-    log = corpus / "log.txt"
-    log.write_text("Mira Osk opened the harbor ledger.\n")
-    writing = True
-
-    async def write_on() -> None:
-        with log.open("a") as f:
-            n = 0
-            while writing:
-                f.write(f"Entry {n}: Bo Lund paid the toll at Port Vell.\n")
-                f.flush()
-                n += 1
-                await anyio.sleep(0.01)
-
+    # Batches enough for the cap to sync it, bounded apart from it: one made huge (or taken out
+    # of _follow) never syncs it within them.
+    most = min(daemon_module._MAX_WAIT_QUIETS, 20) + 2
     synced_after = None   # the batches sent, each after a quiet period that found it written
     async with running(settings, db, corpus) as (daemon, events, send):
-        async with send, anyio.create_task_group() as tg:
-            tg.start_soon(write_on)
+        async with send:
+            write()
             await send.send({(Change.added, str(log))})
             await until(lambda: daemon.syncs == 2)   # (one batch alone: a write like any other)
             start = len(looks)
-            for batches in range(1, 4 * daemon_module._MAX_WAIT_QUIETS):
+            for batches in range(1, most + 1):
                 mark = len(looks)
+                write()
                 await send.send({(Change.modified, str(log))})
                 await until(lambda: len(looks) > mark or daemon.syncs == 3)
                 if daemon.syncs == 3:
                     synced_after = batches
                     break
-            writing = False
     looks = looks[start:]
-    assert looks and all(wait > 0 for wait in looks), looks   # written on at every look
+    assert looks and all(wait > 0 for wait in looks), looks   # written at every look
     assert synced_after is not None, looks
     assert synced_after <= daemon_module._MAX_WAIT_QUIETS + 1, (synced_after, looks)
     assert len(looks) <= daemon_module._MAX_WAIT_QUIETS + 1, looks
