@@ -41,7 +41,7 @@ Design notes:
   deletion: a deleted index is built again, a moved one is not (its calls would be paid again
   while it lies elsewhere): the daemon stops, naming where it went. One moved to the desktop's
   trash is deleted, as the file manager meant, when that costs nothing (offline); with a model
-  it stops too, saying both ways on (restore it, or empty the trash and start again).
+  it stops too, saying both ways on (restore it, or start again).
 * **Quiet logs.** One status line per state change (queued, settling, extracting, merging, clustering,
   reporting, publishing, emptying the write-ahead log when that takes over a second, idle) with
   counts and timings on stderr, or JSON objects on stdout with ``--json``; a health line when,
@@ -1144,9 +1144,14 @@ class Daemon:
         if trashed:   # (with a model: ``_moved_to``) the file manager's Delete, perhaps undone in a moment
             left = (f" ({shown(wal)}, left here, holds its last writes: the index lacks them elsewhere)"
                     if wal.exists() else "")
-            fix = (f"to keep it, restore it from the trash to {shown(self.db_path)}{left} and start watch again; "
-                   f"to build a new one, empty it from the trash (or delete it){', and ' + shown(wal.name) if left else ''}"
-                   " and start watch again")
+            # Its folder trashed (.streamrag/), the folder is what to restore; a new index needs
+            # no emptying of the trash, only a stale -wal out of its way.
+            went, to = ((Path(where).parent, self.db_path.parent) if not self.db_path.parent.exists()
+                        else (None, self.db_path))
+            fix = (f"to keep it, restore {shown(went) if went else 'it'} from the trash to {shown(to)}{left} "
+                   "and start watch again; to build a new one, "
+                   + (f"delete {shown(wal.name)} and " if left else "")
+                   + "start watch again (emptying the trash frees its space)")
             said = f"moved to the trash ({shown(where)})"
         else:
             beside = f" (and {shown(wal.name)} beside it)" if wal.exists() else ""

@@ -2331,9 +2331,10 @@ async def test_an_index_moved_to_the_desktops_trash_with_a_model_stops_the_daemo
     left = (f" ({wal}, left here, holds its last writes: the index lacks them elsewhere)" if not folder else "")
     assert [e["message"] for e in errors] == [
         f"{db}: the index was moved to the trash ({in_trash}) while watch ran; stopping rather than building a new "
-        f"one from the folder, paying its model calls again: to keep it, restore it from the trash to {db}{left} "
-        "and start watch again; to build a new one, empty it from the trash (or delete it)"
-        + (", and index.db-wal" if not folder else "") + " and start watch again"]
+        f"one from the folder, paying its model calls again: to keep it, restore "
+        + (f"{moved} from the trash to {db.parent}" if folder else f"it from the trash to {db}{left}")
+        + " and start watch again; to build a new one, " + ("delete index.db-wal and " if not folder else "")
+        + "start watch again (emptying the trash frees its space)"]
     assert errors[0]["in_trash"] and errors[0]["wal_left"] == (not folder)
     assert not [e for e in events[mark:] if e["state"] in ("warning", "extracting", "merging")], events[mark:]
     assert events[-1]["state"] == "stopped" and events[-1]["message"] == (
