@@ -370,7 +370,7 @@ async def test_a_note_named_for_a_person_joins_her_short_name_as_its_name_comes_
 
 @pytest.mark.anyio
 @pytest.mark.xfail(strict=True, reason="not fixed: her note's 'Ada was ...' opens sentences only, and the offline "
-                   "extractor, keyed by chunk text alone, cannot see the note's file name (see the G2 report)")
+                   "extractor, keyed by chunk text alone, cannot see the note's file name (README, 'Offline and model indexes')")
 async def test_a_realistic_person_note_joins_her_short_name(tmp_path):
     # 8428cf4's vault passes only because its note says "worked with Ada"; a person's note
     # names her at its sentences' starts, where a lone capitalised word names no one.
