@@ -1478,6 +1478,11 @@ async def test_a_file_written_on_with_its_batches_apart_is_synced_by_the_cap(cor
     assert len(looks) <= daemon_module._MAX_WAIT_QUIETS + 1, looks
 
 
+def _copy_lines(events: list[dict], start: int = 0) -> list[str]:
+    """The warning lines naming sync conflict copies among ``events[start:]``."""
+    return [e["message"] for e in events[start:] if e["state"] == "warning" and "conflict cop" in e["message"]]
+
+
 async def test_a_conflict_copy_that_appears_is_named_in_its_batch_with_those_found_before(corpus, tmp_path):
     # A copy queues nothing, so only the next sync named it, which another change had to bring
     # (hours later on a quiet folder). Named at once now, in the line the next sync's scan says
@@ -1490,23 +1495,20 @@ async def test_a_conflict_copy_that_appears_is_named_in_its_batch_with_those_fou
     copy = corpus / "railway (User B's conflicted copy).txt"
     council = corpus / "council.txt"
 
-    def copy_lines(start: int) -> list[str]:
-        return [e["message"] for e in events[start:] if e["state"] == "warning" and "conflict cop" in e["message"]]
-
     async with running(settings, db, corpus) as (daemon, events, send):
-        assert copy_lines(0) == [f"sub/{found.name}: a sync conflict copy (Syncthing, Dropbox, Nextcloud, ownCloud), "
+        assert _copy_lines(events, 0) == [f"sub/{found.name}: a sync conflict copy (Syncthing, Dropbox, Nextcloud, ownCloud), "
                                  "not indexed as it repeats its document; merge what it holds into the document, "
                                  "then delete it (or rename one to index it)"]
         mark = len(events)
         async with send:
             copy.write_text((corpus / "railway.txt").read_text() + "The line closed in May.\n")
             await send.send({(Change.added, str(copy))})
-            await until(lambda: copy_lines(mark), timeout=5)
+            await until(lambda: _copy_lines(events, mark), timeout=5)
             assert daemon.syncs == 1 and not daemon.pending   # (named, queued nothing)
             council.write_text(council.read_text() + "Mira Osk chaired the council.\n")
             await send.send({(Change.modified, str(council))})
             await until(lambda: daemon.syncs == 2)
-    assert copy_lines(mark) == [f"{copy.name}, sub/{found.name}: 2 sync conflict copies (Syncthing, Dropbox, Nextcloud, "
+    assert _copy_lines(events, mark) == [f"{copy.name}, sub/{found.name}: 2 sync conflict copies (Syncthing, Dropbox, Nextcloud, "
                                 "ownCloud), not indexed as they repeat their documents; merge what each holds into the "
                                 "document, then delete them (or rename one to index it)"]
     assert [e["files"] for e in events[mark:] if e["state"] == "queued"] == [1]
@@ -1527,19 +1529,16 @@ async def test_a_conflict_copy_under_a_linked_folder_is_named_once_in_the_scans_
     copy = corpus / "aa" / "railway (User B's conflicted copy).txt"
     council = corpus / "council.txt"
 
-    def copy_lines(start: int) -> list[str]:
-        return [e["message"] for e in events[start:] if e["state"] == "warning" and "conflict cop" in e["message"]]
-
     async with running(settings, db, corpus) as (daemon, events, send):
         mark = len(events)
         async with send:
             copy.write_text((corpus / "railway.txt").read_text())
             await send.send({(Change.added, str(copy))})
-            await until(lambda: copy_lines(mark), timeout=5)
+            await until(lambda: _copy_lines(events, mark), timeout=5)
             council.write_text(council.read_text() + "Mira Osk chaired the council.\n")
             await send.send({(Change.modified, str(council))})
             await until(lambda: daemon.syncs == 2)
-    assert copy_lines(mark) == [f"zz/{found.name}, aa/{copy.name}: 2 sync conflict copies (Syncthing, Dropbox, "
+    assert _copy_lines(events, mark) == [f"zz/{found.name}, aa/{copy.name}: 2 sync conflict copies (Syncthing, Dropbox, "
                                 "Nextcloud, ownCloud), not indexed as they repeat their documents; merge what each "
                                 "holds into the document, then delete them (or rename one to index it)"]
 
@@ -1559,15 +1558,12 @@ async def test_a_conflict_copy_that_appears_during_a_sync_after_its_scan_is_name
     scan_once = Indexer._scan
     late: list = []
 
-    def copy_lines(start: int) -> list[str]:
-        return [e["message"] for e in events[start:] if e["state"] == "warning" and "conflict cop" in e["message"]]
-
     async def scan_then_a_copy(self, store, writer, paths, publishing):
         out = await scan_once(self, store, writer, paths, publishing)
         if late and publishing and not copy.exists():   # (the sync's scan is done; the copy comes, and its batch)
             copy.write_text((corpus / "railway.txt").read_text() + "The line closed in May.\n")
             late[0].send_nowait({(Change.added, str(copy))})
-            await until(lambda: copy_lines(late[1]), timeout=5)
+            await until(lambda: _copy_lines(events, late[1]), timeout=5)
         return out
 
     monkeypatch.setattr(Indexer, "_scan", scan_then_a_copy)
@@ -1581,7 +1577,7 @@ async def test_a_conflict_copy_that_appears_during_a_sync_after_its_scan_is_name
             council.write_text(council.read_text() + "Bo Lund kept the minutes.\n")
             await send.send({(Change.modified, str(council))})
             await until(lambda: daemon.syncs == 3)
-    assert copy_lines(mark) == [f"{copy.name}, sub/{found.name}: 2 sync conflict copies (Syncthing, Dropbox, Nextcloud, "
+    assert _copy_lines(events, mark) == [f"{copy.name}, sub/{found.name}: 2 sync conflict copies (Syncthing, Dropbox, Nextcloud, "
                                 "ownCloud), not indexed as they repeat their documents; merge what each holds into the "
                                 "document, then delete them (or rename one to index it)"]
 
@@ -1620,7 +1616,7 @@ async def test_a_conflict_copy_that_appears_during_the_initial_sync_is_named_onc
             council.write_text(council.read_text() + "Mira Osk chaired the council.\n")
             await send.send({(Change.modified, str(council))})
             await until(lambda: daemon.syncs == 2)
-    lines = [e["message"] for e in events if e["state"] == "warning" and "conflict cop" in e["message"]]
+    lines = _copy_lines(events)
     both = (f"{copy.name}, sub/{found.name}: 2 sync conflict copies (Syncthing, Dropbox, Nextcloud, ownCloud), not "
             "indexed as they repeat their documents; merge what each holds into the document, then delete them (or "
             "rename one to index it)")
@@ -1638,18 +1634,15 @@ async def test_a_conflict_copy_with_a_control_character_in_its_name_is_named_as_
     copy = corpus / "rail\tway (User B's conflicted copy).txt"
     council = corpus / "council.txt"
 
-    def copy_lines(start: int) -> list[str]:
-        return [e["message"] for e in events[start:] if e["state"] == "warning" and "conflict cop" in e["message"]]
-
     async with running(settings, tmp_path / "c.db", corpus) as (daemon, events, send):
         async with send:
             copy.write_text((corpus / "railway.txt").read_text())
             await send.send({(Change.added, str(copy))})
-            await until(lambda: copy_lines(0), timeout=5)
+            await until(lambda: _copy_lines(events, 0), timeout=5)
             council.write_text(council.read_text() + "Mira Osk chaired the council.\n")
             await send.send({(Change.modified, str(council))})
             await until(lambda: daemon.syncs == 2)
-    assert copy_lines(0) == ["rail\\tway (User B's conflicted copy).txt: a sync conflict copy (Syncthing, Dropbox, "
+    assert _copy_lines(events, 0) == ["rail\\tway (User B's conflicted copy).txt: a sync conflict copy (Syncthing, Dropbox, "
                              "Nextcloud, ownCloud), not indexed as it repeats its document; merge what it holds into "
                              "the document, then delete it (or rename one to index it)"]
 
