@@ -2163,24 +2163,26 @@ def test_an_older_index_whose_copy_cannot_be_made_is_said_so_alone_and_left_as_i
         assert conn.execute("SELECT count(*) FROM runs").fetchone() == runs
 
 
-async def test_an_estimate_stopped_by_sigterm_removes_the_upgraded_copy_it_read(corpus, tmp_path):
-    # SIGTERM (a service manager, `timeout`, `kill`) killed `index --estimate` outright, leaving
-    # the upgraded copy of an older index, a whole copy of it, in the temporary folder; Ctrl-C
-    # removed it. Now SIGTERM stops it as Ctrl-C does.
-    import signal
-    import subprocess
-    import sys
-
+async def older_index(corpus: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """``corpus`` indexed offline, its schema marked as an older streamrag left it, and an empty
+    folder to be an estimate's TMPDIR."""
     from streamrag.store import SCHEMA_VERSION
 
     db = tmp_path / "index.db"
-    settings = make_settings()
-    await sync([corpus], settings, db, root=corpus)
-    with contextlib.closing(sqlite3.connect(db)) as conn, conn:   # (as an older streamrag left it)
+    await sync([corpus], make_settings(), db, root=corpus)
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
         conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION - 1),))
     temp = tmp_path / "temp"
     temp.mkdir()
-    # (the estimate held at its start, its copy made, until the signal comes)
+    return db, temp
+
+
+def held_estimate(corpus: Path, db: Path, temp: Path):
+    """An `index --estimate` of ``db`` in a process of its own (TMPDIR ``temp``), held once its
+    upgraded copy is made, until a signal comes."""
+    import subprocess
+    import sys
+
     held = ("import sys, time\nimport streamrag.estimate as e\n"
             "def held(*a, **k):\n    print('estimating', flush=True)\n    time.sleep(60)\n"
             "e._estimate = held\nfrom streamrag.cli import main\nsys.exit(main(sys.argv[1:]))\n")
@@ -2188,8 +2190,21 @@ async def test_an_estimate_stopped_by_sigterm_removes_the_upgraded_copy_it_read(
     proc = subprocess.Popen([sys.executable, "-c", held, "index", str(corpus), "--estimate", "--offline",
                              "--db", str(db)], env={**env, "TMPDIR": str(temp)},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if proc.stdout.readline() != "estimating\n":
+        proc.kill()
+        raise AssertionError(proc.communicate()[1])
+    return proc
+
+
+async def test_an_estimate_stopped_by_sigterm_removes_the_upgraded_copy_it_read(corpus, tmp_path):
+    # SIGTERM (a service manager, `timeout`, `kill`) killed `index --estimate` outright, leaving
+    # the upgraded copy of an older index, a whole copy of it, in the temporary folder; Ctrl-C
+    # removed it. Now SIGTERM stops it as Ctrl-C does.
+    import signal
+
+    db, temp = await older_index(corpus, tmp_path)
+    proc = held_estimate(corpus, db, temp)
     try:
-        assert proc.stdout.readline() == "estimating\n"
         assert [f.name[:len("streamrag-estimate-")] for f in temp.iterdir()] == ["streamrag-estimate-"]
         proc.send_signal(signal.SIGTERM)
         _out, err = proc.communicate(timeout=30)
@@ -2209,38 +2224,18 @@ async def test_an_upgraded_copy_a_killed_estimate_left_is_removed_by_the_next_ne
     # does, unless an estimate still reads it: its PID alive, or its lock held (a PID in another
     # container means nothing here); a copy with no lock (an earlier streamrag's) after a day.
     import signal
-    import subprocess
-    import sys
     import tempfile
 
-    from streamrag.store import SCHEMA_VERSION
-
-    db = tmp_path / "index.db"
-    await sync([corpus], make_settings(), db, root=corpus)
-    with contextlib.closing(sqlite3.connect(db)) as conn, conn:   # (as an older streamrag left it)
-        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION - 1),))
-    temp = tmp_path / "temp"
-    temp.mkdir()
-    held = ("import sys, time\nimport streamrag.estimate as e\n"
-            "def held(*a, **k):\n    print('estimating', flush=True)\n    time.sleep(60)\n"
-            "e._estimate = held\nfrom streamrag.cli import main\nsys.exit(main(sys.argv[1:]))\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
-
-    def estimating() -> subprocess.Popen:   # (an estimate held once its copy is made)
-        proc = subprocess.Popen([sys.executable, "-c", held, "index", str(corpus), "--estimate", "--offline",
-                                 "--db", str(db)], env={**env, "TMPDIR": str(temp)},
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        assert proc.stdout.readline() == "estimating\n"
-        return proc
+    db, temp = await older_index(corpus, tmp_path)
 
     def copies() -> set[str]:
         return {f.name for f in temp.iterdir()}
 
     live = killed = None
     try:
-        live = estimating()
+        live = held_estimate(corpus, db, temp)
         (running,) = copies()
-        killed = estimating()
+        killed = held_estimate(corpus, db, temp)
         (left,) = copies() - {running}
         killed.send_signal(signal.SIGKILL)
         killed.communicate(timeout=30)
