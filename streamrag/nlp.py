@@ -78,7 +78,8 @@ How a chunk is read:
   name, honorifics, a building's head after a determiner ("the Mansion House", "at the Lantern
   Hall", "the Golden Temple"); otherwise a multi-word name is a person, and so is a lone word. A lone word ending as places do ("Bradford",
   "Whitechapel") is a place unless the chunk gives it a person's cue: an honorific ("Ms.
-  Belford") or a kept title ("Mrs. Thornbury"), a verb of speech beside it ("Ruvford said")
+  Belford") or a kept title ("Mrs. Thornbury"), a verb of speech beside it ("Ruvford said";
+  not "said Oxford scored", where a verb after it makes it what was said)
   or a person's gesture after it ("Belford smiled", "Ashford nodded": _PERSON_VERBS),
   or a full name it is the surname of ("Belford" beside "Zofia Belford"), as surnames end so
   too. Endings surnames share as often ("-hill", "-gate", "-wich", "-bury": Churchill,
@@ -1086,7 +1087,8 @@ def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int
     speaks = (last + 1 < len(toks) and (toks[last + 1][_TEXT] in _SPEECH_VERBS or toks[last + 1][_TEXT] in _PERSON_VERBS)
               and _plain_gap(sentence, toks[last], toks[last + 1])) or \
         (first > 0 and toks[first - 1][_TEXT] in _SPEECH_VERBS
-         and _plain_gap(sentence, toks[first - 1], toks[first])) or acting == "speaks"
+         and _plain_gap(sentence, toks[first - 1], toks[first]) and not _verb_after(sentence, toks, last)) \
+        or acting == "speaks"
     the = det and toks[first - 1][_TEXT].lower() == "the"
     # (not before a word in lower case: "a glass of Napa Valley wine" names the wine's place,
     # "pieces of Lego were missing" says what the pieces are of)
@@ -1106,6 +1108,17 @@ def _verb_form(w: str) -> bool:
     """Whether a word in lower case reads as a verb (or an adverb) after a subject."""
     return w.endswith(("ed", "ly", "ing")) or w in _IRREGULAR_VERBS or w in _NARRATIVE_VERBS \
         or w in _SPEECH_VERBS or w in _LIVING_VERBS or w in _ARRIVING
+
+
+def _verb_after(sentence: str, toks: list[_Token], last: int) -> bool:
+    """Whether a verb follows the name ending at token ``last``: after "said" it is then the
+    subject of what was said ("said Oxford scored", "said the Red Cross delivered"), not the
+    speaker ("said Scrooge", "said Scrooge, smiling", "said the Ghost quietly")."""
+    j = last + 1
+    if j >= len(toks) or not _plain_gap(sentence, toks[last], toks[j]):
+        return False
+    w = toks[j][_TEXT]
+    return w.islower() and not w.endswith("ly") and (_verb_form(w) or w.endswith("s") and w not in _COMMON)
 
 
 def _noun_at(sentence: str, toks: list[_Token], j: int) -> bool:
@@ -1192,7 +1205,8 @@ def _agent(sentence: str, toks: list[_Token], first: int, last: int) -> str | No
         return None             # "its mighty Founder was", "the Sultan's Groom turned": no one
     if k >= 1 and toks[k - 1][_TEXT] in _PREPOSITIONS:
         return None             # "the Genius of the Weather sat": the Genius sits
-    if k >= 1 and toks[k - 1][_TEXT] in _SPEECH_VERBS and _plain_gap(sentence, toks[k - 1], toks[k]):
+    if k >= 1 and toks[k - 1][_TEXT] in _SPEECH_VERBS and _plain_gap(sentence, toks[k - 1], toks[k]) \
+            and not _verb_after(sentence, toks, last):
         return "speaks"
     j = last + 1
     if j < len(toks) and toks[j][_TEXT].endswith("ly") and _plain_gap(sentence, toks[j - 1], toks[j]):

@@ -1050,3 +1050,15 @@ def test_a_places_generic_word_alone_before_a_noun_or_never_a_surname_leaves_the
     assert names("Tom Hill stood for Leeds. Now Hill wants more.")["Tom Hill"] == "person"
     assert names("Lois Lane met Clark Kent. Later Lane laughed.")["Lois Lane"] == "person"
     assert names("Tom Hill stood for Leeds. Hill alone voted no.")["Tom Hill"] == "person"
+
+
+def test_a_name_after_said_with_a_verb_after_it_is_what_was_said_not_the_speaker():
+    # "said Scrooge" names the speaker, but "Kim Lowe said Oxford scored" gave a person "Oxford"
+    # (and "said the Red Cross delivered" a speaking body): a verb after the name makes it the
+    # subject of what was said.
+    assert names("Kim Lowe said Oxford scored.") == {"Kim Lowe": "person", "Oxford": "geo"}
+    assert names("Kim Lowe said the Red Cross delivered food.")["Red Cross"] == "concept"
+    # The speaker still speaks, with an adverb or a clause after.
+    assert names("'No,' said Ruvford quietly.") == {"Ruvford": "person"}
+    assert names("'No,' said Ruvford, smiling.") == {"Ruvford": "person"}
+    assert names("'Come in,' said the Cheshire Cat softly.") == {"Cheshire Cat": "person"}
