@@ -82,9 +82,9 @@ How a chunk is read:
   not "said Oxford scored", where a verb after it makes it what was said)
   or a person's gesture after it ("Belford smiled", "Ashford nodded": _PERSON_VERBS),
   or a full name it is the surname of ("Belford" beside "Zofia Belford"), as surnames end so
-  too. Endings surnames share as often ("-hill", "-gate", "-wich", "-bury": Churchill,
-  Southgate, Ashbury) say a place only after a place's preposition in the chunk ("on
-  Cornhill", "walked to Highgate", "from Norwich to Ipswich"; not "according to Southgate"):
+  too. Endings surnames share as often ("-hill", "-gate", "-wich", "-bury", "-bridge": Churchill,
+  Southgate, Ashbury, Bainbridge) say a place only after a place's preposition in the chunk ("on
+  Cornhill", "walked to Highgate", "from Norwich to Ipswich", "the chair at Cambridge"; not "according to Southgate"):
   the cues are the chunk's, and a chunk with the bare surname alone is no biography's place.
   Any other lone word is a place after "in" or a going's "to", "from" ... in the chunk ("moved
   to Hampstead"; "at" only after an arrival or a going, "docked at Sausalito": it takes bodies
@@ -458,13 +458,13 @@ _NO_NOUNS = _words("alone away twice thrice")   # "Hill alone voted no" (adverbs
 # surnames end so too (``_place_word``). A person's cue in the chunk beats them ("Ms. Belford").
 _GEO_WORD_ENDINGS = ("ford", "mouth", "ville", "burgh", "burg", "shire", "borough", "chester",
                      "caster", "minster", "stadt", "grad", "polis", "chapel")
-# Endings as common in surnames as in places (Cornhill, Highgate, Greenwich, Canterbury;
-# Churchill, Southgate, Ashbury, Sandwich): a place only where the chunk also puts a place's
+# Endings as common in surnames as in places (Cornhill, Highgate, Greenwich, Canterbury, Cambridge;
+# Churchill, Southgate, Ashbury, Sandwich, Bainbridge): a place only where the chunk also puts a place's
 # preposition before the word ("on Cornhill"; ``_Mention.locus``). Read as the endings above, a
 # lone word so ended was a place wherever the chunk lacked the surname's full name: a biography
 # naming "Harold Ashbury" once gave a place "Ashbury" in every later chunk ("Whitechapel": no
 # surname ends in "-chapel").
-_SURNAME_PLACE_ENDINGS = ("hill", "gate", "wich", "bury")
+_SURNAME_PLACE_ENDINGS = ("hill", "gate", "wich", "bury", "bridge")
 _GEO_KNOWN = _words("""
 africa america americas antarctica asia australia europe oceania arctic atlantic pacific
 afghanistan argentina austria bangladesh belgium bolivia brazil bulgaria canada chile china

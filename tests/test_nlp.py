@@ -1062,3 +1062,12 @@ def test_a_name_after_said_with_a_verb_after_it_is_what_was_said_not_the_speaker
     assert names("'No,' said Ruvford quietly.") == {"Ruvford": "person"}
     assert names("'No,' said Ruvford, smiling.") == {"Ruvford": "person"}
     assert names("'Come in,' said the Cheshire Cat softly.") == {"Cheshire Cat": "person"}
+
+
+def test_a_bridge_word_is_a_place_after_a_places_preposition_and_a_surname_without():
+    # "the Lucasian chair at Cambridge" gave a person: "-bridge" ends places (Cambridge,
+    # Tunbridge) as often as surnames (Bainbridge), so it reads as "-hill", "-gate" do.
+    assert names("Kim Lowe held the Lucasian chair at Cambridge.") == {"Kim Lowe": "person", "Cambridge": "geo"}
+    assert names("Kim Lowe drove to Tunbridge.")["Tunbridge"] == "geo"
+    assert names("Kim Lowe met Bainbridge.") == {"Kim Lowe": "person", "Bainbridge": "person"}
+    assert names("Kim Lowe looked at Bainbridge.")["Bainbridge"] == "person"
