@@ -89,7 +89,8 @@ How a chunk is read:
   Any other lone word is a place after "in" or a going's "to", "from" ... in the chunk ("moved
   to Hampstead"; "at" only after an arrival or a going, "docked at Sausalito": it takes bodies
   and people, "editor at Ruvtane"; not after a going that takes someone as readily, "went to
-  Priya", "came from Ravi", "back to Marcus", nor "into", "near": "bumped into Ravi"), unless
+  Priya", "came from Ravi", "back to Marcus", nor "into", "near": "bumped into Ravi", nor "in"
+  after a word taking someone: "confided in Priya"), unless
   it shortens a longer name there or a person's cue says otherwise. A place is not called by its generic word alone:
   "Hill" with no determiner or place's preposition before it, beside the one name ending in it
   or with a person's cue, is a surname, and that name a person's ("Tom Hill ... Later Hill
@@ -524,6 +525,12 @@ _GOING_TO_ANYONE = _words("go goes going gone went come comes coming came back h
 # Of _GEO_PREPOSITIONS, those that take someone as readily ("bumped into Ravi", "sat near
 # Priya"): a place's cue by most mentions as ever, not by one (``_locus_before``: "near").
 _NEAR_PREPOSITIONS = _words("into near")
+# Before "in", these take someone, no place ("confided in Priya", "believed in Ravi", "her
+# faith in Marcus"): their "in" is no place's (``_prep_before``, ``_locus_before``).
+_IN_SOMEONE = _words("""
+confide confides confided confiding believe believes believed believing trust trusts trusted
+trusting faith confidence
+""")
 # Before "at", "on", "through" ... these say the place one comes to or stays in ("docked at
 # Sausalito", "stayed at Hampstead"), as a going does.
 _ARRIVING = _words("""
@@ -1226,7 +1233,7 @@ def _agent(sentence: str, toks: list[_Token], first: int, last: int) -> str | No
 def _prep_before(sentence: str, toks: list[_Token], j: int) -> bool:
     """Whether "in", "at", "near" ... directly precedes token ``j`` (a cue for a place)."""
     return j > 0 and toks[j - 1][_TEXT].lower() in _GEO_PREPOSITIONS \
-        and _plain_gap(sentence, toks[j - 1], toks[j])
+        and _plain_gap(sentence, toks[j - 1], toks[j]) and not (j > 1 and toks[j - 2][_TEXT].lower() in _IN_SOMEONE)
 
 
 def _locus_before(sentence: str, toks: list[_Token], j: int) -> str:
@@ -1242,7 +1249,7 @@ def _locus_before(sentence: str, toks: list[_Token], j: int) -> str:
     prep = toks[j - 1][_TEXT].lower()
     before = toks[j - 2][_TEXT].lower() if j > 1 else ""
     if prep in _GEO_PREPOSITIONS:
-        return "near" if prep in _NEAR_PREPOSITIONS else "in"
+        return "" if before in _IN_SOMEONE else "near" if prep in _NEAR_PREPOSITIONS else "in"
     if prep in _AT_PREPOSITIONS:
         if before in _GOING or before in _ARRIVING:
             return _going(before)   # "docked at Sausalito", "drove through Hampstead"

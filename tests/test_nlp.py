@@ -1071,3 +1071,10 @@ def test_a_bridge_word_is_a_place_after_a_places_preposition_and_a_surname_witho
     assert names("Kim Lowe drove to Tunbridge.")["Tunbridge"] == "geo"
     assert names("Kim Lowe met Bainbridge.") == {"Kim Lowe": "person", "Bainbridge": "person"}
     assert names("Kim Lowe looked at Bainbridge.")["Bainbridge"] == "person"
+
+
+def test_in_after_a_word_taking_someone_places_no_one():
+    # "She confided in Priya" gave a place: "in" alone made any lone word one.
+    assert names("She confided in Priya.") == {"Priya": "person"}
+    assert names("Kim Lowe believed in Ravi when nobody did.") == {"Kim Lowe": "person", "Ravi": "person"}
+    assert names("Kim Lowe lived in Hampstead.")["Hampstead"] == "geo"
