@@ -1233,7 +1233,8 @@ def _agent(sentence: str, toks: list[_Token], first: int, last: int) -> str | No
 def _prep_before(sentence: str, toks: list[_Token], j: int) -> bool:
     """Whether "in", "at", "near" ... directly precedes token ``j`` (a cue for a place)."""
     return j > 0 and toks[j - 1][_TEXT].lower() in _GEO_PREPOSITIONS \
-        and _plain_gap(sentence, toks[j - 1], toks[j]) and not (j > 1 and toks[j - 2][_TEXT].lower() in _IN_SOMEONE)
+        and _plain_gap(sentence, toks[j - 1], toks[j]) \
+        and not (j > 1 and toks[j - 2][_TEXT].lower() in _IN_SOMEONE)      # "confided in Priya"
 
 
 def _locus_before(sentence: str, toks: list[_Token], j: int) -> str:
