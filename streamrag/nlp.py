@@ -91,7 +91,8 @@ How a chunk is read:
   and people, "editor at Ruvtane"; not after a going that takes someone as readily, "went to
   Priya", "came from Ravi", "back to Marcus", nor "into", "near": "bumped into Ravi", nor "in"
   after a word taking someone: "confided in Priya"), unless
-  it shortens a longer name there or a person's cue says otherwise. A place is not called by its generic word alone:
+  it shortens a longer name there or a person's cue says otherwise ("went through Customs" is
+  a place: one goes through or along no one). A place is not called by its generic word alone:
   "Hill" with no determiner or place's preposition before it, beside the one name ending in it
   or with a person's cue, is a surname, and that name a person's ("Tom Hill ... Later Hill
   returned"; "Mr. Hill"), unless it qualifies a noun ("Capitol Hill ... Hill staffers left");
@@ -1253,7 +1254,9 @@ def _locus_before(sentence: str, toks: list[_Token], j: int) -> str:
         return "" if before in _IN_SOMEONE else "near" if prep in _NEAR_PREPOSITIONS else "in"
     if prep in _AT_PREPOSITIONS:
         if before in _GOING or before in _ARRIVING:
-            return _going(before)   # "docked at Sausalito", "drove through Hampstead"
+            # "docked at Sausalito", "drove through Hampstead"; one goes through or along a
+            # place, not someone, whatever the going ("went through Customs")
+            return "way" if prep in ("through", "along") else _going(before)
         return "at" if before not in _PERSON_BEFORE_PREPOSITION else ""
     if prep == "to" and j > 2 and toks[j - 2][_CAP] and toks[j - 3][_TEXT].lower() == "from":
         # "from Norwich to Ipswich": Ipswich

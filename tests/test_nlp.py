@@ -1078,3 +1078,11 @@ def test_in_after_a_word_taking_someone_places_no_one():
     assert names("She confided in Priya.") == {"Priya": "person"}
     assert names("Kim Lowe believed in Ravi when nobody did.") == {"Kim Lowe": "person", "Ravi": "person"}
     assert names("Kim Lowe lived in Hampstead.")["Hampstead"] == "geo"
+
+
+def test_through_or_along_after_any_going_places_a_lone_word():
+    # "went" takes someone as readily as a place ("went to Priya"), so its "through" placed
+    # nothing: "Kim Lowe went through Customs" gave a person. One goes through no one.
+    assert names("Kim Lowe went through Customs.") == {"Kim Lowe": "person", "Customs": "geo"}
+    assert names("Kim Lowe came along Tarnwick quietly.")["Tarnwick"] == "geo"
+    assert names("Kim went to Priya for advice.") == {"Priya": "person"}
