@@ -47,8 +47,8 @@ How a chunk is read:
   or its head names someone by role or kind (a title, kin, "Lama", "Men", an agent noun: "the
   Prime Minister", "the Dalai Lama", "the Wise Men", "the Artful Dodger": _PERSON_HEADS). A greeting's
   adjective is no part of the holiday ("Merry Christmas" -> "Christmas"). A name only ever
-  after a measure's "of" is a dish or a drink, and so are its short forms ("a great piece of
-  Cold Roast"; "the Roast and Boiled"); not one before a word in lower case ("a glass of Napa
+  after a measure's "of" or a verb of eating is a dish or a drink, and so are its short forms
+  ("a great piece of Cold Roast", "ate Cold Roast"; "the Roast and Boiled"); not one before a word in lower case ("a glass of Napa
   Valley wine"), nor after "a bit of", "portions of" ("a bit of Shakespeare").
 * German capitalises every noun. A chunk where German function words ("der", "und", "nicht" ...)
   make up 6% of the words is read so: a word after an article or its contraction ("den
@@ -284,6 +284,8 @@ bowl bowls bowlful pound pounds pint pints loaf loaves lump lumps morsel morsels
 spoonful dish dishes joint joints helping helpings jug jugs mug mugs jar jars
 barrel barrels cask casks keg kegs quart quarts gallon gallons ounce ounces serving servings
 """)
+# ... and so does eating or drinking it ("Kim Lowe ate Cold Roast", "drank Bordeaux").
+_EATING = _words("ate eat eats eating eaten drank drink drinks drinking sipped sips gulped devoured munched nibbled")
 # Heads of a building or an institution a plural's possessive names ("the Fishermen's Guild",
 # "the Children's Hospital"); a building's name is a place ("the Mansion House", "the Lantern Hall").
 _BUILDING_HEADS = _words("""
@@ -677,7 +679,7 @@ class _Mention:
         self.speaks = speaks        # beside a verb of speech: "Ruvford said", "said Ruvford"; "Ashford nodded"
         self.the = the              # right after "the": "the Invisible World"
         self.locus = locus          # the place's preposition before it: "at" for "on Cornhill" (``_locus_before``)
-        self.measure = measure      # after a measure's "of", "a piece of Cold Roast" (``_MEASURES``)
+        self.measure = measure      # after a measure's "of" or eating: "a piece of Cold Roast", "ate Cold Roast"
         self.qualifies = qualifies  # before a noun it qualifies: "Hill staffers", "City fans" (``_noun_at``)
 
 
@@ -1100,8 +1102,9 @@ def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int
     the = det and toks[first - 1][_TEXT].lower() == "the"
     # (not before a word in lower case: "a glass of Napa Valley wine" names the wine's place,
     # "pieces of Lego were missing" says what the pieces are of)
-    measure = first > 1 and not poss and toks[first - 1][_TEXT] == "of" \
-        and toks[first - 2][_TEXT].lower() in _MEASURES and _plain_gap(sentence, toks[first - 2], toks[first - 1]) \
+    measure = not poss and (first > 1 and toks[first - 1][_TEXT] == "of" and toks[first - 2][_TEXT].lower() in _MEASURES
+                            and _plain_gap(sentence, toks[first - 2], toks[first - 1])
+                            or first > 0 and toks[first - 1][_TEXT] in _EATING) \
         and _plain_gap(sentence, toks[first - 1], toks[first]) \
         and not (last + 1 < len(toks) and toks[last + 1][_TEXT].islower()
                  and toks[last + 1][_TEXT] not in _TITLE_SMALL and _plain_gap(sentence, toks[last], toks[last + 1]))

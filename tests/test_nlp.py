@@ -1086,3 +1086,14 @@ def test_through_or_along_after_any_going_places_a_lone_word():
     assert names("Kim Lowe went through Customs.") == {"Kim Lowe": "person", "Customs": "geo"}
     assert names("Kim Lowe came along Tarnwick quietly.")["Tarnwick"] == "geo"
     assert names("Kim went to Priya for advice.") == {"Priya": "person"}
+
+
+def test_a_name_eaten_or_drunk_is_a_dish_as_after_a_measures_of():
+    # "a great piece of Cold Roast" was no entity, but "Kim Lowe ate Cold Roast" gave a person.
+    assert names("Kim Lowe ate Cold Roast.") == {"Kim Lowe": "person"}
+    assert names("Ann Marsh drank Bordeaux with Kim Lowe.") == {"Ann Marsh": "person", "Kim Lowe": "person"}
+    # A possessive there is someone's, one before a word in lower case names the stuff's maker
+    # or place, and a name used elsewhere too stays a name.
+    assert names("Kim Lowe ate Ann Marsh's cake.") == {"Kim Lowe": "person", "Ann Marsh": "person"}
+    assert names("Kim Lowe ate Napa Valley grapes.")["Napa Valley"] == "geo"
+    assert names("Kim Lowe toured Bordeaux. She lived in Bordeaux and drank Bordeaux.")["Bordeaux"] == "geo"
