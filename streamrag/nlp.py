@@ -266,8 +266,9 @@ sang sings ate eats drank drinks
 beckoned beckons stared stares gazed gazes glared glares sneezed sneezes giggled giggles
 chuckled chuckles hugged hugs kissed kisses
 """)
-# ... and "ran" with a way after it ("the White Rabbit ran past Alice", "ran off"): services,
-# papers and campaigns run too ("the Northern Line ran late", "the Evening Standard ran a story").
+# ... and "ran" with a way after it ("the White Rabbit ran past Alice", "ran off") or ending the
+# sentence ("The White Rabbit ran."): services, papers and campaigns run too, on time or with
+# an object ("the Northern Line ran late", "the Evening Standard ran a story").
 _RUNNING = _words("ran runs")   # (the ways: ``_RUN_WAYS``)
 # Verbs of a story's subject that do not end in "-ed" (those that do are known by it).
 _NARRATIVE_VERBS = _words("""
@@ -1227,9 +1228,9 @@ def _agent(sentence: str, toks: list[_Token], first: int, last: int) -> str | No
     verb = toks[j][_TEXT]
     if verb in _SPEECH_VERBS:
         return "speaks"
-    if verb in _LIVING_VERBS or (verb in _RUNNING and j + 1 < len(toks) and toks[j + 1][_TEXT] in _RUN_WAYS
-                                 and _plain_gap(sentence, toks[j], toks[j + 1])):
-        return "lives"
+    if verb in _LIVING_VERBS or (verb in _RUNNING and (j + 1 == len(toks) or toks[j + 1][_TEXT] in _RUN_WAYS
+                                                       and _plain_gap(sentence, toks[j], toks[j + 1]))):
+        return "lives"                  # "ran off", or "ran." with nothing after: a being's
     return "acts" if verb in _NARRATIVE_VERBS or (len(verb) > 4 and verb.islower() and verb.endswith("ed")) \
         else None
 

@@ -1097,3 +1097,12 @@ def test_a_name_eaten_or_drunk_is_a_dish_as_after_a_measures_of():
     assert names("Kim Lowe ate Ann Marsh's cake.") == {"Kim Lowe": "person", "Ann Marsh": "person"}
     assert names("Kim Lowe ate Napa Valley grapes.")["Napa Valley"] == "geo"
     assert names("Kim Lowe toured Bordeaux. She lived in Bordeaux and drank Bordeaux.")["Bordeaux"] == "geo"
+
+
+def test_a_phrase_after_the_that_ran_with_nothing_after_is_a_character():
+    # "ran" needed a way after it ("ran off"), so "The White Rabbit ran." was a concept.
+    assert names("The White Rabbit ran.") == {"White Rabbit": "person"}
+    assert names("Alice called, and the White Rabbit ran!")["White Rabbit"] == "person"
+    # Services and papers run late or run something, as before.
+    assert names("The Northern Line ran late again.") == {"Northern Line": "concept"}
+    assert names("The Evening Standard ran a story on it.") == {"Evening Standard": "concept"}
