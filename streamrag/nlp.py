@@ -36,7 +36,8 @@ How a chunk is read:
   "a Glee or Catch", "the Parrot", "another Hope") when the chunk also writes it in lower case
   or only ever puts a determiner or another name's possessive before it: English gives a
   person's name neither. Used three times or more in the chunk, or speaking or acting right
-  after "the" ("said the Ghost", "the Phantom pointed"), it names a character all the same; a
+  after "the" ("said the Ghost", "the Phantom pointed"; not what is done to it: "The Engine
+  was described"), it names a character all the same; a
   plural beside its surname is a family ("the Cratchits" beside "Mrs. Cratchit"). The
   adjectives that open names in capitals are adjectives in lower case between "a" and the word
   ("a bad young Act"), a person's epithet after "the" ("the young Mozart"). A phrase in
@@ -276,6 +277,14 @@ was is had has did does spoke speaks stood stands sat sits came comes went goes 
 takes gave gives made makes held holds knew knows rose rises spread spreads led leads told tells
 """)
 _IRREGULAR_PLURALS = ("men", "children", "people")
+# A form of "be" before a participle is the passive: what is done to a phrase after "the" ("The
+# Engine was described", "the Treaty was signed") is no act of its own (``_agent``).
+_BE = _words("was were is are")
+_PARTICIPLES = _words("""
+made told seen given taken known held found built sent written brought shown kept left lost won
+sold bought paid drawn driven chosen shaken struck thrown torn worn born borne beaten broken
+spoken stolen frozen forgotten hidden
+""")
 # Measures of food, drink or stuff: what follows "a piece of", "a glass of" in capitals is a
 # dish or a drink ("a great piece of Cold Roast", "a glass of Bordeaux"), no entity. Not "bit",
 # "portion": they take anything ("a bit of Shakespeare", "portions of Kent").
@@ -1231,8 +1240,16 @@ def _agent(sentence: str, toks: list[_Token], first: int, last: int) -> str | No
     if verb in _LIVING_VERBS or (verb in _RUNNING and (j + 1 == len(toks) or toks[j + 1][_TEXT] in _RUN_WAYS
                                                        and _plain_gap(sentence, toks[j], toks[j + 1]))):
         return "lives"                  # "ran off", or "ran." with nothing after: a being's
+    if verb in _BE and j + 1 < len(toks) and _plain_gap(sentence, toks[j], toks[j + 1]) \
+            and _participle(toks[j + 1][_TEXT]):
+        return None             # "The Engine was described": done to it, no act of its own
     return "acts" if verb in _NARRATIVE_VERBS or (len(verb) > 4 and verb.islower() and verb.endswith("ed")) \
         else None
+
+
+def _participle(w: str) -> bool:
+    """Whether a word in lower case reads as a past tense or participle ("described", "built")."""
+    return w.islower() and (len(w) > 4 and w.endswith("ed") or w in _PARTICIPLES)
 
 
 def _prep_before(sentence: str, toks: list[_Token], j: int) -> bool:

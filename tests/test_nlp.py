@@ -1106,3 +1106,14 @@ def test_a_phrase_after_the_that_ran_with_nothing_after_is_a_character():
     # Services and papers run late or run something, as before.
     assert names("The Northern Line ran late again.") == {"Northern Line": "concept"}
     assert names("The Evening Standard ran a story on it.") == {"Evening Standard": "concept"}
+
+
+def test_a_word_after_the_that_something_is_done_to_does_not_act():
+    # "the Phantom was" acts, and a lone word that acts names a character however common: "The
+    # Engine was described by Ada" gave a person "Engine". The passive is done to it.
+    assert names("Kim Lowe built it. The Engine was described by Ada Marsh.") == {
+        "Kim Lowe": "person", "Ada Marsh": "person"}
+    assert names("Kim Lowe built it. The Engine was built in a year.") == {"Kim Lowe": "person"}
+    # Acting still names a character ("the Phantom was", "the Phantom pointed").
+    assert names("Kim Lowe waited. The Phantom was silent.")["Phantom"] == "person"
+    assert names("Kim Lowe waited. The Phantom pointed.")["Phantom"] == "person"
