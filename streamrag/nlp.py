@@ -37,8 +37,8 @@ How a chunk is read:
   or only ever puts a determiner or another name's possessive before it: English gives a
   person's name neither. Used three times or more in the chunk, or speaking or acting right
   after "the" ("said the Ghost", "the Phantom pointed"; not what is done to it: "The Engine
-  was described"), it names a character all the same; a
-  plural beside its surname is a family ("the Cratchits" beside "Mrs. Cratchit"). The
+  was described"), it names a character all the same; a plural beside its surname is a family
+  ("the Cratchits" beside "Mrs. Cratchit"). The
   adjectives that open names in capitals are adjectives in lower case between "a" and the word
   ("a bad young Act"), a person's epithet after "the" ("the young Mozart"). A phrase in
   capitals only ever right after "the", with no cue of a type, is rarely a person's name: it is
