@@ -44,9 +44,11 @@ How a chunk is read:
   capitals only ever right after "the", with no cue of a type, is rarely a person's name: it is
   a concept ("the Invisible World", "the Poll Tax", "the Holy Spirit", "the Red Cross"),
   however often used and whatever it does (bodies and laws act too), unless it speaks, does
-  what only the living do ("the White Rabbit ran", "the Cowardly Lion roared": _LIVING_VERBS),
-  or its head names someone by role or kind (a title, kin, "Lama", "Men", an agent noun: "the
-  Prime Minister", "the Dalai Lama", "the Wise Men", "the Artful Dodger": _PERSON_HEADS). A greeting's
+  what only the living do ("the White Rabbit ran", "the Cowardly Lion roared": _LIVING_VERBS;
+  not when it names the sacred: "The Holy Ghost blessed them"), or its head names someone by
+  role or kind (a title, kin, "Lama", "Men", an agent noun: "the Prime Minister", "the Dalai
+  Lama", "the Wise Men", "the Artful Dodger": _PERSON_HEADS), or a role stands before one name
+  ("the Virgin Mary", "the Prophet Elijah": _ROLES_BEFORE_NAMES). A greeting's
   adjective is no part of the holiday ("Merry Christmas" -> "Christmas"). A name only ever
   after a measure's "of" or a verb of eating is a dish or a drink, and so are its short forms
   ("a great piece of Cold Roast", "ate Cold Roast"; "the Roast and Boiled"); not one before a word in lower case ("a glass of Napa
@@ -332,6 +334,10 @@ man men woman women boy girl child children lad lass maid maiden bride groom wid
 hermit poet bard sage wizard witch fool people folk
 """)
 _AGENT_ENDINGS = ("er", "or", "ist", "ian", "man", "men")
+# Roles that stand before a name as a title does ("the Virgin Mary", "the Prophet Elijah", "the
+# Widow Douglas"): a phrase after "the" of one of these and one word is a person. Not those that
+# are adjectives too, or stand before a kind as well ("the Giant Panda", "the Boy Scouts").
+_ROLES_BEFORE_NAMES = _words("virgin prophet prophetess apostle evangelist widow hermit")
 _ABBREVIATIONS = _words("""
 mr mrs ms mx dr prof st mt ft rev gen col capt lt sgt gov sen rep jr sr co inc ltd corp
 vs etc e.g i.e a.m p.m u.s u.k fig vol
@@ -1526,11 +1532,14 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
                     and _common_noun(target, ms, lower_words) and not _family(target, by_name):
                 continue                # "a Glee", "the Parrot", "Hope" beside "hope": no entity
             elif " " in target and " of " not in target and all(m.the for m in ms) \
-                    and not any(m.speaks or m.agent == "lives" for m in ms) and not _person_head(target):
+                    and not any(m.speaks or m.agent == "lives" and not _sacred(target) for m in ms) \
+                    and not _person_head(target):
                 # (a head naming someone by role or kind is a person: "the Prime Minister", "the
-                # Dalai Lama", "the Artful Dodger"; acting says nothing, as bodies and laws act
-                # too: "The Poll Tax was hated", "the Red Cross delivered"; speaking does, and so
-                # does what only the living do: "the White Rabbit ran", "the Cowardly Lion roared")
+                # Dalai Lama", "the Artful Dodger", and so is a role before a name: "the Virgin
+                # Mary"; acting says nothing, as bodies and laws act too: "The Poll Tax was
+                # hated", "the Red Cross delivered"; speaking does, and so does what only the
+                # living do: "the White Rabbit ran", "the Cowardly Lion roared", unless the phrase
+                # names the sacred: "The Holy Ghost blessed them")
                 t = "concept"           # "the Invisible World", "the Holy Spirit": no one's name
             else:
                 t = "person"
@@ -1538,9 +1547,20 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
     return targets, types
 
 
+def _sacred(name: str) -> bool:
+    """Whether a phrase names the sacred by its first word ("the Holy Ghost", "the Sacred Heart"):
+    a being's verb makes it no person ("The Holy Ghost blessed them"), its head may ("the Holy Father")."""
+    return name.split(" ", 1)[0].lower() in ("holy", "sacred")
+
+
 def _person_head(name: str) -> bool:
     """Whether a phrase's last word names someone by role or kind (``_PERSON_HEADS``), in the
-    plural too ("the Wise Men", "the Three Kings"), or is an agent noun ("the Artful Dodger")."""
+    plural too ("the Wise Men", "the Three Kings"), or is an agent noun ("the Artful Dodger");
+    or whether a role stands before one word in apposition, as a title does ("the Virgin Mary",
+    "the Prophet Elijah": ``_ROLES_BEFORE_NAMES``)."""
+    words = name.split()
+    if len(words) == 2 and words[0].lower() in _ROLES_BEFORE_NAMES:
+        return True
     low = _cue_words(name.rsplit(" ", 1)[-1])[-1]
     forms = (low, low[:-1]) if low.endswith("s") else (low,)
     return any(f in _PERSON_HEADS or (len(f) > 4 and f.endswith(_AGENT_ENDINGS)) for f in forms)

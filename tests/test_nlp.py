@@ -1117,3 +1117,16 @@ def test_a_word_after_the_that_something_is_done_to_does_not_act():
     # Acting still names a character ("the Phantom was", "the Phantom pointed").
     assert names("Kim Lowe waited. The Phantom was silent.")["Phantom"] == "person"
     assert names("Kim Lowe waited. The Phantom pointed.")["Phantom"] == "person"
+
+
+def test_a_role_before_a_name_after_the_is_a_person_and_the_sacred_no_one_by_its_verb():
+    # "The Virgin Mary appeared" was a concept ("appeared" is no living being's verb, and
+    # "Mary" no head naming someone): a role before one word stands as a title does.
+    assert names("Then the Virgin Mary appeared.") == {"Virgin Mary": "person"}
+    assert names("Kim Lowe read about the Prophet Elijah.")["Prophet Elijah"] == "person"
+    # "The Holy Ghost blessed them" was a person by "blessed", though "the Holy Spirit" is a
+    # concept: a phrase naming the sacred is none by what it does; its head still may be.
+    assert names("Then the Holy Ghost blessed them.") == {"Holy Ghost": "concept"}
+    assert names("Then the Holy Father blessed them.") == {"Holy Father": "person"}
+    # A word that is an adjective too, or stands before a kind, is no such role.
+    assert names("Kim Lowe saw the Giant Panda.")["Giant Panda"] == "concept"
