@@ -100,7 +100,9 @@ How a chunk is read:
   or with a person's cue, is a surname, and that name a person's ("Tom Hill ... Later Hill
   returned"; "Mr. Hill"), unless it qualifies a noun ("Capitol Hill ... Hill staffers left");
   a word no one bears as a surname ("City", "County") is the place's ("Manchester City ... City
-  dominated").
+  dominated"): there the word is the short form of the one name it ends, whatever that is ("Jon
+  Park ... Park officials left"). A name such a word ends, no other cue making it a place, is
+  a person's when it speaks or goes ("Jon Park arrived", "Jon Park said no"), as places do not.
 * Descriptions are the first sentences that mention the entity (about 40 words).
 * Relationships: two entities in one sentence (strong) or in adjacent sentences of one block
   (weak); strength 1..10 from those counts; each entity keeps its 10 strongest.
@@ -556,6 +558,12 @@ _ARRIVING = _words("""
 arrive arrives arrived arriving land lands landed landing dock docks docked docking stop stops
 stopped stay stays stayed staying live lives lived living
 """)
+# Goings and arrivals as verbs after their subject: what people do and places do not ("Jon
+# Park arrived", "Jon Park walked home"; ``_resolve``).
+_MOVING = (_GOING | _ARRIVING) - _words("""
+way road roads route routes train trains bus buses coach ferry flight flights journey trip miles
+mile back home north south east west spread spreads head heads return returning land lands
+""")
 
 # The words title case leaves in lower case (articles, conjunctions, prepositions).
 _TITLE_SMALL = _words("""
@@ -682,12 +690,12 @@ def _drawn_out(w: str) -> bool:
 
 class _Mention:
     __slots__ = ("sent", "name", "honorific", "title", "prep", "poss", "acronym", "det", "agent", "initial",
-                 "speaks", "the", "locus", "measure", "qualifies")
+                 "speaks", "the", "locus", "measure", "qualifies", "goes")
 
     def __init__(self, sent: int, name: str, *, honorific: bool = False, title: bool = False,
                  prep: bool = False, poss: bool = False, acronym: bool = False, det: bool = False,
                  agent: str = "", initial: bool = False, speaks: bool = False, the: bool = False,
-                 locus: str = "", measure: bool = False, qualifies: bool = False) -> None:
+                 locus: str = "", measure: bool = False, qualifies: bool = False, goes: bool = False) -> None:
         self.sent, self.name = sent, name
         self.honorific, self.title, self.prep, self.poss = honorific, title, prep, poss
         self.acronym, self.det, self.initial = acronym, det, initial
@@ -697,6 +705,7 @@ class _Mention:
         self.locus = locus          # the place's preposition before it: "at" for "on Cornhill" (``_locus_before``)
         self.measure = measure      # after a measure's "of" or eating: "a piece of Cold Roast", "ate Cold Roast"
         self.qualifies = qualifies  # before a noun it qualifies: "Hill staffers", "City fans" (``_noun_at``)
+        self.goes = goes            # before a going or an arrival: "Jon Park arrived" (``_MOVING``)
 
 
 def extract_offline(chunk_text: str, *, entity_types: list[str] | None = None) -> Extraction:
@@ -1126,9 +1135,11 @@ def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int
                  and toks[last + 1][_TEXT] not in _TITLE_SMALL and _plain_gap(sentence, toks[last], toks[last + 1]))
     qualifies = not poss and last + 1 < len(toks) and _plain_gap(sentence, toks[last], toks[last + 1]) \
         and _noun_at(sentence, toks, last + 1)
+    goes = not poss and last + 1 < len(toks) and toks[last + 1][_TEXT] in _MOVING \
+        and _plain_gap(sentence, toks[last], toks[last + 1])
     return _Mention(i, name, honorific=honorific, title=title, prep=prep and not poss, poss=poss,
                     det=det, agent=acting or "", initial=first in initial, speaks=speaks, the=the,
-                    locus="" if poss else locus, measure=measure, qualifies=qualifies)
+                    locus="" if poss else locus, measure=measure, qualifies=qualifies, goes=goes)
 
 
 def _verb_form(w: str) -> bool:
@@ -1408,6 +1419,26 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
                 cue[n] = None
                 if len(ends[n]) == 1:
                     cue[ends[n][0]] = None
+    # A name a place's generic word ends ("Jon Park", "Tom Hill"), no other cue making it a
+    # place, is a person's when it speaks, smiles or goes ("Jon Park arrived", "Tom Hill said"):
+    # places do none of these. (A determiner or a place's preposition keeps the place.)
+    for n, ms in by_name.items():
+        head, _, last = n.rpartition(" ")
+        if head and cue[n] == "geo" and _cue_words(last)[0] in _GEO_SURNAMES and _cue_type(head) is None \
+                and _cue_words(head.split()[0])[0] not in _GEO_PREFIXES \
+                and not any(m.det or m.prep or m.locus for m in ms) and any(m.speaks or m.goes for m in ms):
+            cue[n] = None
+    # A place's generic word alone, no surname here, is the one name it ends, whatever that is:
+    # "Capitol Hill ... Hill staffers left", "Manchester City ... City dominated", "Jon Park
+    # ... Park officials left" (a stray place "Hill", "City", "Park" beside it before).
+    ends_in: dict[str, list[str]] = defaultdict(list)
+    for n in by_name:
+        head, _, last = n.rpartition(" ")
+        if head:
+            ends_in[last].append(n)
+    short_of = {n: ends_in[n][0] for n, ms in by_name.items()
+                if cue[n] == "geo" and len(ends_in.get(n, ())) == 1 and " " not in n and "-" not in n
+                and _cue_words(n)[0] in _GEO_SUFFIXES and not any(m.det or m.prep or m.locus for m in ms)}
     # A title kept in a name ("Mrs. Thornbury", "Captain Ashford") makes its last word a surname
     # in the chunk too, as an honorific does: "thanked Thornbury" is no place beside it.
     titled = {n.split()[-1] for n, ms in by_name.items() if " " in n and any(m.title for m in ms)}
@@ -1457,7 +1488,9 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
     canon: dict[str, str] = {}
     for name, ms in by_name.items():
         target = name
-        if " " not in name:
+        if name in short_of:
+            target = short_of[name]
+        elif " " not in name:
             if any(m.acronym for m in ms):
                 cands = by_initials.get(name, [])
             elif any(m.honorific for m in ms):

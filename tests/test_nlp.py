@@ -1130,3 +1130,20 @@ def test_a_role_before_a_name_after_the_is_a_person_and_the_sacred_no_one_by_its
     assert names("Then the Holy Father blessed them.") == {"Holy Father": "person"}
     # A word that is an adjective too, or stands before a kind, is no such role.
     assert names("Kim Lowe saw the Giant Panda.")["Giant Panda"] == "concept"
+
+
+def test_a_name_a_places_word_ends_that_goes_or_speaks_is_a_person_and_the_word_alone_its_short_form():
+    # "Jon Park arrived" and "Jon Park said no" gave places: "park" ends places' names. Places
+    # neither go nor speak.
+    assert names("Jon Park arrived.") == {"Jon Park": "person"}
+    assert names("Jon Park said no.") == {"Jon Park": "person"}
+    assert names("Kim Lowe walked to Hyde Park.")["Hyde Park"] == "geo"
+    assert names("Hyde Park was busy.") == {"Hyde Park": "geo"}
+    # The word alone before a noun stayed a place of its own beside the one name it ends
+    # ("Capitol Hill ... Hill staffers left" gave a stray "Hill"); it is that name's short form.
+    assert names("Jon Park arrived. Park officials left.") == {"Jon Park": "person"}
+    assert names("Capitol Hill was busy. Hill staffers left.") == {"Capitol Hill": "geo"}
+    found = names("Manchester City beat Arsenal. City dominated the second half.")
+    assert found["Manchester City"] == "geo" and "City" not in found
+    # After a determiner it is read as before.
+    assert names("Kim Lowe moved to Notting Hill. Later the Hill was quiet.")["Notting Hill"] == "geo"
