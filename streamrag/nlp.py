@@ -30,8 +30,9 @@ How a chunk is read:
   when it is a common word (English, or a French or Russian opener: "Selon", "Mais", "Вчера",
   "В") or appears in lower case elsewhere in the chunk, in any alphabet; alone, it counts
   only if the chunk also capitalises it mid-sentence. A list item's first word is dropped so
-  when it is a verb giving an order ("- [ ] Email Babbage", "- Call Ada"). ALL-CAPS words are acronyms only alone
-  and up to 6 letters.
+  when it is a verb giving an order ("- [ ] Email Babbage", "- Call Ada"), and any sentence's
+  when it is such a verb's past tense before a name ("Met Ada again."). ALL-CAPS words are
+  acronyms only alone and up to 6 letters.
 * Mid-sentence, a lone capitalised word without a type cue is a common noun in capitals (Dickens'
   "a Glee or Catch", "the Parrot", "another Hope") when the chunk also writes it in lower case
   or only ever puts a determiner or another name's possessive before it: English gives a
@@ -222,6 +223,16 @@ email e-mail call phone ring text ping message ask tell send forward reply respo
 draft review check confirm cancel schedule reschedule book invite remind thank pay invoice buy
 order pick meet visit contact follow discuss talk update fix finish submit share sign print read
 prepare plan arrange introduce return collect deliver lend borrow congratulate interview hire
+""")
+
+# ... and their past tenses, which open a note's sentences with the subject left out ("Met Ada
+# again.", "Called Bob Lin twice."): the sentence's first word, no name's ("Met Ada" was one).
+_DONE = _words("""
+met called emailed e-mailed phoned rang texted pinged messaged asked told sent forwarded replied
+answered wrote drafted reviewed checked confirmed cancelled canceled scheduled rescheduled booked
+invited reminded thanked paid invoiced bought ordered visited contacted followed discussed
+talked updated fixed finished submitted shared signed printed prepared planned arranged
+introduced returned collected delivered lent borrowed congratulated interviewed hired
 """)
 
 # Capitalised words that are never an entity on their own (lower case).
@@ -975,6 +986,9 @@ def _sentence_mentions(i: int, sentence: str, toks: list[_Token], initial: set[i
             continue
         parts = _run(sentence, toks, j, german=de is not None)
         j = parts[-1] + 1
+        if len(parts) > 1 and c in initial and toks[c][_TEXT].lower() in _DONE \
+                and _cue_type(" ".join(toks[p][_TEXT] for p in parts)) not in ("organization", "event"):
+            parts = parts[1:]       # "Met Ada again.": a note's verb, its subject left out; not "Met Office"
         m = _mention_from_run(i, sentence, toks, parts, initial, lower_words, mid_caps, de,
                               order=item and c == 0)
         if m is not None:

@@ -1147,3 +1147,12 @@ def test_a_name_a_places_word_ends_that_goes_or_speaks_is_a_person_and_the_word_
     assert found["Manchester City"] == "geo" and "City" not in found
     # After a determiner it is read as before.
     assert names("Kim Lowe moved to Notting Hill. Later the Hill was quiet.")["Notting Hill"] == "geo"
+
+
+def test_a_notes_past_tense_opening_a_sentence_is_no_part_of_the_name_after_it():
+    # "Met Ada again." gave a person "Met Ada": a list item's opening order was dropped
+    # ("- Call Ada"), not a note's past tense with its subject left out.
+    assert names("Met Ada again.") == {"Ada": "person"}
+    assert names("Called Bob Lin twice. Bob Lin was out.") == {"Bob Lin": "person"}
+    # A body's or an event's name keeps its first word.
+    assert names("Met Office warned of rain.") == {"Met Office": "organization"}
