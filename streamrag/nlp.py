@@ -88,22 +88,24 @@ How a chunk is read:
   or a full name it is the surname of ("Belford" beside "Zofia Belford"), as surnames end so
   too. Endings surnames share as often ("-hill", "-gate", "-wich", "-bury", "-bridge": Churchill,
   Southgate, Ashbury, Bainbridge) say a place only after a place's preposition in the chunk ("on
-  Cornhill", "walked to Highgate", "from Norwich to Ipswich", "the chair at Cambridge"; not "according to Southgate"):
-  the cues are the chunk's, and a chunk with the bare surname alone is no biography's place.
-  Any other lone word is a place after "in" or a going's "to", "from" ... in the chunk ("moved
-  to Hampstead"; "at" only after an arrival or a going, "docked at Sausalito": it takes bodies
-  and people, "editor at Ruvtane"; not after a going that takes someone as readily, "went to
-  Priya", "came from Ravi", "back to Marcus", nor "into", "near": "bumped into Ravi", nor "in"
-  after a word taking someone: "confided in Priya"), unless
-  it shortens a longer name there or a person's cue says otherwise ("went through Customs" is
-  a place: one goes through or along no one). A place is not called by its generic word alone:
-  "Hill" with no determiner or place's preposition before it, beside the one name ending in it
-  or with a person's cue, is a surname, and that name a person's ("Tom Hill ... Later Hill
-  returned"; "Mr. Hill"), unless it qualifies a noun ("Capitol Hill ... Hill staffers left");
-  a word no one bears as a surname ("City", "County") is the place's ("Manchester City ... City
-  dominated"): there the word is the short form of the one name it ends, whatever that is ("Jon
-  Park ... Park officials left"). A name such a word ends, no other cue making it a place, is
-  a person's when it speaks or goes ("Jon Park arrived", "Jon Park said no"), as places do not.
+  Cornhill", "walked to Highgate", "from Norwich to Ipswich", "the chair at Cambridge"; not
+  "according to Southgate"): the cues are the chunk's, and a chunk with the bare surname alone
+  is no biography's place. Any other lone word is a place after "in" or a going's "to", "from"
+  ... in the chunk ("moved to Hampstead"; "at" only after an arrival or a going, "docked at
+  Sausalito"; not after a going that takes someone as readily, "went to Priya", "came from
+  Ravi", "back to Marcus", nor "into", "near": "bumped into Ravi", nor "in" after a word taking
+  someone: "confided in Priya"), unless it shortens a longer name there or a person's cue says
+  otherwise ("went through Customs" is a place: one goes through or along no one). A lone word
+  only ever after any other "at" is a body's, as often as a place's, rarely a person's ("editor
+  at Ruvtane", "met at Google"; not after a word taking someone: "smiled at Fred").
+  A place is not called by its generic word alone: "Hill" with no determiner or place's
+  preposition before it, beside the one name ending in it or with a person's cue, is a surname,
+  and that name a person's ("Tom Hill ... Later Hill returned"; "Mr. Hill"), unless it qualifies
+  a noun ("Capitol Hill ... Hill staffers left"); a word no one bears as a surname ("City",
+  "County") is the place's ("Manchester City ... City dominated"): there the word is the short
+  form of the one name it ends, whatever that is ("Jon Park ... Park officials left"). A name
+  such a word ends, no other cue making it a place, is a person's when it speaks or goes ("Jon
+  Park arrived", "Jon Park said no"), as places do not.
 * Descriptions are the first sentences that mention the entity (about 40 words).
 * Relationships: two entities in one sentence (strong) or in adjacent sentences of one block
   (weak); strength 1..10 from those counts; each entity keeps its 10 strongest.
@@ -540,7 +542,8 @@ _PERSON_BEFORE_PREPOSITION = _SPEECH_VERBS | _words("""
 look looks looked stare stares stared glance glanced smile smiled laugh laughs laughed nod
 nodded wave waved point pointed shout shouted call called rely relies relied depend depends
 depended wait waited frown frowned spy spied gaze gazed dote doted count counted insist
-insisted turn turned
+insisted turn turned glare glared grin grinned wink winked yell yelled scream screamed sneer
+sneered scowl scowled jeer jeered hiss hissed swear swore growl growled
 """)
 _GOING = _words("""
 go goes going gone went come comes coming came move moves moving moved travel travels
@@ -713,7 +716,7 @@ class _Mention:
         self.agent = agent          # "speaks", "lives" or "acts" right after "the" (``_agent``), or ""
         self.speaks = speaks        # beside a verb of speech: "Ruvford said", "said Ruvford"; "Ashford nodded"
         self.the = the              # right after "the": "the Invisible World"
-        self.locus = locus          # the place's preposition before it: "at" for "on Cornhill" (``_locus_before``)
+        self.locus = locus          # the place's preposition before it: "on" for "on Cornhill" (``_locus_before``)
         self.measure = measure      # after a measure's "of" or eating: "a piece of Cold Roast", "ate Cold Roast"
         self.qualifies = qualifies  # before a noun it qualifies: "Hill staffers", "City fans" (``_noun_at``)
         self.goes = goes            # before a going or an arrival: "Jon Park arrived" (``_MOVING``)
@@ -1293,8 +1296,8 @@ def _prep_before(sentence: str, toks: list[_Token], j: int) -> bool:
 def _locus_before(sentence: str, toks: list[_Token], j: int) -> str:
     """Which place's preposition directly precedes token ``j`` ("on Cornhill", "walked from
     Highgate"), if any: "in" for one of _GEO_PREPOSITIONS ("near" for those that take someone
-    as readily, ``_NEAR_PREPOSITIONS``), "at" for "at"/"on"/"along" ... not after a word taking
-    a person (``_AT_PREPOSITIONS``), "way" for those after a going or an arrival (``_ARRIVING``)
+    as readily, ``_NEAR_PREPOSITIONS``), "at" for "at" and "on" for "on"/"along" ... not after a
+    word taking a person (``_AT_PREPOSITIONS``), "way" for those after a going or an arrival (``_ARRIVING``)
     and for "to"/"from"/"past" ... after a going (``_WAY_PREPOSITIONS``), "to" for both after a
     going that takes someone as readily (``_GOING_TO_ANYONE``: "went to Ravi") and in "from X
     to Y" after no going ("passed from Ravi to Priya"); else ""."""
@@ -1309,7 +1312,7 @@ def _locus_before(sentence: str, toks: list[_Token], j: int) -> str:
             # "docked at Sausalito", "drove through Hampstead"; one goes through or along a
             # place, not someone, whatever the going ("went through Customs")
             return "way" if prep in ("through", "along") else _going(before)
-        return "at" if before not in _PERSON_BEFORE_PREPOSITION else ""
+        return "" if before in _PERSON_BEFORE_PREPOSITION else "at" if prep == "at" else "on"
     if prep == "to" and j > 2 and toks[j - 2][_CAP] and toks[j - 3][_TEXT].lower() == "from":
         # "from Norwich to Ipswich": Ipswich
         return _going(toks[j - 4][_TEXT].lower() if j > 3 else "")
@@ -1566,6 +1569,12 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
             if personal:
                 t = "person"
             elif " " not in target and any(m.acronym for m in ms):
+                t = "organization"
+            elif " " not in target and all(m.locus == "at" for m in ms) and not any(m.speaks for m in ms):
+                # (a lone word only ever after "at", not after a word taking someone: "smiled at
+                # Fred", nor an arrival's: "docked at Sausalito", is a body's or a place's, rarely a
+                # person's: "secretary at Port", "editor at Ruvtane", "met at Google"; not "on":
+                # "settled on Hartley as chair")
                 t = "organization"
             elif 2 * sum(m.prep for m in ms) > len(ms) and not any(m.poss for m in ms):
                 t = "geo"

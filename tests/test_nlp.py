@@ -1156,3 +1156,15 @@ def test_a_notes_past_tense_opening_a_sentence_is_no_part_of_the_name_after_it()
     assert names("Called Bob Lin twice. Bob Lin was out.") == {"Bob Lin": "person"}
     # A body's or an event's name keeps its first word.
     assert names("Met Office warned of rain.") == {"Met Office": "organization"}
+
+
+def test_a_lone_word_only_ever_after_at_is_a_body_not_a_person():
+    # "at" takes a body or a place ("editor at Ruvtane", "met at Google"), and a lone word only
+    # ever after it was a person by default: synth_small's "secretary at Port" (a firm's short name).
+    assert names("Kim Lowe met Ann Marsh at Google.") == {
+        "Kim Lowe": "person", "Ann Marsh": "person", "Google": "organization"}
+    assert names("As secretary at Ruvtane, Kim Lowe oversees a team.")["Ruvtane"] == "organization"
+    # Not after a word taking someone, nor "on" ("settled on Hartley"); an arrival's "at" places.
+    assert names("Kim Lowe glared at Marley.") == {"Kim Lowe": "person", "Marley": "person"}
+    assert names("The committee finally settled on Hartley as chair.") == {"Hartley": "person"}
+    assert names("The ferry docked at Sausalito.") == {"Sausalito": "geo"}
