@@ -163,7 +163,16 @@ from streamrag.sentences import table_row_text, table_rows
 #     is a building ("the Golden Temple"); a place's generic word alone is no surname before a
 #     noun ("Capitol Hill ... Hill staffers"), nor ever "City", "County" ... ("Manchester City");
 #     a list item's opening verb starts no name ("- [ ] Email Babbage": _IMPERATIVES).
-VERSION = "24"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
+# 25: "said Oxford scored" is no speaker (a verb after the name); "-bridge" reads as "-hill"
+#     ("the chair at Cambridge"); "in" after "confided", "believed" ... places no one; "through",
+#     "along" after any going place ("went through Customs"); a name eaten or drunk is a dish
+#     ("ate Cold Roast"); "The White Rabbit ran." lives; the passive is no act ("The Engine was
+#     described"); a role before a name is a person ("the Virgin Mary"), the sacred no one by its
+#     verb ("The Holy Ghost blessed them"); a name a place's generic word ends that goes or speaks
+#     is a person ("Jon Park arrived"), the word alone its short form ("Hill staffers" ->
+#     "Capitol Hill"); a note's past tense opens no name ("Met Ada again."); a lone word only
+#     after "at" is an organization ("met at Google", "secretary at Port").
+VERSION = "25"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
 MAX_DESCRIPTION_WORDS = 40
