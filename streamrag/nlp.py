@@ -361,7 +361,7 @@ _AGENT_ENDINGS = ("er", "or", "ist", "ian", "man", "men")
 # Roles that stand before a name as a title does ("the Virgin Mary", "the Prophet Elijah", "the
 # Widow Douglas"): a phrase after "the" of one of these and one word is a person. Not those that
 # are adjectives too, or stand before a kind as well ("the Giant Panda", "the Boy Scouts").
-_ROLES_BEFORE_NAMES = _words("virgin prophet prophetess apostle evangelist widow hermit")
+_ROLES_BEFORE_NAMES = _words("virgin prophet prophetess apostle evangelist widow")   # not "the Hermit Kingdom"
 _ABBREVIATIONS = _words("""
 mr mrs ms mx dr prof st mt ft rev gen col capt lt sgt gov sen rep jr sr co inc ltd corp
 vs etc e.g i.e a.m p.m u.s u.k fig vol
@@ -570,7 +570,8 @@ _GOING_TO_ANYONE = _words("go goes going gone went come comes coming came back h
 # Priya"): a place's cue by most mentions as ever, not by one (``_locus_before``: "near").
 _NEAR_PREPOSITIONS = _words("into near")
 # Before "in", these take someone, no place ("confided in Priya", "believed in Ravi", "her
-# faith in Marcus"): their "in" is no place's (``_prep_before``, ``_locus_before``).
+# faith in Marcus"): their "in" is no place's (``_prep_before``, ``_locus_before``). In lower case
+# only: "the National Trust in Devon" places Devon.
 _IN_SOMEONE = _words("""
 confide confides confided confiding believe believes believed believing trust trusts trusted
 trusting faith confidence
@@ -582,10 +583,11 @@ arrive arrives arrived arriving land lands landed landing dock docks docked dock
 stopped stay stays stayed staying live lives lived living
 """)
 # Goings and arrivals as verbs after their subject: what people do and places do not ("Jon
-# Park arrived", "Jon Park walked home"; ``_resolve``).
-_MOVING = (_GOING | _ARRIVING) - _words("""
+# Park arrived", "Jon Park walked home"; ``_resolve``). Not staying, living, stopping: places
+# do those ("Hyde Park stayed open"), nor the nouns among the goings ("way", "train").
+_MOVING = _words("arrive arrives arrived arriving") | _GOING - _words("""
 way road roads route routes train trains bus buses coach ferry flight flights journey trip miles
-mile back home north south east west spread spreads head heads return returning land lands
+mile back home north south east west spread spreads head heads heading headed return returning
 """)
 
 # The words title case leaves in lower case (articles, conjunctions, prepositions).
@@ -1299,7 +1301,7 @@ def _prep_before(sentence: str, toks: list[_Token], j: int) -> bool:
     """Whether "in", "at", "near" ... directly precedes token ``j`` (a cue for a place)."""
     return j > 0 and toks[j - 1][_TEXT].lower() in _GEO_PREPOSITIONS \
         and _plain_gap(sentence, toks[j - 1], toks[j]) \
-        and not (j > 1 and toks[j - 2][_TEXT].lower() in _IN_SOMEONE)      # "confided in Priya"
+        and not (j > 1 and toks[j - 2][_TEXT] in _IN_SOMEONE)      # "confided in Priya"
 
 
 def _locus_before(sentence: str, toks: list[_Token], j: int) -> str:
@@ -1315,7 +1317,9 @@ def _locus_before(sentence: str, toks: list[_Token], j: int) -> str:
     prep = toks[j - 1][_TEXT].lower()
     before = toks[j - 2][_TEXT].lower() if j > 1 else ""
     if prep in _GEO_PREPOSITIONS:
-        return "" if before in _IN_SOMEONE else "near" if prep in _NEAR_PREPOSITIONS else "in"
+        if j > 1 and toks[j - 2][_TEXT] in _IN_SOMEONE:
+            return ""               # "confided in Priya"
+        return "near" if prep in _NEAR_PREPOSITIONS else "in"
     if prep in _AT_PREPOSITIONS:
         if before in _GOING or before in _ARRIVING:
             # "docked at Sausalito", "drove through Hampstead"; one goes through or along a

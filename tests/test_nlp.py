@@ -1168,3 +1168,11 @@ def test_a_lone_word_only_ever_after_at_is_a_body_not_a_person():
     assert names("Kim Lowe glared at Marley.") == {"Kim Lowe": "person", "Marley": "person"}
     assert names("The committee finally settled on Hartley as chair.") == {"Hartley": "person"}
     assert names("The ferry docked at Sausalito.") == {"Sausalito": "geo"}
+
+
+def test_the_session_25_rules_leave_their_look_alikes_alone():
+    # "in" after a body's name in capitals ("Trust") places as ever; a place stays open, as
+    # people do not go; "Hermit" is no role before a name ("the Hermit Kingdom").
+    assert names("Kim Lowe worked for the National Trust in Devon.")["Devon"] == "geo"
+    assert names("Hyde Park stayed open late.") == {"Hyde Park": "geo"}
+    assert names("Kim Lowe visited the Hermit Kingdom.")["Hermit Kingdom"] != "person"
