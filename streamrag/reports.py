@@ -33,6 +33,7 @@ from streamrag.prompts import load_prompt
 from streamrag.records import Claim, Community, Entity, Relationship, Report
 from streamrag.sentences import sentences_of
 from streamrag.tokens import count_tokens
+from streamrag.words import counted
 
 if TYPE_CHECKING:
     from streamrag.config import Settings
@@ -368,7 +369,7 @@ def extractive_report(community: Community, context: ReportContext, *, entities:
         findings.append(others)
     rating = round(min(10.0, 1.0 + 2.0 * math.log2(1 + len(internal) + len(members))), 1)
     fields = {"title": title, "summary": summary, "rating": rating,
-              "rating_explanation": f"{_count(len(members), 'entity')} and {_count(len(internal), 'relationship')}.",
+              "rating_explanation": _sizes(members, internal) + ".",
               "findings": findings}
     # Named by its content, not only its context: two communities with one context (both past
     # the budget at their first line) still say different things, and a weight or a mention
@@ -386,15 +387,14 @@ def _overview(members: Sequence[Entity], internal: Sequence[Relationship], names
     central_text = (", ".join(central[:-1]) + " and " + central[-1]) if len(central) > 1 else central[0]
     ties = [f"{names[r.source]} and {names[r.target]}" for r in internal[:3]
             if r.source in names and r.target in names]
-    text = f"{_count(len(members), 'entity')} and {_count(len(internal), 'relationship')} around {central_text}"
+    text = f"{_sizes(members, internal)} around {central_text}"
     return text + (f"; strongest ties: {'; '.join(ties)}." if ties else ".")
 
 
-def _count(n: int, word: str) -> str:
-    """``1 entity``, ``2 entities``, ``0 relationships``."""
-    if n == 1:
-        return f"1 {word}"
-    return f"{n} {word[:-1]}ies" if word.endswith("y") else f"{n} {word}s"
+def _sizes(members: Sequence[Entity], internal: Sequence[Relationship]) -> str:
+    """``2 entities and 1 relationship``: a community's size, in its report (index content:
+    the counts stay as they were written, not grouped by thousands)."""
+    return f"{counted(len(members), 'entity', grouped=False)} and {counted(len(internal), 'relationship', grouped=False)}"
 
 
 def _words(text: str) -> str:

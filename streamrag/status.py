@@ -11,6 +11,7 @@ from typing import NamedTuple
 from streamrag import index_rows
 from streamrag.call_log import UNUSABLE_RUNS
 from streamrag.store import Store, process_gone, writer_at_work, writer_said, writers_lock
+from streamrag.words import counted, number   # (re-exported: the lines of cli, daemon, query ... import them from here)
 
 LLM_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "cached", "errors", "cancelled")
 _LIST_THEM = " (list them with --failures)"   # said once, on the first line with items to list
@@ -335,20 +336,6 @@ def without_claims_said(n: int) -> str:
     version", which holds their entities and relationships (`index`, `status` and `watch` lines)."""
     return (f"{counted(n, 'chunk')} {'is' if n == 1 else 'are'} indexed without "
             f"{'its' if n == 1 else 'their'} claims (the claims call failed)")
-
-
-def number(n: int) -> str:
-    """A count as every line says it: grouped by thousands, ``12,345`` (the LLM calls and the
-    usage table were; the counts beside them, "12345 answers unusable", were not)."""
-    return f"{n:,}"
-
-
-def counted(n: int, word: str) -> str:
-    """``1 entity``, ``2 entities``, ``3 files``, ``12,345 chunks``: a count (``number``) with its
-    word (status and watch lines)."""
-    if n == 1:
-        return f"{n} {word}"
-    return f"{number(n)} {word[:-1]}ies" if word.endswith("y") else f"{number(n)} {word}s"
 
 
 def _outcome(info: dict) -> str:

@@ -1737,6 +1737,17 @@ def test_every_count_of_status_and_the_watch_lines_is_grouped_by_thousands():
     assert calls_said(3_500, 1_500, stats) == "5,000 LLM calls (1,500 from cache), 2,000 failed, 1,200 cancelled"
 
 
+def test_a_count_says_its_nouns_plural_by_its_ending_and_a_report_keeps_its_counts_ungrouped():
+    # Each module had its own "1 entity / 2 entities" (word[:-1] + "ies" for any "y", "s" for the
+    # rest): "2 daies", "3 matchs"; now one helper, words.plural, for every line.
+    from streamrag.words import counted, plural
+
+    assert [counted(n, w) for n, w in ((1, "try"), (2, "try"), (2, "day"), (3, "match"), (2, "process"),
+                                      (2, "failed item"), (0, "community"), (2, "person"))] == \
+        ["1 try", "2 tries", "2 days", "3 matches", "2 processes", "2 failed items", "0 communities", "2 people"]
+    assert (plural(1, "entity"), counted(1_234, "entity", grouped=False)) == ("entity", "1234 entities")
+
+
 def test_a_killed_update_is_said_to_leave_files_unindexed_only_if_it_published_nothing(tmp_path):
     # Killed after it published (before its row was closed): what it was taking is in the index.
     store = Store(tmp_path / "k.db")
