@@ -28,6 +28,7 @@ import anyio
 
 from streamrag.errors import StreamragError
 from streamrag.store import Store
+from streamrag.words import counted
 from streamrag.writer import Writer
 
 log = logging.getLogger(__name__)
@@ -136,7 +137,7 @@ class CallLog:
         self._unwritten.append({
             **row, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
             "latency_ms": round(latency_ms, 3), "cached": 0, "cancelled": int(why is None), "created_at": time.time(),
-            "error": f"{CANCELLED if why is None else 'ended'} after {tries} tr{'y' if tries == 1 else 'ies'}, "
+            "error": f"{CANCELLED if why is None else 'ended'} after {counted(tries, 'try')}, "
                      f"{answered}: {why or 'its caller stopped waiting (a run that gave up, or was stopped)'}"})
 
     async def flush(self) -> None:

@@ -769,7 +769,7 @@ def _format_sync(r, db: Path, include: list[str]) -> str:
         f"{max(r.chunks - r.chunks_extracted, 0)} already extracted)",
         f"  entities       {r.entities}",
         f"  relationships  {r.relationships}",
-        f"  communities    {r.communities} ({r.reports_generated} report{'' if r.reports_generated == 1 else 's'} "
+        f"  communities    {r.communities} ({_n(r.reports_generated, 'report', grouped=False)} "
         f"written, {r.reports_kept} kept)",
     ]
     if r.claims:

@@ -102,6 +102,7 @@ from streamrag.store import Store
 from streamrag.tokens import count_message_tokens, count_tokens
 from streamrag.try_timeouts import (ModelTimeouts, arriving, progress, request_timeout, timed_out_said,
                                     try_under_way)
+from streamrag.words import counted
 from streamrag.writer import Writer
 
 log = logging.getLogger(__name__)
@@ -477,7 +478,7 @@ class LLMClient:
                     f"{max_tokens * 2 ** (tries - 1) + extra} on the last try")
             if budget_setting:
                 hint += f": raise {budget_setting}, or try a model that writes shorter answers"
-        raise LLMOutputError(f"{model} gave no usable answer in {asked} tr{'y' if asked == 1 else 'ies'} (stage "
+        raise LLMOutputError(f"{model} gave no usable answer in {counted(asked, 'try')} (stage "
                              f"{stage}, prompt {prompt_name or '-'}): {last}; they are kept in the index "
                              f"database (table llm_calls, error '{UNUSABLE}...'; `streamrag status` counts "
                              f"them as errors); {hint}")

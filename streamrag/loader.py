@@ -38,6 +38,7 @@ from streamrag.ids import document_id
 from streamrag.invisible import visible
 from streamrag.records import Document
 from streamrag.terminal import one_line as _safe, shell_word, shown, storable
+from streamrag.words import counted
 
 # (``legacy`` and ``markdown`` are imported by the functions that read a file with them, not
 # above: compiling the legacy encodings' letter tables took 30 ms of CPU of every command that
@@ -311,7 +312,7 @@ def scan_order(root: Path, rel: str) -> tuple:
 def left_out_lines(left_out: dict[str, int], include: Sequence[str]) -> list[str]:
     """What to do about the files ``scan`` counted in ``left_out``: a line per kind of format
     (``include``: the index.include in use, which the advice extends)."""
-    def counted(kinds: list[str]) -> str:
+    def by_kind(kinds: list[str]) -> str:   # ("3 .pdf, 1 .docx")
         return ", ".join(f"{left_out[k]} {k}" for k in kinds)
 
     def them(kinds: list[str]) -> str:   # ("left out 1 .pdf (...: convert them" said of one file)
@@ -327,14 +328,14 @@ def left_out_lines(left_out: dict[str, int], include: Sequence[str]) -> list[str
                   key=lambda k: (-left_out[k], not k, k))   # ("no suffix" after the suffixes it ties with)
     lines = []
     if other:
-        lines.append(f"{counted(other)} (not plain text: convert {them(other)} to .txt or .md, with "
+        lines.append(f"{by_kind(other)} (not plain text: convert {them(other)} to .txt or .md, with "
                      f"pdftotext or pandoc for example, to index {them(other)})")
     if text:
         wider = ", ".join(f'"{p}"' for p in [*include, *(f"*{k}" for k in text)])
-        lines.append(f"{counted(text)} (plain text that index.include leaves out; to index {them(text)}, set "
+        lines.append(f"{by_kind(text)} (plain text that index.include leaves out; to index {them(text)}, set "
                      f"include = [{wider}] under [index])")
     if ".json" in left_out:
-        lines.append(f"{counted(['.json'])} (JSON that index.include leaves out; to index its records, write "
+        lines.append(f"{by_kind(['.json'])} (JSON that index.include leaves out; to index its records, write "
                      "them to a .jsonl file, one object a line with its text under index.text_field)")
     if rest:
         lines.append(_not_documents(rest, left_out))
@@ -346,7 +347,7 @@ def _not_documents(kinds: list[str], left_out: dict[str, int]) -> str:
     frequent kinds named: they need nothing done, but each file not indexed is accounted for."""
     n = sum(left_out[k] for k in kinds)
     named = [k or "no suffix" for k in kinds[:4]] + ([f"{len(kinds) - 4} more kinds"] if len(kinds) > 4 else [])
-    return f"{n} other file{'' if n == 1 else 's'} ({', '.join(named)}: not documents, not indexed)"
+    return f"{counted(n, 'other file', grouped=False)} ({', '.join(named)}: not documents, not indexed)"
 
 
 def unstorable_folder(path: Path) -> str | None:

@@ -86,6 +86,7 @@ from streamrag.run_progress import Progress
 from streamrag.store import Store, index_files, without_index_files
 from streamrag.summarizer import SentenceCounts, extractive_summary, summarize, summarizer_key
 from streamrag.watch_lines import answered
+from streamrag.words import counted
 from streamrag.writer import Writer
 
 _T = TypeVar("_T")
@@ -93,7 +94,7 @@ _T = TypeVar("_T")
 
 def settled_line(items: int) -> str:
     """What ``index`` and ``watch`` say of the items a run settled (``SyncResult.settled``)."""
-    return (f"{items} item{'' if items == 1 else 's'} no longer asked for: the model's answers were "
+    return (f"{counted(items, 'item', grouped=False)} no longer asked for: the model's answers were "
             f"unusable on {UNUSABLE_RUNS} runs in a row, so extractive text stands in (`streamrag status "
             "--failures` says which and why); a change to them or to their settings asks again")
 
