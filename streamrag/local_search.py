@@ -340,7 +340,7 @@ def claim_tag(c: dict, selected: Collection[str]) -> str:
     return f"[E:{c['object_id'] if found_by_object else c['subject_id']}]"
 
 
-def claim_line(c: dict, tag: str) -> str:
+def tagged_claim_line(c: dict, tag: str) -> str:
     """A claim's line in a local context: its tag (what an answer cites it by: ``claim_tag``,
     required: the subject's, taken when none was given, is an entity the context may not show),
     its type, status and dates, the names of its subject and object, and what it says."""
@@ -447,7 +447,7 @@ def build_local_context(data: LocalData, *, max_tokens: int, text_share: float,
         tables.add(tag, f"{tag} {_clean(e['name'])} ({e['type']}): {_clean(e['description'])}", cut=True)
     for c in sorted(data.claims, key=claim_rank(rank)):
         tag = claim_tag(c, selected)
-        tables.add(tag, claim_line(c, tag))
+        tables.add(tag, tagged_claim_line(c, tag))
 
     def rel_key(r: dict) -> tuple:
         both = r["source"] in selected and r["target"] in selected

@@ -119,7 +119,9 @@ def relationship_line(r: Relationship, names: dict[str, str]) -> str:
             f"{_clean(names.get(r.target, r.target))} | {_clean(r.description)}")
 
 
-def claim_line(c: Claim, names: dict[str, str]) -> str:
+def claim_table_line(c: Claim, names: dict[str, str]) -> str:
+    """A claim's row in a report context's Claims table: ``id | subject | object | type | status |
+    dates | description`` (its ends by name; "-" for no object or no date)."""
     obj = _clean(names.get(c.object_id, c.object_id)) if c.object_id else "-"
     return (f"{c.id} | {_clean(names.get(c.subject_id, c.subject_id))} | {obj} | {c.type} | {c.status} | "
             f"{claim_period(c.start_date, c.end_date) or '-'} | {_clean(c.description)}")
@@ -212,7 +214,7 @@ class _Elements:
             if not add(eid, self.line(eid, lambda: entity_line(self.entities[eid]))):
                 return False
             for c in self.distinct_claims(eid):
-                if not add(c.id, self.line(c.id, lambda: claim_line(c, self.names))):
+                if not add(c.id, self.line(c.id, lambda: claim_table_line(c, self.names))):
                     return False
             return True
 

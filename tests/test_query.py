@@ -3544,13 +3544,13 @@ async def test_a_claim_found_by_its_object_is_tagged_with_the_selected_entity(tm
 
 
 def test_a_claims_line_in_a_local_context_takes_the_tag_it_is_given_and_no_other():
-    # claim_line(c) without a tag fell back to the subject's, the tag a claim found by its object
-    # must not carry (an entity the context does not show): a caller that forgot it brought that
-    # back. Now the tag is required.
+    # claim_line(c) (now tagged_claim_line) without a tag fell back to the subject's, the tag a
+    # claim found by its object must not carry (an entity the context does not show): a caller
+    # that forgot it brought that back. Now the tag is required.
     c = {"id": "clm-1", "subject_id": "ent-acme", "object_id": "ent-jane", "subject_name": "Acme Corp",
          "object_name": "Jane Doe", "type": "LAWSUIT", "status": "TRUE", "description": "Acme Corp sued Jane Doe."}
     with pytest.raises(TypeError):
-        local_search.claim_line(c)   # type: ignore[call-arg]
+        local_search.tagged_claim_line(c)   # type: ignore[call-arg]
     tag = local_search.claim_tag(c, {"ent-jane"})
-    assert local_search.claim_line(c, tag) == ("[E:ent-jane] claim (LAWSUIT, TRUE) subject Acme Corp, object Jane Doe: "
-                                               "Acme Corp sued Jane Doe.")
+    assert local_search.tagged_claim_line(c, tag) == ("[E:ent-jane] claim (LAWSUIT, TRUE) subject Acme Corp, "
+                                                      "object Jane Doe: Acme Corp sued Jane Doe.")
