@@ -148,6 +148,20 @@ async def test_a_deleted_lock_file_is_taken_again_before_extracting_ahead(corpus
             daemon.stop()
 
 
+async def _noted_under_way(corpus: Path, db: Path, send, events: Events) -> dict:
+    """Adds a file and waits for the daemon's waiting line: the update under way its lock file
+    notes (one file)."""
+    from streamrag.store import update_under_way
+
+    new = corpus / "new.txt"
+    new.write_text("Captain Oskar Lind sailed the Blue Heron from Port Vell to Kessel.\n")
+    await send.send({(Change.added, str(new))})
+    await until(lambda: "waiting" in events.states())
+    noted = update_under_way(db)
+    assert noted is not None and noted["files"] == 1, noted
+    return noted
+
+
 async def test_an_update_under_way_is_noted_for_ask_until_its_version_is_published(corpus, tmp_path):
     # `ask` during a burst answered from the version before, without a word of the changes
     # queued: the lock file now says an update is under way, from its queued line to its idle line.
@@ -157,13 +171,9 @@ async def test_an_update_under_way_is_noted_for_ask_until_its_version_is_publish
     db = tmp_path / "w.db"
     async with running(settings, db, corpus, locked=True) as (daemon, events, send):
         assert update_under_way(db) is None   # (the initial sync published: idle)
-        new = corpus / "new.txt"
-        new.write_text("Captain Oskar Lind sailed the Blue Heron from Port Vell to Kessel.\n")
         async with send:
-            await send.send({(Change.added, str(new))})
-            await until(lambda: "waiting" in events.states())
-            noted = update_under_way(db)
-            assert noted is not None and noted["files"] == 1 and noted["command"] == "watch", noted
+            noted = await _noted_under_way(corpus, db, send, events)
+            assert noted["command"] == "watch", noted
             assert writer_at_work(db) == f"pid {os.getpid()}: streamrag watch ."
         await until(lambda: daemon.syncs >= 2)   # (the source ended: what was queued is synced)
         assert "idle" in events.states(events.states().index("waiting"))
@@ -180,13 +190,8 @@ async def test_a_lock_file_taken_again_keeps_its_note_of_the_update_under_way(co
     settings = make_settings("", watch={"quiet_s": 30})
     db = tmp_path / "w.db"
     async with running(settings, db, corpus, locked=True) as (daemon, events, send):
-        new = corpus / "new.txt"
-        new.write_text("Captain Oskar Lind sailed the Blue Heron from Port Vell to Kessel.\n")
         async with send:
-            await send.send({(Change.added, str(new))})
-            await until(lambda: "waiting" in events.states())
-            noted = update_under_way(db)
-            assert noted is not None and noted["files"] == 1
+            noted = await _noted_under_way(corpus, db, send, events)
             lock_path(db).unlink()
             await until(lambda: lock_path(db).exists(), timeout=5)
             assert update_under_way(db) == noted
@@ -1333,8 +1338,7 @@ async def test_a_sync_conflict_copy_is_neither_queued_nor_indexed_and_is_named_o
     assert [e["files"] for e in queued] == [1, 1], [e["message"] for e in queued]
     assert copy.name not in _indexed_paths(db) and council.name in _indexed_paths(db)
     said = [e["message"] for e in events if e["state"] == "warning" and copy.name in e["message"]]
-    assert said == [f"{copy.name}: a sync conflict copy (Syncthing, Dropbox, Nextcloud, ownCloud), not indexed as it repeats its "
-                    "document; merge what it holds into the document, then delete it (or rename one to index it)"]
+    assert said == [_copy_line(copy.name)]
 
 
 async def test_a_file_written_on_after_its_batch_holds_its_sync_back_until_it_is_quiet(corpus, tmp_path, monkeypatch):
@@ -1483,22 +1487,38 @@ def _copy_lines(events: list[dict], start: int = 0) -> list[str]:
     return [e["message"] for e in events[start:] if e["state"] == "warning" and "conflict cop" in e["message"]]
 
 
+def _copy_line(name: str) -> str:
+    """The warning line naming one sync conflict copy."""
+    return (f"{name}: a sync conflict copy (Syncthing, Dropbox, Nextcloud, ownCloud), not indexed as it repeats its "
+            "document; merge what it holds into the document, then delete it (or rename one to index it)")
+
+
+def _copies_line(*names: str) -> str:
+    """The warning line naming several sync conflict copies, in the order given."""
+    return (f"{', '.join(names)}: {len(names)} sync conflict copies (Syncthing, Dropbox, Nextcloud, ownCloud), not "
+            "indexed as they repeat their documents; merge what each holds into the document, then delete them (or "
+            "rename one to index it)")
+
+
+def _a_copy_found_and_one_to_come(corpus: Path) -> tuple[Path, Path, Path]:
+    """A conflict copy in sub/ from the start (``found``), the name of one to come (``copy``) and
+    a document to change (``council``)."""
+    (corpus / "sub").mkdir()
+    found = corpus / "sub" / "guild.sync-conflict-20240115-103000-ABCDEF1.txt"
+    found.write_text((corpus / "guild.txt").read_text())
+    return found, corpus / "railway (User B's conflicted copy).txt", corpus / "council.txt"
+
+
 async def test_a_conflict_copy_that_appears_is_named_in_its_batch_with_those_found_before(corpus, tmp_path):
     # A copy queues nothing, so only the next sync named it, which another change had to bring
     # (hours later on a quiet folder). Named at once now, in the line the next sync's scan says
     # (the copies it found before too, in its order), which that sync then does not say again.
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
     db = tmp_path / "c.db"
-    (corpus / "sub").mkdir()
-    found = corpus / "sub" / "guild.sync-conflict-20240115-103000-ABCDEF1.txt"
-    found.write_text((corpus / "guild.txt").read_text())
-    copy = corpus / "railway (User B's conflicted copy).txt"
-    council = corpus / "council.txt"
+    found, copy, council = _a_copy_found_and_one_to_come(corpus)
 
     async with running(settings, db, corpus) as (daemon, events, send):
-        assert _copy_lines(events, 0) == [f"sub/{found.name}: a sync conflict copy (Syncthing, Dropbox, Nextcloud, ownCloud), "
-                                 "not indexed as it repeats its document; merge what it holds into the document, "
-                                 "then delete it (or rename one to index it)"]
+        assert _copy_lines(events, 0) == [_copy_line(f"sub/{found.name}")]
         mark = len(events)
         async with send:
             copy.write_text((corpus / "railway.txt").read_text() + "The line closed in May.\n")
@@ -1508,9 +1528,7 @@ async def test_a_conflict_copy_that_appears_is_named_in_its_batch_with_those_fou
             council.write_text(council.read_text() + "Mira Osk chaired the council.\n")
             await send.send({(Change.modified, str(council))})
             await until(lambda: daemon.syncs == 2)
-    assert _copy_lines(events, mark) == [f"{copy.name}, sub/{found.name}: 2 sync conflict copies (Syncthing, Dropbox, Nextcloud, "
-                                "ownCloud), not indexed as they repeat their documents; merge what each holds into the "
-                                "document, then delete them (or rename one to index it)"]
+    assert _copy_lines(events, mark) == [_copies_line(copy.name, f"sub/{found.name}")]
     assert [e["files"] for e in events[mark:] if e["state"] == "queued"] == [1]
     assert copy.name not in _indexed_paths(db)
 
@@ -1538,9 +1556,7 @@ async def test_a_conflict_copy_under_a_linked_folder_is_named_once_in_the_scans_
             council.write_text(council.read_text() + "Mira Osk chaired the council.\n")
             await send.send({(Change.modified, str(council))})
             await until(lambda: daemon.syncs == 2)
-    assert _copy_lines(events, mark) == [f"zz/{found.name}, aa/{copy.name}: 2 sync conflict copies (Syncthing, Dropbox, "
-                                "Nextcloud, ownCloud), not indexed as they repeat their documents; merge what each "
-                                "holds into the document, then delete them (or rename one to index it)"]
+    assert _copy_lines(events, mark) == [_copies_line(f"zz/{found.name}", f"aa/{copy.name}")]
 
 
 async def test_a_conflict_copy_that_appears_during_a_sync_after_its_scan_is_named_once(corpus, tmp_path, monkeypatch):
@@ -1550,11 +1566,7 @@ async def test_a_conflict_copy_that_appears_during_a_sync_after_its_scan_is_name
 
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
     db = tmp_path / "c.db"
-    (corpus / "sub").mkdir()
-    found = corpus / "sub" / "guild.sync-conflict-20240115-103000-ABCDEF1.txt"
-    found.write_text((corpus / "guild.txt").read_text())
-    copy = corpus / "railway (User B's conflicted copy).txt"
-    council = corpus / "council.txt"
+    found, copy, council = _a_copy_found_and_one_to_come(corpus)
     scan_once = Indexer._scan
     late: list = []
 
@@ -1577,9 +1589,7 @@ async def test_a_conflict_copy_that_appears_during_a_sync_after_its_scan_is_name
             council.write_text(council.read_text() + "Bo Lund kept the minutes.\n")
             await send.send({(Change.modified, str(council))})
             await until(lambda: daemon.syncs == 3)
-    assert _copy_lines(events, mark) == [f"{copy.name}, sub/{found.name}: 2 sync conflict copies (Syncthing, Dropbox, Nextcloud, "
-                                "ownCloud), not indexed as they repeat their documents; merge what each holds into the "
-                                "document, then delete them (or rename one to index it)"]
+    assert _copy_lines(events, mark) == [_copies_line(copy.name, f"sub/{found.name}")]
 
 
 @pytest.mark.parametrize("when", ["before", "after"])
@@ -1589,11 +1599,7 @@ async def test_a_conflict_copy_that_appears_during_the_initial_sync_is_named_onc
     from streamrag.pipeline import Indexer
 
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
-    (corpus / "sub").mkdir()
-    found = corpus / "sub" / "guild.sync-conflict-20240115-103000-ABCDEF1.txt"
-    found.write_text((corpus / "guild.txt").read_text())
-    copy = corpus / "railway (User B's conflicted copy).txt"
-    council = corpus / "council.txt"
+    found, copy, council = _a_copy_found_and_one_to_come(corpus)
     scan_once = Indexer._scan
     events = Events()
     daemon = Daemon(settings, tmp_path / "c.db", corpus, report=events)
@@ -1617,14 +1623,9 @@ async def test_a_conflict_copy_that_appears_during_the_initial_sync_is_named_onc
             await send.send({(Change.modified, str(council))})
             await until(lambda: daemon.syncs == 2)
     lines = _copy_lines(events)
-    both = (f"{copy.name}, sub/{found.name}: 2 sync conflict copies (Syncthing, Dropbox, Nextcloud, ownCloud), not "
-            "indexed as they repeat their documents; merge what each holds into the document, then delete them (or "
-            "rename one to index it)")
+    both = _copies_line(copy.name, f"sub/{found.name}")
     # (after the scan: the initial sync names those it met, the next sync the copy with them)
-    assert lines == ([both] if when == "before" else
-                     [f"sub/{found.name}: a sync conflict copy (Syncthing, Dropbox, Nextcloud, ownCloud), not indexed "
-                      "as it repeats its document; merge what it holds into the document, then delete it (or rename "
-                      "one to index it)", both])
+    assert lines == ([both] if when == "before" else [_copy_line(f"sub/{found.name}"), both])
 
 
 async def test_a_conflict_copy_with_a_control_character_in_its_name_is_named_as_the_scan_names_it(corpus, tmp_path):
@@ -1642,9 +1643,7 @@ async def test_a_conflict_copy_with_a_control_character_in_its_name_is_named_as_
             council.write_text(council.read_text() + "Mira Osk chaired the council.\n")
             await send.send({(Change.modified, str(council))})
             await until(lambda: daemon.syncs == 2)
-    assert _copy_lines(events, 0) == ["rail\\tway (User B's conflicted copy).txt: a sync conflict copy (Syncthing, Dropbox, "
-                             "Nextcloud, ownCloud), not indexed as it repeats its document; merge what it holds into "
-                             "the document, then delete it (or rename one to index it)"]
+    assert _copy_lines(events, 0) == [_copy_line("rail\\tway (User B's conflicted copy).txt")]
 
 
 async def test_a_folder_moved_out_and_back_or_copied_over_itself_queues_only_what_changed(corpus, tmp_path):

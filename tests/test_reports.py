@@ -545,19 +545,21 @@ def test_the_claims_and_relationships_of_many_members_are_found_within_sqlites_o
     store = Store(tmp_path / "i.db")
     try:
         members = {f"ent-{i:04d}" for i in range(600)}
+
+        def ends(prefix: str, back: str) -> list[tuple[str, str, str]]:
+            """(id, first end, last end) rows: a third of the members first, another third last
+            (their ids ``back``-marked), and one row between two non-members."""
+            return ([(f"{prefix}{i}", f"ent-{i:04d}", f"ent-{i + 1000:04d}") for i in range(0, 600, 3)]
+                    + [(f"{prefix}{back}{i}", f"ent-{i + 1000:04d}", f"ent-{i:04d}") for i in range(1, 600, 3)]
+                    + [(f"{prefix}out", "ent-2000", "ent-2001")])
+
         with store.conn:
             store.conn.executemany(
                 "INSERT INTO claims (id, subject_id, object_id, type, status, description, source_text, chunk_id) "
-                "VALUES (?, ?, ?, 'T', 'TRUE', 'd', 's', 'c')",
-                [(f"clm-{i}", f"ent-{i:04d}", f"ent-{i + 1000:04d}") for i in range(0, 600, 3)]
-                + [(f"clm-o{i}", f"ent-{i + 1000:04d}", f"ent-{i:04d}") for i in range(1, 600, 3)]
-                + [("clm-out", "ent-2000", "ent-2001")])
+                "VALUES (?, ?, ?, 'T', 'TRUE', 'd', 's', 'c')", ends("clm-", "o"))
             store.conn.executemany(
                 "INSERT INTO relationships (id, source, target, description, weight, mentions) "
-                "VALUES (?, ?, ?, 'd', 1, 1)",
-                [(f"rel-{i}", f"ent-{i:04d}", f"ent-{i + 1000:04d}") for i in range(0, 600, 3)]
-                + [(f"rel-t{i}", f"ent-{i + 1000:04d}", f"ent-{i:04d}") for i in range(1, 600, 3)]
-                + [("rel-out", "ent-2000", "ent-2001")])
+                "VALUES (?, ?, ?, 'd', 1, 1)", ends("rel-", "t"))
         store.conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)
         want_claims = {r[0] for r in store.conn.execute(
             "SELECT id FROM claims WHERE subject_id < 'ent-0600' OR object_id < 'ent-0600'")}
