@@ -157,10 +157,8 @@ def unaccounted(doc_chunks: dict[str, list[str]], live: set[str]) -> list[tuple[
             for idx, chunk_id in enumerate(chunk_ids) if chunk_id not in live]
 
 
-# What a run whose extraction settings changed does when each live chunk's extraction with them
-# is stored (settings changed and changed back): the run and ``index --estimate`` say it alike.
-EXTRACTIONS_STORED = "no chunk is extracted again (the extraction of each with these settings is stored)"
-# ... and when none is (``extracted_again`` begins so then, and only then).
+# What a run whose extraction settings changed does when no live chunk's extraction with them
+# is stored (``extracted_again`` begins so then, and only then).
 EVERY_CHUNK_EXTRACTED = "every chunk is extracted again"
 # What a chunk asked its claims alone keeps (``ExtractionStage.claims_only``).
 CLAIMS_ALONE_KEEP = "its entities and relationships as extracted"
