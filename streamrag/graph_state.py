@@ -281,6 +281,7 @@ class GraphState:
         # the published ``joins`` made by another rule (``joins.RULE``): every name looked at once
         self.rejoin_all = False
         self.rejoined: set[str] = set()          # live chunks merged again for a join that moved
+        self.openers_added: dict[str, list[str]] = {}   # added chunk -> its ``Extraction.openers``
         # live chunks with a claim whose subject or object is no entity, in an index merged
         # before a claim's ends were made entities (``merge.mentions_of``): merged again once
         self.stranded: set[str] = set()
@@ -409,8 +410,12 @@ class GraphState:
         ent_m: list[merge.EntityMention] = []
         rel_m: list[merge.RelationshipMention] = []
         shared: dict[str, str] = {}   # (equal strings of the mentions held once: let go with it)
+        self.openers_added = {}
         for chunk_id in sorted(change.added_chunks):
-            e, r, c = merge.mentions_of(chunk_id, change.extractions.pop(chunk_id), shared)
+            extraction = change.extractions.pop(chunk_id)
+            if extraction.openers:
+                self.openers_added[chunk_id] = extraction.openers
+            e, r, c = merge.mentions_of(chunk_id, extraction, shared)
             ent_m += e
             rel_m += r
             self.claims_added += c
@@ -442,10 +447,14 @@ class GraphState:
             # (a document's title says a full name: one renamed has its names looked at again)
             regrouped |= {c for d in change.retitled & change.kept_docs for c in change.doc_chunks.get(d, ())
                           if c in change.live and c not in change.added_chunks}
+            # (and the lone words their sentences open with: a note titled a full name, "Ada
+            # Lovelace.md", that says "Ada was ..." joins the "Ada" of other documents to her)
             names = list(itertools.chain((m.name for m in added),
                                          index_rows.ids_for_chunks(store, "entity_sources", "name",
                                                                    removed | regrouped),
-                                         (e.name for e in self.entities.values()) if every else ()))
+                                         (e.name for e in self.entities.values()) if every else (),
+                                         itertools.chain.from_iterable(self.openers_added.values()),
+                                         index_rows.opening_words(store, removed | regrouped)))
             keys = joins.touched(names)
             shorts = {ids.entity_id(k) for k in keys}
             # (the full names of the graph holding one of the words looked up in its full-text
@@ -457,11 +466,14 @@ class GraphState:
             fulls = {ids.entity_id(n) for n in itertools.chain((e.name for e in held), (m.name for m in added))
                      if " " in n and (ends := joins.full_name_ends(n)) is not None and not keys.isdisjoint(ends)}
             own, chunks = self._own_names(store, shorts | fulls, old, removed, added, settings)
-            in_documents = _documents_of(store, set().union(*chunks.values()), before, after)
+            opening = self._opening(store, change, [e for e in own if joins.short_key(e.name) is not None])
+            in_documents = _documents_of(store, set().union(*chunks.values(), *opening.values()), before, after)
             documents = {eid: {d for c in cs for d in in_documents.get(c, ())} for eid, cs in chunks.items()}
+            opened = {eid: {d for c in cs for d in in_documents.get(c, ())} for eid, cs in opening.items()}
             # (the titles of the documents saying a short name alone: of a note, its file's name)
-            saying_short = {d for e in own if joins.short_key(e.name) is not None for d in documents.get(e.id, ())}
-            now = joins.joins(own, documents, _titles(store, change, saying_short))
+            saying_short = {d for e in own if joins.short_key(e.name) is not None
+                            for d in documents.get(e.id, set()) | opened.get(e.id, set())}
+            now = joins.joins(own, documents, _titles(store, change, saying_short), opened)
             now = {s: f for s, f in old.items() if s not in shorts} | {s: f for s, f in now.items() if s in shorts}
         moved = {s for s in old.keys() | now.keys() if old.get(s) != now.get(s)}
         self.joins = dict(sorted(now.items()))
@@ -470,6 +482,21 @@ class GraphState:
         rows = index_rows.sources(store, "entity_sources", "entity_id", {old.get(s, s) for s in moved})
         return {r["chunk_id"] for rs in rows.values() for r in rs
                 if ids.entity_id(r["name"]) in moved and r["chunk_id"] not in removed} - change.added_chunks
+
+    def _opening(self, store: Store, change: Change, shorts: list[Entity]) -> dict[str, set[str]]:
+        """The live chunks after ``change`` that open a sentence with one of the short names
+        ``shorts`` alone (``Extraction.openers``: "Ada was ..."), by the short name's entity id."""
+        by_key = {ids.normalize_name(e.name): e.id for e in shorts}
+        out: dict[str, set[str]] = defaultdict(set)
+        if not by_key:
+            return out
+        # (a chunk merged again is removed with its published openers and added with its own)
+        published = ((c, w) for c, w in index_rows.opened_with(store, [e.name for e in shorts])
+                     if c not in change.removed_chunks)
+        for chunk_id, word in itertools.chain(published, ((c, w) for c, ws in self.openers_added.items() for w in ws)):
+            if (eid := by_key.get(ids.normalize_name(word))) is not None and chunk_id in change.live:
+                out[eid].add(chunk_id)
+        return out
 
     def _own_names(self, store: Store, wanted: set[str], old: dict[str, str], removed: set[str],
                    added: list[merge.EntityMention], settings: Settings) -> tuple[list[Entity], dict[str, set[str]]]:

@@ -227,7 +227,8 @@ def load_extractions(store: Store, chunk_ids: set[str], key: str) -> dict[str, E
 def same_records(store: Store, published: dict[str, str], key: str) -> set[str]:
     """Those of the live chunks ``published`` (chunk id -> the extractor it is live with) whose
     extraction by ``key`` holds the records their published one holds (entities, relationships,
-    claims; not its counts of calls): merged again, they would make the rows they made."""
+    claims; not its counts of calls) and opens its sentences with the same lone words (``openers``,
+    which ``joins`` reads): merged again, they would make the rows and joins they made."""
     by_key: dict[str, set[str]] = defaultdict(set)
     for chunk_id, old in published.items():
         by_key[old].add(chunk_id)
@@ -236,7 +237,8 @@ def same_records(store: Store, published: dict[str, str], key: str) -> set[str]:
         for part in _batches(chunk_ids):   # (read 500 at a time, as ``StoredExtractions``)
             now, was = load_extractions(store, set(part), key), load_extractions(store, set(part), old)
             same.update(c for c, e in now.items() if (w := was.get(c)) is not None
-                        and (e.entities, e.relationships, e.claims) == (w.entities, w.relationships, w.claims))
+                        and (e.entities, e.relationships, e.claims, e.openers)
+                        == (w.entities, w.relationships, w.claims, w.openers))
     return same
 
 
@@ -301,6 +303,31 @@ def named_with(store: Store, names: Iterable[str]) -> set[str]:
         expression = "name : (" + " OR ".join('"' + p.replace('"', '""') + '"' for p in part) + ")"
         out.update(i for (i,) in store.conn.execute("SELECT id FROM entities_fts WHERE entities_fts MATCH ?",
                                                     (expression,)))
+    return out
+
+
+def opening_words(store: Store, chunk_ids: Iterable[str]) -> set[str]:
+    """The words the published extractions of the live ``chunk_ids`` open a sentence with alone
+    (``Extraction.openers``)."""
+    out: set[str] = set()
+    for part in _batches(chunk_ids):
+        out.update(w for (w,) in store.conn.execute(
+            "SELECT DISTINCT j.value FROM live_chunks l JOIN extractions e ON e.chunk_id = l.chunk_id "
+            f"AND e.extractor = l.extractor, json_each(e.result, '$.openers') j WHERE {_in('l.chunk_id', part)}",
+            part))
+    return out
+
+
+def opened_with(store: Store, names: Iterable[str]) -> list[tuple[str, str]]:
+    """(chunk id, word) of the live chunks whose published extraction opens a sentence with one
+    of ``names`` alone (``Extraction.openers``), looked up in the chunks' full-text table."""
+    out: list[tuple[str, str]] = []
+    for part in _batches({fts_text(n) for n in names} - {""}):
+        expression = "text : (" + " OR ".join('"' + p.replace('"', '""') + '"' for p in part) + ")"
+        out += store.conn.execute(
+            "SELECT f.id, j.value FROM chunks_fts f JOIN live_chunks l ON l.chunk_id = f.id JOIN extractions e "
+            "ON e.chunk_id = l.chunk_id AND e.extractor = l.extractor, json_each(e.result, '$.openers') j "
+            "WHERE chunks_fts MATCH ?", (expression,)).fetchall()
     return out
 
 

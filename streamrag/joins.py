@@ -48,7 +48,9 @@ PERSON = "person"
 # once (``GraphState.rejoin_all``), as a fresh index would join them.
 # 2: a short name joins only a full name a document says beside it (d43f1e3).
 # 3: a document's file name or first-line heading says the full name it is.
-RULE = "3"
+# 4: ... and a document so titled says the short name when it opens a sentence with it alone
+#    ("Ada Lovelace.md": "Ada was ...", which the extractor reads as no name).
+RULE = "4"
 # Words before a name that are no part of the person's own name (the extractor keeps them in it).
 _TITLES = nlp.KEEP_TITLES | nlp.ADJECTIVES
 # Words that are a role, not a name, alone.
@@ -159,11 +161,15 @@ def _table_forms(key: str) -> set[str]:
 
 
 def joins(names: Iterable[Entity], documents: Mapping[str, Collection[str]],
-          titles: Mapping[str, Collection[str]] | None = None) -> dict[str, str]:
+          titles: Mapping[str, Collection[str]] | None = None,
+          opened: Mapping[str, Collection[str]] | None = None) -> dict[str, str]:
     """Short name's entity id -> the full name's entity id it joins, for ``names``: one entity
     per name as written (its own mentions merged: its shown name and type); ``documents``: each
     name's entity id -> the documents saying it; ``titles``: a document -> the full names its
-    title says (``file_title``, ``heading_title``), of the documents saying a short name."""
+    title says (``file_title``, ``heading_title``), of the documents saying a short name or
+    opening a sentence with it; ``opened``: a short name's entity id -> the documents opening a
+    sentence with it alone ("Ada was ...", ``Extraction.openers``), which count against titles
+    only."""
     shorts: dict[str, str] = {}
     fulls: dict[str, set[str]] = {}
     keyed: dict[str, str] = {}
@@ -176,12 +182,13 @@ def joins(names: Iterable[Entity], documents: Mapping[str, Collection[str]],
             keyed[e.id] = ids.normalize_name(e.name)
             for word in set(ends):
                 fulls.setdefault(word, set()).add(e.id)
-    titles = titles or {}
+    titles, opened = titles or {}, opened or {}
     out: dict[str, str] = {}
     for key, eid in sorted(shorts.items()):
         if len(fit := fulls.get(key, ())) != 1:
             continue
         said, full = set(documents.get(eid, ())), next(iter(fit))
-        if not said.isdisjoint(documents.get(full, ())) or any(keyed[full] in titles.get(d, ()) for d in said):
+        if not said.isdisjoint(documents.get(full, ())) or \
+                any(keyed[full] in titles.get(d, ()) for d in said.union(opened.get(eid, ()))):
             out[eid] = full
     return out

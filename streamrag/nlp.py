@@ -171,7 +171,9 @@ from streamrag.sentences import table_row_text, table_rows
 #     verb ("The Holy Ghost blessed them"); a name a place's generic word ends that goes or speaks
 #     is a person ("Jon Park arrived"), the word alone its short form ("Hill staffers" ->
 #     "Capitol Hill"); a note's past tense opens no name ("Met Ada again."); a lone word only
-#     after "at" is an organization ("met at Google", "secretary at Port").
+#     after "at" is an organization ("met at Google", "secretary at Port").; a chunk keeps the lone
+#     words it reads as no name only for opening a sentence ("Ada was ...": ``Extraction.openers``),
+#     which ``joins`` reads against a document's title.
 VERSION = "25"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
@@ -759,19 +761,21 @@ def extract_offline(chunk_text: str, *, entity_types: list[str] | None = None) -
     de = _german_nouns(sentences, tokens, _german_hits(chunk_text, lows))
 
     mentions: list[_Mention] = []
+    skipped: list[str] = []     # (``Extraction.openers``)
     for i, toks in enumerate(tokens):
         if i not in headlines:
             mentions.extend(_sentence_mentions(i, sentences[i], toks, initial[i], lower_words, mid_caps, de,
-                                               item=i in items))
+                                               item=i in items, skipped=skipped))
+    openers = sorted(set(skipped))
     if headlines:
         mentions.extend(_headline_mentions(sentences, headlines, {m.name for m in mentions}))
     if not mentions:
-        return Extraction()
+        return Extraction(openers=openers)
 
     targets, types = _resolve(mentions, lower_words, german=de is not None)
     resolved = [(m, target) for m, target in zip(mentions, targets) if target in types]
     if not resolved:
-        return Extraction()
+        return Extraction(openers=openers)
     allowed = _allowed_types(entity_types)
     # Dicts keep insertion order: names in order of first mention, sentences in text order.
     per_sentence: dict[int, dict[str, None]] = defaultdict(dict)
@@ -795,7 +799,7 @@ def extract_offline(chunk_text: str, *, entity_types: list[str] | None = None) -
         entities.append(EntityRecord(name=name, type=_emit_type(types[name], allowed), description=desc))
     relationships = _relationships({s: list(names) for s, names in per_sentence.items()},
                                    shown, blocks, headlines, list(mentioned_in))
-    return Extraction(entities=entities, relationships=relationships)
+    return Extraction(entities=entities, relationships=relationships, openers=openers)
 
 
 # --- sentences ---
@@ -977,8 +981,10 @@ def _plain_gap(sentence: str, a: _Token, b: _Token) -> bool:
 
 def _sentence_mentions(i: int, sentence: str, toks: list[_Token], initial: set[int],
                        lower_words: set[str], mid_caps: set[str],
-                       de: frozenset[str] | None, *, item: bool = False) -> list[_Mention]:
-    """The names of one sentence; ``item``: it opens a list item (``_IMPERATIVES``)."""
+                       de: frozenset[str] | None, *, item: bool = False,
+                       skipped: list[str] | None = None) -> list[_Mention]:
+    """The names of one sentence; ``item``: it opens a list item (``_IMPERATIVES``); ``skipped``
+    gets its lone opening word read as no name only for opening it (``_mention_from_run``)."""
     out: list[_Mention] = []
     n = len(toks)
     j = 0       # the first token no name took yet
@@ -1004,7 +1010,7 @@ def _sentence_mentions(i: int, sentence: str, toks: list[_Token], initial: set[i
                 and _cue_type(" ".join(toks[p][_TEXT] for p in parts)) not in ("organization", "event"):
             parts = parts[1:]       # "Met Ada again.": a note's verb, its subject left out; not "Met Office"
         m = _mention_from_run(i, sentence, toks, parts, initial, lower_words, mid_caps, de,
-                              order=item and c == 0)
+                              order=item and c == 0, skipped=skipped)
         if m is not None:
             out.append(m)
     return out
@@ -1080,7 +1086,8 @@ def _de_particle(sentence: str, toks: list[_Token], parts: list[int], last: int)
 
 def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int],
                       initial: set[int], lower_words: set[str], mid_caps: set[str],
-                      de: frozenset[str] | None = None, *, order: bool = False) -> _Mention | None:
+                      de: frozenset[str] | None = None, *, order: bool = False,
+                      skipped: list[str] | None = None) -> _Mention | None:
     words = [toks[p][_TEXT] for p in parts]
     common = False
     if parts[0] in initial:
@@ -1094,6 +1101,8 @@ def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int
                                          or first in _DE_OPENERS)))
         if not common and len(words) == 1 and words[0] not in mid_caps \
                 and not (first in _GEO_KNOWN and _opens_cell(sentence, toks[parts[0]])):
+            if skipped is not None:     # ("Ada was ...": a person's note may say her so alone)
+                skipped.append(words[0])
             return None
     honorific = title = False
     lead = 0

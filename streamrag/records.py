@@ -70,6 +70,9 @@ class Extraction(msgspec.Struct):
     dropped: int = 0        # lines that could not be parsed
     rounds: int = 1         # model calls that produced records (1 + gleanings)
     checks: int = 0         # gleaning checks asked (one before each gleaning, when index.glean_check is on)
+    # Offline only: the lone capitalised words read as no name for opening a sentence alone
+    # ("Ada was ..."), as written, sorted; ``joins`` reads them against a document's title
+    openers: list[str] = msgspec.field(default_factory=list)
 
 
 class Entity(msgspec.Struct):

@@ -7,6 +7,7 @@ import ast
 import shutil
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from conftest import index_snapshot, make_settings
@@ -249,7 +250,7 @@ async def test_joins_made_by_an_earlier_rule_are_made_again_as_a_fresh_index_mak
     with monkeypatch.context() as earlier:
         earlier.setattr(joins_module, "RULE", "1", raising=False)
         earlier.setattr(joins_module, "joins",
-                        lambda names, documents, titles=None: joins(names, {e.id: {"d"} for e in names}))
+                        lambda names, documents, titles=None, opened=None: joins(names, {e.id: {"d"} for e in names}))
         await sync([corpus], settings, db, root=corpus)
     assert "Joe" not in {v[0] for v in _graph(db)["entities"].values()}   # (joined, as that rule joined it)
     if change == "other file":
@@ -369,8 +370,6 @@ async def test_a_note_named_for_a_person_joins_her_short_name_as_its_name_comes_
 
 
 @pytest.mark.anyio
-@pytest.mark.xfail(strict=True, reason="not fixed: her note's 'Ada was ...' opens sentences only, and the offline "
-                   "extractor, keyed by chunk text alone, cannot see the note's file name (README, 'Offline and model indexes')")
 async def test_a_realistic_person_note_joins_her_short_name(tmp_path):
     # 8428cf4's vault passes only because its note says "worked with Ada"; a person's note
     # names her at its sentences' starts, where a lone capitalised word names no one.
@@ -382,6 +381,74 @@ async def test_a_realistic_person_note_joins_her_short_name(tmp_path):
         (corpus / path).write_text(text)
     await sync([corpus], make_settings(), tmp_path / "i.db", root=corpus)
     assert "Ada" not in {v[0] for v in _graph(tmp_path / "i.db")["entities"].values()}
+
+
+_NOTE = "Ada was a mathematician. Ada wrote the first program.\n"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kept", [False, True])
+async def test_a_note_opening_with_her_short_name_joins_it_as_the_index_changes_as_a_fresh_index_does(tmp_path,
+                                                                                                        kept):
+    # Her note says "Ada" only where it opens a sentence: as the full name comes, the note is
+    # renamed, titled by a heading, renamed back and given text that no longer says "Ada", each
+    # run's joins are a fresh index's of the folder.
+    settings = make_settings()
+    corpus = tmp_path / "c"
+    for path, text in {"People/Ada Lovelace.md": _NOTE, "Daily/2024-05-01.md": "Met with Ada about the engine.\n"}.items():
+        (corpus / path).parent.mkdir(parents=True, exist_ok=True)
+        (corpus / path).write_text(text)
+    db = tmp_path / "i.db"
+    cache = GraphCache() if kept else None
+    people = corpus / "People"
+    steps = [
+        lambda: None,
+        lambda: (corpus / "Daily" / "engine.md").write_text("Ada Lovelace published her notes in 1843.\n"),
+        lambda: (people / "Ada Lovelace.md").rename(people / "ada.md"),
+        lambda: (people / "ada.md").write_text("# Ada Lovelace\n\n" + _NOTE),
+        lambda: (people / "ada.md").write_text(_NOTE),
+        lambda: (people / "ada.md").rename(people / "Ada Lovelace.md"),
+        lambda: (people / "Ada Lovelace.md").write_text("She was a mathematician. She wrote the first program.\n"),
+    ]
+    joined = []
+    for i, step in enumerate(steps):
+        step()
+        await sync([corpus], settings, db, root=corpus, graph_cache=cache)
+        copy = tmp_path / f"fresh{i}"
+        shutil.copytree(corpus, copy, ignore=shutil.ignore_patterns(".streamrag"))
+        await sync([copy], settings, tmp_path / f"fresh{i}.db", root=copy)
+        assert _graph(db) == _graph(tmp_path / f"fresh{i}.db"), i
+        assert _joins_meta(db) == _joins_meta(tmp_path / f"fresh{i}.db"), i
+        joined.append("Ada" not in {v[0] for v in _graph(db)["entities"].values()})
+    assert joined == [False, True, False, True, False, True, False]
+
+
+@pytest.mark.anyio
+async def test_an_index_extracted_before_openers_were_kept_joins_her_short_name_once_upgraded(tmp_path, monkeypatch):
+    # Chunks extracted by an earlier extractor keep no openers: the upgrade extracts them again
+    # and merges again those whose openers differ, and joins as a fresh index of the folder.
+    from streamrag import nlp
+
+    corpus = tmp_path / "c"
+    for path, text in {"People/Ada Lovelace.md": _NOTE, "Daily/2024-05-01.md": "Met with Ada about the engine.\n",
+                       "Projects/Engine.md": "Ada Lovelace published her notes in 1843.\n"}.items():
+        (corpus / path).parent.mkdir(parents=True, exist_ok=True)
+        (corpus / path).write_text(text)
+    db = tmp_path / "i.db"
+    extract = nlp.extract_offline
+    with monkeypatch.context() as earlier:
+        earlier.setattr(nlp, "VERSION", "24")
+        earlier.setattr(joins_module, "RULE", "3")
+        earlier.setattr(nlp, "extract_offline", lambda text, **kw: msgspec.structs.replace(extract(text, **kw),
+                                                                                               openers=[]))
+        await sync([corpus], make_settings(), db, root=corpus)
+    assert "Ada" in {v[0] for v in _graph(db)["entities"].values()}
+    await sync([corpus], make_settings(), db, root=corpus)
+    copy = tmp_path / "fresh"
+    shutil.copytree(corpus, copy, ignore=shutil.ignore_patterns(".streamrag"))
+    await sync([copy], make_settings(), tmp_path / "fresh.db", root=copy)
+    assert _graph(db) == _graph(tmp_path / "fresh.db")
+    assert "Ada" not in {v[0] for v in _graph(db)["entities"].values()}
 
 
 def _joins_meta(db: Path) -> str | None:
