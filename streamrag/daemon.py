@@ -126,6 +126,11 @@ def _failures_after(failures: int, *, ok: bool, only_retry: bool) -> int:
     return failures + 1 if only_retry or not failures else failures
 
 
+def _joins_moved_said(moved: int) -> str:
+    """The idle line's clause of the short names a sync joined to a full name or parted (none: "")."""
+    return f"; {_n(moved, 'short name')} joined to a full name anew, or parted" if moved else ""
+
+
 def _news(health: dict[str, Any], last: dict[str, Any] | None) -> bool:
     """Whether the health line ``health`` says more than ``last``, the one said before, than the
     time the last sync took: that time alone is nothing a user acts on, and a line for it each
@@ -1711,7 +1716,8 @@ class Daemon:
             self.emit("idle", f"version {result.version}: {_n(result.documents, 'document')}, "
                               f"{_n(result.entities, 'entity')}, {_n(result.communities, 'community')}; "
                               f"{_n(result.reports_generated, 'report')} written, {number(result.reports_kept)} "
-                              f"kept; {calls_said(calls, cached, spent)}; sync {seconds_said(took)}",
+                              f"kept; {calls_said(calls, cached, spent)}; sync {seconds_said(took)}"
+                              f"{_joins_moved_said(result.joins_moved)}",
                       version=result.version, documents=result.documents,
                       documents_added=result.documents_added, documents_removed=result.documents_removed,
                       documents_edited=result.documents_edited,
@@ -1722,7 +1728,7 @@ class Daemon:
                       reports_generated=result.reports_generated, reports_kept=result.reports_kept,
                       chunks_extracted=extracted, chunks_reused=reused,
                       llm=llm_summary(spent), failures=result.failures, took_s=self.last_sync_s,
-                      asked_again=asked_again(spent))
+                      asked_again=asked_again(spent), joins_moved=result.joins_moved)
         return spent
 
     def _say_settled(self, result: SyncResult) -> None:

@@ -282,6 +282,7 @@ class GraphState:
         self.rejoin_all = False
         self.rejoined: set[str] = set()          # live chunks merged again for a join that moved
         self.openers_added: dict[str, list[str]] = {}   # added chunk -> its ``Extraction.openers``
+        self.joins_moved = 0                     # short names joined anew, parted or joined to another
         # live chunks with a claim whose subject or object is no entity, in an index merged
         # before a claim's ends were made entities (``merge.mentions_of``): merged again once
         self.stranded: set[str] = set()
@@ -477,6 +478,7 @@ class GraphState:
             now = {s: f for s, f in old.items() if s not in shorts} | {s: f for s, f in now.items() if s in shorts}
         moved = {s for s in old.keys() | now.keys() if old.get(s) != now.get(s)}
         self.joins = dict(sorted(now.items()))
+        self.joins_moved = len(moved)
         if not moved:
             return set()
         rows = index_rows.sources(store, "entity_sources", "entity_id", {old.get(s, s) for s in moved})

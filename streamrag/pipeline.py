@@ -270,6 +270,9 @@ class SyncResult(msgspec.Struct):
     # Of ``documents_unchanged``, those whose files were read again for their new change times
     # alone (a touch, `cp -a`, a vault restored from a backup) and hold the text indexed
     documents_new_times: int = 0
+    # Short names joined to a full name, parted from one or joined to another by this run (offline:
+    # ``joins``): a new rule or a file renamed moves joins, and the version said nothing of them
+    joins_moved: int = 0
 
 
 # --------------------------------------------------------------------------------------------
@@ -822,7 +825,8 @@ class Indexer:
         return await self._ended(store, writer, scan, change, version, state.version, started,
                                  entities=len(state.entities), relationships=len(state.relationships),
                                  claims=len(state.claims), communities=len(communities), reports=len(assignments),
-                                 reports_generated=generated, reports_kept=kept, reclustered=reclustered)
+                                 reports_generated=generated, reports_kept=kept, reclustered=reclustered,
+                                 joins_moved=state.joins_moved)
 
     async def _ended(self, store: Store, writer: Writer, scan: Scan, change: Change, version: int,
                      worked_from: int, started: float, **graph) -> SyncResult:

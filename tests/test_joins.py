@@ -4,9 +4,11 @@ pure, on names as the offline extractor writes them, and the mentions merged und
 from __future__ import annotations
 
 import ast
+import json
 import shutil
 from pathlib import Path
 
+import anyio
 import msgspec
 import pytest
 
@@ -521,3 +523,54 @@ async def test_a_note_named_for_her_edited_away_from_the_text_its_copy_keeps_unt
     assert "Ada" in {v[0] for v in _graph(tmp_path / "fresh.db")["entities"].values()}
     assert _graph(db) == _graph(tmp_path / "fresh.db")
     assert _joins_meta(db) == _joins_meta(tmp_path / "fresh.db")
+
+
+def _vault(corpus: Path) -> None:
+    for path, text in {"People/Ada Lovelace.md": _NOTE, "Daily/2024-05-01.md": "Met with Ada about the engine.\n",
+                       "Projects/Engine.md": "Ada Lovelace published her notes in 1843.\n"}.items():
+        (corpus / path).parent.mkdir(parents=True, exist_ok=True)
+        (corpus / path).write_text(text)
+
+
+def test_index_says_how_many_joins_a_run_moved(cli_run, tmp_path):
+    # A rename that parts "Ada" from "Ada Lovelace" published a version with no word of it.
+    corpus, db = tmp_path / "c", tmp_path / "i.db"
+    _vault(corpus)
+    first = cli_run("index", "--offline", "-q", "--db", str(db), str(corpus))
+    assert "name joins     1 short name joined to a full name anew, or parted" in first.stdout
+    (corpus / "People" / "Ada Lovelace.md").rename(corpus / "People" / "ada.md")
+    renamed = cli_run("index", "--offline", "-q", "--json", "--db", str(db), str(corpus))
+    assert json.loads(renamed.stdout)["joins_moved"] == 1
+    (corpus / "Daily" / "more.md").write_text("Charles Babbage built the engine in London.\n")
+    again = cli_run("index", "--offline", "-q", "--db", str(db), str(corpus))
+    assert again.returncode == 0 and "version 3" in again.stdout and "name joins" not in again.stdout
+
+
+@pytest.mark.anyio
+async def test_watch_says_how_many_joins_a_sync_moved(tmp_path):
+    from watchfiles import Change as FileChange
+
+    from streamrag.daemon import Daemon
+
+    corpus, db = tmp_path / "c", tmp_path / "i.db"
+    _vault(corpus)
+    events: list[dict] = []
+    daemon = Daemon(make_settings(watch={"quiet_s": 0.05}), db, corpus, report=events.append)
+    send, recv = anyio.create_memory_object_stream[set](16)
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(daemon.run, recv)
+            while daemon.syncs < 1:
+                await anyio.sleep(0.01)
+            mark = len(events)
+            note = corpus / "People" / "Ada Lovelace.md"
+            note.rename(corpus / "People" / "ada.md")
+            async with send:
+                await send.send({(FileChange.deleted, str(note)), (FileChange.added, str(corpus / "People" / "ada.md"))})
+                while daemon.syncs < 2:
+                    await anyio.sleep(0.01)
+    idle = [e for e in events[mark:] if e["state"] == "idle"]
+    assert [e["joins_moved"] for e in idle] == [1]
+    assert "; 1 short name joined to a full name anew, or parted" in idle[0]["message"]
+    first = [e for e in events[:mark] if e["state"] == "idle"]
+    assert first[-1]["joins_moved"] == 1
