@@ -61,6 +61,9 @@ class Change:
     # say other full names (``retitled``): what a document's title says may move a join
     files: Mapping[str, tuple[str, int, float]] | None = None
     retitled: set[str] = field(default_factory=set)
+    # The titles of the documents this run read (doc id -> the title of the file it is shown
+    # with: its front matter's, else its first line; ``Document.title``): the others' are published
+    titles: dict[str, str] = field(default_factory=dict)
 
 
 def read_again(added: Collection[str], removed: Collection[str], before: dict[str, tuple[str, int, float]],
@@ -173,10 +176,20 @@ def retitled(before: Mapping[str, tuple[str, int, float]], now: Mapping[str, tup
     return {d for d in held_before & held_now if was.get(d, set()) != held.get(d, set())}
 
 
+def titled_anew(store: Store, change: Change) -> set[str]:
+    """The kept documents this run read whose own titles (``Change.titles``: a front matter's
+    "title: Ada Lovelace") say another full name than they were published with, read as names
+    (``joins.name_title``): what a document's title says may move a join, and its text, its id,
+    stays."""
+    read = {d: t for d, t in change.titles.items() if d in change.kept_docs}
+    published = index_rows.document_titles(store, read) if read else {}
+    return {d for d, t in read.items() if joins.name_title(t) != joins.name_title(published.get(d, t))}
+
+
 def _titles(store: Store, change: Change, docs: set[str]) -> dict[str, set[str]]:
     """The full names the titles of ``docs`` say after ``change``: their files' names
-    (``joins.file_title``) and their first lines' headings (``joins.heading_title``, read from
-    each one's first chunk)."""
+    (``joins.file_title``), their first lines' headings (``joins.heading_title``, read from
+    each one's first chunk) and their own titles (``joins.own_title``: a front matter's)."""
     out: dict[str, set[str]] = defaultdict(set)
     if not docs:
         return out
@@ -192,6 +205,14 @@ def _titles(store: Store, change: Change, docs: set[str]) -> dict[str, set[str]]
         if (title := joins.heading_title(text)) is not None:
             for d in first[chunk_id]:
                 out[d].add(title)
+    own = index_rows.document_titles(store, docs - change.titles.keys()) | \
+        {d: t for d, t in change.titles.items() if d in docs}
+    # (only a title that names someone has its document's opening read)
+    named = {d: t for d, t in own.items() if joins.name_title(t) is not None and d in change.doc_chunks}
+    opening = dict(index_rows.chunk_texts(store, sorted({change.doc_chunks[d][0] for d in named})))
+    for d, t in named.items():
+        if (title := joins.own_title(t, opening.get(change.doc_chunks[d][0], ""))) is not None:
+            out[d].add(title)
     return out
 
 

@@ -137,6 +137,14 @@ def document_title(store: Store, doc_id: str) -> str | None:
     return store.scalar("SELECT title FROM documents WHERE id = ?", (doc_id,))
 
 
+def document_titles(store: Store, doc_ids: Iterable[str]) -> dict[str, str]:
+    """Document id -> the title it is shown with, of the published ``doc_ids``."""
+    out: dict[str, str] = {}
+    for part in _batches(doc_ids):
+        out.update(store.conn.execute(f"SELECT id, title FROM documents WHERE {_in('id', part)}", part))
+    return out
+
+
 def shown_paths(files: dict[str, tuple[str, int, float]]) -> dict[str, str]:
     """Document id -> the path it is shown with: the first, in order, of the files holding it."""
     shown: dict[str, str] = {}

@@ -20,8 +20,11 @@ word the extractor reads as a title or an institution's head ("Spirit", "King"),
 character by its role, not a person by name.
 
 A document's title says the full name it is as its text would: its file's name ("People/Ada
-Lovelace.md", ``file_title``) or its first line's Markdown heading ("# Ada Lovelace",
-``heading_title``). A vault of one note per person names her so and calls her "Ada" in the
+Lovelace.md", "Lovelace, Ada.md", "Dr. Ada Lovelace.md": ``file_title``), its first line's
+Markdown heading ("# Ada Lovelace", ``heading_title``) or its front matter's title ("title: Ada
+Lovelace", ``own_title``). A person's note that says her short name only where it opens a
+sentence ("Ada was ...", which the extractor reads as no name and keeps with the chunk's
+extraction: ``Extraction.openers``) says it against its title, never as a mention. A vault of one note per person names her so and calls her "Ada" in the
 note's text; "Ada" then joins "Ada Lovelace" wherever another note names her in full. A title
 names no entity of its own (a full name only titles say joins nothing: "Meeting Notes.md" makes
 no person), and A Christmas Carol's staves ("stave4_last_spirit.txt", "STAVE FOUR") name no one,
@@ -34,9 +37,9 @@ and may well give "Scrooge" where the text means another Scrooge; no measure say
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Collection, Iterable, Mapping
-from pathlib import PurePosixPath
 
 from streamrag import ids, nlp
 from streamrag.records import Entity
@@ -50,7 +53,9 @@ PERSON = "person"
 # 3: a document's file name or first-line heading says the full name it is.
 # 4: ... and a document so titled says the short name when it opens a sentence with it alone
 #    ("Ada Lovelace.md": "Ada was ...", which the extractor reads as no name).
-RULE = "4"
+# 5: a title reads "Lovelace, Ada" and "Dr. Ada Lovelace" as "Ada Lovelace"; a front matter's
+#    title is a document's title too.
+RULE = "5"
 # Words before a name that are no part of the person's own name (the extractor keeps them in it).
 _TITLES = nlp.KEEP_TITLES | nlp.ADJECTIVES
 # Words that are a role, not a name, alone.
@@ -81,22 +86,53 @@ def _written_ends(name: str) -> tuple[str, str] | None:
 
 
 def file_title(path: str) -> str | None:
-    """The full name a file's name gives the document it holds, keyed as ``ids.normalize_name``
-    keys names ("People/Ada Lovelace.md": "ada lovelace"); None for a name that is no full name
-    ("notes.md", "doc_00001.txt", "ada lovelace.md") and for a row of a .jsonl or .csv file."""
+    """The full name a file's name gives the document it holds (``name_title`` of its stem:
+    "People/Ada Lovelace.md", "Lovelace, Ada.md": "ada lovelace"); None for a name that is no
+    full name ("notes.md", "doc_00001.txt", "ada lovelace.md") and for a row of a .jsonl or .csv
+    file."""
     if _ROW.search(path):
         return None
-    stem = PurePosixPath(path).stem
-    return ids.normalize_name(stem) if full_name_ends(stem) is not None else None
+    # (the stem as ``PurePosixPath.stem`` has it, without parsing the path: a folder of 10,000
+    # notes renamed has each note's title read before and after, ``graph_state.retitled``)
+    name = path.rpartition("/")[2]
+    dot = name.rfind(".")
+    return name_title(name[:dot] if 0 < dot < len(name) - 1 else name)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def name_title(name: str) -> str | None:
+    """The full name a title written ``name`` says, keyed as ``ids.normalize_name`` keys names:
+    "Ada Lovelace"; a catalogue's surname first, "Lovelace, Ada"; after an honorific the
+    extractor drops from names too, "Dr. Ada Lovelace" (a title it keeps stays: "Mrs. Ada
+    Lovelace" is that name); None for a name that is no full name. Remembered: the same stems
+    are read again as their folders move."""
+    surname, comma, given = name.partition(",")
+    if comma and given.strip() and "," not in given:
+        name = f"{given} {surname}"
+    words = name.split()
+    while len(words) > 1 and words[0].rstrip(".").casefold() in nlp.HONORIFICS:
+        words = words[1:]
+    name = " ".join(words)
+    return ids.normalize_name(name) if _written_ends(name) is not None else None
+
+
+def own_title(title: str, text: str) -> str | None:
+    """The full name a document's own title says ("title: Ada Lovelace" in its front matter;
+    the title it is shown with, ``Document.title``), keyed as ``file_title`` keys it
+    (``name_title``); None when that title is only its first line (``text``: its opening), which
+    the extractor reads as text, or ``heading_title`` reads as a heading."""
+    lines = (line.strip().lstrip("#").strip() for line in text.split("\n"))
+    first = next((line for line in lines if any(ch.isalnum() for ch in line)), "")
+    return None if title.strip() == first else name_title(title)
 
 
 def heading_title(text: str) -> str | None:
     """The full name a document's first line gives it as a Markdown heading ("# Ada Lovelace"),
-    keyed as ``file_title`` keys it; None for any other first line. (A first line without "#" is
-    text, whose names the extractor reads; a heading's names it reads only where the text under
-    it says them too.)"""
+    keyed as ``file_title`` keys it (``name_title``); None for any other first line. (A first
+    line without "#" is text, whose names the extractor reads; a heading's names it reads only
+    where the text under it says them too.)"""
     m = _HEADING.fullmatch(text.lstrip().split("\n", 1)[0].strip())
-    return ids.normalize_name(m.group(1)) if m is not None and full_name_ends(m.group(1)) is not None else None
+    return name_title(m.group(1)) if m is not None else None
 
 
 def short_key(name: str) -> str | None:

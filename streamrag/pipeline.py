@@ -76,6 +76,7 @@ from streamrag.graph_state import (
     document_changes,
     rechunked,
     retitled,
+    titled_anew,
 )
 from streamrag.records import Chunk, Community, Document, Extraction
 from streamrag.replies import CUT_OFFS
@@ -792,6 +793,10 @@ class Indexer:
         await self._fail_unaccounted(writer, scan, change)
         self.cut_anew = not self.rechunked_all and cut_anew(store, scan, change)
         self._read_shown_titles(store, scan, change)
+        if self.settings.offline:   # (a front matter's title says a full name: ``joins``)
+            change.titles = {d: t for d, path in index_rows.shown_paths(scan.files).items()
+                             if (t := scan.titles.get(path, doc.title if (doc := scan.documents.get(d)) else None))}
+            change.retitled |= titled_anew(store, change)
         if self.graph_cache is None:   # (a daemon keeps its graph: reading it costs nothing)
             unread = GraphState.unread(store)
             counts = index_rows.graph_counts(store)

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import index_snapshot, make_settings
 from streamrag import ids, index_rows, joins as joins_module
-from streamrag.joins import file_title, full_name_ends, heading_title, joins, touched
+from streamrag.joins import file_title, full_name_ends, heading_title, joins, own_title, touched
 from streamrag.merge import group, joined, mentions_of, merge_entity, merge_relationship
 from streamrag.graph_state import GraphCache, GraphState
 from streamrag.pipeline import sync
@@ -523,6 +523,54 @@ async def test_a_note_named_for_her_edited_away_from_the_text_its_copy_keeps_unt
     assert "Ada" in {v[0] for v in _graph(tmp_path / "fresh.db")["entities"].values()}
     assert _graph(db) == _graph(tmp_path / "fresh.db")
     assert _joins_meta(db) == _joins_meta(tmp_path / "fresh.db")
+
+
+def test_a_title_reads_a_surname_first_an_honorific_and_a_front_matters_title():
+    assert [file_title(p) for p in ("People/Lovelace, Ada.md", "Dr. Ada Lovelace.md", "Lovelace, Dr. Ada.txt",
+                                    "van Gogh, Vincent.md", "Sir Walter Scott.md")] == \
+        ["ada lovelace", "ada lovelace", "ada lovelace", "vincent van gogh", "walter scott"]
+    # a title the extractor keeps is part of the name ("Mrs. Cratchit"); a title alone is none
+    assert [file_title(p) for p in ("Mrs. Ada Lovelace.md", "Dr. Who.md", "Lovelace,.md", "a.b/notes")] == \
+        ["mrs. ada lovelace", None, None, None]
+    assert heading_title("# Lovelace, Ada\n\nAda wrote.") == "ada lovelace"
+    assert own_title("Ada Lovelace", "Ada was a mathematician.") == "ada lovelace"
+    # a title that is only the first line is text (or a heading: ``heading_title``)
+    assert [own_title("Ada Lovelace", t) for t in ("Ada Lovelace\nwas here.", "\n# Ada Lovelace\n")] == [None, None]
+
+
+_FRONT = "---\ntitle: {}\ntags: [people]\n---\n" + _NOTE
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kept", [False, True])
+async def test_a_note_titled_her_name_in_other_ways_joins_her_short_name_as_a_fresh_index_does(tmp_path, kept):
+    # "Lovelace, Ada.md", "Dr. Ada Lovelace.md" and a front matter's "title: Ada Lovelace" named no
+    # one: "Ada" stayed apart from "Ada Lovelace".
+    settings = make_settings()
+    corpus = tmp_path / "c"
+    _vault(corpus)
+    db = tmp_path / "i.db"
+    cache = GraphCache() if kept else None
+    people = corpus / "People"
+    steps = [
+        lambda: (people / "Ada Lovelace.md").rename(people / "Lovelace, Ada.md"),
+        lambda: (people / "Lovelace, Ada.md").rename(people / "Dr. Ada Lovelace.md"),
+        lambda: (people / "Dr. Ada Lovelace.md").rename(people / "ada.md"),
+        lambda: (people / "ada.md").write_text(_FRONT.format("Ada Lovelace")),
+        lambda: (people / "ada.md").write_text(_FRONT.format("Ada Byron")),      # (its text, its id, kept)
+        lambda: (people / "ada.md").write_text(_FRONT.format('"Lovelace, Ada"')),
+    ]
+    joined = []
+    for i, step in enumerate(steps):
+        step()
+        await sync([corpus], settings, db, root=corpus, graph_cache=cache)
+        copy = tmp_path / f"fresh{i}"
+        shutil.copytree(corpus, copy, ignore=shutil.ignore_patterns(".streamrag"))
+        await sync([copy], settings, tmp_path / f"fresh{i}.db", root=copy)
+        assert _graph(db) == _graph(tmp_path / f"fresh{i}.db"), i
+        assert _joins_meta(db) == _joins_meta(tmp_path / f"fresh{i}.db"), i
+        joined.append("Ada" not in {v[0] for v in _graph(db)["entities"].values()})
+    assert joined == [True, True, False, True, False, True]
 
 
 def _vault(corpus: Path) -> None:
