@@ -794,8 +794,7 @@ class Indexer:
         self.cut_anew = not self.rechunked_all and cut_anew(store, scan, change)
         self._read_shown_titles(store, scan, change)
         if self.settings.offline:   # (a front matter's title says a full name: ``joins``)
-            change.titles = {d: t for d, path in index_rows.shown_paths(scan.files).items()
-                             if (t := scan.titles.get(path, doc.title if (doc := scan.documents.get(d)) else None))}
+            change.titles = self._titles_read(scan)
             change.retitled |= titled_anew(store, change)
         if self.graph_cache is None:   # (a daemon keeps its graph: reading it costs nothing)
             unread = GraphState.unread(store)
@@ -1159,6 +1158,18 @@ class Indexer:
                             f"{chunk_shown(path, idx, chunk_id)}: no extraction of it was "
                             "stored, and nothing said why; it is left out of this version, and the next "
                             "run extracts it again")
+
+    def _titles_read(self, scan: Scan) -> dict[str, str]:
+        """The titles of the documents this run read, as published (``index_rows._write_documents``:
+        the title of the file each is shown with, ``index_rows.shown_paths``): ``Change.titles``.
+        (Their files alone are looked at, in one pass, not sorted: most runs read a few.)"""
+        read = {v[0] for p in scan.titles if (v := scan.files.get(p)) is not None} | scan.documents.keys()
+        shown: dict[str, str] = {}
+        for path, (doc_id, _size, _stamp) in scan.files.items():
+            if doc_id in read and (doc_id not in shown or path < shown[doc_id]):
+                shown[doc_id] = path
+        return {d: t for d, path in shown.items()
+                if (t := scan.titles.get(path, doc.title if (doc := scan.documents.get(d)) else None))}
 
     def _read_shown_titles(self, store: Store, scan: Scan, change: Change) -> None:
         """Reads the title of a kept document now shown by a file this run did not read (the copy
