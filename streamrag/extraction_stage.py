@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import anyio
 import msgspec
 
-from streamrag import chunker, chunking_marks, index_rows, loader, on_disk
+from streamrag import chunker, chunking_marks, index_rows, joins, loader, on_disk
 from streamrag.config import Settings
 from streamrag.errors import EmptyInput, InputError, LLMError, NoTextField, UnreadableFile
 from streamrag.extractor import ExtractionPrompts, claim_faults_warning, claimless_key, extract_chunk, extract_claims
@@ -78,6 +78,9 @@ class Scan:
     # Files read again only for their new change times (a touch, `cp -a`, a vault restored from a
     # backup) that hold the documents indexed: those documents' ids
     new_times: set[str] = field(default_factory=set)
+    # Of ``documents``, those whose text opens with a line of code that reads as a heading in their
+    # first chunk, which lost its indent ("    # Ada Lovelace": ``joins.code_heading``)
+    code_headings: set[str] = field(default_factory=set)
     # Indexed paths (a file's, or its rows': ``file#n``) of files as indexed but for a new
     # status-change time (``on_disk.retimed``): unchanged files, as ``graph_state.read_again`` counts them
     retimed: set[str] = field(default_factory=set)
@@ -200,6 +203,8 @@ class ExtractionStage:
                     scan.files[doc.path] = (doc.id, st.st_size, stamp)
                     scan.titles[doc.path] = doc.title
                     if doc.id not in scan.documents:
+                        if joins.code_heading(doc.text):
+                            scan.code_headings.add(doc.id)
                         scan.documents[doc.id] = msgspec.structs.replace(doc, text="")
                         scan.chars[doc.id] = len(doc.text)
                         await send.send(doc)

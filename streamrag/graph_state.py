@@ -64,6 +64,9 @@ class Change:
     # The titles of the documents this run read (doc id -> the title of the file it is shown
     # with: its front matter's, else its first line; ``Document.title``): the others' are published
     titles: dict[str, str] = field(default_factory=dict)
+    # The documents this run read, and whether each opens with a line of code that reads as a
+    # heading in its first chunk (``joins.code_heading``): no heading to title it
+    code_headings: dict[str, bool] = field(default_factory=dict)
 
 
 def read_again(added: Collection[str], removed: Collection[str], before: dict[str, tuple[str, int, float]],
@@ -186,10 +189,11 @@ def titled_anew(store: Store, change: Change) -> set[str]:
     return {d for d, t in read.items() if joins.name_title(t) != joins.name_title(published.get(d, t))}
 
 
-def _titles(store: Store, change: Change, docs: set[str]) -> dict[str, set[str]]:
+def _titles(store: Store, change: Change, docs: set[str], code: Collection[str] = ()) -> dict[str, set[str]]:
     """The full names the titles of ``docs`` say after ``change``: their files' names
     (``joins.file_title``), their first lines' headings (``joins.heading_title``, read from
-    each one's first chunk) and their own titles (``joins.own_title``: a front matter's)."""
+    each one's first chunk, but of those opening with code: ``code``, ``GraphState.code_headings``)
+    and their own titles (``joins.own_title``: a front matter's)."""
     out: dict[str, set[str]] = defaultdict(set)
     if not docs:
         return out
@@ -199,7 +203,7 @@ def _titles(store: Store, change: Change, docs: set[str]) -> dict[str, set[str]]
     # (documents may open with the same chunk: a note and its copy with a line added)
     first: dict[str, set[str]] = defaultdict(set)
     for d in docs:
-        if cs := change.doc_chunks.get(d):
+        if (cs := change.doc_chunks.get(d)) and d not in code:
             first[cs[0]].add(d)
     for chunk_id, text in index_rows.opening_headings(store, sorted(first)):
         if (title := joins.heading_title(text)) is not None:
@@ -304,6 +308,9 @@ class GraphState:
         self.rejoined: set[str] = set()          # live chunks merged again for a join that moved
         self.openers_added: dict[str, list[str]] = {}   # added chunk -> its ``Extraction.openers``
         self.joins_moved = 0                     # short names joined anew, parted or joined to another
+        # the documents whose first chunk opens with a heading their text indents as code
+        # ("    # Ada Lovelace", ``joins.code_heading``: the chunk lost the indent), no title
+        self.code_headings: set[str] = set()
         # live chunks with a claim whose subject or object is no entity, in an index merged
         # before a claim's ends were made entities (``merge.mentions_of``): merged again once
         self.stranded: set[str] = set()
@@ -352,6 +359,7 @@ class GraphState:
             ({} if not st.version else None)
         st.rejoin_all = st.joins is not None and bool(st.version) and \
             store.get_meta("name_joins_rule") != joins.RULE
+        st.code_headings = set(msgspec.json.decode(store.get_meta("name_code_headings") or "[]", type=list[str]))
         st.stranded = stranded_chunks(store)
         return st
 
@@ -464,6 +472,9 @@ class GraphState:
         every = self.joins is None or self.rejoin_all   # (every name looked at: ``unread``)
         self.rejoin_all = False
         if settings.offline:
+            read = change.code_headings
+            self.code_headings = {d for d in self.code_headings - change.removed_docs if read.get(d, True)} | \
+                {d for d, code in read.items() if code}
             before, after = _documents_moved(store, change)
             regrouped = _regrouped(before, after, change.live - change.added_chunks)
             # (a document's title says a full name: one renamed has its names looked at again)
@@ -495,7 +506,7 @@ class GraphState:
             # (the titles of the documents saying a short name alone: of a note, its file's name)
             saying_short = {d for e in own if joins.short_key(e.name) is not None
                             for d in documents.get(e.id, set()) | opened.get(e.id, set())}
-            now = joins.joins(own, documents, _titles(store, change, saying_short), opened)
+            now = joins.joins(own, documents, _titles(store, change, saying_short, self.code_headings), opened)
             now = {s: f for s, f in old.items() if s not in shorts} | {s: f for s, f in now.items() if s in shorts}
         moved = {s for s in old.keys() | now.keys() if old.get(s) != now.get(s)}
         self.joins = dict(sorted(now.items()))
@@ -662,6 +673,7 @@ class GraphState:
         st.entities, st.relationships = self.entities, self.relationships
         st.claims = self.claims  # in any order: a report context sorts them
         st.joins = self.joins
+        st.code_headings = self.code_headings
         st.in_id_order = self.in_id_order
         st.by_source = self.relationships_by_source()
         # The published degrees and weights, brought up to date from what changed (every

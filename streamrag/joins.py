@@ -130,9 +130,38 @@ def heading_title(text: str) -> str | None:
     """The full name a document's first line gives it as a Markdown heading ("# Ada Lovelace"),
     keyed as ``file_title`` keys it (``name_title``); None for any other first line. (A first
     line without "#" is text, whose names the extractor reads; a heading's names it reads only
-    where the text under it says them too.)"""
-    m = _HEADING.fullmatch(text.lstrip().split("\n", 1)[0].strip())
+    where the text under it says them too.) A line indented four columns or more is code, no
+    heading ("    # Ada Lovelace", Markdown's indented code block): a chunk has lost its first
+    line's indent, so a document whose text opens so is known by ``code_heading``."""
+    line = _first_line(text)
+    if _indent(line) >= 4:
+        return None
+    m = _HEADING.fullmatch(line.strip())
     return name_title(m.group(1)) if m is not None else None
+
+
+def code_heading(text: str) -> bool:
+    """Whether a document's ``text`` opens with a line of code that reads as a heading once its
+    indent is gone, as its first chunk has it ("    # Ada Lovelace": ``heading_title``)."""
+    line = _first_line(text)
+    return _indent(line) >= 4 and heading_title(line.strip()) is not None
+
+
+def _first_line(text: str) -> str:
+    """The first line of ``text`` that is not blank, as written (read a line at a time: a
+    document's text may be megabytes)."""
+    start = 0
+    while (end := text.find("\n", start)) >= 0:
+        if text[start:end].strip():
+            return text[start:end]
+        start = end + 1
+    return text[start:]
+
+
+def _indent(line: str) -> int:
+    """The columns a line is indented by, a tab to the next multiple of four (CommonMark's)."""
+    stripped = line.lstrip(" \t")
+    return len(line[:len(line) - len(stripped)].expandtabs(4))
 
 
 def short_key(name: str) -> str | None:

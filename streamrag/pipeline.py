@@ -795,6 +795,7 @@ class Indexer:
         self._read_shown_titles(store, scan, change)
         if self.settings.offline:   # (a front matter's title says a full name: ``joins``)
             change.titles = self._titles_read(scan)
+            change.code_headings = {d: d in scan.code_headings for d in scan.documents}
             change.retitled |= titled_anew(store, change)
         if self.graph_cache is None:   # (a daemon keeps its graph: reading it costs nothing)
             unread = GraphState.unread(store)
@@ -1451,6 +1452,8 @@ class Indexer:
                   "report_unusable_held": msgspec.json.encode(dict(sorted(state.report_held.items()))).decode()}
         if self.root is not None:
             counts["root"] = str(Path(self.root).resolve())
+        if self.settings.offline:
+            counts["name_code_headings"] = msgspec.json.encode(sorted(state.code_headings)).decode()
         if state.joins is not None:
             # The rule the joins were made by (a query reads the joins alone): an index joined by
             # an earlier rule to the joins this one makes published version 2 of its mark alone.

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import index_snapshot, make_settings
 from streamrag import ids, index_rows, joins as joins_module
-from streamrag.joins import file_title, full_name_ends, heading_title, joins, own_title, touched
+from streamrag.joins import code_heading, file_title, full_name_ends, heading_title, joins, own_title, touched
 from streamrag.merge import group, joined, mentions_of, merge_entity, merge_relationship
 from streamrag.graph_state import GraphCache, GraphState
 from streamrag.pipeline import sync
@@ -571,6 +571,45 @@ async def test_a_note_titled_her_name_in_other_ways_joins_her_short_name_as_a_fr
         assert _joins_meta(db) == _joins_meta(tmp_path / f"fresh{i}.db"), i
         joined.append("Ada" not in {v[0] for v in _graph(db)["entities"].values()})
     assert joined == [True, True, False, True, False, True]
+
+
+def test_a_line_of_code_opening_a_document_is_no_heading():
+    assert [heading_title(t) for t in ("    # Ada Lovelace\n\nAda wrote.", "\t# Ada Lovelace\n", "\n  \n    # Ada Lovelace")] \
+        == [None] * 3
+    assert [heading_title(t) for t in ("   # Ada Lovelace\n", "\n\n# Ada Lovelace")] == ["ada lovelace"] * 2
+    assert [code_heading(t) for t in ("    # Ada Lovelace\n", "\t## Ada Lovelace", "# Ada Lovelace", "    print(1)")] == \
+        [True, True, False, False]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kept", [False, True])
+async def test_a_note_opening_with_an_indented_heading_is_not_titled_by_it(tmp_path, kept):
+    # "    # Ada Lovelace" is a code block in Markdown: its chunk, stripped, opens "# Ada Lovelace"
+    # as a note with that heading does (one chunk for both), and titled the note her name.
+    settings = make_settings()
+    corpus = tmp_path / "c"
+    _vault(corpus)
+    db = tmp_path / "i.db"
+    cache = GraphCache() if kept else None
+    people = corpus / "People"
+    steps = [
+        lambda: (people / "Ada Lovelace.md").rename(people / "code.md"),
+        lambda: (people / "code.md").write_text("    # Ada Lovelace\n\n" + _NOTE),
+        lambda: (people / "heading.md").write_text("# Ada Lovelace\n\n" + _NOTE),
+        lambda: (people / "heading.md").unlink(),
+        lambda: (people / "code.md").write_text("\t# Ada Lovelace\n\n" + _NOTE),
+    ]
+    joined = []
+    for i, step in enumerate(steps):
+        step()
+        await sync([corpus], settings, db, root=corpus, graph_cache=cache)
+        copy = tmp_path / f"fresh{i}"
+        shutil.copytree(corpus, copy, ignore=shutil.ignore_patterns(".streamrag"))
+        await sync([copy], settings, tmp_path / f"fresh{i}.db", root=copy)
+        assert _graph(db) == _graph(tmp_path / f"fresh{i}.db"), i
+        assert _joins_meta(db) == _joins_meta(tmp_path / f"fresh{i}.db"), i
+        joined.append("Ada" not in {v[0] for v in _graph(db)["entities"].values()})
+    assert joined == [False, False, True, False, False]
 
 
 def _vault(corpus: Path) -> None:
