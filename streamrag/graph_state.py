@@ -67,6 +67,8 @@ class Change:
     # The documents this run read, and whether each opens with a line of code that reads as a
     # heading in its first chunk (``joins.code_heading``): no heading to title it
     code_headings: dict[str, bool] = field(default_factory=dict)
+    # ``rechunked``'s answer, once found: a run with nothing else to redo asks it, and its merge again
+    recut: frozenset[str] | None = None
 
 
 def read_again(added: Collection[str], removed: Collection[str], before: dict[str, tuple[str, int, float]],
@@ -222,10 +224,14 @@ def _titles(store: Store, change: Change, docs: set[str], code: Collection[str] 
 
 def rechunked(store: Store, change: Change) -> set[str]:
     """The kept documents this run cut into other chunks than they were published with (another
-    chunk size or overlap): only those it cut (``Change.cut``) are read back."""
-    cut = change.cut & change.kept_docs
-    published = index_rows.sources(store, "document_chunks", "doc_id", cut) if cut else {}
-    return {d for d in cut if {r["chunk_id"] for r in published.get(d, ())} != set(change.doc_chunks[d])}
+    chunk size or overlap): only those it cut (``Change.cut``) are read back, once a run
+    (``Change.recut``)."""
+    if change.recut is None:
+        cut = change.cut & change.kept_docs
+        published = index_rows.sources(store, "document_chunks", "doc_id", cut) if cut else {}
+        change.recut = frozenset(d for d in cut if {r["chunk_id"] for r in published.get(d, ())}
+                                 != set(change.doc_chunks[d]))
+    return set(change.recut)
 
 
 def _documents_moved(store: Store, change: Change) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
@@ -473,8 +479,8 @@ class GraphState:
         self.rejoin_all = False
         if settings.offline:
             read = change.code_headings
-            self.code_headings = {d for d in self.code_headings - change.removed_docs if read.get(d, True)} | \
-                {d for d, code in read.items() if code}
+            self.code_headings = {d for d in self.code_headings if read.get(d, True) and d in change.doc_chunks} | \
+                {d for d, code in read.items() if code and d in change.doc_chunks}
             before, after = _documents_moved(store, change)
             regrouped = _regrouped(before, after, change.live - change.added_chunks)
             # (a document's title says a full name: one renamed has its names looked at again)

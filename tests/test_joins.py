@@ -661,3 +661,32 @@ async def test_watch_says_how_many_joins_a_sync_moved(tmp_path):
     assert "; 1 short name joined to a full name anew, or parted" in idle[0]["message"]
     first = [e for e in events[:mark] if e["state"] == "idle"]
     assert first[-1]["joins_moved"] == 1
+
+
+@pytest.mark.anyio
+async def test_the_documents_a_run_cut_into_other_chunks_are_read_back_once(tmp_path, monkeypatch):
+    # A run with nothing else to redo asks which documents were cut into other chunks, and its
+    # merge asked again: the published chunks of every document cut were read twice.
+    from streamrag import graph_state
+
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    for name, text in {"joe.txt": _JOE, "miller.txt": _MILLER, "both.txt": _JOE + _MILLER}.items():
+        (corpus / name).write_text(text)
+    db = tmp_path / "i.db"
+    await sync([corpus], make_settings(), db, root=corpus)
+    store = Store(db, readonly=True)
+    try:
+        docs = {v[0] for v in index_rows.files(store).values()}
+        doc_chunks = index_rows.chunk_ids_of(store, docs)
+        both = index_rows.files(store)["both.txt"][0]
+        change = graph_state.Change(added_docs=set(), removed_docs=set(), kept_docs=docs, live=set(),
+                                    doc_chunks=doc_chunks | {both: ["chk-joe", "chk-miller"]}, added_chunks=set(),
+                                    removed_chunks=set(), extractions={}, cut=set(docs))
+        read = []
+        sources = index_rows.sources
+        monkeypatch.setattr(index_rows, "sources", lambda store, table, *a: read.append(table) or sources(store, table, *a))
+        assert graph_state.rechunked(store, change) == graph_state.rechunked(store, change) == {both}
+        assert read == ["document_chunks"]
+    finally:
+        store.close()
