@@ -21,15 +21,17 @@ character by its role, not a person by name.
 
 A document's title says the full name it is as its text would: its file's name ("People/Ada
 Lovelace.md", "Lovelace, Ada.md", "Dr. Ada Lovelace.md": ``file_title``), its first line's
-Markdown heading ("# Ada Lovelace", ``heading_title``) or its front matter's title ("title: Ada
-Lovelace", ``own_title``). A person's note that says her short name only where it opens a
-sentence ("Ada was ...", which the extractor reads as no name and keeps with the chunk's
-extraction: ``Extraction.openers``) says it against its title, never as a mention. A vault of one note per person names her so and calls her "Ada" in the
-note's text; "Ada" then joins "Ada Lovelace" wherever another note names her in full. A title
-names no entity of its own (a full name only titles say joins nothing: "Meeting Notes.md" makes
-no person), and A Christmas Carol's staves ("stave4_last_spirit.txt", "STAVE FOUR") name no one,
-so "Joe" stays apart. A file renamed, or a copy of its text come or gone, moves what its
-document's title says (``graph_state.retitled``).
+Markdown heading ("# Ada Lovelace", not "    # Ada Lovelace", which is code: ``heading_title``)
+or its front matter's title ("title: Ada Lovelace", ``own_title``). A vault of one note per
+person names her so and calls her "Ada" in the note's text; "Ada" then joins "Ada Lovelace"
+wherever another note names her in full. Her note may say "Ada" only where it opens a sentence
+("Ada was ..."), which the extractor reads as no name: it keeps such words with the chunk's
+extraction (``Extraction.openers``), and they count against the document's title alone, never
+as a mention. A title names no entity of its own (a full name only titles say joins nothing:
+"Meeting Notes.md" makes no person), and A Christmas Carol's staves ("stave4_last_spirit.txt",
+"STAVE FOUR") name no one, so "Joe" stays apart. A file renamed, its front matter's title
+edited, or a copy of its text come or gone, moves what its document's title says
+(``graph_state.retitled``, ``graph_state.titled_anew``).
 
 Only offline indexes join (``graph_state``): a model names its entities as it reads the text,
 and may well give "Scrooge" where the text means another Scrooge; no measure says it is as safe.
