@@ -479,8 +479,8 @@ class GraphState:
         self.rejoin_all = False
         if settings.offline:
             read = change.code_headings
-            self.code_headings = {d for d in self.code_headings if read.get(d, True) and d in change.doc_chunks} | \
-                {d for d, code in read.items() if code and d in change.doc_chunks}
+            self.code_headings = {d for d in self.code_headings - change.removed_docs if read.get(d, True)} | \
+                {d for d, code in read.items() if code}
             before, after = _documents_moved(store, change)
             regrouped = _regrouped(before, after, change.live - change.added_chunks)
             # (a document's title says a full name: one renamed has its names looked at again)

@@ -795,7 +795,8 @@ class Indexer:
         self._read_shown_titles(store, scan, change)
         if self.settings.offline:   # (a front matter's title says a full name: ``joins``)
             change.titles = self._titles_read(scan)
-            change.code_headings = {d: d in scan.code_headings for d in scan.documents}
+            # (of the documents indexed: a new one none of whose chunks was extracted is left out)
+            change.code_headings = {d: d in scan.code_headings for d in scan.documents if d in change.doc_chunks}
             change.retitled |= titled_anew(store, change)
         if self.graph_cache is None:   # (a daemon keeps its graph: reading it costs nothing)
             unread = GraphState.unread(store)
