@@ -171,7 +171,7 @@ from streamrag.sentences import table_row_text, table_rows
 #     verb ("The Holy Ghost blessed them"); a name a place's generic word ends that goes or speaks
 #     is a person ("Jon Park arrived"), the word alone its short form ("Hill staffers" ->
 #     "Capitol Hill"); a note's past tense opens no name ("Met Ada again."); a lone word only
-#     after "at" is an organization ("met at Google", "secretary at Port").; a chunk keeps the lone
+#     after "at" is an organization ("met at Google", "secretary at Port"); a chunk keeps the lone
 #     words it reads as no name only for opening a sentence ("Ada was ...": ``Extraction.openers``),
 #     which ``joins`` reads against a document's title.
 VERSION = "25"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
