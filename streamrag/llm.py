@@ -18,7 +18,9 @@ Every request passes, in order:
    a guess of its answer (the answers' mean), corrected once its usage is known (counted here
    when the server says none: llama.cpp, some vLLM versions): a longer
    answer takes the rest, a shorter one gives back what it did not use (a max_tokens booked is
-   kept: OpenAI counts it as sent). Before any answer is seen, a request that fits only if the
+   kept: OpenAI counts it as sent). A try that ends without an answer (its stream cut short,
+   timed out, its call cancelled) books what it streamed beyond its booking: the provider bills
+   it. Before any answer is seen, a request that fits only if the
    answers under way are no longer than their guesses (up to their prompts' length) waits for
    them, not the window;
 5. **HTTP**, retried with jittered exponential backoff on 429, 5xx, timeouts, connection errors
@@ -129,9 +131,11 @@ class _Tries:
     whole (its prompt is the provider's then, and paid for) and the pieces of answer streamed
     (thinking too). ``whole``: its answer comes at once (a chat call not streamed), so a request
     sent may have been answered, and billed, though none of it was read. ``estimated``: the
-    answer's token counts, or some, were counted here (the server said none)."""
+    answer's token counts, or some, were counted here (the server said none). ``usage``: the
+    token counts the try under way's stream has said so far (a server may say them in every
+    event), for the token budget should it end without an answer (``LLMClient._book_streamed``)."""
 
-    __slots__ = ("begun", "sent", "pieces", "whole", "estimated")
+    __slots__ = ("begun", "sent", "pieces", "whole", "estimated", "usage")
 
     def __init__(self, whole: bool = False) -> None:
         self.begun = 0
@@ -139,12 +143,14 @@ class _Tries:
         self.pieces: list[str] = []
         self.whole = whole
         self.estimated = False
+        self.usage: dict = {}
 
     def next(self) -> None:
         self.begun += 1
         self.sent = False
         self.pieces = []
         self.estimated = False
+        self.usage = {}
 
     def failed(self, e: Retryable) -> None:
         """The try under way failed: one the server answered with an HTTP error before any of
@@ -602,6 +608,16 @@ class LLMClient:
                 tries.estimated = True
             return answer, latency
 
+        def streamed() -> int:
+            """The tokens of the try under way that ended without an answer (cut short, timed
+            out, cancelled): what its stream said, else its prompt and the pieces it streamed."""
+            prompt, completion = read_usage(tries.usage)
+            if prompt >= 0 and completion >= 0:
+                return prompt + completion
+            if not tries.pieces:
+                return 0
+            return max(prompt, prompt_tokens) + count_tokens("".join(tries.pieces), self.encoding)
+
         model = payload["model"]
         spent = [0, 0]   # tries, kept across the askings again without a refused parameter
         while True:
@@ -613,7 +629,8 @@ class LLMClient:
             risk = max(0, prompt_tokens - expected) if not most and not self._answers else 0
             try:
                 answer, latency = await self._retrying(self.chat_url, model, prompt_tokens + expected,
-                                                       attempt, spent, risk=risk, guess=0 if most else expected)
+                                                       attempt, spent, risk=risk, guess=0 if most else expected,
+                                                       streamed=streamed)
                 break
             except Refused as e:
                 # (Calls under way when the first refusal came are refused too: each asks again.)
@@ -725,6 +742,8 @@ class LLMClient:
                 if event is None:
                     continue
                 usage = event_usage(event) or usage
+                if tries is not None:
+                    tries.usage = usage
                 for piece, thinking, finish in event_deltas(event):
                     if piece:
                         parts.append(piece)
@@ -879,7 +898,7 @@ class LLMClient:
     # -- the wire ----------------------------------------------------------------------------
     async def _retrying(self, url: str, model: str, tokens: int,
                         attempt: Callable[[], Any], spent: list[int] | None = None, *, risk: int = 0,
-                        guess: int = 0) -> Any:
+                        guess: int = 0, streamed: Callable[[], int] | None = None) -> Any:
         """``attempt()`` under the slot and the limiters, retried; raises ``LLMError``.
 
         Every failed try uses up one of ``llm.max_retries``, except a refused connection to an
@@ -893,7 +912,8 @@ class LLMClient:
         ``attempt()`` returns its result and the milliseconds the answer took (``ModelTimeouts.answered``).
         ``risk``: the tokens its answer may use beyond ``tokens`` (``MinuteBudget.holds``); ``guess``:
         those of ``tokens`` booked for an answer of unknown length (no max_tokens sent), given back
-        as far as the answer was shorter (``_settle``)."""
+        as far as the answer was shorter (``_settle``); ``streamed()``: the tokens a try that ended
+        without an answer used, as far as known (``_book_streamed``)."""
         # [tries that used up llm.max_retries, tries in all]
         spent = [0, 0] if spent is None else spent
         statuses: Counter[int | None] = Counter()   # this call's failed tries, by HTTP status
@@ -909,7 +929,7 @@ class LLMClient:
             spent[1] += 1
             timeout = self._timeouts.of(model)
             try:
-                result = await self._attempt(tokens, attempt, timeout, risk, guess)
+                result = await self._attempt(tokens, attempt, timeout, risk, guess, streamed)
             except _Silent:
                 raise self._silent_error(url) from None
             except _Hopeless:
@@ -1039,7 +1059,7 @@ class LLMClient:
         return proxy_failed(self._proxy) if self._proxy is not None else ""
 
     async def _attempt(self, tokens: int, attempt: Callable[[], Any], timeout: float, risk: int = 0,
-                       guess: int = 0) -> Any:
+                       guess: int = 0, streamed: Callable[[], int] | None = None) -> Any:
         """One try under a slot and the limits; transport failures become ``Retryable``.
 
         The try is abandoned as a timeout when it has made no progress for a little more than
@@ -1060,7 +1080,7 @@ class LLMClient:
             async with self._slots:
                 if self._reach.silent and self._probe is not None:
                     continue   # a try began checking while this one waited for a slot: wait for it
-                return await self._attempt_in_slot(tokens, attempt, timeout, allowance, risk, guess)
+                return await self._attempt_in_slot(tokens, attempt, timeout, allowance, risk, guess, streamed)
 
     async def _probe_outcome(self) -> None:
         """Once tries of more than one call have timed out for 1 + 2 + 4 timeouts with no answer
@@ -1076,8 +1096,10 @@ class LLMClient:
                 raise _Silent
 
     async def _attempt_in_slot(self, tokens: int, attempt: Callable[[], Any], timeout: float,
-                               allowance: float, risk: int = 0, guess: int = 0) -> Any:
-        """``_attempt``'s try, once it holds a slot."""
+                               allowance: float, risk: int = 0, guess: int = 0,
+                               streamed: Callable[[], int] | None = None) -> Any:
+        """``_attempt``'s try, once it holds a slot. A try that ends with neither an answer
+        (``_settle``) nor its budget given back books what it streamed (``_book_streamed``)."""
         if self.hopeless:
             raise _Hopeless
         probe = None
@@ -1086,10 +1108,12 @@ class LLMClient:
             timeout = min(timeout, self.settings.request_timeout_s)
             allowance = timeout + min(1.0, timeout)
         tickets: list[tuple[MinuteBudget, list[float]]] = []
+        booked = False   # the tickets settled with an answer, or given back
         try:
             tickets = await self._admit(tokens, risk)
             if self.hopeless:   # (while it waited for the limits or a pause)
                 self._give_back(tickets)
+                booked = True
                 raise _Hopeless
             try:
                 with anyio.move_on_after(allowance) as deadline:
@@ -1098,11 +1122,13 @@ class LLMClient:
                         with try_under_way(deadline, allowance, timeout) as arrival:
                             result = await attempt()
                             self._settle(tickets, result, guess)
+                            booked = True
                             return result
                     finally:
                         self._cut_short.discard(deadline)
             except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as e:
                 self._give_back(tickets)
+                booked = True
                 if isinstance(e, httpx.ConnectError):
                     self._reach.refused()
                     raise Retryable(f"connection failed ({reason(e)})", refused=True) from None
@@ -1115,6 +1141,7 @@ class LLMClient:
                 # An https:// endpoint's tunnel refused by the proxy for its credentials: as a 401,
                 # every call gets the same (it was retried, and said "check that the server is running").
                 self._give_back(tickets)
+                booked = True
                 raise LLMRequestError(proxy_refused(self._proxy, str(e)), 407,
                                       every_call=True) from None
             except httpx.TransportError as e:
@@ -1126,6 +1153,8 @@ class LLMClient:
                 raise _Hopeless
             raise Retryable(timed_out_said(arrival), timed_out=True)
         finally:
+            if not booked and tickets and streamed is not None and self._tpm is not None:
+                self._book_streamed(tickets, streamed())
             self._release(tickets)
             if probe:
                 probe.set()
@@ -1235,6 +1264,18 @@ class LLMClient:
         for budget, ticket in tickets:
             if budget is self._tpm:
                 budget.settle(ticket, answer.prompt_tokens + completion, refund=max(0, guess - completion))
+
+    def _book_streamed(self, tickets: list[tuple[MinuteBudget, list[float]]], used: int) -> None:
+        """A try that ended without an answer (a stream cut short, a timeout, its call cancelled)
+        used ``used`` tokens (``_chat_http``'s count of what it streamed): what is beyond its
+        booking is taken from the token budget, as ``_settle`` takes an answer's. The provider
+        bills them (what it wrote, sent or not), and they went uncounted: a stream of 3,000
+        tokens cut short booked the answers' mean (256 before any answer), and its retry went out
+        at once. Nothing of the booking is given back: the provider may have written more than
+        came."""
+        for budget, ticket in tickets:
+            if budget is self._tpm and used > 0:
+                budget.settle(ticket, used)
 
     @staticmethod
     def _give_back(tickets: list[tuple[MinuteBudget, list[float]]]) -> None:

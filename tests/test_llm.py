@@ -879,6 +879,58 @@ async def test_a_refused_connection_gives_its_budget_back(tmp_path):
     assert answer.text == "echo: second" and len(endpoint.requests) == 4
 
 
+def long_stream(words: list[str], usage: dict | None = None, *, hang: bool = False) -> httpx.Response:
+    """A stream of ``words`` that ends with neither a finish_reason nor [DONE] (cut short), each
+    event carrying ``usage`` when given (vLLM's continuous usage stats); ``hang``: it then stays
+    open, sending nothing."""
+    events = [{"choices": [{"index": 0, "delta": {"content": w if not i else " " + w}, "finish_reason": None}],
+               **({"usage": usage} if usage else {})} for i, w in enumerate(words)]
+
+    async def body() -> AsyncIterator[bytes]:
+        yield sse(events)
+        if hang:
+            await anyio.sleep_forever()
+
+    return httpx.Response(200, content=body(), headers={"content-type": "text/event-stream"})
+
+
+@pytest.mark.parametrize("usage", [None, {"prompt_tokens": 40, "completion_tokens": 5000}],
+                         ids=["counted", "said"])
+async def test_a_stream_cut_short_books_what_it_streamed(tmp_path, usage):
+    # A try whose stream was cut short is billed for what the model wrote, but its booking stayed
+    # the prompt and the answers' mean (256 before any answer): 3,000 tokens streamed went
+    # uncounted, and its retry went out at once. Now what it streamed is booked: as its stream
+    # said it, else counted here. The clock is faked.
+    words = ["Marley"] * 3000
+    endpoint = Endpoint(long_stream(words, usage), stream_of(["ok"]))
+    with anyio.fail_after(10):
+        async with client(tmp_path, endpoint, tokens_per_minute=100000) as (llm, _):
+            llm._tpm.clock = lambda: 0.0
+            await llm.chat(ask(), model="m1", stage="s", on_delta=lambda _t: None)
+            prompt = count_message_tokens(ask(), llm.encoding)
+            cut = 5040 if usage else prompt + count_tokens(" ".join(words), llm.encoding)
+            assert llm._tpm.total == cut + USAGE["total_tokens"]   # (and the retry's answer)
+    assert len(endpoint.requests) == 2
+
+
+async def test_a_call_cancelled_midway_books_what_it_streamed(tmp_path):
+    # Ctrl-C, or a run that gave up, cancelled a call whose answer was streaming: the provider
+    # writes (and bills) it whatever the client does, but what came was not booked.
+    words = ["Fezziwig"] * 2000
+    seen: list[str] = []
+    endpoint = Endpoint(long_stream(words, hang=True))
+    with anyio.fail_after(10):
+        async with client(tmp_path, endpoint, tokens_per_minute=100000) as (llm, _):
+            llm._tpm.clock = lambda: 0.0
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(lambda: llm.chat(ask(), model="m1", stage="s", on_delta=seen.append))
+                while "".join(seen).count("Fezziwig") < len(words):
+                    await anyio.sleep(0.01)
+                tg.cancel_scope.cancel()
+            streamed = count_tokens(" ".join(words), llm.encoding)
+            assert llm._tpm.total == count_message_tokens(ask(), llm.encoding) + streamed
+
+
 async def test_concurrency_bounds_requests_in_flight(tmp_path):
     in_flight = peak = 0
 
