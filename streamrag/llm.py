@@ -14,7 +14,9 @@ Every request passes, in order:
    refilled bucket. A
    request booking more tokens than a whole minute's budget is clamped to it (it waits for an
    empty window instead of forever). An attempt that never reached the server (connection
-   refused, connect or pool timeout) gives its budget back. A request without max_tokens books
+   refused, connect or pool timeout) gives its budget back. A request to Azure OpenAI always
+   sends a max_tokens (``AZURE_MAX_TOKENS`` when its caller sets none: Azure books one without
+   at a whole context), booked as sent. Elsewhere, a request without max_tokens books
    a guess of its answer (the answers' mean), corrected once its usage is known (counted here
    when the server says none: llama.cpp, some vLLM versions): a longer
    answer takes the rest, a shorter one gives back what it did not use (a max_tokens booked is
@@ -94,7 +96,7 @@ from streamrag.parsing import ReasoningFilter, split_reasoning, starts_with_reas
 from streamrag.prompts import Prompt
 from streamrag.proxies import (Proxy, answering, proxy_down, proxy_failed, proxy_for, proxy_refused,
                                socks_unreachable, unreadable)
-from streamrag.provider_errors import (Refused, Retryable, advice, html_page, key_not_sent, key_source,
+from streamrag.provider_errors import (AZURE_HOST, Refused, Retryable, advice, html_page, key_not_sent, key_source,
                                        listing_refused, not_answering, provider_message, reason, stopped_answering,
                                        tls_refused)
 from streamrag.ratelimit import MinuteBudget, minute_budget
@@ -111,6 +113,13 @@ log = logging.getLogger(__name__)
 
 EMBED_BATCH = 64
 _COMPLETION_GUESS = 256        # answer tokens booked without max_tokens, until answers are seen
+# The max_tokens sent to Azure OpenAI with a request that sets none. Azure's rate limiter books
+# each request as it comes at its prompt plus max_tokens, kept for the minute; without one, at
+# the model's whole context (128,000 tokens of gpt-4o: a minute of most deployments' TPM per
+# request), while the client booked the prompt and the answers' mean. With one, both book the
+# same. The output cap of gpt-35-turbo, gpt-4-turbo and the first gpt-4o (a higher one is refused):
+# far above an extraction's answer (the simulator's: 530 tokens to a 1,150-token prompt).
+AZURE_MAX_TOKENS = 4096
 USABLE_TRIES = 3              # answers asked for before an unusable one is an error
 
 
@@ -309,6 +318,8 @@ class LLMClient:
         self._slots = anyio.CapacityLimiter(slots)
         self._rpm = minute_budget(settings.requests_per_minute, "llm.requests_per_minute")
         self._tpm = minute_budget(settings.tokens_per_minute, "llm.tokens_per_minute")
+        # Azure OpenAI (by its api-version or its host): every chat request sends a max_tokens.
+        self._azure = bool(settings.api_version or AZURE_HOST.search(httpx.URL(base).host))
         self._notices = current_notices()
         self._admission = anyio.Lock()  # requests take rate budget one at a time, in order
         self._paused_until = 0.0
@@ -427,6 +438,9 @@ class LLMClient:
         row = {"run_id": self.run_id, "stage": stage, "model": model, "prompt": prompt_name,
                "prompt_version": prompt_version, "cache_key": key}
         payload = {"model": model, "messages": messages, **options}
+        if not max_tokens and self._azure:
+            # Sent, not asked: out of the cache key (the same answer whatever the endpoint).
+            max_tokens = payload["max_tokens"] = AZURE_MAX_TOKENS
         if on_length is None:
             on_length = "keep" if on_delta is not None else "retry"
         check = checker(validate, on_length, limited=bool(max_tokens))

@@ -1790,6 +1790,43 @@ async def test_urls_and_auth_headers(tmp_path):
     assert "authorization" not in azure_request.headers
 
 
+@pytest.mark.parametrize("azure", [dict(api_version="2024-10-21"),
+                                   dict(api_base="https://res.openai.azure.com/openai/v1")],
+                         ids=["api_version", "v1_host"])
+async def test_an_azure_request_always_sends_a_max_tokens_and_books_it(tmp_path, azure):
+    # Azure books a request as it comes at its prompt plus max_tokens, and one without max_tokens
+    # at the model's whole context, while the client booked the prompt and the answers' mean
+    # (256 before any): the deployment's minute was full long before the client's. Now a request
+    # that sets none sends AZURE_MAX_TOKENS (max_completion_tokens, with the reasoning's room,
+    # to a model that refuses max_tokens), booked as sent; its cache key is the request as asked.
+    endpoint = Endpoint(*[refusing("max_tokens")] * 4)
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, tokens_per_minute=100000, **azure) as (llm, store):
+            llm._tpm.clock = lambda: 0.0
+            await llm.chat(ask(), model="gpt-4o", stage="extract")
+            booked = llm._tpm.total
+            await llm.chat(ask("reason"), model="o3-mini", stage="extract")
+            await llm.chat(ask("short"), model="gpt-4o", stage="check", max_tokens=3)
+            keys = [r["cache_key"] for r in calls(store)]
+        async with client(tmp_path, Endpoint()) as (other, _):   # (not Azure: as asked)
+            cached = await other.chat(ask(), model="gpt-4o", stage="extract")
+    prompt = count_message_tokens(ask(), llm.encoding)
+    assert endpoint.bodies[0]["max_tokens"] == llm_module.AZURE_MAX_TOKENS
+    assert booked == prompt + llm_module.AZURE_MAX_TOKENS   # (kept: Azure keeps it booked)
+    assert endpoint.bodies[-2]["max_completion_tokens"] == llm_module.AZURE_MAX_TOKENS + \
+        model_quirks.REASONING_ALLOWANCE and "max_tokens" not in endpoint.bodies[-2]
+    assert endpoint.bodies[-1]["max_tokens"] == 3   # (a max asked for is sent as it is)
+    assert cached.cached and keys[0] == cached.key
+
+
+async def test_a_request_to_another_endpoint_sends_no_max_tokens_it_was_not_given(tmp_path):
+    endpoint = Endpoint()
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, api_base="https://api.openai.com/v1") as (llm, _):
+            await llm.chat(ask(), model="gpt-4o", stage="extract")
+    assert "max_tokens" not in endpoint.bodies[0]
+
+
 def test_no_api_base_is_a_config_error():
     with pytest.raises(ConfigError, match="set llm.api_base"):
         LLMClient(LLMSettings(api_base=""), "")
