@@ -962,9 +962,16 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
             extractions[cid] = _claims_stand_in(extractions[cid], new_chunks[cid].text, tokens, ix.encoding)
     guessing = added & (new_chunks.keys() - from_cache.keys())
     lengths = _description_lengths(live, store, key) if guessing else None
+    # The file of a chunk whose document was not read (a file as indexed, kept unread: its chunks
+    # the current extractor has not, ``index_rows.backlog``) is the index's, as ``said``'s are: it
+    # stood in as a file of no name (what no file said), and the same file with a new
+    # status-change time only, read, as itself (what it said before: 27 summaries for 35, on ten
+    # articles after llm.extraction_model changed, one of them chmod'ed).
+    unread_files = index_rows.files_of_chunks(store, {c for c in guessing if new_chunks[c].doc_id not in paths_of})
     for cid in guessing:
         chunk = new_chunks[cid]
-        earlier = _overlapping(chunk.text, said.get(paths_of.get(chunk.doc_id, ""), []))
+        file = paths_of.get(chunk.doc_id) or unread_files.get(cid, "")
+        earlier = _overlapping(chunk.text, said.get(file, []))
         extractions[cid] = _stand_in(chunk.text, *earlier, entity_types=ix.entity_types, guessed=guessed,
                                      lengths=lengths)
     added &= extractions.keys()   # (a chunk neither extracted nor new: none)

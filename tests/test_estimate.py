@@ -545,6 +545,26 @@ async def test_extraction_settings_changed_back_are_said_to_extract_no_chunk(tmp
         "settings are stored" in said[0], said
 
 
+async def test_a_file_with_only_a_new_status_change_time_is_estimated_as_one_unchanged(tmp_path, simulator):
+    # After llm.extraction_model changed, a file as indexed (not read: its chunks the index's
+    # backlog) stood in with the offline extractor's names, as a file of no name; the same file
+    # chmod'ed (read again: a new ctime) with what the model said of it before. Ten articles:
+    # 35 summaries and 26 reports, or 27 and 24 with one file chmod'ed.
+    news = news_copy(tmp_path, 10)
+    db = tmp_path / "index.db"
+    await sync([news], make_settings(simulator.base_url), db, root=news)
+    other = make_settings(simulator.base_url, llm={"extraction_model": "other-model"})
+
+    def figures() -> dict:
+        est = estimate([news], other, db, root=news)
+        return {stage: asked(est, stage) for stage in ("extract", "summarize", "report")}
+
+    unchanged = figures()
+    os.chmod(sorted(news.iterdir())[0], 0o600)   # (a new status-change time, the text as it was)
+    assert figures() == unchanged
+    assert unchanged["extract"] > 10
+
+
 async def test_claims_turned_on_are_said_asked_of_every_chunk_not_extracted_again(tmp_path, simulator):
     # index.extract_claims turned on for an index built without: the run keeps each chunk's
     # stored extraction and asks its claims call alone (ExtractionStage.claims_only), but the
