@@ -101,7 +101,7 @@ from streamrag.pipeline import (EVERY_CHUNK_EXTRACTED, check_not_downgraded, cla
 from streamrag.prompts import load_prompt
 from streamrag.report_stage import built_min_members, children_of, claims_by_end, deepest_first, report_attempt
 from streamrag.reports import ReportContext, build_context, claim_lines_redone, context_key
-from streamrag.records import Chunk, ClaimRecord, Community, Extraction, RelationshipRecord
+from streamrag.records import Chunk, Claim, ClaimRecord, Community, Extraction, Relationship, RelationshipRecord
 from streamrag.sentences import sentences_of
 from streamrag.status import counted, llm_summary
 from streamrag.store import SCHEMA_VERSION, Store, _uri_path, alive, as_it_lies, without_index_files
@@ -1037,11 +1037,12 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     changed: set[str] = set()
     prompts = []
     cached_reports: list[int] = []
+    ends = _Ends.of(state)
     for level in deepest_first(communities):
         for c in level:
             if c.id not in dirty and not any(k.id in changed for k in children.get(c.id, ())):
                 continue
-            ctx = _report_context(c, state, settings, store)
+            ctx = _report_context(c, state, settings, store, ends)
             # (A context showing an element whose summary a model writes anew is not a stored
             # report's: the element's line here stands in for a summary of descriptions other than
             # those of the summary a report was written from (``_summary_stand_in``). Not shown,
@@ -1104,7 +1105,8 @@ def first_graph(extractions: dict[str, Extraction], settings: Settings) -> First
         communities = _partition(empty, state, settings, recluster=False, moved=0)
     asked = [asks_model(c, settings) for c in chosen]
     entities = sum(a for a, (element, _n, _d) in zip(asked, jobs) if element.startswith("ent-"))
-    reports = [_report_prompt(_report_context(c, state, settings), settings) for c in communities
+    ends = _Ends.of(state)
+    reports = [_report_prompt(_report_context(c, state, settings, ends=ends), settings) for c in communities
                if len(c.members) >= settings.index.report_min_members]
     return FirstGraph(entities, sum(asked) - entities, reports, len(state.entities))
 
@@ -1277,18 +1279,40 @@ def _report_prompt(ctx: ReportContext, settings: Settings) -> int:
     return count_message_tokens(load_prompt("report").render(context=ctx.text), settings.index.encoding)
 
 
-def _report_context(c: Community, state: GraphState, settings: Settings, store: Store | None = None) -> ReportContext:
+class _Ends(NamedTuple):
+    """A graph's relationships (with their place in it) and claims by each entity they name, for
+    the report contexts of its communities (``_report_context``): each found among its members'
+    own, not in the whole graph. Each context scanned every relationship and sorted every claim:
+    at 3,000 corpusgen documents (2,885 contexts), 68 s of an estimate's 283 (profiled)."""
+    relationships: dict[str, list[tuple[int, Relationship]]]
+    claims: dict[str, list[Claim]]
+
+    @classmethod
+    def of(cls, state: GraphState) -> _Ends:
+        relationships: dict[str, list[tuple[int, Relationship]]] = {}
+        for i, r in enumerate(state.relationships.values()):
+            relationships.setdefault(r.source, []).append((i, r))
+            if r.target != r.source:
+                relationships.setdefault(r.target, []).append((i, r))
+        # (those naming an entity, as subject or object, as the run's context takes them)
+        return cls(relationships, claims_by_end(sorted(state.claims.values(), key=lambda k: k.id)))
+
+
+def _report_context(c: Community, state: GraphState, settings: Settings, store: Store | None = None,
+                    ends: _Ends | None = None) -> ReportContext:
     """``c``'s report context as the run builds it, but for its children's reports; ``store``:
-    the index whose relationships' descriptions ``state`` leaves there (``GraphState.describe``)."""
+    the index whose relationships' descriptions ``state`` leaves there (``GraphState.describe``);
+    ``ends``: ``state``'s (``_Ends.of``), for one community after another of a graph unchanged."""
     ix = settings.index
+    ends = _Ends.of(state) if ends is None else ends
     members = set(c.members)
-    rels = [r for r in state.relationships.values() if r.source in members and r.target in members]
+    # (in the graph's order, as a scan of it finds them)
+    found = {i: r for m in members for i, r in ends.relationships.get(m, ())
+             if r.source in members and r.target in members}
+    rels = [found[i] for i in sorted(found)]
     if store is not None:
         state.describe(store, [r.id for r in rels])   # (the lines it may show, as the run reads them)
-    # (those naming a member, as subject or object, as the run's context takes them)
-    by_end = claims_by_end(k for k in sorted(state.claims.values(), key=lambda k: k.id)
-                           if k.subject_id in members or k.object_id in members)
-    claims = {m: by_end[m] for m in c.members if m in by_end}
+    claims = {m: ends.claims[m] for m in c.members if m in ends.claims}
     return build_context(c, entities=state.entities, relationships=rels, claims=claims, children=[],
                          max_tokens=ix.report_max_input_tokens, encoding=ix.encoding)
 
