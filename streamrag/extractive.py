@@ -42,6 +42,8 @@ _SENTENCE_END = re.compile(r"(?<=[.!?\u2026\u061f\u0964\u0965\u06d4])" + NOT_AFT
 _ITEM_START = re.compile(r"[ \t]*(?:[-*+\u2022][ \t]|\d{1,3}[.)][ \t]|\||\d{4}-\d\d-\d\d|\[)")
 _ITEM_MARK = re.compile(r"^(?:[-*+\u2022]|\d{1,3}[.)])\s+")
 _HEADING = re.compile(r"^\s*#+\s*")
+_BLOCK_GAP = re.compile(r"\n\s*\n|\n(?=\s*#)")
+_HEADING_LINE = re.compile(r"[ \t]{0,3}#{1,6}(?:[ \t][^\n]*)?$", re.MULTILINE)   # (the block's first line)
 _TAG = re.compile(r"\[(?:E|L|R|T):[^\]]*\]")
 
 
@@ -50,7 +52,7 @@ def split_sentences(text: str) -> list[str]:
     list items, table rows and log lines, . ! ? before a capital in any script (not after a
     title or abbreviation such as Mr. or e.g., nor after an initial), and 。！？."""
     out: list[str] = []
-    for block in re.split(r"\n\s*\n|\n(?=\s*#)", text):
+    for block in _blocks(text):
         for line, row in _table_rows(block) if "|" in block else ((u, False) for u in _items(block)):
             line = _ITEM_MARK.sub("", " ".join(_HEADING.sub("", line).split()))
             for s in _sentence_ends(line):
@@ -58,6 +60,20 @@ def split_sentences(text: str) -> list[str]:
                 # A table's row is a record however short ("Cache; Sofia."), no fragment.
                 if (row or word_count(s) >= 3) and not s.startswith("("):
                     out.append(s)
+    return out
+
+
+def _blocks(text: str) -> list[str]:
+    """``text`` parted at blank lines and before each line opening with "#", and after a
+    Markdown heading's line: "# Ada Lovelace" over "Ada was a mathematician." read "Ada
+    Lovelace Ada was a mathematician." (``sentences.line_parts``'s rule for headings)."""
+    out: list[str] = []
+    for block in _BLOCK_GAP.split(text):
+        heading = _HEADING_LINE.match(block)
+        if heading is not None and heading.end() < len(block):
+            out += [block[:heading.end()], block[heading.end() + 1:]]
+        else:
+            out.append(block)
     return out
 
 

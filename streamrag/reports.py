@@ -39,7 +39,9 @@ if TYPE_CHECKING:
     from streamrag.config import Settings
 
 # 5: "1 entity", "1 relationship" in the singular (they said "1 entities and 1 relationships").
-EXTRACTIVE_VERSION = "extractive-5"
+# 6: a description's sentences end at a Markdown heading's line and before a blank line
+# (``sentences.line_parts``), as a model-written description may hold them.
+EXTRACTIVE_VERSION = "extractive-6"
 # The room of an extractive report's "Other members" finding: a sentence for each member the
 # rest of the report does not name, those no child report names first, while the names of the
 # others still fit in a list after them.

@@ -7,6 +7,9 @@ ended mid-sentence and a chunk could end on the title. Chinese and Japanese end 
 full-width terminators and no space after them; the closing quotes and brackets after one stay
 with its sentence. Each user builds its own pattern from these (the chunker also cuts at line
 ends, extractive answers only before a capital), but the terminators and closers are these.
+A line needs no terminator to end its sentence where Markdown ends a paragraph: a heading's line
+and the line before a blank one (``line_parts``); a heading read into the sentence under it
+("Ada Lovelace Ada was a mathematician") was quoted in answers and reports.
 
 A Markdown table's row is a sentence of its own, read as its cells say it: "| Ada Osk | Boston |"
 is "Ada Osk; Boston." (``table_row_text``); which lines are rows is ``table_rows``'s to say, for
@@ -56,7 +59,47 @@ _AFTER_STOP = re.compile(r"[.!?](?=\s)")
 _CJK_STOP = re.compile(rf"[{CJK_TERMINATORS}]")
 
 
+# A line that ends its sentence whatever its last character: a Markdown heading's ("# Ada
+# Lovelace" over "Ada was ..." read "Ada Lovelace Ada was ...") and, as a blank line parts
+# paragraphs, the line before a blank one ("Open questions" over a blank line and a paragraph).
+_HEADING_LINE = re.compile(r"[ \t]{0,3}#{1,6}(?:[ \t]|$)")
+_BLANK_LINE = re.compile(r"\n[ \t]*\n\s*")
+
+
+def line_parts(text: str) -> list[str]:
+    """``text`` parted at its blank lines and around its Markdown headings' lines, the parts
+    as written (a text of one line, most descriptions, is one part)."""
+    if "\n" not in text:
+        return [text]
+    out: list[str] = []
+    for para in _BLANK_LINE.split(text):
+        if "#" not in para:
+            out.append(para)
+            continue
+        lines: list[str] = []
+        for line in para.split("\n"):
+            if _HEADING_LINE.match(line) is None:
+                lines.append(line)
+                continue
+            if lines:
+                out.append("\n".join(lines))
+                lines = []
+            out.append(line)
+        if lines:
+            out.append("\n".join(lines))
+    return out
+
+
 def split_at_gaps(text: str) -> list[str]:
+    """The sentences of ``text`` as written: ``SENTENCE_GAP.split`` of each of its
+    ``line_parts``."""
+    parts = [p for p in line_parts(text) if p.strip()]
+    if len(parts) <= 1:
+        return _split_part(parts[0] if parts else text)
+    return [s for part in parts for s in _split_part(part)]
+
+
+def _split_part(text: str) -> list[str]:
     """``SENTENCE_GAP.split(text)``, the gap pattern tried only after . ! ? before white space
     when ``text`` holds no full-width terminator."""
     if _CJK_STOP.search(text) is not None:

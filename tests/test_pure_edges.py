@@ -216,6 +216,14 @@ def test_sentences_drop_fragments_and_asides_and_end_at_headings():
     assert sentences[0] == "Ada keeps the ledger." and not any("#" in x for x in sentences)
 
 
+def test_a_heading_is_not_read_into_the_sentence_under_it():
+    """A heading's line with the line under it read "Ada Lovelace Ada was a mathematician."."""
+    text = "# Ada Lovelace\nAda was a mathematician.\n\n## Early life of Ada\nShe was born in London."
+    assert split_sentences(text) == ["Ada was a mathematician.", "Early life of Ada", "She was born in London."]
+    answer = pick_sentences("Who was Ada Lovelace?", [("[T:1]", text)], anchors=["Ada Lovelace"])
+    assert all(not s.startswith("Ada Lovelace Ada") for s, _tag, _score in answer)
+
+
 def test_stems_follow_the_documented_rules():
     assert stem("operate") == stem("operates") == stem("operations")
     assert stem("company") == stem("companies")

@@ -198,10 +198,11 @@ def test_an_extractive_summary_reads_descriptions_only_up_to_its_budget():
 
 def test_descriptions_are_split_into_sentences_as_the_gap_pattern_splits_them():
     """``split_at_gaps`` tries the gap pattern only after . ! ? before white space (or on text
-    with a full-width terminator), and cuts exactly where ``SENTENCE_GAP.split`` cuts."""
+    with a full-width terminator), and cuts each of the text's ``line_parts`` exactly where
+    ``SENTENCE_GAP.split`` cuts it."""
     import random
 
-    from streamrag.sentences import SENTENCE_GAP, split_at_gaps
+    from streamrag.sentences import SENTENCE_GAP, line_parts, split_at_gaps
 
     cases = ["Mr. Osk came. He left! Why?  Then\nnothing.", "J. R. Quay met e.g. Ada. a", "One only.",
              "Ends here.\n\nNext one", "...  Z", ". a", "Dr.  Who. Me.", "etc. and so. On",
@@ -209,8 +210,25 @@ def test_descriptions_are_split_into_sentences_as_the_gap_pattern_splits_them():
     random.seed(5)
     bits = [".", "!", "?", " ", "  ", "\n", "\t", "a", "B", "Mr", "e.g", "St", "J", '"', "\u00a0", "\u3002", "\u300d"]
     cases += ["".join(random.choice(bits) for _ in range(random.randint(0, 12))) for _ in range(20000)]
+    bits += ["\n\n", "# ", "## "]
+    cases += ["".join(random.choice(bits) for _ in range(random.randint(0, 12))) for _ in range(5000)]
     for text in cases:
-        assert split_at_gaps(text) == SENTENCE_GAP.split(text), text
+        parts = [p for p in line_parts(text) if p.strip()] or [text]
+        assert split_at_gaps(text) == [s for p in parts for s in SENTENCE_GAP.split(p)], text
+
+
+def test_a_heading_or_a_line_over_a_blank_one_ends_its_sentence():
+    """A Markdown heading's line, and a line before a blank one, end their sentence with no
+    full stop: "# Ada Lovelace" over "Ada was ..." was one sentence, "Ada Lovelace Ada was ..."."""
+    from streamrag.sentences import sentences_of
+
+    assert sentences_of("# Ada Lovelace\nAda was a mathematician. She wrote notes.") == [
+        "# Ada Lovelace", "Ada was a mathematician.", "She wrote notes."]
+    assert sentences_of("Ada wrote\n## Notes\nOn the engine.") == ["Ada wrote", "## Notes", "On the engine."]
+    assert sentences_of("Open questions\n\nWho built it? Ada did.") == ["Open questions", "Who built it?", "Ada did."]
+    # A hard-wrapped line goes on; "#tag" and "#5" are no headings.
+    assert sentences_of("The harbour was\nfull of ships.") == ["The harbour was\nfull of ships."]
+    assert sentences_of("See #tag\n#5 of the list is done.") == ["See #tag\n#5 of the list is done."]
 
 
 def test_a_sentence_of_several_summaries_is_counted_once_in_a_stage(monkeypatch):
