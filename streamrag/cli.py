@@ -213,6 +213,8 @@ def db_for_index(args: argparse.Namespace, settings: Settings, root: Path) -> Pa
         folder = _kept_index_folder(root, kept)
     elif (kept := _kept_index_above(root)) is not None:
         folder = root   # (`index d/christmas_carol`: the demo's text, d/index.db its index)
+    elif (found := _index_above(root)) is not None:
+        raise StreamragError(_inside_indexed_folder(args, root, db, *found))
     else:
         return db
     # (`index DIR` and `watch DIR` of a `demo --dir DIR` folder, or of its christmas_carol, built
@@ -225,24 +227,17 @@ def db_for_index(args: argparse.Namespace, settings: Settings, root: Path) -> Pa
                          f"{shell_word(folder)} --db {shell_word(kept)}`")
 
 
-def second_index_note(args: argparse.Namespace, settings: Settings, root: Path, db: Path,
-                      command: str = "index") -> str | None:
-    """What `index` says when it builds ``root`` an index of its own, ``db``, below a folder
-    indexed already (``_index_above``): `index n/sub` of an indexed n built n/sub/.streamrag/index.db
-    without a word, and from then on ask and status in n/sub read it, not n's. Not refused (a
-    sub-index can be wanted); ``None`` when the index was named (--db, store.path) or is there.
-    ``command``: the one the advice names (`watch n/sub` is told to watch n)."""
-    if getattr(args, "db", None) or settings.store.path or db.exists() or db.is_symlink():
-        return None
-    found = _index_above(root)
-    if found is None:
-        return None
-    above, folder = found
+def _inside_indexed_folder(args: argparse.Namespace, root: Path, db: Path, above: Path, folder: Path) -> str:
+    """Why `index` (or `watch`) of ``root`` stops, ``root`` inside ``folder``, indexed in ``above``
+    (``_index_above``): `cd notes/People; streamrag index .` built a second index there with a
+    note on stderr, which ask and status in People read from then on, where they had read
+    notes's (or, for an index kept as notes/index.db, been pointed to it). The line names the command that updates ``folder``'s index, and how to build a
+    separate index of ``root`` (its --db), which is then used as any index named."""
     named = "" if above.parent.name == ".streamrag" else f" --db {shell_word(above)}"
-    offline = " --offline" if _built_offline(above) else ""
-    return (f"{shown(root)} is inside {shown(folder)}, indexed in {shown(above)}; this builds a second, "
-            f"separate index, {shown(db)}, which ask and status in {shown(root)} read from now on; to "
-            f"update {shown(folder)}'s instead, run `streamrag {command}{offline} {shell_word(folder)}{named}`")
+    flags = (" --estimate" if _estimating(args) else "") + (" --offline" if _built_offline(above) else "")
+    read = "" if named else f", which ask and status in {shown(root)} read"
+    return (f"{shown(root)} is inside {shown(folder)}, indexed in {shown(above)}{read}; to update it, run `streamrag {args.command}{flags} {shell_word(folder)}{named}`; "
+            f"for a separate index of {shown(root)}, add --db {shell_word(db)}")
 
 
 def _index_above(folder: Path) -> tuple[Path, Path] | None:
@@ -508,8 +503,6 @@ def cmd_index(args: argparse.Namespace) -> int:
         return 0
     for line in settings.unused_by_indexing():
         print(f"streamrag: warning: {line}", file=sys.stderr)
-    if (note := second_index_note(args, settings, root, db)) is not None:
-        print(f"streamrag: note: {note}", file=sys.stderr)
     prog = Progress()
     indexer = pipeline.Indexer(settings, db, root=root, progress=prog, command="index",
                                recluster=args.recluster)

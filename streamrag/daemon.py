@@ -2030,8 +2030,7 @@ async def serve(daemon: Daemon, source: AsyncIterable[ChangeSet] | None) -> int:
 
 def cmd_watch(args: argparse.Namespace) -> int:
     """``streamrag watch DIR``: initial sync, then keep the index current until a signal."""
-    from streamrag.cli import (command_settings, db_for_index, db_given, file_base_unused, not_documents,
-                               second_index_note)
+    from streamrag.cli import command_settings, db_for_index, db_given, file_base_unused, not_documents
 
     given = Path(args.dir)
     if (why := not_documents(given, "watch")) is not None:   # (`watch DIR/.streamrag`: an index in it)
@@ -2052,7 +2051,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         raise StreamragError(f"{db} is the index of {indexed}; watch that folder, or give this one "
                              "its own index with --db FILE")
     # Said as `index` says them, but as warning events: with --json, on stdout with the others.
-    notes = (file_base_unused(settings), second_index_note(args, settings, given, db, "watch"))
+    notes = (file_base_unused(settings),)
     daemon = Daemon(settings, db, root, report=Reporter(json_lines=args.json),
                     reload=lambda: command_settings(args, given, models_for=("index",), quiet=True),
                     warnings=tuple(note for note in notes if note is not None))

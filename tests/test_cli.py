@@ -1070,31 +1070,40 @@ def test_a_linked_subfolder_of_a_folder_with_a_kept_index_is_pointed_to_it(cli_r
 
 
 @pytest.mark.parametrize("kept", [False, True])
-def test_a_subfolder_of_an_indexed_folder_indexed_alone_is_told_of_the_index_above(cli_run, corpus, tmp_path, kept):
-    # `index n/sub` of an indexed n built n/sub/.streamrag/index.db without a word, and from then
-    # on ask and status in n/sub read it, not n's. Built still, and said once, to stderr.
+def test_a_subfolder_of_an_indexed_folder_indexed_alone_is_pointed_to_the_index_above(cli_run, corpus, tmp_path, kept):
+    # `cd n/sub; streamrag index .` of an indexed n built n/sub/.streamrag/index.db (with a note on
+    # stderr), and from then on ask and status in n/sub read it, not n's. Now it stops with one
+    # line naming n's index and the command that updates it, or the --db of a separate index.
     (corpus / "sub").mkdir()
     (corpus / "sub" / "new.txt").write_text("Petra Lind joined the Northern Rail Company.\n")
     named = ("--db", "corpus/index.db") if kept else ()
     assert cli_run("index", "-q", "--offline", "corpus", *named, cwd=tmp_path).returncode == 0
     above = "corpus/index.db" if kept else "corpus/.streamrag/index.db"
-    out = cli_run("index", "-q", "--offline", "corpus/sub", "--json", cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["db"] == str(corpus / "sub" / ".streamrag" / "index.db")
     fix = "streamrag index --offline corpus" + (" --db corpus/index.db" if kept else "")
-    assert out.stderr == (f"streamrag: note: corpus/sub is inside corpus, indexed in {above}; this builds a "
-                          "second, separate index, corpus/sub/.streamrag/index.db, which ask and status in "
-                          f"corpus/sub read from now on; to update corpus's instead, run `{fix}`\n")
-    # As the note says: status in corpus/sub reads the new index; run again, nothing more is said.
-    status = cli_run("status", "--json", cwd=corpus / "sub")
-    assert json.loads(status.stdout)["db"] == str((corpus / "sub" / ".streamrag" / "index.db").resolve())
-    assert cli_run("index", "-q", "--offline", "corpus/sub", cwd=tmp_path).stderr == ""
+    for args in (("corpus/sub",), ("--estimate", "corpus/sub")):
+        out = cli_run("index", "-q", "--offline", *args, cwd=tmp_path)
+        assert out.returncode == 1, out.stderr
+        said = fix.replace("index", "index --estimate", 1) if "--estimate" in args else fix
+        read = "" if kept else ", which ask and status in corpus/sub read"
+        assert out.stderr == (f"streamrag: error: corpus/sub is inside corpus, indexed in {above}{read}; to "
+                              f"update it, run `{said}`; for a separate index of corpus/sub, add --db "
+                              "corpus/sub/.streamrag/index.db\n")
+    assert not (corpus / "sub" / ".streamrag").exists()
+    if not kept:   # status in corpus/sub reads corpus's index, as the line says
+        status = cli_run("status", "--json", cwd=corpus / "sub")
+        assert json.loads(status.stdout)["db"] == str((tmp_path / above).resolve())
     # The command it names updates corpus's index with the subfolder's file.
     assert cli_run(*fix.split()[1:], "-q", cwd=tmp_path).returncode == 0
     assert "sub/new.txt" in _root_and_paths(tmp_path / above)[1]
+    # A separate index, asked for by its --db, is built, and used from then on without it.
+    sub_db = "corpus/sub/.streamrag/index.db"
+    assert cli_run("index", "-q", "--offline", "corpus/sub", "--db", sub_db, cwd=tmp_path).returncode == 0
+    out = cli_run("index", "-q", "--offline", "corpus/sub", "--json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["db"] == str(tmp_path / sub_db) and out.stderr == ""
 
 
-def test_a_linked_subfolder_of_an_indexed_folder_is_told_of_the_index_above_it(cli_run, corpus, tmp_path):
+def test_a_linked_subfolder_of_an_indexed_folder_is_pointed_to_the_index_above_it(cli_run, corpus, tmp_path):
     # `ln -s corpus/sub lnk; index lnk`: the index above is corpus's, as status in lnk finds it
     # (by the folder the link names); it was named from the link's own folder, here:
     # '... indexed in .streamrag/index.db; ... run `streamrag index .`', which indexes tmp_path.
@@ -1103,12 +1112,11 @@ def test_a_linked_subfolder_of_an_indexed_folder_is_told_of_the_index_above_it(c
     assert cli_run("index", "-q", "--offline", "corpus", cwd=tmp_path).returncode == 0
     (tmp_path / "lnk").symlink_to(corpus / "sub")
     out = cli_run("index", "-q", "--offline", "lnk", cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 1, out.stderr
     real = corpus.resolve()
-    assert out.stderr == (f"streamrag: note: lnk is inside {real}, indexed in {real}/.streamrag/index.db; this "
-                          "builds a second, separate index, lnk/.streamrag/index.db, which ask and status in "
-                          f"lnk read from now on; to update {real}'s instead, run `streamrag index --offline "
-                          f"{real}`\n")
+    assert out.stderr == (f"streamrag: error: lnk is inside {real}, indexed in {real}/.streamrag/index.db, which "
+                          f"ask and status in lnk read; to update it, run `streamrag index --offline {real}`; "
+                          "for a separate index of lnk, add --db lnk/.streamrag/index.db\n")
 
 
 def test_the_index_above_a_folder_is_found_by_the_reading_commands_search_with_its_folder(
@@ -1140,26 +1148,21 @@ def test_the_index_above_a_folder_is_found_by_the_reading_commands_search_with_i
 
 
 def test_a_subfolder_of_an_indexed_folder_watched_alone_is_told_to_watch_the_folder(cli_run, corpus, tmp_path):
-    # `watch n/sub` builds its own index as `index n/sub` does, and said nothing of n's.
+    # `watch n/sub` built its own index as `index n/sub` did, with a warning event; it stops as
+    # `index n/sub` does, before it starts, naming the command that watches n.
     (corpus / "sub").mkdir()
     (corpus / "sub" / "new.txt").write_text("Petra Lind joined the Northern Rail Company.\n")
     assert cli_run("index", "-q", "--offline", "corpus", cwd=tmp_path).returncode == 0
-    note = ("corpus/sub is inside corpus, indexed in corpus/.streamrag/index.db; this builds a second, "
-            "separate index, corpus/sub/.streamrag/index.db, which ask and status in corpus/sub read from now "
-            "on; to update corpus's instead, run `streamrag watch --offline corpus`")
-    # Said as the settings' warnings are, a state line at the start: with --json, an event on
-    # stdout, not a plain line on stderr beside the events (it was "streamrag: note: ..." there).
-    out = cli_run("watch", "--once", "--offline", "--json", "corpus/sub", cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
-    events = [json.loads(line) for line in out.stdout.splitlines()]
-    assert [(e["state"], e.get("warning")) for e in events[:2]] == [("starting", None), ("warning", note)], events
-    assert "is inside corpus" not in out.stderr, out.stderr
-    # Without --json, on stderr as every state line is.
-    shutil.rmtree(corpus / "sub" / ".streamrag")
+    line = ("corpus/sub is inside corpus, indexed in corpus/.streamrag/index.db, which ask and status in "
+            "corpus/sub read; to update it, run `streamrag watch --offline corpus`; for a separate index of "
+            "corpus/sub, add --db corpus/sub/.streamrag/index.db")
     out = cli_run("watch", "--once", "--offline", "corpus/sub", cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
-    (line,) = [line for line in out.stderr.splitlines() if "is inside corpus" in line]
-    assert line.endswith(f" warning     {note}"), line
+    assert out.returncode == 1 and out.stderr == f"streamrag: error: {line}\n", out.stderr
+    out = cli_run("watch", "--once", "--offline", "--json", "corpus/sub", cwd=tmp_path)
+    assert out.returncode == 1, out.stderr
+    (event,) = [json.loads(x) for x in out.stdout.splitlines()]
+    assert (event["state"], event["message"]) == ("failed", line), event
+    assert not (corpus / "sub" / ".streamrag").exists()
 
 
 def test_a_folder_copied_with_its_kept_index_is_pointed_to_the_copy_s_index(cli_run, corpus, tmp_path):
