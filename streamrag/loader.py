@@ -153,8 +153,8 @@ def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
 
     Files of a folder that ``include`` does not match are counted by extension (``""``: none)
     in ``left_out`` when given (``left_out_lines``), but a settings file, ``own`` (the index's
-    files, a custom prompt: ``one_of``) and a tool's backup or temporary file
-    (``leftover``), which are no documents.
+    files, a custom prompt: ``one_of``), a tool's backup or temporary file (``leftover``) and
+    a file `streamrag export` wrote (``written_by_export``), which are no documents.
 
     The symlinks of a folder matching ``include`` that lead nowhere (broken, or a loop) are
     appended to ``broken`` when given: ``watch`` syncs one when its target appears. The conflict
@@ -233,6 +233,29 @@ def leftover(name: str) -> bool:
     lower = name.lower()
     return (lower.endswith("~") or lower.startswith("~$") or len(name) > 2 and name[0] == name[-1] == "#"
             or lower.endswith(_LEFTOVER_SUFFIXES))
+
+
+# How a file `streamrag export` wrote begins (``export._write_json``, ``export._write_graphml``).
+# Written into the indexed folder under a name index.include leaves out (graph.json), it is the
+# index's own output, no document: the next `index` counted it as left out and advised writing
+# its records to a .jsonl file to index them.
+_EXPORT_SUFFIXES = (".json", ".graphml")
+_EXPORT_HEAD = re.compile(rb'\{\n "version": \d+,\n "documents": \['
+                          rb'|<\?xml version="1\.0" encoding="UTF-8"\?>\n<graphml [^\n]*\n'
+                          rb'(?:  <key [^\n]*\n)*  <graph id="streamrag" ')
+
+
+def written_by_export(path: str | Path) -> bool:
+    """Whether the file ``path`` is one `streamrag export` wrote, told by its suffix and first
+    bytes (an unreadable file is not)."""
+    if not os.fspath(path).lower().endswith(_EXPORT_SUFFIXES):
+        return False
+    try:
+        with open(path, "rb") as f:
+            head = f.read(2048)
+    except OSError:
+        return False
+    return _EXPORT_HEAD.match(head) is not None
 
 
 # What a sync tool leaves beside a file edited in two places at once: the version that lost, as
@@ -597,7 +620,8 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
                 kind = os.path.splitext(name)[1].lower()
                 if (left_out is not None and is_file and storable(name) and name != CONFIG_NAME
                         and not is_own(os.path.join(folder, name))
-                        and not leftover(name) and (not is_link or inside(folder / name))):
+                        and not leftover(name) and (not is_link or inside(folder / name))
+                        and not written_by_export(folder / name)):
                     left_out[kind] = left_out.get(kind, 0) + 1   # a file the index would take
                 continue
             path = folder / name

@@ -261,6 +261,23 @@ def test_export_still_writes_new_files_beside_the_inputs(notes, monkeypatch, cap
     assert rc == 0 and (notes / ".streamrag" / "graph.json").is_file()
 
 
+def test_an_export_in_the_indexed_folder_is_not_counted_as_left_out(notes, monkeypatch, capsys):
+    # `cd notes; streamrag export graph.json`, then `streamrag index .`: "left out 1 .json (JSON
+    # that index.include leaves out; to index its records, write them to a .jsonl file ...)",
+    # advice to index the index's own output. Another .json is still counted.
+    from streamrag import loader
+
+    monkeypatch.chdir(notes)
+    for out in ("graph.json", "graph.graphml", "sub/g.json"):
+        assert _cli(capsys, out)[0] == 0
+    (notes / "data.json").write_text('{"version": 1, "documents": []}\n')
+    left_out: dict[str, int] = {}
+    loader.scan([notes], ["*.txt", "*.md", "*.jsonl"], left_out=left_out)
+    assert left_out == {".json": 1}, left_out
+    assert [loader.written_by_export(notes / n) for n in ("graph.json", "graph.graphml", "data.json")] == [
+        True, True, False]
+
+
 def test_the_graphml_line_says_only_what_the_file_holds(notes, monkeypatch, capsys):
     # GraphML holds nodes and edges, no reports: its line said "..., 4 reports" (a newcomer's finding).
     monkeypatch.chdir(notes)
