@@ -34,6 +34,40 @@ def llm_summary(by_stage: Mapping[str, Mapping[str, int | None]]) -> dict:
     return {**total, "by_stage": stages}
 
 
+def _extractive_why(store: Store) -> dict:
+    """Why the index's extractive reports are extractive: ``reports_offline`` (its extractor is
+    the offline one), ``report_min_members`` (the one it was published with; None unknown) and
+    ``extractive_small_reports``, those of communities of fewer members."""
+    offline = (store.get_meta("extractor") or "").startswith("nlp-")
+    said = store.get_meta("report_min_members") or ""
+    least = int(said) if said.isdigit() else None
+    small = 0 if offline or least is None else store.scalar(
+        "SELECT count(DISTINCT c.report_key) FROM communities c JOIN reports r ON r.key = c.report_key "
+        "WHERE r.extractive = 1 AND (SELECT count(*) FROM community_members m WHERE m.community_id = c.id) < ?",
+        (least,))
+    return {"reports_offline": offline, "report_min_members": least, "extractive_small_reports": small}
+
+
+def _reports_line(info: dict) -> str:
+    """The reports line: how many, how many extractive, and why those are (``_extractive_why``):
+    "reports 10 (7 extractive)" left a newcomer wondering what was wrong with seven."""
+    n, extractive = info["reports"], info["extractive_reports"]
+    line = f"  reports        {number(n)} ({number(extractive)} extractive"
+    if not extractive:
+        return line + ")"
+    if info.get("reports_offline"):
+        return line + ": built offline, no LLM wrote them)" if extractive == n else line + ")"
+    least, small = info.get("report_min_members"), info.get("extractive_small_reports", 0)
+    why = []
+    if small:
+        why.append(f"{'' if small == extractive else f'{number(small)} '}for communities of fewer than "
+                   f"{least} members, index.report_min_members")
+    if extractive > small and least is not None:
+        why.append(f"{'' if not small else f'{number(extractive - small)} '}standing in for the model's "
+                   "failed or unusable answers")
+    return line + (": " + "; ".join(why) if why else "") + ")"
+
+
 def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 50,
                   report_budget: int | None = None, claimless: str | None = None) -> dict:
     """Counts, LLM usage by stage and model, cache hit rate and recent failures, as one dict.
@@ -83,6 +117,10 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             "reports": store.scalar("SELECT count(DISTINCT report_key) FROM communities"),
             "extractive_reports": store.scalar(
                 "SELECT count(*) FROM reports WHERE extractive = 1 AND key IN (SELECT report_key FROM communities)"),
+            # ... why: the index was built offline, or (by a model) the communities below the
+            # index.report_min_members it was published with get one, and the others stand in
+            # for model answers that failed or were unusable
+            **_extractive_why(store),
             "llm": llm,            # every run's calls: index, watch and ask
             "llm_by_model": usage,  # the same calls by stage and model
             "cache_hit_rate": round(llm["cached"] / llm["calls"], 3) if llm["calls"] else None,
@@ -539,7 +577,7 @@ def format_status(info: dict, db: Path) -> str:
         f"  relationships  {number(info['relationships'])}",
         f"  claims         {number(info['claims'])}" + _without_claims(info.get("chunks_without_claims", 0)),
         _communities_line(info["communities"], info["communities_by_level"]),
-        f"  reports        {number(info['reports'])} ({number(info['extractive_reports'])} extractive)",
+        _reports_line(info),
     ]
     if info["llm_by_model"]:
         rate = info["cache_hit_rate"]

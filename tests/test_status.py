@@ -231,6 +231,39 @@ def test_queries_count_the_questions_answered(corpus, tmp_path):
     assert status_of(db)[0]["queries"] == 1
 
 
+def test_status_says_why_reports_are_extractive(corpus, tmp_path, simulator):
+    # "reports 10 (7 extractive)" said nothing of why seven were (index.report_min_members).
+    import sqlite3
+
+    from streamrag.status import _reports_line
+
+    db = tmp_path / "m.db"
+    anyio.run(lambda: sync([corpus], make_settings(simulator.base_url, index={"report_min_members": 4}), db,
+                           root=corpus))
+    with sqlite3.connect(db) as conn:
+        sizes = [n for (n,) in conn.execute("SELECT count(*) FROM community_members GROUP BY community_id")]
+        extractive = conn.execute("SELECT count(*) FROM reports WHERE extractive = 1 AND key IN "
+                                  "(SELECT report_key FROM communities)").fetchone()[0]
+    conn.close()
+    small = sum(1 for n in sizes if n < 4)
+    assert 0 < small == extractive < len(sizes), (sizes, extractive)
+    info, text = status_of(db)
+    assert (f"  reports        {len(sizes)} ({extractive} extractive: for communities of fewer than 4 "
+            "members, index.report_min_members)") in text.splitlines(), text
+    offline = tmp_path / "o.db"
+    anyio.run(lambda: sync([corpus], make_settings(""), offline, root=corpus))
+    info, text = status_of(offline)
+    n = info["reports"]
+    assert f"  reports        {n} ({n} extractive: built offline, no LLM wrote them)" in text.splitlines(), text
+    # Some stand in for the model's failed answers: each kind counted.
+    mixed = {"reports": 10, "extractive_reports": 7, "reports_offline": False, "report_min_members": 3,
+             "extractive_small_reports": 5}
+    assert _reports_line(mixed) == ("  reports        10 (7 extractive: 5 for communities of fewer than 3 members, "
+                                    "index.report_min_members; 2 standing in for the model's failed or unusable "
+                                    "answers)")
+    assert _reports_line({**mixed, "extractive_reports": 0}) == "  reports        10 (0 extractive)"
+
+
 def test_status_says_how_big_the_database_is_and_how_much_is_cached_answers(corpus, tmp_path, simulator):
     # A daemon's database grew to three times a fresh index under churn (the cached answers of
     # what changed are kept store.keep_unused_days), and nothing said so.
