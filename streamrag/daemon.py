@@ -2050,6 +2050,13 @@ def cmd_watch(args: argparse.Namespace) -> int:
     if indexed is not None and indexed != root.resolve():
         raise StreamragError(f"{db} is the index of {indexed}; watch that folder, or give this one "
                              "its own index with --db FILE")
+    # A model-built index with no endpoint now is refused before the first line: it said
+    # "starting ..., offline (NLP extraction, extractive reports)" and then refused to run offline.
+    with reading(db) as store:
+        if store is not None:
+            from streamrag.pipeline import check_not_downgraded
+
+            check_not_downgraded(settings, store, db)
     # Said as `index` says them, but as warning events: with --json, on stdout with the others.
     notes = (file_base_unused(settings),)
     daemon = Daemon(settings, db, root, report=Reporter(json_lines=args.json),

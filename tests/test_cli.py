@@ -577,6 +577,23 @@ def test_watch_once_with_nothing_answering_publishes_nothing_as_index_does(cli_r
     assert status.returncode != 0 or json.loads(status.stdout)["version"] == 0, status.stdout
 
 
+def test_watch_of_a_model_built_index_with_no_endpoint_refuses_before_it_starts(cli_run, corpus, tmp_path, simulator):
+    # It said "starting ... offline (NLP extraction, extractive reports)" and then refused to
+    # index offline: the mode it said it started in was never run.
+    (tmp_path / "s.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\n")
+    db, config = str(tmp_path / "i.db"), ("--config", str(tmp_path / "s.toml"))
+    assert cli_run("index", str(corpus), "-q", "--db", db, *config, "--api-base", simulator.base_url).returncode == 0
+    out = cli_run("watch", str(corpus), "--once", "--db", db, *config)
+    assert out.returncode == 1 and out.stdout == "", out.stdout
+    assert out.stderr.splitlines() == [f"streamrag: error: {db}: this index was built with a model, and no endpoint "
+                                       "is set now (llm.api_base, STREAMRAG_API_BASE or --api-base): set one to "
+                                       "update it, or pass --offline to rebuild it offline (the NLP extractor's "
+                                       "graph and extractive reports replace the model's)"], out.stderr
+    # With --offline it is meant, and starts so.
+    out = cli_run("watch", str(corpus), "--once", "--offline", "--db", db, *config)
+    assert out.returncode == 0 and "starting" in out.stderr and "offline (NLP extraction" in out.stderr, out.stderr
+
+
 def test_index_says_when_it_stops_asking_for_what_the_model_keeps_getting_wrong(cli_run, corpus, tmp_path, simulator):
     # The run that settled reports printed only "failures 7: see ..." and exited 0.
     (tmp_path / "s.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\n"
