@@ -103,8 +103,8 @@ from streamrag.report_stage import built_min_members, children_of, claims_by_end
 from streamrag.reports import ReportContext, build_context, claim_lines_redone, context_key
 from streamrag.records import Chunk, Claim, ClaimRecord, Community, Extraction, Relationship, RelationshipRecord
 from streamrag.sentences import sentences_of
-from streamrag.status import counted, llm_summary
-from streamrag.store import SCHEMA_VERSION, Store, _uri_path, alive, as_it_lies, without_index_files
+from streamrag.status import counted, llm_summary, unusable_said
+from streamrag.store import SCHEMA_VERSION, Store, _uri_path, alive, as_it_lies, index_files, without_index_files
 from streamrag.summarizer import (SUMMARY_HEADROOM, asks_model, new_summary_input, summary_input, summary_messages,
                                   within_budget, without_model)
 from streamrag.terminal import shell_word
@@ -330,6 +330,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     unread: set[str] = set()        # the files read in vain whose indexed documents `index` keeps
     unlisted: list[tuple[Path, str]] = []
     corpus_tokens = unreadable = 0
+    unreadable_kinds: dict[str, int] = {}   # (by what is true of them, as `index` says them: ``unusable_said``)
     indexed = index_rows.files(store) if store is not None else {}
     rows_of: dict[str, dict[str, tuple[str, int, float]]] = {}   # a file's rows, as the run finds them
     for p, v in indexed.items():
@@ -338,7 +339,9 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     # What the scan leaves out, for the command line to say as `index` says its warnings (they
     # were logged here, "streamrag: x.txt: broken symlink ...", without its "warning: ").
     skipped: list[str] = []
-    found = loader.scan(paths, ix.include, root=root, exclude=ix.exclude, skipped=skipped, unlisted=unlisted)
+    left_out: dict[str, int] = {}   # (the files index.include leaves out, said as `index` says them)
+    found = loader.scan(paths, ix.include, root=root, exclude=ix.exclude, skipped=skipped, unlisted=unlisted,
+                        left_out=left_out, own=[*index_files(db), *settings.own_files()])
     unlisted_said = [loader.unlisted_line(folder, why, root) for folder, why in unlisted]
     failed: list[str] = []   # the files it cannot use, each said as `index` says it (after its folders)
     # The files with nothing to index, and what reading the others warns of ("not valid UTF-8,
@@ -369,6 +372,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             continue
         except InputError as e:
             unreadable += 1
+            unreadable_kinds[e.kind] = unreadable_kinds.get(e.kind, 0) + 1
             # a file the system would not read, or one as indexed whose rows lack the field
             # named now: what was indexed stays
             if isinstance(e, UnreadableFile) or isinstance(e, NoTextField) and _unchanged(st, rows):
@@ -651,7 +655,9 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             "update": bool(store is not None and store.version), "documents_added": added_docs,
             "documents_edited": edited_docs, "documents_removed": removed_docs,
             "documents_read_again": read_again_docs, "unreadable_files": unreadable,
-            "unreadable_kept": unread_kept, "corpus_tokens": corpus_tokens,
+            "unreadable_kept": unread_kept, "unreadable_by_kind": unreadable_kinds,
+            "left_out": dict(sorted(left_out.items())),
+            "left_out_said": loader.left_out_lines(left_out, ix.include), "corpus_tokens": corpus_tokens,
             "chunks_to_extract": n, "chunks_unpublished": len(unpublished),
             # (of them, those whose stored extraction lacks only its claims: asked its claims call
             # alone, ``ExtractionStage.claims_only``; claims turned on, or a claims call that gave up)
@@ -1560,8 +1566,14 @@ def format_estimate(e: dict) -> str:
         counts = f"what was indexed from {kept} of them stays, counted; the others not counted"
     else:
         counts = "not counted"
-    unreadable = (f"\n{counted(n, 'file')} cannot be indexed as {'it is' if n == 1 else 'they are'} ({counts}); "
-                  f"the warnings name {it}" if n else "")
+    # What is true of them, as `index` says it ("1 file is not text"): it said "1 file cannot be
+    # indexed as it is" of a binary file. And the files index.include leaves out, as `index` says
+    # them, which it did not say at all.
+    said = unusable_said(e["unreadable_by_kind"]) if sum(e.get("unreadable_by_kind", {}).values()) == n else ""
+    said = said or f"{counted(n, 'file')} cannot be indexed as {'it is' if n == 1 else 'they are'}"
+    unreadable = f"\n{said} ({counts}); the warnings name {it}" if n else ""
+    unreadable += "".join(f"\n{'Left out: ' if i == 0 else ' ' * 10}{line}"
+                          for i, line in enumerate(e.get("left_out_said", ())))
     # (An unchanged vault had 124 of 153 chunks to extract after an upgrade, and no word of why.)
     because = f"\nEvery file is read and chunked again: {e['read_again_because']}." \
         if e.get("read_again_because") else ""

@@ -400,7 +400,28 @@ def test_the_estimate_counts_as_unreadable_only_what_index_cannot_read(cli_run, 
     est = json.loads(cli_run("index", str(corpus), "--estimate", "--json", *db).stdout)
     assert est["unreadable_files"] == 1 and est["documents"] == 4
     text = cli_run("index", str(corpus), "--estimate", *db).stdout
-    assert "1 file cannot be indexed as it is (not counted)" in text
+    assert "1 file is not text (not counted)" in text
+
+
+def test_the_estimate_says_what_it_cannot_use_and_leaves_out_as_index_does(cli_run, corpus):
+    # A binary file was "1 file cannot be indexed as it is" (index: "1 file is not text"), and
+    # the files index.include leaves out went unsaid (index: "left out 1 .json (...)").
+    import random
+
+    (corpus / "blob.txt").write_bytes(random.Random(2).randbytes(3000))
+    (corpus / "data.json").write_text('{"a": 1}\n')
+    (corpus / "pic.png").write_bytes(b"\x89PNG")
+    est = cli_run("index", str(corpus), "--estimate", "--offline")
+    run = cli_run("index", str(corpus), "--offline")
+    assert est.returncode == 0 and run.returncode == 0, (est.stderr, run.stderr)
+    left = [line[17:] for line in run.stdout.splitlines() if line.startswith("  ") and line[2:17].strip() in
+            ("left out", "")][-2:]
+    assert left[0].startswith("1 .json (JSON that index.include leaves out") and left[1].startswith("1 other file"), \
+        run.stdout
+    assert "(1 file is not text)" in run.stdout, run.stdout
+    text = est.stdout.splitlines()
+    assert text[1:] == ["1 file is not text (not counted); the warnings name it", f"Left out: {left[0]}",
+                        f"          {left[1]}"], est.stdout
 
 
 def test_estimate_leaves_out_extraction_answers_already_in_the_cache(cli_run, corpus, simulator):

@@ -328,7 +328,7 @@ async def test_a_folder_it_cannot_search_counts_the_documents_the_run_keeps(corp
     assert text.startswith("Offline indexing: 4 documents, "), text
     if given == "folder":
         assert est["unreadable_files"] == est["unreadable_kept"] == 1
-        assert text.endswith("\n1 file cannot be indexed as it is (what was indexed from it stays, counted); "
+        assert text.endswith("\n1 file could not be read (what was indexed from it stays, counted); "
                              "the warnings name it"), text
 
 
@@ -1525,8 +1525,11 @@ def test_an_estimate_names_the_files_it_cannot_use_as_index_does(cli_run, tmp_pa
             "rows.jsonl: no 'text' field in any row; name the column holding the text 'text' or set index.text_field",
             "sub/guild.txt: cannot read (Permission denied); what was indexed from it stays; check that it "
             "exists and is readable (its permissions, and its folder's)"} <= set(warnings), warnings
-    assert est.stdout.rstrip().endswith("13 files cannot be indexed as they are (what was indexed from 1 of them "
-                                        "stays, counted; the others not counted); the warnings name them"), est.stdout
+    # (said as `index` says them: what is true of each)
+    assert est.stdout.rstrip().endswith("1 file could not be read, 11 are not text, 1 could not be used (what was "
+                                        "indexed from 1 of them stays, counted; the others not counted); the "
+                                        "warnings name them"), est.stdout
+    assert "(1 file could not be read, 11 are not text, 1 could not be used)" in run.stdout, run.stdout
 
 
 def test_one_call_is_said_one_call(cli_run, tmp_path, simulator):
