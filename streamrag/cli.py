@@ -751,7 +751,7 @@ def _format_sync(r, db: Path, include: list[str]) -> str:
 
     u = llm_summary(r.llm)
     calls, cached, tokens = u["calls"], u["cached"], u["prompt_tokens"] + u["completion_tokens"]
-    mode = "offline (NLP extraction, extractive reports)" if r.offline else "LLM"
+    mode = "offline: NLP extraction, extractive reports" if r.offline else "LLM"   # (no parentheses in its own)
     lines = [
         (f"Indexed into {db} (version {r.version}, {mode}) in {r.wall_s:.1f} s" if r.published else
          f"Nothing changed: {db} stays at version {r.version} ({mode}); {_applied(r)}{_reclustered(r)}checked in "

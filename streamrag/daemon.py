@@ -761,7 +761,7 @@ class Daemon:
         endpoint = without_secrets(s.llm.api_base)   # (the watch's log and --json lines: no password)
         if not s.offline:
             return "llm", endpoint, f"LLM {s.llm.extraction_model} at {endpoint}"
-        said = "offline (NLP extraction, extractive reports)"
+        said = "offline: NLP extraction, extractive reports"   # (the line's next words are in parentheses)
         if not s.calls_model:
             return "offline", None, said
         return "offline", endpoint, f"{said}, embeddings {s.llm.embedding_model} at {endpoint}"

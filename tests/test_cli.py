@@ -403,6 +403,16 @@ def test_the_estimate_counts_as_unreadable_only_what_index_cannot_read(cli_run, 
     assert "1 file is not text (not counted)" in text
 
 
+def test_the_offline_index_line_nests_no_parentheses(cli_run, corpus):
+    # "Indexed into ... (version 1, offline (NLP extraction, extractive reports)) in 0.4 s".
+    db = Path(".streamrag", "index.db")
+    first = cli_run("index", ".", "--offline", "-q", cwd=corpus).stdout.splitlines()[0]
+    again = cli_run("index", ".", "--offline", "-q", cwd=corpus).stdout.splitlines()[0]
+    assert first.startswith(f"Indexed into {db} (version 1, offline: NLP extraction, extractive reports) in "), first
+    assert again.startswith(f"Nothing changed: {db} stays at version 1 (offline: NLP extraction, extractive "
+                            "reports); checked in "), again
+
+
 def test_the_estimate_says_what_it_cannot_use_and_leaves_out_as_index_does(cli_run, corpus):
     # A binary file was "1 file cannot be indexed as it is" (index: "1 file is not text"), and
     # the files index.include leaves out went unsaid (index: "left out 1 .json (...)").
@@ -612,7 +622,7 @@ def test_watch_of_a_model_built_index_with_no_endpoint_refuses_before_it_starts(
                                        "graph and extractive reports replace the model's)"], out.stderr
     # With --offline it is meant, and starts so.
     out = cli_run("watch", str(corpus), "--once", "--offline", "--db", db, *config)
-    assert out.returncode == 0 and "starting" in out.stderr and "offline (NLP extraction" in out.stderr, out.stderr
+    assert out.returncode == 0 and "starting" in out.stderr and "offline: NLP extraction" in out.stderr, out.stderr
 
 
 def test_index_says_when_it_stops_asking_for_what_the_model_keeps_getting_wrong(cli_run, corpus, tmp_path, simulator):
@@ -2269,7 +2279,7 @@ def test_watch_says_its_start_in_one_line_whatever_its_folder_is_named(cli_run, 
     assert out.returncode == 0, out.stderr
     shown = str(folder).replace("\n", "\\n")
     assert out.stderr.splitlines()[0].endswith(
-        f" starting    {shown} -> {shown}/.streamrag/index.db, offline (NLP extraction, extractive reports) "
+        f" starting    {shown} -> {shown}/.streamrag/index.db, offline: NLP extraction, extractive reports "
         "(debounce 500 ms, quiet 2s, grace 10s)"), out.stderr
     first = json.loads(cli_run("watch", "--offline", "--once", "--json", str(folder)).stdout.splitlines()[0])
     assert (first["root"], first["db"]) == (str(folder), str(folder / ".streamrag" / "index.db"))

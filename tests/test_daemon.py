@@ -3812,7 +3812,7 @@ def test_the_first_line_says_offline_or_which_model_at_which_endpoint(corpus, tm
     assert main(["watch", str(corpus), "--offline", "--db", str(db), "--once", "--json"]) == 0
     first = json.loads(capsys.readouterr().out.splitlines()[0])
     assert (first["state"], first["mode"], first["endpoint"]) == ("starting", "offline", None)
-    assert ", offline (NLP extraction, extractive reports) (debounce" in first["message"]
+    assert ", offline: NLP extraction, extractive reports (debounce" in first["message"]
     db = tmp_path / "w2.db"
     assert main(["watch", str(corpus), "--api-base", simulator.base_url, "--db", str(db), "--once"]) == 0
     first = capsys.readouterr().err.splitlines()[0]   # (text lines go to stderr)
@@ -3855,7 +3855,7 @@ def test_the_first_line_names_the_endpoint_an_offline_watch_embeds_at(corpus, tm
                  "--db", str(db), "--once", "--json"]) == 0
     first = json.loads(capsys.readouterr().out.splitlines()[0])
     assert (first["state"], first["mode"], first["endpoint"]) == ("starting", "offline", simulator.base_url)
-    assert (f", offline (NLP extraction, extractive reports), embeddings text-embedding-3-small at "
+    assert (f", offline: NLP extraction, extractive reports, embeddings text-embedding-3-small at "
             f"{simulator.base_url} (debounce") in first["message"], first["message"]
     assert db_count(db, "SELECT count(*) FROM llm_calls WHERE stage = 'embed'") > 0
 
