@@ -105,7 +105,8 @@ How a chunk is read:
   "County") is the place's ("Manchester City ... City dominated"): there the word is the short
   form of the one name it ends, whatever that is ("Jon Park ... Park officials left"). A name
   such a word ends, no other cue making it a place, is a person's when it speaks or goes ("Jon
-  Park arrived", "Jon Park said no"), as places do not.
+  Park arrived", "Jon Park said no"), as places do not; not a street's, which goes and speaks
+  for its trade or office ("Wall Street came under pressure", "Downing Street said").
 * Descriptions are the first sentences that mention the entity (about 40 words).
 * Relationships: two entities in one sentence (strong) or in adjacent sentences of one block
   (weak); strength 1..10 from those counts; each entity keeps its 10 strongest.
@@ -169,11 +170,12 @@ from streamrag.sentences import table_row_text, table_rows
 #     ("ate Cold Roast"); "The White Rabbit ran." lives; the passive is no act ("The Engine was
 #     described"); a role before a name is a person ("the Virgin Mary"), the sacred no one by its
 #     verb ("The Holy Ghost blessed them"); a name a place's generic word ends that goes or speaks
-#     is a person ("Jon Park arrived"), the word alone its short form ("Hill staffers" ->
-#     "Capitol Hill"); a note's past tense opens no name ("Met Ada again."); a lone word only
-#     after "at" is an organization ("met at Google", "secretary at Port"); a chunk keeps the lone
-#     words it reads as no name only for opening a sentence ("Ada was ...": ``Extraction.openers``),
-#     which ``joins`` reads against a document's title.
+#     is a person ("Jon Park arrived"; not a street: "Wall Street came"), the word alone its
+#     short form ("Hill staffers" -> "Capitol Hill"); a note's past tense opens no name ("Met
+#     Ada again."); a lone word only after "at" is an organization ("met at Google",
+#     "secretary at Port"); a chunk keeps the lone words it reads as no name only for opening a
+#     sentence ("Ada was ...": ``Extraction.openers``), which ``joins`` reads against a
+#     document's title.
 VERSION = "25"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
@@ -1461,10 +1463,13 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
                     cue[ends[n][0]] = None
     # A name a place's generic word ends ("Jon Park", "Tom Hill"), no other cue making it a
     # place, is a person's when it speaks, smiles or goes ("Jon Park arrived", "Tom Hill said"):
-    # places do none of these. (A determiner or a place's preposition keeps the place.)
+    # places do none of these. (A determiner or a place's preposition keeps the place; a
+    # street's name goes and speaks for its trade or office: "Wall Street came under
+    # pressure", "Downing Street said", and "Street" ends almost no one's name.)
     for n, ms in by_name.items():
         head, _, last = n.rpartition(" ")
-        if head and cue[n] == "geo" and _cue_words(last)[0] in _GEO_SURNAMES and _cue_type(head) is None \
+        if head and cue[n] == "geo" and _cue_words(last)[0] in _GEO_SURNAMES - {"street"} \
+                and _cue_type(head) is None \
                 and _cue_words(head.split()[0])[0] not in _GEO_PREFIXES \
                 and not any(m.det or m.prep or m.locus for m in ms) and any(m.speaks or m.goes for m in ms):
             cue[n] = None

@@ -1176,3 +1176,13 @@ def test_the_session_25_rules_leave_their_look_alikes_alone():
     assert names("Kim Lowe worked for the National Trust in Devon.")["Devon"] == "geo"
     assert names("Hyde Park stayed open late.") == {"Hyde Park": "geo"}
     assert names("Kim Lowe visited the Hermit Kingdom.")["Hermit Kingdom"] != "person"
+
+
+def test_a_street_that_goes_or_speaks_is_the_trade_or_office_it_stands_for_not_a_person():
+    # "Wall Street came under pressure", "Downing Street said" gave persons once a name a
+    # place's word ends became a person by going or speaking ("Jon Park arrived"): a street's
+    # name stands for its trade or office, and "Street" ends almost no one's name.
+    assert names("Wall Street came under pressure as yields rose.") == {"Wall Street": "geo"}
+    assert names("Downing Street said the minister would stay.") == {"Downing Street": "geo"}
+    assert names("Fleet Street went wild over the story.") == {"Fleet Street": "geo"}
+    assert names("Jon Park arrived.") == {"Jon Park": "person"}
