@@ -546,10 +546,11 @@ african asian indian arab arabic persian turkish polish swedish danish norwegian
 _GEO_PREPOSITIONS = _words("in near across throughout outside inside within into à в во")
 # Prepositions before a place, wider than _GEO_PREPOSITIONS (which alone make any word a place),
 # for a word ending as places do (``_locus_before``): "at", "on", "through", "along", "beyond"
-# not after a word that takes a person ("looked at Crawford", "relied on Ashbury"); "to",
-# "from", "past", "around" only after a way or a going ("walked from Highgate", "the train to
-# Ipswich", "drove past Greenwich", "walked around Highgate"; not "according to Southgate",
-# "loyal to Ashbury", "a letter from Ashbury", "ran past Woodgate", "gathered around Ashbury").
+# not after a word that takes a person ("looked at Crawford", "looking at Ravi", "angry at
+# Tom", "relied on Ashbury"); "to", "from", "past", "around" only after a way or a going
+# ("walked from Highgate", "the train to Ipswich", "drove past Greenwich", "walked around
+# Highgate"; not "according to Southgate", "loyal to Ashbury", "a letter from Ashbury", "ran
+# past Woodgate", "gathered around Ashbury").
 _AT_PREPOSITIONS = _words("at on through along beyond")
 _WAY_PREPOSITIONS = _words("to from toward towards via past around")
 _PERSON_BEFORE_PREPOSITION = _SPEECH_VERBS | _words("""
@@ -558,6 +559,9 @@ nodded wave waved point pointed shout shouted call called rely relies relied dep
 depended wait waited frown frowned spy spied gaze gazed dote doted count counted insist
 insisted turn turned glare glared grin grinned wink winked yell yelled scream screamed sneer
 sneered scowl scowled jeer jeered hiss hissed swear swore growl growled
+looking staring glancing smiling laughing nodding waving pointing shouting frowning gazing
+glaring grinning winking yelling screaming sneering scowling jeering hissing growling
+angry furious mad annoyed
 """)
 _GOING = _words("""
 go goes going gone went come comes coming came move moves moving moved travel travels

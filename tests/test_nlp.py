@@ -1186,3 +1186,14 @@ def test_a_street_that_goes_or_speaks_is_the_trade_or_office_it_stands_for_not_a
     assert names("Downing Street said the minister would stay.") == {"Downing Street": "geo"}
     assert names("Fleet Street went wild over the story.") == {"Fleet Street": "geo"}
     assert names("Jon Park arrived.") == {"Jon Park": "person"}
+
+
+def test_at_after_a_looks_ing_form_or_anger_takes_someone_not_a_body():
+    # "glared at Marley" takes someone, but "looking at Ravi", "laughing at Bob", "furious at
+    # Tom" gave organizations once a lone word only after "at" became a body's: the list
+    # of words taking someone had the looks' past tenses only.
+    assert names("She kept looking at Ravi across the table.") == {"Ravi": "person"}
+    assert names("They were laughing at Bob.") == {"Bob": "person"}
+    assert names("She was staring at Priya.") == {"Priya": "person"}
+    assert names("She was furious at Tom for days.") == {"Tom": "person"}
+    assert names("Kim Lowe met Ann Marsh at Google.")["Google"] == "organization"
