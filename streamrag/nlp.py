@@ -585,6 +585,11 @@ _IN_SOMEONE = _words("""
 confide confides confided confiding believe believes believed believing trust trusts trusted
 trusting faith confidence
 """)
+# ... but a trust is a body too ("a family trust in Guernsey", "offshore trusts in Jersey"): the
+# noun takes someone only after a pronoun, its possessive or "to" ("their trust in Ravi", "I
+# trust in Ravi", "learned to trust in Ravi").
+_TRUST = _words("trust trusts")
+_TRUSTING = _words("i we you they he she my your his her its our their to")
 # Before "at", "on", "through" ... these say the place one comes to or stays in ("docked at
 # Sausalito", "stayed at Hampstead"), as a going does.
 _ARRIVING = _words("""
@@ -1316,8 +1321,15 @@ def _participle(w: str) -> bool:
 def _prep_before(sentence: str, toks: list[_Token], j: int) -> bool:
     """Whether "in", "at", "near" ... directly precedes token ``j`` (a cue for a place)."""
     return j > 0 and toks[j - 1][_TEXT].lower() in _GEO_PREPOSITIONS \
-        and _plain_gap(sentence, toks[j - 1], toks[j]) \
-        and not (j > 1 and toks[j - 2][_TEXT] in _IN_SOMEONE)      # "confided in Priya"
+        and _plain_gap(sentence, toks[j - 1], toks[j]) and not _in_someone(toks, j)
+
+
+def _in_someone(toks: list[_Token], j: int) -> bool:
+    """Whether the word before the preposition before token ``j`` takes someone ("confided in
+    Priya", "their trust in Ravi"; not "a family trust in Guernsey": ``_IN_SOMEONE``)."""
+    if j < 2 or toks[j - 2][_TEXT] not in _IN_SOMEONE:
+        return False
+    return toks[j - 2][_TEXT] not in _TRUST or j > 2 and toks[j - 3][_TEXT].lower() in _TRUSTING
 
 
 def _locus_before(sentence: str, toks: list[_Token], j: int) -> str:
@@ -1333,7 +1345,7 @@ def _locus_before(sentence: str, toks: list[_Token], j: int) -> str:
     prep = toks[j - 1][_TEXT].lower()
     before = toks[j - 2][_TEXT].lower() if j > 1 else ""
     if prep in _GEO_PREPOSITIONS:
-        if j > 1 and toks[j - 2][_TEXT] in _IN_SOMEONE:
+        if _in_someone(toks, j):
             return ""               # "confided in Priya"
         return "near" if prep in _NEAR_PREPOSITIONS else "in"
     if prep in _AT_PREPOSITIONS:

@@ -1197,3 +1197,14 @@ def test_at_after_a_looks_ing_form_or_anger_takes_someone_not_a_body():
     assert names("She was staring at Priya.") == {"Priya": "person"}
     assert names("She was furious at Tom for days.") == {"Tom": "person"}
     assert names("Kim Lowe met Ann Marsh at Google.")["Google"] == "organization"
+
+
+def test_a_trust_in_a_place_is_a_body_there_not_faith_in_someone():
+    # "confided in Priya", "their trust in Ravi" take someone, but "a family trust in Guernsey",
+    # "offshore trusts in Jersey" gave persons: a trust is also a body set up somewhere. The
+    # noun takes someone after a pronoun or its possessive ("their trust in", "I trust in").
+    assert names("The money sits in a family trust in Guernsey.") == {"Guernsey": "geo"}
+    assert names("Kim Lowe held offshore trusts in Jersey.")["Jersey"] == "geo"
+    assert names("They put their trust in Ravi.") == {"Ravi": "person"}
+    assert names("I trust in Ravi.") == {"Ravi": "person"}
+    assert names("Kim Lowe trusted in Ravi.")["Ravi"] == "person"
