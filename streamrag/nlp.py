@@ -37,8 +37,8 @@ How a chunk is read:
   "a Glee or Catch", "the Parrot", "another Hope") when the chunk also writes it in lower case
   or only ever puts a determiner or another name's possessive before it: English gives a
   person's name neither. Used three times or more in the chunk, or speaking or acting right
-  after "the" ("said the Ghost", "the Phantom pointed"; not what is done to it: "The Engine
-  was described"), it names a character all the same; a plural beside its surname is a family
+  after "the" ("said the Ghost", "the Phantom pointed", "the Ghost was pleased"; not what is
+  done to it: "The Engine was described"), it names a character all the same; a plural beside its surname is a family
   ("the Cratchits" beside "Mrs. Cratchit"). The
   adjectives that open names in capitals are adjectives in lower case between "a" and the word
   ("a bad young Act"), a person's epithet after "the" ("the young Mozart"). A phrase in
@@ -314,6 +314,12 @@ _PARTICIPLES = _words("""
 made told seen given taken known held found built sent written brought shown kept left lost won
 sold bought paid drawn driven chosen shaken struck thrown torn worn born borne beaten broken
 spoken stolen frozen forgotten hidden
+""")
+# ... but not what only the living feel: "The Ghost was pleased" is a character's state.
+_FEELINGS = _words("""
+pleased displeased frightened terrified scared startled alarmed amazed astonished surprised
+delighted overjoyed disappointed ashamed embarrassed worried troubled puzzled confused bored
+tired annoyed irritated offended relieved satisfied excited agitated horrified disgusted
 """)
 # Measures of food, drink or stuff: what follows "a piece of", "a glass of" in capitals is a
 # dish or a drink ("a great piece of Cold Roast", "a glass of Bordeaux"), no entity. Not "bit",
@@ -1307,7 +1313,7 @@ def _agent(sentence: str, toks: list[_Token], first: int, last: int) -> str | No
                                                        and _plain_gap(sentence, toks[j], toks[j + 1]))):
         return "lives"                  # "ran off", or "ran." with nothing after: a being's
     if verb in _BE and j + 1 < len(toks) and _plain_gap(sentence, toks[j], toks[j + 1]) \
-            and _participle(toks[j + 1][_TEXT]):
+            and _participle(toks[j + 1][_TEXT]) and toks[j + 1][_TEXT] not in _FEELINGS:
         return None             # "The Engine was described": done to it, no act of its own
     return "acts" if verb in _NARRATIVE_VERBS or (len(verb) > 4 and verb.islower() and verb.endswith("ed")) \
         else None

@@ -1208,3 +1208,12 @@ def test_a_trust_in_a_place_is_a_body_there_not_faith_in_someone():
     assert names("They put their trust in Ravi.") == {"Ravi": "person"}
     assert names("I trust in Ravi.") == {"Ravi": "person"}
     assert names("Kim Lowe trusted in Ravi.")["Ravi"] == "person"
+
+
+def test_a_word_after_the_that_feels_is_a_character_though_its_verb_reads_as_the_passive():
+    # "The Engine was described" is done to it, no act; but "The Ghost was pleased", "the Spirit
+    # was frightened" lost their characters with it: only the living are pleased or afraid.
+    assert names("The Ghost was pleased.") == {"Ghost": "person"}
+    assert names("Kim Lowe waited. The Spirit was frightened.")["Spirit"] == "person"
+    assert names("Kim Lowe built it. The Engine was described by Ada Marsh.") == {
+        "Kim Lowe": "person", "Ada Marsh": "person"}
