@@ -508,7 +508,8 @@ fought taught found paid heard read meant became broke chose drew drank ate fell
 hurt let lay laid quit rode rang sang sank shook shot shut slid sold stole struck swore swam threw
 tore understood wore drove flew fled ran would wouldn't will won't can can't cannot may might must
 """)
-_NO_NOUNS = _words("alone away twice thrice")   # "Hill alone voted no" (adverbs without "-ly")
+# "Hill alone voted no", "said Ruvford upstairs" (adverbs without "-ly")
+_NO_NOUNS = _words("alone away twice thrice upstairs downstairs indoors outdoors overseas afterwards")
 # Endings of a place's one-word name, most of them a word for a place grown onto it; a weak cue:
 # surnames end so too (``_place_word``). A person's cue in the chunk beats them ("Ms. Belford").
 _GEO_WORD_ENDINGS = ("ford", "mouth", "ville", "burgh", "burg", "shire", "borough", "chester",
@@ -1211,7 +1212,8 @@ def _verb_after(sentence: str, toks: list[_Token], last: int) -> bool:
     if j >= len(toks) or not _plain_gap(sentence, toks[last], toks[j]):
         return False
     w = toks[j][_TEXT]
-    return w.islower() and not w.endswith("ly") and (_verb_form(w) or w.endswith("s") and w not in _COMMON)
+    return w.islower() and not w.endswith("ly") and w not in _NO_NOUNS \
+        and (_verb_form(w) or w.endswith("s") and w not in _COMMON)
 
 
 def _noun_at(sentence: str, toks: list[_Token], j: int) -> bool:

@@ -1217,3 +1217,11 @@ def test_a_word_after_the_that_feels_is_a_character_though_its_verb_reads_as_the
     assert names("Kim Lowe waited. The Spirit was frightened.")["Spirit"] == "person"
     assert names("Kim Lowe built it. The Engine was described by Ada Marsh.") == {
         "Kim Lowe": "person", "Ada Marsh": "person"}
+
+
+def test_an_adverb_in_s_after_said_and_a_name_leaves_the_speaker():
+    # A verb after the name makes it what was said ("said Oxford scored"), and a word in -s not
+    # a common one read as a verb: "said Ruvford upstairs" gave a place.
+    assert names('"No," said Ruvford upstairs.') == {"Ruvford": "person"}
+    assert names('"Come," cried Ruvford downstairs.') == {"Ruvford": "person"}
+    assert names("Kim Lowe said Oxford scored.")["Oxford"] == "geo"
