@@ -367,9 +367,11 @@ class Daemon:
         # the chunks to retry are among them, and count as files, not as their chunks too.
         self._files_listed = False
         # The first run of the update the next sync goes on with: set while syncs leave items
-        # missing (failed, or published without them) and retry them, so `status` counts an item
-        # once per update, not once per retry of an outage; None once none is left, or given up.
-        # A start goes on with the update the last watch left so (``_unfinished_update``).
+        # missing (failed, or published without them), so `status` counts an item once per
+        # update, not once per retry of an outage; None once none is left. Those the retries gave
+        # up on are still missing, and the next sync (a file changed) asks for them again: it
+        # began an update of its own, and `status` said "0 so far in this update" of it where it
+        # said 3 before. A start goes on with the update the last watch left so (``_unfinished_update``).
         self._update_of: str | None = None
         self._nothing_indexed = False            # `--once`: every item failed, the index holds nothing
         self._once = False                       # run(None): one sync, nothing is retried
@@ -1469,7 +1471,8 @@ class Daemon:
         spent = self._say_idle(result, ahead, took, quiet=quiet)
         self._say_settled(result)
         done = self._left_out(result, spent, indexer.chunks_failed, quiet=quiet, words=indexer.unavailable_error)
-        self._update_of = None if done else self._update_of or result.run_id
+        # (given up on, items are left all the same: the update goes on until none is)
+        self._update_of = None if not result.failed_items else self._update_of or result.run_id
         return done
 
     async def _bound_wal(self) -> None:

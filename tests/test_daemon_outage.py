@@ -2857,3 +2857,62 @@ def test_an_outage_ends_with_a_usable_answer_or_with_every_call_answered():
     assert not ends_outage(stats(2, errors=2)) and not ends_outage({})  # none answered, none asked
     assert not ends_outage(stats(2, cached=2))                         # the cache answered, not it
     assert ends_outage({**stats(2, errors=2, unusable=2), "report": stats(1, cached=1)["extract"]})
+
+
+class GarbleOneFile(Switch):
+    """Forwards to the simulator, but answers the extraction of every chunk holding ``marker``
+    unusably (the retries give up on them: answered, no outage); once ``hold`` is set, such a
+    call waits for ``release`` first, ``held`` set: a sync that asks for them again is under way."""
+
+    def __init__(self, base_url: str, marker: str) -> None:
+        super().__init__(base_url)
+        self.marker = marker
+        self.hold = False
+        self.held, self.release = anyio.Event(), anyio.Event()
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        from streamrag.simulator import detect_task
+
+        if request.url.path.endswith("/chat/completions"):
+            messages = json.loads(request.content)["messages"]
+            if detect_task(messages) == "extract" and self.marker in messages[-1]["content"]:
+                if self.hold:
+                    self.held.set()
+                    await self.release.wait()
+                return httpx.Response(200, json={"choices": [{"index": 0, "finish_reason": "stop", "message": {
+                    "role": "assistant", "content": "I cannot help."}}], "usage": {"prompt_tokens": 9,
+                                                                                    "completion_tokens": 3}})
+        return await super().__call__(request)
+
+
+async def test_items_given_up_on_stay_counted_while_the_next_sync_asks_for_them_again(corpus, tmp_path, simulator):
+    # The retries gave up on guild.txt's chunks (3 failures); a file added after made a sync
+    # that asks for them again, and while it ran `status` said "failures 0 so far in this
+    # update": it began an update of its own, though the items were still missing. It goes on
+    # with the update they are missing from, as a restart does (``status.unfinished_update``).
+    garble = GarbleOneFile(simulator.base_url, "Anton Heller")
+    settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 0}, watch={"quiet_s": 0.02})
+    db = tmp_path / "g.db"
+    async with running(settings, db, corpus, transport=httpx.MockTransport(garble), locked=True) \
+            as (daemon, events, send):
+        await until(lambda: any(e.get("gave_up") for e in events), timeout=60)
+        await until(lambda: not daemon.pending, timeout=10)
+        given_up = status_info(db)["failures_last_run"]
+        assert given_up > 0 and daemon.health()["failures"] == given_up
+        garble.hold = True
+        new = corpus / "new.txt"
+        new.write_text("Captain Oskar Lind sailed the Blue Heron from Port Vell to Kessel.\n")
+        await send.send({(1, str(new))})
+        with anyio.fail_after(30):
+            await garble.held.wait()   # (the sync's retry of them, under way)
+        assert daemon._sync_run is not None
+        during = status_info(db)
+        assert during["last_run"]["status"] == "running" and during["failures_last_run"] == given_up, during
+        assert daemon.health()["failures"] == given_up
+        garble.release.set()
+        await until(lambda: daemon._sync_run is None and not daemon.pending, timeout=30)
+        daemon.stop()
+        await send.aclose()
+    await garble.client.aclose()
+    after = status_info(db)
+    assert after["failures_last_run"] == given_up and after["failures_total"] == given_up, after
