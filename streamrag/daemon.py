@@ -406,6 +406,7 @@ class Daemon:
         self._wal_tried: int | None = None
         self._emptying: tuple[threading.Thread, threading.Event] | None = None   # its thread, and its stop
         self._extracting_ahead = False   # a batch's files are being extracted ahead of their sync
+        self._classifying: set[tuple[int, str]] = set()   # the events the pump is looking at
 
     # -- control -------------------------------------------------------------------------
     @property
@@ -811,6 +812,7 @@ class Daemon:
                 # (``watch_events._STEP_MS``: it looked every watch.debounce_ms).
                 self.closing_watcher = True
                 tg.cancel_scope.cancel()
+            seen = self._seen_not_synced(recv, source)
         self.closing_watcher = False
         files = self._files_pending()
         # (given up on: left for the next start, which asks for them again)
@@ -823,6 +825,9 @@ class Daemon:
                         + (f" ({_n(files, 'new or changed file')})" if files else ""))
         elif files:
             left.append(f"{_n(files, 'changed file')} not synced yet")
+        if seen:   # (written within debounce_ms of the stop, say: it said "index is current")
+            left.append(f"{_n(seen, 'change')} seen but not synced")
+        counts["seen"] = seen
         if retry and self._nothing_indexed:
             left.append(f"nothing indexed ({_n(retry, 'failed item')})")
         elif retry:
@@ -830,7 +835,7 @@ class Daemon:
         if not self.root.is_dir():
             self.emit("stopped", "the watched folder is gone" + (" (it was not back yet)" if
                                                                  self._gone else ""),
-                      pending=0, failed_items=0, claims_failed=0)
+                      pending=0, failed_items=0, claims_failed=0, seen=0)
         elif self.index_moved_to is not None:
             where = f" to {shown(self.index_moved_to)}" if self.index_moved_to else ""
             self.emit("stopped", f"the index was moved{where}, not built again here"
@@ -846,7 +851,20 @@ class Daemon:
             self.emit("stopped", f"{'; '.join(left)}; the next start (or `streamrag index`) syncs "
                                  "what is left", **counts)
         else:
-            self.emit("stopped", "index is current", pending=0, failed_items=0, claims_failed=0)
+            self.emit("stopped", "index is current", pending=0, failed_items=0, claims_failed=0, seen=0)
+
+    def _seen_not_synced(self, recv, source: AsyncIterable[ChangeSet] | None) -> int:
+        """The files seen changing that no sync took up, nor the queue holds, once the daemon
+        stopped taking events: those of batches sent and not taken (``recv``), of the events the
+        pump was looking at, and of the burst the watcher held back (``FolderWatch.held``), which
+        a stop within ``debounce_ms`` of a write drops. The next start's sync finds them."""
+        seen = {rel for rel in _take_ready(recv) if rel != "."}
+        raw = {(int(change), path) for change, path in (*self._classifying, *getattr(source, "held", ()))
+               if int(change) not in (RESCAN, REPLACED)}
+        if raw and self.root.is_dir():
+            with self.folder.batch(self._queued_in) as relevant:
+                seen |= {rel for change, path in raw if (rel := relevant(change, path)) is not None}
+        return len(seen - self.pending.keys() - self._syncing.keys())
 
     @staticmethod
     def _unfinished_update(store: Store | None, claimless: str | None) -> tuple[str | None, int, int, int]:
@@ -910,9 +928,11 @@ class Daemon:
                 iterator = aiter(source)
                 try:
                     async for changes in iterator:
+                        self._classifying = changes   # (a stop meanwhile: ``_seen_not_synced``)
                         batch = await self._classify(changes)
                         if batch:
                             await send.send(batch)
+                        self._classifying = set()
                 finally:
                     close = getattr(iterator, "aclose", None)
                     if close is not None:

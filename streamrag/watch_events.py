@@ -85,8 +85,27 @@ def watch_folder(root: Path, settings: WatchSettings, stop_event: anyio.Event) -
     back, for as long as it takes (``stop_event`` ends the wait), and says ``REPLACED`` when
     it does. If watchfiles fails (its Rust side cannot decode a file name, say), it is restarted and a
     ``RESCAN`` event makes the daemon sync the whole folder, so nothing it missed is lost.
+    What it has seen of a burst not ended yet is its ``held``: a stop drops it, and says it.
     """
-    return _watch(Path(root).resolve(), settings, stop_event)
+    return FolderWatch(Path(root).resolve(), settings, stop_event)
+
+
+class FolderWatch:
+    """``watch_folder``'s batches (iterate it), and the changes of the burst it holds back until
+    it ends (``held``): a file written within ``debounce_ms`` of a stop was seen, but never
+    handed over, and the daemon's stopped line said "index is current"."""
+
+    def __init__(self, root: Path, settings: WatchSettings, stop_event: anyio.Event) -> None:
+        self.burst: _Burst | None = None
+        self._batches = _watch(root, settings, stop_event, self)
+
+    def __aiter__(self) -> AsyncIterator[ChangeSet]:
+        return self._batches
+
+    @property
+    def held(self) -> ChangeSet:
+        """The changes seen and not handed over yet (none once the burst is)."""
+        return set(self.burst.changes) if self.burst is not None else set()
 
 
 class _Burst:
@@ -112,7 +131,8 @@ class _Burst:
         return burst
 
 
-async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event) -> AsyncIterator[ChangeSet]:
+async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event,
+                 watch: FolderWatch) -> AsyncIterator[ChangeSet]:
     from watchfiles import awatch
 
     quiet = max(1, settings.debounce_ms)
@@ -127,7 +147,7 @@ async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event) -
         # (a debounce_ms no longer than the step: watchfiles' own batches are the bursts)
         step = _STEP_MS if quiet > _STEP_MS else _FINE_STEP_MS
         held = quiet > step
-        burst = _Burst(quiet / 1000 if held else 0.0)
+        burst = watch.burst = _Burst(quiet / 1000 if held else 0.0)
         try:
             # yield_on_timeout: an empty set each second (or debounce_ms, if shorter) without events,
             # to check that the folder is still the one watched (after `rm -rf DIR && mkdir DIR` the
