@@ -407,6 +407,10 @@ class Daemon:
         self._emptying: tuple[threading.Thread, threading.Event] | None = None   # its thread, and its stop
         self._extracting_ahead = False   # a batch's files are being extracted ahead of their sync
         self._classifying: set[tuple[int, str]] = set()   # the events the pump is looking at
+        # The files the last extraction ahead found written while it waited for them to settle
+        # (``_settled``), and those it said it waited for, until a sync comes after a quiet period.
+        self._unsettled: set[Path] = set()
+        self._settling_said: set[Path] = set()
 
     # -- control -------------------------------------------------------------------------
     @property
@@ -1006,15 +1010,18 @@ class Daemon:
                         continue
                     deadline = min(now + settle, first_batch + max_wait)
                     continue
-            if (self.pending and last and before and not ended and first_batch is not None
+            if (self.pending and last and (before or self._unsettled) and not ended and first_batch is not None
                     and deadline <= (now := anyio.current_time()) < first_batch + max_wait):
                 # The watcher holds a file written on and on back for 10 x debounce_ms (a batch
                 # then), longer than quiet_s: between its batches it looked quiet, and each made a
                 # sync (a log written every 5 ms: one every 5.5 s, each clustering and reporting
                 # again). Quiet is its files unwritten for quiet_s too: those of the last batch
-                # that the one before held too, a stat each (``_written_again``).
-                seen = await anyio.to_thread.run_sync(_written_again, self.root, last, before,
-                                                      abandon_on_cancel=True)
+                # that the one before held too, a stat each (``_written_again``), and those the
+                # extraction ahead found written as it waited for them (``_settled``).
+                unsettled = sorted(self._unsettled)
+                seen = await anyio.to_thread.run_sync(
+                    lambda: {**_written_again(self.root, last, before), **(_modified(unsettled) if unsettled
+                                                                             else {})}, abandon_on_cancel=True)
                 if (wait := _settle_wait((m for m, _ in seen.values()), quiet, time.time())) > 0:
                     deadline = min(now + wait, first_batch + max_wait)
                     continue
@@ -1028,7 +1035,9 @@ class Daemon:
                     edited = True
                     if self.stopping:
                         return
-                first_batch = None
+                if first_batch is not None and anyio.current_time() < first_batch + max_wait:
+                    self._settling_said.clear()   # quiet: a file written again settles anew
+                first_batch, self._unsettled = None, set()
                 # Retrying what failed, files among it: an edit whose sync failed stays pending,
                 # and kept the pause where it was (16 s all weekend) until the endpoint was back.
                 only_retry, edited = not edited, False
@@ -1365,18 +1374,30 @@ class Daemon:
         seen = await anyio.to_thread.run_sync(_modified, paths, abandon_on_cancel=True)
         looked = time.time()
         wait = _settle_wait((m for m, _ in seen.values()), young_s, looked)
+        self._unsettled = set()
         if wait <= 0:
+            self._settling_said.difference_update(paths)
             return paths
         # Said, as the wait may last up to a minute (the longest debounce_ms) with no line
         # between "queued" and "extracting"; events meanwhile wait in the stream, taken after it.
-        self._say_settling(_still_written({p: m for p, (m, _) in seen.items()}, young_s, looked), wait)
+        # Said once while its files are written on (``_settling_said``): a log appended every
+        # 0.2 s had a line at every sync.
+        young = _still_written({p: m for p, (m, _) in seen.items()}, young_s, looked)
+        if not self._settling_said.issuperset(young):
+            self._say_settling(young, wait)
+        self._settling_said.update(young)
         with anyio.move_on_after(wait):
             await self.stop_event.wait()
         if self.stopping:   # (left pending: the next start's sync extracts them)
             return []
         now = await anyio.to_thread.run_sync(_modified, paths, abandon_on_cancel=True)
         # (one gone is kept, as without a wait: the extraction finds it gone, which is no failure)
-        return [p for p in paths if now.get(p) == seen.get(p)]
+        settled = [p for p in paths if now.get(p) == seen.get(p)]
+        self._settling_said.difference_update(settled)
+        # Written on: the sync waits for them to be quiet too (``_follow``), as for a file in two
+        # batches in a row; a log's first batch made a sync quiet_s after it, while it was written.
+        self._unsettled = set(paths) - set(settled)
+        return settled
 
     def _say_settling(self, young: list[Path], wait: float) -> None:
         """The extraction ahead waits ``wait`` seconds for the files ``young`` (the youngest first),

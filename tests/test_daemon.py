@@ -4162,3 +4162,80 @@ async def test_a_stop_with_nothing_held_back_says_the_index_is_current(corpus, t
             source.held = {(Change.modified, str(db)), (Change.added, f"{db}-wal")}
             daemon.stop()
     assert events[-1]["message"] == "index is current" and events[-1]["seen"] == 0, events[-1]
+
+
+async def test_a_file_written_on_is_said_settling_once_and_synced_once_it_is_quiet(corpus, tmp_path, monkeypatch):
+    # A log appended every 0.2 s: its first batch made a sync quiet_s after it while it was still
+    # written (one batch alone), and every batch after a sync said "settling ... waiting 0.5s"
+    # again. Now a file the extraction ahead found written as it waited is waited for as one in
+    # two batches in a row, and the wait is said once while it is written on (the syncs by the
+    # cap between), again once a sync came after a quiet period.
+    # (Both clocks the test's: the daemon's quiet periods in its steps, and its wall clock held
+    # just after each write, so the file is young whenever the daemon looks.)
+    import streamrag.daemon as daemon_module
+
+    quiet = 0.5
+    looks: list[float] = []   # each quiet period's look at the files written on: how long it waits yet
+    real_wait = daemon_module._settle_wait
+
+    def spy(mtimes_ns, young_s, now):
+        wait = real_wait(mtimes_ns, young_s, now)
+        if young_s == quiet:   # (not the extraction's look, for debounce_ms)
+            looks.append(wait)
+        return wait
+
+    monkeypatch.setattr(daemon_module, "_settle_wait", spy)
+    settings = make_settings(index=SMALL, watch={"quiet_s": quiet, "debounce_ms": 300})
+    log = corpus / "log.txt"
+    written = 0
+
+    def write(wall: WallClock | None = None) -> WallClock:
+        nonlocal written
+        with log.open("a") as f:
+            f.write(f"Entry {written}: Bo Lund paid the toll at Port Vell.\n")
+        written += 1
+        young = log.stat().st_mtime_ns / 1e9 + 0.1
+        if wall is None:
+            return WallClock(monkeypatch, young)
+        wall.now = young
+        return wall
+
+    def settling() -> list[dict]:
+        return [e for e in events if e["state"] == "settling"]
+
+    async with running(settings, tmp_path / "l.db", corpus) as (daemon, events, send):
+        clock = DaemonClock(monkeypatch)
+        queued: list[int] = []   # the batches queued, their extraction ahead done
+        queue = daemon._queue
+
+        async def queueing(batch, **kwargs):
+            await queue(batch, **kwargs)
+            queued.append(1)
+
+        daemon._queue = queueing
+        async with send:
+            wall = write()
+            await send.send({(Change.added, str(log))})
+            await until(lambda: len(settling()) == 1)
+            write(wall)                          # written as the extraction waits for it
+            await until(lambda: len(queued) == 1)
+            clock.now += 1                       # quiet_s without a batch, the file written on
+            await until(lambda: looks or daemon.syncs == 2)
+            assert looks and looks[-1] > 0 and daemon.syncs == 1, (looks, events.states())
+            clock.now += daemon_module._MAX_WAIT_QUIETS * quiet   # the cap: synced as it grows
+            await until(lambda: daemon.syncs == 2)
+            mark = len(events)
+            write(wall)                          # its next batch, written on since the sync
+            await send.send({(Change.modified, str(log))})
+            await until(lambda: "queued" in events.states(mark))
+            write(wall)
+            await until(lambda: len(queued) == 2)
+            assert len(settling()) == 1, [e["message"] for e in settling()]
+            clock.now += 100                     # quiet at last: synced
+            wall.now += 100
+            await until(lambda: daemon.syncs == 3)
+            mark = len(events)
+            wall = write(wall)                   # written again later: a wait said anew
+            await send.send({(Change.modified, str(log))})
+            await until(lambda: len(settling()) == 2)
+            daemon.stop()
