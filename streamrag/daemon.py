@@ -355,6 +355,9 @@ class Daemon:
         self._retries = 0                        # syncs scheduled only to retry failed calls
         self._retry_items = 0                    # items the scheduled retry sync is for
         self._retry_chunks = 0                   # ... of them chunks, whose files' new versions wait
+        # ... those chunks by file, as the last sync that published held them back (``Indexer.held_back``):
+        # of a file changed again since, pending, they count as that file (``_pending_chunks``)
+        self._retry_files: dict[str, frozenset[str]] = {}
         # ... of the items, the chunks indexed without their claims, their claims calls failed
         # (``SyncResult.claims_failed``): in the version, not left out of it
         self._retry_claims = 0
@@ -489,13 +492,23 @@ class Daemon:
         retry = self._items_to_retry()
         if retry or not self._given_up[0]:
             return retry, self._claims_to_retry(), False
-        return self._given_up[0], self._given_up[1], True
+        # (a file whose chunks were given up on, edited since: pending, and asked for whole by the
+        # next sync; its chunks were counted as failed items too)
+        items, claims = self._given_up
+        return max(items - self._pending_chunks(), claims), claims, True
+
+    def _pending_chunks(self) -> int:
+        """Of the chunks to retry, those of files pending again (changed since the sync that
+        left them out, ``_retry_files``): counted once, as those files."""
+        files = self.pending.keys() | self._syncing.keys()
+        chunks = set().union(*(ids for rel, ids in self._retry_files.items() if rel in files))
+        return min(len(chunks), self._retry_chunks)
 
     def _retrying(self) -> int:
         """The failed items to retry, each file or item once: a chunk's not while its file is
         pending (a restart during an outage said "5 pending (1 failed item to retry)" of 5 files,
         the one whose chunk failed counted twice)."""
-        return self._retry_items - (self._retry_chunks if self._files_listed else 0)
+        return self._retry_items - (self._retry_chunks if self._files_listed else self._pending_chunks())
 
     def _why_sync(self) -> tuple[str, dict[str, Any]]:
         """What the next sync is for, ``2 changed files, retrying 3 failed items``, and its counts
@@ -552,6 +565,7 @@ class Daemon:
 
         self.pending.clear()
         self._retries = self._retry_items = self._retry_chunks = self._retry_claims = 0
+        self._retry_files = {}
         self._given_up = (0, 0)
         self.graph_cache = GraphCache()   # a restored folder may bring an older index with it
         if self._gone:
@@ -790,6 +804,7 @@ class Daemon:
             from streamrag.extractor import claimless_key
 
             with reading(self.db_path) as store:
+                self._retry_files = {}   # (its chunks' files are not known: ``_files_listed`` says them)
                 self._update_of, self._retry_items, self._retry_chunks, self._retry_claims = \
                     self._unfinished_update(store, claimless_key(self.settings))
                 self.outage.answered_at = self._answered_before(store)
@@ -1511,7 +1526,8 @@ class Daemon:
         quiet = self._outage_after(result, previous, quiet=lines.quiet)
         spent = self._say_idle(result, ahead, took, quiet=quiet)
         self._say_settled(result)
-        done = self._left_out(result, spent, indexer.chunks_failed, quiet=quiet, words=indexer.unavailable_error)
+        done = self._left_out(result, spent, indexer.chunks_failed, indexer.held_back, quiet=quiet,
+                              words=indexer.unavailable_error)
         # (given up on, items are left all the same: the update goes on until none is)
         self._update_of = None if not result.failed_items else self._update_of or result.run_id
         return done
@@ -1785,11 +1801,12 @@ class Daemon:
             line = settled_line(result.settled)
             self.emit("warning", line, warning=line, settled=result.settled)
 
-    def _left_out(self, result: SyncResult, spent: dict[str, dict[str, int]], chunks_failed: int, *,
-                  quiet: bool, words: str = "") -> bool:
+    def _left_out(self, result: SyncResult, spent: dict[str, dict[str, int]], chunks_failed: int,
+                  held_back: Iterable[tuple[str, Any]] = (), *, quiet: bool, words: str = "") -> bool:
         """The items a sync that published left out, their calls failed (or none, a chunk left
         without its extraction: ``Indexer._fail_unaccounted``) (``spent``: the calls of the
-        update; ``chunks_failed``: of the items, the chunks, ``Indexer.chunks_failed``;
+        update; ``chunks_failed``: of the items, the chunks, ``Indexer.chunks_failed``, and
+        ``held_back``, their files' ``(path, chunk)``, ``Indexer.held_back``;
         ``words``: the model client's of the calls refused, ``Indexer.unavailable_error``):
         retried by a sync after a pause (False), or not (True). ``--once``: said as a failure (False)."""
         # The calls that failed, the extraction's ahead of this sync included, as the idle line
@@ -1800,6 +1817,10 @@ class Daemon:
         # successfully (an answer cut off at max_tokens) left nothing out: no retry for it.
         failed_items = result.failed_items
         self._retry_chunks = chunks_failed   # (0 when none failed: Indexer.chunks_failed)
+        by_file: dict[str, set[str]] = {}
+        for path, chunk in held_back if chunks_failed else ():
+            by_file.setdefault(path, set()).add(chunk.id)
+        self._retry_files = {path: frozenset(ids) for path, ids in by_file.items()}
         self._retry_claims = claims = result.claims_failed   # (of them, published without their claims)
         if self._once and failed_items:
             self._once_left_out(result, failed_calls)

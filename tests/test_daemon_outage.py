@@ -2916,3 +2916,39 @@ async def test_items_given_up_on_stay_counted_while_the_next_sync_asks_for_them_
     await garble.client.aclose()
     after = status_info(db)
     assert after["failures_last_run"] == given_up and after["failures_total"] == given_up, after
+
+
+async def test_chunks_given_up_on_of_a_file_edited_since_count_once_as_that_file(corpus, tmp_path, simulator):
+    # The retries gave up on guild.txt's chunks; guild.txt edited since, the health line said
+    # "1 pending (3 failed items, asked again at the next sync)": its chunks counted as failed
+    # items beside the file, pending, whose next sync extracts it whole.
+    garble = GarbleOneFile(simulator.base_url, "Anton Heller")
+    settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 0}, watch={"quiet_s": 0.02})
+    async with running(settings, tmp_path / "g.db", corpus, transport=httpx.MockTransport(garble)) \
+            as (daemon, events, send):
+        await until(lambda: any(e.get("gave_up") for e in events), timeout=60)
+        await until(lambda: not daemon.pending, timeout=10)
+        given_up = daemon.health()
+        assert given_up["gave_up"] and given_up["failed_items"] >= 2, given_up
+        garble.hold = True   # (its extraction ahead waits: the file pending meanwhile)
+        await edit_guild(corpus, send)
+        with anyio.fail_after(30):
+            await garble.held.wait()
+        edited = daemon.health()
+        assert edited["pending"] == 1 and edited["failed_items"] == 0, edited
+        garble.release.set()
+        daemon.stop()
+        await send.aclose()
+    await garble.client.aclose()
+
+
+def test_chunks_to_retry_count_as_their_files_only_while_those_are_pending(tmp_path):
+    # (the rule behind the test above: per file, a chunk of two files once)
+    daemon = Daemon(make_settings(), tmp_path / "x.db", tmp_path)
+    daemon._given_up, daemon._retry_chunks = (4, 1), 3
+    daemon._retry_files = {"a.txt": frozenset({"c1", "c2"}), "b.txt": frozenset({"c2", "c3"})}
+    assert daemon._items_left() == (4, 1, True)
+    daemon.pending = {"b.txt": "modified"}
+    assert daemon._items_left() == (2, 1, True)
+    daemon.pending = {"a.txt": "modified", "b.txt": "modified"}
+    assert daemon._items_left() == (1, 1, True)   # (the chunk indexed without its claims stays)
