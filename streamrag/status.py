@@ -144,6 +144,9 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             # the new or changed files a last update that failed or was interrupted left
             # unindexed (it published nothing): a sync given up in an outage recorded only the chunks it waited for
             "not_indexed_last_run": failed.not_indexed,
+            # ... the run that left them: the last update's, or, a retry sync under way, the run
+            # of the update before it that ended (``missing_since``), said by its id
+            "not_indexed_by": missing_since(store, last_run) if failed.not_indexed else None,
             # ... by what is true of them (``UNUSABLE_KINDS``), for the line that says them
             "unreadable_by_kind": unreadable_by_kind(store, *runs),
             "last_run": last_run,
@@ -431,8 +434,15 @@ def not_indexed_lines(info: dict, *, told: bool = False) -> list[str]:
     if not n:
         return []
     named = info.get("not_indexed_files")
-    ended = "was interrupted" if (info.get("last_run") or {}).get("status") == "interrupted" else "failed"
-    lines = [f"  not indexed    {counted(n, 'new or changed file')}: the last update {ended} and published nothing; "
+    by = info.get("not_indexed_by") or info.get("last_run") or {}
+    ended = "was interrupted" if by.get("status") == "interrupted" else "failed"
+    # (a retry sync under way: its run is the last update's, "running" on the line below; it said
+    # "the last update failed" of the run before it)
+    last = info.get("last_run") or {}
+    which = (f"the last update {ended}" if by is last or not by else
+             f"{by['command']} {by['id']}, the sync before the one {'killed' if last.get('killed') else 'under way'}, "
+             f"{ended}")
+    lines = [f"  not indexed    {counted(n, 'new or changed file')}: {which} and published nothing; "
              f"the next that gets through indexes {'it' if n == 1 else 'them'}"
              + ("" if named is not None or told else _LIST_THEM)]
     lines += [f"    {name}" for name in named or []]

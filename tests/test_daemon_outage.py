@@ -2952,3 +2952,28 @@ def test_chunks_to_retry_count_as_their_files_only_while_those_are_pending(tmp_p
     assert daemon._items_left() == (2, 1, True)
     daemon.pending = {"a.txt": "modified", "b.txt": "modified"}
     assert daemon._items_left() == (1, 1, True)   # (the chunk indexed without its claims stays)
+
+
+def test_the_files_a_sync_left_unindexed_are_said_of_it_while_its_retry_runs(tmp_path):
+    # During an outage `status` said "not indexed 2 new or changed files: the last update failed
+    # and published nothing" beside "last update watch s2: running": the run that failed is the
+    # sync before, named now; killed, the one after it is said so.
+    from streamrag.store import one_writer
+    from test_status import _runs_of_an_outage, status_of
+
+    db = tmp_path / "w.db"
+    said = json.dumps({"not_indexed": 2, "not_indexed_files": ["a.txt", "b.txt"], "not_indexed_chunks": ["chk-a"]})
+    _runs_of_an_outage(db, [("s1", "watch", None, "failed"), ("s2", "watch", "s1", "running")],
+                       {"s1": ["chk-a"], "s2": ["chk-b"]}, {"s1": said})
+
+    def not_indexed(text: str) -> str:
+        (line,) = [line for line in text.splitlines() if line.startswith("  not indexed ")]
+        return line
+
+    with one_writer(db, "streamrag watch /x"):
+        info, text = status_of(db)
+    assert info["not_indexed_by"]["id"] == "s1", info
+    assert not_indexed(text).startswith("  not indexed    2 new or changed files: watch s1, the sync before the "
+                                        "one under way, failed and published nothing; "), text
+    _info, text = status_of(db)   # (no writer: s2 was killed)
+    assert "watch s1, the sync before the one killed, failed and published nothing" in not_indexed(text), text
