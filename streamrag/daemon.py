@@ -22,16 +22,19 @@ Design notes:
   it are not missed.
 * **Quiet, but not forever.** A sync waits for ``watch.quiet_s`` without events, and without a
   write to the last batch's files that the batch before held too (the watcher holds a file
-  written on and on back, its batches 10 x ``debounce_ms`` apart, each holding it), but at
-  most ten times that (``_MAX_WAIT_QUIETS``) after the first change it would publish: a file
-  written steadily (an autosave, a log appended every second) is synced while it grows.
+  written on and on back, its batches 10 x ``debounce_ms`` apart, each holding it), or that
+  the extraction ahead found written as it waited for them to settle (said once while they
+  are), but at most ten times that (``_MAX_WAIT_QUIETS``) after the first change it would
+  publish: a file written steadily (an autosave, a log appended every second) is synced while
+  it grows.
 * **Two ways to stop.** The first SIGINT/SIGTERM stops taking events and lets the in-flight
   prefetch or sync finish within ``watch.grace_s``; changes queued but not yet synced stay in
-  the folder for the next start's initial sync. A second signal (or the end of the grace
-  period) cancels at once. Cancelling is safe: work products are committed as they are made
-  and publishing is one transaction, so a restart repeats no paid call. SIGHUP stops it only
-  when it runs from a terminal (a hang-up); sent to a service (logrotate, `systemctl reload`),
-  it is said and changes nothing (``serve``).
+  the folder for the next start's initial sync, and so do those the watcher saw and had not
+  handed over yet (within ``debounce_ms`` of the stop): the stopped line counts both. A second
+  signal (or the end of the grace period) cancels at once. Cancelling is safe: work products
+  are committed as they are made and publishing is one transaction, so a restart repeats no
+  paid call. SIGHUP stops it only when it runs from a terminal (a hang-up); sent to a service
+  (logrotate, `systemctl reload`), it is said and changes nothing (``serve``).
 * **A folder that goes away is waited for.** Deleted and made again at once (``rm -rf DIR &&
   mkdir DIR``) or after a while (a restore), the folder is followed and synced whole when it
   is back. While it is gone the daemon says so once and waits, like ``tail -F``, for as long
