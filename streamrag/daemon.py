@@ -882,7 +882,7 @@ class Daemon:
         a stop within ``debounce_ms`` of a write drops. The next start's sync finds them."""
         seen = {rel for rel in _take_ready(recv) if rel != "."}
         raw = {(int(change), path) for change, path in (*self._classifying, *getattr(source, "held", ()))
-               if int(change) not in (RESCAN, REPLACED)}
+               if int(change) not in (RESCAN, REPLACED) and not self._settings_edits.follows(Path(path))}
         if raw and self.root.is_dir():
             with self.folder.batch(self._queued_in) as relevant:
                 seen |= {rel for change, path in raw if (rel := relevant(change, path)) is not None}

@@ -84,6 +84,10 @@ class SettingsEdits:
         self._seen = {p: _digest(p) for p in (*self._own, root / CONFIG_NAME)}
         self._said: set[Path] = set()   # settings files an edit of was said
 
+    def follows(self, path: Path) -> bool:
+        """Whether ``path`` is one of the settings files (or prompts) followed: no document."""
+        return path in self._seen
+
     def edited(self, path: Path) -> bool:
         """Says what watch does about an edit of a settings file (or prompt) it follows, once per
         content: it goes on with the settings it started with, which a restart replaces. False

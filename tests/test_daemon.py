@@ -4148,8 +4148,10 @@ async def test_a_change_the_watcher_held_back_at_a_stop_is_said_not_synced(corpu
 
 
 async def test_a_stop_with_nothing_held_back_says_the_index_is_current(corpus, tmp_path):
-    # (the held events of the index's own writes, and of none, leave it current)
-    settings = make_settings(index=SMALL)
+    # (the held events of the index's own writes, and of its settings' prompt, leave it current)
+    prompt = corpus / "my_prompt.md"
+    prompt.write_text((REPO / "prompts" / "extract.md").read_text())
+    settings = make_settings(index={**SMALL, "extraction_prompt": str(prompt)})
     events = Events()
     db = corpus / ".streamrag" / "index.db"
     daemon = Daemon(settings, db, corpus, report=events)
@@ -4159,7 +4161,8 @@ async def test_a_stop_with_nothing_held_back_says_the_index_is_current(corpus, t
         async with send, anyio.create_task_group() as tg:
             tg.start_soon(daemon.run, source)
             await until(lambda: "health" in events.states())
-            source.held = {(Change.modified, str(db)), (Change.added, f"{db}-wal")}
+            prompt.write_text(prompt.read_text() + "\n")
+            source.held = {(Change.modified, str(db)), (Change.added, f"{db}-wal"), (Change.modified, str(prompt))}
             daemon.stop()
     assert events[-1]["message"] == "index is current" and events[-1]["seen"] == 0, events[-1]
 
