@@ -975,6 +975,7 @@ class Daemon:
         before: dict[str, str] = {}   # a file written on and on has a batch after it, too)
         failures_in_row = 0
         edited = False   # a batch was queued since the last sync
+        written_on = False   # the last look at the files found one written within quiet_s
         while not self.stopping:
             batch: dict[str, str] = {}
             ended = False
@@ -1040,7 +1041,8 @@ class Daemon:
                 seen = await anyio.to_thread.run_sync(
                     lambda: {**_written_again(self.root, last, before), **(_modified(unsettled) if unsettled
                                                                              else {})}, abandon_on_cancel=True)
-                if (wait := _settle_wait((m for m, _ in seen.values()), quiet, time.time())) > 0:
+                written_on = (wait := _settle_wait((m for m, _ in seen.values()), quiet, time.time())) > 0
+                if written_on:
                     deadline = min(now + wait, first_batch + max_wait)
                     continue
             if self.pending and (ended or anyio.current_time() >= deadline):
@@ -1053,9 +1055,9 @@ class Daemon:
                     edited = True
                     if self.stopping:
                         return
-                if first_batch is not None and anyio.current_time() < first_batch + max_wait:
-                    self._settling_said.clear()   # quiet: a file written again settles anew
-                first_batch, self._unsettled = None, set()
+                if not written_on:   # quiet, not the cap: a file written again settles anew
+                    self._settling_said.clear()
+                first_batch, self._unsettled, written_on = None, set(), False
                 # Retrying what failed, files among it: an edit whose sync failed stays pending,
                 # and kept the pause where it was (16 s all weekend) until the endpoint was back.
                 only_retry, edited = not edited, False

@@ -4188,6 +4188,14 @@ async def test_a_file_written_on_is_said_settling_once_and_synced_once_it_is_qui
         return wait
 
     monkeypatch.setattr(daemon_module, "_settle_wait", spy)
+    stats: list[int] = []   # the daemon's looks at the files' times (``_modified``), counted
+    real_modified = daemon_module._modified
+
+    def counted(paths):
+        stats.append(len(paths))
+        return real_modified(paths)
+
+    monkeypatch.setattr(daemon_module, "_modified", counted)
     settings = make_settings(index=SMALL, watch={"quiet_s": quiet, "debounce_ms": 300})
     log = corpus / "log.txt"
     written = 0
@@ -4229,10 +4237,12 @@ async def test_a_file_written_on_is_said_settling_once_and_synced_once_it_is_qui
             await until(lambda: daemon.syncs == 2)
             mark = len(events)
             write(wall)                          # its next batch, written on since the sync
+            looked = len(stats)
             await send.send({(Change.modified, str(log))})
-            await until(lambda: "queued" in events.states(mark))
+            await until(lambda: len(stats) > looked)   # (the extraction's first look: it waits)
             write(wall)
             await until(lambda: len(queued) == 2)
+            assert "extracting" not in events.states(mark)   # (written as it waited: left to the sync)
             assert len(settling()) == 1, [e["message"] for e in settling()]
             clock.now += 100                     # quiet at last: synced
             wall.now += 100
