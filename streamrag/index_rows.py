@@ -24,7 +24,7 @@ from streamrag.call_log import UNUSABLE
 from streamrag.config import without_secrets
 from streamrag.errors import StoreError
 from streamrag.records import Chunk, Claim, Community, Extraction, Report, Spans
-from streamrag.store import Store
+from streamrag.store import COUNTED_RUN, FAILURE_KEY, UNINDEXED_FILES, UNINDEXED_RUNS, Store, count_failure_keys
 from streamrag.terms import fts_text
 
 if TYPE_CHECKING:
@@ -841,35 +841,23 @@ def failures_recorded(store: Store, *, under_way: bool = True) -> int:
     ``under_way`` False counts those as failures (``prune``, whose archive is what its deletions
     take from the count: left out as a deleted run of the update named them, they came back in
     when it went, archived as -1, and once the retry ended `status` said failures_total -1)."""
-    unindexed = f"({_UNINDEXED_FILES} OR {_UNINDEXED_YET})" if under_way else _UNINDEXED_FILES
-    return store.scalar(
-        f"WITH {_UNINDEXED_RUNS} SELECT count(*) FROM (SELECT DISTINCT CASE WHEN f.stamp IS NULL THEN "
-        "coalesce(r.update_of, f.run_id) END, f.stage, f.item, f.stamp FROM failures f LEFT JOIN runs r "
-        "ON r.id = f.run_id WHERE (r.command IS NULL OR r.command != 'watch:extract') AND NOT "
-        f"(f.stage IN ('extract', 'glean') AND {unindexed}))") or 0
+    unindexed = f"({UNINDEXED_FILES} OR {_UNINDEXED_YET})" if under_way else UNINDEXED_FILES
+    counted = f"{COUNTED_RUN} AND NOT (f.stage IN ('extract', 'glean') AND {unindexed})"
+    if not under_way or store.get_meta("failure_keys_stale"):   # (every failure read)
+        return store.scalar(
+            f"WITH {UNINDEXED_RUNS} SELECT count(*) FROM (SELECT DISTINCT CASE WHEN f.stamp IS NULL THEN "
+            "coalesce(r.update_of, f.run_id) END, f.stage, f.item, f.stamp FROM failures f LEFT JOIN runs r "
+            f"ON r.id = f.run_id WHERE {counted})") or 0
+    # The keys of the runs that ended are kept (``store.failure_keys``); those of the runs under
+    # way (or killed: their rows say "running" for good) and of none are read, each once.
+    return (store.scalar("SELECT count(*) FROM failure_keys") or 0) + (store.scalar(
+        f"WITH {UNINDEXED_RUNS} SELECT count(*) FROM (SELECT DISTINCT {FAILURE_KEY} AS key FROM failures f "
+        "LEFT JOIN runs r ON r.id = f.run_id WHERE (f.run_id IS NULL OR f.run_id IN (SELECT id FROM runs WHERE "
+        f"status = 'running')) AND {counted}) WHERE key NOT IN (SELECT key FROM failure_keys)") or 0)
 
 
-# The runs that published nothing and left files unindexed (``not_indexed``), with their stats:
-# each one's stats parsed here, once, not once per failure row (SQLite before 3.45 keeps no
-# parsed JSON: a count over every run's failures parsed a run's stats for each of its chunks').
-_UNINDEXED_RUNS = ("unindexed_runs(id, stats) AS (SELECT id, stats FROM runs WHERE status != 'ok' "
-                   "AND json_valid(stats) AND coalesce(json_extract(stats, '$.not_indexed'), 0) > 0)")
-# A failure ``f`` of a chunk of a file such a run left unindexed: one of the chunks its stats name
-# (``not_indexed_chunks``), or any of a run recorded before they were named. (A chunk of an
-# unchanged file, extracted again for another extraction model, is no chunk of the files a run
-# leaves unindexed: a failure.) Each list is made once for the whole count; the pairs as one
-# key, a JSON array of the two, looked up in it: a row value, ``(f.run_id, f.item) IN (...)``,
-# was looked up by a scan per failure (56 s, not 0.4 s, over 200,000 failures), and a join of
-# the pairs made into a table took 1.1 s. (They were "run item" strings: run "r 1"'s failure of
-# "c" taken for a failure of chunk "1 c" of run "r".) Only a failure of such a run has its pair
-# made and looked up: the pair of every chunk's failure of every run was (of 200,000 failures,
-# 400 runs, 10 of them such: 0.19 s of CPU a `status`, 0.15 now; 2,000 watch runs: 0.16, 0.13).
-# A failure of no run is none of them (SQL's NULL made it unknown, and it was not counted at all).
-_UNINDEXED_FILES = ("(f.run_id IS NOT NULL AND f.run_id IN (SELECT id FROM unindexed_runs) AND (f.run_id IN (SELECT id FROM unindexed_runs "
-                    "WHERE json_type(stats, '$.not_indexed_chunks') IS NULL) OR json_array(f.run_id, f.item) IN "
-                    "(SELECT json_array(u.id, j.value) FROM unindexed_runs u, "
-                    "json_each(u.stats, '$.not_indexed_chunks') j)))")
-# ... or a failure of a run under way (``r``) of a chunk the published index does not hold: it is
+# Besides those of ``store.UNINDEXED_FILES``, a failure of a run under way (``r``) of a chunk the
+# published index does not hold: it is
 # unindexed so far, until the run's end says otherwise (it publishes without it: a failure; or it
 # publishes nothing and names its file unindexed). A chunk an ended run of its update left
 # unindexed was the only such one counted so: a file first seen in a retry, or by the first sync of
@@ -1229,6 +1217,7 @@ def prune(store: Store, keep_days: float, now: float) -> int:
     conn.execute("DELETE FROM runs WHERE started_at < ?", (cutoff,))
     conn.execute("DELETE FROM failures WHERE created_at < ? OR run_id NOT IN (SELECT id FROM runs)", (cutoff,))
     archived = recorded - failures_recorded(store, under_way=False)
+    count_failure_keys(conn)   # (the deletions marked it stale)
     for name, n in (("archived_queries", queries), ("archived_failures", archived),
                     ("archived_asked_again", again), ("archived_unusable", unusable)):
         if n:
