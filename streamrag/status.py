@@ -200,23 +200,27 @@ def _killed(store: Store, run: dict, writer: str | None) -> bool | None:
     """Whether ``run``, its row read as "running", stopped without finishing (killed with -9,
     the machine gone down); None where that cannot be told.
 
-    An index, watch or demo takes the writer lock before its run row is written and lets it go
-    only after the row says how it ended, and the lock goes with its process however it ends.
-    So a row still "running" (read again now, outside the snapshot: it may have ended since)
-    after no process was seen holding the lock is of a process that is gone. Where writers hold
-    no lock (no ``flock``: Windows) the process its row names tells, as of an ask's
-    (``process_gone``), if it names one. (A run of the Python API, ``pipeline.sync`` called
-    without ``store.one_writer``, holds none either: one under way is said killed.) So it does
-    while a ``writer`` holds the lock: another process's, a watch starting or an index reading
-    its folder before its own row is written, and the run killed before them was said
-    "running" beside "writing now" of another pid. (A row of an older streamrag names no
-    process: said running then, as before.)"""
+    The process its row names tells first (``process_gone``, as of an ask's): alive as it was
+    when the run began, the run is under way. A run of the Python API (``pipeline.sync``
+    called without ``store.one_writer``) holds no writer lock, and one under way was said
+    killed while nothing held it. So is one where writers hold no lock (no ``flock``: Windows),
+    and one beside a ``writer`` that holds it: another process's, a watch starting or an index
+    reading its folder before its own row is written (the run killed before them was said
+    "running" beside "writing now" of another pid).
+
+    A row of an older streamrag names no process. An index, watch or demo takes the writer lock
+    before its run row is written and lets it go only after the row says how it ended, and the
+    lock goes with its process however it ends: so such a row still "running" (read again now,
+    outside the snapshot: it may have ended since) after no process was seen holding the lock is
+    of a process that is gone; beside a writer it is said running, as before, and where writers
+    hold no lock it cannot be told."""
     if run["status"] != "running":
         return False
-    if writer is not None or not writers_lock():
-        gone = process_gone(*index_rows.run_process(store, run["id"]))
-        if not gone:
-            return False if writer is not None else gone
+    gone = process_gone(*index_rows.run_process(store, run["id"]))
+    if gone is False:
+        return False
+    if gone is None and (writer is not None or not writers_lock()):
+        return False if writer is not None else None
     return index_rows.run_status(store, run["id"]) == "running"
 
 

@@ -1383,6 +1383,35 @@ def test_a_carried_failure_is_the_item_s_last_row_recorded_as_the_listed_one_is(
     assert carried == [("report", "com-1", "again", 1500.0)], carried
 
 
+def _killed(db: Path, run: str) -> tuple[int, str | None]:
+    """Run ``run``'s row as a process killed with -9 leaves it: of a process that is gone (a row
+    of this process is of a run under way, the Python API's, which holds no lock). Returns the
+    ``(pid, process)`` it named, to give back."""
+    import subprocess
+    import sys
+
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    store = Store(db)
+    try:
+        (named,) = store.conn.execute("SELECT pid, process FROM runs WHERE id = ?", (run,)).fetchall()
+        store.conn.execute("UPDATE runs SET pid = ?, process = NULL WHERE id = ?", (ended.pid, run))
+        store.conn.commit()
+    finally:
+        store.close()
+    return named
+
+
+def _revived(db: Path, run: str, named: tuple[int, str | None]) -> None:
+    """Run ``run``'s row naming its process again (``_killed``'s)."""
+    store = Store(db)
+    try:
+        store.conn.execute("UPDATE runs SET pid = ?, process = ? WHERE id = ?", (*named, run))
+        store.conn.commit()
+    finally:
+        store.close()
+
+
 def _runs_of_an_outage(db: Path, runs: list[tuple[str, str, str | None, str]], failed: dict[str, list[str]],
                        stats: dict[str, str] = {}, *, after: int = 0) -> None:
     """Rows as a daemon leaves them: ``runs`` ``(id, command, update_of, status)`` started in
@@ -1418,8 +1447,10 @@ def test_a_retry_sync_under_way_says_what_its_update_is_missing(tmp_path):
         assert "failures       2 so far in this update" in text, text
         assert last_update_line(text).endswith("watch s3: running (2 items failed)"), text
     # Killed with -9 mid-retry: the update is still missing both, for the next start.
+    named = _killed(db, "s3")
     info, text = status_of(db)
     assert info["failures_last_run"] == 2 and info["last_run"]["killed"] is True, info
+    _revived(db, "s3", named)
     # The retry got chk-a: published, it is no longer missing (its row closed after), and so
     # once the retry has ended.
     store = Store(db)
@@ -1457,6 +1488,7 @@ def test_an_update_under_way_says_its_failures_so_far_beside_a_total_that_leaves
     assert line.startswith("  failures       2 so far in this update (1 recorded over all runs, not counting "
                            "its chunks until it ends)"), text
     # Killed before it ended: the last update's, whose chunks the total does not count.
+    _killed(db, "i2")
     info, text = status_of(db)
     assert info["last_run"]["killed"] is True and info["failures_under_way"] is True, info
     assert "  failures       2 in the last update (1 recorded over all runs, not counting its chunks: " \
@@ -1785,8 +1817,13 @@ def test_a_killed_update_is_said_to_leave_files_unindexed_only_if_it_published_n
     # Killed after it published (before its row was closed): what it was taking is in the index.
     store = Store(tmp_path / "k.db")
     try:
-        store.start_run("r-killed", "index")   # (no process holds the lock: killed)
+        store.start_run("r-killed", "index")
         store.conn.commit()
+    finally:
+        store.close()
+    _killed(tmp_path / "k.db", "r-killed")   # (and no process holds the lock)
+    store = Store(tmp_path / "k.db")
+    try:
         info = gather_status(store)
         assert info["last_run"]["killed"] is True and info["killed_before_publishing"] is True, info
         started = info["last_run"]["started_at"]
@@ -1888,3 +1925,43 @@ def test_the_failures_count_reads_no_failure_of_a_run_that_ended(tmp_path):
     finally:
         store.close()
     assert plans and not any("SCAN f " in f"{plan} " or "SCAN failures " in f"{plan} " for plan in plans), plans
+
+
+def test_a_sync_of_the_python_api_under_way_is_not_said_killed(corpus, tmp_path):
+    # ``pipeline.sync`` called without ``store.one_writer`` holds no writer lock: its run under
+    # way was said "killed before it finished: no streamrag is writing the index". Its row names
+    # its process, alive: running.
+    import json
+    import threading
+
+    import httpx
+
+    from conftest import chat_answer
+    from streamrag.simulator import ANSWERS, detect_task
+
+    reached, release = threading.Event(), threading.Event()
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(404)
+        reached.set()
+        release.wait(60)
+        messages = json.loads(request.content)["messages"]
+        return chat_answer(ANSWERS[detect_task(messages)](messages))
+
+    db = tmp_path / "api.db"
+    done: list = []
+    settings = make_settings("http://llm.test/v1")
+    worker = threading.Thread(target=lambda: done.append(anyio.run(lambda: sync(
+        [corpus], settings, db, root=corpus, transport=httpx.MockTransport(answer)))))
+    worker.start()
+    try:
+        assert reached.wait(60)
+        info, text = status_of(db)
+    finally:
+        release.set()
+        worker.join(120)
+    assert info["writer"] is None and info["last_run"]["status"] == "running", info
+    assert info["last_run"]["killed"] is False and info["killed_before_publishing"] is False, info
+    assert last_update_line(text).endswith(": running"), text
+    assert done and status_of(db)[0]["last_run"]["status"] == "ok"
