@@ -41,7 +41,7 @@ from streamrag.config import (API_BASE_HELP, CONFIG_NAME, Settings, default_conf
 from streamrag.errors import (ConfigError, IndexMissingError, StoreError, StreamragError, UsageError, WriterBusyError,
                               user_error)
 from streamrag.signals import Terminated, until_sigterm
-from streamrag.status import (counted as _n, format_status, gather_status, llm_summary, unusable_said,
+from streamrag.status import (counted as _n, format_status, gather_status, llm_summary, number, unusable_said,
                               without_claims_said)
 from streamrag.store import (Store, bound_wal, database_of, default_db_path, foreign_file_error, holds_documents,
                              indexed_root, last_opened, one_writer, read_as_unchanging, reading_root,
@@ -689,12 +689,12 @@ def _repeats(n: int) -> str:
     """The documents line's note on files whose text another file already has."""
     if n <= 0:
         return ""
-    return f"; {n} more {'file repeats' if n == 1 else 'files repeat'} another's text, indexed once"
+    return f"; {number(n)} more {'file repeats' if n == 1 else 'files repeat'} another's text, indexed once"
 
 
 def _read_again(n: int) -> str:
     """The documents line's count of unchanged files read anew (not edits: said apart)."""
-    return f"{n} read again, " if n > 0 else ""
+    return f"{number(n)} read again, " if n > 0 else ""
 
 
 def _changed(r) -> str:
@@ -702,19 +702,19 @@ def _changed(r) -> str:
     text changed) said as one, not as one added and one removed; beside edits, the counts that
     are none are left out ("1 edited, 49 unchanged"), as the estimate says them."""
     if r.documents_edited <= 0:
-        return f"{r.documents_added} added, {r.documents_removed} removed, "
+        return f"{number(r.documents_added)} added, {number(r.documents_removed)} removed, "
     counts = ((r.documents_added, "added"), (r.documents_edited, "edited"), (r.documents_removed, "removed"))
-    return "".join(f"{n} {what}, " for n, what in counts if n > 0)
+    return "".join(f"{number(n)} {what}, " for n, what in counts if n > 0)
 
 
 def _unchanged(r) -> str:
     """The documents line's count of unchanged documents, saying those whose files were read
     again for new change times alone (a `cp -a` restore read 145 files and changed nothing)."""
     if r.documents_new_times <= 0:
-        return f"{r.documents_unchanged} unchanged"
+        return f"{number(r.documents_unchanged)} unchanged"
     if r.documents_new_times >= r.documents_unchanged:
-        return f"{r.documents_unchanged} unchanged, read again for new file times"
-    return f"{r.documents_unchanged} unchanged, {r.documents_new_times} read again for new file times"
+        return f"{number(r.documents_unchanged)} unchanged, read again for new file times"
+    return f"{number(r.documents_unchanged)} unchanged, {number(r.documents_new_times)} read again for new file times"
 
 
 def _reclustered(r) -> str:
@@ -740,7 +740,7 @@ def _applied(r) -> str:
     if calls and cached == calls:
         spent = f" ({_n(cached, 'answer')} from the cache)"
     elif calls:
-        spent = f" ({_n(calls, 'LLM call')}{f', {cached} from the cache' if cached else ''})"
+        spent = f" ({_n(calls, 'LLM call')}{f', {number(cached)} from the cache' if cached else ''})"
     else:
         spent = ""
     return f"the {named} settings applied, to the same index{spent}; "
@@ -756,23 +756,23 @@ def _format_sync(r, db: Path, include: list[str]) -> str:
         (f"Indexed into {db} (version {r.version}, {mode}) in {r.wall_s:.1f} s" if r.published else
          f"Nothing changed: {db} stays at version {r.version} ({mode}); {_applied(r)}{_reclustered(r)}checked in "
          f"{r.wall_s:.1f} s"),
-        f"  documents      {r.documents} ({_changed(r)}"
+        f"  documents      {number(r.documents)} ({_changed(r)}"
         f"{_read_again(r.documents_read_again)}{_unchanged(r)}{_repeats(r.files - r.documents)})",
-        f"  chunks         {r.chunks} ({r.chunks_extracted} extracted now, "
-        f"{max(r.chunks - r.chunks_extracted, 0)} already extracted)",
-        f"  entities       {r.entities}",
-        f"  relationships  {r.relationships}",
-        f"  communities    {r.communities} ({_n(r.reports_generated, 'report', grouped=False)} "
-        f"written, {r.reports_kept} kept)",
+        f"  chunks         {number(r.chunks)} ({number(r.chunks_extracted)} extracted now, "
+        f"{number(max(r.chunks - r.chunks_extracted, 0))} already extracted)",
+        f"  entities       {number(r.entities)}",
+        f"  relationships  {number(r.relationships)}",
+        f"  communities    {number(r.communities)} ({_n(r.reports_generated, 'report')} "
+        f"written, {number(r.reports_kept)} kept)",
     ]
     if r.claims:
-        lines.append(f"  claims         {r.claims}")
+        lines.append(f"  claims         {number(r.claims)}")
     if r.joins_moved:
         lines.append(f"  name joins     {_n(r.joins_moved, 'short name')} joined to a full name anew, or parted")
     for i, line in enumerate(left_out_lines(r.left_out, include)):
         lines.append(f"  {'left out' if i == 0 else '':<15}{line}")
     if calls:
-        lines.append(f"  LLM            {_n(calls, 'call')} ({cached} from cache), {tokens:,} tokens")
+        lines.append(f"  LLM            {_n(calls, 'call')} ({number(cached)} from cache), {number(tokens)} tokens")
     if r.failures:
         # What is true of the files and folders among them (a binary file "could not be read").
         unusable = unusable_said(r.unreadable_by_kind)
@@ -782,7 +782,8 @@ def _format_sync(r, db: Path, include: list[str]) -> str:
         without = f"{_n(claimless, 'chunk')} indexed without {'its' if claimless == 1 else 'their'} claims"
         said = " and ".join(([f"{_n(left, 'item')} failed"] if left and (unusable or claimless) else [])
                             + ([without] if claimless else []) + ([unusable] if unusable else []))
-        lines.append(f"  failures       {r.failures}{f' ({said})' if said else ''}: see `streamrag status --failures`")
+        lines.append(f"  failures       {number(r.failures)}{f' ({said})' if said else ''}: "
+                     "see `streamrag status --failures`")
     return "\n".join(lines)
 
 

@@ -748,6 +748,30 @@ def test_the_index_summary_counts_one_llm_call_as_one_call(tmp_path):
     assert "  LLM            2 calls (0 from cache), 196 tokens" in summary(2).splitlines()
 
 
+
+def test_the_index_summary_groups_its_counts_by_thousands_as_status_does(tmp_path):
+    # `status` said "chunks         123,456"; the summary of the `index` that made them said
+    # "chunks         123456 (123456 extracted now, 0 already extracted)".
+    from streamrag.cli import _format_sync
+    from streamrag.pipeline import SyncResult
+
+    stats = {"extract": {"calls": 123_456, "cached": 2_345, "prompt_tokens": 9_000_000, "completion_tokens": 1}}
+    r = SyncResult(run_id="r", version=2, documents=12_345, documents_added=10_000, documents_removed=1_000,
+                   documents_unchanged=2_345, chunks=123_456, chunks_extracted=120_000, chunks_reused=3_456,
+                   entities=45_678, relationships=98_765, claims=4_321, communities=2_345, reports=2_345,
+                   reports_generated=1_234, reports_kept=1_111, reclustered=False, failures=23_456, warnings=[],
+                   llm=stats, wall_s=0.4, offline=False, documents_edited=1_500, documents_read_again=1_200,
+                   documents_new_times=1_100, files=13_345)
+    text = _format_sync(r, tmp_path / "i.db", ["*.txt"])
+    for said in ("  documents      12,345 (10,000 added, 1,500 edited, 1,000 removed, 1,200 read again, 2,345 "
+                 "unchanged, 1,100 read again for new file times; 1,000 more files repeat another's text, indexed once)",
+                 "  chunks         123,456 (120,000 extracted now, 3,456 already extracted)",
+                 "  entities       45,678", "  relationships  98,765", "  claims         4,321",
+                 "  communities    2,345 (1,234 reports written, 1,111 kept)",
+                 "  LLM            123,456 calls (2,345 from cache), 9,000,001 tokens",
+                 "  failures       23,456: see `streamrag status --failures`"):
+        assert said in text.splitlines(), (said, text)
+
 def test_an_embedding_model_without_an_endpoint_indexes_offline_and_says_it_embeds_nothing(cli_run, corpus, tmp_path):
     # It stopped with "no LLM configured ... or use the offline extractor", --offline given.
     (tmp_path / "s.toml").write_text('[llm]\nembedding_model = "text-embedding-3-small"\n')
