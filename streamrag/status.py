@@ -390,14 +390,18 @@ def _outcome(info: dict) -> str:
     A run that finished is ``ok`` in the runs table even when items failed (what worked is
     published, and ``index`` or ``watch --once`` exited 1): the failures are said beside it."""
     state = info["last_run"]["status"]
+    unreadable = info.get("unreadable_last_run", 0)
+    skipped = unusable_said(info.get("unreadable_by_kind") or {"unusable": unreadable}) if unreadable else ""
     if state == "running":
         killed = info["last_run"].get("killed")
+        # The files it met that it could not use were not said: skipped, as every update skips
+        # them (not continued by the next run, which skips them too while they are as they are).
+        also = f"; {skipped} (skipped)" if skipped else ""
         if killed:   # (another may be writing it: its line says so)
             return ("killed before it finished" + ("" if info.get("writer") else ": no streamrag is writing the index")
-                    + " (a new run continues its work)")
+                    + " (a new run continues its work)" + also)
         if killed is None:   # (where writers hold no lock: say both readings)
-            return "running, or killed before it finished (a new run continues its work)"
-    unreadable = info.get("unreadable_last_run", 0)
+            return "running, or killed before it finished (a new run continues its work)" + also
     failed = info["failures_last_run"] - unreadable
     # (the chunks whose claims calls failed are in the version, without their claims: they were
     # said "left out of this version")
@@ -409,7 +413,6 @@ def _outcome(info: dict) -> str:
         left.append(f"{counted(failed, 'item')} failed" + (" (left out of this version)" if state == "ok" else ""))
     if claimless:
         left.append(without_claims_said(claimless))
-    skipped = unusable_said(info.get("unreadable_by_kind") or {"unusable": unreadable}) if unreadable else ""
     # (How to list them is the failures line's to say, above: this line said it too, twice in
     # plain `status`.)
     if state == "ok":   # "ok, but 2 items failed (...) and 1 file is not text"

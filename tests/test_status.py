@@ -1965,3 +1965,35 @@ def test_a_sync_of_the_python_api_under_way_is_not_said_killed(corpus, tmp_path)
     assert info["last_run"]["killed"] is False and info["killed_before_publishing"] is False, info
     assert last_update_line(text).endswith(": running"), text
     assert done and status_of(db)[0]["last_run"]["status"] == "ok"
+
+
+def test_a_killed_update_says_the_files_it_skipped(tmp_path, monkeypatch):
+    # Killed after it met a binary file: "killed before it finished ... (a new run continues its
+    # work)", the file it could not use never said (as a run that failed or is under way says it).
+    from streamrag import status
+
+    db = tmp_path / "k.db"
+    store = Store(db)
+    try:
+        store.start_run("r-killed", "index")
+        store.record_failure("r-killed", "load", "scan.bin", "scan.bin: binary file, not indexed", "4 1", "not_text")
+        store.conn.commit()
+    finally:
+        store.close()
+    _killed(db, "r-killed")
+    info, text = status_of(db)
+    assert info["last_run"]["killed"] is True, info
+    assert last_update_line(text).endswith(": killed before it finished: no streamrag is writing the index (a new "
+                                           "run continues its work); 1 file is not text (skipped)"), text
+    # Where it cannot be told (no lock here, a row naming no process): both readings, and the file.
+    store = Store(db)
+    try:
+        store.conn.execute("UPDATE runs SET pid = NULL, process = NULL")
+        store.conn.commit()
+    finally:
+        store.close()
+    monkeypatch.setattr(status, "writers_lock", lambda: False)
+    info, text = status_of(db)
+    assert info["last_run"]["killed"] is None, info
+    assert last_update_line(text).endswith(": running, or killed before it finished (a new run continues its "
+                                           "work); 1 file is not text (skipped)"), text
