@@ -1093,6 +1093,35 @@ def not_indexed(store: Store, run_id: str) -> tuple[int, list[str], set[tuple[st
         "AND item IN (SELECT value FROM json_each(?))", (run_id, json.dumps(named))))
 
 
+def note_taking(store: Store, run_id: str, count: int, named: list[str]) -> None:
+    """Records on run ``run_id``'s row the new or changed files it is taking (``runs.taking``):
+    ``count`` of them, ``named`` the first by name. Written as it starts on them, before any is
+    published: a run killed then left no other word of them."""
+    store.conn.execute("UPDATE runs SET taking = ? WHERE id = ?",
+                       (json.dumps({"files": count, "named": named}), run_id))
+
+
+def left_by_killed(store: Store, run_id: str) -> tuple[int, list[str]] | None:
+    """The new or changed files run ``run_id`` was taking (``note_taking``), as a run killed
+    before it published left them unindexed: how many, and the first by name; those it found
+    it could not use left out (its ``load`` failures say them, as skipped). Not its failures of
+    folders, nor those naming again a file unchanged since an earlier run's failure (the same
+    stamp, of a kind not read again): it was not taking those (``ExtractionStage.not_indexed``).
+    None when the row records none (a run of an older streamrag, or killed before it knew them)."""
+    try:
+        taking = json.loads(store.scalar("SELECT taking FROM runs WHERE id = ?", (run_id,)) or "null")
+        count, named = int(taking["files"]), [str(f) for f in taking["named"]]
+    except (ValueError, TypeError, KeyError, IndexError):   # none, or not as written
+        return None
+    unusable = {item for (item,) in store.conn.execute(
+        "SELECT DISTINCT item FROM failures f WHERE run_id = ? AND stage = 'load' AND coalesce(kind, '') != "
+        "'unlisted' AND NOT (coalesce(kind, 'unusable') IN ('not_text', 'unusable') AND stamp IS NOT NULL AND "
+        "EXISTS (SELECT 1 FROM failures g WHERE g.item = f.item AND g.stage = 'load' AND g.stamp IS NOT NULL "
+        "AND g.stamp = f.stamp AND g.id < f.id))", (run_id,))}
+    named = [f for f in named if f not in unusable]
+    return max(count - len(unusable), len(named)), named
+
+
 def run_status(store: Store, run_id: str) -> str | None:
     """The ``status`` of run ``run_id`` as its row says it now (None once pruned)."""
     return store.scalar("SELECT status FROM runs WHERE id = ?", (run_id,))

@@ -92,6 +92,13 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
         failed = update_failures(store, last_run, settled if report_budget is None
                                  else index_rows.settled(store, UNUSABLE_RUNS))
         runs = failed.runs
+        # Of a last update whose row says "running" (under way, or killed: told below), the new or
+        # changed files it was taking (``index_rows.left_by_killed``), and the chunks of its
+        # update that failed which no published document holds: of those files, counted as them
+        # if it was killed before it published (as ``unindexed_chunks`` of one that failed).
+        taking = (index_rows.left_by_killed(store, last_run["id"])
+                  if last_run is not None and last_run["status"] == "running" else None)
+        taken_chunks = set().union(*(index_rows.failed_chunks(store, r) for r in runs)) if taking else set()
         queries = (store.scalar("SELECT count(*) FROM runs WHERE command = 'ask' AND status = 'ok'")
                    + int(store.get_meta("archived_queries") or 0))   # (index_rows.prune)
         published = store.get_meta("published_at", "")
@@ -164,22 +171,31 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             # but what it settled (said settled below);
             # the table keeps every run's, which failures_total counts, once per item and update
             # (a file that cannot be read, once until it changes: index_rows.failures_recorded).
-            of_files = failed.of_unindexed
-            listed = index_rows.run_failures(store, failure_limit + len(of_files), *runs, leaving=failed.settled)
-            info["failures"] = [f for f in listed if (f["stage"], f["item"]) not in of_files][:failure_limit]
-            # ... those of the files it left unindexed: why they were (said with them)
-            info["not_indexed_failures"] = [f for f in listed if (f["stage"], f["item"]) in of_files][:failure_limit]
+            # (split below, once it is known whether the last update was killed)
+            listed = index_rows.run_failures(store, failure_limit + len(failed.of_unindexed | taken_chunks), *runs,
+                                             leaving=failed.settled)
             # ... and what is no longer asked for, as long as it is so, and why (named only
             # when listed: on a large index that is most of what status reads).
             info["settled_items"] = index_rows.settled_items(store, settled[:failure_limit])
-            info["not_indexed_files"] = failed.not_indexed_files[:failure_limit]
     if last_run is not None:
         last_run["killed"] = _killed(store, last_run, holder)
-    # A last update killed (-9, the machine gone down) before it published recorded no files it
-    # left unindexed (``not_indexed_last_run``: said as it ends), and status said none. Which
-    # they are is not recorded before then; that the next update takes them is known.
+    # A last update killed (-9, the machine gone down) before it published recorded no end, nor
+    # the files it left unindexed there (``not_indexed_last_run``), and status said none. A run
+    # records those it is taking as it starts on them (``runs.taking``): they are said as a
+    # failed run's are; of a row that records none, only that the next update takes them.
     info["killed_before_publishing"] = bool(last_run and last_run["killed"]
                                             and (info["published_at"] or 0) < last_run["started_at"])
+    of_files, named = failed.of_unindexed, failed.not_indexed_files
+    info["killed_taking_recorded"] = info["killed_before_publishing"] and taking is not None
+    if info["killed_before_publishing"] and taking is not None:
+        info["not_indexed_last_run"], named = taking
+        info["failures_last_run"] -= len(taken_chunks - of_files)
+        of_files = of_files | taken_chunks
+    if failures:
+        info["failures"] = [f for f in listed if (f["stage"], f["item"]) not in of_files][:failure_limit]
+        # ... those of the files it left unindexed: why they were (said with them)
+        info["not_indexed_failures"] = [f for f in listed if (f["stage"], f["item"]) in of_files][:failure_limit]
+        info["not_indexed_files"] = named[:failure_limit]
     # The last update's run has not ended (under way, or killed before it did): its failures are
     # those it met so far, and failures_total leaves out its failed chunks the index lacks (its
     # end decides, ``index_rows.failures_recorded``): "2 in the last update (1 recorded over all
@@ -435,7 +451,7 @@ def not_indexed_lines(info: dict, *, told: bool = False) -> list[str]:
     and with ``--failures`` the first of them by name. ``told``: a line above already said how
     to list them (``_LIST_THEM``)."""
     n = info.get("not_indexed_last_run", 0)
-    if not n and info.get("killed_before_publishing"):
+    if not n and info.get("killed_before_publishing") and not info.get("killed_taking_recorded"):
         return ["  not indexed    the new or changed files the killed update was taking, if any: it published "
                 "nothing and had not recorded which they are; the next update finds them and indexes them"]
     if not n:
@@ -446,9 +462,12 @@ def not_indexed_lines(info: dict, *, told: bool = False) -> list[str]:
     # (a retry sync under way: its run is the last update's, "running" on the line below; it said
     # "the last update failed" of the run before it)
     last = info.get("last_run") or {}
-    which = (f"the last update {ended}" if by is last or not by else
-             f"{by['command']} {by['id']}, the sync before the one {'killed' if last.get('killed') else 'under way'}, "
-             f"{ended}")
+    if info.get("killed_before_publishing") and (info.get("killed_taking_recorded") or by is last or not by):
+        which = "the last update was killed"   # (the files it was taking, as it recorded them)
+    else:
+        which = (f"the last update {ended}" if by is last or not by else
+                 f"{by['command']} {by['id']}, the sync before the one {'killed' if last.get('killed') else 'under way'}, "
+                 f"{ended}")
     lines = [f"  not indexed    {counted(n, 'new or changed file')}: {which} and published nothing; "
              f"the next that gets through indexes {'it' if n == 1 else 'them'}"
              + ("" if named is not None or told else _LIST_THEM)]

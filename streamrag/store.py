@@ -162,6 +162,11 @@ def _archive_answered(conn: sqlite3.Connection) -> None:
         _add_column(conn, "llm_usage_archive", column, "INTEGER NOT NULL DEFAULT 0")
 
 
+def _runs_taking(conn: sqlite3.Connection) -> None:
+    """``runs.taking``."""
+    _add_column(conn, "runs", "taking", "TEXT")
+
+
 def _extraction_checks(conn: sqlite3.Connection) -> None:
     """``extractions.checks``: NULL on a row stored before, whose checks are not known."""
     _add_column(conn, "extractions", "checks", "INTEGER")
@@ -603,6 +608,11 @@ CREATE INDEX IF NOT EXISTS llm_calls_failed ON llm_calls(cached, cancelled, erro
     # read every failure's row, the keys sorted for DISTINCT (0.13 to 0.26 s of a `status` at
     # 200,000 failures); now it counts this table and looks at the failures of the runs under way.
     ("failure_keys", _failure_keys),
+    # The new or changed files a run that publishes is taking, written as it starts on them
+    # (``index_rows.note_taking``: how many, the first of them by name): a run killed with -9
+    # (or the machine gone down) records no end, and `status` could not say which files it left
+    # unindexed ("the new or changed files the killed update was taking, if any").
+    ("runs_taking", _runs_taking),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -965,8 +965,24 @@ def test_status_says_a_run_killed_with_sigkill_was_killed(corpus, tmp_path):
     assert line.endswith(": killed before it finished: no streamrag is writing the index "
                          "(a new run continues its work)"), line
     assert info["last_run"]["killed"] is True
-    # It published nothing, and left the files it was taking unindexed: said (it had no "not
-    # indexed" line, as one that failed has), though which they are was not recorded.
+    # It published nothing, and left the files it was taking unindexed: said, and named (it had
+    # no "not indexed" line, as one that failed has; then one of "the new or changed files the
+    # killed update was taking, if any": which they were was recorded only at a run's end).
+    assert info["killed_before_publishing"] is True and info["not_indexed_last_run"] == 4, info
+    (not_indexed,) = [x for x in format_status(info, db).splitlines() if x.startswith("  not indexed")]
+    assert not_indexed == ("  not indexed    4 new or changed files: the last update was killed and published "
+                           "nothing; the next that gets through indexes them (list them with --failures)"), not_indexed
+    listed, text = status_of(db, failures=True)
+    assert listed["not_indexed_files"] == ["council.txt", "festival.md", "guild.txt", "railway.txt"], listed
+    assert "    guild.txt" in text.splitlines(), text
+    # Of a row that records none (an older streamrag's): that it left some, if any.
+    store = Store(db)
+    try:
+        store.conn.execute("UPDATE runs SET taking = NULL")
+        store.conn.commit()
+    finally:
+        store.close()
+    info = status_of(db)[0]
     assert info["killed_before_publishing"] is True and info["not_indexed_last_run"] == 0, info
     (not_indexed,) = [x for x in format_status(info, db).splitlines() if x.startswith("  not indexed")]
     assert not_indexed == ("  not indexed    the new or changed files the killed update was taking, if any: it "
@@ -1997,3 +2013,71 @@ def test_a_killed_update_says_the_files_it_skipped(tmp_path, monkeypatch):
     assert info["last_run"]["killed"] is None, info
     assert last_update_line(text).endswith(": running, or killed before it finished (a new run continues its "
                                            "work); 1 file is not text (skipped)"), text
+
+
+def test_a_watch_retry_sync_killed_before_it_published_names_the_files_it_left_unindexed(corpus, tmp_path):
+    # A daemon's sync that goes on with an update (``runs.update_of``), killed with -9 as it was
+    # about to publish: its update's run before it had ended "ok", so `status` had no files of it
+    # to name, and said "the new or changed files the killed update was taking, if any". The sync
+    # records those it takes as it starts on them (``runs.taking``): named, as a failed run's are.
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from streamrag.pipeline import Indexer
+
+    db = tmp_path / "w.db"
+    first = Indexer(make_settings(), db, root=corpus, command="watch")
+    anyio.run(first.run, [corpus])
+    (corpus / "guild.txt").write_text((corpus / "guild.txt").read_text() + "\n\nQuillon Marbeck opened a ferry office.\n")
+    (corpus / "new.txt").write_text("The lighthouse keeper, Ada Sorel, logged three ships.\n")
+    (corpus / "scan.txt").write_bytes(b"\x00\x01PK\x03\x04 not text")   # (taken, then skipped: said apart)
+    script = (
+        "import os, signal, sys, anyio\n"
+        "from pathlib import Path\n"
+        "from streamrag import index_rows\n"
+        "from streamrag.config import load_settings\n"
+        "from streamrag.pipeline import Indexer\n"
+        "index_rows.publish = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)\n"
+        "settings = load_settings(None, env={}, overrides={'llm': {'api_base': ''}})\n"
+        "corpus, db, update = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]\n"
+        "anyio.run(Indexer(settings, db, root=corpus, command='watch', update_of=update).run, [corpus])\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+    killed = subprocess.run([sys.executable, "-c", script, str(corpus), str(db), first.run_id], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    info, text = status_of(db, failures=True)
+    assert info["last_run"]["command"] == "watch" and info["last_run"]["killed"] is True, info
+    assert info["killed_before_publishing"] is True and info["not_indexed_last_run"] == 2, info
+    assert info["not_indexed_files"] == ["guild.txt", "new.txt"], info
+    lines = text.splitlines()
+    assert "  not indexed    2 new or changed files: the last update was killed and published nothing; the next " \
+           "that gets through indexes them" in lines, text
+    assert "    guild.txt" in lines and "    new.txt" in lines and "if any" not in text, text
+    assert last_update_line(text).endswith("(a new run continues its work); 1 file is not text (skipped)"), text
+
+
+def test_a_killed_update_s_failed_chunks_count_as_the_files_it_left_unindexed(tmp_path):
+    # Its chunks that failed are of the new or changed files it was taking (no published document
+    # holds them): counted once, as those files, listed with them, as a failed run's are; it
+    # said "failures 2 in the last update" beside "not indexed 1 new or changed file".
+    from streamrag import index_rows
+
+    db = tmp_path / "c.db"
+    store = Store(db)
+    try:
+        store.start_run("r-killed", "index")
+        index_rows.note_taking(store, "r-killed", 1, ["new.txt"])
+        store.record_failure("r-killed", "extract", "chk-new", "new.txt (chunk 1, chk-new): refused")
+        store.record_failure("r-killed", "summarize", "ent-a", "Ada: unusable answer")
+        store.conn.commit()
+    finally:
+        store.close()
+    _killed(db, "r-killed")
+    info, text = status_of(db, failures=True)
+    assert info["killed_before_publishing"] is True and info["not_indexed_last_run"] == 1, info
+    assert info["failures_last_run"] == 1 and [f["item"] for f in info["failures"]] == ["ent-a"], info
+    assert [f["item"] for f in info["not_indexed_failures"]] == ["chk-new"], info
+    lines = text.splitlines()
+    assert lines[lines.index("    new.txt") + 1] == "    [extract] new.txt (chunk 1, chk-new): refused", text
