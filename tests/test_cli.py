@@ -1599,11 +1599,18 @@ def test_a_ctrl_c_while_the_program_loads_is_one_line_and_130(tmp_path, main, mo
 
 def test_status_of_a_run_that_never_finished(cli_run, corpus):
     """A run killed with -9 records no end: its row says "running" while no process holds the
-    index's writer lock, so status says it was killed (test_status has the real kill)."""
+    index's writer lock, and the process it names is gone, so status says it was killed
+    (test_status has the real kill). (The index ran in this process, alive: its row is made
+    to name one that has ended.)"""
+    import subprocess
+    import sys
+
     assert cli_run("index", "-q", ".", cwd=corpus).returncode == 0
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
     con = sqlite3.connect(corpus / ".streamrag" / "index.db")
     with con:
-        con.execute("UPDATE runs SET status = 'running', finished_at = NULL")
+        con.execute("UPDATE runs SET status = 'running', finished_at = NULL, pid = ?, process = NULL", (ended.pid,))
     con.close()
     text = cli_run("status", cwd=corpus).stdout
     assert ": killed before it finished: no streamrag is writing the index" in text, text
