@@ -217,12 +217,12 @@ def _killed(store: Store, run: dict, writer: str | None) -> bool | None:
     the machine gone down); None where that cannot be told.
 
     The process its row names tells first (``process_gone``, as of an ask's): alive as it was
-    when the run began, the run is under way. A run of the Python API (``pipeline.sync``
-    called without ``store.one_writer``) holds no writer lock, and one under way was said
-    killed while nothing held it. So is one where writers hold no lock (no ``flock``: Windows),
-    and one beside a ``writer`` that holds it: another process's, a watch starting or an index
-    reading its folder before its own row is written (the run killed before them was said
-    "running" beside "writing now" of another pid).
+    when the run began, the run is under way; gone, it was killed. A run of the Python API
+    (``pipeline.sync`` called without ``store.one_writer``) holds no writer lock, and one under
+    way was said killed while nothing held it. The process tells too where writers hold no lock
+    (no ``flock``: Windows), and beside a ``writer`` that holds it: another process's, a watch
+    starting or an index reading its folder before its own row is written (the run killed
+    before them was said "running" beside "writing now" of another pid).
 
     A row of an older streamrag names no process. An index, watch or demo takes the writer lock
     before its run row is written and lets it go only after the row says how it ended, and the
