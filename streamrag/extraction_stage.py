@@ -129,6 +129,11 @@ class ExtractionStage:
         self.failed_reads = index_rows.failed_reads(store)   # path -> (stamp, message, kind) when last tried
         self.empty = index_rows.empty_files(store)   # path -> (stamp, warning): nothing to index when last read
         self.still_empty: dict[str, tuple[str, str]] = {}   # those of this run's files
+        # A file's stat (or why it failed) taken by ``taking`` at the run's start, used by the
+        # loader in place of its own: a file is looked at once (a stat more of each file of the
+        # folder, on every sync, was the cost of naming them there). A file changed after it
+        # is read as it is then, with the stamp of before: the next run reads it again.
+        self.looked: dict[str, os.stat_result | OSError] = {}
         self.previous: dict[str, str] = {}   # doc id -> the id of the document its path held, changed since
         # What the claims answers got wrong, how many did, and the chunk of the first: one warning
         # says them (``claims_warning``)
@@ -151,8 +156,11 @@ class ExtractionStage:
                 rel = loader.stored_path(path, root)
                 looked_at.add(rel)
                 rows = self.by_file.get(rel, {})
+                looked = self.looked.pop(rel, None)
                 try:
-                    st = path.stat()
+                    if isinstance(looked, OSError):
+                        raise looked
+                    st = looked or path.stat()
                 except OSError as e:
                     if on_disk.deleted(path, root):   # since the scan found it: it leaves
                         self.progress.add("files_done")
@@ -217,12 +225,17 @@ class ExtractionStage:
         self.load_failed.add(rel)
         await self.fail("load", rel, said, **kwargs)
 
-    def not_indexed(self, files: list[Path]) -> list[str]:
+    def taking(self, files: list[Path]) -> list[str]:
+        """``not_indexed`` of ``files`` at the run's start: the new or changed files it takes
+        (``index_rows.note_taking``). Their stats are kept for the loader (``looked``)."""
+        return self.not_indexed(files, keep=True)
+
+    def not_indexed(self, files: list[Path], *, keep: bool = False) -> list[str]:
         """Of ``files`` (the loader's), those a run that publishes nothing leaves as they were,
         read or not yet, as the index names them: new, or changed since the published version.
         Not those as indexed (or only retimed), that could not be used (this run's failure, or an
         earlier one's while unchanged, says them), that held nothing (a warning says them), or
-        gone."""
+        gone. ``keep``: each stat kept for the loader (``taking``)."""
         out = []
         for path in files:
             rel = loader.stored_path(path, self.root)
@@ -231,8 +244,12 @@ class ExtractionStage:
             rows = self.by_file.get(rel, {})
             try:
                 st = path.stat()
-            except OSError:   # gone, or said as a failure to read it
+            except OSError as e:   # gone, or said as a failure to read it
+                if keep:
+                    self.looked[rel] = e
                 continue
+            if keep:
+                self.looked[rel] = st
             if not self.rechunk and (on_disk.same_on_disk(rows, st) or on_disk.retimed(rows, st)):
                 continue
             said = self.failed_reads.get(rel), self.empty.get(rel)

@@ -1030,7 +1030,7 @@ class Indexer:
         if publishing:
             self._unpublished = functools.partial(stage.not_indexed, files)
             # (named on the run's row now: a run killed with -9 records nothing at its end)
-            taking = sorted(await anyio.to_thread.run_sync(self._unpublished))
+            taking = sorted(await anyio.to_thread.run_sync(stage.taking, files))
             await writer.run(lambda st: index_rows.note_taking(st, self.run_id, len(taking), taking[:NOT_INDEXED_NAMED]))
         workers = 1 if s.offline else s.pipeline.extract_workers
         try:
