@@ -2959,7 +2959,7 @@ def test_the_files_a_sync_left_unindexed_are_said_of_it_while_its_retry_runs(tmp
     # and published nothing" beside "last update watch s2: running": the run that failed is the
     # sync before, named now; killed, the one after it is said so.
     from streamrag.store import one_writer
-    from test_status import _runs_of_an_outage, status_of
+    from test_status import _killed, _runs_of_an_outage, status_of
 
     db = tmp_path / "w.db"
     said = json.dumps({"not_indexed": 2, "not_indexed_files": ["a.txt", "b.txt"], "not_indexed_chunks": ["chk-a"]})
@@ -2975,5 +2975,6 @@ def test_the_files_a_sync_left_unindexed_are_said_of_it_while_its_retry_runs(tmp
     assert info["not_indexed_by"]["id"] == "s1", info
     assert not_indexed(text).startswith("  not indexed    2 new or changed files: watch s1, the sync before the "
                                         "one under way, failed and published nothing; "), text
-    _info, text = status_of(db)   # (no writer: s2 was killed)
+    _killed(db, "s2")   # (its process gone, and no writer: s2 was killed)
+    _info, text = status_of(db)
     assert "watch s1, the sync before the one killed, failed and published nothing" in not_indexed(text), text
