@@ -79,7 +79,6 @@ from streamrag.graph_state import (
     titled_anew,
 )
 from streamrag.records import Chunk, Community, Document, Extraction
-from streamrag.replies import CUT_OFFS
 from streamrag.report_stage import ReportStage, ReportStageContext, built_min_members, deepest_first
 from streamrag.reports import CLAIM_LINES_REDONE, claim_lines_redone
 from streamrag.reports import settings_key as report_settings_key
@@ -91,6 +90,15 @@ from streamrag.words import counted
 from streamrag.writer import Writer
 
 _T = TypeVar("_T")
+
+
+def _cut_off(error: object) -> bool:
+    """Whether a failure says the model's answer was cut off (``replies.CUT_OFFS``). Imported
+    here, not above: ``replies`` imports httpx, and httpx its command line's rich, click and
+    pygments, a tenth of a second of CPU that an offline run, which never fails so, need not pay."""
+    from streamrag.replies import CUT_OFFS
+
+    return any(cut in str(error) for cut in CUT_OFFS)
 
 
 def settled_line(items: int) -> str:
@@ -112,7 +120,7 @@ def unusable_first_line(chunks: int, model: str, last: str) -> str:
     failed, unusably (``Indexer._sync``), naming the setting to check (``model``: its value).
     Answers cut off (``last``, the last failure, says so) are no matter of the extraction format:
     its words name the limit that cut them."""
-    if any(cut in last for cut in CUT_OFFS):
+    if _cut_off(last):
         return f"no chunk could be extracted ({chunks} failed): the model's answers were cut off; last error: {last}"
     return (f"no chunk could be extracted ({chunks} failed): the model's answers were unusable "
             f"({model}): check llm.extraction_model, or try a model that follows the extraction "
@@ -589,7 +597,7 @@ class Indexer:
             self.failed_chunk_ids.add(item)
             if isinstance(error, LLMOutputError):
                 self.unusable_chunk_ids.add(item)
-                if self.unusable_last is None or any(cut in str(self.unusable_last) for cut in CUT_OFFS):
+                if self.unusable_last is None or _cut_off(self.unusable_last):
                     # (One not cut off is kept: ``unusable_first_line`` says all were cut off by
                     # it, and said so of a format failure followed by a cut-off chunk.)
                     self.unusable_last = error

@@ -7,6 +7,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import anyio
@@ -2065,3 +2067,17 @@ async def test_chunks_indexed_without_claims_are_counted_from_the_index_s_rows_o
     store.close()
     for claimless in (claimless_key(settings), claimless_key(edited)):
         assert status_info(db, claimless=claimless)["chunks_without_claims"] == first.chunks
+
+
+def test_an_offline_index_loads_no_http_client(corpus):
+    # httpx imports its command line's rich, click and pygments (a tenth of a second of CPU):
+    # pipeline took one constant of ``replies`` at its top, which pulled them into every
+    # offline index, a model's client being imported only when a run calls a model.
+    probe = ("import sys\nfrom streamrag import cli\n"
+             "code = cli.main(['index', '.', '--offline', '-q'])\n"
+             "print(code, sorted(m for m in ('httpx', 'click', 'pygments') if m in sys.modules))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)   # (this code, not an installed one)
+    out = subprocess.run([sys.executable, "-c", probe], cwd=corpus, env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.stdout.split("\n")[-2] == "0 []", out
