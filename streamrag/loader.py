@@ -722,9 +722,14 @@ def stored_path(path: Path, root: Path | None) -> str:
     # Cheapest first: the text of the two (as scan gives them), then pathlib, and resolving (a
     # system call per path component) only when the others fail.
     path = path if isinstance(path, Path) else Path(path)
-    rel = _under(os.fspath(path), _normalised(root))
+    top = _normalised(root)
+    rel = _under(os.fspath(path), top)
     if rel is not None:
         return rel
+    if top == "." and not path.is_absolute() and ".." not in path.parts:
+        # (`index .`: every file's path as given, which relative_to(".") below gave too, at a
+        # tenth of a millisecond each, 80 ms of CPU for 3,000 unchanged files)
+        return path.as_posix()
     if ".." in path.parts:   # `n/s/../a.txt` is n/a.txt, not a second file "s/../a.txt"
         path = path.parent.resolve() / path.name
     for p, r in ((path, Path(root)), (path.absolute(), Path(root).absolute())):
