@@ -726,10 +726,14 @@ def stored_path(path: Path, root: Path | None) -> str:
     rel = _under(os.fspath(path), top)
     if rel is not None:
         return rel
-    if top == "." and not path.is_absolute() and ".." not in path.parts:
-        # (`index .`: every file's path as given, which relative_to(".") below gave too, at a
-        # tenth of a millisecond each, 80 ms of CPU for 3,000 unchanged files)
-        return path.as_posix()
+    if path.parts and not path.is_absolute() and ".." not in path.parts and (top == "." or os.path.isabs(top)):
+        # `index .` names the folder absolute and its files as the scan found them, relative:
+        # their text from here, what ``absolute`` below makes of them (80 ms of CPU through
+        # pathlib for 3,000 unchanged files)
+        here = os.getcwd()
+        rel = _under(os.path.join(here, os.fspath(path)), here if top == "." else top)
+        if rel is not None:
+            return rel
     if ".." in path.parts:   # `n/s/../a.txt` is n/a.txt, not a second file "s/../a.txt"
         path = path.parent.resolve() / path.name
     for p, r in ((path, Path(root)), (path.absolute(), Path(root).absolute())):

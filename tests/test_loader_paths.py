@@ -494,20 +494,28 @@ def test_stored_paths_by_text_equal_pathlibs(path, root):
     assert stored_path(Path(path), root) == stored_path(path, root) == expected
 
 
-def test_files_of_index_dot_are_named_without_pathlib(monkeypatch):
-    # `index .` named each of 3,000 unchanged files through PurePath.relative_to: 80 ms of CPU
+def test_files_of_index_dot_are_named_without_pathlib(tmp_path, monkeypatch):
+    # `index .` gives the folder absolute and its files relative: each of 3,000 unchanged files
+    # was named through PurePath.relative_to and absolute, 80 ms of CPU
     from streamrag.loader import stored_path
-
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path)
     calls, relative_to = [], Path.relative_to
 
     def counted(*args, **kwargs):
         calls.append(args)
         return relative_to(*args, **kwargs)
 
-    monkeypatch.setattr(Path, "relative_to", counted)
-    named = [stored_path(Path(p), ".") for p in ("a.txt", "./sub//b.txt", "c d/é.md")]
-    monkeypatch.undo()
-    assert named == ["a.txt", "sub/b.txt", "c d/é.md"] and calls == []
+    files = ("a.txt", "./sub//b.txt", "c d/é.md")
+    with monkeypatch.context() as m:
+        m.setattr(Path, "relative_to", counted)
+        named = [stored_path(Path(p), root) for root in (tmp_path, ".", str(tmp_path) + "/") for p in files]
+    assert named == 3 * ["a.txt", "sub/b.txt", "c d/é.md"] and calls == []
+    # as pathlib names them: the folder itself, and from a folder inside it
+    assert stored_path(Path("."), tmp_path) == "."
+    monkeypatch.chdir(tmp_path / "sub")
+    assert [stored_path(Path(p), tmp_path) for p in (".", "b.txt")] == ["sub", "sub/b.txt"]
+    assert stored_path(Path("b.txt"), tmp_path / "other") == (tmp_path / "sub" / "b.txt").as_posix()
 
 
 def test_a_file_named_through_dot_dot_is_the_same_file(tmp_path, monkeypatch):
