@@ -2072,10 +2072,11 @@ async def test_chunks_indexed_without_claims_are_counted_from_the_index_s_rows_o
 def test_an_offline_index_loads_no_http_client(corpus):
     # httpx imports its command line's rich, click and pygments (a tenth of a second of CPU):
     # pipeline took one constant of ``replies`` at its top, which pulled them into every
-    # offline index, a model's client being imported only when a run calls a model.
+    # offline index, a model's client being imported only when a run calls a model. And
+    # ``progress`` imported rich (40 ms) for a panel that -q never shows.
     probe = ("import sys\nfrom streamrag import cli\n"
              "code = cli.main(['index', '.', '--offline', '-q'])\n"
-             "print(code, sorted(m for m in ('httpx', 'click', 'pygments') if m in sys.modules))\n")
+             "print(code, sorted(m for m in ('httpx', 'click', 'pygments', 'rich') if m in sys.modules))\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
     env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)   # (this code, not an installed one)
     out = subprocess.run([sys.executable, "-c", probe], cwd=corpus, env=env, capture_output=True, text=True,
