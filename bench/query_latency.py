@@ -8,7 +8,7 @@ connected ones first), so every local ask seeds, widens by PageRank and builds a
 clock and by the processor time it used (user and system, ``*_cpu_s_*``): on a machine other
 work shares, the clock's figures grow with that work and the processor's do not; the largest
 resident memory of one ask is ``*_ask_peak_mb``. ``--mode global`` times global asks of the same
-questions (its keys begin ``global_``). Prints ONE JSON line:
+questions (its keys begin ``global_``), ``--mode basic`` basic ones (``basic_``). Prints ONE JSON line:
 
     {"bench": "query_latency", "corpus", "documents", "entities", "relationships", "asks", "mode",
      "local_ask_s_median", "local_ask_s_max", "local_ask_s_min",
@@ -100,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--db", type=Path, default=None, help="index to reuse if it exists, else where to build it "
                                                          "(default: a temporary file)")
     p.add_argument("--asks", type=int, default=5, help="asks to time (default 5)")
-    p.add_argument("--mode", choices=("local", "global"), default="local", help="the asks' mode (default local)")
+    p.add_argument("--mode", choices=("local", "global", "basic"), default="local",
+                   help="the asks' mode (default local)")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)

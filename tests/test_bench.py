@@ -384,6 +384,28 @@ def test_query_latency_times_global_asks_of_an_index_given_by_a_relative_path(tm
     assert result["global_ask_peak_mb"] > 0 and "local_ask_s_median" not in result
 
 
+def test_query_latency_times_basic_asks(tmp_path):
+    corpus = BENCH.parent / "tests" / "data" / "harbor"
+    out = subprocess.run([sys.executable, str(BENCH / "query_latency.py"), "--corpus", str(corpus), "--asks", "1",
+                          "--mode", "basic"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["mode"] == "basic" and 0 < result["basic_ask_cpu_s_min"] <= result["basic_ask_cpu_s_max"]
+
+
+def test_command_latency_times_help_status_and_an_index_with_nothing_changed(tmp_path):
+    corpus = BENCH.parent / "tests" / "data" / "harbor"
+    out = subprocess.run([sys.executable, str(BENCH / "command_latency.py"), "--corpus", str(corpus), "--runs", "2"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["bench"] == "command_latency" and result["runs"] == 2 and result["documents"] > 0
+    for name in ("help", "status", "index_unchanged"):
+        assert 0 < result[f"{name}_cpu_s_min"] <= result[f"{name}_cpu_s_median"] <= result[f"{name}_cpu_s_max"]
+        assert result[f"{name}_s_median"] > 0
+    assert not (corpus / ".streamrag").exists()   # (indexed in a copy)
+
+
 @pytest.mark.parametrize("kind", ["txt", "crlf", "md", "jsonl", "csv", "line"])
 def test_big_file_changes_its_file_at_the_end_and_in_the_middle_as_its_kind_is_read(tmp_path, kind):
     # big_file.py times an update after each change: a change that broke a record (a JSONL
@@ -431,7 +453,7 @@ def test_a_bench_line_names_its_bench(script, args):
 
 
 @pytest.mark.parametrize("script", ["index_cost", "throughput", "query_cost", "query_latency", "incremental",
-                                    "crash_fuzz"])
+                                    "crash_fuzz", "command_latency"])
 def test_a_corpus_folder_not_there_is_one_line(script, tmp_path):
     # It was a traceback: an InputError from inside the first sync, or FileNotFoundError from
     # copying the folder.
