@@ -1175,14 +1175,15 @@ class Indexer:
     def _titles_read(self, scan: Scan) -> dict[str, str]:
         """The titles of the documents this run read, as published (``index_rows._write_documents``:
         the title of the file each is shown with, ``index_rows.shown_paths``): ``Change.titles``.
-        (Their files alone are looked at, in one pass, not sorted: most runs read a few.)"""
+        (Their files alone are looked at, in one pass, not sorted: most runs read a few.) A
+        document whose shown file this run did not read (a copy of it read, with another front
+        matter's title) keeps its published title, as ``_write_kept_documents`` keeps it."""
         read = {v[0] for p in scan.titles if (v := scan.files.get(p)) is not None} | scan.documents.keys()
         shown: dict[str, str] = {}
         for path, (doc_id, _size, _stamp) in scan.files.items():
             if doc_id in read and (doc_id not in shown or path < shown[doc_id]):
                 shown[doc_id] = path
-        return {d: t for d, path in shown.items()
-                if (t := scan.titles.get(path, doc.title if (doc := scan.documents.get(d)) else None))}
+        return {d: t for d, path in shown.items() if (t := scan.titles.get(path))}
 
     def _read_shown_titles(self, store: Store, scan: Scan, change: Change) -> None:
         """Reads the title of a kept document now shown by a file this run did not read (the copy

@@ -690,3 +690,28 @@ async def test_the_documents_a_run_cut_into_other_chunks_are_read_back_once(tmp_
         assert read == ["document_chunks"]
     finally:
         store.close()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kept", [False, True])
+async def test_a_copy_with_another_front_matter_title_leaves_the_title_its_document_is_shown_with(tmp_path, kept):
+    # A copy of her note under a later path, its front matter titled "Ada Lovelace": the document
+    # is still shown with the first file's title ("Notes"), as in a fresh index, but the run took
+    # the copy's title for it and joined "Ada" to her.
+    settings = make_settings()
+    corpus = tmp_path / "c"
+    _vault(corpus)
+    (corpus / "People" / "Ada Lovelace.md").rename(corpus / "People" / "ada.md")
+    (corpus / "People" / "ada.md").write_text(_FRONT.format("Notes"))
+    db = tmp_path / "i.db"
+    cache = GraphCache() if kept else None
+    await sync([corpus], settings, db, root=corpus, graph_cache=cache)
+    (corpus / "x").mkdir()
+    (corpus / "x" / "ada-copy.md").write_text(_FRONT.format("Ada Lovelace"))
+    await sync([corpus], settings, db, root=corpus, graph_cache=cache)
+    fresh = tmp_path / "fresh"
+    shutil.copytree(corpus, fresh, ignore=shutil.ignore_patterns(".streamrag"))
+    await sync([fresh], settings, tmp_path / "fresh.db", root=fresh)
+    assert "Ada" in {v[0] for v in _graph(tmp_path / "fresh.db")["entities"].values()}
+    assert _graph(db) == _graph(tmp_path / "fresh.db")
+    assert _joins_meta(db) == _joins_meta(tmp_path / "fresh.db")
