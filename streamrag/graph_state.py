@@ -65,7 +65,9 @@ class Change:
     # with: its front matter's, else its first line; ``Document.title``): the others' are published
     titles: dict[str, str] = field(default_factory=dict)
     # The documents this run read, and whether each opens with a line of code that reads as a
-    # heading in its first chunk (``joins.code_heading``): no heading to title it
+    # heading in its first chunk (``joins.code_heading``): no heading to title it; once, in an
+    # index from before they were marked, the kept ones opening with a heading (read again:
+    # ``Indexer._code_headings_published``)
     code_headings: dict[str, bool] = field(default_factory=dict)
     # ``rechunked``'s answer, once found: a run with nothing else to redo asks it, and its merge again
     recut: frozenset[str] | None = None

@@ -805,7 +805,10 @@ class Indexer:
             change.titles = self._titles_read(scan)
             # (of the documents indexed: a new one none of whose chunks was extracted is left out)
             change.code_headings = {d: d in scan.code_headings for d in scan.documents if d in change.doc_chunks}
-            change.retitled |= titled_anew(store, change)
+            # (an index published before they were marked: its documents opening so, read again)
+            found = self._code_headings_published(store, change)
+            change.code_headings |= found
+            change.retitled |= titled_anew(store, change) | {d for d, code in found.items() if code}
         if self.graph_cache is None:   # (a daemon keeps its graph: reading it costs nothing)
             unread = GraphState.unread(store)
             counts = index_rows.graph_counts(store)
@@ -1184,6 +1187,35 @@ class Indexer:
             if doc_id in read and (doc_id not in shown or path < shown[doc_id]):
                 shown[doc_id] = path
         return {d: t for d, path in shown.items() if (t := scan.titles.get(path))}
+
+    def _code_headings_published(self, store: Store, change: Change) -> dict[str, bool]:
+        """Of an index published before the documents opening with code that reads as a heading
+        were marked (no ``name_code_headings``: ``GraphState.code_headings``), the kept documents
+        this run did not read whose first chunk opens with a heading naming someone: whether each
+        opens with code (``joins.code_heading``), read from the file it is shown with, as its
+        chunk lost the indent. Once: the run writes the mark. (Else "    # Ada Lovelace" kept
+        titling its note after the upgrade, where a fresh index reads it as code.)"""
+        if store.get_meta("name_code_headings") is not None:
+            return {}
+        first: dict[str, set[str]] = {}
+        for d in change.kept_docs - change.code_headings.keys():
+            if cs := change.doc_chunks.get(d):
+                first.setdefault(cs[0], set()).add(d)
+        headed = {d for chunk_id, text in index_rows.opening_headings(store, sorted(first))
+                  if joins.heading_title(text) is not None for d in first[chunk_id]}
+        paths = index_rows.document_paths(store) if headed else {}
+        out: dict[str, bool] = {}
+        for doc_id in sorted(headed):
+            file = next((f for f in on_disk.stored_files(paths.get(doc_id, ""), self.root) if on_disk.is_file(f)),
+                        None)
+            if file is None:
+                continue
+            try:
+                docs, _ = loader.read_documents(file, root=self.root, text_field=self.settings.index.text_field)
+            except InputError:
+                continue
+            out.update((d.id, joins.code_heading(d.text)) for d in docs if d.id == doc_id)
+        return out
 
     def _read_shown_titles(self, store: Store, scan: Scan, change: Change) -> None:
         """Reads the title of a kept document now shown by a file this run did not read (the copy

@@ -715,3 +715,32 @@ async def test_a_copy_with_another_front_matter_title_leaves_the_title_its_docum
     assert "Ada" in {v[0] for v in _graph(tmp_path / "fresh.db")["entities"].values()}
     assert _graph(db) == _graph(tmp_path / "fresh.db")
     assert _joins_meta(db) == _joins_meta(tmp_path / "fresh.db")
+
+
+@pytest.mark.anyio
+async def test_an_index_from_before_code_headings_were_marked_reads_its_indented_heading_as_code(tmp_path, monkeypatch):
+    # An index published before e00b2e0 marked no document as opening with code: its note opening
+    # "    # Ada Lovelace", unchanged, was not read again, and its chunk ("# Ada Lovelace") titled it
+    # her name through every later run, where a fresh index reads it as code.
+    corpus = tmp_path / "c"
+    _vault(corpus)
+    (corpus / "People" / "Ada Lovelace.md").unlink()
+    (corpus / "People" / "code.md").write_text("    # Ada Lovelace\n\n" + _NOTE)
+    db = tmp_path / "i.db"
+    with monkeypatch.context() as earlier:
+        earlier.setattr(joins_module, "code_heading", lambda text: False)
+        await sync([corpus], make_settings(), db, root=corpus)
+    store = Store(db)
+    try:
+        store.conn.execute("DELETE FROM meta WHERE key = 'name_code_headings'")
+        store.conn.commit()
+    finally:
+        store.close()
+    assert "Ada" not in {v[0] for v in _graph(db)["entities"].values()}   # (titled, as it was)
+    await sync([corpus], make_settings(), db, root=corpus)
+    fresh = tmp_path / "fresh"
+    shutil.copytree(corpus, fresh, ignore=shutil.ignore_patterns(".streamrag"))
+    await sync([fresh], make_settings(), tmp_path / "fresh.db", root=fresh)
+    assert "Ada" in {v[0] for v in _graph(tmp_path / "fresh.db")["entities"].values()}
+    assert _graph(db) == _graph(tmp_path / "fresh.db")
+    assert _joins_meta(db) == _joins_meta(tmp_path / "fresh.db")
