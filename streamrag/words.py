@@ -1,7 +1,7 @@
 """Counts said in words: ``1 entity``, ``2 entities``, ``12,345 chunks``.
 
 Every line that says a count with its noun goes through ``plural`` (the word) or ``counted``
-(the count and the word), so "1 communities" or "2 tries" cannot come back in one place while
+(the count and the word), so "1 communities" or "2 daies" cannot come back in one place while
 fixed in another. The last word of a phrase takes the plural ("failed item", "LLM call").
 """
 
@@ -9,7 +9,8 @@ from __future__ import annotations
 
 # Nouns whose plural no ending rule gives (none of streamrag's lines says one yet: a new line
 # that does adds it here rather than spelling its plural out).
-_IRREGULAR = {"child": "children", "person": "people", "analysis": "analyses", "criterion": "criteria"}
+_IRREGULAR = {"child": "children", "person": "people", "criterion": "criteria",
+              "series": "series", "species": "species"}   # (their own plural: "-es" made "serieses")
 
 
 def number(n: int) -> str:
@@ -27,6 +28,8 @@ def plural(n: int, word: str) -> str:
     lower = last.lower()
     if lower in _IRREGULAR:
         many = _IRREGULAR[lower]
+    elif lower.endswith("sis"):   # (analysis, basis, crisis: "-es" made "basises")
+        many = last[:-2] + "es"
     elif lower.endswith("y") and lower[-2:-1] not in ("", *"aeiou"):
         many = last[:-1] + "ies"
     elif lower.endswith(("s", "x", "z", "ch", "sh")):

@@ -2081,3 +2081,14 @@ def test_a_killed_update_s_failed_chunks_count_as_the_files_it_left_unindexed(tm
     assert [f["item"] for f in info["not_indexed_failures"]] == ["chk-new"], info
     lines = text.splitlines()
     assert lines[lines.index("    new.txt") + 1] == "    [extract] new.txt (chunk 1, chk-new): refused", text
+
+
+def test_a_noun_the_s_ending_rule_would_double_says_its_own_plural():
+    # "series" and "species" are their own plural, and a noun in -sis takes -ses ("analyses",
+    # "bases", "crises"); the ending rule said "serieses", "basises", "crisises".
+    from streamrag.words import plural
+
+    assert [plural(2, w) for w in ("series", "time series", "species", "analysis", "basis", "crisis",
+                                   "status", "index", "summary", "copy", "entity")] == \
+        ["series", "time series", "species", "analyses", "bases", "crises",
+         "statuses", "indexes", "summaries", "copies", "entities"]
