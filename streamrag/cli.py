@@ -213,7 +213,7 @@ def db_for_index(args: argparse.Namespace, settings: Settings, root: Path) -> Pa
         folder = _kept_index_folder(root, kept)
     elif (kept := _kept_index_above(root)) is not None:
         folder = root   # (`index d/christmas_carol`: the demo's text, d/index.db its index)
-    elif (found := _index_above(root)) is not None:
+    elif (found := _index_above(root)) is not None and _walked_into(found[1], root, settings):
         raise StreamragError(_inside_indexed_folder(args, root, db, *found))
     else:
         return db
@@ -238,6 +238,18 @@ def _inside_indexed_folder(args: argparse.Namespace, root: Path, db: Path, above
     read = "" if named else f", which ask and status in {shown(root)} read"
     return (f"{shown(root)} is inside {shown(folder)}, indexed in {shown(above)}{read}; to update it, run `streamrag {args.command}{flags} {shell_word(folder)}{named}`; "
             f"for a separate index of {shown(root)}, add --db {shell_word(db)}")
+
+
+def _walked_into(folder: Path, root: Path, settings: Settings) -> bool:
+    """Whether indexing ``folder`` reads ``root``, a folder inside it: not when a folder on the way
+    is hidden or index.exclude leaves it out (`index n/.drafts` was told to run `streamrag index
+    n`, which leaves n/.drafts out, and so never indexes it)."""
+    from streamrag.loader import exclude_patterns, excluded
+
+    rel = root.resolve().relative_to(folder.resolve())
+    if any(part.startswith(".") for part in rel.parts):
+        return False
+    return not excluded(rel.as_posix(), exclude_patterns(settings.index.exclude))
 
 
 def _index_above(folder: Path) -> tuple[Path, Path] | None:

@@ -1175,6 +1175,21 @@ def test_a_subfolder_of_an_indexed_folder_indexed_alone_is_pointed_to_the_index_
     assert json.loads(out.stdout)["db"] == str(tmp_path / sub_db) and out.stderr == ""
 
 
+@pytest.mark.parametrize("sub", [".drafts", "Templates"])
+def test_a_subfolder_the_index_above_leaves_out_is_indexed_alone(cli_run, corpus, tmp_path, sub):
+    # `index n/.drafts` (a hidden folder) or `index n/Templates` (index.exclude) of an indexed n
+    # stopped, told to run `streamrag index n`, which leaves the folder out and so never indexes
+    # it: its own index is built, as of any folder no index holds.
+    (corpus / "streamrag.toml").write_text('[index]\nexclude = ["Templates"]\n')
+    (corpus / sub).mkdir()
+    (corpus / sub / "new.txt").write_text("Petra Lind joined the Northern Rail Company.\n")
+    assert cli_run("index", "-q", "--offline", "corpus", cwd=tmp_path).returncode == 0
+    assert f"{sub}/new.txt" not in _root_and_paths(corpus / ".streamrag" / "index.db")[1]
+    out = cli_run("index", "-q", "--offline", f"corpus/{sub}", "--json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["db"] == str(corpus / sub / ".streamrag" / "index.db")
+
+
 def test_a_linked_subfolder_of_an_indexed_folder_is_pointed_to_the_index_above_it(cli_run, corpus, tmp_path):
     # `ln -s corpus/sub lnk; index lnk`: the index above is corpus's, as status in lnk finds it
     # (by the folder the link names); it was named from the link's own folder, here:
