@@ -31,7 +31,7 @@ from streamrag.merge import distinct_claims
 from streamrag.parsing import parse_report
 from streamrag.prompts import load_prompt
 from streamrag.records import Claim, Community, Entity, Relationship, Report
-from streamrag.sentences import sentences_of
+from streamrag.sentences import is_heading_line, sentences_of
 from streamrag.tokens import count_tokens
 from streamrag.words import counted
 
@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 
 # 5: "1 entity", "1 relationship" in the singular (they said "1 entities and 1 relationships").
 # 6: a description's sentences end at a Markdown heading's line and before a blank line
-# (``sentences.line_parts``), as a model-written description may hold them.
+# (``sentences.line_parts``), as a model-written description may hold them; the heading's line
+# is no member's sentence (``sentences.is_heading_line``).
 EXTRACTIVE_VERSION = "extractive-6"
 # The room of an extractive report's "Other members" finding: a sentence for each member the
 # rest of the report does not name, those no child report names first, while the names of the
@@ -509,8 +510,9 @@ def _member_sentence(entity: Entity, members: Sequence[Entity]) -> str:
     """A sentence of ``entity``'s description that names it (prefixed by its name and type
     when none does), the one naming the most other members among those of five words or more,
     cut after ``MEMBER_SENTENCE_WORDS`` words; "" without one (a parenthesised note such as
-    "(Also called Wexius.)" is not one)."""
-    sentences = [" ".join(x.split()) for x in sentences_of(entity.description) if not x.startswith("(")]
+    "(Also called Wexius.)" is not one, nor a Markdown heading's line)."""
+    sentences = [" ".join(x.split()) for x in sentences_of(entity.description)
+                 if not x.startswith("(") and not is_heading_line(x)]
     if not sentences:
         return ""
     name = _words(entity.name)   # (made once, not again for each sentence)
@@ -530,8 +532,9 @@ def _member_sentence(entity: Entity, members: Sequence[Entity]) -> str:
 
 def _telling_sentence(entity: Entity, members: Sequence[Entity]) -> str:
     """The sentence of ``entity``'s description that names the most other members (a sentence
-    of at least five words when there is one; the earliest among equals)."""
-    sentences = sentences_of(entity.description)
+    of at least five words when there is one; the earliest among equals), a Markdown heading's
+    line never (``is_heading_line``)."""
+    sentences = [x for x in sentences_of(entity.description) if not is_heading_line(x)]
     if not sentences:
         return ""
     best = _most_telling(sentences, entity, members)

@@ -66,6 +66,12 @@ _HEADING_LINE = re.compile(r"[ \t]{0,3}#{1,6}(?:[ \t]|$)")
 _BLANK_LINE = re.compile(r"\n[ \t]*\n\s*")
 
 
+def is_heading_line(sentence: str) -> bool:
+    """Whether ``sentence`` (one of ``sentences_of``) is a Markdown heading's line: a title, not
+    a sentence a report may quote ("# Ada Lovelace." stood for Ada in a report's members)."""
+    return "\n" not in sentence and _HEADING_LINE.match(sentence) is not None
+
+
 def line_parts(text: str) -> list[str]:
     """``text`` parted at its blank lines and around its Markdown headings' lines, the parts
     as written (a text of one line, most descriptions, is one part)."""

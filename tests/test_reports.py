@@ -374,6 +374,25 @@ def _member_sentence_as_before(entity, members):
     return best
 
 
+def test_a_heading_in_a_description_is_not_quoted_as_its_sentence():
+    # A description's heading ends its sentence (sentences.line_parts), and was then chosen as
+    # the member's sentence, "# Ada Lovelace." (it names the member; the sentence under it not).
+    from streamrag.reports import _member_sentence, _telling_sentence
+
+    ada = Entity(id="e1", name="Ada Lovelace", type="PERSON", mentions=2,
+                 description="# Ada Lovelace\nAda was a mathematician who worked with Charles Babbage.")
+    notes = Entity(id="e2", name="Ada Lovelace", type="PERSON", mentions=2,
+                   description="## Ada Lovelace\nShe wrote the notes.\n\nOpen questions")
+    title = Entity(id="e3", name="Ada Lovelace", type="PERSON", mentions=2, description="# Ada Lovelace")
+    babbage = Entity(id="e4", name="Charles Babbage", type="PERSON", mentions=2, description="He built it.")
+    assert _member_sentence(ada, [ada, babbage]) == (
+        "Ada Lovelace (PERSON): Ada was a mathematician who worked with Charles Babbage.")
+    assert _telling_sentence(ada, [ada, babbage]) == "Ada was a mathematician who worked with Charles Babbage."
+    assert _member_sentence(notes, [notes, babbage]) == "Ada Lovelace (PERSON): She wrote the notes."
+    assert _telling_sentence(notes, [notes, babbage]) == "She wrote the notes."
+    assert _member_sentence(title, [title]) == _telling_sentence(title, [title]) == ""
+
+
 def test_a_members_sentence_is_the_one_chosen_before():
     import random
 
