@@ -95,7 +95,8 @@ How a chunk is read:
   Sausalito"; not after a going that takes someone as readily, "went to Priya", "came from
   Ravi", "back to Marcus", nor "into", "near": "bumped into Ravi", nor "in" after a word taking
   someone: "confided in Priya"), unless it shortens a longer name there or a person's cue says
-  otherwise ("went through Customs" is a place: one goes through or along no one). A lone word
+  otherwise ("Kim Lowe went through Customs" is a place: one goes through no one, and along
+  only a place; a thing goes through someone's hands: "Everything goes through Priya"). A lone word
   only ever after any other "at" is a body's, as often as a place's, rarely a person's ("editor
   at Ruvtane", "met at Google"; not after a word taking someone: "smiled at Fred").
   A place is not called by its generic word alone: "Hill" with no determiner or place's
@@ -582,6 +583,11 @@ ferry flight flights journey trip miles mile back home north south east west
 # back to Marcus", "came home to Sam", "made his way to Marcus"): their "to", "from" place a
 # word ending as places do ("went to Highgate"), not any lone word (``_locus_before``: "to").
 _GOING_TO_ANYONE = _words("go goes going gone went come comes coming came back home way")
+# ... of them, those whose "through" passes someone's hands as readily ("Everything goes through
+# Priya", "All approvals went through Marcus"): a place's only when someone goes (``_goer_before``).
+_GOING_TO_SOMEONE = _words("go goes going gone went come comes coming came")
+_GOERS = _words("i we you he she they")
+_AUXILIARIES = _words("was were is are am had has have be been will would did does do")
 # Of _GEO_PREPOSITIONS, those that take someone as readily ("bumped into Ravi", "sat near
 # Priya"): a place's cue by most mentions as ever, not by one (``_locus_before``: "near").
 _NEAR_PREPOSITIONS = _words("into near")
@@ -1343,8 +1349,9 @@ def _in_someone(toks: list[_Token], j: int) -> bool:
 def _locus_before(sentence: str, toks: list[_Token], j: int) -> str:
     """Which place's preposition directly precedes token ``j`` ("on Cornhill", "walked from
     Highgate"), if any: "in" for one of _GEO_PREPOSITIONS ("near" for those that take someone
-    as readily, ``_NEAR_PREPOSITIONS``), "at" for "at" and "on" for "on"/"along" ... not after a
-    word taking a person (``_AT_PREPOSITIONS``), "way" for those after a going or an arrival (``_ARRIVING``)
+    as readily, ``_NEAR_PREPOSITIONS``), "at" for "at" and "on" for "on" ... not after a
+    word taking a person (``_AT_PREPOSITIONS``), "way" for "along" and for those after a going or
+    an arrival (``_ARRIVING``; "through" after "went" ... only when someone goes: ``_goer_before``)
     and for "to"/"from"/"past" ... after a going (``_WAY_PREPOSITIONS``), "to" for both after a
     going that takes someone as readily (``_GOING_TO_ANYONE``: "went to Ravi") and in "from X
     to Y" after no going ("passed from Ravi to Priya"); else ""."""
@@ -1356,11 +1363,16 @@ def _locus_before(sentence: str, toks: list[_Token], j: int) -> str:
         if _in_someone(toks, j):
             return ""               # "confided in Priya"
         return "near" if prep in _NEAR_PREPOSITIONS else "in"
+    if prep == "along":
+        return "way"                # one goes, walks or lives along a place, never along someone
     if prep in _AT_PREPOSITIONS:
         if before in _GOING or before in _ARRIVING:
-            # "docked at Sausalito", "drove through Hampstead"; one goes through or along a
-            # place, not someone, whatever the going ("went through Customs")
-            return "way" if prep in ("through", "along") else _going(before)
+            # "docked at Sausalito", "drove through Hampstead"; someone who goes through goes
+            # through a place ("Kim Lowe went through Customs"), what goes through goes through
+            # someone's hands as readily ("Everything goes through Priya": ``_goer_before``)
+            if prep == "through" and (before not in _GOING_TO_SOMEONE or _goer_before(toks, j - 2)):
+                return "way"
+            return _going(before)
         return "" if before in _PERSON_BEFORE_PREPOSITION else "at" if prep == "at" else "on"
     if prep == "to" and j > 2 and toks[j - 2][_CAP] and toks[j - 3][_TEXT].lower() == "from":
         # "from Norwich to Ipswich": Ipswich
@@ -1374,6 +1386,24 @@ def _locus_before(sentence: str, toks: list[_Token], j: int) -> str:
         first = "in" if toks[j - 2][_TEXT].lower() in _GEO_KNOWN else _locus_before(sentence, toks, j - 2)
         return "to" if first == "way" else first
     return _going(before) if prep in _WAY_PREPOSITIONS and before in _GOING else ""
+
+
+def _goer_before(toks: list[_Token], v: int) -> bool:
+    """Whether someone goes: the going at token ``v`` has a personal pronoun or a name before it,
+    past an auxiliary or two ("Kim Lowe went", "She was going"), not a thing ("Everything goes",
+    "All approvals went", "Requests go": a capitalised word in -s opening the sentence reads as
+    a plural noun, so "James went through Customs" places nothing, as before)."""
+    k = v - 1
+    while k >= 0 and toks[k][_TEXT].lower() in _AUXILIARIES and k > v - 3:
+        k -= 1
+    if k < 0:
+        return False
+    w = toks[k][_TEXT]
+    low = w.lower()
+    if low in _GOERS:
+        return True
+    return toks[k][_CAP] and low not in _COMMON and low not in _NOISE \
+        and not (k == 0 and low.endswith("s") and not low.endswith("ss"))
 
 
 def _going(before: str) -> str:

@@ -1225,3 +1225,16 @@ def test_an_adverb_in_s_after_said_and_a_name_leaves_the_speaker():
     assert names('"No," said Ruvford upstairs.') == {"Ruvford": "person"}
     assert names('"Come," cried Ruvford downstairs.') == {"Ruvford": "person"}
     assert names("Kim Lowe said Oxford scored.")["Oxford"] == "geo"
+
+
+def test_through_after_a_going_takes_someone_when_a_thing_goes():
+    # "went through Customs" placed Customs once any going's "through" placed a lone word, and
+    # with it "Everything goes through Priya", "All approvals went through Marcus", "Requests
+    # go through Legal" gave places: what goes through someone's hands is a thing, not a goer.
+    assert names("Everything goes through Priya.") == {"Priya": "person"}
+    assert names("All approvals went through Marcus.") == {"Marcus": "person"}
+    assert names("Requests go through Legal.")["Legal"] != "geo"
+    # Someone who goes goes through a place, and along is a place's whatever goes before it.
+    assert names("Kim Lowe went through Customs.") == {"Kim Lowe": "person", "Customs": "geo"}
+    assert names("She was going through Customs.") == {"Customs": "geo"}
+    assert names("A walk along Tarnwick is lovely.") == {"Tarnwick": "geo"}
