@@ -97,8 +97,9 @@ How a chunk is read:
   someone: "confided in Priya"), unless it shortens a longer name there or a person's cue says
   otherwise ("Kim Lowe went through Customs" is a place: one goes through no one, and along
   only a place; a thing goes through someone's hands: "Everything goes through Priya"). A lone word
-  only ever after any other "at" is a body's, as often as a place's, rarely a person's ("editor
-  at Ruvtane", "met at Google"; not after a word taking someone: "smiled at Fred").
+  only ever after the "at" of a job, a working, a study or a meeting is a body's, as often as a
+  place's, rarely a person's ("editor at Ruvtane", "worked at Ruvtane", "met at Google"; not
+  after any other word: "smiled at Fred", "took a swipe at Johnson").
   A place is not called by its generic word alone: "Hill" with no determiner or place's
   preposition before it, beside the one name ending in it or with a person's cue, is a surname,
   and that name a person's ("Tom Hill ... Later Hill returned"; "Mr. Hill"), unless it qualifies
@@ -603,6 +604,22 @@ trusting faith confidence
 # trust in Ravi", "learned to trust in Ravi").
 _TRUST = _words("trust trusts")
 _TRUSTING = _words("i we you they he she my your his her its our their to")
+# Before "at", a job or a working, studying or meeting: a lone word only ever after such an "at"
+# is a body's ("secretary at Port", "worked at Ruvtane", "met at Google"; ``_at_a_body``); after
+# any other "at" it may be anyone's as readily ("took a swipe at Johnson", "threw a glass at Marcus").
+_AT_A_BODY = _words("""
+met meet meets meeting worked work works working studied study studies studying employed
+interned intern interns job jobs post position role career staff colleague colleagues
+secretary secretaries editor editors director directors manager managers engineer engineers
+analyst analysts executive executives chair chairman chairwoman president partner partners
+employee employees intern student students professor professors lecturer lecturers
+researcher researchers scientist scientists officer officers head clerk clerks treasurer
+accountant accountants consultant consultants associate associates fellow fellows developer
+developers designer designers reporter reporters correspondent correspondents founder
+cofounder co-founder ceo cfo cto coo vp lawyer lawyers economist economists organiser
+organisers organizer organizers spokesperson spokesman spokeswoman teacher teachers
+""")
+_OBJECTS = _words("me him her us them you")
 # Before "at", "on", "through" ... these say the place one comes to or stays in ("docked at
 # Sausalito", "stayed at Hampstead"), as a going does.
 _ARRIVING = _words("""
@@ -1349,7 +1366,8 @@ def _in_someone(toks: list[_Token], j: int) -> bool:
 def _locus_before(sentence: str, toks: list[_Token], j: int) -> str:
     """Which place's preposition directly precedes token ``j`` ("on Cornhill", "walked from
     Highgate"), if any: "in" for one of _GEO_PREPOSITIONS ("near" for those that take someone
-    as readily, ``_NEAR_PREPOSITIONS``), "at" for "at" and "on" for "on" ... not after a
+    as readily, ``_NEAR_PREPOSITIONS``), "at" for "at" after a job or a working (``_at_a_body``)
+    and "on" for any other "at", "on" ... not after a
     word taking a person (``_AT_PREPOSITIONS``), "way" for "along" and for those after a going or
     an arrival (``_ARRIVING``; "through" after "went" ... only when someone goes: ``_goer_before``)
     and for "to"/"from"/"past" ... after a going (``_WAY_PREPOSITIONS``), "to" for both after a
@@ -1373,7 +1391,9 @@ def _locus_before(sentence: str, toks: list[_Token], j: int) -> str:
             if prep == "through" and (before not in _GOING_TO_SOMEONE or _goer_before(toks, j - 2)):
                 return "way"
             return _going(before)
-        return "" if before in _PERSON_BEFORE_PREPOSITION else "at" if prep == "at" else "on"
+        if before in _PERSON_BEFORE_PREPOSITION:
+            return ""
+        return "at" if prep == "at" and _at_a_body(toks, j - 1) else "on"
     if prep == "to" and j > 2 and toks[j - 2][_CAP] and toks[j - 3][_TEXT].lower() == "from":
         # "from Norwich to Ipswich": Ipswich
         return _going(toks[j - 4][_TEXT].lower() if j > 3 else "")
@@ -1386,6 +1406,16 @@ def _locus_before(sentence: str, toks: list[_Token], j: int) -> str:
         first = "in" if toks[j - 2][_TEXT].lower() in _GEO_KNOWN else _locus_before(sentence, toks, j - 2)
         return "to" if first == "way" else first
     return _going(before) if prep in _WAY_PREPOSITIONS and before in _GOING else ""
+
+
+def _at_a_body(toks: list[_Token], at: int) -> bool:
+    """Whether the "at" at token ``at`` follows a job or a working, studying or meeting
+    (``_AT_A_BODY``: "secretary at Port", "worked at Ruvtane", "met Ann Marsh at Google"), past
+    the names or a pronoun that are its object; not "a swipe at Johnson", "a glass at Marcus"."""
+    k = at - 1
+    while k >= 0 and (toks[k][_CAP] and k > 0 or toks[k][_TEXT].lower() in _OBJECTS) and k > at - 4:
+        k -= 1
+    return k >= 0 and toks[k][_TEXT].lower() in _AT_A_BODY
 
 
 def _goer_before(toks: list[_Token], v: int) -> bool:
@@ -1653,10 +1683,10 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
             elif " " not in target and any(m.acronym for m in ms):
                 t = "organization"
             elif " " not in target and all(m.locus == "at" for m in ms) and not any(m.speaks for m in ms):
-                # (a lone word only ever after "at", not after a word taking someone: "smiled at
-                # Fred", nor an arrival's: "docked at Sausalito", is a body's or a place's, rarely a
-                # person's: "secretary at Port", "editor at Ruvtane", "met at Google"; not "on":
-                # "settled on Hartley as chair")
+                # (a lone word only ever after a job's or a working's "at" (``_at_a_body``), not
+                # an arrival's: "docked at Sausalito", is a body's or a place's, rarely a person's:
+                # "secretary at Port", "editor at Ruvtane", "met at Google"; not after any other
+                # "at": "smiled at Fred", "a swipe at Johnson", nor "on": "settled on Hartley")
                 t = "organization"
             elif 2 * sum(m.prep for m in ms) > len(ms) and not any(m.poss for m in ms):
                 t = "geo"

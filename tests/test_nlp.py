@@ -1238,3 +1238,14 @@ def test_through_after_a_going_takes_someone_when_a_thing_goes():
     assert names("Kim Lowe went through Customs.") == {"Kim Lowe": "person", "Customs": "geo"}
     assert names("She was going through Customs.") == {"Customs": "geo"}
     assert names("A walk along Tarnwick is lovely.") == {"Tarnwick": "geo"}
+
+
+def test_at_after_no_job_nor_work_leaves_a_lone_word_a_person():
+    # A lone word only ever after "at" became a body's ("secretary at Port", "met at Google"), and
+    # with it "took a swipe at Johnson", "threw a glass at Marcus" gave organizations: only a
+    # job's, a working's, a study's or a meeting's "at" says a body.
+    assert names("He took a swipe at Johnson.") == {"Johnson": "person"}
+    assert names("She threw a glass at Marcus.") == {"Marcus": "person"}
+    assert names("He worked at Ruvtane for years.") == {"Ruvtane": "organization"}
+    assert names("She was an editor at Ruvtane.") == {"Ruvtane": "organization"}
+    assert names("Kim Lowe met Ann Marsh at Google.")["Google"] == "organization"
