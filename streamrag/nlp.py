@@ -107,8 +107,9 @@ How a chunk is read:
   "County") is the place's ("Manchester City ... City dominated"): there the word is the short
   form of the one name it ends, whatever that is ("Jon Park ... Park officials left"). A name
   such a word ends, no other cue making it a place, is a person's when it speaks or goes ("Jon
-  Park arrived", "Jon Park said no"), as places do not; not a street's, which goes and speaks
-  for its trade or office ("Wall Street came under pressure", "Downing Street said").
+  Park arrived", "Jon Park said no") and opens with a given name or a word the chunk also uses
+  alone; not a street's, nor a place that goes and speaks for its trade, office or film ("Wall
+  Street came under pressure", "Downing Street said", "Capitol Hill said", "Jurassic Park came out").
 * Descriptions are the first sentences that mention the entity (about 40 words).
 * Relationships: two entities in one sentence (strong) or in adjacent sentences of one block
   (weak); strength 1..10 from those counts; each entity keeps its 10 strongest.
@@ -502,6 +503,24 @@ _GEO_PREFIXES = _words("lake port new mount mt fort ft saint st san santa cape n
 # Of _GEO_SUFFIXES, those that are surnames too ("Tom Hill", "Lois Lane"): alone, such a word
 # may be a person's surname (``_resolve``); "City", "County", "Station" ... never are.
 _GEO_SURNAMES = _words("hill hills lane park bay beach lake street forest bridge vale")
+# Common given names: before a place's generic word ("Jon Park", "Tom Hill") they say the name a
+# person's when it goes or speaks, as "Capitol Hill said", "Jurassic Park came out", "Notting
+# Hill went on to gross" do not (``_resolve``). A short list, no gazetteer: another person's cue in
+# the chunk does as well.
+_FIRST_NAMES = _words("""
+aaron adam adrian aidan alan albert alex alexander alice alfred amy andrew andy angela ann anna
+anne anthony arthur ben benjamin beth bill billy bob brian carl carol caroline catherine charles
+charlie chloe chris christine christopher claire daniel david dan diane dominic donald dorothy
+ed edward eleanor elizabeth ellen emily emma eric frank fred gary george grace graham harry
+helen henry ian jack jake james jane janet jason jean jeff jennifer jenny jess jessica jill jim
+jimmy jo joan joe john jon jonathan joseph josh julia julie karen kate katherine kathy keith
+kevin kim laura lee leo linda lisa liz louise lucy luke margaret maria mark martin mary matt
+matthew michael mike nancy neil nick nicola oliver pat patricia paul peter phil rachel ray
+richard rob robert roger ruth ryan sam sarah scott sean simon sophie stephen steve sue susan
+tim tom tony victoria will william
+ahmed ali ana carlos chen fatima hans hiroshi ivan jose juan li luis maria mohammed muhammad
+olga pierre priya raj ravi sergei wei yuki zofia
+""")
 # Past tenses of verbs that do not end in "-ed" and modals, beside _NARRATIVE_VERBS ...: the
 # word after a name is a verb, not a noun the name qualifies ("Hill won", not "Hill staffers").
 _IRREGULAR_VERBS = _words("""
@@ -1546,15 +1565,20 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
                 if len(ends[n]) == 1:
                     cue[ends[n][0]] = None
     # A name a place's generic word ends ("Jon Park", "Tom Hill"), no other cue making it a
-    # place, is a person's when it speaks, smiles or goes ("Jon Park arrived", "Tom Hill said"):
-    # places do none of these. (A determiner or a place's preposition keeps the place; a
-    # street's name goes and speaks for its trade or office: "Wall Street came under
-    # pressure", "Downing Street said", and "Street" ends almost no one's name.)
+    # place, is a person's when it speaks, smiles or goes ("Jon Park arrived", "Tom Hill said")
+    # and its first word is a given name (``_FIRST_NAMES``) or stands alone in the chunk ("Jon
+    # Park arrived. Jon said"): a place goes and speaks for its office, trade or film ("Capitol
+    # Hill said", "Jurassic Park came out", "Notting Hill went on to gross"). (A determiner or a
+    # place's preposition keeps the place; a street's name goes and speaks for its trade or
+    # office: "Wall Street came under pressure", "Downing Street said", and "Street" ends almost
+    # no one's name.)
     for n, ms in by_name.items():
         head, _, last = n.rpartition(" ")
+        given = head.split(" ", 1)[0]
         if head and cue[n] == "geo" and _cue_words(last)[0] in _GEO_SURNAMES - {"street"} \
                 and _cue_type(head) is None \
-                and _cue_words(head.split()[0])[0] not in _GEO_PREFIXES \
+                and _cue_words(given)[0] not in _GEO_PREFIXES \
+                and (given.lower() in _FIRST_NAMES or given in by_name) \
                 and not any(m.det or m.prep or m.locus for m in ms) and any(m.speaks or m.goes for m in ms):
             cue[n] = None
     # A place's generic word alone, no surname here, is the one name it ends, whatever that is:

@@ -1249,3 +1249,15 @@ def test_at_after_no_job_nor_work_leaves_a_lone_word_a_person():
     assert names("He worked at Ruvtane for years.") == {"Ruvtane": "organization"}
     assert names("She was an editor at Ruvtane.") == {"Ruvtane": "organization"}
     assert names("Kim Lowe met Ann Marsh at Google.")["Google"] == "organization"
+
+
+def test_a_place_that_goes_or_speaks_for_its_office_or_film_stays_a_place():
+    # A name a place's word ends became a person by going or speaking ("Jon Park arrived"), and
+    # with it "Capitol Hill said", "Jurassic Park came out", "Notting Hill went on to gross": a
+    # place goes and speaks for those it stands for. A given name first, or that word alone in
+    # the chunk, says a person.
+    assert names("Capitol Hill said nothing.") == {"Capitol Hill": "geo"}
+    assert names("Jurassic Park came out in 1993.") == {"Jurassic Park": "geo"}
+    assert names("Notting Hill went on to gross millions.") == {"Notting Hill": "geo"}
+    assert names("Jon Park arrived late.") == {"Jon Park": "person"}
+    assert names("Ruvo Park arrived. Later Ruvo smiled.") == {"Ruvo Park": "person"}
