@@ -49,7 +49,7 @@ How a chunk is read:
   not when it names the sacred: "The Holy Ghost blessed them"), or its head names someone by
   role or kind (a title, kin, "Lama", "Men", an agent noun: "the Prime Minister", "the Dalai
   Lama", "the Wise Men", "the Artful Dodger": _PERSON_HEADS), or a role stands before one name
-  ("the Virgin Mary", "the Prophet Elijah": _ROLES_BEFORE_NAMES). A greeting's
+  ("the Virgin Mary", "the Prophet Elijah": _ROLES_BEFORE_NAMES; not "the Virgin Birth"). A greeting's
   adjective is no part of the holiday ("Merry Christmas" -> "Christmas"). A name only ever
   after a measure's "of" or a verb of eating is a dish or a drink, and so are its short forms
   ("a great piece of Cold Roast", "ate Cold Roast"; "the Roast and Boiled"); not one before a word in lower case ("a glass of Napa
@@ -373,7 +373,8 @@ hermit poet bard sage wizard witch fool people folk
 _AGENT_ENDINGS = ("er", "or", "ist", "ian", "man", "men")
 # Roles that stand before a name as a title does ("the Virgin Mary", "the Prophet Elijah", "the
 # Widow Douglas"): a phrase after "the" of one of these and one word is a person. Not those that
-# are adjectives too, or stand before a kind as well ("the Giant Panda", "the Boy Scouts").
+# are adjectives too, or stand before a kind as well ("the Giant Panda", "the Boy Scouts"); "virgin"
+# is an adjective too ("the Virgin Birth"), a role only before a name (``_person_head``).
 _ROLES_BEFORE_NAMES = _words("virgin prophet prophetess apostle evangelist widow")   # not "the Hermit Kingdom"
 _ABBREVIATIONS = _words("""
 mr mrs ms mx dr prof st mt ft rev gen col capt lt sgt gov sen rep jr sr co inc ltd corp
@@ -1725,7 +1726,7 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
                 continue                # "a Glee", "the Parrot", "Hope" beside "hope": no entity
             elif " " in target and " of " not in target and all(m.the for m in ms) \
                     and not any(m.speaks or m.agent == "lives" and not _sacred(target) for m in ms) \
-                    and not _person_head(target):
+                    and not _person_head(target, by_name):
                 # (a head naming someone by role or kind is a person: "the Prime Minister", "the
                 # Dalai Lama", "the Artful Dodger", and so is a role before a name: "the Virgin
                 # Mary"; acting says nothing, as bodies and laws act too: "The Poll Tax was
@@ -1745,14 +1746,15 @@ def _sacred(name: str) -> bool:
     return name.split(" ", 1)[0].lower() in ("holy", "sacred")
 
 
-def _person_head(name: str) -> bool:
+def _person_head(name: str, by_name: dict[str, list[_Mention]]) -> bool:
     """Whether a phrase's last word names someone by role or kind (``_PERSON_HEADS``), in the
     plural too ("the Wise Men", "the Three Kings"), or is an agent noun ("the Artful Dodger");
-    or whether a role stands before one word in apposition, as a title does ("the Virgin Mary",
-    "the Prophet Elijah": ``_ROLES_BEFORE_NAMES``)."""
+    or whether a role stands before one word in apposition, as a title does ("the Prophet
+    Elijah": ``_ROLES_BEFORE_NAMES``), "Virgin" only before a given name or a word the chunk
+    also uses alone ("the Virgin Mary"; not "the Virgin Birth", "the Virgin Islands")."""
     words = name.split()
     if len(words) == 2 and words[0].lower() in _ROLES_BEFORE_NAMES:
-        return True
+        return words[0].lower() != "virgin" or words[1].lower() in _FIRST_NAMES or words[1] in by_name
     low = _cue_words(name.rsplit(" ", 1)[-1])[-1]
     forms = (low, low[:-1]) if low.endswith("s") else (low,)
     return any(f in _PERSON_HEADS or (len(f) > 4 and f.endswith(_AGENT_ENDINGS)) for f in forms)

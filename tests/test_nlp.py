@@ -1261,3 +1261,11 @@ def test_a_place_that_goes_or_speaks_for_its_office_or_film_stays_a_place():
     assert names("Notting Hill went on to gross millions.") == {"Notting Hill": "geo"}
     assert names("Jon Park arrived late.") == {"Jon Park": "person"}
     assert names("Ruvo Park arrived. Later Ruvo smiled.") == {"Ruvo Park": "person"}
+
+
+def test_virgin_before_a_common_noun_is_no_role():
+    # A role before one word made "the Virgin Mary" a person, and with it "the Virgin Birth":
+    # "virgin" is an adjective too; a role only before a given name or a word used alone.
+    assert names("The Virgin Birth was debated.") == {"Virgin Birth": "concept"}
+    assert names("Then the Virgin Mary appeared.") == {"Virgin Mary": "person"}
+    assert names("Kim Lowe read about the Prophet Elijah.")["Prophet Elijah"] == "person"
