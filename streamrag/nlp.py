@@ -46,7 +46,8 @@ How a chunk is read:
   a concept ("the Invisible World", "the Poll Tax", "the Holy Spirit", "the Red Cross"),
   however often used and whatever it does (bodies and laws act too), unless it speaks, does
   what only the living do ("the White Rabbit ran", "the Cowardly Lion roared": _LIVING_VERBS;
-  not when it names the sacred: "The Holy Ghost blessed them"), or its head names someone by
+  neither counts when it names the sacred: "The Holy Ghost blessed them", "The Holy Ghost said
+  nothing"), or its head names someone by
   role or kind (a title, kin, "Lama", "Men", an agent noun: "the Prime Minister", "the Dalai
   Lama", "the Wise Men", "the Artful Dodger": _PERSON_HEADS), or a role stands before one name
   ("the Virgin Mary", "the Prophet Elijah": _ROLES_BEFORE_NAMES; not "the Virgin Birth"). A greeting's
@@ -1725,14 +1726,14 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
                     and _common_noun(target, ms, lower_words) and not _family(target, by_name):
                 continue                # "a Glee", "the Parrot", "Hope" beside "hope": no entity
             elif " " in target and " of " not in target and all(m.the for m in ms) \
-                    and not any(m.speaks or m.agent == "lives" and not _sacred(target) for m in ms) \
+                    and (_sacred(target) or not any(m.speaks or m.agent == "lives" for m in ms)) \
                     and not _person_head(target, by_name):
                 # (a head naming someone by role or kind is a person: "the Prime Minister", "the
                 # Dalai Lama", "the Artful Dodger", and so is a role before a name: "the Virgin
                 # Mary"; acting says nothing, as bodies and laws act too: "The Poll Tax was
                 # hated", "the Red Cross delivered"; speaking does, and so does what only the
                 # living do: "the White Rabbit ran", "the Cowardly Lion roared", unless the phrase
-                # names the sacred: "The Holy Ghost blessed them")
+                # names the sacred: "The Holy Ghost blessed them", "the Holy Spirit said")
                 t = "concept"           # "the Invisible World", "the Holy Spirit": no one's name
             else:
                 t = "person"
@@ -1742,7 +1743,8 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
 
 def _sacred(name: str) -> bool:
     """Whether a phrase names the sacred by its first word ("the Holy Ghost", "the Sacred Heart"):
-    a being's verb makes it no person ("The Holy Ghost blessed them"), its head may ("the Holy Father")."""
+    neither a being's verb nor speaking makes it a person ("The Holy Ghost blessed them", "The
+    Holy Ghost said nothing"), its head may ("the Holy Father")."""
     return name.split(" ", 1)[0].lower() in ("holy", "sacred")
 
 

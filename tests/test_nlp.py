@@ -1269,3 +1269,11 @@ def test_virgin_before_a_common_noun_is_no_role():
     assert names("The Virgin Birth was debated.") == {"Virgin Birth": "concept"}
     assert names("Then the Virgin Mary appeared.") == {"Virgin Mary": "person"}
     assert names("Kim Lowe read about the Prophet Elijah.")["Prophet Elijah"] == "person"
+
+
+def test_the_sacred_is_no_person_by_speaking_as_by_its_verb():
+    # "The Holy Ghost blessed them" was a concept but "The Holy Ghost said nothing" a person:
+    # a phrase naming the sacred is none by what it does, speaking included; its head may be.
+    assert names("The Holy Ghost said nothing.") == {"Holy Ghost": "concept"}
+    assert names("Then the Holy Ghost blessed them.") == {"Holy Ghost": "concept"}
+    assert names("Then the Holy Father said mass.") == {"Holy Father": "person"}
