@@ -54,7 +54,9 @@ How a chunk is read:
   adjective is no part of the holiday ("Merry Christmas" -> "Christmas"). A name only ever
   after a measure's "of" or a verb of eating is a dish or a drink, and so are its short forms
   ("a great piece of Cold Roast", "ate Cold Roast"; "the Roast and Boiled"); not one before a word in lower case ("a glass of Napa
-  Valley wine"), nor after "a bit of", "portions of" ("a bit of Shakespeare").
+  Valley wine"), nor after "a bit of", "portions of" ("a bit of Shakespeare"), nor a full name
+  eaten that opens with a given name or whose surname the chunk uses alone ("The bear ate
+  Timothy Treadwell").
 * German capitalises every noun. A chunk where German function words ("der", "und", "nicht" ...)
   make up 6% of the words is read so: a word after an article or its contraction ("den
   Präsidenten", "am Montag", "im Haus") is a noun wherever it stands, and a run loses such
@@ -519,7 +521,7 @@ jimmy jo joan joe john jon jonathan joseph josh julia julie karen kate katherine
 kevin kim laura lee leo linda lisa liz louise lucy luke margaret maria mark martin mary matt
 matthew michael mike nancy neil nick nicola oliver pat patricia paul peter phil rachel ray
 richard rob robert roger ruth ryan sam sarah scott sean simon sophie stephen steve sue susan
-tim tom tony victoria will william
+thomas tim timothy tom tony victoria will william
 ahmed ali ana carlos chen fatima hans hiroshi ivan jose juan li luis maria mohammed muhammad
 olga pierre priya raj ravi sergei wei yuki zofia
 """)
@@ -785,7 +787,7 @@ class _Mention:
     def __init__(self, sent: int, name: str, *, honorific: bool = False, title: bool = False,
                  prep: bool = False, poss: bool = False, acronym: bool = False, det: bool = False,
                  agent: str = "", initial: bool = False, speaks: bool = False, the: bool = False,
-                 locus: str = "", measure: bool = False, qualifies: bool = False, goes: bool = False) -> None:
+                 locus: str = "", measure: str = "", qualifies: bool = False, goes: bool = False) -> None:
         self.sent, self.name = sent, name
         self.honorific, self.title, self.prep, self.poss = honorific, title, prep, poss
         self.acronym, self.det, self.initial = acronym, det, initial
@@ -793,7 +795,7 @@ class _Mention:
         self.speaks = speaks        # beside a verb of speech: "Ruvford said", "said Ruvford"; "Ashford nodded"
         self.the = the              # right after "the": "the Invisible World"
         self.locus = locus          # the place's preposition before it: "on" for "on Cornhill" (``_locus_before``)
-        self.measure = measure      # after a measure's "of" or eating: "a piece of Cold Roast", "ate Cold Roast"
+        self.measure = measure      # "of" after a measure's "of", "eaten" after eating: "a piece of Cold Roast", "ate Cold Roast"
         self.qualifies = qualifies  # before a noun it qualifies: "Hill staffers", "City fans" (``_noun_at``)
         self.goes = goes            # before a going or an arrival: "Jon Park arrived" (``_MOVING``)
 
@@ -1227,12 +1229,14 @@ def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int
     the = det and toks[first - 1][_TEXT].lower() == "the"
     # (not before a word in lower case: "a glass of Napa Valley wine" names the wine's place,
     # "pieces of Lego were missing" says what the pieces are of)
-    measure = not poss and (first > 1 and toks[first - 1][_TEXT] == "of" and toks[first - 2][_TEXT].lower() in _MEASURES
-                            and _plain_gap(sentence, toks[first - 2], toks[first - 1])
-                            or first > 0 and toks[first - 1][_TEXT] in _EATING) \
+    measured = first > 1 and toks[first - 1][_TEXT] == "of" and toks[first - 2][_TEXT].lower() in _MEASURES \
+        and _plain_gap(sentence, toks[first - 2], toks[first - 1])
+    eaten = first > 0 and toks[first - 1][_TEXT] in _EATING
+    measure = ("of" if measured else "eaten") if not poss and (measured or eaten) \
         and _plain_gap(sentence, toks[first - 1], toks[first]) \
         and not (last + 1 < len(toks) and toks[last + 1][_TEXT].islower()
-                 and toks[last + 1][_TEXT] not in _TITLE_SMALL and _plain_gap(sentence, toks[last], toks[last + 1]))
+                 and toks[last + 1][_TEXT] not in _TITLE_SMALL
+                 and _plain_gap(sentence, toks[last], toks[last + 1])) else ""
     qualifies = not poss and last + 1 < len(toks) and _plain_gap(sentence, toks[last], toks[last + 1]) \
         and _noun_at(sentence, toks, last + 1)
     goes = not poss and last + 1 < len(toks) and toks[last + 1][_TEXT] in _MOVING \
@@ -1697,7 +1701,7 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
     types: dict[str, str] = {}
     for target, ms in groups.items():
         own = [m.measure for m in ms if m.name == target]
-        if own and all(own):
+        if own and all(own) and not _eaten_person(target, ms):
             continue                    # "a piece of Cold Roast" (and "Boiled" for "Cold Boiled"): a dish
         personal = any(m.honorific or m.title for m in ms)
         t = cue[target] if target in cue else _cue_type(target)
@@ -1739,6 +1743,14 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
                 t = "person"
         types[target] = t
     return targets, types
+
+
+def _eaten_person(target: str, ms: list[_Mention]) -> bool:
+    """Whether a full name eaten is someone all the same: its first word a given name ("The bear
+    ate Timothy Treadwell") or its short form used in the chunk too ("Treadwell had filmed
+    bears"); not a dish ("ate Cold Roast"), nor one after a measure's "of"."""
+    return " " in target and any(m.measure == "eaten" for m in ms) \
+        and (target.split(" ", 1)[0].lower() in _FIRST_NAMES or any(m.name != target for m in ms))
 
 
 def _sacred(name: str) -> bool:

@@ -1277,3 +1277,14 @@ def test_the_sacred_is_no_person_by_speaking_as_by_its_verb():
     assert names("The Holy Ghost said nothing.") == {"Holy Ghost": "concept"}
     assert names("Then the Holy Ghost blessed them.") == {"Holy Ghost": "concept"}
     assert names("Then the Holy Father said mass.") == {"Holy Father": "person"}
+
+
+def test_a_person_eaten_stays_a_person():
+    # A name right after a verb of eating became a dish ("ate Cold Roast"), and with it "The bear
+    # ate Timothy Treadwell" lost its entity: a given name first, or the surname used alone in
+    # the chunk, says someone.
+    assert names("The bear ate Timothy Treadwell.") == {"Timothy Treadwell": "person"}
+    assert names("The bear ate Ruvo Treadwell. Treadwell had filmed bears for years.") == {
+        "Ruvo Treadwell": "person"}
+    assert names("Kim Lowe ate Cold Roast.") == {"Kim Lowe": "person"}
+    assert names("Kim Lowe drank Earl Grey.") == {"Kim Lowe": "person"}
