@@ -181,7 +181,12 @@ from streamrag.sentences import table_row_text, table_rows
 #     Ada again."); a lone word only after "at" is an organization ("met at Google",
 #     "secretary at Port"); a chunk keeps the lone words it reads as no name only for opening a
 #     sentence ("Ada was ...": ``Extraction.openers``), which ``joins`` reads against a
-#     document's title.
+#     document's title. Their look-alikes read as before: "through" after "went" ... places
+#     only when someone goes ("Everything goes through Priya"), "along" always; only a job's, a
+#     working's or a meeting's "at" says a body ("a swipe at Johnson"); a place that goes or
+#     speaks is a person only with a given name first ("Capitol Hill said"); "Virgin" is a role
+#     only before a name ("the Virgin Birth"); the sacred speaks as no one ("The Holy Ghost
+#     said"); a person eaten stays one ("The bear ate Timothy Treadwell").
 VERSION = "25"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
