@@ -1440,11 +1440,14 @@ def _locus_before(sentence: str, toks: list[_Token], j: int) -> str:
 
 def _at_a_body(toks: list[_Token], at: int) -> bool:
     """Whether the "at" at token ``at`` follows a job or a working, studying or meeting
-    (``_AT_A_BODY``: "secretary at Port", "worked at Ruvtane", "met Ann Marsh at Google"), past
-    the names or a pronoun that are its object; not "a swipe at Johnson", "a glass at Marcus"."""
+    (``_AT_A_BODY``: "secretary at Port", "worked at Ruvtane", "met Ann Marsh at Google",
+    "head of operations at Renell"), past the names or a pronoun that are its object, or what
+    the job is of; not "a swipe at Johnson", "a glass at Marcus"."""
     k = at - 1
     while k >= 0 and (toks[k][_CAP] and k > 0 or toks[k][_TEXT].lower() in _OBJECTS) and k > at - 4:
         k -= 1
+    if k >= 2 and toks[k - 1][_TEXT] == "of" and toks[k][_TEXT].islower():
+        k -= 2                  # "head of research at Jorden", "director of operations at Renell"
     return k >= 0 and toks[k][_TEXT].lower() in _AT_A_BODY
 
 

@@ -1249,6 +1249,7 @@ def test_at_after_no_job_nor_work_leaves_a_lone_word_a_person():
     assert names("She threw a glass at Marcus.") == {"Marcus": "person"}
     assert names("He worked at Ruvtane for years.") == {"Ruvtane": "organization"}
     assert names("She was an editor at Ruvtane.") == {"Ruvtane": "organization"}
+    assert names("As head of operations at Renell, Ada Osk oversees a team.")["Renell"] == "organization"
     assert names("Kim Lowe met Ann Marsh at Google.")["Google"] == "organization"
 
 
