@@ -4,8 +4,9 @@
 Copies ``--corpus`` (without its own ``.streamrag``) to a temporary folder, indexes it offline
 there, then runs each command ``--runs`` times from inside the copy. Each run is timed by the
 clock and by the processor time it used (user and system, ``*_cpu_s_*``: on a machine other
-work shares, the clock's figures grow with that work and the processor's do not). The asks are
-``query_latency.py``'s. Prints ONE JSON line:
+work shares, the clock's figures grow with that work and the processor's do not). An index run
+that published a version (something changed after all) ends the bench with an error, not a
+figure. Prints ONE JSON line:
 
     {"bench": "command_latency", "corpus", "documents", "runs",
      "help_s_median", "help_cpu_s_median", "help_cpu_s_min", "help_cpu_s_max",
@@ -36,6 +37,17 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
 
 
+def _index_facts(folder: Path) -> tuple[int, int]:
+    """The documents of the index in ``folder`` and its published version."""
+    conn = sqlite3.connect(f"file:{folder / '.streamrag' / 'index.db'}?mode=ro", uri=True)
+    try:
+        documents = conn.execute("SELECT count(*) FROM documents").fetchone()[0]
+        version = conn.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
+    finally:
+        conn.close()
+    return documents, int(version[0]) if version else 0
+
+
 def timed(args: list[str], cwd: Path) -> tuple[float, float]:
     """The seconds one command took by the clock and of the processor (its own, from wait4)."""
     started = time.monotonic()
@@ -64,11 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.copytree(args.corpus, copy, ignore=shutil.ignore_patterns(".streamrag"))
         subprocess.run([sys.executable, "-m", "streamrag", "index", ".", "--offline", "-q"], check=True,
                        cwd=copy, env=_env(), stdout=subprocess.DEVNULL)
-        conn = sqlite3.connect(f"file:{copy / '.streamrag' / 'index.db'}?mode=ro", uri=True)
-        try:
-            documents = conn.execute("SELECT count(*) FROM documents").fetchone()[0]
-        finally:
-            conn.close()
+        documents, version = _index_facts(copy)
         figures = {}
         for name, command in COMMANDS.items():
             runs = [timed(command, copy) for _ in range(max(1, args.runs))]
@@ -76,6 +84,12 @@ def main(argv: list[str] | None = None) -> int:
             figures.update({f"{name}_s_median": round(statistics.median(w for w, _ in runs), 3),
                             f"{name}_cpu_s_median": round(statistics.median(cpu), 3),
                             f"{name}_cpu_s_min": round(min(cpu), 3), f"{name}_cpu_s_max": round(max(cpu), 3)})
+        # (a run that re-indexed would be timed as one with nothing changed)
+        after = _index_facts(copy)[1]
+        if after != version:
+            print(f"{Path(sys.argv[0]).name}: `{' '.join(COMMANDS['index_unchanged'])}` published version "
+                  f"{after} of the index, not an index with nothing changed", file=sys.stderr)
+            return 1
     emit({"bench": "command_latency", "corpus": str(args.corpus), "documents": documents,
           "runs": max(1, args.runs), **figures})
     return 0

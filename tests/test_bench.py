@@ -406,6 +406,25 @@ def test_command_latency_times_help_status_and_an_index_with_nothing_changed(tmp
     assert not (corpus / ".streamrag").exists()   # (indexed in a copy)
 
 
+def test_command_latency_does_not_time_an_index_that_changed_as_unchanged(tmp_path, monkeypatch, capsys):
+    # Nothing checked that the timed `index .` found nothing changed: one that re-indexed (a
+    # file written in the copy meanwhile) was printed as index_unchanged_* all the same.
+    import command_latency
+
+    timed = command_latency.timed
+
+    def written_first(args, cwd):
+        if args[0] == "index":
+            (cwd / "new.txt").write_text("Ada Lovelace wrote the first program in London.\n")
+        return timed(args, cwd)
+
+    monkeypatch.setattr(command_latency, "timed", written_first)
+    code = command_latency.main(["--corpus", str(BENCH.parent / "tests" / "data" / "harbor"), "--runs", "1"])
+    out, err = capsys.readouterr()
+    assert code == 1 and out == "", out
+    assert err.strip().endswith("published version 2 of the index, not an index with nothing changed"), err
+
+
 @pytest.mark.parametrize("kind", ["txt", "crlf", "md", "jsonl", "csv", "line"])
 def test_big_file_changes_its_file_at_the_end_and_in_the_middle_as_its_kind_is_read(tmp_path, kind):
     # big_file.py times an update after each change: a change that broke a record (a JSONL
