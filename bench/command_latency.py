@@ -18,6 +18,7 @@ figure. Prints ONE JSON line:
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sqlite3
@@ -37,9 +38,9 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
 
 
-def _index_facts(folder: Path) -> tuple[int, int]:
-    """The documents of the index in ``folder`` and its published version."""
-    conn = sqlite3.connect(f"file:{folder / '.streamrag' / 'index.db'}?mode=ro", uri=True)
+def _index_facts(db: Path) -> tuple[int, int]:
+    """The documents of the index ``db`` and its published version."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         documents = conn.execute("SELECT count(*) FROM documents").fetchone()[0]
         version = conn.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
@@ -74,9 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "corpus"
         shutil.copytree(args.corpus, copy, ignore=shutil.ignore_patterns(".streamrag"))
-        subprocess.run([sys.executable, "-m", "streamrag", "index", ".", "--offline", "-q"], check=True,
-                       cwd=copy, env=_env(), stdout=subprocess.DEVNULL)
-        documents, version = _index_facts(copy)
+        first = subprocess.run([sys.executable, "-m", "streamrag", "index", ".", "--offline", "-q", "--json"],
+                               check=True, cwd=copy, env=_env(), stdout=subprocess.PIPE, text=True)
+        db = Path(json.loads(first.stdout)["db"])   # (where the corpus's store.path puts it, if it does)
+        documents, version = _index_facts(db)
         figures = {}
         for name, command in COMMANDS.items():
             runs = [timed(command, copy) for _ in range(max(1, args.runs))]
@@ -85,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
                             f"{name}_cpu_s_median": round(statistics.median(cpu), 3),
                             f"{name}_cpu_s_min": round(min(cpu), 3), f"{name}_cpu_s_max": round(max(cpu), 3)})
         # (a run that re-indexed would be timed as one with nothing changed)
-        after = _index_facts(copy)[1]
+        after = _index_facts(db)[1]
         if after != version:
             print(f"{Path(sys.argv[0]).name}: `{' '.join(COMMANDS['index_unchanged'])}` published version "
                   f"{after} of the index, not an index with nothing changed", file=sys.stderr)

@@ -406,6 +406,20 @@ def test_command_latency_times_help_status_and_an_index_with_nothing_changed(tmp
     assert not (corpus / ".streamrag").exists()   # (indexed in a copy)
 
 
+def test_command_latency_reads_the_index_where_the_corpus_settings_put_it(tmp_path):
+    # A corpus whose streamrag.toml sets store.path: the bench read .streamrag/index.db, not
+    # there, and ended in a traceback (sqlite3.OperationalError: unable to open database file).
+    import shutil
+
+    corpus = tmp_path / "corpus"
+    shutil.copytree(BENCH.parent / "tests" / "data" / "harbor", corpus)
+    (corpus / "streamrag.toml").write_text('[store]\npath = "idx/n.db"\n')
+    out = subprocess.run([sys.executable, str(BENCH / "command_latency.py"), "--corpus", str(corpus), "--runs", "1"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["documents"] == 4
+
+
 def test_command_latency_does_not_time_an_index_that_changed_as_unchanged(tmp_path, monkeypatch, capsys):
     # Nothing checked that the timed `index .` found nothing changed: one that re-indexed (a
     # file written in the copy meanwhile) was printed as index_unchanged_* all the same.
