@@ -886,7 +886,20 @@ class Daemon:
         if raw and self.root.is_dir():
             with self.folder.batch(self._queued_in) as relevant:
                 seen |= {rel for change, path in raw if (rel := relevant(change, path)) is not None}
-        return len(seen - self.pending.keys() - self._syncing.keys())
+        left = seen - self.pending.keys() - self._syncing.keys()
+        if not left:
+            return 0
+        # Counted as the queue counts them (``_queue``): a file made and deleted since the last
+        # sync (a temporary file) is no change to sync, and said "1 change seen" of a current
+        # index; a rename is one change, not its two events.
+        gone = {rel for rel in left if not os.path.lexists(self.root / rel)}
+        if gone:
+            with reading(self.db_path) as store:
+                failed = self.folder.failed_now(store)
+                left -= {rel for rel in gone if not (store is not None and (
+                    index_rows.holds_file(store, rel) or index_rows.holds_under(store, rel)) or under(failed, rel))}
+        renamed = self.folder.renames({rel: "deleted" if rel in gone else "added" for rel in left})
+        return len(left) - len(renamed)
 
     @staticmethod
     def _unfinished_update(store: Store | None, claimless: str | None) -> tuple[str | None, int, int, int]:

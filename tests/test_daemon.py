@@ -4147,6 +4147,46 @@ async def test_a_change_the_watcher_held_back_at_a_stop_is_said_not_synced(corpu
                                   "syncs what is left"), stopped
 
 
+async def test_a_rename_held_back_at_a_stop_is_one_change_and_a_file_come_and_gone_none(corpus, tmp_path):
+    # A rename (its two events) said "2 changes seen but not synced", where every other count
+    # makes it one changed file; a file added and deleted within the burst (a temporary file),
+    # which leaves the next start nothing to sync, said "1 change seen" of a current index.
+    settings = make_settings(index=SMALL)
+    events = Events()
+    daemon = Daemon(settings, tmp_path / "w.db", corpus, report=events)
+    send, recv = scripted()
+    source = HeldBack(recv)
+    with anyio.fail_after(30):
+        async with send, anyio.create_task_group() as tg:
+            tg.start_soon(daemon.run, source)
+            await until(lambda: "health" in events.states())
+            (corpus / "council.txt").rename(corpus / "council-2024.txt")
+            temp = corpus / "draft.txt"   # (written and deleted: gone before the stop)
+            source.held = {(Change.deleted, str(corpus / "council.txt")),
+                           (Change.added, str(corpus / "council-2024.txt")),
+                           (Change.added, str(temp)), (Change.deleted, str(temp))}
+            daemon.stop()
+    stopped = events[-1]
+    assert stopped["seen"] == 1, stopped
+    assert stopped["message"].startswith("1 change seen but not synced;"), stopped
+
+
+async def test_a_temporary_file_held_back_at_a_stop_leaves_the_index_current(corpus, tmp_path):
+    settings = make_settings(index=SMALL)
+    events = Events()
+    daemon = Daemon(settings, tmp_path / "w.db", corpus, report=events)
+    send, recv = scripted()
+    source = HeldBack(recv)
+    with anyio.fail_after(30):
+        async with send, anyio.create_task_group() as tg:
+            tg.start_soon(daemon.run, source)
+            await until(lambda: "health" in events.states())
+            temp = corpus / "draft.txt"
+            source.held = {(Change.added, str(temp)), (Change.modified, str(temp)), (Change.deleted, str(temp))}
+            daemon.stop()
+    assert events[-1]["message"] == "index is current" and events[-1]["seen"] == 0, events[-1]
+
+
 async def test_a_stop_with_nothing_held_back_says_the_index_is_current(corpus, tmp_path):
     # (the held events of the index's own writes, and of its settings' prompt, leave it current)
     prompt = corpus / "my_prompt.md"
