@@ -88,7 +88,7 @@ from streamrag import index_rows
 from streamrag.config import Settings, find_config, load_settings, without_secrets
 from streamrag.errors import (LLMError, LLMRequestError, LLMUnavailableError, RejectedFirstIndex, StreamragError,
                               UnusableFirstIndex, disk_full)
-from streamrag.loader import (conflict_copies_line, leads_outside, left_out_lines, scan_order, shown,
+from streamrag.loader import (conflict_copies_line, file_of, leads_outside, left_out_lines, scan_order, shown,
                               unstorable_folder, why_unusable)
 from streamrag.notices import sharing_notices
 from streamrag.on_disk import is_file
@@ -504,7 +504,8 @@ class Daemon:
         """Of the chunks to retry, those of files pending again (changed since the sync that
         left them out, ``_retry_files``): counted once, as those files."""
         files = self.pending.keys() | self._syncing.keys()
-        chunks = set().union(*(ids for rel, ids in self._retry_files.items() if rel in files))
+        # (a .jsonl or .csv file's rows are kept as the index names them, "rows.jsonl#2")
+        chunks = set().union(*(ids for rel, ids in self._retry_files.items() if file_of(rel) in files))
         return min(len(chunks), self._retry_chunks)
 
     def _retrying(self) -> int:

@@ -2954,6 +2954,17 @@ def test_chunks_to_retry_count_as_their_files_only_while_those_are_pending(tmp_p
     assert daemon._items_left() == (1, 1, True)   # (the chunk indexed without its claims stays)
 
 
+def test_chunks_to_retry_of_a_files_rows_count_as_that_file_while_it_is_pending(tmp_path):
+    # (``Indexer.held_back`` names a .jsonl or .csv file's rows as the index does, "rows.jsonl#2",
+    # and the queue names the file: its failed chunks were counted beside it, pending)
+    daemon = Daemon(make_settings(), tmp_path / "x.db", tmp_path)
+    daemon._given_up, daemon._retry_chunks = (2, 0), 2
+    daemon._retry_files = {"rows.jsonl#1": frozenset({"c1"}), "rows.jsonl#2": frozenset({"c2"})}
+    assert daemon._items_left() == (2, 0, True)
+    daemon.pending = {"rows.jsonl": "modified"}
+    assert daemon._items_left() == (0, 0, True)
+
+
 def test_the_files_a_sync_left_unindexed_are_said_of_it_while_its_retry_runs(tmp_path):
     # During an outage `status` said "not indexed 2 new or changed files: the last update failed
     # and published nothing" beside "last update watch s2: running": the run that failed is the
