@@ -887,6 +887,13 @@ class Daemon:
         if raw and self.root.is_dir():
             with self.folder.batch(self._queued_in) as relevant:
                 seen |= {rel for change, path in raw if (rel := relevant(change, path)) is not None}
+        # A folder made or moved in counts as the files under it the scan takes, as the queue
+        # counts it (``_classify``): `mkdir sub && echo .. > sub/a.txt` said "2 changes seen", an
+        # empty folder "1 change seen" of a current index.
+        for rel in [rel for rel in seen if (self.root / rel).is_dir() and not os.path.islink(self.root / rel)]:
+            if (found := self.folder.files_in(self.root / rel)) is not None:
+                seen.discard(rel)
+                seen.update(found)
         left = seen - self.pending.keys() - self._syncing.keys()
         if not left:
             return 0

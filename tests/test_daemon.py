@@ -4187,6 +4187,26 @@ async def test_a_temporary_file_held_back_at_a_stop_leaves_the_index_current(cor
     assert events[-1]["message"] == "index is current" and events[-1]["seen"] == 0, events[-1]
 
 
+async def test_a_folder_held_back_at_a_stop_counts_as_its_files(corpus, tmp_path):
+    # (`mkdir sub && echo .. > sub/a.txt; mkdir empty` said "3 changes seen" of one file added)
+    settings = make_settings(index=SMALL)
+    events = Events()
+    daemon = Daemon(settings, tmp_path / "w.db", corpus, report=events)
+    send, recv = scripted()
+    source = HeldBack(recv)
+    with anyio.fail_after(30):
+        async with send, anyio.create_task_group() as tg:
+            tg.start_soon(daemon.run, source)
+            await until(lambda: "health" in events.states())
+            (corpus / "sub").mkdir()
+            (corpus / "sub" / "a.txt").write_text("Captain Oskar Lind sailed the Blue Heron to Kessel.\n")
+            (corpus / "empty").mkdir()
+            source.held = {(Change.added, str(corpus / "sub")), (Change.added, str(corpus / "sub" / "a.txt")),
+                           (Change.added, str(corpus / "empty"))}
+            daemon.stop()
+    assert events[-1]["seen"] == 1, events[-1]
+
+
 async def test_a_stop_with_nothing_held_back_says_the_index_is_current(corpus, tmp_path):
     # (the held events of the index's own writes, and of its settings' prompt, leave it current)
     prompt = corpus / "my_prompt.md"
