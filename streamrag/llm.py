@@ -414,8 +414,9 @@ class LLMClient:
 
         ``validate(text)`` says whether an answer is usable. An unusable answer is recorded but
         never cached, and the request is sent again (after a cut-off one, with twice the
-        ``max_tokens``); after ``tries`` unusable answers ``LLMOutputError`` is raised (after the
-        second, when two in a row were cut off with no ``max_tokens`` sent, at temperature 0: the
+        ``max_tokens``, when its caller set one); after ``tries`` unusable answers ``LLMOutputError``
+        is raised (after the second, when two in a row were cut off with no ``max_tokens`` asked
+        (none sent, or Azure's ``AZURE_MAX_TOKENS``), at temperature 0: the
         server's own limit cuts it the same way each time; after the first while the model is
         known so, ``model_quirks.server_cuts``, until a longer whole answer or ten minutes).
 
@@ -438,8 +439,11 @@ class LLMClient:
         row = {"run_id": self.run_id, "stage": stage, "model": model, "prompt": prompt_name,
                "prompt_version": prompt_version, "cache_key": key}
         payload = {"model": model, "messages": messages, **options}
+        asked_max = max_tokens
         if not max_tokens and self._azure:
-            # Sent, not asked: out of the cache key (the same answer whatever the endpoint).
+            # Sent, not asked: out of the cache key (the same answer whatever the endpoint). No
+            # setting's, and the most some models take: a cut answer gets no more room (a model
+            # capped at it refuses twice with a 400), it is asked as if none was sent.
             max_tokens = payload["max_tokens"] = AZURE_MAX_TOKENS
         if on_length is None:
             on_length = "keep" if on_delta is not None else "retry"
@@ -456,11 +460,11 @@ class LLMClient:
                                       result.completion_tokens, result.estimated)
                 return result
             (last, answer, estimated), asked = result, i + 1
-            if last == CUT_OFF:
+            if last == CUT_OFF and asked_max:
                 # The same request at temperature 0 is cut off the same way: give it room. The
                 # answer is cached under the request as asked, so the next run finds it.
                 payload = {**payload, "max_tokens": max_tokens * 2 ** (i + 1)}
-            elif last == CUT_OFF_UNASKED and not options["temperature"] and not self.refuses(model, "temperature"):
+            elif last in CUT_OFFS and not options["temperature"] and not self.refuses(model, "temperature"):
                 # No max_tokens was sent, and none gives room: the server's own limit cut it
                 # (Ollama's num_predict, llama.cpp's -n, a full context) and cuts the same request
                 # the same way again (a model that answers so was paid three times for the one
@@ -469,13 +473,15 @@ class LLMClient:
                 # next run). Asked once more; cut twice in a row, the server's limit is known, and
                 # this model's cut answers are asked for once while it is (``model_quirks``: it
                 # lapses). (A model that refuses temperature samples at its own, and may answer
-                # shorter: asked ``tries`` times.)
+                # shorter: asked ``tries`` times.) Cut at AZURE_MAX_TOKENS, the same: its limit
+                # is known, no server's to note.
                 cuts += 1
                 cut = (max(cut[0], answer.completion_tokens),
                        max(cut[1], answer.prompt_tokens + answer.completion_tokens), cut[2] or estimated)
-                if cuts >= 2:
+                unasked = last == CUT_OFF_UNASKED
+                if cuts >= 2 and unasked:
                     note_server_cut(self.settings.api_base, model, self.chat_url, *cut)
-                if cuts >= 2 or server_cuts(self.settings.api_base, model):
+                if cuts >= 2 or (unasked and server_cuts(self.settings.api_base, model)):
                     break
             else:
                 # Answered otherwise in between (an unusable answer not cut off): the same request
@@ -494,10 +500,18 @@ class LLMClient:
             limit, extra = "max_tokens", 0
             if self.refuses(model, "max_tokens"):   # max_completion_tokens is sent: the reasoning counts too
                 limit, extra = "max_completion_tokens", REASONING_ALLOWANCE
-            hint = (f"the answers were cut off at {limit}={max_tokens + extra} and at "
-                    f"{max_tokens * 2 ** (tries - 1) + extra} on the last try")
-            if budget_setting:
-                hint += f": raise {budget_setting}, or try a model that writes shorter answers"
+            if asked_max:
+                hint = (f"the answers were cut off at {limit}={max_tokens + extra} and at "
+                        f"{max_tokens * 2 ** (tries - 1) + extra} on the last try")
+                if budget_setting:
+                    hint += f": raise {budget_setting}, or try a model that writes shorter answers"
+            else:   # (no setting's: nothing to raise)
+                hint = (f"streamrag sent {limit}={max_tokens + extra}, the most it asks of Azure OpenAI "
+                        "for an answer no setting limits (more is refused by gpt-35-turbo, gpt-4-turbo "
+                        "and the first gpt-4o); "
+                        + ("lower index.chunk_size (a shorter chunk's extraction is shorter), or "
+                           if stage in ("extract", "glean", "claims") else "")
+                        + "try a model that writes shorter answers")
         raise LLMOutputError(f"{model} gave no usable answer in {counted(asked, 'try')} (stage "
                              f"{stage}, prompt {prompt_name or '-'}): {last}; they are kept in the index "
                              f"database (table llm_calls, error '{UNUSABLE}...'; `streamrag status` counts "

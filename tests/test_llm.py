@@ -30,7 +30,7 @@ from streamrag.llm import LLMClient
 from streamrag.notices import Notices, sharing_notices
 from streamrag.prompts import Prompt
 from streamrag.ratelimit import MinuteBudget, parse_retry_after
-from streamrag.replies import CUT_OFF_UNASKED
+from streamrag.replies import CUT_OFF, CUT_OFF_UNASKED
 from streamrag.store import Store
 from streamrag.tokens import count_message_tokens, count_tokens
 from streamrag.watch_lines import ends_outage
@@ -1817,6 +1817,62 @@ async def test_an_azure_request_always_sends_a_max_tokens_and_books_it(tmp_path,
         model_quirks.REASONING_ALLOWANCE and "max_tokens" not in endpoint.bodies[-2]
     assert endpoint.bodies[-1]["max_tokens"] == 3   # (a max asked for is sent as it is)
     assert cached.cached and keys[0] == cached.key
+
+
+def capped_at_4096(answer: httpx.Response):
+    """An Azure deployment of a model whose answers are capped at 4096 tokens (gpt-35-turbo,
+    gpt-4-turbo, the first gpt-4o): a larger max_tokens is a 400, else ``answer``."""
+    def reply(body: dict) -> httpx.Response:
+        if body.get("max_tokens", 0) > 4096:
+            return httpx.Response(400, json={"error": {
+                "message": f"max_tokens is too large: {body['max_tokens']}. This model supports at most "
+                           "4096 completion tokens, whereas you provided " f"{body['max_tokens']}.",
+                "type": "invalid_request_error", "param": "max_tokens", "code": None}})
+        return answer
+    return reply
+
+
+async def test_an_answer_cut_at_the_azure_max_gets_no_larger_max_and_says_what_to_lower(tmp_path):
+    # Cut at AZURE_MAX_TOKENS (sent though no setting asked for it), an answer was asked again
+    # with 8,192, which a model capped at 4096 refuses: the chunk failed with that 400, and an
+    # error saying to raise a max no setting holds. Now it is asked once more as it was (as
+    # before AZURE_MAX_TOKENS, when none was sent), then the error says what to lower.
+    cut = httpx.Response(200, json=chat_with(message={"role": "assistant", "content": "(Paris, Fra"},
+                                             finish_reason="length"))
+    endpoint = Endpoint(*[capped_at_4096(cut)] * 3)
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, api_version="2024-10-21") as (llm, store):
+            with pytest.raises(LLMOutputError) as e:
+                await llm.chat(ask(), model="gpt-4o", stage="extract")
+            errors = [c["error"] for c in calls(store)]
+    assert [b["max_tokens"] for b in endpoint.bodies] == [llm_module.AZURE_MAX_TOKENS] * 2
+    said = str(e.value)
+    assert "in 2 tries" in said and "cut off at max_tokens" in said
+    assert f"streamrag sent max_tokens={llm_module.AZURE_MAX_TOKENS}" in said and "lower index.chunk_size" in said
+    assert "raise" not in said and errors == [CUT_OFF] * 2
+    assert not model_quirks.server_cuts(API, "gpt-4o")   # (no server's limit)
+
+
+async def test_an_answer_broken_off_before_the_azure_max_comes_whole_when_asked_again(tmp_path):
+    cut = httpx.Response(200, json=chat_with(message={"role": "assistant", "content": "(Paris, Fra"},
+                                             finish_reason="length"))
+    endpoint = Endpoint(capped_at_4096(cut), capped_at_4096(httpx.Response(200, json=chat_body("(Paris, France)"))))
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, api_version="2024-10-21") as (llm, store):
+            result = await llm.chat(ask(), model="gpt-4o", stage="glean")
+            assert llm.stats["glean"]["asked_again"] == 1
+    assert result.text == "(Paris, France)"
+    assert [b["max_tokens"] for b in endpoint.bodies] == [llm_module.AZURE_MAX_TOKENS] * 2
+
+
+async def test_a_max_asked_for_is_still_doubled_after_a_cut_on_azure(tmp_path):
+    cut = httpx.Response(200, json=chat_with(message={"role": "assistant", "content": "(Paris, Fra"},
+                                             finish_reason="length"))
+    endpoint = Endpoint(cut, httpx.Response(200, json=chat_body("(Paris, France)")))
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, api_version="2024-10-21") as (llm, _):
+            await llm.chat(ask(), model="gpt-4o", stage="report", max_tokens=1000)
+    assert [b["max_tokens"] for b in endpoint.bodies] == [1000, 2000]
 
 
 async def test_a_request_to_another_endpoint_sends_no_max_tokens_it_was_not_given(tmp_path):
