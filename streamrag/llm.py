@@ -68,6 +68,7 @@ import itertools
 import logging
 import os
 import random
+import re
 import ssl
 import time
 from collections import Counter
@@ -120,6 +121,9 @@ _COMPLETION_GUESS = 256        # answer tokens booked without max_tokens, until 
 # same. The output cap of gpt-35-turbo, gpt-4-turbo and the first gpt-4o (a higher one is refused):
 # far above an extraction's answer (the simulator's: 530 tokens to a 1,150-token prompt).
 AZURE_MAX_TOKENS = 4096
+# Azure API Management's gateways (public, Government, China clouds): in front of Azure OpenAI,
+# which books their requests as its own, and with no api-version of theirs to tell it by.
+AZURE_GATEWAY = re.compile(r"\.azure-api\.(?:net|us|cn)$")
 USABLE_TRIES = 3              # answers asked for before an unusable one is an error
 
 
@@ -318,8 +322,10 @@ class LLMClient:
         self._slots = anyio.CapacityLimiter(slots)
         self._rpm = minute_budget(settings.requests_per_minute, "llm.requests_per_minute")
         self._tpm = minute_budget(settings.tokens_per_minute, "llm.tokens_per_minute")
-        # Azure OpenAI (by its api-version or its host): every chat request sends a max_tokens.
-        self._azure = bool(settings.api_version or AZURE_HOST.search(httpx.URL(base).host))
+        # Azure OpenAI (by its api-version, its host or its gateway's): every chat request sends
+        # a max_tokens.
+        host = httpx.URL(base).host
+        self._azure = bool(settings.api_version or AZURE_HOST.search(host) or AZURE_GATEWAY.search(host))
         self._notices = current_notices()
         self._admission = anyio.Lock()  # requests take rate budget one at a time, in order
         self._paused_until = 0.0

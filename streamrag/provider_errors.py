@@ -31,8 +31,9 @@ _MODEL_KEYS = ("extraction_model", "summary_model", "report_model", "rating_mode
 # A request longer than the model's context, as OpenAI, vLLM, llama.cpp and others say it.
 CONTEXT_OVERFLOW = re.compile(r"context[ _]length|maximum context|context (?:size|window)|\bn_ctx\b|"
                               r"exceeds? the (?:available )?context", re.IGNORECASE)
-# Azure OpenAI's hosts (and Azure AI Foundry's).
-AZURE_HOST = re.compile(r"\.(?:openai|cognitiveservices|services\.ai)\.azure\.com$")
+# Azure OpenAI's hosts (and Azure AI Foundry's), in Azure's public, Government (.us) and China
+# (.cn) clouds.
+AZURE_HOST = re.compile(r"\.(?:openai|cognitiveservices|services\.ai)\.azure\.(?:com|us|cn)$")
 # What sets the length of a stage's requests.
 _STAGE_BUDGETS = {
     "extract": "index.chunk_size", "glean": "index.chunk_size", "glean_check": "index.chunk_size",

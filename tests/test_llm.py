@@ -1875,12 +1875,30 @@ async def test_a_max_asked_for_is_still_doubled_after_a_cut_on_azure(tmp_path):
     assert [b["max_tokens"] for b in endpoint.bodies] == [1000, 2000]
 
 
-async def test_a_request_to_another_endpoint_sends_no_max_tokens_it_was_not_given(tmp_path):
+@pytest.mark.parametrize("base, azure", [
+    ("https://res.openai.azure.com/openai/v1", True),
+    ("https://RES.OpenAI.Azure.com/openai/v1", True),
+    ("https://res.openai.azure.us/openai/v1", True),           # Azure Government
+    ("https://res.openai.azure.cn/openai/v1", True),           # Azure China
+    ("https://res.cognitiveservices.azure.us/openai/v1", True),
+    ("https://res.services.ai.azure.com/openai/v1", True),     # Azure AI Foundry
+    ("https://gw.azure-api.net/openai/v1", True),              # API Management, no api-version
+    ("https://gw.azure-api.us/ai/v1", True),
+    ("https://api.openai.com/v1", False),
+    ("https://openai.azure.com.evil.example/v1", False),
+    ("https://res.openai.azure.com.evil.example/v1", False),
+    ("https://gw.azure-api.net.evil.example/v1", False),
+    ("https://res.notopenai.azure.example/v1", False),
+    ("https://myazure-api.net/v1", False),
+])
+async def test_an_azure_host_is_known_by_its_name_in_each_cloud_and_no_other_is(tmp_path, base, azure):
+    # Azure Government's and China's hosts, and API Management's gateways (no api-version to tell
+    # them by), sent no max_tokens: Azure booked each request at the model's whole context.
     endpoint = Endpoint()
     with anyio.fail_after(5):
-        async with client(tmp_path, endpoint, api_base="https://api.openai.com/v1") as (llm, _):
+        async with client(tmp_path, endpoint, api_base=base) as (llm, _):
             await llm.chat(ask(), model="gpt-4o", stage="extract")
-    assert "max_tokens" not in endpoint.bodies[0]
+    assert endpoint.bodies[0].get("max_tokens") == (llm_module.AZURE_MAX_TOKENS if azure else None)
 
 
 def test_no_api_base_is_a_config_error():
