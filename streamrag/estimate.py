@@ -1048,7 +1048,7 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
         for c in level:
             if c.id not in dirty and not any(k.id in changed for k in children.get(c.id, ())):
                 continue
-            ctx = _report_context(c, state, settings, store, ends)
+            ctx = _report_context(c, state, settings, store, ends=ends)
             # (A context showing an element whose summary a model writes anew is not a stored
             # report's: the element's line here stands in for a summary of descriptions other than
             # those of the summary a report was written from (``_summary_stand_in``). Not shown,
@@ -1304,13 +1304,12 @@ class _Ends(NamedTuple):
         return cls(relationships, claims_by_end(sorted(state.claims.values(), key=lambda k: k.id)))
 
 
-def _report_context(c: Community, state: GraphState, settings: Settings, store: Store | None = None,
-                    ends: _Ends | None = None) -> ReportContext:
+def _report_context(c: Community, state: GraphState, settings: Settings, store: Store | None = None, *,
+                    ends: _Ends) -> ReportContext:
     """``c``'s report context as the run builds it, but for its children's reports; ``store``:
     the index whose relationships' descriptions ``state`` leaves there (``GraphState.describe``);
-    ``ends``: ``state``'s (``_Ends.of``), for one community after another of a graph unchanged."""
+    ``ends``: ``state``'s (``_Ends.of``), made once for the communities of a graph unchanged."""
     ix = settings.index
-    ends = _Ends.of(state) if ends is None else ends
     members = set(c.members)
     # (in the graph's order, as a scan of it finds them)
     found = {i: r for m in members for i, r in ends.relationships.get(m, ())
