@@ -124,6 +124,11 @@ AZURE_MAX_TOKENS = 4096
 # Azure API Management's gateways (public, Government, China clouds): in front of Azure OpenAI,
 # which books their requests as its own, and with no api-version of theirs to tell it by.
 AZURE_GATEWAY = re.compile(r"\.azure-api\.(?:net|us|cn)$")
+# A 400 refusing a max_tokens larger than the model writes (OpenAI's and Azure's "max_tokens is
+# too large: 8192. This model supports at most 4096 completion tokens", vLLM's, Groq's "must be
+# less than or equal to").
+MAX_TOO_LARGE = re.compile(r"max_(?:completion_)?tokens\W.{0,60}?(?:too large|at most|maximum|"
+                           r"less than or equal|must be <=|> ?\d)", re.IGNORECASE | re.DOTALL)
 USABLE_TRIES = 3              # answers asked for before an unusable one is an error
 
 
@@ -454,10 +459,18 @@ class LLMClient:
         if on_length is None:
             on_length = "keep" if on_delta is not None else "retry"
         check = checker(validate, on_length, limited=bool(max_tokens))
-        last, asked, cuts, cut = UNUSABLE, 0, 0, (0, 0, False)
+        last, asked, cuts, cut, most = UNUSABLE, 0, 0, (0, 0, False), 0
         for i in range(tries):
-            result = await self._chat_once(key, row, payload, on_delta, check,
-                                           cache_length=on_length != "keep")
+            try:
+                result = await self._chat_once(key, row, payload, on_delta, check,
+                                               cache_length=on_length != "keep")
+            except LLMRequestError as e:
+                # The room a cut answer was given is more than the model writes (gpt-4-turbo:
+                # 4096): the cut is what to act on, not the refusal.
+                if not (last == CUT_OFF and asked_max and e.status == 400 and MAX_TOO_LARGE.search(str(e))):
+                    raise
+                most = payload["max_tokens"]
+                break
             if isinstance(result, ChatResult):
                 if i:   # the unusable answers before it failed as calls, not as this request
                     self._call_log.asked_again(stage, i)
@@ -506,7 +519,14 @@ class LLMClient:
             limit, extra = "max_tokens", 0
             if self.refuses(model, "max_tokens"):   # max_completion_tokens is sent: the reasoning counts too
                 limit, extra = "max_completion_tokens", REASONING_ALLOWANCE
-            if asked_max:
+            if most:
+                hint = (f"{'it was' if asked == 1 else 'the answers were'} cut off at {limit}={max_tokens + extra}"
+                        + (f" and at {most // 2 + extra}" if most // 2 > max_tokens else "")
+                        + f", and the model refused {most + extra} (more than it writes)")
+                if budget_setting:
+                    hint += (f": raise {budget_setting} as far as the model takes (less than {most + extra}), "
+                             "or try a model that writes shorter answers")
+            elif asked_max:
                 hint = (f"the answers were cut off at {limit}={max_tokens + extra} and at "
                         f"{max_tokens * 2 ** (tries - 1) + extra} on the last try")
                 if budget_setting:

@@ -1875,6 +1875,25 @@ async def test_a_max_asked_for_is_still_doubled_after_a_cut_on_azure(tmp_path):
     assert [b["max_tokens"] for b in endpoint.bodies] == [1000, 2000]
 
 
+@pytest.mark.parametrize("api_version", ["2024-10-21", ""], ids=["azure", "openai"])
+async def test_a_larger_max_the_model_refuses_after_a_cut_says_what_the_cut_says(tmp_path, api_version):
+    # A report cut at its max (3000) was asked again with 6000, which a model writing at most 4096
+    # (gpt-4-turbo, on Azure and OpenAI alike) refuses: the 400 was the report's error, naming no
+    # setting. Now the cut's error, saying the model's most.
+    cut = httpx.Response(200, json=chat_with(message={"role": "assistant", "content": "# Report"},
+                                             finish_reason="length"))
+    endpoint = Endpoint(*[capped_at_4096(cut)] * 3)
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, api_version=api_version) as (llm, _):
+            with pytest.raises(LLMOutputError) as e:
+                await llm.chat(ask(), model="gpt-4-turbo", stage="report", max_tokens=3000,
+                               budget_setting="index.report_max_output_tokens")
+    assert [b["max_tokens"] for b in endpoint.bodies] == [3000, 6000]
+    said = str(e.value)
+    assert "in 1 try" in said and "it was cut off at max_tokens=3000, and the model refused 6000" in said, said
+    assert "raise index.report_max_output_tokens as far as the model takes (less than 6000)" in said
+
+
 @pytest.mark.parametrize("base, azure", [
     ("https://res.openai.azure.com/openai/v1", True),
     ("https://RES.OpenAI.Azure.com/openai/v1", True),
