@@ -14,11 +14,13 @@ Every request passes, in order:
    refilled bucket. A
    request booking more tokens than a whole minute's budget is clamped to it (it waits for an
    empty window instead of forever). An attempt that never reached the server (connection
-   refused, connect or pool timeout) gives its budget back. A request to Azure OpenAI always
-   sends a max_tokens (``AZURE_MAX_TOKENS`` when its caller sets none: Azure books one without
-   at a whole context), booked as sent. Elsewhere, a request without max_tokens books
-   a guess of its answer (the answers' mean), corrected once its usage is known (counted here
-   when the server says none: llama.cpp, some vLLM versions): a longer
+   refused, connect or pool timeout) gives its budget back. A request to Azure OpenAI (by its
+   api-version, its host in any Azure cloud, or an API Management gateway's) always sends a
+   max_tokens (``AZURE_MAX_TOKENS`` when its caller sets none: Azure books one without at a
+   whole context), booked as sent; an answer cut off at it is asked again as one cut with none
+   sent is, never with more room (the most some models take). Elsewhere, a request without
+   max_tokens books a guess of its answer (the answers' mean), corrected once its usage is known
+   (counted here when the server says none: llama.cpp, some vLLM versions): a longer
    answer takes the rest, a shorter one gives back what it did not use (a max_tokens booked is
    kept: OpenAI counts it as sent). A try that ends without an answer (its stream cut short,
    timed out, its call cancelled) books what it streamed beyond its booking: the provider bills
@@ -34,7 +36,9 @@ Every request passes, in order:
 
 An answer is then checked: the caller's ``validate`` (what its stage can use) and, unless the
 caller says otherwise, that it was not cut off (``finish_reason == "length"``: at ``max_tokens``, or
-by the server's own limit when none was sent).
+by the server's own limit when none was sent). A cut answer of a caller's max_tokens is asked
+again with twice the room; a 400 refusing that room (more than the model writes) ends the tries
+with the cut's error (``MAX_TOO_LARGE``).
 An unusable answer is recorded but never cached, and asked for again (``USABLE_TRIES`` answers at
 most, then ``LLMOutputError``). A cached answer is checked the same way, so an answer cached by an
 older version that the checks now reject is asked for again and replaced.
