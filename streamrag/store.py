@@ -236,8 +236,10 @@ _FAILURE_KEY_TRIGGERS = (
     ("failure_keys_run", "AFTER INSERT ON runs WHEN new.status != 'running' BEGIN INSERT OR IGNORE INTO "
      f"failure_keys(key) SELECT DISTINCT {_failure_key('f', 'new')} FROM failures f WHERE f.run_id = new.id "
      f"AND {_ended_failure('f', 'new', 'new.stats')}; END"),
+    # (an ended run's status changed to another end, 'failed' to 'ok', changes whether its
+    # failures of files it left unindexed count: ``UNINDEXED_RUNS``)
     ("failure_keys_run_changed", "AFTER UPDATE OF id, command, status, stats, update_of ON runs WHEN "
-     "old.status != 'running' AND (new.status = 'running' OR new.id IS NOT old.id OR new.command IS NOT "
+     "old.status != 'running' AND (new.status IS NOT old.status OR new.id IS NOT old.id OR new.command IS NOT "
      f"old.command OR new.stats IS NOT old.stats OR new.update_of IS NOT old.update_of) BEGIN {_STALE}; END"),
     ("failure_keys_run_deleted", f"AFTER DELETE ON runs BEGIN {_STALE}; END"),
     ("failure_keys_failure_changed", f"AFTER UPDATE OF run_id, stage, item, stamp ON failures BEGIN {_STALE}; END"),
@@ -258,6 +260,12 @@ def count_failure_keys(conn: sqlite3.Connection) -> None:
 def _failure_keys(conn: sqlite3.Connection) -> None:
     """``failure_keys``, its triggers, and the keys of the failures recorded so far."""
     conn.execute("CREATE TABLE IF NOT EXISTS failure_keys (key TEXT PRIMARY KEY) WITHOUT ROWID")
+    _failure_key_triggers(conn)
+
+
+def _failure_key_triggers(conn: sqlite3.Connection) -> None:
+    """The triggers of ``failure_keys`` as ``_FAILURE_KEY_TRIGGERS`` says them now, and its keys
+    made again (those the triggers before may have missed)."""
     for name, body in _FAILURE_KEY_TRIGGERS:
         conn.execute(f"DROP TRIGGER IF EXISTS {name}")
         conn.execute(f"CREATE TRIGGER {name} {body}")
@@ -613,6 +621,9 @@ CREATE INDEX IF NOT EXISTS llm_calls_failed ON llm_calls(cached, cancelled, erro
     # (or the machine gone down) records no end, and `status` could not say which files it left
     # unindexed ("the new or changed files the killed update was taking, if any").
     ("runs_taking", _runs_taking),
+    # The trigger of ``failure_keys`` that marks it stale missed an ended run's status changed to
+    # another end ('failed' to 'ok', by hand): the kept count went on without its failures.
+    ("failure_keys_status", _failure_key_triggers),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -2092,3 +2092,43 @@ def test_a_noun_the_s_ending_rule_would_double_says_its_own_plural():
                                    "status", "index", "summary", "copy", "entity")] == \
         ["series", "time series", "species", "analyses", "bases", "crises",
          "statuses", "indexes", "summaries", "copies", "entities"]
+
+
+def test_the_failures_count_kept_follows_an_ended_run_whose_status_changes(tmp_path):
+    # Whether a failure of a file a run left unindexed counts depends on the run's status ('ok'
+    # or not: ``store.UNINDEXED_RUNS``); an ended run's status changed to another end (by hand)
+    # left the kept keys as they were: 0 kept, 1 recounted. And an index whose triggers are
+    # those before the fix-up migration has them made again, its keys too.
+    import json
+
+    from streamrag import index_rows
+    from streamrag.store import MIGRATIONS
+
+    store = Store(tmp_path / "k.db")
+    try:
+        with store.transaction():
+            store.start_run("u1", "index")
+            store.record_failure("u1", "extract", "c1", "no")
+            store.finish_run("u1", "failed", json.dumps({"not_indexed": 1}))
+        assert index_rows.failures_recorded(store) == _recounted(store) == 0
+        with store.transaction():
+            store.conn.execute("UPDATE runs SET status = 'ok' WHERE id = 'u1'")
+        assert index_rows.failures_recorded(store) == _recounted(store) == 1
+        with store.transaction():
+            store.conn.execute("UPDATE runs SET status = 'failed' WHERE id = 'u1'")
+        assert index_rows.failures_recorded(store) == _recounted(store) == 0
+        # The fix-up migration over a kept table that missed the change.
+        number = [name for name, _ in MIGRATIONS].index("failure_keys_status")
+        with store.transaction():
+            store.conn.execute("DROP TRIGGER failure_keys_run_changed")
+            store.conn.execute("UPDATE runs SET status = 'ok' WHERE id = 'u1'")
+            store.conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(number),))
+        assert index_rows.failures_recorded(store) == 0 != _recounted(store)
+    finally:
+        store.close()
+    store = Store(tmp_path / "k.db")
+    try:
+        assert index_rows.failures_recorded(store) == _recounted(store) == 1
+        assert store.scalar("SELECT count(*) FROM sqlite_master WHERE name = 'failure_keys_run_changed'") == 1
+    finally:
+        store.close()
