@@ -1246,7 +1246,8 @@ def prune(store: Store, keep_days: float, now: float) -> int:
     conn.execute("DELETE FROM runs WHERE started_at < ?", (cutoff,))
     conn.execute("DELETE FROM failures WHERE created_at < ? OR run_id NOT IN (SELECT id FROM runs)", (cutoff,))
     archived = recorded - failures_recorded(store, under_way=False)
-    count_failure_keys(conn)   # (the deletions marked it stale)
+    if store.get_meta("failure_keys_stale"):   # (marked by a deletion of a failure or run)
+        count_failure_keys(conn)
     for name, n in (("archived_queries", queries), ("archived_failures", archived),
                     ("archived_asked_again", again), ("archived_unusable", unusable)):
         if n:

@@ -2157,3 +2157,30 @@ def test_a_run_that_leaves_many_chunks_unindexed_ends_without_a_parse_of_its_sta
     finally:
         store.close()
     assert took < 1.0, took
+
+
+def test_a_prune_that_deletes_no_failure_nor_run_leaves_the_kept_failure_keys(tmp_path):
+    # prune made ``failure_keys`` again from every failure (1.3 s at 200,000) whether or not it
+    # deleted any; a deletion marks it stale, and only then is it made again.
+    from streamrag import index_rows
+
+    store = Store(tmp_path / "k.db")
+    try:
+        with store.transaction():
+            store.start_run("r1", "index")
+            store.record_failure("r1", "extract", "c1", "no")
+            store.finish_run("r1", "ok")
+        statements: list[str] = []
+        store.conn.set_trace_callback(statements.append)
+        with store.transaction():
+            index_rows.prune(store, 30, time.time())
+        store.conn.set_trace_callback(None)
+        assert store.get_meta("pruned_at") is not None
+        assert not any("DELETE FROM failure_keys" in sql for sql in statements), statements
+        assert index_rows.failures_recorded(store) == _recounted(store) == 1
+        with store.transaction():   # (a deletion: made again)
+            index_rows.prune(store, 1, time.time() + 3 * 86400 + index_rows.PRUNE_EVERY_S)
+        assert store.get_meta("failure_keys_stale") is None
+        assert index_rows.failures_recorded(store) == _recounted(store) == 0
+    finally:
+        store.close()
