@@ -143,7 +143,8 @@ def format_footer(answer: Answer) -> str:
     if answer.cut_off:
         lines.append("The answer was cut off at query.answer_max_tokens; raise it for a longer one.")
     if answer.unresolved:
-        lines.append(f"Dropped {len(answer.unresolved)} citation(s) that name nothing the answer was given: "
+        lines.append(f"Dropped {counted(len(answer.unresolved), 'citation')} that "
+                     f"{'names' if len(answer.unresolved) == 1 else 'name'} nothing the answer was given: "
                      + " ".join(answer.unresolved))
     how = "no search" if answer.search == "none" else answer.search.replace("_", " ") + " search"
     if answer.level is not None:

@@ -130,7 +130,7 @@ class CallLog:
         if self.store is None:
             return
         answered = ("none answered" if not prompt_tokens
-                    else f"its answer cut short after {completion_tokens} token(s)" if completion_tokens
+                    else f"its answer cut short after {counted(completion_tokens, 'token')}" if completion_tokens
                     else ("its request sent, its answer not read (its prompt is counted; the answer a "
                           "provider goes on to write is billed too, and not counted)") if unread
                     else "its request sent, no answer begun")
@@ -150,7 +150,7 @@ class CallLog:
             try:
                 await self._write(rows, [], None)
             except StreamragError as e:
-                log.warning("%d cancelled LLM call(s) could not be recorded: %s", len(rows), e)
+                log.warning("%s could not be recorded: %s", counted(len(rows), "cancelled LLM call"), e)
 
     def _take_unwritten(self) -> list[dict]:
         rows, self._unwritten = self._unwritten, []

@@ -561,10 +561,11 @@ def cmd_index(args: argparse.Namespace) -> int:
 def _failed_said(failed_items: int, claims_failed: int) -> str:
     """The failed items of a run that published, as what is true of them: those left out of the
     version, and the chunks whose claims calls failed, which are in it without their claims
-    (``SyncResult.claims_failed``): "10 item(s) failed and are left out of this version" was
+    (``SyncResult.claims_failed``): "10 items failed and are left out of this version" was
     said of chunks whose entities and relationships the version holds."""
     left = failed_items - claims_failed
-    parts = ([f"{left} item(s) failed and are left out of this version"] if left else []) + \
+    parts = ([f"{_n(left, 'item')} failed and {'is' if left == 1 else 'are'} left out of this version"]
+             if left else []) + \
         ([without_claims_said(claims_failed)] if claims_failed else [])
     return ", and ".join(parts)
 
@@ -1069,7 +1070,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_init)
 
     p = sub.add_parser("index", help="index (or update the index of) a folder or files")
-    p.add_argument("paths", nargs="+", metavar="PATH", type=path_arg, help="folder(s) or file(s) to index")
+    p.add_argument("paths", nargs="+", metavar="PATH", type=path_arg, help="folders or files to index")
     common(p, db_default="store.path, else .streamrag/index.db in the first PATH (a file's folder)",
            config_default=f"{CONFIG_NAME} in the first PATH (a file's folder) or above")
     p.add_argument("--offline", action="store_true", help="no LLM: NLP extraction, extractive reports")

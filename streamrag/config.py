@@ -26,6 +26,7 @@ import msgspec
 from streamrag.assets import asset
 from streamrag.errors import ConfigError, FlagError, PromptFileError
 from streamrag.terminal import one_line, shell_word
+from streamrag.words import counted
 
 CONFIG_NAME = "streamrag.toml"
 # The files a folder's index reads by default (= index.include in config/default.toml): here, not
@@ -877,7 +878,7 @@ def problems_line(lines: list[str], where: str) -> str:
     noted = any(line.endswith(note) for line in lines)
     lines = [line.removesuffix(note) for line in lines]
     rest = [line.removeprefix(f"{where}: ") for line in lines[1:]]
-    return (f"{lines[0]} (and {len(rest)} more setting(s) to fix: {' | '.join(rest)})"
+    return (f"{lines[0]} (and {counted(len(rest), 'more setting')} to fix: {' | '.join(rest)})"
             + (f"; {keys_note(where)}" if noted else ""))
 
 

@@ -345,7 +345,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     unlisted_said = [loader.unlisted_line(folder, why, root) for folder, why in unlisted]
     failed: list[str] = []   # the files it cannot use, each said as `index` says it (after its folders)
     # The files with nothing to index, and what reading the others warns of ("not valid UTF-8,
-    # read as cp1252", "NUL character(s) dropped"), said as `index` says them: after the scan's
+    # read as cp1252", "1 NUL character dropped"), said as `index` says them: after the scan's
     # lines, file by file.
     read_said: list[str] = []
     found = without_index_files(found, db, also=settings.own_files())   # (as `index` does)

@@ -1068,7 +1068,7 @@ class LLMClient:
                     f"{self._reach.down_s():.0f} s ({e.detail}); the server stopped: start it again"
                     + (f", {self._then}" if self._then else ""), run_again=bool(self._then)) from None
             raise LLMUnavailableError(
-                f"{url} (model {model}) failed {attempts} time(s), last: {e.detail}; "
+                f"{url} (model {model}) failed {counted(attempts, 'time')}, last: {e.detail}; "
                 f"{self._call_advice(e, statuses)}") from None
         raise AssertionError("unreachable")
 

@@ -748,6 +748,11 @@ def stored_path(path: Path, root: Path | None) -> str:
         return resolved.as_posix()
 
 
+def _are(n: int) -> str:
+    """The verb of a count's line: "1 byte is", "2 bytes are"."""
+    return "is" if n == 1 else "are"
+
+
 def _blank(text: str) -> bool:
     """``not text.strip()``, without a copy of a big file's text."""
     return not text or text.isspace()
@@ -810,7 +815,7 @@ def _decode(data: bytes, label: str, warnings: list[str], read_from: str) -> str
     if controls >= _GARBAGE_CONTROLS and not text.isascii():   # (a run is half beyond ASCII)
         _refuse_garbage(text, label)
     if "\x00" in text:
-        warnings.append(f"{label}: {text.count(chr(0))} NUL character(s) dropped; a text file holds "
+        warnings.append(f"{label}: {counted(text.count(chr(0)), 'NUL character')} dropped; a text file holds "
                         "none: check how it was written")
         text = text.replace("\x00", "")
     return text
@@ -929,7 +934,8 @@ def _utf8_or_cp1252(data: bytes, label: str, warnings: list[str], first: int, re
     # from Windows), never a letter of a cp1252 file (a UTF-8 "Café" and two such quotes were
     # read as cp1252, "CafÃ©").
     if utf8 > strays or utf8 and not letters:
-        warnings.append(f"{label}: {strays} byte(s) are not UTF-8 (the first at byte {first:,}), read as "
+        warnings.append(f"{label}: {counted(strays, 'byte')} {_are(strays)} not UTF-8 (the first at byte "
+                        f"{first:,}), read as "
                         "cp1252 and the rest as UTF-8; to be sure of them, fix those bytes and save it "
                         "as UTF-8")
         return data.decode("utf-8-sig", errors=_AS_CP1252)
@@ -1406,7 +1412,8 @@ def _jsonl_rows(text: str, label: str, warnings: list[str]) -> list[tuple[int, d
         raise InputError(f"{label}: no line is a JSON object; a .jsonl file needs one object per line")
     if bad:
         lines = ", ".join(map(str, bad[:5])) + (" ..." if len(bad) > 5 else "")
-        warnings.append(f"{label}: {len(bad)} line(s) are not JSON objects, skipped (line {lines})")
+        objects = "a JSON object" if len(bad) == 1 else "JSON objects"
+        warnings.append(f"{label}: {counted(len(bad), 'line')} {_are(len(bad))} not {objects}, skipped (line {lines})")
     return rows
 
 
@@ -1442,7 +1449,8 @@ def _csv_rows(text: str, label: str, warnings: list[str]) -> list[tuple[int, dic
             long_rows.append(number)
             row[last] = delimiter.join([row[last] or "", *extra])
     if long_rows:
-        warnings.append(f"{label}: {len(long_rows)} row(s) have more fields than the header (the first: "
+        have = "has" if len(long_rows) == 1 else "have"
+        warnings.append(f"{label}: {counted(len(long_rows), 'row')} {have} more fields than the header (the first: "
                         f"row {long_rows[0]}); their extra fields were joined to the last column, "
                         f"{_safe(last)!r}: quote values that hold the delimiter {delimiter!r}")
     if rows and any(isinstance(v, str) and "\n" in v for v in rows[-1][1].values()):
@@ -1520,10 +1528,13 @@ def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_fie
         lone += halves or title_halves
         docs.append(Document(id=doc_id, path=f"{shown}#{number}", title=title[:TITLE_CHARS], text=text))
     if skipped:
-        warnings.append(f"{label}: {skipped} row(s) without text in the field {text_field!r} (index.text_field), skipped")
+        warnings.append(f"{label}: {counted(skipped, 'row')} without text in the field {text_field!r} "
+                        "(index.text_field), skipped")
     if duplicates:
-        warnings.append(f"{label}: {duplicates} row(s) repeat an earlier row's text, skipped")
+        repeat = "repeats" if duplicates == 1 else "repeat"
+        warnings.append(f"{label}: {counted(duplicates, 'row')} {repeat} an earlier row's text, skipped")
     if lone:
-        warnings.append(f"{label}: {lone} row(s) hold a \\u escape of half a character (a lone "
+        hold = "holds" if lone == 1 else "hold"
+        warnings.append(f"{label}: {counted(lone, 'row')} {hold} a \\u escape of half a character (a lone "
                         "surrogate), read as \ufffd; check how the file was written")
     return docs

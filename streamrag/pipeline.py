@@ -101,6 +101,11 @@ def _cut_off(error: object) -> bool:
     return any(cut in str(error) for cut in CUT_OFFS)
 
 
+def _all(files: int) -> str:
+    """The files a pattern leaves out: "the 1 file", "all 3 files"."""
+    return f"{'the' if files == 1 else 'all'} {counted(files, 'file')}"
+
+
 def settled_line(items: int) -> str:
     """What ``index`` and ``watch`` say of the items a run settled (``SyncResult.settled``)."""
     return (f"{counted(items, 'item', grouped=False)} no longer asked for: the model's answers were "
@@ -111,7 +116,7 @@ def settled_line(items: int) -> str:
 def nothing_indexed_line(items: int, last: str) -> str:
     """What ``index`` and ``watch --once`` say when every item failed, so the index holds
     nothing: ``last``, the newest failure (``index_rows.last_failure``), names the cause."""
-    return (f"nothing was indexed: {items} item(s) failed{f' (last: {last})' if last else ''}; fix the "
+    return (f"nothing was indexed: {counted(items, 'item')} failed{f' (last: {last})' if last else ''}; fix the "
             "cause and run the same command again (`streamrag status --failures` lists them)")
 
 
@@ -363,10 +368,10 @@ def nothing_found(paths: list[Path], settings: Settings, db_path: Path, root: Pa
     found, by = _excluded_by(paths, ix.include, ix.exclude, root,
                              lambda files: without_index_files(files, db_path, also=settings.own_files()))
     if by and not refused:
-        return (f"no file under {under} is indexed: index.exclude ({', '.join(by)}) leaves out all {found} "
-                "file(s) index.include matches there; name only the folders or files to leave out")
+        return (f"no file under {under} is indexed: index.exclude ({', '.join(by)}) leaves out {_all(found)} "
+                "index.include matches there; name only the folders or files to leave out")
     if by:
-        raise ConfigError(f"index.exclude ({', '.join(by)}) leaves out all {found} file(s) index.include "
+        raise ConfigError(f"index.exclude ({', '.join(by)}) leaves out {_all(found)} index.include "
                           f"matches under {under}, so nothing would be indexed; name only the folders "
                           "or files to leave out")
     if folders := _folders_named(ix.include, root, loader.exclude_patterns(ix.exclude)):
@@ -855,7 +860,7 @@ class Indexer:
         if self.settings.offline and change.live and not graph["entities"]:
             # (Said: an index of lower-case notes came out empty of entities without a word.)
             scan.warnings.append(
-                f"offline extraction found no names in the {len(change.live)} chunk(s) indexed: it takes "
+                f"offline extraction found no names in the {counted(len(change.live), 'chunk')} indexed: it takes "
                 "capitalised words for names; text without them needs a model (set llm.api_base), "
                 "and `ask --mode basic` searches the text as it is")
         added, edited, removed, again = document_changes(change.added_docs, change.removed_docs, scan.indexed,

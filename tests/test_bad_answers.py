@@ -346,7 +346,7 @@ def test_a_first_index_whose_chunks_all_failed_for_errors_too_publishes_nothing(
     why = "1 for the endpoint's errors, 1 for unusable answers" if unusable else "2 for the endpoint's errors"
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith(f"streamrag: error: no chunk could be extracted (2 failed: {why}); last error: "
-                           "http://llm.test/v1/chat/completions (model gpt-4o-mini) failed 1 time(s), last: "
+                           "http://llm.test/v1/chat/completions (model gpt-4o-mini) failed 1 time, last: "
                            "HTTP 500: boom"), out.stderr
     assert last.endswith(". Nothing was published; there is no index yet, and a run after the fix reuses the "
                          "finished work"), out.stderr

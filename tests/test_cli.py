@@ -843,7 +843,7 @@ def test_an_offline_index_with_no_names_says_why(cli_run, tmp_path):
     (tmp_path / "notes" / "a.txt").write_text("bought seeds for the garden; the weather was dry all week.\n")
     out = cli_run("index", str(tmp_path / "notes"), "-q", "--offline", "--db", str(tmp_path / "i.db"))
     assert out.returncode == 0, out.stderr
-    assert "offline extraction found no names in the 1 chunk(s) indexed" in out.stderr, out.stderr
+    assert "offline extraction found no names in the 1 chunk indexed" in out.stderr, out.stderr
     out = cli_run("ask", "--json", "--mode", "basic", "--db", str(tmp_path / "i.db"), "what about the garden seeds?")
     assert out.returncode == 0 and json.loads(out.stdout)["documents"], out.stderr
 

@@ -337,7 +337,7 @@ def test_a_folder_whose_files_exclude_leaves_out_is_said_so_not_blamed_on_includ
         for command in (("index",), ("index", "--estimate"), ("watch", "--once")):
             out = run(*command, str(notes), "--db", db)
             assert out.returncode == 1 and out.stderr.splitlines()[-1] == (   # (watch's starting line above it)
-                f"streamrag: error: index.exclude {by} leaves out all 2 file(s) index.include matches "
+                f"streamrag: error: index.exclude {by} leaves out all 2 files index.include matches "
                 f"under {notes}, so nothing would be indexed; name only the folders or files to leave out"), out.stderr
         assert json.loads(run("status", "--db", db, "--json").stdout)["documents"] == 2
     # (what exclude leaves out holds no file include matches: include is what to widen)
@@ -356,7 +356,7 @@ def test_a_new_folder_holding_only_what_exclude_leaves_out_is_indexed_empty_with
     (notes / "Templates" / "daily.md").write_text("# {{date}}\n")
     (notes / "streamrag.toml").write_text('[index]\nexclude = ["Templates"]\n')
     db = str(tmp_path / "i.db")
-    said = (f"no file under {notes} is indexed: index.exclude (Templates) leaves out all 1 file(s) "
+    said = (f"no file under {notes} is indexed: index.exclude (Templates) leaves out the 1 file "
             "index.include matches there; name only the folders or files to leave out")
     for command in (("index", "--estimate"), ("watch", "--once"), ("index",)):
         out = run(*command, str(notes), "--db", db)
@@ -463,7 +463,7 @@ def test_a_mistyped_llm_setting_is_one_warning_for_a_command_that_calls_no_model
     warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
     assert len(warnings) == 1, warnings
     assert "hot.toml: llm.temperature: expected float, got str" in warnings[0]
-    assert ("(and 1 more setting(s) to fix: llm.max_retries: expected int, got str; write it like its "
+    assert ("(and 1 more setting to fix: llm.max_retries: expected int, got str; write it like its "
             "default: max_retries = 6) (" + command[0] + " calls no model") in warnings[0]
 
 
@@ -475,7 +475,7 @@ def test_a_mistyped_llm_setting_stops_a_command_that_calls_a_model(cli, tmp_path
     # (both said, as status says both: only the first was, and fixed, the next run said the second)
     cli(*command, "--config", str(tmp_path / "hot.toml"), code=1,
         fragments=("hot.toml: llm.temperature: expected float, got str; write it like its default: "
-                   "temperature = 0.0 (and 1 more setting(s) to fix: llm.concurrency: must be >= 1",))
+                   "temperature = 0.0 (and 1 more setting to fix: llm.concurrency: must be >= 1",))
 
 
 def test_an_empty_model_name_stops_only_the_commands_that_call_it(cli, capsys, tmp_path, indexed):

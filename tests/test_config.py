@@ -606,7 +606,7 @@ def test_every_problem_of_a_file_is_said_in_one_line(tmp_path):
     assert "\n" not in message and message.count(str(path)) == 1, message
     # In file order (the mistyped ones were said first, then the rest in the code's order).
     assert message.startswith(f"{path}: llm.concurrency: must be >= 1 (requests in flight at once); set it "
-                              "to 1 or more (its default: concurrency = 16) (and 3 more setting(s) to fix: "
+                              "to 1 or more (its default: concurrency = 16) (and 3 more settings to fix: "
                               "llm.max_retries: expected int, got str; "), message
     assert [part.split(":")[0] for part in message.split(" | ")[1:]] == ["llm.temperature", "index.chunk_size"]
     # A command that calls no model sets the llm ones aside, and says the rest as one line too.
@@ -631,7 +631,7 @@ def test_a_negative_overlap_is_said_beside_a_mistyped_chunk_size(tmp_path):
     path = write(tmp_path, '[index]\nchunk_size = "big"\nchunk_overlap = -5\n')
     message = refusal(path)
     assert message.startswith(f"{path}: index.chunk_size: expected int, got str"), message
-    assert message.endswith("(and 1 more setting(s) to fix: index.chunk_overlap: is -5; it must be >= 0 "
+    assert message.endswith("(and 1 more setting to fix: index.chunk_overlap: is -5; it must be >= 0 "
                             "(and below half of index.chunk_size): set it to 0 or more)"), message
     assert "1200" not in message.partition("chunk_overlap")[2] and "600" not in message, message
 
@@ -642,7 +642,7 @@ def test_unknown_keys_are_said_with_every_other_problem_in_file_order(tmp_path):
     path = write(tmp_path, "[llm]\ntemprature = 1\nconcurrency = 0\n")
     message = refusal(path)
     assert message.startswith(f"{path}: llm.temprature: unknown setting; did you mean llm.temperature? "), message
-    assert message.endswith(" (and 1 more setting(s) to fix: llm.concurrency: must be >= 1 (requests in "
+    assert message.endswith(" (and 1 more setting to fix: llm.concurrency: must be >= 1 (requests in "
                             "flight at once); set it to 1 or more (its default: concurrency = 16)); every "
                             "valid key, with its default, is in "
                             f"{REPO / 'config' / 'default.toml'}"), message
@@ -650,7 +650,7 @@ def test_unknown_keys_are_said_with_every_other_problem_in_file_order(tmp_path):
                            'api_key = "sk-1"\n[indx]\nx = 1\n[watch]\nllm.concurrency = 2\n')
     message = refusal(path, models_for=())
     assert "\n" not in message and message.count(str(path)) == 1 and "sk-1" not in message, message
-    first, _, rest = message.partition(" (and 5 more setting(s) to fix: ")
+    first, _, rest = message.partition(" (and 5 more settings to fix: ")
     keys = [first.split(": ")[1], *(part.split(":")[0] for part in rest.split(" | "))]
     # (index.chunk_overlap, not in the file, is not judged against the chunk_size refused)
     assert keys == ["source", "index.chunk_size", "index.chunk_sise", "llm.api_key", "indx", "watch.llm"], message
@@ -671,7 +671,7 @@ def test_where_every_valid_key_is_is_said_once_at_the_end_of_the_line(tmp_path):
             f"`streamrag init '{tmp_path}'` writes a commented copy")
     path = tmp_path / "other.toml"
     path.write_text("[llm]\nfoo = 1\nbar = 2\n")
-    assert refusal(path) == (f"{path}: llm.foo: unknown setting (and 1 more setting(s) to fix: llm.bar: "
+    assert refusal(path) == (f"{path}: llm.foo: unknown setting (and 1 more setting to fix: llm.bar: "
                             f"unknown setting); {note}")
     # A key the file may not set is an unknown one too (its note was another, shorter one), and
     # a line whose unknown key is not the first still ends with the note, once.

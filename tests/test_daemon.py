@@ -395,7 +395,7 @@ async def test_a_folder_left_with_only_what_exclude_leaves_out_is_synced_empty_n
             await until(lambda: daemon.syncs == 2)
     assert "failed" not in events.states(mark)
     assert [e["message"] for e in events[mark:] if e["state"] == "warning"] == [
-        f"no file under {folder} is indexed: index.exclude (Templates) leaves out all 1 file(s) index.include "
+        f"no file under {folder} is indexed: index.exclude (Templates) leaves out the 1 file index.include "
         "matches there; name only the folders or files to leave out"]
     assert db_count(db, "SELECT COUNT(*) FROM documents") == 0
 

@@ -1584,7 +1584,7 @@ def _notes_read_with_warnings(folder: Path) -> Path:
 
 def test_an_estimate_says_what_reading_a_file_warns_of_as_index_does(cli_run, tmp_path):
     # A file in cp1252 and one with a stray NUL: `index` reads both and warns of each ("not
-    # valid UTF-8, read as cp1252; ... iconv ...", "1 NUL character(s) dropped"), the estimate
+    # valid UTF-8, read as cp1252; ... iconv ...", "1 NUL character dropped"), the estimate
     # counted them without a word. Said in index's order: its failures, then file by file.
     folder = _notes_read_with_warnings(tmp_path / "n")
     (folder / "x.txt").write_bytes(b"\x00\x01PK\x03\x04 not text")
@@ -1594,7 +1594,7 @@ def test_an_estimate_says_what_reading_a_file_warns_of_as_index_does(cli_run, tm
     assert est.returncode == est_json.returncode == run.returncode == 0
     said = [line for line in run.stderr.splitlines() if line.startswith("streamrag: warning: ")]
     assert [line.split(":")[2] for line in said] == [" x.txt", " cafe.txt", " empty.txt", " nul.txt"], said
-    assert "not valid UTF-8, read as cp1252" in said[1] and "NUL character(s) dropped" in said[3], said
+    assert "not valid UTF-8, read as cp1252" in said[1] and "NUL character dropped" in said[3], said
     assert est.stderr.splitlines() == said
     assert [f"streamrag: warning: {w}" for w in json.loads(est_json.stdout)["warnings"]] == said
 

@@ -252,7 +252,7 @@ def test_index_with_failed_items_names_the_last_reason(tmp_path, capsys, monkeyp
                       "requests_per_minute = 0\ntokens_per_minute = 0\n")
     rc = main(["index", str(corpus), "-q", "--config", str(config), "--db", str(tmp_path / "i.db")])
     last = capsys.readouterr().err.strip().splitlines()[-1]
-    assert rc == 1 and last.startswith("streamrag: 1 item(s) failed")
+    assert rc == 1 and last.startswith("streamrag: 1 item failed")
     assert "(last: [embed] " in last and "unknown model or wrong api_base: missing-model" in last
     assert "llm.embedding_model = 'missing-model'" in last and "run the same command again" in last
 
@@ -375,3 +375,23 @@ def test_the_files_the_readme_links_to_exist():
     linked = [target.split("#")[0] for target in re.findall(r"\]\(([^)]+)\)", text)
               if not target.startswith(("http", "#"))]
     assert linked and not [p for p in linked if not (root / p).exists()]
+
+
+# -- the words of counts -----------------------------------------------------------------------
+def test_no_line_spells_a_plural_as_s_in_parentheses():
+    # "2 item(s) failed", "failed 1 time(s)", "1 row(s) have": every count is said in words
+    # (streamrag.words.counted). Docstrings may quote others' wording ("http(s)", vLLM's).
+    import ast
+
+    package = Path(__file__).resolve().parent.parent / "streamrag"
+    found = []
+    for path in sorted(package.glob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                      and node.body and isinstance(node.body[0], ast.Expr)}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+                    and re.search(r"[a-z]\(s\)", node.value)):
+                found.append(f"{path.name}:{node.lineno}: {node.value[:60]!r}")
+    assert not found, found
