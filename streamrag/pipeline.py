@@ -302,6 +302,13 @@ def resummarizes(store: Store, settings: Settings) -> bool:
         built is not None or index_rows.has_entities(store))
 
 
+def built_offline(store: Store) -> bool:
+    """Whether the published index in ``store`` was built offline (the NLP extractor, extractive
+    summaries and reports): what a run with a model does again of it is said so, not as settings
+    "changed since this index was built" that no one changed."""
+    return (store.get_meta("extractor") or "").startswith("nlp-")
+
+
 def reports_redone(store: Store, settings: Settings) -> str:
     """What a run with ``settings`` does again of the reports of the published index in
     ``store``, its report settings changed since it was built, in the run's words
@@ -316,6 +323,8 @@ def _reports_redone(store: Store, settings: Settings) -> tuple[str, str]:
     said, by_llm = store.get_meta, not settings.offline
     if not store.version or said("report_settings") in (None, report_settings_key(settings, by_llm=by_llm)):
         return "", ""
+    if by_llm and built_offline(store):   # (its reports extractive: each context's key is new)
+        return f"reports are written with {settings.llm.report_model}", ""
     if why := claim_lines_redone(settings, said("report_settings"), by_llm=by_llm):   # (no setting changed)
         return CLAIM_LINES_REDONE, why
     if built_min_members(settings, said, by_llm=by_llm) is not None:   # (that one alone)
@@ -966,6 +975,7 @@ class Indexer:
         if not store.version or s.offline:
             return False
         changes: list[tuple[str, str]] = []
+        offline = built_offline(store)   # (its extraction, summaries and reports: said apart, as no setting changed)
         upgrade = ""   # no setting changed, but how this streamrag reads or chunks documents
         if said("chunker") not in (None, self.chunker_key) and said("chunker_said") != self.chunker_key:
             what, of_settings = chunking_change(said("chunker_settings"), self.chunking, said("chunker"))
@@ -988,15 +998,14 @@ class Indexer:
                 effect = claims_asked(store, self.key, self.claimless, free)
             elif built.startswith("llm-"):
                 effect = extracted_again(store, self.key, free, self.claimless)
-            elif (again := extracted_again(store, self.key, free, self.claimless, why="it was built offline")
-                  ).startswith(EVERY_CHUNK_EXTRACTED):
-                effect = f"every chunk is extracted with {s.llm.extraction_model} (it was built offline" \
-                         f"{'; ' + free if free else ''})"
+            elif (again := extracted_again(store, self.key, free, self.claimless)).startswith(EVERY_CHUNK_EXTRACTED):
+                effect = f"every chunk is extracted with {s.llm.extraction_model}{f' ({free})' if free else ''}"
             else:   # (its model's extractions stored: it said "every chunk is extracted with ..." of none;
                 effect = again   # then "it was built offline: no chunk is extracted again (...)", two colons)
             changes.append(("extraction", effect))
         if resummarizes(store, s):
-            changes.append(("summary", "every merged description is summarized again"))
+            changes.append(("summary", f"every merged description is summarized with {s.llm.summary_model}"
+                            if offline else "every merged description is summarized again"))
         # (upgraded: no setting changed, but what report contexts show of claims; offline
         # returned above, so this is the report model's key, as the estimate's)
         reported, upgraded = _reports_redone(store, s)
@@ -1010,12 +1019,21 @@ class Indexer:
         if upgraded:
             self.say(f"{upgraded}: {reported}")
         self.settings_changed = names = [what for what, _ in changes] + (["chunking"] if upgrade else [])
+        # (an index built offline was said "the extraction, summary and report settings changed
+        # since this index was built" of a first run with a model, no setting changed)
+        built = [effect for what, effect in changes if offline and what in ("extraction", "summary", "report")]
+        changes = [(what, effect) for what, effect in changes if effect not in built]
         if changes:
             # (its text_field was said to be "the chunking settings")
-            shown = ["reading and chunking" if name == "chunking" else name for name in names]
+            shown = ["reading and chunking" if name == "chunking" else name for name, _ in changes]
             named = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} and {shown[-1]}"
-            self.say(f"the {named} settings changed since this index was built: "
-                        f"{'; '.join(effect for _, effect in changes)}")
+            changed = f"the {named} settings changed since this index was built: " \
+                      f"{'; '.join(effect for _, effect in changes)}"
+        if built:
+            self.say(f"this index was built offline: {'; '.join(built)}"
+                     + (f"; and {changed}" if changes else ""))
+        elif changes:
+            self.say(changed)
         return "chunking" in names
 
     def report_key(self) -> str:

@@ -878,8 +878,9 @@ def test_unreachable_endpoint_fails_fast_and_keeps_the_index(cli_run, corpus):
     # Said first: the offline index is extracted anew with a model. Then one line: where
     # nothing answers (the OS words the refusal), what to do, what was kept.
     notice, *lines = out.stderr.splitlines()
-    assert notice.startswith("streamrag: the extraction, summary and report settings changed since this "
-                             "index was built: every chunk is extracted with gpt-4o-mini (it was built offline;")
+    assert notice.startswith("streamrag: this index was built offline: every chunk is extracted with "
+                             "gpt-4o-mini (answers in the cache cost nothing); every merged description is "
+                             "summarized with "), notice
     assert len(lines) == 1, out.stderr
     assert re.fullmatch(
         re.escape("streamrag: error: nothing answers at http://127.0.0.1:9/v1/chat/completions "

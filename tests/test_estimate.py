@@ -2373,8 +2373,8 @@ async def test_an_index_built_offline_whose_chunks_are_asked_their_claims_alone_
     est = estimate([docs], claims, db, root=docs)
     done = await Indexer(claims, db, root=docs, say=said.append).run([docs])
     assert extraction_calls(done.llm).keys() == {"claims"}, done.llm
-    words = "every chunk is asked for its claims alone (it was built offline; its entities and relationships as " \
-            "extracted"
+    words = "this index was built offline: every chunk is asked for its claims alone (its entities and " \
+            "relationships as extracted"
     assert [line for line in said if f"{words}; answers in the cache cost nothing)" in line], said
     assert est["extracted_again_because"] == "it was built offline", est
     assert "\nEvery chunk is asked for its claims alone (its entities and relationships as extracted): it was " \
@@ -2406,8 +2406,8 @@ async def test_chunks_extracted_to_the_records_they_are_live_with_are_not_said_t
     # (... and the run says how many it extracts: "every chunk is extracted with gpt-4o-mini (it
     # was built offline...)" of none; then "...changed since this index was built: it was built
     # offline: no chunk is extracted again (...)", two colons)
-    words = "changed since this index was built: no chunk is extracted again (it was built offline; the " \
-            "extraction of each with these settings is stored)"
+    words = "this index was built offline: no chunk is extracted again (the extraction of each with these " \
+            "settings is stored)"
     assert done.chunks_extracted == 0 and [line for line in said if words in line], said
     # (and the estimate says it so, not "No chunk is extracted again (...): it was built offline, and is
     # extracted with gpt-4o-mini")
@@ -2469,3 +2469,27 @@ async def test_a_first_gleaning_the_cache_does_not_answer_counts_the_names_it_wo
     assert done.llm["extract"]["cached"] == done.chunks_extracted > 0 and paid(done.llm, "glean") > 0, done.llm
     assert paid(done.llm, "summarize") > 0 and paid(done.llm, "report") > 0, done.llm
     assert close(est, done, 1.5) == {}, (est["llm"], done.llm)
+
+
+async def test_an_index_built_offline_is_said_so_not_its_summary_and_report_settings_changed(tmp_path, simulator):
+    # Built offline, then indexed with a model, no setting changed: the estimate said "Every merged
+    # description is summarized again: the summary settings changed since this index was built",
+    # and the run "the extraction, summary and report settings changed since this index was built".
+    docs = news_copy(tmp_path, 3)
+    db = tmp_path / "index.db"
+    await sync([docs], make_settings("", index={"extractor": "nlp"}), db, root=docs)
+    settings = make_settings(simulator.base_url)
+    est = estimate([docs], settings, db, root=docs)
+    said: list[str] = []
+    await Indexer(settings, db, root=docs, say=said.append).run([docs])
+    assert (est["extracted_again_because"], est["summarized_again_because"], est["reported_again_because"]) == (
+        f"it was built offline, and is extracted with {settings.llm.extraction_model}", "it was built offline",
+        "it was built offline"), est
+    text = format_estimate(est)
+    assert "settings changed" not in text and "Every merged description is summarized again: it was built " \
+        "offline." in text.splitlines(), text
+    model = settings.llm.summary_model
+    assert said == [f"this index was built offline: every chunk is extracted with {settings.llm.extraction_model} "
+                    f"(answers in the cache cost nothing); every merged description is summarized with {model}; "
+                    f"{est['reported_again']}"], said
+    assert est["reported_again"] == f"reports are written with {settings.llm.report_model}", est
