@@ -126,7 +126,7 @@ import unicodedata
 from collections import defaultdict
 
 from streamrag.records import EntityRecord, Extraction, RelationshipRecord
-from streamrag.sentences import table_row_text, table_rows
+from streamrag.sentences import joined, table_row_text, table_rows
 
 # 7: a line of prose wrapped before "12. " (no list numbered from 1 above) continues the prose.
 # 8: a Markdown table's rows are read one by one, each cell opening as a sentence does.
@@ -186,7 +186,9 @@ from streamrag.sentences import table_row_text, table_rows
 #     working's or a meeting's "at" says a body ("a swipe at Johnson"); a place that goes or
 #     speaks is a person only with a given name first ("Capitol Hill said"); "Virgin" is a role
 #     only before a name ("the Virgin Birth"); the sacred speaks as no one ("The Holy Ghost
-#     said"); a person eaten stays one ("The bear ate Timothy Treadwell").
+#     said"); a person eaten stays one ("The bear ate Timothy Treadwell"); two sentences a description quotes keep their
+#     boundary, a list item without a full stop given one ("Call Ada Osk on Friday. Marta Lind
+#     visited ...": ``sentences.joined``).
 VERSION = "25"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
@@ -863,7 +865,7 @@ def extract_offline(chunk_text: str, *, entity_types: list[str] | None = None) -
     for name in mentioned_in:
         # Body sentences describe better than a headline; a headline is the last resort.
         where = [s for s in mentioned_in[name] if s not in headlines] or list(mentioned_in[name])
-        desc = _trim(" ".join(_DATELINE.sub("", shown[s]) for s in where[:2]))
+        desc = _trim(joined([_DATELINE.sub("", shown[s]) for s in where[:2]]))
         if name in aliases:
             desc += " (Also called " + ", ".join(aliases[name]) + ".)"
         entities.append(EntityRecord(name=name, type=_emit_type(types[name], allowed), description=desc))
@@ -1869,6 +1871,6 @@ def _relationships(per_sentence: dict[int, list[str]], sentences: list[str], blo
             continue
         degree[a] += 1
         degree[b] += 1
-        desc = _trim(" ".join(sentences[s] for s in where[(a, b)]))
+        desc = _trim(joined([sentences[s] for s in where[(a, b)]]))
         out.append(RelationshipRecord(source=a, target=b, description=desc, strength=strength))
     return out

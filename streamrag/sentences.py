@@ -11,6 +11,9 @@ A line needs no terminator to end its sentence where Markdown ends a paragraph: 
 and the line before a blank one (``line_parts``); a heading read into the sentence under it
 ("Ada Lovelace Ada was a mathematician") was quoted in answers and reports.
 
+Sentences joined into one text (``joined``: offline descriptions, extractive summaries) keep
+their boundary: one without a terminator, a list item's, gets a full stop before the next.
+
 A Markdown table's row is a sentence of its own, read as its cells say it: "| Ada Osk | Boston |"
 is "Ada Osk; Boston." (``table_row_text``); which lines are rows is ``table_rows``'s to say, for
 every reader of them (the offline extractor and extractive answers had a rule each). Its pipes are borders, not words: quoted as written
@@ -162,6 +165,24 @@ def table_row_text(row: str) -> str:
         return ""
     text = "; ".join(c for c in cells if c)
     return text if not text or text.endswith((".", "!", "?", "\u2026")) else text + "."
+
+
+# A sentence's end: a terminator (a colon or semicolon too: "Attendees:" leads into what follows)
+# and the closing quotes, brackets and Markdown emphasis after it ('hey?"_').
+_ENDED = re.compile(rf"[.!?\u2026:;{CJK_TERMINATORS}][\"'\u201d\u2019)\]_*{CJK_CLOSERS}]*$")
+
+
+def ended(sentence: str) -> bool:
+    """Whether ``sentence`` ends as a sentence does (a list item or a heading need not)."""
+    return _ENDED.search(sentence) is not None
+
+
+def joined(sentences: list[str]) -> str:
+    """``sentences`` as one text, each but the last ending as a sentence does: one written
+    without an end (a list item, "Call Ada Osk on Friday") gets a full stop, so that it runs
+    into no next one ("Call Ada Osk on Friday Marta Lind visited ..." was quoted as written)."""
+    last = len(sentences) - 1
+    return " ".join(s if i == last or ended(s) else s + "." for i, s in enumerate(sentences))
 
 
 def sentences_of(text: str) -> list[str]:

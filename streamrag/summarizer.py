@@ -21,10 +21,15 @@ from collections.abc import Callable, Iterator
 from streamrag.config import Settings
 from streamrag.parsing import usable_description
 from streamrag.prompts import load_prompt
-from streamrag.sentences import sentences_of, split_at_gaps
+from streamrag.sentences import ended, joined, sentences_of, split_at_gaps
 from streamrag.tokens import count_tokens, count_uncached, truncate
 
 VERSION = "3"  # how a description set becomes a summary; a new one re-summarizes every element
+# How an offline index's summaries are joined: a new one re-summarizes its every element, free
+# (2: sentences keep their boundary, ``sentences.joined``). Not ``VERSION``: a model-built index's
+# summaries (joined short ones, fallbacks) would be asked of the model again, paid, for the few
+# with a list item in them; they are joined so as their descriptions change.
+EXTRACTIVE_VERSION = "2"
 
 
 def summarizer_key(settings: Settings) -> str:
@@ -33,7 +38,7 @@ def summarizer_key(settings: Settings) -> str:
     from streamrag import ids
 
     ix = settings.index
-    how = ("extractive",) if settings.offline else (settings.llm.summary_model, load_prompt("summarize").version)
+    how = ("extractive", EXTRACTIVE_VERSION) if settings.offline else (settings.llm.summary_model, load_prompt("summarize").version)
     return ids.digest(VERSION, ix.summary_max_tokens, ix.summary_join_tokens, ix.summary_max_descriptions,
                       ix.encoding, *how, length=12)
 SUMMARY_HEADROOM = 2   # max_tokens of a summary request, in multiples of summary_max_tokens
@@ -98,11 +103,14 @@ class _Kept:
         self.count = counts or (lambda sentence: count_tokens(sentence, encoding))
         self.items: list[tuple[str, str, int]] = []   # sentence, key, tokens + 1 for the space
 
-    def tokens(self) -> int:
-        return sum(cost for _s, _k, cost in self.items)
+    def tokens(self, items: list[tuple[str, str, int]] | None = None) -> int:
+        """The tokens of ``items`` (those kept) joined: a full stop each that ``joined`` gives
+        one without an end, but the last."""
+        items = self.items if items is None else items
+        return sum(cost for _s, _k, cost in items) + sum(not ended(s) for s, _k, _c in items[:-1])
 
     def text(self) -> str:
-        return " ".join(sentence for sentence, _k, _c in self.items)
+        return joined([sentence for sentence, _k, _c in self.items])
 
     def add(self, sentence: str) -> list[tuple[str, str, int]] | None:
         """The items with ``sentence`` added, unless a kept sentence already says it (contains
@@ -135,7 +143,7 @@ def extractive_summary(descriptions: list[str], max_tokens: int, encoding: str =
         trial = kept.add(sentence)
         if trial is None:
             continue
-        if sum(cost for _s, _k, cost in trial) > max_tokens:
+        if kept.tokens(trial) > max_tokens:
             return kept.text() if kept.items else truncate(sentence, max_tokens, encoding)
         kept.items = trial
     return kept.text()
@@ -148,9 +156,8 @@ def short_join(descriptions: list[str], max_tokens: int, encoding: str = "o200k_
         kept.items = kept.add(sentence) or kept.items
         if kept.tokens() > 2 * max_tokens + 50:
             return None   # far over already: a hub's hundred descriptions need not all be read
-    out = [sentence for sentence, _k, _c in kept.items]
-    joined = " ".join(out)
-    return joined if count_tokens(joined, encoding) <= max_tokens else None
+    text = kept.text()
+    return text if count_tokens(text, encoding) <= max_tokens else None
 
 
 def summary_input(descriptions: list[str], limit: int) -> list[str]:

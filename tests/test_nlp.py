@@ -1290,3 +1290,17 @@ def test_a_person_eaten_stays_a_person():
         "Ruvo Treadwell": "person"}
     assert names("Kim Lowe ate Cold Roast.") == {"Kim Lowe": "person"}
     assert names("Kim Lowe drank Earl Grey.") == {"Kim Lowe": "person"}
+
+
+def test_a_list_item_without_a_full_stop_keeps_its_boundary_in_a_description():
+    # "Call Ada Osk on Friday Ada Osk visited Brindle ...": a description quoted two sentences
+    # joined by a space, the list item's end lost; `ask` quoted it "as written".
+    text = "- Call Ada Osk on Friday\n- Ada Osk and Marta Lind met Bram Tull\n\nAda Osk visited Brindle in May.\n"
+    extraction = extract_offline(text)
+    ada = next(e for e in extraction.entities if e.name == "Ada Osk")
+    assert ada.description == "Call Ada Osk on Friday. Ada Osk and Marta Lind met Bram Tull", ada
+    near = [r for r in extraction.relationships if {r.source, r.target} == {"Marta Lind", "Ada Osk"}]
+    assert near and "Friday Ada" not in near[0].description, extraction.relationships
+    # (a sentence that ends as written is quoted as written)
+    alone = extract_offline("Ada Osk met Bram Tull (in Leeds). Ada Osk left \u201con Friday!\u201d\n").entities[0]
+    assert alone.description == "Ada Osk met Bram Tull (in Leeds). Ada Osk left \u201con Friday!\u201d", alone

@@ -255,3 +255,21 @@ def test_a_sentence_of_several_summaries_is_counted_once_in_a_stage(monkeypatch)
     small.MAX_SENTENCES = 3   # let go when full, and counted again: the same summaries
     assert [extractive_summary(d, 40, counts=small) for d in elements] == alone
     assert len(small.known) <= 3
+
+
+def test_joined_descriptions_keep_a_list_item_s_boundary():
+    # A description that is a list item, no full stop, ran into the next one's sentence:
+    # "Call Ada Osk on Friday Marta Lind visited Brindle."
+    from streamrag.summarizer import extractive_summary
+
+    descriptions = ["Call Ada Osk on Friday", "Marta Lind visited Brindle.", "Agenda:", "Ada Osk left"]
+    want = "Call Ada Osk on Friday. Marta Lind visited Brindle. Agenda: Ada Osk left"
+    assert short_join(descriptions, 100) == want
+    assert extractive_summary(descriptions, 100) == want
+    # (alone, or last, as written; within the budget with its full stops counted)
+    assert short_join(["Call Ada Osk on Friday"], 100) == extractive_summary(["Call Ada Osk on Friday"], 100) \
+        == "Call Ada Osk on Friday"
+    from streamrag.tokens import count_tokens
+    for budget in range(4, 30):
+        said = extractive_summary(descriptions, budget)
+        assert count_tokens(said) <= budget or said.count(" ") == 0, (budget, said)
