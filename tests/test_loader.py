@@ -1183,7 +1183,7 @@ def test_cjk_text_in_utf16_without_a_byte_order_mark_is_read_and_8_bit_text_is_n
     for name, data, said in (("sjis.txt", ja.encode("shift_jis"), "not valid UTF-8, read as"),
                              ("gbk.txt", zh.replace("\n", "\r\n").encode("gbk"), "not valid UTF-8, read as"),
                              ("euckr.txt", texts["ko"].encode("euc_kr"), "not valid UTF-8, read as"),
-                             ("cut.txt", zh.encode()[:-2], "1 byte is not UTF-8"),   # (its last 。 cut)
+                             ("cut.txt", zh.encode()[:-2], "2 bytes are not UTF-8"),   # (its last 。 cut)
                              ("fr.txt", "Le garçon très âgé a mangé une crème brûlée.\n".encode("cp1252") * 10,
                               "not valid UTF-8, read as")):
         [doc], warnings = read_documents(write(tmp_path / name, data), root=tmp_path)
