@@ -506,7 +506,7 @@ class GraphState:
                  if i in self.entities] if keys and self.entities else ()
             fulls = {ids.entity_id(n) for n in itertools.chain((e.name for e in held), (m.name for m in added))
                      if " " in n and (ends := joins.full_name_ends(n)) is not None and not keys.isdisjoint(ends)}
-            own, chunks = self._own_names(store, shorts | fulls, old, removed, added, settings)
+            own, chunks, types = self._own_names(store, shorts | fulls, old, removed, added, settings)
             opening = self._opening(store, change, [e for e in own if joins.short_key(e.name) is not None])
             in_documents = _documents_of(store, set().union(*chunks.values(), *opening.values()), before, after)
             documents = {eid: {d for c in cs for d in in_documents.get(c, ())} for eid, cs in chunks.items()}
@@ -514,7 +514,8 @@ class GraphState:
             # (the titles of the documents saying a short name alone: of a note, its file's name)
             saying_short = {d for e in own if joins.short_key(e.name) is not None
                             for d in documents.get(e.id, set()) | opened.get(e.id, set())}
-            now = joins.joins(own, documents, _titles(store, change, saying_short, self.code_headings), opened)
+            now = joins.joins(own, documents, _titles(store, change, saying_short, self.code_headings), opened,
+                              types)
             now = {s: f for s, f in old.items() if s not in shorts} | {s: f for s, f in now.items() if s in shorts}
         moved = {s for s in old.keys() | now.keys() if old.get(s) != now.get(s)}
         self.joins = dict(sorted(now.items()))
@@ -541,10 +542,12 @@ class GraphState:
         return out
 
     def _own_names(self, store: Store, wanted: set[str], old: dict[str, str], removed: set[str],
-                   added: list[merge.EntityMention], settings: Settings) -> tuple[list[Entity], dict[str, set[str]]]:
+                   added: list[merge.EntityMention], settings: Settings
+                   ) -> tuple[list[Entity], dict[str, set[str]], dict[str, set[str]]]:
         """Each of the names (entity ids, as written) of ``wanted`` still said after the change,
         merged from its own mentions alone (a full name's entity holds those of the short names
-        joined to it, under ``old`` joins), and the chunks saying each."""
+        joined to it, under ``old`` joins), the chunks saying each and the types its mentions are
+        read as (a join asks a short name's all to be a person's: ``joins.joins``)."""
         own: dict[str, list[merge.EntityMention]] = defaultdict(list)
         stored = wanted | {old[s] for s in wanted if s in old}
         for rs in index_rows.sources(store, "entity_sources", "entity_id", stored).values():
@@ -556,7 +559,8 @@ class GraphState:
                 own[m.entity_id].append(m)
         # (its name and type alone: a name said in 3,000 chunks had their descriptions sorted)
         return ([merge.merge_entity(eid, ms, settings.index.entity_types, []) for eid, ms in sorted(own.items())],
-                {eid: {m.chunk_id for m in ms} for eid, ms in own.items()})
+                {eid: {m.chunk_id for m in ms} for eid, ms in own.items()},
+                {eid: {m.type for m in ms} for eid, ms in own.items()})
 
     def _mentions_again(self, store: Store, chunks: set[str]) -> tuple[list[merge.EntityMention],
                                                                         list[merge.RelationshipMention]]:

@@ -17,7 +17,11 @@ full name a short one means: "Scrooge" outnumbers "Ebenezer Scrooge", whom it me
 to 2.) A title and one word ("Uncle Scrooge", "Mrs. Cratchit", "Old Marley") is no full name:
 it neither takes a join nor stops one. Organisations, places and events never join, nor does a
 word the extractor reads as a title or an institution's head ("Spirit", "King"), which names a
-character by its role, not a person by name.
+character by its role, not a person by name. A short name joins only where it is read as a
+person: no mention of it typed otherwise. Its mentions are one entity, its id made of the word
+alone, and a join takes them all: "Ada is a programming language ... the parser in Ada" (a place
+to the extractor) went under "Ada Lovelace" with "Met with Ada". (Every join of A Christmas Carol
+and of the synthetic corpus is of names typed a person in every mention.)
 
 A document's title says the full name it is as its text would: its file's name ("People/Ada
 Lovelace.md", "Lovelace, Ada.md", "Dr. Ada Lovelace.md": ``file_title``), its first line's
@@ -57,7 +61,8 @@ PERSON = "person"
 #    ("Ada Lovelace.md": "Ada was ...", which the extractor reads as no name).
 # 5: a title reads "Lovelace, Ada" and "Dr. Ada Lovelace" as "Ada Lovelace"; a front matter's
 #    title is a document's title too.
-RULE = "5"
+# 6: a short name any of whose mentions is typed other than a person joins nothing.
+RULE = "6"
 # Words before a name that are no part of the person's own name (the extractor keeps them in it).
 _TITLES = nlp.KEEP_TITLES | nlp.ADJECTIVES
 # Words that are a role, not a name, alone.
@@ -229,22 +234,26 @@ def _table_forms(key: str) -> set[str]:
 
 def joins(names: Iterable[Entity], documents: Mapping[str, Collection[str]],
           titles: Mapping[str, Collection[str]] | None = None,
-          opened: Mapping[str, Collection[str]] | None = None) -> dict[str, str]:
+          opened: Mapping[str, Collection[str]] | None = None,
+          types: Mapping[str, Collection[str]] | None = None) -> dict[str, str]:
     """Short name's entity id -> the full name's entity id it joins, for ``names``: one entity
     per name as written (its own mentions merged: its shown name and type); ``documents``: each
     name's entity id -> the documents saying it; ``titles``: a document -> the full names its
     title says (``file_title``, ``heading_title``), of the documents saying a short name or
     opening a sentence with it; ``opened``: a short name's entity id -> the documents opening a
     sentence with it alone ("Ada was ...", ``Extraction.openers``), which count against titles
-    only."""
+    only; ``types``: a name's entity id -> the types its mentions are read as (else its
+    entity's type alone), of which a short name's must all be a person's (or none)."""
     shorts: dict[str, str] = {}
     fulls: dict[str, set[str]] = {}
     keyed: dict[str, str] = {}
+    types = types or {}
     for e in names:
         if e.type != PERSON:
             continue
         if (key := short_key(e.name)) is not None:
-            shorts[key] = e.id
+            if all(t in (PERSON, "") for t in types.get(e.id, ())):
+                shorts[key] = e.id
         elif (ends := full_name_ends(e.name)) is not None:
             keyed[e.id] = ids.normalize_name(e.name)
             for word in set(ends):

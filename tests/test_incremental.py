@@ -1910,7 +1910,7 @@ async def test_an_offline_index_published_before_names_were_joined_joins_them_on
     # with no file changed, looks at every name once, as a fresh index does.
     settings, corpus, db = _scrooge_folder(tmp_path)
     with monkeypatch.context() as m:
-        m.setattr("streamrag.joins.joins", lambda names, documents, titles=None, opened=None: {})
+        m.setattr("streamrag.joins.joins", lambda names, documents, titles=None, opened=None, types=None: {})
         await sync([corpus], settings, db, root=corpus)
     with contextlib.closing(sqlite3.connect(db)) as conn, conn:
         conn.execute("DELETE FROM meta WHERE key = 'name_joins'")

@@ -76,6 +76,18 @@ def test_organisations_places_and_roles_never_join():
     assert joined_names(named("Kenji") + named("Kenji Torquay", kind="organization")) == {}
 
 
+def test_a_short_name_joins_only_where_every_mention_reads_it_as_a_person():
+    # "Met with Ada" (a person) and "the parser in Ada" (a place to the extractor) are one entity,
+    # its id the word's: a join took both under "Ada Lovelace".
+    people = named("Ada", "Ada Lovelace")
+    said = {e.id: {"d1"} for e in people}
+    ada = people[0].id
+    assert joins(people, said) == joins(people, said, types={ada: {"person", ""}}) == {ada: people[1].id}
+    assert joins(people, said, types={ada: {"person", "geo"}}) == {}
+    # (the full name's other readings are its merged type's to say, as before)
+    assert joins(people, said, types={people[1].id: {"person", "geo"}}) == {ada: people[1].id}
+
+
 def test_the_short_names_a_name_may_move_are_itself_or_its_full_names_ends():
     assert touched(["Scrooge", "Ebenezer Scrooge", "Uncle Scrooge", "Ghost of Jacob Marley"]) == \
         {"scrooge", "ebenezer"}
@@ -252,7 +264,8 @@ async def test_joins_made_by_an_earlier_rule_are_made_again_as_a_fresh_index_mak
     with monkeypatch.context() as earlier:
         earlier.setattr(joins_module, "RULE", "1", raising=False)
         earlier.setattr(joins_module, "joins",
-                        lambda names, documents, titles=None, opened=None: joins(names, {e.id: {"d"} for e in names}))
+                        lambda names, documents, titles=None, opened=None, types=None:
+                        joins(names, {e.id: {"d"} for e in names}))
         await sync([corpus], settings, db, root=corpus)
     assert "Joe" not in {v[0] for v in _graph(db)["entities"].values()}   # (joined, as that rule joined it)
     if change == "other file":
@@ -610,6 +623,40 @@ async def test_a_note_opening_with_an_indented_heading_is_not_titled_by_it(tmp_p
         assert _joins_meta(db) == _joins_meta(tmp_path / f"fresh{i}.db"), i
         joined.append("Ada" not in {v[0] for v in _graph(db)["entities"].values()})
     assert joined == [False, False, True, False, False]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kept", [False, True])
+async def test_a_short_name_read_as_a_place_in_one_note_joins_no_full_name(tmp_path, kept):
+    # Her note ("Ada was ...") titles "Ada" hers; a note on the language says "the parser in
+    # Ada", a place to the extractor: while it is indexed "Ada" is not hers alone and stays apart,
+    # as a fresh index of the folder has it (it was merged under "Ada Lovelace", the language too).
+    settings = make_settings()
+    corpus = tmp_path / "c"
+    _vault(corpus)
+    db = tmp_path / "i.db"
+    cache = GraphCache() if kept else None
+    lang = corpus / "Code" / "lang.md"
+    steps = [
+        lambda: None,
+        lambda: lang.parent.mkdir() or lang.write_text("Ada is a programming language. We wrote the parser in Ada.\n"),
+        lambda: lang.write_text("Ada is a programming language. We wrote the parser with Ada.\n"),
+        lambda: lang.write_text("Ada is a programming language. We wrote the parser in Ada.\n"),
+        lambda: lang.unlink(),
+    ]
+    joined = []
+    for i, step in enumerate(steps):
+        step()
+        await sync([corpus], settings, db, root=corpus, graph_cache=cache)
+        copy = tmp_path / f"fresh{i}"
+        shutil.copytree(corpus, copy, ignore=shutil.ignore_patterns(".streamrag"))
+        await sync([copy], settings, tmp_path / f"fresh{i}.db", root=copy)
+        assert _graph(db) == _graph(tmp_path / f"fresh{i}.db"), i
+        assert _joins_meta(db) == _joins_meta(tmp_path / f"fresh{i}.db"), i
+        types = {t for _e, _c, n, t, *_ in _graph(db)["entity_sources"] if n == "Ada"}
+        joined.append(("Ada" not in {v[0] for v in _graph(db)["entities"].values()}, sorted(types)))
+    assert joined == [(True, ["person"]), (False, ["geo", "person"]), (True, ["person"]),
+                      (False, ["geo", "person"]), (True, ["person"])]
 
 
 def _vault(corpus: Path) -> None:
