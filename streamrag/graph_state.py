@@ -317,7 +317,8 @@ class GraphState:
         self.openers_added: dict[str, list[str]] = {}   # added chunk -> its ``Extraction.openers``
         self.joins_moved = 0                     # short names joined anew, parted or joined to another
         # the documents whose first chunk opens with a heading their text indents as code
-        # ("    # Ada Lovelace", ``joins.code_heading``: the chunk lost the indent), no title
+        # ("    # Ada Lovelace", ``joins.code_heading``: the chunk lost the indent), no title;
+        # offline runs keep them, a run with a model drops them (meta ``name_code_headings``)
         self.code_headings: set[str] = set()
         # live chunks with a claim whose subject or object is no entity, in an index merged
         # before a claim's ends were made entities (``merge.mentions_of``): merged again once
@@ -517,6 +518,8 @@ class GraphState:
             now = joins.joins(own, documents, _titles(store, change, saying_short, self.code_headings), opened,
                               types)
             now = {s: f for s, f in old.items() if s not in shorts} | {s: f for s, f in now.items() if s in shorts}
+        else:   # (marked offline alone: the next offline run marks them again, ``Indexer._code_headings_published``)
+            self.code_headings = set()
         moved = {s for s in old.keys() | now.keys() if old.get(s) != now.get(s)}
         self.joins = dict(sorted(now.items()))
         self.joins_moved = len(moved)

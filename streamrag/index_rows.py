@@ -1257,8 +1257,9 @@ def prune(store: Store, keep_days: float, now: float) -> int:
     return deleted
 
 
-def _write_bookkeeping(store: Store, scan: Scan, counts: dict[str, str]) -> None:
-    """The files table and the counts: written whatever the version, they make none."""
+def _write_bookkeeping(store: Store, scan: Scan, counts: dict[str, str | None]) -> None:
+    """The files table and the counts (None: a mark dropped): written whatever the version, they
+    make none."""
     conn = store.conn
     # Files and documents: only the rows that differ are written (an update of a large index
     # used to rewrite every file, document and community row).
@@ -1271,7 +1272,9 @@ def _write_bookkeeping(store: Store, scan: Scan, counts: dict[str, str]) -> None
     # text), not what a query reads: a touched file, or a copy of indexed text, makes no version.
     # Nor do the counts.
     for name, value in counts.items():
-        if store.get_meta(name) != value:
+        if value is None:
+            conn.execute("DELETE FROM meta WHERE key = ?", (name,))
+        elif store.get_meta(name) != value:
             store.set_meta(name, value)
 
 
@@ -1558,7 +1561,7 @@ def _page_cache(store: Store, kib: int) -> Iterator[None]:
 
 def publish(store: Store, scan: Scan, change: Change, state: GraphState,
             communities: list[Community], assignments: dict[str, tuple[str, str]], key: str,
-            vectors: list[tuple], meta: dict[str, str], counts: dict[str, str]) -> int:
+            vectors: list[tuple], meta: dict[str, str], counts: dict[str, str | None]) -> int:
     """Replaces the published index with this run's, in the writer's one transaction, and
     returns its version: a new one, or the published one when no row and no mark differs (a
     sync that found nothing to change publishes nothing).

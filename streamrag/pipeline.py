@@ -1502,7 +1502,7 @@ class Indexer:
             return {"chunker": MIXED_CHUNKING, "chunker_settings": json.dumps(self.chunking, sort_keys=True)}
         return {}
 
-    def _bookkeeping(self, state: GraphState, next_community_id: int) -> dict[str, str]:
+    def _bookkeeping(self, state: GraphState, next_community_id: int) -> dict[str, str | None]:
         """The settings the index was built with (``_settings_marks``), the summaries to try
         again, the answers unusable on runs in a row and the report_min_members the reports were
         chosen with, for the next run and its estimate to go on from (written with the index, but
@@ -1513,15 +1513,17 @@ class Indexer:
         reader or chunker that cuts them anew into other text or chunks publishes those, a
         version; one that reads every file to the same text changes no row a query reads (an
         upgrade's loader VERSION published version 2 of an unchanged folder, its graph as it was)."""
-        counts = {"report_min_members": str(self.settings.index.report_min_members),
+        counts: dict[str, str | None] = {"report_min_members": str(self.settings.index.report_min_members),
                   "summary_fallbacks": msgspec.json.encode(sorted(state.fallbacks)).decode(),
                   "summary_unusable": msgspec.json.encode(state.published_unusable()).decode(),
                   "report_unusable": msgspec.json.encode(dict(sorted(state.report_unusable.items()))).decode(),
                   "report_unusable_held": msgspec.json.encode(dict(sorted(state.report_held.items()))).decode()}
         if self.root is not None:
             counts["root"] = str(Path(self.root).resolve())
-        if self.settings.offline:
-            counts["name_code_headings"] = msgspec.json.encode(sorted(state.code_headings)).decode()
+        # (marked by offline runs alone: a run with a model drops the mark, so that the next offline
+        # run reads again the documents it kept unread, ``_code_headings_published``)
+        counts["name_code_headings"] = msgspec.json.encode(sorted(state.code_headings)).decode() \
+            if self.settings.offline else None
         if state.joins is not None:
             # The rule the joins were made by (a query reads the joins alone): an index joined by
             # an earlier rule to the joins this one makes published version 2 of its mark alone.

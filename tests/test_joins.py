@@ -12,7 +12,7 @@ import anyio
 import msgspec
 import pytest
 
-from conftest import index_snapshot, make_settings
+from conftest import index_snapshot, make_settings, simulated_transport
 from streamrag import ids, index_rows, joins as joins_module
 from streamrag.joins import code_heading, file_title, full_name_ends, heading_title, joins, own_title, touched
 from streamrag.merge import group, joined, mentions_of, merge_entity, merge_relationship
@@ -791,3 +791,44 @@ async def test_an_index_from_before_code_headings_were_marked_reads_its_indented
     assert "Ada" in {v[0] for v in _graph(tmp_path / "fresh.db")["entities"].values()}
     assert _graph(db) == _graph(tmp_path / "fresh.db")
     assert _joins_meta(db) == _joins_meta(tmp_path / "fresh.db")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kept", [False, True])
+async def test_a_note_opening_with_an_indented_heading_added_by_a_model_run_is_code_back_offline(tmp_path, kept):
+    # The documents opening with code (name_code_headings) were marked on offline runs alone: a
+    # note added by a run with a model, kept as it is on the offline run after, was missing from
+    # the mark, and its chunk ("# Ada Lovelace") titled it her name, joining "Ada" to her where a
+    # fresh index reads the line as code. Now a run with a model drops the mark, which the next
+    # offline run makes again.
+    offline = make_settings(index={"extractor": "nlp"})   # (a model's index, updated offline)
+    corpus = tmp_path / "c"
+    _vault(corpus)
+    (corpus / "People" / "Ada Lovelace.md").unlink()
+    db = tmp_path / "i.db"
+    cache = GraphCache() if kept else None
+    await sync([corpus], offline, db, root=corpus, graph_cache=cache)
+    (corpus / "People" / "code.md").write_text("    # Ada Lovelace\n\n" + _NOTE)
+    model = make_settings("http://llm.test/v1")
+    await sync([corpus], model, db, root=corpus, transport=simulated_transport(), graph_cache=cache)
+    store = Store(db, readonly=True)
+    try:
+        assert store.get_meta("name_code_headings") is None
+    finally:
+        store.close()
+    await sync([corpus], offline, db, root=corpus, graph_cache=cache)
+    fresh = tmp_path / "fresh"
+    shutil.copytree(corpus, fresh, ignore=shutil.ignore_patterns(".streamrag"))
+    await sync([fresh], offline, tmp_path / "fresh.db", root=fresh)
+    assert "Ada" in {v[0] for v in _graph(tmp_path / "fresh.db")["entities"].values()}
+    assert _graph(db) == _graph(tmp_path / "fresh.db")
+    assert _joins_meta(db) == _joins_meta(tmp_path / "fresh.db")
+    assert _code_meta(db) == _code_meta(tmp_path / "fresh.db") != "[]"
+
+
+def _code_meta(db: Path) -> str | None:
+    store = Store(db, readonly=True)
+    try:
+        return store.get_meta("name_code_headings")
+    finally:
+        store.close()
