@@ -780,8 +780,9 @@ def _format_sync(r, db: Path, include: list[str]) -> str:
     ]
     if r.claims:
         lines.append(f"  claims         {number(r.claims)}")
-    if r.joins_moved:
-        lines.append(f"  name joins     {_n(r.joins_moved, 'short name')} joined to a full name anew, or parted")
+    if r.joins_moved:   # (a first index, version 1, has every join new: none parted)
+        lines.append(f"  name joins     {_n(r.joins_moved, 'short name')} joined to a full name"
+                     f"{'' if r.version == 1 else ' anew, or parted'}")
     for i, line in enumerate(left_out_lines(r.left_out, include)):
         lines.append(f"  {'left out' if i == 0 else '':<15}{line}")
     if calls:

@@ -129,9 +129,12 @@ def _failures_after(failures: int, *, ok: bool, only_retry: bool) -> int:
     return failures + 1 if only_retry or not failures else failures
 
 
-def _joins_moved_said(moved: int) -> str:
-    """The idle line's clause of the short names a sync joined to a full name or parted (none: "")."""
-    return f"; {_n(moved, 'short name')} joined to a full name anew, or parted" if moved else ""
+def _joins_moved_said(moved: int, version: int) -> str:
+    """The idle line's clause of the short names a sync publishing ``version`` joined to a full
+    name or parted (none: ""); of a first index (version 1), every one joined, none parted."""
+    if not moved:
+        return ""
+    return f"; {_n(moved, 'short name')} joined to a full name{'' if version == 1 else ' anew, or parted'}"
 
 
 def _news(health: dict[str, Any], last: dict[str, Any] | None) -> bool:
@@ -1803,7 +1806,7 @@ class Daemon:
                               f"{_n(result.entities, 'entity')}, {_n(result.communities, 'community')}; "
                               f"{_n(result.reports_generated, 'report')} written, {number(result.reports_kept)} "
                               f"kept; {calls_said(calls, cached, spent)}; sync {seconds_said(took)}"
-                              f"{_joins_moved_said(result.joins_moved)}",
+                              f"{_joins_moved_said(result.joins_moved, result.version)}",
                       version=result.version, documents=result.documents,
                       documents_added=result.documents_added, documents_removed=result.documents_removed,
                       documents_edited=result.documents_edited,

@@ -667,17 +667,21 @@ def _vault(corpus: Path) -> None:
 
 
 def test_index_says_how_many_joins_a_run_moved(cli_run, tmp_path):
-    # A rename that parts "Ada" from "Ada Lovelace" published a version with no word of it.
+    # A rename that parts "Ada" from "Ada Lovelace" published a version with no word of it. A
+    # first index said its joins were "joined to a full name anew, or parted": it parts none.
     corpus, db = tmp_path / "c", tmp_path / "i.db"
     _vault(corpus)
     first = cli_run("index", "--offline", "-q", "--db", str(db), str(corpus))
-    assert "name joins     1 short name joined to a full name anew, or parted" in first.stdout
+    assert "version 1" in first.stdout and "name joins     1 short name joined to a full name\n" in first.stdout
     (corpus / "People" / "Ada Lovelace.md").rename(corpus / "People" / "ada.md")
-    renamed = cli_run("index", "--offline", "-q", "--json", "--db", str(db), str(corpus))
-    assert json.loads(renamed.stdout)["joins_moved"] == 1
+    renamed = cli_run("index", "--offline", "-q", "--db", str(db), str(corpus))
+    assert "name joins     1 short name joined to a full name anew, or parted\n" in renamed.stdout
+    (corpus / "People" / "ada.md").rename(corpus / "People" / "Ada Lovelace.md")
+    back = cli_run("index", "--offline", "-q", "--json", "--db", str(db), str(corpus))
+    assert json.loads(back.stdout)["joins_moved"] == 1
     (corpus / "Daily" / "more.md").write_text("Charles Babbage built the engine in London.\n")
     again = cli_run("index", "--offline", "-q", "--db", str(db), str(corpus))
-    assert again.returncode == 0 and "version 3" in again.stdout and "name joins" not in again.stdout
+    assert again.returncode == 0 and "version 4" in again.stdout and "name joins" not in again.stdout
 
 
 @pytest.mark.anyio
@@ -708,6 +712,7 @@ async def test_watch_says_how_many_joins_a_sync_moved(tmp_path):
     assert "; 1 short name joined to a full name anew, or parted" in idle[0]["message"]
     first = [e for e in events[:mark] if e["state"] == "idle"]
     assert first[-1]["joins_moved"] == 1
+    assert first[-1]["message"].endswith("; 1 short name joined to a full name")   # (a first index)
 
 
 @pytest.mark.anyio
