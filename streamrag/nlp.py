@@ -1777,8 +1777,9 @@ def _person_head(name: str, by_name: dict[str, list[_Mention]]) -> bool:
     Elijah": ``_ROLES_BEFORE_NAMES``), "Virgin" only before a given name or a word the chunk
     also uses alone ("the Virgin Mary"; not "the Virgin Birth", "the Virgin Islands")."""
     words = name.split()
-    if len(words) == 2 and words[0].lower() in _ROLES_BEFORE_NAMES:
-        return words[0].lower() != "virgin" or words[1].lower() in _FIRST_NAMES or words[1] in by_name
+    if len(words) == 2 and words[0].lower() in _ROLES_BEFORE_NAMES \
+            and (words[0].lower() != "virgin" or words[1].lower() in _FIRST_NAMES or words[1] in by_name):
+        return True             # (else its head still may name someone: "the Virgin Queen")
     low = _cue_words(name.rsplit(" ", 1)[-1])[-1]
     forms = (low, low[:-1]) if low.endswith("s") else (low,)
     return any(f in _PERSON_HEADS or (len(f) > 4 and f.endswith(_AGENT_ENDINGS)) for f in forms)

@@ -1304,3 +1304,10 @@ def test_a_list_item_without_a_full_stop_keeps_its_boundary_in_a_description():
     # (a sentence that ends as written is quoted as written)
     alone = extract_offline("Ada Osk met Bram Tull (in Leeds). Ada Osk left \u201con Friday!\u201d\n").entities[0]
     assert alone.description == "Ada Osk met Bram Tull (in Leeds). Ada Osk left \u201con Friday!\u201d", alone
+
+
+def test_virgin_before_a_head_naming_someone_is_a_person():
+    # "Virgin" before no given name stopped _person_head at once, so its head went unread: "the
+    # Virgin Queen" (Elizabeth I) was a concept; a role's head still names someone.
+    assert names("The Virgin Queen ruled England.") == {"Virgin Queen": "person", "England": "geo"}
+    assert names("The Virgin Birth was debated.") == {"Virgin Birth": "concept"}
