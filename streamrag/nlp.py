@@ -1457,7 +1457,7 @@ def _goer_before(toks: list[_Token], v: int) -> bool:
     """Whether someone goes: the going at token ``v`` has a personal pronoun or a name before it,
     past an auxiliary or two ("Kim Lowe went", "She was going"), not a thing ("Everything goes",
     "All approvals went", "Requests go": a capitalised word in -s opening the sentence reads as
-    a plural noun, so "James went through Customs" places nothing, as before)."""
+    a plural noun unless a given name or before "goes": "Requests go", not "James went")."""
     k = v - 1
     while k >= 0 and toks[k][_TEXT].lower() in _AUXILIARIES and k > v - 3:
         k -= 1
@@ -1467,8 +1467,11 @@ def _goer_before(toks: list[_Token], v: int) -> bool:
     low = w.lower()
     if low in _GOERS:
         return True
+    # (a given name in -s is one ("James went"), and so is any word before "goes"/"comes": a
+    # plural noun would say "go")
     return toks[k][_CAP] and low not in _COMMON and low not in _NOISE \
-        and not (k == 0 and low.endswith("s") and not low.endswith("ss"))
+        and not (k == 0 and low.endswith("s") and not low.endswith("ss") and low not in _FIRST_NAMES
+                 and toks[v][_TEXT] not in ("goes", "comes"))
 
 
 def _going(before: str) -> str:

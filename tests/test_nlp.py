@@ -1311,3 +1311,13 @@ def test_virgin_before_a_head_naming_someone_is_a_person():
     # Virgin Queen" (Elizabeth I) was a concept; a role's head still names someone.
     assert names("The Virgin Queen ruled England.") == {"Virgin Queen": "person", "England": "geo"}
     assert names("The Virgin Birth was debated.") == {"Virgin Birth": "concept"}
+
+
+def test_a_given_name_in_s_opening_a_sentence_goes_through_a_place():
+    # "a capitalised word in -s opening the sentence reads as a plural noun" ("Requests go
+    # through Legal") made "James went through Customs" a person named Customs; a given name in
+    # -s, or any word before the singular "goes", is someone who goes.
+    assert names("James went through Customs.") == {"Customs": "geo"}
+    assert names("Charles went through Customs.") == {"Customs": "geo"}
+    assert names("Jones goes through Customs.") == {"Customs": "geo"}
+    assert names("Requests go through Legal.")["Legal"] != "geo"
