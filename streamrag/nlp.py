@@ -618,6 +618,13 @@ _GOING_TO_ANYONE = _words("go goes going gone went come comes coming came back h
 # Priya", "All approvals went through Marcus"): a place's only when someone goes (``_goer_before``).
 _GOING_TO_SOMEONE = _words("go goes going gone went come comes coming came")
 _GOERS = _words("i we you he she they")
+# ... and the ways and vehicles that go through places, never through someone's hands ("The road
+# goes through Tarnwick", "The train went through Tarnwick").
+_WAYS_THROUGH = _words("""
+road roads route routes path paths railway railways line lines track tracks trail trails highway
+motorway street tunnel canal train trains bus buses coach ferry ship ships convoy army troops
+procession parade
+""")
 _AUXILIARIES = _words("was were is are am had has have be been will would did does do")
 # Of _GEO_PREPOSITIONS, those that take someone as readily ("bumped into Ravi", "sat near
 # Priya"): a place's cue by most mentions as ever, not by one (``_locus_before``: "near").
@@ -1455,7 +1462,8 @@ def _at_a_body(toks: list[_Token], at: int) -> bool:
 
 def _goer_before(toks: list[_Token], v: int) -> bool:
     """Whether someone goes: the going at token ``v`` has a personal pronoun or a name before it,
-    past an auxiliary or two ("Kim Lowe went", "She was going"), not a thing ("Everything goes",
+    past an auxiliary or two ("Kim Lowe went", "She was going"), or a way or a vehicle ("The
+    road goes": ``_WAYS_THROUGH``), not a thing ("Everything goes",
     "All approvals went", "Requests go": a capitalised word in -s opening the sentence reads as
     a plural noun unless a given name or before "goes": "Requests go", not "James went")."""
     k = v - 1
@@ -1465,7 +1473,7 @@ def _goer_before(toks: list[_Token], v: int) -> bool:
         return False
     w = toks[k][_TEXT]
     low = w.lower()
-    if low in _GOERS:
+    if low in _GOERS or low in _WAYS_THROUGH:
         return True
     # (a given name in -s is one ("James went"), and so is any word before "goes"/"comes": a
     # plural noun would say "go")

@@ -1321,3 +1321,13 @@ def test_a_given_name_in_s_opening_a_sentence_goes_through_a_place():
     assert names("Charles went through Customs.") == {"Customs": "geo"}
     assert names("Jones goes through Customs.") == {"Customs": "geo"}
     assert names("Requests go through Legal.")["Legal"] != "geo"
+
+
+def test_a_way_or_a_vehicle_goes_through_a_place():
+    # d0a3235 let "through" after a going place a lone word only when someone goes, and with it
+    # "The road goes through Tarnwick", "The train went through Tarnwick" gave a person (they
+    # gave a place before): a road, a railway, a train go through places, not through hands.
+    assert names("The road goes through Tarnwick.") == {"Tarnwick": "geo"}
+    assert names("The train went through Tarnwick.") == {"Tarnwick": "geo"}
+    assert names("The railway line went through Tarnwick.") == {"Tarnwick": "geo"}
+    assert names("All approvals went through Marcus.") == {"Marcus": "person"}
