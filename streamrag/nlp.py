@@ -648,14 +648,21 @@ _AT_A_BODY = _words("""
 met meet meets meeting worked work works working studied study studies studying employed
 interned intern interns job jobs post position role career staff colleague colleagues
 secretary secretaries editor editors director directors manager managers engineer engineers
-analyst analysts executive executives chair chairman chairwoman president partner partners
+analyst analysts executive executives chairman chairwoman president partner partners
 employee employees intern student students professor professors lecturer lecturers
-researcher researchers scientist scientists officer officers head clerk clerks treasurer
+researcher researchers scientist scientists officer officers clerk clerks treasurer
 accountant accountants consultant consultants associate associates fellow fellows developer
 developers designer designers reporter reporters correspondent correspondents founder
 cofounder co-founder ceo cfo cto coo vp lawyer lawyers economist economists organiser
 organisers organizer organizers spokesperson spokesman spokeswoman teacher teachers
+taught teach teaches teaching lectured lecturing trained hired volunteered nurse nurses doctor
+doctors surgeon surgeons physician physicians
 """)
+# Heads that are a body's only before what they head ("head of research at Jorden", "chair of
+# the board at Ruvtane"), a body part or a seat alone ("threw a chair at Marcus").
+_HEADS_OF = _words("head chair")
+# Between a working and its "at": "worked there at Ruvtane", "worked for years at Ruvtane".
+_AT_ADVERBS = _words("there here briefly later also still once then for years months decades")
 _OBJECTS = _words("me him her us them you")
 # Before "at", "on", "through" ... these say the place one comes to or stays in ("docked at
 # Sausalito", "stayed at Hampstead"), as a going does.
@@ -1450,14 +1457,22 @@ def _locus_before(sentence: str, toks: list[_Token], j: int) -> str:
 def _at_a_body(toks: list[_Token], at: int) -> bool:
     """Whether the "at" at token ``at`` follows a job or a working, studying or meeting
     (``_AT_A_BODY``: "secretary at Port", "worked at Ruvtane", "met Ann Marsh at Google",
-    "head of operations at Renell"), past the names or a pronoun that are its object, or what
-    the job is of; not "a swipe at Johnson", "a glass at Marcus"."""
+    "head of operations at Renell", "chair of the board at Ruvtane"), past the names or a
+    pronoun that are its object, an adverb ("worked there at"), or what the job is of; not "a
+    swipe at Johnson", "a glass at Marcus", "threw a chair at Marcus"."""
     k = at - 1
     while k >= 0 and (toks[k][_CAP] and k > 0 or toks[k][_TEXT].lower() in _OBJECTS) and k > at - 4:
         k -= 1
-    if k >= 2 and toks[k - 1][_TEXT] == "of" and toks[k][_TEXT].islower():
-        k -= 2                  # "head of research at Jorden", "director of operations at Renell"
-    return k >= 0 and toks[k][_TEXT].lower() in _AT_A_BODY
+    while k >= 0 and toks[k][_TEXT] in _AT_ADVERBS and k > at - 5:
+        k -= 1                  # "worked there at Ruvtane", "worked for years at Ruvtane"
+    if k < 0:
+        return False
+    if toks[k][_TEXT].lower() in _AT_A_BODY:
+        return True             # ("a member of staff at Ruvtane")
+    # what the job is of: "head of research at Jorden", "chair of the board at Ruvtane"
+    of = next((o for o in range(k - 1, max(k - 3, 0), -1) if toks[o][_TEXT] == "of"
+               and all(toks[q][_TEXT].islower() for q in range(o + 1, k + 1))), None)
+    return of is not None and toks[of - 1][_TEXT].lower() in _AT_A_BODY | _HEADS_OF
 
 
 def _goer_before(toks: list[_Token], v: int) -> bool:
