@@ -1609,7 +1609,7 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
     # A name a place's generic word ends ("Jon Park", "Tom Hill"), no other cue making it a
     # place, is a person's when it speaks, smiles or goes ("Jon Park arrived", "Tom Hill said")
     # and its first word is a given name (``_FIRST_NAMES``) or stands alone in the chunk ("Jon
-    # Park arrived. Jon said"): a place goes and speaks for its office, trade or film ("Capitol
+    # Park arrived. Jon said"), or an honorific stood before it ("Dr. Olusegun Park said"): a place goes and speaks for its office, trade or film ("Capitol
     # Hill said", "Jurassic Park came out", "Notting Hill went on to gross"). (A determiner or a
     # place's preposition keeps the place; a street's name goes and speaks for its trade or
     # office: "Wall Street came under pressure", "Downing Street said", and "Street" ends almost
@@ -1620,7 +1620,7 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
         if head and cue[n] == "geo" and _cue_words(last)[0] in _GEO_SURNAMES - {"street"} \
                 and _cue_type(head) is None \
                 and _cue_words(given)[0] not in _GEO_PREFIXES \
-                and (given.lower() in _FIRST_NAMES or given in by_name) \
+                and (given.lower() in _FIRST_NAMES or given in by_name or any(m.honorific for m in ms)) \
                 and not any(m.det or m.prep or m.locus for m in ms) and any(m.speaks or m.goes for m in ms):
             cue[n] = None
     # A place's generic word alone, no surname here, is the one name it ends, whatever that is:

@@ -1345,3 +1345,11 @@ def test_the_at_of_a_job_read_past_its_words():
     assert names("She is a member of staff at Ruvtane.") == {"Ruvtane": "organization"}
     assert names("She threw a chair at Marcus.") == {"Marcus": "person"}
     assert names("She threw a glass of wine at Marcus.") == {"Marcus": "person"}
+
+
+def test_an_honorific_before_a_place_word_name_that_goes_says_a_person():
+    # b647cb6 asked a place-word name that goes or speaks for a listed given name, and with it
+    # "Dr. Olusegun Park arrived late" gave a place (7891fb5 a person): the honorific says someone.
+    assert names("Dr. Olusegun Park arrived late.") == {"Olusegun Park": "person"}
+    assert names("Mr. Olusegun Park said no.") == {"Olusegun Park": "person"}
+    assert names("Capitol Hill said nothing.") == {"Capitol Hill": "geo"}
