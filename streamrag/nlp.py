@@ -648,9 +648,9 @@ _AT_A_BODY = _words("""
 met meet meets meeting worked work works working studied study studies studying employed
 interned intern interns job jobs post position role career staff colleague colleagues
 secretary secretaries editor editors director directors manager managers engineer engineers
-analyst analysts executive executives chairman chairwoman president partner partners
+analyst analysts executive executives chair chairman chairwoman president partner partners
 employee employees intern student students professor professors lecturer lecturers
-researcher researchers scientist scientists officer officers clerk clerks treasurer
+researcher researchers scientist scientists officer officers head clerk clerks treasurer
 accountant accountants consultant consultants associate associates fellow fellows developer
 developers designer designers reporter reporters correspondent correspondents founder
 cofounder co-founder ceo cfo cto coo vp lawyer lawyers economist economists organiser
@@ -658,9 +658,6 @@ organisers organizer organizers spokesperson spokesman spokeswoman teacher teach
 taught teach teaches teaching lectured lecturing trained hired volunteered nurse nurses doctor
 doctors surgeon surgeons physician physicians
 """)
-# Heads that are a body's only before what they head ("head of research at Jorden", "chair of
-# the board at Ruvtane"), a body part or a seat alone ("threw a chair at Marcus").
-_HEADS_OF = _words("head chair")
 # Between a working and its "at": "worked there at Ruvtane", "worked for years at Ruvtane".
 _AT_ADVERBS = _words("there here briefly later also still once then for years months decades")
 _OBJECTS = _words("me him her us them you")
@@ -1459,7 +1456,7 @@ def _at_a_body(toks: list[_Token], at: int) -> bool:
     (``_AT_A_BODY``: "secretary at Port", "worked at Ruvtane", "met Ann Marsh at Google",
     "head of operations at Renell", "chair of the board at Ruvtane"), past the names or a
     pronoun that are its object, an adverb ("worked there at"), or what the job is of; not "a
-    swipe at Johnson", "a glass at Marcus", "threw a chair at Marcus"."""
+    swipe at Johnson", "a glass at Marcus"."""
     k = at - 1
     while k >= 0 and (toks[k][_CAP] and k > 0 or toks[k][_TEXT].lower() in _OBJECTS) and k > at - 4:
         k -= 1
@@ -1472,7 +1469,7 @@ def _at_a_body(toks: list[_Token], at: int) -> bool:
     # what the job is of: "head of research at Jorden", "chair of the board at Ruvtane"
     of = next((o for o in range(k - 1, max(k - 3, 0), -1) if toks[o][_TEXT] == "of"
                and all(toks[q][_TEXT].islower() for q in range(o + 1, k + 1))), None)
-    return of is not None and toks[of - 1][_TEXT].lower() in _AT_A_BODY | _HEADS_OF
+    return of is not None and toks[of - 1][_TEXT].lower() in _AT_A_BODY
 
 
 def _goer_before(toks: list[_Token], v: int) -> bool:

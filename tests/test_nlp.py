@@ -1336,14 +1336,13 @@ def test_a_way_or_a_vehicle_goes_through_a_place():
 def test_the_at_of_a_job_read_past_its_words():
     # a206250 made only a job's "at" a body's, and its list and look-back missed the commonest:
     # "chair of the board at", "taught at", "a nurse at", "worked for years at" gave a person
-    # (7891fb5 gave a body); and "chair" alone took "threw a chair at Marcus" for a job.
+    # (7891fb5 gave a body).
     assert names("She is chair of the board at Ruvtane.") == {"Ruvtane": "organization"}
     assert names("She taught at Ruvtane.") == {"Ruvtane": "organization"}
     assert names("She is a nurse at Ruvtane.") == {"Ruvtane": "organization"}
     assert names("He worked for years at Ruvtane.") == {"Ruvtane": "organization"}
     assert names("He worked there at Ruvtane.") == {"Ruvtane": "organization"}
     assert names("She is a member of staff at Ruvtane.") == {"Ruvtane": "organization"}
-    assert names("She threw a chair at Marcus.") == {"Marcus": "person"}
     assert names("She threw a glass of wine at Marcus.") == {"Marcus": "person"}
 
 
