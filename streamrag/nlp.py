@@ -626,6 +626,7 @@ motorway street tunnel canal train trains bus buses coach ferry ship ships convo
 procession parade
 """)
 _AUXILIARIES = _words("was were is are am had has have be been will would did does do")
+_GOER_ADVERBS = _words("all both then also just soon later finally eventually once never")
 # Of _GEO_PREPOSITIONS, those that take someone as readily ("bumped into Ravi", "sat near
 # Priya"): a place's cue by most mentions as ever, not by one (``_locus_before``: "near").
 _NEAR_PREPOSITIONS = _words("into near")
@@ -1479,8 +1480,8 @@ def _goer_before(toks: list[_Token], v: int) -> bool:
     "All approvals went", "Requests go": a capitalised word in -s opening the sentence reads as
     a plural noun unless a given name or before "goes": "Requests go", not "James went")."""
     k = v - 1
-    while k >= 0 and toks[k][_TEXT].lower() in _AUXILIARIES and k > v - 3:
-        k -= 1
+    while k >= 0 and toks[k][_TEXT].lower() in _AUXILIARIES | _GOER_ADVERBS and k > v - 3:
+        k -= 1                  # ("She was going", "We all went", "They then went")
     if k < 0:
         return False
     w = toks[k][_TEXT]

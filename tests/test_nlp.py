@@ -1352,3 +1352,11 @@ def test_an_honorific_before_a_place_word_name_that_goes_says_a_person():
     assert names("Dr. Olusegun Park arrived late.") == {"Olusegun Park": "person"}
     assert names("Mr. Olusegun Park said no.") == {"Olusegun Park": "person"}
     assert names("Capitol Hill said nothing.") == {"Capitol Hill": "geo"}
+
+
+def test_a_goer_read_past_an_adverb_goes_through_a_place():
+    # _goer_before (d0a3235) looked past auxiliaries only: "We all went through Tarnwick",
+    # "They then went through Tarnwick" gave a person (7891fb5 a place).
+    assert names("We all went through Tarnwick.") == {"Tarnwick": "geo"}
+    assert names("They then went through Tarnwick.") == {"Tarnwick": "geo"}
+    assert names("Everything then went through Marcus.") == {"Marcus": "person"}
