@@ -1782,9 +1782,10 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
 def _eaten_person(target: str, ms: list[_Mention]) -> bool:
     """Whether a full name eaten is someone all the same: its first word a given name ("The bear
     ate Timothy Treadwell") or its short form used in the chunk too ("Treadwell had filmed
-    bears"); not a dish ("ate Cold Roast"), nor one after a measure's "of"."""
+    bears") not after a determiner, as a dish's is; not a dish ("ate Cold Roast ... the Roast
+    was cold"), nor one after a measure's "of"."""
     return " " in target and any(m.measure == "eaten" for m in ms) \
-        and (target.split(" ", 1)[0].lower() in _FIRST_NAMES or any(m.name != target for m in ms))
+        and (target.split(" ", 1)[0].lower() in _FIRST_NAMES or any(m.name != target and not m.det for m in ms))
 
 
 def _sacred(name: str) -> bool:

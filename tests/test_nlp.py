@@ -1360,3 +1360,13 @@ def test_a_goer_read_past_an_adverb_goes_through_a_place():
     assert names("We all went through Tarnwick.") == {"Tarnwick": "geo"}
     assert names("They then went through Tarnwick.") == {"Tarnwick": "geo"}
     assert names("Everything then went through Marcus.") == {"Marcus": "person"}
+
+
+def test_a_dish_eaten_and_named_again_after_the_stays_a_dish():
+    # e934857 made a full name eaten a person when the chunk uses its short form, and with it
+    # "They ate Cold Roast. The Roast was cold." gave a person Cold Roast (7891fb5 no entity):
+    # a dish's short form comes after "the", a person's surname does not.
+    assert names("They ate Cold Roast. The Roast was cold.") == {}
+    assert names("Kim Lowe ate Peach Melba. The Melba was sweet.") == {"Kim Lowe": "person"}
+    assert names("The bear ate Ruvo Treadwell. Treadwell had filmed bears for years.") == {
+        "Ruvo Treadwell": "person"}
