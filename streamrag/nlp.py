@@ -1618,7 +1618,7 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
         if head and cue[n] == "geo" and _cue_words(last)[0] in _GEO_SURNAMES - {"street"} \
                 and _cue_type(head) is None \
                 and _cue_words(given)[0] not in _GEO_PREFIXES \
-                and (given.lower() in _FIRST_NAMES or given in by_name or any(m.honorific for m in ms)) \
+                and (given.lower() in _FIRST_NAMES or _used_alone(given, by_name) or any(m.honorific for m in ms)) \
                 and not any(m.det or m.prep or m.locus for m in ms) and any(m.speaks or m.goes for m in ms):
             cue[n] = None
     # A place's generic word alone, no surname here, is the one name it ends, whatever that is:
@@ -1788,6 +1788,13 @@ def _eaten_person(target: str, ms: list[_Mention]) -> bool:
         and (target.split(" ", 1)[0].lower() in _FIRST_NAMES or any(m.name != target and not m.det for m in ms))
 
 
+def _used_alone(word: str, by_name: dict[str, list[_Mention]]) -> bool:
+    """Whether the chunk uses ``word`` alone as a name, not after a determiner as a thing's
+    short form is ("Ruvo Park arrived. Later Ruvo smiled."; not "Capitol Hill said ... the
+    Capitol was closed", "the Virgin Birth ... the Birth")."""
+    return any(not m.det for m in by_name.get(word, ()))
+
+
 def _sacred(name: str) -> bool:
     """Whether a phrase names the sacred by its first word ("the Holy Ghost", "the Sacred Heart"):
     neither a being's verb nor speaking makes it a person ("The Holy Ghost blessed them", "The
@@ -1803,7 +1810,7 @@ def _person_head(name: str, by_name: dict[str, list[_Mention]]) -> bool:
     also uses alone ("the Virgin Mary"; not "the Virgin Birth", "the Virgin Islands")."""
     words = name.split()
     if len(words) == 2 and words[0].lower() in _ROLES_BEFORE_NAMES \
-            and (words[0].lower() != "virgin" or words[1].lower() in _FIRST_NAMES or words[1] in by_name):
+            and (words[0].lower() != "virgin" or words[1].lower() in _FIRST_NAMES or _used_alone(words[1], by_name)):
         return True             # (else its head still may name someone: "the Virgin Queen")
     low = _cue_words(name.rsplit(" ", 1)[-1])[-1]
     forms = (low, low[:-1]) if low.endswith("s") else (low,)

@@ -1370,3 +1370,11 @@ def test_a_dish_eaten_and_named_again_after_the_stays_a_dish():
     assert names("Kim Lowe ate Peach Melba. The Melba was sweet.") == {"Kim Lowe": "person"}
     assert names("The bear ate Ruvo Treadwell. Treadwell had filmed bears for years.") == {
         "Ruvo Treadwell": "person"}
+
+
+def test_a_word_used_after_the_is_no_given_name():
+    # b647cb6 and f5bf8cb took a word the chunk uses alone for a given name, and "the Capitol",
+    # "the Birth" counted: "Capitol Hill said it would act. The Capitol was closed." gave a person.
+    assert names("Capitol Hill said it would act. The Capitol was closed.") == {"Capitol Hill": "geo"}
+    assert names("The Virgin Birth was debated. The Birth was celebrated.") == {"Virgin Birth": "concept"}
+    assert names("Ruvo Park arrived. Later Ruvo smiled.") == {"Ruvo Park": "person"}
