@@ -99,7 +99,8 @@ How a chunk is read:
   Ravi", "back to Marcus", nor "into", "near": "bumped into Ravi", nor "in" after a word taking
   someone: "confided in Priya"), unless it shortens a longer name there or a person's cue says
   otherwise ("Kim Lowe went through Customs" is a place: one goes through no one, and along
-  only a place; a thing goes through someone's hands: "Everything goes through Priya"). A lone word
+  only a place, and so do a road or a train: "The road goes through Tarnwick"; a thing goes
+  through someone's hands: "Everything goes through Priya"). A lone word
   only ever after the "at" of a job, a working, a study or a meeting is a body's, as often as a
   place's, rarely a person's ("editor at Ruvtane", "worked at Ruvtane", "met at Google"; not
   after any other word: "smiled at Fred", "took a swipe at Johnson").
@@ -111,7 +112,8 @@ How a chunk is read:
   form of the one name it ends, whatever that is ("Jon Park ... Park officials left"). A name
   such a word ends, no other cue making it a place, is a person's when it speaks or goes ("Jon
   Park arrived", "Jon Park said no") and opens with a given name or a word the chunk also uses
-  alone; not a street's, nor a place that goes and speaks for its trade, office or film ("Wall
+  alone (not after "the": "the Capitol"), or an honorific stands before it ("Dr. Olusegun
+  Park"); not a street's, nor a place that goes and speaks for its trade, office or film ("Wall
   Street came under pressure", "Downing Street said", "Capitol Hill said", "Jurassic Park came out").
 * Descriptions are the first sentences that mention the entity (about 40 words).
 * Relationships: two entities in one sentence (strong) or in adjacent sentences of one block
