@@ -20,8 +20,8 @@ import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from streamrag.local_search import STOPWORDS, query_terms, runs
-from streamrag.sentences import (CJK_CLOSERS, CJK_TERMINATORS, NOT_AFTER_ABBREVIATION, QUOTE_MARKS,
-                                 ends_with_abbreviation, table_row_text, table_rows)
+from streamrag.sentences import (CJK_CLOSERS, CJK_TERMINATORS, HEADING_LINE, NOT_AFTER_ABBREVIATION,
+                                 QUOTE_MARKS, ends_with_abbreviation, table_row_text, table_rows)
 from streamrag.terms import unspaced_chars, words
 
 EXTRACTIVE_LABEL = "Extractive answer (no LLM used)"
@@ -43,7 +43,6 @@ _ITEM_START = re.compile(r"[ \t]*(?:[-*+\u2022][ \t]|\d{1,3}[.)][ \t]|\||\d{4}-\
 _ITEM_MARK = re.compile(r"^(?:[-*+\u2022]|\d{1,3}[.)])\s+")
 _HEADING = re.compile(r"^\s*#+\s*")
 _BLOCK_GAP = re.compile(r"\n\s*\n|\n(?=\s*#)")
-_HEADING_LINE = re.compile(r"[ \t]{0,3}#{1,6}(?:[ \t][^\n]*)?$", re.MULTILINE)   # (the block's first line)
 _TAG = re.compile(r"\[(?:E|L|R|T):[^\]]*\]")
 
 
@@ -69,9 +68,9 @@ def _blocks(text: str) -> list[str]:
     Lovelace Ada was a mathematician." (``sentences.line_parts``'s rule for headings)."""
     out: list[str] = []
     for block in _BLOCK_GAP.split(text):
-        heading = _HEADING_LINE.match(block)
-        if heading is not None and heading.end() < len(block):
-            out += [block[:heading.end()], block[heading.end() + 1:]]
+        first, newline, rest = block.partition("\n")
+        if newline and HEADING_LINE.match(first) is not None:
+            out += [first, rest]
         else:
             out.append(block)
     return out

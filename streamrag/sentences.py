@@ -65,14 +65,15 @@ _CJK_STOP = re.compile(rf"[{CJK_TERMINATORS}]")
 # A line that ends its sentence whatever its last character: a Markdown heading's ("# Ada
 # Lovelace" over "Ada was ..." read "Ada Lovelace Ada was ...") and, as a blank line parts
 # paragraphs, the line before a blank one ("Open questions" over a blank line and a paragraph).
-_HEADING_LINE = re.compile(r"[ \t]{0,3}#{1,6}(?:[ \t]|$)")
-_BLANK_LINE = re.compile(r"\n[ \t]*\n\s*")
+# A line may end "\r\n" (a CRLF file, a model's answer): its "\r" is white space to both.
+HEADING_LINE = re.compile(r"[ \t]{0,3}#{1,6}(?:[ \t\r]|$)")
+_BLANK_LINE = re.compile(r"\n[ \t\r]*\n\s*")
 
 
 def is_heading_line(sentence: str) -> bool:
     """Whether ``sentence`` (one of ``sentences_of``) is a Markdown heading's line: a title, not
     a sentence a report may quote ("# Ada Lovelace." stood for Ada in a report's members)."""
-    return "\n" not in sentence and _HEADING_LINE.match(sentence) is not None
+    return "\n" not in sentence and HEADING_LINE.match(sentence) is not None
 
 
 def line_parts(text: str) -> list[str]:
@@ -87,7 +88,7 @@ def line_parts(text: str) -> list[str]:
             continue
         lines: list[str] = []
         for line in para.split("\n"):
-            if _HEADING_LINE.match(line) is None:
+            if HEADING_LINE.match(line) is None:
                 lines.append(line)
                 continue
             if lines:

@@ -231,6 +231,21 @@ def test_a_heading_or_a_line_over_a_blank_one_ends_its_sentence():
     assert sentences_of("See #tag\n#5 of the list is done.") == ["See #tag\n#5 of the list is done."]
 
 
+def test_crlf_line_ends_part_sentences_as_lf_ones_do():
+    """A text with "\r\n" line ends (a model's answer may have them; the loader makes a file's
+    "\n") was not parted at its blank lines: "Open questions\r\n\r\nWho ..." was one part."""
+    from streamrag.extractive import split_sentences
+    from streamrag.sentences import line_parts, sentences_of
+
+    for lf in ("Open questions\n\nWho built it? Ada did.", "Ada wrote\n#\nOn the engine.",
+               "# Ada Lovelace\nAda was a mathematician.\n  \nShe wrote notes."):
+        crlf = lf.replace("\n", "\r\n")
+        assert [p.strip() for p in line_parts(crlf)] == [p.strip() for p in line_parts(lf)], crlf
+        assert sentences_of(crlf) == sentences_of(lf), crlf
+        assert split_sentences(crlf) == split_sentences(lf), crlf
+    assert sentences_of("Open questions\r\n\r\nWho built it?") == ["Open questions", "Who built it?"]
+
+
 def test_a_sentence_of_several_summaries_is_counted_once_in_a_stage(monkeypatch):
     """Offline, a chunk's sentence describes each entity it names and their relationship: the
     stage's ``SentenceCounts`` encodes it once (the shared token cache lost it between the
