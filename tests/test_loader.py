@@ -2138,3 +2138,32 @@ def test_scan_order_is_the_order_the_scan_meets_files_folder_symlinks_last(tmp_p
                       "aa/more/" + copy.format("Mo"), "b/ln/" + copy.format("Yu"), "aa/in/" + copy.format("Wu")]
     shuffled = random.Random(7).sample(copies, len(copies))
     assert sorted(shuffled, key=lambda rel: scan_order(tmp_path, rel)) == copies
+
+
+def test_a_scan_opens_few_files_to_tell_an_export_from_one_left_out(tmp_path, monkeypatch):
+    """Every .json left out was opened to see whether `streamrag export` wrote it: 20,000 JSON
+    records made each scan (each watch batch) 3.0 s, not 0.6 s. A scan opens at most
+    EXPORT_LOOKS of each kind; a folder of few still has its export told apart."""
+    from streamrag import loader
+
+    opened: list[str] = []
+    told = loader.written_by_export
+    monkeypatch.setattr(loader, "written_by_export", lambda p: opened.append(os.fspath(p)) or told(p))
+    (tmp_path / "a.txt").write_text("Ada Lovelace wrote notes on the engine.\n")
+    (tmp_path / "graph.json").write_text('{\n "version": 1,\n "documents": [\n ]\n}\n')
+    (tmp_path / "records").mkdir()
+    n = 40
+    for i in range(n):
+        (tmp_path / "records" / f"r{i}.json").write_text('{"id": %d}\n' % i)
+        (tmp_path / "records" / f"g{i}.graphml").write_text("<graphml/>\n")
+    left_out: dict[str, int] = {}
+    assert scan([tmp_path], ["*.txt"], left_out=left_out) == [tmp_path / "a.txt"]
+    assert len(opened) < n, len(opened)   # (all 81 were opened; now at most EXPORT_LOOKS a kind)
+    assert left_out in ({".json": n, ".graphml": n}, {".json": n + 1, ".graphml": n}), left_out
+    # a folder of few: every one looked at, the export not counted
+    (tmp_path / "few").mkdir()
+    (tmp_path / "few" / "graph.json").write_text('{\n "version": 1,\n "documents": [\n ]\n}\n')
+    (tmp_path / "few" / "data.json").write_text('{"version": 1, "documents": []}\n')
+    left_out = {}
+    scan([tmp_path / "few"], ["*.txt"], left_out=left_out)
+    assert left_out == {".json": 1}, left_out
