@@ -1568,7 +1568,8 @@ def format_estimate(e: dict) -> str:
     # What is true of them, as `index` says it ("1 file is not text"): it said "1 file cannot be
     # indexed as it is" of a binary file. And the files index.include leaves out, as `index` says
     # them, which it did not say at all.
-    said = unusable_said(e["unreadable_by_kind"]) if sum(e.get("unreadable_by_kind", {}).values()) == n else ""
+    by_kind = e.get("unreadable_by_kind", {})
+    said = unusable_said(by_kind) if sum(by_kind.values()) == n else ""
     said = said or f"{counted(n, 'file')} cannot be indexed as {'it is' if n == 1 else 'they are'}"
     unreadable = f"\n{said} ({counts}); the warnings name {it}" if n else ""
     unreadable += "".join(f"\n{'Left out: ' if i == 0 else ' ' * 10}{line}"

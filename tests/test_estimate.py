@@ -2493,3 +2493,12 @@ async def test_an_index_built_offline_is_said_so_not_its_summary_and_report_sett
                     f"(answers in the cache cost nothing); every merged description is summarized with {model}; "
                     f"{est['reported_again']}"], said
     assert est["reported_again"] == f"reports are written with {settings.llm.report_model}", est
+
+
+def test_an_estimate_without_its_files_by_kind_is_said():
+    """format_estimate read e["unreadable_by_kind"] beside e.get("unreadable_by_kind", {}): an
+    estimate without the key (none unreadable) raised KeyError where the check beside it passed."""
+    e = {"unreadable_files": 0, "offline": True, "documents": 2, "corpus_tokens": 1200, "chunks_to_extract": 3}
+    assert format_estimate(e) == "Offline indexing: 2 documents, 1,200 tokens, 3 chunks to extract; no LLM calls, no cost."
+    e["unreadable_files"] = 1
+    assert "1 file cannot be indexed as it is (not counted); the warnings name it" in format_estimate(e)
