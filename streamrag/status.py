@@ -36,16 +36,27 @@ def llm_summary(by_stage: Mapping[str, Mapping[str, int | None]]) -> dict:
 
 def _extractive_why(store: Store) -> dict:
     """Why the index's extractive reports are extractive: ``reports_offline`` (its extractor is
-    the offline one), ``report_min_members`` (the one it was published with; None unknown) and
-    ``extractive_small_reports``, those of communities of fewer members."""
+    the offline one), ``report_min_members`` (the one it was published with; None unknown),
+    ``extractive_small_reports``, those of communities of fewer members, and
+    ``extractive_unfitted_reports``, those of communities no line of whose context fitted
+    index.report_max_input_tokens: asked nothing (``ReportStage.report``), their context key is
+    their report's, where a stand-in for a failed answer keeps its context's."""
     offline = (store.get_meta("extractor") or "").startswith("nlp-")
     said = store.get_meta("report_min_members") or ""
     least = int(said) if said.isdigit() else None
-    small = 0 if offline or least is None else store.scalar(
-        "SELECT count(DISTINCT c.report_key) FROM communities c JOIN reports r ON r.key = c.report_key "
-        "WHERE r.extractive = 1 AND (SELECT count(*) FROM community_members m WHERE m.community_id = c.id) < ?",
-        (least,))
-    return {"reports_offline": offline, "report_min_members": least, "extractive_small_reports": small}
+    small = unfitted = 0
+    if not offline and least is not None:
+        # (the communities' own size, not a count of their members' rows: ~10x faster)
+        for row in store.query(
+                "SELECT c.size < ? AS small, c.context_key = c.report_key AS unasked, count(DISTINCT c.report_key) AS n "
+                "FROM communities c JOIN reports r ON r.key = c.report_key WHERE r.extractive = 1 GROUP BY 1, 2",
+                (least,)):
+            if row["small"]:
+                small += row["n"]
+            elif row["unasked"]:
+                unfitted += row["n"]
+    return {"reports_offline": offline, "report_min_members": least, "extractive_small_reports": small,
+            "extractive_unfitted_reports": unfitted}
 
 
 def _reports_line(info: dict) -> str:
@@ -58,13 +69,20 @@ def _reports_line(info: dict) -> str:
     if info.get("reports_offline"):
         return line + ": built offline, no LLM wrote them)" if extractive == n else line + ")"
     least, small = info.get("report_min_members"), info.get("extractive_small_reports", 0)
+    unfitted = info.get("extractive_unfitted_reports", 0)
     why = []
+
+    def some(k: int) -> str:   # ("" when they are all the extractive ones)
+        return "" if k == extractive else f"{number(k)} "
+
     if small:
-        why.append(f"{'' if small == extractive else f'{number(small)} '}for communities of fewer than "
-                   f"{least} members, index.report_min_members")
-    if extractive > small and least is not None:
-        why.append(f"{'' if not small else f'{number(extractive - small)} '}standing in for the model's "
-                   "failed or unusable answers")
+        why.append(f"{some(small)}for communities of fewer than {least} members, index.report_min_members")
+    if unfitted:
+        # (said "standing in for the model's failed or unusable answers": no model was asked)
+        why.append(f"{some(unfitted)}for communities none of whose lines fit index.report_max_input_tokens "
+                   "(no LLM call)")
+    if extractive > small + unfitted and least is not None:
+        why.append(f"{some(extractive - small - unfitted)}standing in for the model's failed or unusable answers")
     return line + (": " + "; ".join(why) if why else "") + ")"
 
 

@@ -264,6 +264,52 @@ def test_status_says_why_reports_are_extractive(corpus, tmp_path, simulator):
     assert _reports_line({**mixed, "extractive_reports": 0}) == "  reports        10 (0 extractive)"
 
 
+def test_the_reports_line_tells_stand_ins_from_reports_no_model_was_asked_for(corpus, tmp_path, simulator):
+    """Reports of communities no line of whose context fits index.report_max_input_tokens are
+    written with no call (``ReportStage.report``), yet were said to stand "in for the model's
+    failed or unusable answers". A real index with failed report answers (half the requests
+    fail) says its stand-ins and its small communities' reports; one whose contexts fit nothing
+    says so, and asked the model no report."""
+    import sqlite3
+
+    from streamrag.errors import LLMUnavailableError
+    from streamrag.simulator import Simulator, SimulatorConfig
+
+    def counts(db: Path) -> tuple[int, int]:   # (extractive reports of communities of < 3 members, the others')
+        with sqlite3.connect(db) as conn:
+            rows = conn.execute(
+                "SELECT (SELECT count(*) FROM community_members m WHERE m.community_id = c.id) < 3, "
+                "count(DISTINCT c.report_key) FROM communities c JOIN reports r ON r.key = c.report_key "
+                "WHERE r.extractive = 1 GROUP BY 1").fetchall()
+        conn.close()
+        return dict(rows).get(1, 0), dict(rows).get(0, 0)
+
+    faulty_db, bare_db = tmp_path / "faulty.db", tmp_path / "bare.db"
+    with Simulator(SimulatorConfig(fault_rate=0.5, seed=11, timeout_s=0)) as faulty:
+        settings = make_settings(faulty.base_url, index={"report_min_members": 3}, llm={"max_retries": 0})
+        for _ in range(5):
+            try:
+                anyio.run(lambda: sync([corpus], settings, faulty_db, root=corpus))
+                break
+            except LLMUnavailableError:   # (the first calls to finish all failed: as test_bad_answers)
+                continue
+    small, standing_in = counts(faulty_db)
+    info, text = status_of(faulty_db)
+    assert small and standing_in and info["llm"]["by_stage"]["report"]["errors"], (small, standing_in, info["llm"])
+    n = info["extractive_reports"]
+    assert f"  reports        {info['reports']} ({n} extractive: {small} for communities of fewer than 3 members, " \
+           f"index.report_min_members; {standing_in} standing in for the model's failed or unusable answers)" \
+           in text.splitlines(), text
+    anyio.run(lambda: sync([corpus], make_settings(simulator.base_url, index={
+        "report_min_members": 3, "report_max_input_tokens": 30}), bare_db, root=corpus))
+    small, unasked = counts(bare_db)
+    info, text = status_of(bare_db)
+    assert small and unasked and not info["llm"]["by_stage"].get("report", {}).get("calls"), info["llm"]
+    assert f"  reports        {info['reports']} ({info['extractive_reports']} extractive: {small} for communities " \
+           f"of fewer than 3 members, index.report_min_members; {unasked} for communities none of whose lines fit " \
+           "index.report_max_input_tokens (no LLM call))" in text.splitlines(), text
+
+
 def test_status_says_how_big_the_database_is_and_how_much_is_cached_answers(corpus, tmp_path, simulator):
     # A daemon's database grew to three times a fresh index under churn (the cached answers of
     # what changed are kept store.keep_unused_days), and nothing said so.
