@@ -220,11 +220,11 @@ def db_for_index(args: argparse.Namespace, settings: Settings, root: Path) -> Pa
     # (`index DIR` and `watch DIR` of a `demo --dir DIR` folder, or of its christmas_carol, built
     # a second index of the demo's text in a .streamrag beside the demo's, which the reading
     # commands found from then on.)
-    flags = (" --estimate" if _estimating(args) else "") + (" --offline" if _built_offline(kept) else "")
-    raise StreamragError(f"{shown(root)}: its index is {shown(kept)} ({_kept_how(kept)}), not "
-                         f".streamrag/index.db, which `{args.command}` would build as a second index; "
-                         f"to update it, run `streamrag {args.command}{flags} "
-                         f"{shell_word(folder)} --db {shell_word(kept)}`")
+    raise StreamragError(_wrapped(
+        f"{shown(root)}: its index is {shown(kept)} ({_kept_how(kept)}), not .streamrag/index.db, which "
+        f"`{args.command}` would build as a second index",
+        f"{_to_update(args)}, run `streamrag {args.command}{_update_flags(args, kept)} "
+        f"{shell_word(folder)} --db {shell_word(kept)}`"))
 
 
 def _inside_indexed_folder(args: argparse.Namespace, root: Path, db: Path, above: Path, folder: Path) -> str:
@@ -234,10 +234,57 @@ def _inside_indexed_folder(args: argparse.Namespace, root: Path, db: Path, above
     notes's (or, for an index kept as notes/index.db, been pointed to it). The line names the command that updates ``folder``'s index, and how to build a
     separate index of ``root`` (its --db), which is then used as any index named."""
     named = "" if above.parent.name == ".streamrag" else f" --db {shell_word(above)}"
-    flags = (" --estimate" if _estimating(args) else "") + (" --offline" if _built_offline(above) else "")
     read = "" if named else f", which ask and status in {shown(root)} read"
-    return (f"{shown(root)} is inside {shown(folder)}, indexed in {shown(above)}{read}; to update it, run `streamrag {args.command}{flags} {shell_word(folder)}{named}`; "
-            f"for a separate index of {shown(root)}, add --db {shell_word(db)}")
+    return _wrapped(f"{shown(root)} is inside {shown(folder)}, indexed in {shown(above)}{read}",
+                    f"{_to_update(args)}, run `streamrag {args.command}{_update_flags(args, above)} "
+                    f"{shell_word(folder)}{named}`",
+                    f"for a separate index of {shown(root)}, add --db {shell_word(db)}")
+
+
+# The width an error's clauses are kept within, "streamrag: error: " included (``_wrapped``).
+ERROR_WIDTH = 120
+
+
+def _wrapped(*clauses: str) -> str:
+    """``clauses`` as one error, parted by "; ", each on a line of its own when one line would be
+    wider than ``ERROR_WIDTH`` (the advice of ``_inside_indexed_folder`` ran to 300 characters),
+    and one still wider wrapped at its spaces, but for a command to run (in backquotes: a line
+    of its own, copied whole)."""
+    import textwrap
+
+    lead = "streamrag: error: "
+    if len(lead + "; ".join(clauses)) <= ERROR_WIDTH:
+        return "; ".join(clauses)
+    lines = []
+    for i, clause in enumerate(clauses):
+        clause += ";" if i < len(clauses) - 1 else ""
+        first = lead if i == 0 else ""
+        lines += [clause] if "`" in clause else textwrap.wrap(
+            clause, ERROR_WIDTH, initial_indent=first, break_long_words=False, break_on_hyphens=False)
+        if first and "`" not in clause:
+            lines[0] = lines[0][len(first):]
+    return "\n".join(lines)
+
+
+def _to_update(args: argparse.Namespace) -> str:
+    """How the advice of a refused `index` or `watch` names what its command does: `index
+    --estimate` estimates the update, it does not make it."""
+    return "to estimate its update" if _estimating(args) else "to update it"
+
+
+def _update_flags(args: argparse.Namespace, db: Path) -> str:
+    """The options of the command that advice names, to run in place of the one refused: those
+    given that decide what it does (--estimate, --offline, --config, --api-base; -q, --json and
+    the like are the user's to add), and --offline for an index ``db`` built offline (run
+    without it, it would refuse or rebuild with a model)."""
+    flags = " --estimate" if _estimating(args) else ""
+    offline = getattr(args, "offline", False) or _built_offline(db)
+    flags += " --offline" if offline else ""
+    if getattr(args, "config", None):
+        flags += f" --config {shell_word(os.fspath(args.config))}"
+    if getattr(args, "api_base", None) and not offline:
+        flags += f" --api-base {shell_word(args.api_base)}"
+    return flags
 
 
 def _walked_into(folder: Path, root: Path, settings: Settings) -> bool:

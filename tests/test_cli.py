@@ -988,6 +988,12 @@ def test_a_kept_demo_names_its_index_on_one_line(cli_run, tmp_path):
     assert "\x1b" not in out.stdout
 
 
+def _unwrapped(stderr: str) -> str:
+    """An error as one line: ``cli._wrapped`` puts each of its clauses on a line of its own when
+    one line would be over 120 characters, one still longer wrapped at its spaces."""
+    return stderr.rstrip("\n").replace("\n", " ") + stderr[len(stderr.rstrip("\n")):]
+
+
 def test_a_demo_folder_named_as_dir_is_pointed_to_its_index_db(cli_run, tmp_path):
     # `demo --dir d` keeps d/index.db; `ask "Q" d` said to run `streamrag index d`, which built a
     # second index of the demo's text in d/.streamrag beside it.
@@ -995,13 +1001,13 @@ def test_a_demo_folder_named_as_dir_is_pointed_to_its_index_db(cli_run, tmp_path
     for args in (("ask", "Who is Scrooge?", "d"), ("status", "d"), ("export", "g.json", "d"), ("vacuum", "d")):
         out = cli_run(*args, cwd=tmp_path)
         assert out.returncode == 1 and out.stdout == "", (args, out)
-        assert out.stderr == ("streamrag: error: d: its index is d/index.db (as `demo --dir` keeps one), "
+        assert _unwrapped(out.stderr) == ("streamrag: error: d: its index is d/index.db (as `demo --dir` keeps one), "
                               "not .streamrag/index.db; pass it as --db d/index.db\n"), (args, out.stderr)
     # ... and run inside it: "no index found here ...; build one with `streamrag index DIR`".
     for args in (("ask", "Who is Scrooge?"), ("status",), ("export", "g.json"), ("vacuum",)):
         out = cli_run(*args, cwd=tmp_path / "d")
         assert out.returncode == 1 and out.stdout == "", (args, out)
-        assert out.stderr == ("streamrag: error: this folder: its index is index.db (as `demo --dir` keeps "
+        assert _unwrapped(out.stderr) == ("streamrag: error: this folder: its index is index.db (as `demo --dir` keeps "
                               "one), not .streamrag/index.db; pass it as --db index.db\n"), (args, out.stderr)
     assert cli_run("status", "--db", "d/index.db", cwd=tmp_path).returncode == 0
     assert not (tmp_path / "d" / ".streamrag").exists()
@@ -1020,14 +1026,15 @@ def test_index_or_watch_of_a_demo_folder_is_pointed_to_its_index_db(cli_run, tmp
                                                            "d/christmas_carol", "d/index.db")),
             (("index", "--estimate", "d"), tmp_path, "d: " + said.format("d/index.db", "index",
                                                                          "index --estimate --offline",
-                                                                         "d/christmas_carol", "d/index.db")),
+                                                                         "d/christmas_carol", "d/index.db")
+             .replace("to update it", "to estimate its update")),
             (("index", "."), demo, ".: " + said.format("index.db", "index", "index --offline", "christmas_carol",
                                                        "index.db")),
             (("watch", "--once", "d"), tmp_path, "d: " + said.format("d/index.db", "watch", "watch --offline",
                                                                      "d/christmas_carol", "d/index.db"))):
         out = cli_run(*args, cwd=cwd)
         assert out.returncode == 1 and out.stdout == "", (args, out)
-        assert out.stderr == f"streamrag: error: {line}\n", (args, out.stderr)
+        assert _unwrapped(out.stderr) == f"streamrag: error: {line}\n", (args, out.stderr)
     assert not (demo / ".streamrag").exists() and (demo / "index.db").read_bytes() == kept
     # The index command said updates the demo's index: the stave edited is the one extracted again.
     stave = sorted((demo / "christmas_carol").glob("*.txt"))[0]
@@ -1057,7 +1064,7 @@ def test_the_update_advised_for_a_demo_folder_stays_offline_with_a_model_configu
     (tmp_path / "streamrag.toml").write_text(f'[llm]\napi_base = "{simulator.base_url}"\n'
                                              "requests_per_minute = 0\ntokens_per_minute = 0\n")
     out = cli_run("index", "d", cwd=tmp_path)
-    assert out.returncode == 1 and out.stderr.endswith(
+    assert out.returncode == 1 and _unwrapped(out.stderr).endswith(
         "to update it, run `streamrag index --offline d/christmas_carol --db d/index.db`\n"), out.stderr
     stave = sorted((tmp_path / "d" / "christmas_carol").glob("*.txt"))[0]
     stave.write_text(stave.read_text(encoding="utf-8") + "\nScrooge wrote to Marley.\n", encoding="utf-8")
@@ -1070,7 +1077,7 @@ def test_the_update_advised_for_a_demo_folder_stays_offline_with_a_model_configu
     assert cli_run("index", str(corpus), "--db", str(corpus / "index.db"), "-q",
                    "--api-base", simulator.base_url).returncode == 0
     out = cli_run("index", "corpus", cwd=tmp_path)
-    assert out.returncode == 1 and out.stderr.endswith(
+    assert out.returncode == 1 and _unwrapped(out.stderr).endswith(
         "to update it, run `streamrag index corpus --db corpus/index.db`\n"), out.stderr
 
 
@@ -1086,21 +1093,21 @@ def test_a_demos_text_folder_is_pointed_to_the_demos_index_db(cli_run, tmp_path)
              "d/christmas_carol: " + said.format("d/index.db", "index", "index", "d/christmas_carol", "d/index.db")),
             (("index", "--estimate", "d/christmas_carol"), tmp_path,
              "d/christmas_carol: " + said.format("d/index.db", "index", "index --estimate", "d/christmas_carol",
-                                                 "d/index.db")),
+                                                 "d/index.db").replace("to update it", "to estimate its update")),
             (("index", "."), text, ".: " + said.format("../index.db", "index", "index", ".", "../index.db")),
             (("watch", "--once", "d/christmas_carol"), tmp_path,
              "d/christmas_carol: " + said.format("d/index.db", "watch", "watch", "d/christmas_carol",
                                                  "d/index.db"))):
         out = cli_run(*args, cwd=cwd)
         assert out.returncode == 1 and out.stdout == "", (args, out)
-        assert out.stderr == f"streamrag: error: {line}\n", (args, out.stderr)
+        assert _unwrapped(out.stderr) == f"streamrag: error: {line}\n", (args, out.stderr)
     for args, cwd, where, kept in (
             (("status", "d/christmas_carol"), tmp_path, "d/christmas_carol", "d/index.db"),
             (("ask", "Who is Scrooge?", "d/christmas_carol"), tmp_path, "d/christmas_carol", "d/index.db"),
             (("status",), text, "this folder", "../index.db")):
         out = cli_run(*args, cwd=cwd)
         assert out.returncode == 1 and out.stdout == "", (args, out)
-        assert out.stderr == (f"streamrag: error: {where}: its index is {kept} (as `demo --dir` keeps one), "
+        assert _unwrapped(out.stderr) == (f"streamrag: error: {where}: its index is {kept} (as `demo --dir` keeps one), "
                               f"not .streamrag/index.db; pass it as --db {kept}\n"), (args, out.stderr)
     assert not (text / ".streamrag").exists()
 
@@ -1117,14 +1124,14 @@ def test_a_subfolder_of_a_folder_with_a_kept_index_is_pointed_to_it(cli_run, cor
             (("status",), corpus / "sub", "this folder", "../index.db")):
         out = cli_run(*args, cwd=cwd)
         assert out.returncode == 1 and out.stdout == "", (args, out)
-        assert out.stderr == (f"streamrag: error: {where}: its index is {kept} (kept there by `--db`), "
+        assert _unwrapped(out.stderr) == (f"streamrag: error: {where}: its index is {kept} (kept there by `--db`), "
                               f"not .streamrag/index.db; pass it as --db {kept}\n"), (args, out.stderr)
     # Another folder's index kept in a folder above is not taken for this one's.
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "o.txt").write_text("Petra Lind joined the Northern Rail Company.\n")
     assert cli_run("index", "-q", "--offline", "other", "--db", "corpus/sub/index.db", cwd=tmp_path).returncode == 0
     out = cli_run("status", "corpus/sub/deeper", cwd=tmp_path)
-    assert out.returncode == 1 and "its index is corpus/index.db" in out.stderr, out.stderr
+    assert out.returncode == 1 and "its index is corpus/index.db" in _unwrapped(out.stderr), out.stderr
     assert not (corpus / "sub" / ".streamrag").exists()
 
 
@@ -1138,7 +1145,7 @@ def test_a_linked_subfolder_of_a_folder_with_a_kept_index_is_pointed_to_it(cli_r
     kept = corpus.resolve() / "index.db"
     out = cli_run("status", "lnk", cwd=tmp_path)
     assert out.returncode == 1 and out.stdout == "", out
-    assert out.stderr == (f"streamrag: error: lnk: its index is {kept} (kept there by `--db`), not "
+    assert _unwrapped(out.stderr) == (f"streamrag: error: lnk: its index is {kept} (kept there by `--db`), not "
                           f".streamrag/index.db; pass it as --db {kept}\n")
 
 
@@ -1158,9 +1165,10 @@ def test_a_subfolder_of_an_indexed_folder_indexed_alone_is_pointed_to_the_index_
         assert out.returncode == 1, out.stderr
         said = fix.replace("index", "index --estimate", 1) if "--estimate" in args else fix
         read = "" if kept else ", which ask and status in corpus/sub read"
-        assert out.stderr == (f"streamrag: error: corpus/sub is inside corpus, indexed in {above}{read}; to "
-                              f"update it, run `{said}`; for a separate index of corpus/sub, add --db "
-                              "corpus/sub/.streamrag/index.db\n")
+        to = "to estimate its update" if "--estimate" in args else "to update it"
+        assert _unwrapped(out.stderr) == (f"streamrag: error: corpus/sub is inside corpus, indexed in {above}{read}; "
+                                          f"{to}, run `{said}`; for a separate index of corpus/sub, add --db "
+                                          "corpus/sub/.streamrag/index.db\n")
     assert not (corpus / "sub" / ".streamrag").exists()
     if not kept:   # status in corpus/sub reads corpus's index, as the line says
         status = cli_run("status", "--json", cwd=corpus / "sub")
@@ -1173,7 +1181,26 @@ def test_a_subfolder_of_an_indexed_folder_indexed_alone_is_pointed_to_the_index_
     assert cli_run("index", "-q", "--offline", "corpus/sub", "--db", sub_db, cwd=tmp_path).returncode == 0
     out = cli_run("index", "-q", "--offline", "corpus/sub", "--json", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["db"] == str(tmp_path / sub_db) and out.stderr == ""
+    assert json.loads(out.stdout)["db"] == str(tmp_path / sub_db) and _unwrapped(out.stderr) == ""
+
+
+def test_the_update_advised_for_a_subfolder_keeps_the_options_given_and_its_lines_short(cli_run, corpus, tmp_path):
+    """`index --estimate --config my.toml n/sub` was told "to update it, run `streamrag index
+    --estimate --offline n`": that command only estimates, and without --config reads other
+    settings; the line ran to 230 characters."""
+    (corpus / "sub").mkdir()
+    (corpus / "sub" / "new.txt").write_text("Petra Lind joined the Northern Rail Company.\n")
+    (tmp_path / "my.toml").write_text("[index]\nchunk_size = 300\n")
+    assert cli_run("index", "-q", "--offline", "--config", "my.toml", "corpus", cwd=tmp_path).returncode == 0
+    out = cli_run("index", "-q", "--estimate", "--config", "my.toml", "corpus/sub", cwd=tmp_path)
+    assert out.returncode == 1, out.stderr
+    advised = "streamrag index --estimate --offline --config my.toml corpus"
+    assert f"; to estimate its update, run `{advised}`; " in _unwrapped(out.stderr), out.stderr
+    assert "to update it" not in out.stderr and all(len(x) <= 120 for x in out.stderr.splitlines()), out.stderr
+    done = cli_run(*advised.split()[1:], cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.startswith("Offline indexing: "), done.stdout + done.stderr
+    out = cli_run("index", "-q", "--config", "my.toml", "corpus/sub", cwd=tmp_path)
+    assert "; to update it, run `streamrag index --offline --config my.toml corpus`; " in _unwrapped(out.stderr)
 
 
 @pytest.mark.parametrize("sub", [".drafts", "Templates"])
@@ -1202,7 +1229,7 @@ def test_a_linked_subfolder_of_an_indexed_folder_is_pointed_to_the_index_above_i
     out = cli_run("index", "-q", "--offline", "lnk", cwd=tmp_path)
     assert out.returncode == 1, out.stderr
     real = corpus.resolve()
-    assert out.stderr == (f"streamrag: error: lnk is inside {real}, indexed in {real}/.streamrag/index.db, which "
+    assert _unwrapped(out.stderr) == (f"streamrag: error: lnk is inside {real}, indexed in {real}/.streamrag/index.db, which "
                           f"ask and status in lnk read; to update it, run `streamrag index --offline {real}`; "
                           "for a separate index of lnk, add --db lnk/.streamrag/index.db\n")
 
@@ -1245,11 +1272,11 @@ def test_a_subfolder_of_an_indexed_folder_watched_alone_is_told_to_watch_the_fol
             "corpus/sub read; to update it, run `streamrag watch --offline corpus`; for a separate index of "
             "corpus/sub, add --db corpus/sub/.streamrag/index.db")
     out = cli_run("watch", "--once", "--offline", "corpus/sub", cwd=tmp_path)
-    assert out.returncode == 1 and out.stderr == f"streamrag: error: {line}\n", out.stderr
+    assert out.returncode == 1 and _unwrapped(out.stderr) == f"streamrag: error: {line}\n", out.stderr
     out = cli_run("watch", "--once", "--offline", "--json", "corpus/sub", cwd=tmp_path)
     assert out.returncode == 1, out.stderr
     (event,) = [json.loads(x) for x in out.stdout.splitlines()]
-    assert (event["state"], event["message"]) == ("failed", line), event
+    assert (event["state"], _unwrapped(event["message"])) == ("failed", line), event
     assert not (corpus / "sub" / ".streamrag").exists()
 
 
@@ -1262,10 +1289,10 @@ def test_a_folder_copied_with_its_kept_index_is_pointed_to_the_copy_s_index(cli_
     shutil.copytree(corpus, tmp_path / "copy")
     (tmp_path / "copy" / "sub").mkdir()
     out = cli_run("index", "copy", cwd=tmp_path)
-    assert out.returncode == 1 and out.stderr.endswith(
+    assert out.returncode == 1 and _unwrapped(out.stderr).endswith(
         "to update it, run `streamrag index --offline copy --db copy/index.db`\n"), out.stderr
     out = cli_run("status", "copy/sub", cwd=tmp_path)
-    assert out.returncode == 1 and out.stderr == (
+    assert out.returncode == 1 and _unwrapped(out.stderr) == (
         "streamrag: error: copy/sub: its index is copy/index.db (kept there by `--db`), not "
         ".streamrag/index.db; pass it as --db copy/index.db\n"), out.stderr
     assert not (tmp_path / "copy" / ".streamrag").exists() and not (tmp_path / "copy" / "sub" / ".streamrag").exists()
@@ -1284,7 +1311,7 @@ def test_a_users_own_kept_index_is_not_said_to_be_a_demos(cli_run, corpus, tmp_p
             (("status", "corpus"), "not .streamrag/index.db; pass it as --db corpus/index.db")):
         out = cli_run(*args, cwd=tmp_path)
         assert out.returncode == 1 and out.stdout == "", (args, out)
-        assert out.stderr == ("streamrag: error: corpus: its index is corpus/index.db (kept there by `--db`), "
+        assert _unwrapped(out.stderr) == ("streamrag: error: corpus: its index is corpus/index.db (kept there by `--db`), "
                               f"{line}\n"), (args, out.stderr)
     assert not (corpus / ".streamrag").exists()
 
@@ -1299,9 +1326,9 @@ def test_a_kept_index_whose_folder_is_gone_is_no_index_of_the_folders_beside_it(
     (corpus / "sub").mkdir()
     shutil.move(corpus, tmp_path / "moved")
     out = cli_run("status", "top/proj", cwd=tmp_path)
-    assert out.returncode == 1 and "top/proj: no index in it or in a folder above it" in out.stderr, out.stderr
+    assert out.returncode == 1 and "top/proj: no index in it or in a folder above it" in _unwrapped(out.stderr), out.stderr
     out = cli_run("status", "moved/sub", cwd=tmp_path)
-    assert out.returncode == 1 and "its index is moved/index.db" in out.stderr, out.stderr
+    assert out.returncode == 1 and "its index is moved/index.db" in _unwrapped(out.stderr), out.stderr
 
 
 def test_a_folder_whose_index_is_kept_two_folders_up_is_not_indexed_again(cli_run, corpus, tmp_path):
@@ -1311,10 +1338,10 @@ def test_a_folder_whose_index_is_kept_two_folders_up_is_not_indexed_again(cli_ru
     shutil.move(corpus, tmp_path / "a" / "b" / "corpus")
     assert cli_run("index", "-q", "--offline", "a/b/corpus", "--db", "a/index.db", cwd=tmp_path).returncode == 0
     out = cli_run("index", "a/b/corpus", cwd=tmp_path)
-    assert out.returncode == 1 and out.stderr.endswith(
+    assert out.returncode == 1 and _unwrapped(out.stderr).endswith(
         "to update it, run `streamrag index --offline a/b/corpus --db a/index.db`\n"), out.stderr
     out = cli_run("status", "a/b/corpus", cwd=tmp_path)
-    assert out.returncode == 1 and "a/b/corpus: its index is a/index.db" in out.stderr, out.stderr
+    assert out.returncode == 1 and "a/b/corpus: its index is a/index.db" in _unwrapped(out.stderr), out.stderr
     assert not (tmp_path / "a" / "b" / "corpus" / ".streamrag").exists()
 
 
