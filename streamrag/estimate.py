@@ -97,7 +97,8 @@ from streamrag.merge import descriptions_after, mentions_of, unique_descriptions
 from streamrag.on_disk import change_stamp, covered, file_names, retimed, same_on_disk, still_there
 from streamrag.parsing import parse_records, parse_yes_no, read_claims, usable_extraction
 from streamrag.pipeline import (EVERY_CHUNK_EXTRACTED, built_offline, check_not_downgraded, claims_asked,
-                                extracted_again, nothing_found, reports_redone, resummarizes)
+                                extracted_again, extractive_redone, nothing_found, reports_redone,
+                                resummarizes)
 from streamrag.prompts import load_prompt
 from streamrag.report_stage import built_min_members, children_of, claims_by_end, deepest_first, report_attempt
 from streamrag.reports import ReportContext, build_context, claim_lines_redone, context_key
@@ -687,6 +688,9 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             # (report settings changed: what the run writes again of the reports, in its words, and why)
             "reported_again": reported_again(store, settings) if store is not None else "",
             "reported_again_because": report_change(store, settings) if store is not None else "",
+            # (this streamrag's extractive reports differ from those published: rewritten, free;
+            # it said "Nothing to do", and the run published a new version)
+            "extractive_again": extractive_redone(store, settings) if store is not None else "",
             # (not those the run extracts again, or that leave with their file's edit: merged as
             # its new chunks are, ``GraphState.apply``)
             "chunks_merged_again": len(stranded_chunks(store) & wanted & published) if store is not None else 0,
@@ -1592,6 +1596,8 @@ def format_estimate(e: dict) -> str:
         # (the run said "reports are written again where their context changed"; the estimate
         # "Nothing to do", or counted reports with no word of why)
         because += f"\n{e['reported_again'][:1].upper()}{e['reported_again'][1:]}: {e['reported_again_because']}."
+    if e.get("extractive_again") and not e["offline"]:
+        because += f"\n{e['extractive_again'][:1].upper()}{e['extractive_again'][1:]}."
     if stranded := e.get("chunks_merged_again"):
         because += (f"\n{counted(stranded, 'chunk')} holding claims about names that are no entity "
                     f"{'is' if stranded == 1 else 'are'} merged again from the extractions stored, once "
@@ -1611,7 +1617,7 @@ def format_estimate(e: dict) -> str:
     if e.get("update") and not (changed or e.get("documents_removed") or u["calls"] or e["chunks_to_extract"]
                                 or e["chunks_unpublished"] or e["chunks_replacing"] or e.get("chunks_merged_again")
                                 or e.get("read_again_because") or e.get("summarized_again_because")
-                                or e.get("reported_again_because")):
+                                or e.get("reported_again_because") or e.get("extractive_again")):
         # (It printed "total 0 calls" and that answers "are estimated" of an index with nothing to do.)
         return (f"Nothing to do: the index is up to date with {counted(e['documents'], 'document')} "
                 f"({e['corpus_tokens']:,} tokens); no LLM calls." + because + unreadable)

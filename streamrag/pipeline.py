@@ -80,7 +80,7 @@ from streamrag.graph_state import (
 )
 from streamrag.records import Chunk, Community, Document, Extraction
 from streamrag.report_stage import ReportStage, ReportStageContext, built_min_members, deepest_first
-from streamrag.reports import CLAIM_LINES_REDONE, claim_lines_redone
+from streamrag.reports import CLAIM_LINES_REDONE, EXTRACTIVE_CHANGED_WHY, claim_lines_redone
 from streamrag.reports import settings_key as report_settings_key
 from streamrag.run_progress import Progress
 from streamrag.store import Store, index_files, without_index_files
@@ -334,6 +334,24 @@ def _reports_redone(store: Store, settings: Settings) -> tuple[str, str]:
     # one within both report_max_input_tokens, finds its report)
     return ("reports are written again where their context changed (every one for a new report model or "
             "prompt; a context within both the old and the new index.report_max_input_tokens keeps its report)"), ""
+
+
+def extractive_redone(store: Store, settings: Settings) -> str:
+    """Why and what a run with a model does again of the extractive reports of the model-built
+    index in ``store`` (``ReportStage.stale_extractive``), their builder changed since it was
+    published (``reports.EXTRACTIVE_VERSION``) and no report setting: one line, or "" (offline
+    runs redo every report with the settings key, which holds the version; an index published
+    before the mark is rewritten too, but why is not known)."""
+    said = store.get_meta
+    if (settings.offline or not store.version or said("report_settings") != report_settings_key(settings, by_llm=True)
+            or said("extractive_settings") in (None, report_settings_key(settings, by_llm=False))):
+        return ""
+    n = store.scalar("SELECT count(*) FROM reports WHERE extractive = 1 AND key IN "
+                     "(SELECT report_key FROM communities)") or 0
+    if not n:
+        return ""
+    return (f"{EXTRACTIVE_CHANGED_WHY}: {'its' if n == 1 else 'the'} {counted(n, 'extractive report')} "
+            f"{'is' if n == 1 else 'are'} written again, once, with no LLM call (the model's are kept)")
 
 
 def check_not_downgraded(settings: Settings, store: Store, db_path: Path) -> None:
@@ -1018,6 +1036,8 @@ class Indexer:
                         "(chunks with new text are extracted)")
         if upgraded:
             self.say(f"{upgraded}: {reported}")
+        if rewritten := extractive_redone(store, s):
+            self.say(rewritten)
         self.settings_changed = names = [what for what, _ in changes] + (["chunking"] if upgrade else [])
         # (an index built offline was said "the extraction, summary and report settings changed
         # since this index was built" of a first run with a model, no setting changed)

@@ -89,6 +89,11 @@ def settings_key(settings: Settings, *, by_llm: bool, min_members: int | None = 
 # the version that made the change (from 3: 2 is the first in a key).
 CLAIMS_BY_OBJECT_WHY = "this streamrag shows a claim in the reports of its object's communities too"
 CLAIM_LINES_CHANGES: dict[int, str] = {3: CLAIMS_BY_OBJECT_WHY}
+# What a run (and its estimate) on a model-built index says of why its extractive reports (of
+# communities below index.report_min_members, stand-ins for failed answers) are written again,
+# no setting changed: EXTRACTIVE_VERSION is not the one it was published with (it said nothing,
+# the estimate "Nothing to do", and the run published a new version).
+EXTRACTIVE_CHANGED_WHY = "this streamrag writes extractive reports otherwise"
 # ... and what it does: true of any such change, and of an index none of whose contexts it
 # changes (no report written: it said reports "are written again, once" all the same).
 CLAIM_LINES_REDONE = ("every community's context is built again, once, and its report written again only if "

@@ -2502,3 +2502,39 @@ def test_an_estimate_without_its_files_by_kind_is_said():
     assert format_estimate(e) == "Offline indexing: 2 documents, 1,200 tokens, 3 chunks to extract; no LLM calls, no cost."
     e["unreadable_files"] = 1
     assert "1 file cannot be indexed as it is (not counted); the warnings name it" in format_estimate(e)
+
+
+async def test_extractive_reports_of_another_streamrag_are_said_rewritten_by_run_and_estimate(
+        corpus, tmp_path, simulator, monkeypatch):
+    # A model-built index whose small communities' reports are extractive, published by a streamrag
+    # whose EXTRACTIVE_VERSION was another: `index --estimate` said "Nothing to do: the index is up
+    # to date", then the run rewrote those reports (free) and published a new version, neither
+    # saying why.
+    from streamrag import reports
+
+    settings = make_settings(simulator.base_url, index={"report_min_members": 3})
+    db = tmp_path / "index.db"
+    with monkeypatch.context() as old:   # (as that streamrag built it)
+        old.setattr(reports, "EXTRACTIVE_VERSION", "extractive-0")
+        first = await sync([corpus], settings, db, root=corpus)
+    with sqlite3.connect(db) as conn:
+        n = conn.execute("SELECT count(*) FROM reports WHERE extractive = 1 AND key IN "
+                         "(SELECT report_key FROM communities)").fetchone()[0]
+    conn.close()
+    assert n > 0
+    est = estimate([corpus], settings, db, root=corpus)
+    text = format_estimate(est)
+    assert not text.startswith("Nothing to do"), text
+    rewritten = f"{reports.EXTRACTIVE_CHANGED_WHY}: {'its' if n == 1 else 'the'} {n} extractive " \
+                f"report{'s are' if n > 1 else ' is'} written again, once, with no LLM call (the model's are kept)"
+    assert f"\n{rewritten[:1].upper()}{rewritten[1:]}." in text, text
+    assert est["llm"]["calls"] == 0 and "no LLM calls" in text.splitlines()[0], text
+    said: list[str] = []
+    done = await Indexer(settings, db, root=corpus, say=said.append).run([corpus])
+    assert said == [rewritten], said
+    assert done.version == first.version + 1 and done.reports_generated == n and llm_calls(done) == 0, done
+    # Said once: the next run has nothing to do, and says nothing.
+    said.clear()
+    assert format_estimate(estimate([corpus], settings, db, root=corpus)).startswith("Nothing to do")
+    await Indexer(settings, db, root=corpus, say=said.append).run([corpus])
+    assert said == [], said
