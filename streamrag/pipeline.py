@@ -1249,16 +1249,21 @@ class Indexer:
         paths = index_rows.document_paths(store) if headed else {}
         out: dict[str, bool] = {}
         for doc_id in sorted(headed):
-            file = next((f for f in on_disk.stored_files(paths.get(doc_id, ""), self.root) if on_disk.is_file(f)),
-                        None)
-            if file is None:
-                continue
-            try:
-                docs, _ = loader.read_documents(file, root=self.root, text_field=self.settings.index.text_field)
-            except InputError:
-                continue
+            docs = self._read_stored(paths.get(doc_id, ""))
             out.update((d.id, joins.code_heading(d.text)) for d in docs if d.id == doc_id)
         return out
+
+    def _read_stored(self, path: str) -> list:
+        """The documents of the file a stored ``path`` names, read now; none when it is gone or
+        cannot be read (the run that meets it so says why)."""
+        file = next((f for f in on_disk.stored_files(path, self.root) if on_disk.is_file(f)), None)
+        if file is None:
+            return []
+        try:
+            docs, _ = loader.read_documents(file, root=self.root, text_field=self.settings.index.text_field)
+        except InputError:
+            return []
+        return docs
 
     def _read_shown_titles(self, store: Store, scan: Scan, change: Change) -> None:
         """Reads the title of a kept document now shown by a file this run did not read (the copy
@@ -1268,14 +1273,7 @@ class Indexer:
         for doc_id, path in index_rows.shown_paths(scan.files).items():
             if doc_id not in change.kept_docs or path == stored.get(doc_id) or path in scan.titles:
                 continue
-            file = next((f for f in on_disk.stored_files(path, self.root) if on_disk.is_file(f)), None)
-            if file is None:
-                continue
-            try:
-                docs, _ = loader.read_documents(file, root=self.root, text_field=self.settings.index.text_field)
-            except InputError:
-                continue
-            scan.titles.update({d.path: d.title for d in docs})
+            scan.titles.update({d.path: d.title for d in self._read_stored(path)})
 
     def _keep_previous_versions(self, store: Store, scan: Scan, old_docs: set[str]) -> None:
         """A document whose new chunks are not all extracted (their calls failed) stays indexed
