@@ -375,11 +375,7 @@ async def test_a_note_named_for_a_person_joins_her_short_name_as_its_name_comes_
     for i, step in enumerate(steps):
         step()
         await sync([corpus], settings, db, root=corpus, graph_cache=cache)
-        copy = tmp_path / f"fresh{i}"
-        shutil.copytree(corpus, copy, ignore=shutil.ignore_patterns(".streamrag"))
-        await sync([copy], settings, tmp_path / f"fresh{i}.db", root=copy)
-        assert _graph(db) == _graph(tmp_path / f"fresh{i}.db"), i
-        assert _joins_meta(db) == _joins_meta(tmp_path / f"fresh{i}.db"), i
+        await _as_a_fresh_index(tmp_path, corpus, db, settings, i)
         joined.append("Ada" not in {v[0] for v in _graph(db)["entities"].values()})
     assert joined == [True, False, True, False, True, False]
 
@@ -429,11 +425,7 @@ async def test_a_note_opening_with_her_short_name_joins_it_as_the_index_changes_
     for i, step in enumerate(steps):
         step()
         await sync([corpus], settings, db, root=corpus, graph_cache=cache)
-        copy = tmp_path / f"fresh{i}"
-        shutil.copytree(corpus, copy, ignore=shutil.ignore_patterns(".streamrag"))
-        await sync([copy], settings, tmp_path / f"fresh{i}.db", root=copy)
-        assert _graph(db) == _graph(tmp_path / f"fresh{i}.db"), i
-        assert _joins_meta(db) == _joins_meta(tmp_path / f"fresh{i}.db"), i
+        await _as_a_fresh_index(tmp_path, corpus, db, settings, i)
         joined.append("Ada" not in {v[0] for v in _graph(db)["entities"].values()})
     assert joined == [False, True, False, True, False, True, False]
 
@@ -472,6 +464,16 @@ def _joins_meta(db: Path) -> str | None:
         return store.get_meta("name_joins")
     finally:
         store.close()
+
+
+async def _as_a_fresh_index(tmp_path: Path, corpus: Path, db: Path, settings, i: int) -> None:
+    """Asserts the index ``db`` of ``corpus`` after step ``i`` equals a fresh index of a copy of the
+    folder as it now is: its graph and its joins."""
+    copy = tmp_path / f"fresh{i}"
+    shutil.copytree(corpus, copy, ignore=shutil.ignore_patterns(".streamrag"))
+    await sync([copy], settings, tmp_path / f"fresh{i}.db", root=copy)
+    assert _graph(db) == _graph(tmp_path / f"fresh{i}.db"), i
+    assert _joins_meta(db) == _joins_meta(tmp_path / f"fresh{i}.db"), i
 
 
 @pytest.mark.anyio
@@ -577,11 +579,7 @@ async def test_a_note_titled_her_name_in_other_ways_joins_her_short_name_as_a_fr
     for i, step in enumerate(steps):
         step()
         await sync([corpus], settings, db, root=corpus, graph_cache=cache)
-        copy = tmp_path / f"fresh{i}"
-        shutil.copytree(corpus, copy, ignore=shutil.ignore_patterns(".streamrag"))
-        await sync([copy], settings, tmp_path / f"fresh{i}.db", root=copy)
-        assert _graph(db) == _graph(tmp_path / f"fresh{i}.db"), i
-        assert _joins_meta(db) == _joins_meta(tmp_path / f"fresh{i}.db"), i
+        await _as_a_fresh_index(tmp_path, corpus, db, settings, i)
         joined.append("Ada" not in {v[0] for v in _graph(db)["entities"].values()})
     assert joined == [True, True, False, True, False, True]
 
@@ -616,11 +614,7 @@ async def test_a_note_opening_with_an_indented_heading_is_not_titled_by_it(tmp_p
     for i, step in enumerate(steps):
         step()
         await sync([corpus], settings, db, root=corpus, graph_cache=cache)
-        copy = tmp_path / f"fresh{i}"
-        shutil.copytree(corpus, copy, ignore=shutil.ignore_patterns(".streamrag"))
-        await sync([copy], settings, tmp_path / f"fresh{i}.db", root=copy)
-        assert _graph(db) == _graph(tmp_path / f"fresh{i}.db"), i
-        assert _joins_meta(db) == _joins_meta(tmp_path / f"fresh{i}.db"), i
+        await _as_a_fresh_index(tmp_path, corpus, db, settings, i)
         joined.append("Ada" not in {v[0] for v in _graph(db)["entities"].values()})
     assert joined == [False, False, True, False, False]
 
@@ -648,11 +642,7 @@ async def test_a_short_name_read_as_a_place_in_one_note_joins_no_full_name(tmp_p
     for i, step in enumerate(steps):
         step()
         await sync([corpus], settings, db, root=corpus, graph_cache=cache)
-        copy = tmp_path / f"fresh{i}"
-        shutil.copytree(corpus, copy, ignore=shutil.ignore_patterns(".streamrag"))
-        await sync([copy], settings, tmp_path / f"fresh{i}.db", root=copy)
-        assert _graph(db) == _graph(tmp_path / f"fresh{i}.db"), i
-        assert _joins_meta(db) == _joins_meta(tmp_path / f"fresh{i}.db"), i
+        await _as_a_fresh_index(tmp_path, corpus, db, settings, i)
         types = {t for _e, _c, n, t, *_ in _graph(db)["entity_sources"] if n == "Ada"}
         joined.append(("Ada" not in {v[0] for v in _graph(db)["entities"].values()}, sorted(types)))
     assert joined == [(True, ["person"]), (False, ["geo", "person"]), (True, ["person"]),
