@@ -4123,26 +4123,35 @@ class HeldBack:
         return self.recv.__aiter__()
 
 
-async def test_a_change_the_watcher_held_back_at_a_stop_is_said_not_synced(corpus, tmp_path):
-    # A file written 0.6 s before SIGTERM (debounce_ms 500 ms: its burst not handed over yet)
-    # was left out, and the stopped line said "index is current"; the next start syncs it.
-    settings = make_settings(index=SMALL)
+async def _stopped_holding(corpus: Path, db: Path, settings, hold) -> dict:
+    """The ``stopped`` line of a daemon stopped while its watcher held back the events
+    ``hold()`` returns (``HeldBack``), ``hold`` run once the initial sync is over."""
     events = Events()
-    daemon = Daemon(settings, tmp_path / "w.db", corpus, report=events)
+    daemon = Daemon(settings, db, corpus, report=events)
     send, recv = scripted()
     source = HeldBack(recv)
     with anyio.fail_after(30):
         async with send, anyio.create_task_group() as tg:
             tg.start_soon(daemon.run, source)
             await until(lambda: "health" in events.states())
-            new = corpus / "new.txt"
-            new.write_text("Captain Oskar Lind sailed the Blue Heron from Port Vell to Kessel.\n")
-            (corpus / ".hidden").write_text("not a document")
-            source.held = {(Change.added, str(new)), (Change.modified, str(new)),
-                           (Change.added, str(corpus / ".hidden"))}   # (the latter no document)
+            source.held = hold()
             daemon.stop()
-    stopped = events[-1]
-    assert stopped["state"] == "stopped" and stopped["seen"] == 1, stopped
+    assert events[-1]["state"] == "stopped", events[-1]
+    return events[-1]
+
+
+async def test_a_change_the_watcher_held_back_at_a_stop_is_said_not_synced(corpus, tmp_path):
+    # A file written 0.6 s before SIGTERM (debounce_ms 500 ms: its burst not handed over yet)
+    # was left out, and the stopped line said "index is current"; the next start syncs it.
+    def hold():
+        new = corpus / "new.txt"
+        new.write_text("Captain Oskar Lind sailed the Blue Heron from Port Vell to Kessel.\n")
+        (corpus / ".hidden").write_text("not a document")
+        return {(Change.added, str(new)), (Change.modified, str(new)),
+                (Change.added, str(corpus / ".hidden"))}   # (the latter no document)
+
+    stopped = await _stopped_holding(corpus, tmp_path / "w.db", make_settings(index=SMALL), hold)
+    assert stopped["seen"] == 1, stopped
     assert stopped["message"] == ("1 change seen but not synced; the next start (or `streamrag index`) "
                                   "syncs what is left"), stopped
 
@@ -4151,60 +4160,37 @@ async def test_a_rename_held_back_at_a_stop_is_one_change_and_a_file_come_and_go
     # A rename (its two events) said "2 changes seen but not synced", where every other count
     # makes it one changed file; a file added and deleted within the burst (a temporary file),
     # which leaves the next start nothing to sync, said "1 change seen" of a current index.
-    settings = make_settings(index=SMALL)
-    events = Events()
-    daemon = Daemon(settings, tmp_path / "w.db", corpus, report=events)
-    send, recv = scripted()
-    source = HeldBack(recv)
-    with anyio.fail_after(30):
-        async with send, anyio.create_task_group() as tg:
-            tg.start_soon(daemon.run, source)
-            await until(lambda: "health" in events.states())
-            (corpus / "council.txt").rename(corpus / "council-2024.txt")
-            temp = corpus / "draft.txt"   # (written and deleted: gone before the stop)
-            source.held = {(Change.deleted, str(corpus / "council.txt")),
-                           (Change.added, str(corpus / "council-2024.txt")),
-                           (Change.added, str(temp)), (Change.deleted, str(temp))}
-            daemon.stop()
-    stopped = events[-1]
+    def hold():
+        (corpus / "council.txt").rename(corpus / "council-2024.txt")
+        temp = corpus / "draft.txt"   # (written and deleted: gone before the stop)
+        return {(Change.deleted, str(corpus / "council.txt")), (Change.added, str(corpus / "council-2024.txt")),
+                (Change.added, str(temp)), (Change.deleted, str(temp))}
+
+    stopped = await _stopped_holding(corpus, tmp_path / "w.db", make_settings(index=SMALL), hold)
     assert stopped["seen"] == 1, stopped
     assert stopped["message"].startswith("1 change seen but not synced;"), stopped
 
 
 async def test_a_temporary_file_held_back_at_a_stop_leaves_the_index_current(corpus, tmp_path):
-    settings = make_settings(index=SMALL)
-    events = Events()
-    daemon = Daemon(settings, tmp_path / "w.db", corpus, report=events)
-    send, recv = scripted()
-    source = HeldBack(recv)
-    with anyio.fail_after(30):
-        async with send, anyio.create_task_group() as tg:
-            tg.start_soon(daemon.run, source)
-            await until(lambda: "health" in events.states())
-            temp = corpus / "draft.txt"
-            source.held = {(Change.added, str(temp)), (Change.modified, str(temp)), (Change.deleted, str(temp))}
-            daemon.stop()
-    assert events[-1]["message"] == "index is current" and events[-1]["seen"] == 0, events[-1]
+    def hold():
+        temp = corpus / "draft.txt"
+        return {(Change.added, str(temp)), (Change.modified, str(temp)), (Change.deleted, str(temp))}
+
+    stopped = await _stopped_holding(corpus, tmp_path / "w.db", make_settings(index=SMALL), hold)
+    assert stopped["message"] == "index is current" and stopped["seen"] == 0, stopped
 
 
 async def test_a_folder_held_back_at_a_stop_counts_as_its_files(corpus, tmp_path):
     # (`mkdir sub && echo .. > sub/a.txt; mkdir empty` said "3 changes seen" of one file added)
-    settings = make_settings(index=SMALL)
-    events = Events()
-    daemon = Daemon(settings, tmp_path / "w.db", corpus, report=events)
-    send, recv = scripted()
-    source = HeldBack(recv)
-    with anyio.fail_after(30):
-        async with send, anyio.create_task_group() as tg:
-            tg.start_soon(daemon.run, source)
-            await until(lambda: "health" in events.states())
-            (corpus / "sub").mkdir()
-            (corpus / "sub" / "a.txt").write_text("Captain Oskar Lind sailed the Blue Heron to Kessel.\n")
-            (corpus / "empty").mkdir()
-            source.held = {(Change.added, str(corpus / "sub")), (Change.added, str(corpus / "sub" / "a.txt")),
-                           (Change.added, str(corpus / "empty"))}
-            daemon.stop()
-    assert events[-1]["seen"] == 1, events[-1]
+    def hold():
+        (corpus / "sub").mkdir()
+        (corpus / "sub" / "a.txt").write_text("Captain Oskar Lind sailed the Blue Heron to Kessel.\n")
+        (corpus / "empty").mkdir()
+        return {(Change.added, str(corpus / "sub")), (Change.added, str(corpus / "sub" / "a.txt")),
+                (Change.added, str(corpus / "empty"))}
+
+    stopped = await _stopped_holding(corpus, tmp_path / "w.db", make_settings(index=SMALL), hold)
+    assert stopped["seen"] == 1, stopped
 
 
 async def test_a_stop_with_nothing_held_back_says_the_index_is_current(corpus, tmp_path):
@@ -4212,19 +4198,14 @@ async def test_a_stop_with_nothing_held_back_says_the_index_is_current(corpus, t
     prompt = corpus / "my_prompt.md"
     prompt.write_text((REPO / "prompts" / "extract.md").read_text())
     settings = make_settings(index={**SMALL, "extraction_prompt": str(prompt)})
-    events = Events()
     db = corpus / ".streamrag" / "index.db"
-    daemon = Daemon(settings, db, corpus, report=events)
-    send, recv = scripted()
-    source = HeldBack(recv)
-    with anyio.fail_after(30):
-        async with send, anyio.create_task_group() as tg:
-            tg.start_soon(daemon.run, source)
-            await until(lambda: "health" in events.states())
-            prompt.write_text(prompt.read_text() + "\n")
-            source.held = {(Change.modified, str(db)), (Change.added, f"{db}-wal"), (Change.modified, str(prompt))}
-            daemon.stop()
-    assert events[-1]["message"] == "index is current" and events[-1]["seen"] == 0, events[-1]
+
+    def hold():
+        prompt.write_text(prompt.read_text() + "\n")
+        return {(Change.modified, str(db)), (Change.added, f"{db}-wal"), (Change.modified, str(prompt))}
+
+    stopped = await _stopped_holding(corpus, db, settings, hold)
+    assert stopped["message"] == "index is current" and stopped["seen"] == 0, stopped
 
 
 async def test_a_file_written_on_is_said_settling_once_and_synced_once_it_is_quiet(corpus, tmp_path, monkeypatch):
