@@ -561,12 +561,7 @@ _FRONT = "---\ntitle: {}\ntags: [people]\n---\n" + _NOTE
 async def test_a_note_titled_her_name_in_other_ways_joins_her_short_name_as_a_fresh_index_does(tmp_path, kept):
     # "Lovelace, Ada.md", "Dr. Ada Lovelace.md" and a front matter's "title: Ada Lovelace" named no
     # one: "Ada" stayed apart from "Ada Lovelace".
-    settings = make_settings()
-    corpus = tmp_path / "c"
-    _vault(corpus)
-    db = tmp_path / "i.db"
-    cache = GraphCache() if kept else None
-    people = corpus / "People"
+    people = tmp_path / "c" / "People"
     steps = [
         lambda: (people / "Ada Lovelace.md").rename(people / "Lovelace, Ada.md"),
         lambda: (people / "Lovelace, Ada.md").rename(people / "Dr. Ada Lovelace.md"),
@@ -575,13 +570,7 @@ async def test_a_note_titled_her_name_in_other_ways_joins_her_short_name_as_a_fr
         lambda: (people / "ada.md").write_text(_FRONT.format("Ada Byron")),      # (its text, its id, kept)
         lambda: (people / "ada.md").write_text(_FRONT.format('"Lovelace, Ada"')),
     ]
-    joined = []
-    for i, step in enumerate(steps):
-        step()
-        await sync([corpus], settings, db, root=corpus, graph_cache=cache)
-        await _as_a_fresh_index(tmp_path, corpus, db, settings, i)
-        joined.append("Ada" not in {v[0] for v in _graph(db)["entities"].values()})
-    assert joined == [True, True, False, True, False, True]
+    assert await _through_the_vault(tmp_path, kept, steps) == [True, True, False, True, False, True]
 
 
 def test_a_line_of_code_opening_a_document_is_no_heading():
@@ -597,12 +586,7 @@ def test_a_line_of_code_opening_a_document_is_no_heading():
 async def test_a_note_opening_with_an_indented_heading_is_not_titled_by_it(tmp_path, kept):
     # "    # Ada Lovelace" is a code block in Markdown: its chunk, stripped, opens "# Ada Lovelace"
     # as a note with that heading does (one chunk for both), and titled the note her name.
-    settings = make_settings()
-    corpus = tmp_path / "c"
-    _vault(corpus)
-    db = tmp_path / "i.db"
-    cache = GraphCache() if kept else None
-    people = corpus / "People"
+    people = tmp_path / "c" / "People"
     steps = [
         lambda: (people / "Ada Lovelace.md").rename(people / "code.md"),
         lambda: (people / "code.md").write_text("    # Ada Lovelace\n\n" + _NOTE),
@@ -610,13 +594,7 @@ async def test_a_note_opening_with_an_indented_heading_is_not_titled_by_it(tmp_p
         lambda: (people / "heading.md").unlink(),
         lambda: (people / "code.md").write_text("\t# Ada Lovelace\n\n" + _NOTE),
     ]
-    joined = []
-    for i, step in enumerate(steps):
-        step()
-        await sync([corpus], settings, db, root=corpus, graph_cache=cache)
-        await _as_a_fresh_index(tmp_path, corpus, db, settings, i)
-        joined.append("Ada" not in {v[0] for v in _graph(db)["entities"].values()})
-    assert joined == [False, False, True, False, False]
+    assert await _through_the_vault(tmp_path, kept, steps) == [False, False, True, False, False]
 
 
 @pytest.mark.anyio
@@ -625,12 +603,7 @@ async def test_a_short_name_read_as_a_place_in_one_note_joins_no_full_name(tmp_p
     # Her note ("Ada was ...") titles "Ada" hers; a note on the language says "the parser in
     # Ada", a place to the extractor: while it is indexed "Ada" is not hers alone and stays apart,
     # as a fresh index of the folder has it (it was merged under "Ada Lovelace", the language too).
-    settings = make_settings()
-    corpus = tmp_path / "c"
-    _vault(corpus)
-    db = tmp_path / "i.db"
-    cache = GraphCache() if kept else None
-    lang = corpus / "Code" / "lang.md"
+    lang = tmp_path / "c" / "Code" / "lang.md"
     steps = [
         lambda: None,
         lambda: lang.parent.mkdir() or lang.write_text("Ada is a programming language. We wrote the parser in Ada.\n"),
@@ -638,15 +611,35 @@ async def test_a_short_name_read_as_a_place_in_one_note_joins_no_full_name(tmp_p
         lambda: lang.write_text("Ada is a programming language. We wrote the parser in Ada.\n"),
         lambda: lang.unlink(),
     ]
-    joined = []
+    def look(db: Path) -> tuple[bool, list[str]]:
+        types = {t for _e, _c, n, t, *_ in _graph(db)["entity_sources"] if n == "Ada"}
+        return _ada_apart(db), sorted(types)
+
+    assert await _through_the_vault(tmp_path, kept, steps, look) == [(True, ["person"]), (False, ["geo", "person"]), (True, ["person"]),
+                      (False, ["geo", "person"]), (True, ["person"])]
+
+
+def _ada_apart(db: Path) -> bool:
+    """Whether "Ada" is an entity of its own in the index ``db`` (joined to no full name)."""
+    return "Ada" not in {v[0] for v in _graph(db)["entities"].values()}
+
+
+async def _through_the_vault(tmp_path: Path, kept: bool, steps: list, look=_ada_apart) -> list:
+    """Indexes ``_vault`` (in ``tmp_path / "c"``) after each of ``steps`` (a change of its files),
+    with a kept graph or not, checking each time that it equals a fresh index of the folder;
+    returns ``look(db)`` after each step."""
+    settings = make_settings()
+    corpus = tmp_path / "c"
+    _vault(corpus)
+    db = tmp_path / "i.db"
+    cache = GraphCache() if kept else None
+    seen = []
     for i, step in enumerate(steps):
         step()
         await sync([corpus], settings, db, root=corpus, graph_cache=cache)
         await _as_a_fresh_index(tmp_path, corpus, db, settings, i)
-        types = {t for _e, _c, n, t, *_ in _graph(db)["entity_sources"] if n == "Ada"}
-        joined.append(("Ada" not in {v[0] for v in _graph(db)["entities"].values()}, sorted(types)))
-    assert joined == [(True, ["person"]), (False, ["geo", "person"]), (True, ["person"]),
-                      (False, ["geo", "person"]), (True, ["person"])]
+        seen.append(look(db))
+    return seen
 
 
 def _vault(corpus: Path) -> None:
