@@ -463,6 +463,13 @@ def extractive_report_keys(store: Store) -> set[str]:
     return {key for (key,) in store.conn.execute("SELECT key FROM reports WHERE extractive = 1")}
 
 
+def extractive_reports_held(store: Store) -> int:
+    """How many extractive reports a published community holds (those a run with a model
+    writes again when ``reports.EXTRACTIVE_VERSION`` changed: ``pipeline.extractive_redone``)."""
+    return store.scalar("SELECT count(*) FROM reports WHERE extractive = 1 AND key IN "
+                        "(SELECT report_key FROM communities)") or 0
+
+
 def embedded(store: Store, kind: str, model: str) -> dict[str, str]:
     """Item id -> the hash of the text its stored ``kind`` vector (of ``model``) was made of."""
     return dict(store.conn.execute(

@@ -346,8 +346,7 @@ def extractive_redone(store: Store, settings: Settings) -> str:
     if (settings.offline or not store.version or said("report_settings") != report_settings_key(settings, by_llm=True)
             or said("extractive_settings") in (None, report_settings_key(settings, by_llm=False))):
         return ""
-    n = store.scalar("SELECT count(*) FROM reports WHERE extractive = 1 AND key IN "
-                     "(SELECT report_key FROM communities)") or 0
+    n = index_rows.extractive_reports_held(store)
     if not n:
         return ""
     return (f"{EXTRACTIVE_CHANGED_WHY}: {'its' if n == 1 else 'the'} {counted(n, 'extractive report')} "

@@ -435,3 +435,13 @@ def test_runs_finds_every_run_of_a_name_as_the_plain_scan_did():
     text = "Lake Yorrell Harbor Port Authority met the Lake Yorrell council at Port Kessel."
     rivals = [("lake", "yorrell", "council"), ("port", "kessel"), ("kessel", "bridge"), ()]
     assert _held_by(text, rivals, ("lake", "yorrell", "harbor", "port", "authority"), key) == {"council", "kessel"}
+
+
+def test_the_pipeline_holds_no_sql():
+    # SQL stays at the edges (store, index_rows, llm): the pipeline wires stages and asks them
+    import re
+    from pathlib import Path
+
+    import streamrag.pipeline
+    text = Path(streamrag.pipeline.__file__).read_text(encoding="utf-8")
+    assert not re.findall(r"\b(?:SELECT|INSERT INTO|DELETE FROM|UPDATE \w+ SET)\b", text)
