@@ -828,8 +828,9 @@ def _format_sync(r, db: Path, include: list[str]) -> str:
     if r.claims:
         lines.append(f"  claims         {number(r.claims)}")
     if r.joins_moved:   # (a first index, version 1, has every join new: none parted)
-        lines.append(f"  name joins     {_n(r.joins_moved, 'short name')} joined to a full name"
-                     f"{'' if r.version == 1 else ' anew, or parted'}")
+        from streamrag.pipeline import joins_moved_said
+
+        lines.append(f"  name joins     {joins_moved_said(r.joins_moved, r.version)}")
     for i, line in enumerate(left_out_lines(r.left_out, include)):
         lines.append(f"  {'left out' if i == 0 else '':<15}{line}")
     if calls:

@@ -134,7 +134,9 @@ def _joins_moved_said(moved: int, version: int) -> str:
     name or parted (none: ""); of a first index (version 1), every one joined, none parted."""
     if not moved:
         return ""
-    return f"; {_n(moved, 'short name')} joined to a full name{'' if version == 1 else ' anew, or parted'}"
+    from streamrag.pipeline import joins_moved_said
+
+    return f"; {joins_moved_said(moved, version)}"
 
 
 def _news(health: dict[str, Any], last: dict[str, Any] | None) -> bool:

@@ -113,6 +113,13 @@ def settled_line(items: int) -> str:
             "--failures` says which and why); a change to them or to their settings asks again")
 
 
+def joins_moved_said(moved: int, version: int) -> str:
+    """What ``index`` and ``watch`` say of the short names a run publishing ``version`` joined
+    to a full name or parted (``SyncResult.joins_moved``); of a first index (version 1), every
+    one joined, none parted."""
+    return f"{counted(moved, 'short name')} joined to a full name{'' if version == 1 else ' anew, or parted'}"
+
+
 def nothing_indexed_line(items: int, last: str) -> str:
     """What ``index`` and ``watch --once`` say when every item failed, so the index holds
     nothing: ``last``, the newest failure (``index_rows.last_failure``), names the cause."""

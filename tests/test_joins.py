@@ -820,3 +820,11 @@ def _code_meta(db: Path) -> str | None:
         return store.get_meta("name_code_headings")
     finally:
         store.close()
+
+
+def test_index_and_watch_say_the_joins_a_run_moved_in_one_wording():
+    # (one function for the index summary's line and the watch idle line's clause)
+    from streamrag.pipeline import joins_moved_said
+
+    assert joins_moved_said(1, 1) == "1 short name joined to a full name"
+    assert joins_moved_said(1200, 3) == "1,200 short names joined to a full name anew, or parted"
