@@ -96,7 +96,7 @@ from streamrag.llm import request_options
 from streamrag.merge import descriptions_after, mentions_of, unique_descriptions
 from streamrag.on_disk import change_stamp, covered, file_names, retimed, same_on_disk, still_there
 from streamrag.parsing import parse_records, parse_yes_no, read_claims, usable_extraction
-from streamrag.pipeline import (EVERY_CHUNK_EXTRACTED, built_offline, check_not_downgraded, claims_asked,
+from streamrag.pipeline import (EVERY_CHUNK_EXTRACTED, check_not_downgraded, claims_asked,
                                 extracted_again, extractive_redone, nothing_found, reports_redone,
                                 resummarizes)
 from streamrag.prompts import load_prompt
@@ -1724,7 +1724,7 @@ def summary_change(store: Store, settings: Settings) -> str:
     says it as it starts: ``Indexer._say_what_settings_redo``), or "" when it does not."""
     if settings.offline or not resummarizes(store, settings):
         return ""
-    if built_offline(store):   # (it said "the summary settings changed" of a first run with a model)
+    if index_rows.built_offline(store):   # (it said "the summary settings changed" of a first run with a model)
         return "it was built offline"
     return "the summary settings changed since this index was built" + _free(
         settings, " (answers in the cache cost nothing)")
@@ -1743,7 +1743,7 @@ def report_change(store: Store, settings: Settings) -> str:
     'Nothing to do' of a run that said reports are written again where their context changed."""
     if not reported_again(store, settings):
         return ""
-    if built_offline(store):   # (as ``summary_change``)
+    if index_rows.built_offline(store):   # (as ``summary_change``)
         return "it was built offline"
     if why := claim_lines_redone(settings, store.get_meta("report_settings"), by_llm=True):   # (no setting changed)
         return why + _free(settings, " (answers in the cache cost nothing)")

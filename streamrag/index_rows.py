@@ -459,6 +459,13 @@ def communities_of_size(store: Store, members: int) -> int:
     return store.scalar("SELECT count(*) FROM communities WHERE size >= ?", (members,)) or 0
 
 
+def built_offline(store: Store) -> bool:
+    """Whether the published index in ``store`` was built offline (the NLP extractor, extractive
+    summaries and reports): what a run with a model does again of it is said so, not as settings
+    "changed since this index was built" that no one changed; its reports are extractive for it."""
+    return (store.get_meta("extractor") or "").startswith("nlp-")
+
+
 def extractive_report_keys(store: Store) -> set[str]:
     return {key for (key,) in store.conn.execute("SELECT key FROM reports WHERE extractive = 1")}
 

@@ -309,13 +309,6 @@ def resummarizes(store: Store, settings: Settings) -> bool:
         built is not None or index_rows.has_entities(store))
 
 
-def built_offline(store: Store) -> bool:
-    """Whether the published index in ``store`` was built offline (the NLP extractor, extractive
-    summaries and reports): what a run with a model does again of it is said so, not as settings
-    "changed since this index was built" that no one changed."""
-    return (store.get_meta("extractor") or "").startswith("nlp-")
-
-
 def reports_redone(store: Store, settings: Settings) -> str:
     """What a run with ``settings`` does again of the reports of the published index in
     ``store``, its report settings changed since it was built, in the run's words
@@ -330,7 +323,7 @@ def _reports_redone(store: Store, settings: Settings) -> tuple[str, str]:
     said, by_llm = store.get_meta, not settings.offline
     if not store.version or said("report_settings") in (None, report_settings_key(settings, by_llm=by_llm)):
         return "", ""
-    if by_llm and built_offline(store):   # (its reports extractive: each context's key is new)
+    if by_llm and index_rows.built_offline(store):   # (its reports extractive: each context's key is new)
         return f"reports are written with {settings.llm.report_model}", ""
     if why := claim_lines_redone(settings, said("report_settings"), by_llm=by_llm):   # (no setting changed)
         return CLAIM_LINES_REDONE, why
@@ -999,7 +992,8 @@ class Indexer:
         if not store.version or s.offline:
             return False
         changes: list[tuple[str, str]] = []
-        offline = built_offline(store)   # (its extraction, summaries and reports: said apart, as no setting changed)
+        # (its extraction, summaries and reports: said apart, as no setting changed)
+        offline = index_rows.built_offline(store)
         upgrade = ""   # no setting changed, but how this streamrag reads or chunks documents
         if said("chunker") not in (None, self.chunker_key) and said("chunker_said") != self.chunker_key:
             what, of_settings = chunking_change(said("chunker_settings"), self.chunking, said("chunker"))

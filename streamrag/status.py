@@ -41,7 +41,7 @@ def _extractive_why(store: Store) -> dict:
     ``extractive_unfitted_reports``, those of communities no line of whose context fitted
     index.report_max_input_tokens: asked nothing (``ReportStage.report``), their context key is
     their report's, where a stand-in for a failed answer keeps its context's."""
-    offline = (store.get_meta("extractor") or "").startswith("nlp-")
+    offline = index_rows.built_offline(store)
     said = store.get_meta("report_min_members") or ""
     least = int(said) if said.isdigit() else None
     small = unfitted = 0

@@ -445,3 +445,15 @@ def test_the_pipeline_holds_no_sql():
     import streamrag.pipeline
     text = Path(streamrag.pipeline.__file__).read_text(encoding="utf-8")
     assert not re.findall(r"\b(?:SELECT|INSERT INTO|DELETE FROM|UPDATE \w+ SET)\b", text)
+
+
+def test_whether_an_index_was_built_offline_is_read_in_one_place():
+    # (status, the run and the estimate each tested the extractor's "nlp-" prefix)
+    import re
+    from pathlib import Path
+
+    import streamrag
+    root = Path(streamrag.__file__).parent
+    said = [p.name for p in sorted(root.glob("*.py"))
+            if re.search(r"get_meta\(\"extractor\"\)[^\n]*startswith\(\"nlp-\"\)", p.read_text(encoding="utf-8"))]
+    assert said == ["index_rows.py"]
