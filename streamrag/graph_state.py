@@ -473,8 +473,10 @@ class GraphState:
         live chunks it gives other documents to share or other titles (those it may move:
         ``joins.touched``; a join asks the two names to share a document, or the short name's
         document to be titled the full name: ``retitled``); returns the live chunks, not added, whose
-        mentions are merged again for a join that moved. Offline only: an index a model extracts
-        joins nothing (and one an offline run joined splits its joins)."""
+        mentions are merged again for a join that moved, and counts them (``joins_moved``). Offline
+        only: an index a model extracts joins nothing (and one an offline run joined splits its
+        joins). It also brings ``code_headings`` up to date (the titles ``_titles`` reads), and a
+        run with a model empties it."""
         old = self.joins or {}
         removed = change.removed_chunks
         now: dict[str, str] = {}

@@ -1253,7 +1253,7 @@ class Indexer:
             out.update((d.id, joins.code_heading(d.text)) for d in docs if d.id == doc_id)
         return out
 
-    def _read_stored(self, path: str) -> list:
+    def _read_stored(self, path: str) -> list[Document]:
         """The documents of the file a stored ``path`` names, read now; none when it is gone or
         cannot be read (the run that meets it so says why)."""
         file = next((f for f in on_disk.stored_files(path, self.root) if on_disk.is_file(f)), None)
