@@ -1426,8 +1426,8 @@ def _jsonl_rows(text: str, label: str, warnings: list[str]) -> list[tuple[int, d
         raise InputError(f"{label}: no line is a JSON object; a .jsonl file needs one object per line")
     if bad:
         lines = ", ".join(map(str, bad[:5])) + (" ..." if len(bad) > 5 else "")
-        objects = "a JSON object" if len(bad) == 1 else "JSON objects"
-        warnings.append(f"{label}: {counted(len(bad), 'line')} {_are(len(bad))} not {objects}, skipped (line {lines})")
+        objects, which = ("a JSON object", "line") if len(bad) == 1 else ("JSON objects", "lines")
+        warnings.append(f"{label}: {counted(len(bad), 'line')} {_are(len(bad))} not {objects}, skipped ({which} {lines})")
     return rows
 
 

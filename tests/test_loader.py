@@ -437,6 +437,13 @@ def test_jsonl_rows(tmp_path):
     assert any("repeat" in w for w in warnings)
 
 
+def test_jsonl_lines_not_objects_are_named_in_the_plural(tmp_path):
+    # (it said "2 lines are not JSON objects, skipped (line 2, 3)")
+    f = write(tmp_path / "rows.jsonl", '{"text": "First doc."}\nnot json\n[1]\n')
+    _docs, warnings = read_documents(f, root=tmp_path)
+    assert "rows.jsonl: 2 lines are not JSON objects, skipped (lines 2, 3)" in warnings
+
+
 def test_jsonl_custom_field_and_missing_field(tmp_path):
     f = write(tmp_path / "rows.jsonl", '{"body": "Hello"}\n')
     docs, _ = read_documents(f, root=tmp_path, text_field="body")
