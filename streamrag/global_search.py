@@ -48,6 +48,7 @@ from streamrag.parsing import has_text, parse_map_points, parse_ratings, usable_
 from streamrag.prompts import load_prompt
 from streamrag.store import Store
 from streamrag.tokens import count_message_tokens, count_tokens, truncate
+from streamrag.words import counted, number
 
 log = logging.getLogger(__name__)
 
@@ -410,9 +411,9 @@ def llm_rater(llm, question: str, *, model: str, batch_tokens: int,
         if errors and len(errors) == len(batches):
             # Not one rating could be read: "nothing is relevant" would be a guess, not an answer.
             raise LLMOutputError(
-                f"{model}: none of its {len(batches)} answers rating {len(nodes)} community reports "
-                f"could be read ({errors[0]}); use a model that follows the rating prompt "
-                "(llm.rating_model), or search every report of a level with --level N")
+                f"{_none_read(model, len(batches), 'rating', len(nodes))} ({errors[0]}); use a model "
+                "that follows the rating prompt (llm.rating_model), or search every report of a level "
+                "with --level N")
         return out
 
     rate.unrated = 0  # reports whose rating could not be read (counted as irrelevant)
@@ -463,8 +464,8 @@ async def map_reduce(llm, question: str, nodes: Sequence[Node], *, settings, enc
     if errors and len(errors) == len(batches):
         # Every report went unread: saying none is relevant would be a guess, not an answer.
         raise LLMOutputError(
-            f"{model}: none of its {len(batches)} answers over {len(nodes)} community reports could "
-            f"be read ({errors[0]}); use a model that follows the map prompt (llm.answer_model)")
+            f"{_none_read(model, len(batches), 'over', len(nodes))} ({errors[0]}); use a model that "
+            "follows the map prompt (llm.answer_model)")
 
     context, used = pack_points(points, q.reduce_max_tokens, encoding)
     kept = sum(1 for p in points if p.score > 0)
@@ -485,6 +486,15 @@ async def map_reduce(llm, question: str, nodes: Sequence[Node], *, settings, enc
                      kept=kept, reduced=len(used), reduce_tokens=count_tokens(context, encoding),
                      answered=True, cut_off=result.finish_reason == "length",
                      failed_batches=len(errors))
+
+
+def _none_read(model: str, answers: int, how: str, reports: int) -> str:
+    """The start of the error of a question none of whose ``answers`` (rating, or ``how`` "over",
+    ``reports`` community reports) could be read: "its answer ... could not be read" of one."""
+    said = f"{how} {counted(reports, 'community report')}"
+    if answers == 1:
+        return f"{model}: its answer {said} could not be read"
+    return f"{model}: none of its {number(answers)} answers {said} could be read"
 
 
 def max_words(answer_tokens: int) -> int:

@@ -502,9 +502,12 @@ async def test_unreadable_ratings_of_a_deeper_level_leave_its_relevant_parents()
     assert sel.selected == ["C1"] and model.asked[1] == ["C3", "C4"]
     # The roots themselves unreadable: an error, as before.
     model = RatingModel(lambda ids: "no idea")
-    with pytest.raises(LLMOutputError, match="none of its 1 answers"):
+    with pytest.raises(LLMOutputError) as raised:
         await global_search.dynamic_selection(tree, global_search.llm_rater(
             model, "q?", model="m", batch_tokens=8000), threshold=2, max_depth=3)
+    # (it said "none of its 1 answers rating 2 community reports")
+    assert str(raised.value).startswith("m: its answer rating 2 community reports could not be read ("), raised.value
+    assert global_search._none_read("m", 3, "over", 1) == "m: none of its 3 answers over 1 community report could be read"
 
 
 async def test_map_points_scoring_zero_are_dropped(llm_db, qs):
@@ -588,9 +591,9 @@ async def test_unreadable_ratings_or_map_answers_are_an_error_not_an_empty_answe
 
     refuse = {"rate": lambda m: "I cannot help with that.", "map": lambda m: "I cannot help with that."}
     qs.llm.max_retries = 0
-    with pytest.raises(LLMOutputError, match="none of its .* answers rating .* could be read"):
+    with pytest.raises(LLMOutputError, match=r": its answer rating \d+ community reports could not be read"):
         await aask("What are the main themes?", qs, llm_db, mode="global", transport=mock(refuse))
-    with pytest.raises(LLMOutputError, match="none of its .* answers over .* community reports"):
+    with pytest.raises(LLMOutputError, match=r": its answer over \d+ community reports could not be read"):
         await aask("What are the main themes?", qs, llm_db, mode="global", level=1,
                    transport=mock({"map": refuse["map"]}))
     # Some batches unreadable: the answer comes from the rest, and says how many were lost.
@@ -634,7 +637,7 @@ async def test_a_map_answer_of_another_shape_is_unreadable_not_nothing_relevant(
     from streamrag.errors import LLMOutputError
 
     qs.llm.max_retries = 0
-    with pytest.raises(LLMOutputError, match="none of its .* answers over .* community reports"):
+    with pytest.raises(LLMOutputError, match=r": its answer over \d+ community reports could not be read"):
         await aask("What happened at the quay?", qs, llm_db, mode="global", level=1,
                    transport=mock({"map": lambda m: said}))
 
