@@ -471,10 +471,13 @@ def extractive_report_keys(store: Store) -> set[str]:
 
 
 def extractive_reports_held(store: Store) -> int:
-    """How many extractive reports a published community holds (those a run with a model
-    writes again when ``reports.EXTRACTIVE_VERSION`` changed: ``pipeline.extractive_redone``)."""
+    """How many extractive reports a published community holds as its context's own (those a
+    run with a model writes again, free, when ``reports.EXTRACTIVE_VERSION`` changed:
+    ``pipeline.extractive_redone``). A stand-in for a failed answer keeps its context's key, not
+    its report's: the run asks the model for it again, paid, whatever the version (a reader
+    found it counted as written "with no LLM call")."""
     return store.scalar("SELECT count(*) FROM reports WHERE extractive = 1 AND key IN "
-                        "(SELECT report_key FROM communities)") or 0
+                        "(SELECT report_key FROM communities WHERE report_key = context_key)") or 0
 
 
 def embedded(store: Store, kind: str, model: str) -> dict[str, str]:

@@ -2538,3 +2538,24 @@ async def test_extractive_reports_of_another_streamrag_are_said_rewritten_by_run
     assert format_estimate(estimate([corpus], settings, db, root=corpus)).startswith("Nothing to do")
     await Indexer(settings, db, root=corpus, say=said.append).run([corpus])
     assert said == [], said
+
+
+def test_a_stand_in_for_a_failed_report_is_not_counted_as_rewritten_free(tmp_path):
+    # A stand-in for a failed answer (its community's context key is not its report's) was
+    # counted among "the N extractive reports written again, once, with no LLM call", though the
+    # run asks the model for it again, paid.
+    from streamrag import index_rows
+    from streamrag.store import Store
+
+    store = Store(tmp_path / "i.db")
+    try:
+        for cid, context, key in (("C1", "k1", "k1"), ("C2", "k2", "r2"), ("C3", "k3", "k3")):
+            store.conn.execute("INSERT INTO communities(id, level, parent, size, context_key, report_key) "
+                               "VALUES (?, 0, NULL, 2, ?, ?)", (cid, context, key))
+            store.conn.execute("INSERT INTO reports(key, title, summary, rating, rating_explanation, findings, "
+                               "text, tokens, elements, extractive, created_at) "
+                               "VALUES (?, 't', 's', 0, '', '[]', 't', 1, '[]', ?, 0)", (key, int(cid != "C3")))
+        store.conn.commit()
+        assert index_rows.extractive_reports_held(store) == 1   # (C1; C2 stands in, C3 the model's)
+    finally:
+        store.close()
