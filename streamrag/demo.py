@@ -25,6 +25,7 @@ from streamrag.errors import StreamragError
 from streamrag.signals import until_sigterm
 from streamrag.terminal import shell_word, shown, terminal_text
 from streamrag.store import Store, index_files, one_writer, root_and_paths
+from streamrag.words import counted
 
 GLOBAL_QUESTION = "What are the main themes of this story?"
 LOCAL_QUESTION = "Who is Bob Cratchit and how is he connected to Scrooge?"
@@ -143,13 +144,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
             say("\nMost connected entities:")
             for r in store.query("SELECT name, type, degree, mentions FROM entities "
                                  "ORDER BY degree DESC, mentions DESC, name LIMIT 8"):
-                say(f"  {r['name']:<28} {r['type']:<13} {r['degree']:>3} links, named in {r['mentions']} chunks")
+                say(f"  {r['name']:<28} {r['type']:<13} {r['degree']:>3} links, named in {counted(r['mentions'], 'chunk')}")
             say("\nLargest communities and their reports:")
             for r in store.query(
                     "SELECT c.id, c.size, r.title, r.summary FROM communities c JOIN reports r "
                     "ON r.key = c.report_key WHERE c.level = 0 ORDER BY c.size DESC, c.id LIMIT 4"):
                 summary = " ".join(r["summary"].split()[:40])
-                say(f"  [{r['id']}] {r['title']} ({r['size']} entities)\n      {summary}")
+                say(f"  [{r['id']}] {r['title']} ({counted(r['size'], 'entity')})\n      {summary}")
         finally:
             store.close()
         for question, mode in ((GLOBAL_QUESTION, "global"), (LOCAL_QUESTION, "local")):

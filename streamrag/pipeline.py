@@ -207,7 +207,7 @@ def extracted_again(store: Store, key: str, free: str = "", claimless: str | Non
         return "no chunk is extracted again" + said("the extraction of each with these settings is stored" + alone,
                                                     free if claims_only else "")
     if lacking < live:
-        return f"{lacking} of {live} chunks are extracted again" + \
+        return f"{lacking} of {live} chunks {'is' if lacking == 1 else 'are'} extracted again" + \
             said(f"the others' extractions with these settings are stored{alone}")
     return EVERY_CHUNK_EXTRACTED + said("")
 

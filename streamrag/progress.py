@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from streamrag.run_progress import Progress
+from streamrag.words import counted, number
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -46,7 +47,7 @@ class _Panel:
         cached = sum(s.get("cached", 0) for s in stats.values())
         tokens = sum(s.get("prompt_tokens", 0) + s.get("completion_tokens", 0) for s in stats.values())
         if calls:
-            table.add_row("LLM", f"{calls} calls, {cached} cached, {tokens:,} tokens")
+            table.add_row("LLM", f"{counted(calls, 'call')}, {number(cached)} cached, {number(tokens)} tokens")
         if c["failures"]:
             table.add_row("failures", f"[red]{c['failures']}[/red] (see `streamrag status`)")
         return table

@@ -536,12 +536,12 @@ async def test_extraction_settings_changed_back_are_said_to_extract_no_chunk(tmp
     # (the estimate said "Every chunk is extracted again" of it, beside "1 chunk to extract")
     est = estimate([tmp_path / "d"], first, db, root=tmp_path / "d")
     assert est["chunks_to_extract"] == 1, est
-    assert "1 of 2 chunks are extracted again (the others' extractions with these settings are stored): " \
+    assert "1 of 2 chunks is extracted again (the others' extractions with these settings are stored): " \
         f"{est['extracted_again_because']}." in format_estimate(est).splitlines(), format_estimate(est)
     said.clear()
     done = await Indexer(first, db, root=tmp_path / "d", say=said.append).run([tmp_path / "d"])
     assert done.chunks_extracted == 1, done
-    assert len(said) == 1 and "1 of 2 chunks are extracted again (the others' extractions with these " \
+    assert len(said) == 1 and "1 of 2 chunks is extracted again (the others' extractions with these " \
         "settings are stored" in said[0], said
 
 
