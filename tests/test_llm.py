@@ -1894,6 +1894,31 @@ async def test_a_larger_max_the_model_refuses_after_a_cut_says_what_the_cut_says
     assert "raise index.report_max_output_tokens as far as the model takes (less than 6000)" in said
 
 
+@pytest.mark.parametrize("refusal, cut_error", [
+    ("'max_tokens' or 'max_completion_tokens' is too large: 6000. This model's maximum context length is "
+     "8192 tokens and your request has 3000 input tokens (6000 > 8192 - 3000).", True),            # vLLM
+    ("max_tokens must be less than or equal to `4096`, the maximum value for `max_tokens` is less than "
+     "the `context_window` for this model", True),                                                # Groq
+    ("max_tokens: 6000 > 4096, which is the maximum allowed number of output tokens", True),
+    ("Invalid 'messages[1].content': string too long. Expected a string with maximum length 10485760", False),
+    ("Invalid value for 'temperature': must be at most 2", False),
+], ids=["vllm", "groq", "greater-than", "other-400", "other-param"])
+async def test_only_a_400_refusing_the_larger_max_after_a_cut_is_the_cuts_error(tmp_path, refusal, cut_error):
+    # The wordings MAX_TOO_LARGE names end the tries with the cut's error; any other 400 after a
+    # cut is the call's error, as before.
+    cut = httpx.Response(200, json=chat_with(message={"role": "assistant", "content": "# Report"},
+                                             finish_reason="length"))
+    refused = httpx.Response(400, json={"error": {"message": refusal, "type": "invalid_request_error"}})
+    endpoint = Endpoint(cut, refused)
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, _):
+            with pytest.raises(LLMOutputError if cut_error else LLMRequestError) as e:
+                await llm.chat(ask(), model="gpt-4-turbo", stage="report", max_tokens=3000,
+                               budget_setting="index.report_max_output_tokens")
+    assert [b["max_tokens"] for b in endpoint.bodies] == [3000, 6000]
+    assert ("the model refused 6000" in str(e.value)) == cut_error, str(e.value)
+
+
 @pytest.mark.parametrize("base, azure", [
     ("https://res.openai.azure.com/openai/v1", True),
     ("https://RES.OpenAI.Azure.com/openai/v1", True),
