@@ -1232,8 +1232,9 @@ class Indexer:
         return {d: t for d, path in shown.items() if (t := scan.titles.get(path))}
 
     def _code_headings_published(self, store: Store, change: Change) -> dict[str, bool]:
-        """Of an index published before the documents opening with code that reads as a heading
-        were marked (no ``name_code_headings``: ``GraphState.code_headings``), the kept documents
+        """Of an index without the mark of the documents opening with code that reads as a heading
+        (no ``name_code_headings``: ``GraphState.code_headings``; published before it existed, or
+        by a run with a model, which drops it), the kept documents
         this run did not read whose first chunk opens with a heading naming someone: whether each
         opens with code (``joins.code_heading``), read from the file it is shown with, as its
         chunk lost the indent. Once: the run writes the mark. (Else "    # Ada Lovelace" kept
