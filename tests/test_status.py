@@ -2183,26 +2183,32 @@ def test_the_failures_count_kept_follows_an_ended_run_whose_status_changes(tmp_p
 def test_a_run_that_leaves_many_chunks_unindexed_ends_without_a_parse_of_its_stats_per_failure(tmp_path):
     # The trigger that adds an ended run's failure keys read its stats (which name the chunks it
     # left unindexed) with JSON functions per failure: parsed again for each, a run's end with
-    # 30,000 such failures, 20,000 named, took 4.1 s under the write lock here. Now once: 0.15 s.
+    # 30,000 such failures, 20,000 named, took 4.1 s under the write lock here. Now once. (Counted,
+    # not timed: json_extract is this test's own, counting its calls.)
     import json
 
     from streamrag import index_rows
 
     store = Store(tmp_path / "k.db")
-    n = 30_000
+    n = 300
+    calls: list[str] = []
+
+    def json_extract(text, path):
+        calls.append(path)
+        return json.loads(text).get(path.removeprefix("$."))
+
+    store.conn.create_function("json_extract", 2, json_extract, deterministic=True)
     try:
         with store.transaction():
             store.start_run("u1", "index")
             store.conn.executemany("INSERT INTO failures(run_id, stage, item, message, created_at) "
                                    "VALUES ('u1', 'extract', ?, 'no', 0)", [(f"c{i}",) for i in range(n)])
             stats = json.dumps({"not_indexed": 9, "not_indexed_chunks": [f"c{i}" for i in range(n) if i % 3]})
-            began = time.perf_counter()
             store.finish_run("u1", "failed", stats)
-            took = time.perf_counter() - began
+        assert 0 < len(calls) <= 4, len(calls)   # (once or twice per trigger, not once per failure)
         assert index_rows.failures_recorded(store) == _recounted(store) == n // 3
     finally:
         store.close()
-    assert took < 1.0, took
 
 
 def test_a_prune_that_deletes_no_failure_nor_run_leaves_the_kept_failure_keys(tmp_path):
