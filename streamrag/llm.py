@@ -280,7 +280,8 @@ class LLMClient:
                  transport: httpx.AsyncBaseTransport | None = None,
                  encoding: str = "o200k_base", retry_base_s: float | None = None,
                  base_setting: str = "", retried: bool = False, answered_at: float | None = None,
-                 stopped: Callable[[], bool] | None = None) -> None:
+                 stopped: Callable[[], bool] | None = None,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
         if not settings.api_base:
             raise ConfigError("no LLM configured: set llm.api_base in streamrag.toml or "
                               "STREAMRAG_API_BASE (any OpenAI-compatible endpoint, e.g. "
@@ -364,6 +365,9 @@ class LLMClient:
         # Full jitter: the n-th retry waits up to retry_base_s * 2**(n-1), at most a minute (tests
         # shrink it; None: RETRY_BASE_S).
         self._retry_base_s = RETRY_BASE_S if retry_base_s is None else retry_base_s
+        # What latencies are measured with, and so how long an answer took (``ModelTimeouts``:
+        # quick answers bring a grown timeout back down); tests give their own.
+        self._clock = clock
 
     async def __aenter__(self) -> LLMClient:
         return self
@@ -399,7 +403,7 @@ class LLMClient:
         if not tries.begun:
             return
         completion = count_tokens("".join(tries.pieces), self.encoding)
-        self._call_log.cancelled(row, tries.begun, (time.perf_counter() - started) * 1000,
+        self._call_log.cancelled(row, tries.begun, (self._clock() - started) * 1000,
                                  prompt() if tries.sent else 0, completion, why=why,
                                  unread=tries.sent and tries.whole)
 
@@ -556,7 +560,7 @@ class LLMClient:
         counted here (``ChatResult.estimated``)."""
         stale = self.fresh  # a cached answer not to use: the next good answer replaces it
         while True:
-            started = time.perf_counter()
+            started = self._clock()
             answer, unreadable = self._cache.answer(key) if not self.fresh else (None, False)
             stale = stale or unreadable
             if answer is not None and starts_with_reasoning(answer.text):
@@ -582,7 +586,7 @@ class LLMClient:
                 answer = flight.answer
             if answer is None:
                 break
-            latency = (time.perf_counter() - started) * 1000
+            latency = (self._clock() - started) * 1000
             if on_delta is not None:
                 on_delta(answer.text)
             await self._call_log.record(row, answer.prompt_tokens, answer.completion_tokens, latency,
@@ -593,7 +597,7 @@ class LLMClient:
         # The answer is shared once committed (the block's end): a caller arriving later finds it cached.
         with self._cache.flying(key) as flight:
             tries = _Tries(whole=on_delta is None)
-            started = time.perf_counter()
+            started = self._clock()
             try:
                 answer, latency = await self._chat_http(payload, on_delta, row["stage"], tries)
             except anyio.get_cancelled_exc_class():
@@ -718,7 +722,7 @@ class LLMClient:
 
     async def _post_chat(self, payload: dict, stage: str = "",
                          tries: _Tries | None = None) -> tuple[Answer, float]:
-        started = time.perf_counter()
+        started = self._clock()
         request = msgspec.json.encode(sendable(self.settings.api_base, payload))
         # (streamed in, to say a try cut off while its answer was arriving: ``arriving``)
         async with self._http.stream("POST", self.chat_url, content=request, timeout=request_timeout(),
@@ -727,7 +731,7 @@ class LLMClient:
             await resp.aread()
         self._check_status(resp, self.chat_url, payload["model"], stage)
         body = self._replies.json(resp)
-        latency = (time.perf_counter() - started) * 1000
+        latency = (self._clock() - started) * 1000
         answer = chat_answer(body, resp, self._replies.secrets)
         if tries is not None and (thinking := answer_thinking(body)):
             tries.pieces = [answer.text, *thinking]   # (counted with it when no usage is said)
@@ -749,7 +753,7 @@ class LLMClient:
         request went out and each piece of the answer, for the row of a call cancelled midway."""
         payload = {**payload, "stream": True, "stream_options": {"include_usage": True}}
         limit = payload.get("max_tokens")   # pieces are about a token each
-        started = time.perf_counter()
+        started = self._clock()
         parts: list[str] = []
         paid = tries.pieces if tries is not None else []   # ... and of thinking too, as they come
         thought = 0   # pieces of thinking streamed apart from the answer (``replies.THINKING_KEYS``)
@@ -842,7 +846,7 @@ class LLMClient:
         if not own and seen != shown[0]:   # a retry's whole answer is shorter than what was shown
             on_delta(f"{RESTARTED}{seen}")
             shown[0] = seen
-        latency = (time.perf_counter() - started) * 1000
+        latency = (self._clock() - started) * 1000
         prompt_tokens, completion_tokens = read_usage(usage)
         return Answer(text="".join(parts), finish_reason=finish_reason,
                        prompt_tokens=prompt_tokens, completion_tokens=completion_tokens), latency
@@ -872,7 +876,7 @@ class LLMClient:
         keys = [embedding_key(model, t) for t in texts]
         vectors: dict[str, list[float]] = {}
         todo: dict[str, str] = {}
-        started = time.perf_counter()
+        started = self._clock()
         for key, text in zip(keys, texts, strict=True):
             if key in vectors or key in todo:
                 continue
@@ -887,7 +891,7 @@ class LLMClient:
                          if k in vectors)
             row = {"run_id": self.run_id, "stage": stage, "model": model, "prompt": "",
                    "prompt_version": "", "cache_key": batch_key(hit_keys)}
-            await self._call_log.record(row, tokens, 0, (time.perf_counter() - started) * 1000,
+            await self._call_log.record(row, tokens, 0, (self._clock() - started) * 1000,
                                         cached=True)
 
         items = list(todo.items())
@@ -918,7 +922,7 @@ class LLMClient:
 
         async def attempt() -> tuple[tuple[list[list[float]], int], float]:
             tries.next()
-            started = time.perf_counter()
+            started = self._clock()
             resp = await self._http.post(self.embeddings_url, content=msgspec.json.encode(payload),
                                          timeout=request_timeout(), extensions=tries.extensions())
             try:
@@ -932,9 +936,9 @@ class LLMClient:
                 raise Retryable(f"expected {len(texts)} embeddings, got "
                                 f"{len(data) if isinstance(data, list) else 'none'}", 200)
             tokens, _ = read_usage(body.get("usage"))
-            return (read_embeddings(data), tokens), (time.perf_counter() - started) * 1000
+            return (read_embeddings(data), tokens), (self._clock() - started) * 1000
 
-        began = time.perf_counter()
+        began = self._clock()
         try:
             (embeddings, tokens), latency = await self._retrying(
                 self.embeddings_url, model, counted, attempt)

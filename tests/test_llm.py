@@ -111,7 +111,7 @@ class Endpoint:
 
 
 @contextlib.asynccontextmanager
-async def client(tmp_path, endpoint: Endpoint, *, key: str = "sk-test",
+async def client(tmp_path, endpoint: Endpoint, *, key: str = "sk-test", clock=time.perf_counter,
                  **settings) -> AsyncIterator[tuple[LLMClient, Store]]:
     settings.setdefault("requests_per_minute", 0)
     settings.setdefault("tokens_per_minute", 0)
@@ -119,7 +119,7 @@ async def client(tmp_path, endpoint: Endpoint, *, key: str = "sk-test",
     async with Writer(store) as writer:
         settings.setdefault("api_base", API)
         async with LLMClient(LLMSettings(**settings), key, store=store,
-                             writer=writer, run_id="run-1", retry_base_s=0.05,
+                             writer=writer, run_id="run-1", retry_base_s=0.05, clock=clock,
                              transport=httpx.MockTransport(endpoint)) as llm:
             yield llm, store
 
@@ -530,22 +530,31 @@ async def test_requests_beyond_a_minutes_budget_wait_for_the_window(tmp_path, mo
 
 
 
-async def test_a_long_wait_for_rate_budget_is_said_with_the_setting(tmp_path, monkeypatch, caplog):
-    """A run waiting a minute for tokens_per_minute looked stuck: the wait is said, once."""
-    import streamrag.llm
-    import streamrag.ratelimit
+async def test_a_long_wait_for_rate_budget_is_said_with_the_setting(tmp_path, caplog):
+    """A run waiting a minute for tokens_per_minute looked stuck: the wait is said, once.
+    The budget's minute is the test's own clock, which only the client's waits move on: on a
+    busy machine (load 20) a real 0.4 s window had partly passed before the next request came,
+    and its shorter wait went unsaid."""
+    now = [0.0]
 
-    monkeypatch.setattr(streamrag.ratelimit, "WINDOW_S", 0.4)
-    monkeypatch.setattr(streamrag.llm, "WAIT_NOTICE_S", 0.1)
-    limit = count_message_tokens(ask("q0")) + 40   # one request a window
+    async def wait(seconds: float) -> None:   # the client's wait (``_backoff``), on that clock
+        now[0] += seconds
+        waits.append(seconds)
+        await anyio.sleep(0)
+
+    waits: list[float] = []
+    limit = count_message_tokens(ask("q0")) + 40   # one request a minute
     with anyio.fail_after(10), caplog.at_level(logging.DEBUG, logger="streamrag.llm"):
         async with client(tmp_path, Endpoint(), tokens_per_minute=limit) as (llm, _):
+            llm._tpm.clock = lambda: now[0]
+            llm._backoff = wait
             for i in range(3):
                 await llm.chat(ask(f"q{i}"), model="m1", stage="s", max_tokens=40)
     said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(said) == 1 and said[0].startswith("waiting ")
     assert f"llm.tokens_per_minute ({limit:,}) is used up" in said[0] and "set it to 0" in said[0]
     assert len([r for r in caplog.records if r.getMessage().startswith("waiting ")]) == 2
+    assert len(waits) == 2 and min(waits) >= llm_module.WAIT_NOTICE_S   # (a minute's window each)
 
 
 async def test_retries_are_one_warning_then_debug_lines(tmp_path, caplog):
@@ -1230,11 +1239,16 @@ async def test_a_server_that_hangs_now_and_then_keeps_every_calls_retries(tmp_pa
 async def test_a_grown_timeout_comes_back_down_once_answers_are_quick_again(tmp_path):
     # A server that hung once left every later try of the run (a daemon's whole life) waiting 4
     # times request_timeout_s: the next real hang took 4 times as long to be noticed.
-    async def hang(body):
-        await anyio.sleep(3600)
+    # How long each answer took is the test's clock, which only its answers move on (a quick
+    # answer took more than half a grown timeout on a machine at load 20); a try timing out is
+    # httpx's read timeout, as a server that stops sending gives it.
+    now = [0.0]
 
-    async def slow(body):   # within the grown 0.8 s, not within half of it
-        await anyio.sleep(0.45)
+    def hang(body):
+        raise httpx.ReadTimeout("timed out")
+
+    def slow(body):   # within the grown 0.8 s, not within half of it
+        now[0] += 0.45
         return httpx.Response(200, json=chat_body("slow"))
 
     class Timed(Endpoint):
@@ -1246,12 +1260,11 @@ async def test_a_grown_timeout_comes_back_down_once_answers_are_quick_again(tmp_
             self.timeouts.append(try_timeouts.TRY.get().timeout)
             return await super().__call__(request)
 
-    # (From 0.2 s: an answer at once is within half of each grown timeout, 0.8 s and 0.4 s, on a
-    # busy machine too; from 0.1 s, one there took longer than half of 0.2 s.)
     n = try_timeouts.TIMEOUT_SHRINK_AFTER
     endpoint = Timed(hang, hang)
     with anyio.fail_after(60):
-        async with client(tmp_path, endpoint, request_timeout_s=0.2, max_retries=6) as (llm, _):
+        async with client(tmp_path, endpoint, request_timeout_s=0.2, max_retries=6,
+                          clock=lambda: now[0]) as (llm, _):
             await llm.chat(ask("a"), model="m1", stage="s")   # 0.2, 0.4 s timed out; quick at 0.8
             endpoint.script[:] = [slow]   # not quick: the quick answers are counted again from 0
             for i in range(1 + 2 * n + 1):
