@@ -17,8 +17,7 @@ Every request passes, in order:
    refused, connect or pool timeout) gives its budget back. A request to Azure OpenAI (by its
    api-version, its host in any Azure cloud, or an API Management gateway's) always sends a
    max_tokens (``AZURE_MAX_TOKENS`` when its caller sets none: Azure books one without at a
-   whole context), booked as sent; an answer cut off at it is asked again as one cut with none
-   sent is, never with more room (the most some models take). Elsewhere, a request without
+   whole context), booked as sent. Elsewhere, a request without
    max_tokens books a guess of its answer (the answers' mean), corrected once its usage is known
    (counted here when the server says none: llama.cpp, some vLLM versions): a longer
    answer takes the rest, a shorter one gives back what it did not use (a max_tokens booked is
@@ -36,9 +35,10 @@ Every request passes, in order:
 
 An answer is then checked: the caller's ``validate`` (what its stage can use) and, unless the
 caller says otherwise, that it was not cut off (``finish_reason == "length"``: at ``max_tokens``, or
-by the server's own limit when none was sent). A cut answer of a caller's max_tokens is asked
-again with twice the room; a 400 refusing that room (more than the model writes) ends the tries
-with the cut's error (``MAX_TOO_LARGE``).
+by the server's own limit when none was sent). A cut answer of the max_tokens sent (a caller's,
+or Azure's own when it reached it) is asked again with twice the room (``more_room``); a 400 or
+422 refusing that room (more than the model writes) ends the tries with the cut's error
+(``max_too_large``).
 An unusable answer is recorded but never cached, and asked for again (``USABLE_TRIES`` answers at
 most, then ``LLMOutputError``). A cached answer is checked the same way, so an answer cached by an
 older version that the checks now reject is asked for again and replaced.
@@ -123,17 +123,40 @@ _COMPLETION_GUESS = 256        # answer tokens booked without max_tokens, until 
 # the model's whole context (128,000 tokens of gpt-4o: a minute of most deployments' TPM per
 # request), while the client booked the prompt and the answers' mean. With one, both book the
 # same. The output cap of gpt-35-turbo, gpt-4-turbo and the first gpt-4o (a higher one is refused):
-# far above an extraction's answer (the simulator's: 530 tokens to a 1,150-token prompt).
+# far above an extraction's answer (the simulator's: 530 tokens to a 1,150-token prompt). Models
+# that write more (gpt-4o-2024-08-06, gpt-4.1, the o-series) get twice as much after a cut.
 AZURE_MAX_TOKENS = 4096
 # Azure API Management's gateways (public, Government, China clouds): in front of Azure OpenAI,
 # which books their requests as its own, and with no api-version of theirs to tell it by.
 AZURE_GATEWAY = re.compile(r"\.azure-api\.(?:net|us|cn)$")
-# A 400 refusing a max_tokens larger than the model writes (OpenAI's and Azure's "max_tokens is
-# too large: 8192. This model supports at most 4096 completion tokens", vLLM's, Groq's "must be
-# less than or equal to").
+# A 400 (or 422) refusing a max_tokens larger than the model writes (OpenAI's and Azure's
+# "max_tokens is too large: 8192. This model supports at most 4096 completion tokens", vLLM's,
+# Groq's "must be less than or equal to", pydantic's "Input should be less than or equal to").
 MAX_TOO_LARGE = re.compile(r"max_(?:completion_)?tokens\W.{0,60}?(?:too large|at most|maximum|"
                            r"less than or equal|must be <=|> ?\d)", re.IGNORECASE | re.DOTALL)
 USABLE_TRIES = 3              # answers asked for before an unusable one is an error
+
+
+def max_too_large(e: LLMRequestError) -> bool:
+    """Whether a request's error refuses its max_tokens as more than the model writes: a 400
+    (``MAX_TOO_LARGE``'s wordings), or a 422 of a server that validates its request with
+    pydantic (vLLM's, FastAPI's: "max_tokens: Input should be less than or equal to 4096")."""
+    return e.status in (400, 422) and MAX_TOO_LARGE.search(str(e)) is not None
+
+
+def more_room(problem: str, answer: Answer, estimated: bool, sent: int | None, *, asked: bool) -> int | None:
+    """The max_tokens to ask again with after an unusable ``answer`` to a request that sent
+    ``sent`` (None: none, and none gives room), or None to ask as it was: twice ``sent`` when
+    the answer was cut off at it (``CUT_OFF``). A max the caller ``asked`` for is doubled after
+    any cut; Azure's own (``AZURE_MAX_TOKENS``) only when the answer reached it (its token counts
+    say so, or are counted here: ``estimated``): one broken off before it (a provider's fault)
+    comes whole at the same room, which a model capped at 4096 takes, where it refuses twice
+    as much. A model that refuses the larger max ends the tries (``max_too_large``)."""
+    if problem != CUT_OFF or not sent:
+        return None
+    if asked or estimated or answer.completion_tokens >= sent:
+        return sent * 2
+    return None
 
 
 class ChatResult(msgspec.Struct):
@@ -433,11 +456,12 @@ class LLMClient:
 
         ``validate(text)`` says whether an answer is usable. An unusable answer is recorded but
         never cached, and the request is sent again (after a cut-off one, with twice the
-        ``max_tokens``, when its caller set one); after ``tries`` unusable answers ``LLMOutputError``
-        is raised (after the second, when two in a row were cut off with no ``max_tokens`` asked
-        (none sent, or Azure's ``AZURE_MAX_TOKENS``), at temperature 0: the
+        ``max_tokens`` sent: ``more_room``); after ``tries`` unusable answers ``LLMOutputError``
+        is raised (after the second, when two in a row were cut off with no ``max_tokens`` sent,
+        or broken off before Azure's ``AZURE_MAX_TOKENS``, at temperature 0: the
         server's own limit cuts it the same way each time; after the first while the model is
-        known so, ``model_quirks.server_cuts``, until a longer whole answer or ten minutes).
+        known so, ``model_quirks.server_cuts``, until a longer whole answer or ten minutes; after
+        a cut, when the model refuses twice the room: ``max_too_large``).
 
         ``on_length`` is what an answer cut off at ``max_tokens`` (``finish_reason == "length"``)
         is: ``"retry"`` (the default without ``on_delta``) unusable, like one ``validate``
@@ -460,24 +484,24 @@ class LLMClient:
         payload = {"model": model, "messages": messages, **options}
         asked_max = max_tokens
         if not max_tokens and self._azure:
-            # Sent, not asked: out of the cache key (the same answer whatever the endpoint). No
-            # setting's, and the most some models take: a cut answer gets no more room (a model
-            # capped at it refuses twice with a 400), it is asked as if none was sent.
+            # Sent, not asked: out of the cache key (the same answer whatever the endpoint), and
+            # no setting's (the advice after cuts names what to lower instead: ``_cut_advice``).
             max_tokens = payload["max_tokens"] = AZURE_MAX_TOKENS
         if on_length is None:
             on_length = "keep" if on_delta is not None else "retry"
         check = checker(validate, on_length, limited=bool(max_tokens))
-        last, asked, cuts, cut, most = UNUSABLE, 0, 0, (0, 0, False), 0
+        last, asked, cuts, cut, most, sent = UNUSABLE, 0, 0, (0, 0, False), 0, max_tokens
         for i in range(tries):
+            sent = payload.get("max_tokens")
             try:
                 result = await self._chat_once(key, row, payload, on_delta, check,
                                                cache_length=on_length != "keep")
             except LLMRequestError as e:
-                # The room a cut answer was given is more than the model writes (gpt-4-turbo:
-                # 4096): the cut is what to act on, not the refusal.
-                if not (last == CUT_OFF and asked_max and e.status == 400 and MAX_TOO_LARGE.search(str(e))):
+                # The room a cut answer was given is more than the model writes (gpt-4-turbo,
+                # gpt-35-turbo: 4096): the cut is what to act on, not the refusal.
+                if not (last == CUT_OFF and max_tokens and sent > max_tokens and max_too_large(e)):
                     raise
-                most = payload["max_tokens"]
+                most = sent
                 break
             if isinstance(result, ChatResult):
                 if i:   # the unusable answers before it failed as calls, not as this request
@@ -487,10 +511,10 @@ class LLMClient:
                                       result.completion_tokens, result.estimated)
                 return result
             (last, answer, estimated), asked = result, i + 1
-            if last == CUT_OFF and asked_max:
+            if (room := more_room(last, answer, estimated, sent, asked=bool(asked_max))) is not None:
                 # The same request at temperature 0 is cut off the same way: give it room. The
                 # answer is cached under the request as asked, so the next run finds it.
-                payload = {**payload, "max_tokens": max_tokens * 2 ** (i + 1)}
+                payload = {**payload, "max_tokens": room}
             elif last in CUT_OFFS and not options["temperature"] and not self.refuses(model, "temperature"):
                 # No max_tokens was sent, and none gives room: the server's own limit cut it
                 # (Ollama's num_predict, llama.cpp's -n, a full context) and cuts the same request
@@ -500,8 +524,8 @@ class LLMClient:
                 # next run). Asked once more; cut twice in a row, the server's limit is known, and
                 # this model's cut answers are asked for once while it is (``model_quirks``: it
                 # lapses). (A model that refuses temperature samples at its own, and may answer
-                # shorter: asked ``tries`` times.) Cut at AZURE_MAX_TOKENS, the same: its limit
-                # is known, no server's to note.
+                # shorter: asked ``tries`` times.) Broken off before AZURE_MAX_TOKENS, the same:
+                # no server's limit to note.
                 cuts += 1
                 cut = (max(cut[0], answer.completion_tokens),
                        max(cut[1], answer.prompt_tokens + answer.completion_tokens), cut[2] or estimated)
@@ -524,32 +548,44 @@ class LLMClient:
                        if stage in ("extract", "glean", "claims") else "")
                     + ", or try a model that writes shorter answers")
         if last == CUT_OFF:
-            limit, extra = "max_tokens", 0
-            if self.refuses(model, "max_tokens"):   # max_completion_tokens is sent: the reasoning counts too
-                limit, extra = "max_completion_tokens", REASONING_ALLOWANCE
-            if most:
-                hint = (f"{'it was' if asked == 1 else 'the answers were'} cut off at {limit}={max_tokens + extra}"
-                        + (f" and at {most // 2 + extra}" if most // 2 > max_tokens else "")
-                        + f", and the model refused {most + extra} (more than it writes)")
-                if budget_setting:
-                    hint += (f": raise {budget_setting} as far as the model takes (less than {most + extra}), "
-                             "or try a model that writes shorter answers")
-            elif asked_max:
-                hint = (f"the answers were cut off at {limit}={max_tokens + extra} and at "
-                        f"{max_tokens * 2 ** (tries - 1) + extra} on the last try")
-                if budget_setting:
-                    hint += f": raise {budget_setting}, or try a model that writes shorter answers"
-            else:   # (no setting's: nothing to raise)
-                hint = (f"streamrag sent {limit}={max_tokens + extra}, the most it asks of Azure OpenAI "
-                        "for an answer no setting limits (more is refused by gpt-35-turbo, gpt-4-turbo "
-                        "and the first gpt-4o); "
-                        + ("lower index.chunk_size (a shorter chunk's extraction is shorter), or "
-                           if stage in ("extract", "glean", "claims") else "")
-                        + "try a model that writes shorter answers")
+            hint = self._cut_advice(model, stage, asked, max_tokens, sent, most, asked_max=bool(asked_max),
+                                    budget_setting=budget_setting)
         raise LLMOutputError(f"{model} gave no usable answer in {counted(asked, 'try')} (stage "
                              f"{stage}, prompt {prompt_name or '-'}): {last}; they are kept in the index "
                              f"database (table llm_calls, error '{UNUSABLE}...'; `streamrag status` counts "
                              f"them as errors); {hint}")
+
+    def _cut_advice(self, model: str, stage: str, asked: int, first: int, last: int, most: int, *,
+                    asked_max: bool, budget_setting: str) -> str:
+        """What the error of a call whose answers were cut off at max_tokens says to do:
+        ``first`` the max its first try sent, ``last`` its last try's, ``most`` the larger max
+        the model refused (0: none was). ``asked_max``: the caller set it (``budget_setting``
+        names the setting it comes from), else it is Azure's ``AZURE_MAX_TOKENS``, which no
+        setting sets: a shorter request is the fix."""
+        limit, extra = "max_tokens", 0
+        if self.refuses(model, "max_tokens"):   # max_completion_tokens is sent: the reasoning counts too
+            limit, extra = "max_completion_tokens", REASONING_ALLOWANCE
+        if most:
+            said = (f"{'it was' if asked == 1 else 'the answers were'} cut off at {limit}={first + extra}"
+                    + (f" and at {most // 2 + extra}" if most // 2 > first else "")
+                    + f", and the model refused {most + extra} (more than it writes)")
+        elif last > first:
+            said = f"the answers were cut off at {limit}={first + extra} and at {last + extra} on the last try"
+        else:
+            said = f"{'it was' if asked == 1 else 'the answers were'} cut off at {limit}={first + extra}"
+        if asked_max:
+            if not budget_setting:
+                return said
+            if most:
+                return (f"{said}: raise {budget_setting} as far as the model takes (less than {most + extra}), "
+                        "or try a model that writes shorter answers")
+            return f"{said}: raise {budget_setting}, or try a model that writes shorter answers"
+        # (no setting's: nothing to raise)
+        return (f"{said}; streamrag sends Azure OpenAI {limit}={AZURE_MAX_TOKENS + extra} where no setting "
+                "limits the answer (twice as much after a cut): "
+                + ("lower index.chunk_size (a shorter chunk's extraction is shorter), or "
+                   if stage in ("extract", "glean", "claims") else "")
+                + "try a model that writes shorter answers")
 
     async def _chat_once(self, key: str, row: dict, payload: dict,
                          on_delta: Callable[[str], None] | None,

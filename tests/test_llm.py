@@ -1845,24 +1845,65 @@ def capped_at_4096(answer: httpx.Response):
     return reply
 
 
-async def test_an_answer_cut_at_the_azure_max_gets_no_larger_max_and_says_what_to_lower(tmp_path):
-    # Cut at AZURE_MAX_TOKENS (sent though no setting asked for it), an answer was asked again
-    # with 8,192, which a model capped at 4096 refuses: the chunk failed with that 400, and an
-    # error saying to raise a max no setting holds. Now it is asked once more as it was (as
-    # before AZURE_MAX_TOKENS, when none was sent), then the error says what to lower.
-    cut = httpx.Response(200, json=chat_with(message={"role": "assistant", "content": "(Paris, Fra"},
-                                             finish_reason="length"))
-    endpoint = Endpoint(*[capped_at_4096(cut)] * 3)
+def cut_at(max_tokens: int, text: str = "(Paris, Fra") -> httpx.Response:
+    """An answer cut off at ``max_tokens``, as its usage says."""
+    usage = {"prompt_tokens": 17, "completion_tokens": max_tokens, "total_tokens": 17 + max_tokens}
+    return httpx.Response(200, json={**chat_with(message={"role": "assistant", "content": text},
+                                                 finish_reason="length"), "usage": usage})
+
+
+def writes(tokens: int, text: str = "(Paris, France)"):
+    """A model whose answer is ``tokens`` long: cut off at any max_tokens below that."""
+    def reply(body: dict) -> httpx.Response:
+        if body["max_tokens"] < tokens:
+            return cut_at(body["max_tokens"])
+        return httpx.Response(200, json=chat_body(text, usage={"prompt_tokens": 17, "completion_tokens": tokens,
+                                                               "total_tokens": 17 + tokens}))
+    return reply
+
+
+async def test_an_answer_cut_at_the_azure_max_gets_twice_the_room_and_is_whole(tmp_path):
+    # An extraction running past AZURE_MAX_TOKENS (sent though no setting asked for it) was asked
+    # once more with the same 4096, cut again, and its chunk failed, where before any max was sent
+    # a model that writes more (gpt-4o-2024-08-06, gpt-4.1, the o-series) answered it whole. Now
+    # it gets twice the room, as a cut answer of a caller's max does; the answer is cached under
+    # the request as asked.
+    endpoint = Endpoint(*[writes(5000)] * 2)
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, api_version="2024-10-21") as (llm, store):
+            result = await llm.chat(ask(), model="gpt-4o", stage="extract")
+            again = await llm.chat(ask(), model="gpt-4o", stage="extract")
+            assert llm.stats["extract"]["asked_again"] == 1
+    assert result.text == "(Paris, France)" and again.cached
+    assert [b["max_tokens"] for b in endpoint.bodies] == [llm_module.AZURE_MAX_TOKENS, 2 * llm_module.AZURE_MAX_TOKENS]
+    # Cut at every room (three tries), the error says the rooms and what to lower: no setting
+    # sets this max.
+    endpoint = Endpoint(*[writes(100_000)] * 3)
+    with anyio.fail_after(5):
+        async with client(tmp_path / "more", endpoint, api_version="2024-10-21") as (llm, _):
+            with pytest.raises(LLMOutputError) as e:
+                await llm.chat(ask(), model="gpt-4.1", stage="extract")
+    assert [b["max_tokens"] for b in endpoint.bodies] == [4096, 8192, 16384]
+    said = str(e.value)
+    assert "in 3 tries" in said and "cut off at max_tokens=4096 and at 16384 on the last try" in said, said
+    assert "lower index.chunk_size" in said and "raise" not in said
+
+
+async def test_an_answer_cut_at_the_azure_max_of_a_model_refusing_more_says_what_to_lower(tmp_path):
+    # A model capped at 4096 (gpt-35-turbo, gpt-4-turbo, the first gpt-4o) refuses the 8192 a
+    # cut answer is asked again with: that 400 ends the tries with the cut's error, which names
+    # the setting to lower (none sets this max), not the 400.
+    endpoint = Endpoint(*[capped_at_4096(cut_at(4096))] * 3)
     with anyio.fail_after(5):
         async with client(tmp_path, endpoint, api_version="2024-10-21") as (llm, store):
             with pytest.raises(LLMOutputError) as e:
                 await llm.chat(ask(), model="gpt-4o", stage="extract")
             errors = [c["error"] for c in calls(store)]
-    assert [b["max_tokens"] for b in endpoint.bodies] == [llm_module.AZURE_MAX_TOKENS] * 2
+    assert [b["max_tokens"] for b in endpoint.bodies] == [4096, 8192]
     said = str(e.value)
-    assert "in 2 tries" in said and "cut off at max_tokens" in said
-    assert f"streamrag sent max_tokens={llm_module.AZURE_MAX_TOKENS}" in said and "lower index.chunk_size" in said
-    assert "raise" not in said and errors == [CUT_OFF] * 2
+    assert "in 1 try" in said and "it was cut off at max_tokens=4096, and the model refused 8192" in said, said
+    assert "streamrag sends Azure OpenAI max_tokens=4096" in said and "lower index.chunk_size" in said
+    assert "raise" not in said and errors[0] == CUT_OFF and len(errors) == 2
     assert not model_quirks.server_cuts(API, "gpt-4o")   # (no server's limit)
 
 
@@ -1907,21 +1948,29 @@ async def test_a_larger_max_the_model_refuses_after_a_cut_says_what_the_cut_says
     assert "raise index.report_max_output_tokens as far as the model takes (less than 6000)" in said
 
 
-@pytest.mark.parametrize("refusal, cut_error", [
-    ("'max_tokens' or 'max_completion_tokens' is too large: 6000. This model's maximum context length is "
-     "8192 tokens and your request has 3000 input tokens (6000 > 8192 - 3000).", True),            # vLLM
-    ("max_tokens must be less than or equal to `4096`, the maximum value for `max_tokens` is less than "
-     "the `context_window` for this model", True),                                                # Groq
-    ("max_tokens: 6000 > 4096, which is the maximum allowed number of output tokens", True),
-    ("Invalid 'messages[1].content': string too long. Expected a string with maximum length 10485760", False),
-    ("Invalid value for 'temperature': must be at most 2", False),
-], ids=["vllm", "groq", "greater-than", "other-400", "other-param"])
-async def test_only_a_400_refusing_the_larger_max_after_a_cut_is_the_cuts_error(tmp_path, refusal, cut_error):
-    # The wordings MAX_TOO_LARGE names end the tries with the cut's error; any other 400 after a
-    # cut is the call's error, as before.
+@pytest.mark.parametrize("status, refusal, cut_error", [
+    (400, "'max_tokens' or 'max_completion_tokens' is too large: 6000. This model's maximum context length is "
+          "8192 tokens and your request has 3000 input tokens (6000 > 8192 - 3000).", True),            # vLLM
+    (400, "max_tokens must be less than or equal to `4096`, the maximum value for `max_tokens` is less than "
+          "the `context_window` for this model", True),                                                # Groq
+    (400, "max_tokens: 6000 > 4096, which is the maximum allowed number of output tokens", True),
+    (422, "max_tokens: Input should be less than or equal to 4096", True),                  # pydantic's words
+    (422, [{"type": "less_than_equal", "loc": ["body", "max_tokens"], "msg": "Input should be less than or "
+            "equal to 4096", "input": 6000, "ctx": {"le": 4096}}], True),                # FastAPI's own 422
+    (400, "Invalid 'messages[1].content': string too long. Expected a string with maximum length 10485760", False),
+    (400, "Invalid value for 'temperature': must be at most 2", False),
+    (422, [{"type": "less_than_equal", "loc": ["body", "temperature"], "msg": "Input should be less than or "
+            "equal to 2", "input": 3, "ctx": {"le": 2}}], False),
+], ids=["vllm", "groq", "greater-than", "422-message", "422-detail", "other-400", "other-param", "other-422"])
+async def test_only_a_refusal_of_the_larger_max_after_a_cut_is_the_cuts_error(tmp_path, status, refusal, cut_error):
+    # The wordings MAX_TOO_LARGE names, in a 400 or a 422 (a server validating its requests with
+    # pydantic: vLLM's "Input should be less than or equal to 4096" was the report's error), end
+    # the tries with the cut's error; any other 400 or 422 after a cut is the call's error, as before.
     cut = httpx.Response(200, json=chat_with(message={"role": "assistant", "content": "# Report"},
                                              finish_reason="length"))
-    refused = httpx.Response(400, json={"error": {"message": refusal, "type": "invalid_request_error"}})
+    body = {"detail": refusal} if isinstance(refusal, list) else \
+        {"error": {"message": refusal, "type": "invalid_request_error"}}
+    refused = httpx.Response(status, json=body)
     endpoint = Endpoint(cut, refused)
     with anyio.fail_after(5):
         async with client(tmp_path, endpoint) as (llm, _):
