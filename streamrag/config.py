@@ -46,6 +46,9 @@ class LLMSettings(_Section):
     api_base: str = ""
     api_key_env: str = "STREAMRAG_API_KEY"
     api_version: str = ""
+    # Whether the endpoint is Azure OpenAI's (``llm.LLMClient``: sent a max_tokens where none is
+    # set): "auto" (by api_version or its host), true or false (``_check`` refuses other words).
+    azure: bool | str = "auto"
     extraction_model: str = "gpt-4o-mini"
     summary_model: str = "gpt-4o-mini"
     report_model: str = "gpt-4o-mini"
@@ -418,7 +421,7 @@ _PATH_RE = re.compile(r"at `\$\.?(.*)`$")
 # A list's item in msgspec's path: index.include[0].
 _ITEM_RE = re.compile(r"\[\d+\]$")
 # Examples of the settings whose default shows nothing to copy (an empty list).
-_EXAMPLES = {"index.exclude": '["Templates", "*.excalidraw.md"]'}
+_EXAMPLES = {"index.exclude": '["Templates", "*.excalidraw.md"]', "llm.azure": '"auto" (or true, false)'}
 
 
 def _sections() -> dict[str, type]:
@@ -703,6 +706,11 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
         if s.has_endpoint and not getattr(llm, name).strip():   # sent as "", every call would be refused
             problems.append((f"llm.{name}", "is empty; name the model to use (e.g. \"gpt-4o-mini\", "
                              "\"llama3.1:8b\"), or leave the key out for the default"))
+    if isinstance(llm.azure, str) and llm.azure != "auto":
+        # (a word, or "true" quoted: TOML's true and false are the others)
+        problems.append(("llm.azure", f"is {llm.azure!r}, not one of its values; use one of 'auto' (Azure OpenAI "
+                         "known by llm.api_version or its host), true, false (true and false unquoted; its "
+                         "default: azure = \"auto\")"))
     if llm.max_retries < 0:
         problems.append(_bound("llm.max_retries", "must be >= 0 (0 = never retry)", "0 or more"))
     if not (llm.give_up_after_s >= 0 and math.isfinite(llm.give_up_after_s)):

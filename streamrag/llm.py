@@ -17,7 +17,8 @@ Every request passes, in order:
    refused, connect or pool timeout) gives its budget back. A request to Azure OpenAI (by its
    api-version, its host in any Azure cloud, or an API Management gateway's) always sends a
    max_tokens (``AZURE_MAX_TOKENS`` when its caller sets none: Azure books one without at a
-   whole context), booked as sent. Elsewhere, a request without
+   whole context), booked as sent (``llm.azure``: true or false says whether the endpoint is
+   Azure's, "auto" leaves it to those signs). Elsewhere, a request without
    max_tokens books a guess of its answer (the answers' mean), corrected once its usage is known
    (counted here when the server says none: llama.cpp, some vLLM versions): a longer
    answer takes the rest, a shorter one gives back what it did not use (a max_tokens booked is
@@ -355,10 +356,11 @@ class LLMClient:
         self._slots = anyio.CapacityLimiter(slots)
         self._rpm = minute_budget(settings.requests_per_minute, "llm.requests_per_minute")
         self._tpm = minute_budget(settings.tokens_per_minute, "llm.tokens_per_minute")
-        # Azure OpenAI (by its api-version, its host or its gateway's): every chat request sends
-        # a max_tokens.
+        # Azure OpenAI (llm.azure, or by its api-version, its host or its gateway's): every chat
+        # request sends a max_tokens.
         host = httpx.URL(base).host
-        self._azure = bool(settings.api_version or AZURE_HOST.search(host) or AZURE_GATEWAY.search(host))
+        self._azure = settings.azure if isinstance(settings.azure, bool) else \
+            bool(settings.api_version or AZURE_HOST.search(host) or AZURE_GATEWAY.search(host))
         self._notices = current_notices()
         self._admission = anyio.Lock()  # requests take rate budget one at a time, in order
         self._paused_until = 0.0

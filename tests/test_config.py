@@ -55,6 +55,12 @@ def test_the_file_init_writes_loads_as_the_defaults(tmp_path):
                                           "'o200k_base', 'cl100k_base' (its default: encoding = \"o200k_base\")"),
     ('[index]\nglean_check = "maybe"\n', "index.glean_check: is 'maybe', not one of its values; use one of "
                                          "'logit_bias', 'prompt', 'off' (its default: glean_check = \"logit_bias\")"),
+    # llm.azure is "auto", true or false: a word, or true quoted, is said with the three.
+    ('[llm]\nazure = "yes"\n', "llm.azure: is 'yes', not one of its values; use one of 'auto' (Azure OpenAI known "
+                               "by llm.api_version or its host), true, false (true and false unquoted; its default: "
+                               "azure = \"auto\")"),
+    ('[llm]\nazure = "false"\n', "llm.azure: is 'false', not one of its values"),
+    ('[llm]\nazure = 1\n', "llm.azure: expected bool | str, got int; write it like azure = \"auto\" (or true, false)"),
     ('[llm]\napi_base = "http://127.0.0.1:9/v1"\nreport_model = " "\n', "llm.report_model: is empty; name the model to use"),
     ("[index]\nchunk_overlap = -5\n", "index.chunk_overlap: is -5; it must be >= 0 and below 600 (half of "
                                       "index.chunk_size, 1200, rounded down): set it to 0 or more"),

@@ -2007,6 +2007,25 @@ async def test_an_azure_host_is_known_by_its_name_in_each_cloud_and_no_other_is(
     assert endpoint.bodies[0].get("max_tokens") == (llm_module.AZURE_MAX_TOKENS if azure else None)
 
 
+@pytest.mark.parametrize("base, setting, capped", [
+    ("https://gw.azure-api.net/openai/v1", "auto", True),
+    ("https://gw.azure-api.net/openai/v1", False, False),    # a gateway in front of another provider
+    ("https://res.openai.azure.com/openai/v1", False, False),
+    ("https://llm.example.com/v1", True, True),               # Azure behind a host of one's own
+    ("https://llm.example.com/v1", "auto", False),
+])
+async def test_llm_azure_says_whether_the_endpoint_gets_azures_max_tokens(tmp_path, base, setting, capped):
+    # An API Management gateway (*.azure-api.net) in front of a provider that is not Azure got
+    # AZURE_MAX_TOKENS on every request that sets none, and no setting turned it off.
+    endpoint = Endpoint()
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, api_base=base, azure=setting) as (llm, _):
+            await llm.chat(ask(), model="gpt-4o", stage="extract")
+            await llm.chat(ask("short"), model="gpt-4o", stage="check", max_tokens=3)
+    assert endpoint.bodies[0].get("max_tokens") == (llm_module.AZURE_MAX_TOKENS if capped else None)
+    assert endpoint.bodies[1]["max_tokens"] == 3   # (a max asked for is sent as it is, either way)
+
+
 def test_no_api_base_is_a_config_error():
     with pytest.raises(ConfigError, match="set llm.api_base"):
         LLMClient(LLMSettings(api_base=""), "")
