@@ -492,7 +492,7 @@ class LLMClient:
         if on_length is None:
             on_length = "keep" if on_delta is not None else "retry"
         check = checker(validate, on_length, limited=bool(max_tokens))
-        last, asked, cuts, cut, most, sent = UNUSABLE, 0, 0, (0, 0, False), 0, max_tokens
+        last, asked, cuts, cut, most, sent, short = UNUSABLE, 0, 0, (0, 0, False), 0, max_tokens, False
         for i in range(tries):
             sent = payload.get("max_tokens")
             try:
@@ -513,7 +513,9 @@ class LLMClient:
                                       result.completion_tokens, result.estimated)
                 return result
             (last, answer, estimated), asked = result, i + 1
-            if (room := more_room(last, answer, estimated, sent, asked=bool(asked_max))) is not None:
+            room = more_room(last, answer, estimated, sent, asked=bool(asked_max))
+            short = last == CUT_OFF and room is None   # (before Azure's own max: not its doing)
+            if room is not None:
                 # The same request at temperature 0 is cut off the same way: give it room. The
                 # answer is cached under the request as asked, so the next run finds it.
                 payload = {**payload, "max_tokens": room}
@@ -551,22 +553,30 @@ class LLMClient:
                     + ", or try a model that writes shorter answers")
         if last == CUT_OFF:
             hint = self._cut_advice(model, stage, asked, max_tokens, sent, most, asked_max=bool(asked_max),
-                                    budget_setting=budget_setting)
+                                    budget_setting=budget_setting, short=short)
         raise LLMOutputError(f"{model} gave no usable answer in {counted(asked, 'try')} (stage "
                              f"{stage}, prompt {prompt_name or '-'}): {last}; they are kept in the index "
                              f"database (table llm_calls, error '{UNUSABLE}...'; `streamrag status` counts "
                              f"them as errors); {hint}")
 
     def _cut_advice(self, model: str, stage: str, asked: int, first: int, last: int, most: int, *,
-                    asked_max: bool, budget_setting: str) -> str:
+                    asked_max: bool, budget_setting: str, short: bool = False) -> str:
         """What the error of a call whose answers were cut off at max_tokens says to do:
         ``first`` the max its first try sent, ``last`` its last try's, ``most`` the larger max
         the model refused (0: none was). ``asked_max``: the caller set it (``budget_setting``
         names the setting it comes from), else it is Azure's ``AZURE_MAX_TOKENS``, which no
-        setting sets: a shorter request is the fix."""
+        setting sets: a shorter request is the fix. ``short``: the last answer stopped before
+        Azure's max (``more_room``), so the max did not cut it."""
         limit, extra = "max_tokens", 0
         if self.refuses(model, "max_tokens"):   # max_completion_tokens is sent: the reasoning counts too
             limit, extra = "max_completion_tokens", REASONING_ALLOWANCE
+        if short and not asked_max:
+            return (f"{'it was' if asked == 1 else 'the answers were'} cut off (finish_reason length) before "
+                    f"{limit}={last + extra}, the most streamrag asked for: the provider stopped "
+                    f"{'it' if asked == 1 else 'them'}; run the same command again later, "
+                    + ("lower index.chunk_size (a shorter chunk's extraction is shorter), "
+                       if stage in ("extract", "glean", "claims") else "")
+                    + "or try another model")
         if most:
             said = (f"{'it was' if asked == 1 else 'the answers were'} cut off at {limit}={first + extra}"
                     + (f" and at {most // 2 + extra}" if most // 2 > first else "")

@@ -1919,6 +1919,25 @@ async def test_an_answer_broken_off_before_the_azure_max_comes_whole_when_asked_
     assert [b["max_tokens"] for b in endpoint.bodies] == [llm_module.AZURE_MAX_TOKENS] * 2
 
 
+async def test_answers_broken_off_before_the_azure_max_twice_are_said_so(tmp_path):
+    # Cut (finish_reason length) at 5 tokens, far before the 4096 sent: more room is no help and
+    # a model capped at 4096 would refuse it; asked once more as it was, then the error says the
+    # max did not cut them (it said "cut off at max_tokens=4096" and "lower index.chunk_size" only).
+    cut = httpx.Response(200, json=chat_with(message={"role": "assistant", "content": "(Paris, Fra"},
+                                             finish_reason="length"))
+    endpoint = Endpoint(*[capped_at_4096(cut)] * 3)
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, api_version="2024-10-21") as (llm, store):
+            with pytest.raises(LLMOutputError) as e:
+                await llm.chat(ask(), model="gpt-4o", stage="extract")
+            errors = [c["error"] for c in calls(store)]
+    assert [b["max_tokens"] for b in endpoint.bodies] == [llm_module.AZURE_MAX_TOKENS] * 2
+    said = str(e.value)
+    assert "in 2 tries" in said and "cut off (finish_reason length) before max_tokens=4096" in said, said
+    assert "the provider stopped them; run the same command again later" in said and "raise" not in said
+    assert errors == [CUT_OFF] * 2 and not model_quirks.server_cuts(API, "gpt-4o")
+
+
 async def test_a_max_asked_for_is_still_doubled_after_a_cut_on_azure(tmp_path):
     cut = httpx.Response(200, json=chat_with(message={"role": "assistant", "content": "(Paris, Fra"},
                                              finish_reason="length"))
