@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 
 from streamrag import citations
 from streamrag.config import MODES
-from streamrag.status import counted
 from streamrag.store import update_under_way
 from streamrag.terminal import TerminalText, shown, terminal_text
+from streamrag.words import counted
 
 if TYPE_CHECKING:
     from streamrag.query import Answer

@@ -41,14 +41,14 @@ from streamrag.config import (API_BASE_HELP, CONFIG_NAME, Settings, default_conf
 from streamrag.errors import (ConfigError, IndexMissingError, StoreError, StreamragError, UsageError, WriterBusyError,
                               user_error)
 from streamrag.signals import Terminated, until_sigterm
-from streamrag.status import (counted as _n, format_status, gather_status, llm_summary, number, unusable_said,
-                              without_claims_said)
+from streamrag.status import format_status, gather_status, llm_summary, unusable_said, without_claims_said
 from streamrag.store import (Store, bound_wal, database_of, default_db_path, foreign_file_error, holds_documents,
                              indexed_root, last_opened, one_writer, read_as_unchanging, reading_root,
                              recorded_extractor, recorded_root, remember_wal_tried, unchanging_why, vacuum,
                              wal_kept_line, wal_past_bound, wal_tried)
 from streamrag.terminal import shell_word, shown
 from streamrag.watch_lines import asked_again
+from streamrag.words import counted as _n, number
 
 
 def path_arg(text: str) -> str:

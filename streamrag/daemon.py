@@ -95,8 +95,8 @@ from streamrag.on_disk import is_file
 from streamrag.outage import Outage
 from streamrag.run_progress import Progress
 from streamrag.settings_edits import SettingsEdits
-from streamrag.status import (counted as _n, failures_said, last_update, left_missing, llm_summary, number,
-                              unfinished_update, without_claims_said)
+from streamrag.status import (failures_said, last_update, left_missing, llm_summary, unfinished_update,
+                              without_claims_said)
 from streamrag.store import (Store, WriterLock, bound_wal, indexed_root, one_writer, remember_wal_tried,
                              updating_note, wal_kept_line, wal_past_bound, wal_tried)
 from streamrag.terminal import shell_word
@@ -105,6 +105,7 @@ from streamrag.watch_events import (ADDED, DELETED, LINK_LOOP, REPLACED, RESCAN,
 from streamrag.watch_lines import (Reporter, StageLines, answered, asked_again, calls_failed, calls_said, clause,
                                    ends_outage, paid, seconds_said, summed)
 from streamrag.watched_folder import WatchedFolder, reading, under
+from streamrag.words import counted as _n, number
 
 if TYPE_CHECKING:  # the pipeline loads on first use, so `streamrag --help` stays quick
     from streamrag.pipeline import Indexer, SyncResult

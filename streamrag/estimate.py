@@ -104,12 +104,13 @@ from streamrag.report_stage import built_min_members, children_of, claims_by_end
 from streamrag.reports import ReportContext, build_context, claim_lines_redone, context_key
 from streamrag.records import Chunk, Claim, ClaimRecord, Community, Extraction, Relationship, RelationshipRecord
 from streamrag.sentences import sentences_of
-from streamrag.status import counted, llm_summary, unusable_said
+from streamrag.status import llm_summary, unusable_said
 from streamrag.store import SCHEMA_VERSION, Store, _uri_path, alive, as_it_lies, index_files, without_index_files
 from streamrag.summarizer import (SUMMARY_HEADROOM, asks_model, new_summary_input, summary_input, summary_messages,
                                   within_budget, without_model)
 from streamrag.terminal import shell_word
 from streamrag.tokens import count_message_tokens, count_prompt_tokens, count_tokens, truncate
+from streamrag.words import counted
 
 
 # The list of what was found, which the estimate cannot know: names alone in a gleaning check,

@@ -55,11 +55,12 @@ from streamrag.question import (RELATION_WORDS, asks_more, broad_words, checked_
                                 choose_mode, content_stop, global_question, named_entities,
                                 missing_words, near_names, unknown_names)
 from streamrag.signals import until_sigterm
-from streamrag.status import counted, failure_runs, last_update, llm_summary
+from streamrag.status import failure_runs, last_update, llm_summary
 from streamrag.store import Store, writer_at_work
 from streamrag.terminal import shell_word, shown
 from streamrag.terms import words
 from streamrag.tokens import count_tokens
+from streamrag.words import counted
 
 # The keys ``ask --json``'s ``details`` always has, per search, with the value each has when the
 # search did not get that far (no communities, no report selected, no model): a key is never

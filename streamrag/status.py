@@ -11,7 +11,7 @@ from typing import NamedTuple
 from streamrag import index_rows
 from streamrag.call_log import UNUSABLE_RUNS
 from streamrag.store import Store, process_gone, writer_at_work, writer_said, writers_lock
-from streamrag.words import counted, number   # (re-exported: the lines of cli, daemon, query ... import them from here)
+from streamrag.words import counted, number
 
 LLM_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "cached", "errors", "cancelled")
 _LIST_THEM = " (list them with --failures)"   # said once, on the first line with items to list

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from streamrag.status import counted as _n, number
+from streamrag.words import counted as _n, number
 
 if TYPE_CHECKING:
     from streamrag.daemon import Daemon

@@ -1845,7 +1845,8 @@ def test_a_run_under_way_says_the_files_it_skipped_without_saying_it_failed():
 def test_every_count_of_status_and_the_watch_lines_is_grouped_by_thousands():
     # The LLM calls and the usage table were grouped ("2,469,141"); the counts beside them were
     # not: "failures 12345 in the last update", "1234 files are not text", "(1234 from cache)".
-    from streamrag.status import counted, number, unusable_said
+    from streamrag.status import unusable_said
+    from streamrag.words import counted, number
     from streamrag.watch_lines import calls_said
 
     assert (number(1234567), counted(12_345, "chunk"), counted(1_000, "entity")) == \
@@ -2236,3 +2237,18 @@ def test_a_prune_that_deletes_no_failure_nor_run_leaves_the_kept_failure_keys(tm
         assert index_rows.failures_recorded(store) == _recounted(store) == 0
     finally:
         store.close()
+
+
+def test_the_count_words_are_imported_from_words_not_through_status():
+    # status imported ``counted`` and ``number`` from words for cli, daemon, query ... to take
+    # from it: two homes for one thing. Every module takes them from words.
+    import ast
+
+    import streamrag
+
+    through_status = []
+    for source in sorted(Path(streamrag.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "streamrag.status":
+                through_status += [f"{source.name}: {a.name}" for a in node.names if a.name in ("counted", "number")]
+    assert through_status == [], through_status
