@@ -1413,14 +1413,14 @@ def _index_file_alone(tmp_path, indexed, keep=()):
 
 
 def _made_older(db: Path) -> int:
-    """The index at ``db`` brought back to the schema before its last step, as the streamrag
-    before that step left it; returns that schema."""
+    """The index at ``db`` said to be of the schema before its last step (its ``schema_version``
+    one back: all a reader goes by), which the upgrade then applies again (a step may be applied
+    to an index that has it: the tables and indexes it makes if not there, the triggers made
+    again); returns that schema."""
     from streamrag.store import SCHEMA_VERSION
 
     conn = sqlite3.connect(db)
     with conn:
-        conn.execute("DROP INDEX llm_calls_run_key")
-        conn.execute("CREATE INDEX llm_calls_run ON llm_calls(run_id)")
         conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION - 1),))
     conn.close()
     return SCHEMA_VERSION - 1
