@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 from collections.abc import Mapping
@@ -10,7 +11,7 @@ from typing import NamedTuple
 
 from streamrag import index_rows
 from streamrag.call_log import UNUSABLE_RUNS
-from streamrag.store import Store, process_gone, writer_at_work, writer_said, writers_lock
+from streamrag.store import Store, process_gone, process_stamp, writer_at_work, writer_said, writers_lock
 from streamrag.words import counted, number
 
 LLM_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "cached", "errors", "cancelled")
@@ -247,15 +248,34 @@ def _killed(store: Store, run: dict, writer: str | None) -> bool | None:
     lock goes with its process however it ends: so such a row still "running" (read again now,
     outside the snapshot: it may have ended since) after no process was seen holding the lock is
     of a process that is gone; beside a writer it is said running, as before, and where writers
-    hold no lock it cannot be told."""
+    hold no lock it cannot be told.
+
+    Where the process's start cannot be read (no /proc: macOS), a live pid may be another
+    process's, given the pid after the run's was killed: such a run was said under way as long as
+    that other process lived. There the lock decides: held by the run's pid, the run is under
+    way; by another process, the run's own (an index, watch or demo holds it while it runs) is
+    gone; by none, it is gone or is a run of the Python API, which holds none: not told."""
     if run["status"] != "running":
         return False
-    gone = process_gone(*index_rows.run_process(store, run["id"]))
+    pid, stamp = index_rows.run_process(store, run["id"])
+    gone = process_gone(pid, stamp)
+    if gone is False and not (stamp and process_stamp(pid)) and writers_lock():
+        if writer is None:
+            return None
+        if _holder_pid(writer) == pid:
+            return False
+        gone = True
     if gone is False:
         return False
     if gone is None and (writer is not None or not writers_lock()):
         return False if writer is not None else None
     return index_rows.run_status(store, run["id"]) == "running"
+
+
+def _holder_pid(holder: str) -> int | None:
+    """The pid a writer lock's holder line names (``pid 12: streamrag watch notes``), if any."""
+    found = re.match(r"pid (\d+):", holder)
+    return int(found[1]) if found else None
 
 
 def _by_runs(settled: list[dict]) -> dict[str, int]:
@@ -434,7 +454,7 @@ def _outcome(info: dict) -> str:
         if killed:   # (another may be writing it: its line says so)
             return ("killed before it finished" + ("" if info.get("writer") else ": no streamrag is writing the index")
                     + " (a new run continues its work)" + also)
-        if killed is None:   # (where writers hold no lock: say both readings)
+        if killed is None:   # (where it cannot be told, ``_killed``: say both readings)
             return "running, or killed before it finished (a new run continues its work)" + also
     failed = info["failures_last_run"] - unreadable
     # (the chunks whose claims calls failed are in the version, without their claims: they were

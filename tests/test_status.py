@@ -1206,6 +1206,53 @@ def test_where_writers_hold_no_lock_the_process_a_run_names_tells_if_it_was_kill
     assert "running, or killed before it finished" in last_update_line(status_of(db)[1])
 
 
+
+def test_without_proc_the_writer_lock_tells_a_run_whose_pid_another_process_took(tmp_path, monkeypatch):
+    # Without /proc (macOS) a process's start cannot be read: a run killed with -9 whose pid was
+    # given to another process was said under way for as long as that one lived. There the lock
+    # decides: held by the run's pid, under way; by another process, killed; by none, not told
+    # (a sync of the Python API holds none).
+    import os
+    import subprocess
+    import sys
+
+    from streamrag import store as store_module
+    from streamrag.store import WriterLock
+
+    monkeypatch.setattr(store_module, "_proc_stat", lambda pid: None)   # (no /proc/PID/stat)
+    real_open = open
+    monkeypatch.setattr("builtins.open", lambda f, *a, **k: (_ for _ in ()).throw(
+        FileNotFoundError(f)) if f == "/proc/locks" else real_open(f, *a, **k))
+    db = tmp_path / "i.db"
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])   # (given the pid)
+
+    def killed(run: str, pid: int) -> tuple[bool | None, str]:
+        store = Store(db)
+        try:
+            store.start_run(run, "index")
+            store.conn.execute("UPDATE runs SET pid = ? WHERE id = ?", (pid, run))
+        finally:
+            store.close()
+        info, text = status_of(db)
+        return info["last_run"]["killed"], last_update_line(text)
+
+    try:
+        said, line = killed("r1", other.pid)                      # no writer
+        assert said is None and line.endswith(": running, or killed before it finished (a new run continues "
+                                              "its work)"), line
+        lock = WriterLock(db, "streamrag index .")
+        lock.take()
+        try:
+            assert killed("r2", other.pid)[0] is True             # the lock is another process's
+            assert killed("r3", os.getpid())[0] is False           # the run's process holds it
+        finally:
+            lock.release()
+        assert killed("r4", os.getpid())[0] is None                # the Python API's: not said killed
+    finally:
+        other.kill()
+        other.wait()
+
+
 def _refused(request):
     import httpx
 
