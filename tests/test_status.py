@@ -1957,6 +1957,23 @@ def _recounted(store: Store) -> int:
         store.conn.execute("DELETE FROM meta WHERE key = 'failure_keys_stale'")
 
 
+def _one_failed_chunk(db: Path, run: str = "r1", status: str = "ok", stats: dict | None = None) -> Store:
+    """A store at ``db`` (open: the caller closes it) whose run ``run`` failed chunk c1 and ended
+    ``status``, with ``stats``."""
+    import json
+
+    store = Store(db)
+    try:
+        with store.transaction():
+            store.start_run(run, "index")
+            store.record_failure(run, "extract", "c1", "no")
+            store.finish_run(run, status, json.dumps(stats) if stats else None)
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
 def _kept_keys(store: Store) -> tuple[int, int]:
     """The count of the kept failure keys (``failure_keys_count``), and the keys counted."""
     return (store.scalar("SELECT n FROM failure_keys_count"), store.scalar("SELECT count(*) FROM failure_keys"))
@@ -2029,12 +2046,8 @@ def test_the_failures_count_reads_no_failure_of_a_run_that_ended(tmp_path):
     # 0.13 to 0.26 s of a `status` at 200,000 failures. Now no statement it runs scans the failures.
     from streamrag import index_rows
 
-    store = Store(tmp_path / "s.db")
+    store = _one_failed_chunk(tmp_path / "s.db")
     try:
-        with store.transaction():
-            store.start_run("r1", "index")
-            store.record_failure("r1", "extract", "c1", "no")
-            store.finish_run("r1", "ok")
         statements: list[str] = []
         store.conn.set_trace_callback(statements.append)
         assert index_rows.failures_recorded(store) == 1
@@ -2204,17 +2217,11 @@ def test_the_failures_count_kept_follows_an_ended_run_whose_status_changes(tmp_p
     # or not: ``store.UNINDEXED_RUNS``); an ended run's status changed to another end (by hand)
     # left the kept keys as they were: 0 kept, 1 recounted. And an index whose triggers are
     # those before the fix-up migration has them made again, its keys too.
-    import json
-
     from streamrag import index_rows
     from streamrag.store import MIGRATIONS
 
-    store = Store(tmp_path / "k.db")
+    store = _one_failed_chunk(tmp_path / "k.db", "u1", "failed", {"not_indexed": 1})
     try:
-        with store.transaction():
-            store.start_run("u1", "index")
-            store.record_failure("u1", "extract", "c1", "no")
-            store.finish_run("u1", "failed", json.dumps({"not_indexed": 1}))
         assert index_rows.failures_recorded(store) == _recounted(store) == 0
         with store.transaction():
             store.conn.execute("UPDATE runs SET status = 'ok' WHERE id = 'u1'")
@@ -2326,12 +2333,8 @@ def test_a_prune_that_deletes_no_failure_nor_run_leaves_the_kept_failure_keys(tm
     # deleted any; a deletion marks it stale, and only then is it made again.
     from streamrag import index_rows
 
-    store = Store(tmp_path / "k.db")
+    store = _one_failed_chunk(tmp_path / "k.db")
     try:
-        with store.transaction():
-            store.start_run("r1", "index")
-            store.record_failure("r1", "extract", "c1", "no")
-            store.finish_run("r1", "ok")
         statements: list[str] = []
         store.conn.set_trace_callback(statements.append)
         with store.transaction():
