@@ -841,7 +841,7 @@ class Daemon:
                 # (``watch_events._STEP_MS``: it looked every watch.debounce_ms).
                 self.closing_watcher = True
                 tg.cancel_scope.cancel()
-            seen = self._seen_not_synced(recv, source)
+            seen = await self._seen_not_synced(recv, source)
         self.closing_watcher = False
         files = self._files_pending()
         # (given up on: left for the next start, which asks for them again)
@@ -882,14 +882,26 @@ class Daemon:
         else:
             self.emit("stopped", "index is current", pending=0, failed_items=0, claims_failed=0, seen=0)
 
-    def _seen_not_synced(self, recv, source: AsyncIterable[ChangeSet] | None) -> int:
+    async def _seen_not_synced(self, recv, source: AsyncIterable[ChangeSet] | None) -> int:
         """The files seen changing that no sync took up, nor the queue holds, once the daemon
         stopped taking events: those of batches sent and not taken (``recv``), of the events the
         pump was looking at, and of the burst the watcher held back (``FolderWatch.held``), which
-        a stop within ``debounce_ms`` of a write drops. The next start's sync finds them."""
+        a stop within ``debounce_ms`` of a write drops. The next start's sync finds them.
+
+        They are looked at in a worker thread (``_seen_left``): a folder moved in just before
+        the stop is listed, and 100,000 files held the event loop, its signals with it, for
+        seconds. Nothing else runs by then (the daemon's tasks are over), so the queue it reads
+        stays as it is."""
         seen = {rel for rel in _take_ready(recv) if rel != "."}
         raw = {(int(change), path) for change, path in (*self._classifying, *getattr(source, "held", ()))
                if int(change) not in (RESCAN, REPLACED) and not self._settings_edits.follows(Path(path))}
+        if not seen and not raw:
+            return 0
+        return await anyio.to_thread.run_sync(self._seen_left, seen, raw)
+
+    def _seen_left(self, seen: set[str], raw: set[tuple[int, str]]) -> int:
+        """``_seen_not_synced`` of the files of batches not taken (``seen``) and of the events
+        ``raw``: reads the folder and the index, changes nothing (a worker thread's)."""
         if raw and self.root.is_dir():
             with self.folder.batch(self._queued_in) as relevant:
                 seen |= {rel for change, path in raw if (rel := relevant(change, path)) is not None}
