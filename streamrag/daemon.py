@@ -591,6 +591,17 @@ class Daemon:
                   gone=True, db_kept=self.db_path.exists())
 
     # -- which events matter ---------------------------------------------------------------
+    def worth_holding(self, changes: ChangeSet) -> ChangeSet:
+        """The watcher's ``keep`` (``watch_events.watch_folder``): those of its raw ``changes``
+        that may change the index (``WatchedFolder.worth_holding``), before it gathers them into
+        bursts. A hidden or excluded file written on and on (a tool's log, an editor's swap file)
+        kept the burst open, and held the other files' changes back up to ``10 x debounce_ms``,
+        though ``_classify`` then dropped its events. All of them while the folder is not there
+        (its return is any event's to say)."""
+        if self._gone or not self.root.is_dir():
+            return changes
+        return self.folder.worth_holding(changes, self._settings_edits.follows)
+
     def _queued_in(self, rel: str) -> set[str]:
         """The files queued for the next sync as there (not deleted) at ``rel`` or under it."""
         return {p for p in under(self.pending, rel)
@@ -2171,6 +2182,6 @@ def cmd_watch(args: argparse.Namespace) -> int:
     daemon = Daemon(settings, db, root, report=Reporter(json_lines=args.json),
                     reload=lambda: command_settings(args, given, models_for=("index",), quiet=True),
                     warnings=tuple(note for note in notes if note is not None))
-    source = None if args.once else watch_folder(daemon.root, settings.watch, daemon.stop_event)
+    source = None if args.once else watch_folder(daemon.root, settings.watch, daemon.stop_event, keep=daemon.worth_holding)
     with one_writer(db, f"streamrag watch {shell_word(given)}", given=db_given(args, settings)) as daemon.writer_lock:
         return anyio.run(serve, daemon, source)

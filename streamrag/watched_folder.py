@@ -126,6 +126,24 @@ class WatchedFolder:
             yield lambda change, path: self.relevant(change, where_it_lies(path), indexed_under=indexed_under,
                                                      copies=copies)
 
+    def worth_holding(self, changes: set[tuple[int, str]], follows: Callable[[Path], bool]) -> set[tuple[int, str]]:
+        """Those of the watcher's raw ``changes`` that may change the index, before it gathers them
+        into bursts (``watch_events.watch_folder``'s ``keep``): all but the writes the scan leaves
+        out, whatever the index holds (a hidden or excluded file, the index's own, a name
+        index.include does not take), as ``relevant`` decides them, where links lead too. A
+        deletion is kept (whether it held indexed files is the index's to say, read by the
+        daemon), and so are a conflict copy (named when it appears) and what ``follows`` (the
+        settings files and prompts the daemon follows). No index is read: it runs on the loop."""
+        kept = set()
+        copies: set[str] = set()
+        with self.batch(copies=copies) as relevant:
+            for change, path in changes:
+                named = len(copies)
+                if (int(change) == DELETED or follows(Path(path)) or relevant(change, path) is not None
+                        or len(copies) > named):
+                    kept.add((change, path))
+        return kept
+
     def _relevant(self, change: int, p: Path, indexed_under: Callable[[str], bool],
                   copies: set[str] | None = None) -> str | None:
         try:

@@ -2727,6 +2727,66 @@ def test_relevant_ignores_what_index_exclude_names(tmp_path):
     assert daemon.folder.relevant(Change.added, root / "Notes" / "Templates.md") == "Notes/Templates.md"
 
 
+def test_the_watcher_holds_only_the_writes_that_may_change_the_index(corpus, tmp_path):
+    # The watcher's filter (its ``keep``), run on each raw batch before bursts gather them: the
+    # writes the scan leaves out go (hidden, excluded, the index's own files, a name include does
+    # not take); deletions, folders, a conflict copy and the settings files followed stay, and
+    # so does what ``_classify`` keeps of them.
+    settings = make_settings(index={"exclude": ["build/**"]})
+    db = corpus / ".streamrag" / "index.db"
+    daemon = Daemon(settings, db, corpus, report=Events())
+    (corpus / "build").mkdir()
+    (corpus / "sub").mkdir()
+    toml = corpus / "streamrag.toml"
+    daemon._settings_edits.follows = lambda path: path == toml
+    left_out = {(Change.modified, str(corpus / ".app.log")), (Change.modified, str(corpus / "build" / "out.txt")),
+                (Change.modified, f"{db}-wal"), (Change.added, str(corpus / "app.log")),
+                (Change.modified, str(corpus / ".git" / "index"))}
+    kept = {(Change.modified, str(corpus / "new.txt")), (Change.deleted, str(corpus / "gone.log")),
+            (Change.added, str(corpus / "sub")), (Change.modified, str(toml)),
+            (Change.added, str(corpus / "notes (conflicted copy).txt"))}
+    assert daemon.worth_holding(left_out | kept) == kept
+
+
+async def test_a_hidden_file_written_on_and_on_does_not_hold_back_the_burst_of_another(tmp_path, monkeypatch):
+    # The watcher gathered raw batches into bursts before the daemon filtered them: a hidden or
+    # excluded file written every 0.3 s (debounce_ms 500) kept the burst open for its cap of
+    # 10 x debounce_ms, and a file saved beside it waited that long. Filtered first (``keep``),
+    # its writes are no events, and the saved file's burst ends debounce_ms after its save.
+    # Scripted: watchfiles' raw batches, and the watcher's clock moved by them.
+    import types
+
+    import watchfiles
+
+    from streamrag import watch_events
+    from streamrag.config import WatchSettings
+
+    clock = types.SimpleNamespace(now=1000.0)
+    fake_time = types.ModuleType("time")
+    fake_time.__dict__.update(vars(time))
+    fake_time.monotonic = lambda: clock.now
+    monkeypatch.setattr(watch_events, "time", fake_time)
+    note, log = tmp_path / "note.txt", tmp_path / ".tool.log"
+    raw = [{(Change.added, str(note)), (Change.modified, str(log))}] + [{(Change.modified, str(log))}] * 30
+    sent = []
+
+    async def awatch(*_args, **_kwargs):
+        for changes in raw:
+            sent.append(changes)
+            yield changes
+            clock.now += 0.3
+
+    monkeypatch.setattr(watchfiles, "awatch", awatch)
+    stop = anyio.Event()
+    daemon = Daemon(make_settings(), tmp_path / "w.db", tmp_path, report=Events())
+    with anyio.fail_after(10):
+        async for batch in watch_folder(tmp_path, WatchSettings(debounce_ms=500), stop, keep=daemon.worth_holding):
+            first = batch
+            break
+    assert first == {(Change.added, str(note))}
+    assert len(sent) <= 3, len(sent)   # (0.6 s of the clock: not the burst's cap, 17 batches)
+
+
 @pytest.mark.parametrize("when", ["prefetch", "sync"])
 async def test_stop_finishes_the_work_under_way(corpus, tmp_path, when):
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
