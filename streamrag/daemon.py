@@ -926,15 +926,23 @@ class Daemon:
         left = seen - self.pending.keys() - self._syncing.keys()
         if not left:
             return 0
-        # Counted as the queue counts them (``_queue``): a file made and deleted since the last
-        # sync (a temporary file) is no change to sync, and said "1 change seen" of a current
-        # index; a rename is one change, not its two events.
+        # Counted as the queue counts them (``_queue``, ``_classify``): a file made and deleted
+        # since the last sync (a temporary file) is no change to sync, and said "1 change seen" of
+        # a current index; a folder deleted is the files it held that the index holds (or could
+        # not use), as many changes as its sync deletes: it said "1 change seen" of a folder of
+        # 200 indexed files; a rename is one change, not its two events.
         gone = {rel for rel in left if not os.path.lexists(self.root / rel)}
         if gone:
+            left -= gone
+            held: set[str] = set()
             with reading(self.db_path) as store:
                 failed = self.folder.failed_now(store)
-                left -= {rel for rel in gone if not (store is not None and (
-                    index_rows.holds_file(store, rel) or index_rows.holds_under(store, rel)) or under(failed, rel))}
+                for rel in gone:
+                    held |= self.folder.indexed_in(store, rel) | under(failed, rel)
+                    if self.folder.is_indexed(store, rel):
+                        held.add(rel)
+            gone = held - self.pending.keys() - self._syncing.keys()
+            left |= gone
         renamed = self.folder.renames({rel: "deleted" if rel in gone else "added" for rel in left})
         return len(left) - len(renamed)
 

@@ -4285,6 +4285,25 @@ async def test_a_folder_held_back_at_a_stop_is_listed_off_the_event_loop(corpus,
     assert stopped["seen"] == 1, stopped
 
 
+@pytest.mark.parametrize("events", ["the folder", "the folder and its files"])
+async def test_a_folder_deleted_held_back_at_a_stop_counts_as_its_indexed_files(corpus, tmp_path, events):
+    # `rm -rf sub` of a folder of three indexed files within debounce_ms of a stop said "1 change
+    # seen" (the folder's event alone: a polling watcher, a folder moved out), or 4 (inotify's
+    # events of its files too); its sync deletes three files, as the queue would count them.
+    sub = corpus / "sub"
+    sub.mkdir()
+    for n in range(3):
+        (sub / f"n{n}.txt").write_text(f"Note {n}: Captain Oskar Lind sailed the Blue Heron to Kessel.\n")
+    names = [str(p) for p in sorted(sub.iterdir())]
+
+    def hold():
+        shutil.rmtree(sub)
+        return {(Change.deleted, str(sub))} | ({(Change.deleted, n) for n in names} if events != "the folder" else set())
+
+    stopped = await _stopped_holding(corpus, tmp_path / "w.db", make_settings(index=SMALL), hold)
+    assert stopped["seen"] == 3, stopped
+
+
 async def test_a_stop_with_nothing_held_back_says_the_index_is_current(corpus, tmp_path):
     # (the held events of the index's own writes, and of its settings' prompt, leave it current)
     prompt = corpus / "my_prompt.md"
