@@ -26,7 +26,9 @@ Design notes:
   the extraction ahead found written as it waited for them to settle (said once while they
   are), but at most ten times that (``_MAX_WAIT_QUIETS``) after the first change it would
   publish: a file written steadily (an autosave, a log appended every second) is synced while
-  it grows.
+  it grows. Files that settle beside it (their own quiet period over) do not wait with it: a
+  sync takes them alone, the busy file left pending and as indexed (``Indexer``'s ``held``),
+  its cap and its settling line as they were (``_split``).
 * **Two ways to stop.** The first SIGINT/SIGTERM stops taking events and lets the in-flight
   prefetch or sync finish within ``watch.grace_s``; changes queued but not yet synced stay in
   the folder for the next start's initial sync, and so do those the watcher saw and had not
@@ -309,6 +311,12 @@ def _still_written(mtimes_ns: dict[Path, int], young_s: float, now: float) -> li
     return sorted(young, key=lambda p: -mtimes_ns[p])
 
 
+def _young(root: Path, seen: dict[Path, tuple[int, int]], young_s: float, now: float) -> set[str]:
+    """Those of the files ``seen`` (``_modified``'s) under ``root`` written less than ``young_s``
+    before ``now`` (as ``_settle_wait`` waits for them), by their paths from ``root``."""
+    return {p.relative_to(root).as_posix() for p, (m, _) in seen.items() if 0 <= now - m / 1e9 < young_s}
+
+
 def _has_ready(recv) -> bool:
     """Whether a batch is waiting in ``recv`` (a memory object stream) to be taken."""
     stats = getattr(recv, "statistics", None)
@@ -423,6 +431,9 @@ class Daemon:
         # (``_settled``), and those it said it waited for, until a sync comes after a quiet period.
         self._unsettled: set[Path] = set()
         self._settling_said: set[Path] = set()
+        # Each file queued since its last sync: when its first and its last batch came (the
+        # daemon's clock) and in how many batches (``_split``).
+        self._queued_at: dict[str, tuple[float, float, int]] = {}
 
     # -- control -------------------------------------------------------------------------
     @property
@@ -520,12 +531,22 @@ class Daemon:
         the one whose chunk failed counted twice)."""
         return self._retry_items - (self._retry_chunks if self._files_listed else self._pending_chunks())
 
-    def _why_sync(self) -> tuple[str, dict[str, Any]]:
+    def _why_sync(self, held: Iterable[str] = ()) -> tuple[str, dict[str, Any]]:
         """What the next sync is for, ``2 changed files, retrying 3 failed items``, and its counts
         as its first line gives them: ``files``, ``whole_folder``, and ``failed_items`` and
-        ``claims_failed`` (of them, the chunks indexed without their claims) when it retries."""
+        ``claims_failed`` (of them, the chunks indexed without their claims) when it retries.
+        ``held``: the files it leaves for a later sync, still written (``_split``): ``1 changed
+        file; log.txt still written, synced once quiet`` (its count ``held``)."""
         parts = []
-        files = self._files_pending()
+        held = sorted(held)
+        files = self._files_pending() - sum(self.pending.get(rel) not in ("renamed away", "added and deleted")
+                                            for rel in held)
+        if held:   # (no "." then: ``_split``)
+            came = sum(kind == "added and deleted" for rel, kind in self.pending.items() if rel not in held)
+            more = f" and {_n(len(held) - 1, 'more file')}" if len(held) > 1 else ""
+            said = _n(files, "changed file") if files else f"{_n(came, 'file')} added and deleted"
+            return (f"{said}; {shown(held[0])}{more} still written, synced once quiet",
+                    {"files": files, "held": len(held), "whole_folder": False})
         if files:
             parts.append(_n(files, "changed file"))
         marker = self.pending.get(".")
@@ -574,6 +595,7 @@ class Daemon:
         from streamrag.graph_state import GraphCache
 
         self.pending.clear()
+        self._queued_at.clear()
         self._retries = self._retry_items = self._retry_chunks = self._retry_claims = 0
         self._retry_files = {}
         self._given_up = (0, 0)
@@ -1019,6 +1041,30 @@ class Daemon:
                         with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                             await close()
 
+    def _split(self, now: float, quiet: float, written: set[str]) -> tuple[set[str], set[str]] | None:
+        """The files queued that settled (no batch of theirs for ``quiet`` seconds), and those
+        still written beside them, when the latter are written on and on: each in two batches
+        at least, or found written after its batch (``written``, by the last look at their
+        files), for ``quiet`` already. ``None`` when there is nothing to sync apart: no file
+        settled, none written on, one written that may settle soon (a single save), a whole
+        folder to sync, or a file queued by a failed sync (its batches are not known).
+
+        A sync takes the whole folder, so files edited beside a file written on and on (a log)
+        waited with it for ``_MAX_WAIT_QUIETS`` quiet periods: now they are synced alone after
+        their own quiet period, the busy file left pending, and as indexed, for a later sync."""
+        rels = {rel for rel in self.pending if rel != "."}
+        if "." in self.pending or not rels or not rels <= self._queued_at.keys():
+            return None
+        busy = {rel for rel in rels if self._queued_at[rel][1] + quiet > now} | (written & rels)
+        settled = rels - busy
+        if not busy or not settled:
+            return None
+        for rel in busy:
+            first, _last, batches = self._queued_at[rel]
+            if first + quiet > now or batches < 2 and rel not in written:
+                return None
+        return settled, busy
+
     async def _follow(self, recv) -> None:
         """Queues batches as they come, prefetching; syncs after ``quiet_s`` with no batch and no
         write to the last batch's files, or ``_MAX_WAIT_QUIETS * quiet_s`` after the first
@@ -1034,6 +1080,45 @@ class Daemon:
         failures_in_row = 0
         edited = False   # a batch was queued since the last sync
         written_on = False   # the last look at the files found one written within quiet_s
+        written: set[str] = set()   # ... those files
+
+        async def sync_settled() -> bool:
+            """Syncs the files that settled beside one written on and on (``_split``), if any
+            (whether it did): the busy file keeps its own cap (``first_batch``: its first batch
+            not synced) and the settling line said of it (``_settling_said``)."""
+            nonlocal first_batch, deadline, failures_in_row
+            now = anyio.current_time()
+            if failures_in_row or first_batch is None or now >= first_batch + max_wait or self.stopping:
+                return False
+            split = self._split(now, quiet, written)
+            if split is None:
+                return False
+            settled, busy = split
+            # A settled file written since its batch (the watcher holds a write back) is not settled.
+            paths = [self.root / rel for rel in sorted(settled)]
+            seen = await anyio.to_thread.run_sync(_modified, paths, abandon_on_cancel=True)
+            young = _young(self.root, seen, quiet, time.time())
+            settled, busy = settled - young, busy | young
+            if not settled or self.stopping:
+                return False
+            reason, why = self._why_sync(held=busy)
+            ok = await self._sync(reason, why=why, held=frozenset(busy))
+            failures_in_row = _failures_after(failures_in_row, ok=ok, only_retry=False)
+            if ok:
+                self._note_update("queued")   # (its idle line let go of the update's note: the busy file is pending)
+                for rel in settled:
+                    self._queued_at.pop(rel, None)
+                self._unsettled = {p for p in self._unsettled if p.relative_to(self.root).as_posix() in busy}
+                first_batch = min((self._queued_at[rel][0] for rel in busy if rel in self._queued_at),
+                                  default=first_batch)
+            else:
+                pause = min(_MAX_BACKOFF_S, quiet * 2 ** failures_in_row)
+                deadline = anyio.current_time() + pause
+                self._still_down(pause)
+            if not self.stopping:
+                self.check_health()
+            return True
+
         while not self.stopping:
             batch: dict[str, str] = {}
             ended = False
@@ -1063,6 +1148,9 @@ class Daemon:
                     first_batch = now = anyio.current_time()
                     deadline, edited = now + quiet, True
                     continue
+                if self.pending and not ended and anyio.current_time() < deadline:
+                    await sync_settled()   # (files settled between two batches of a busy one)
+                    continue
             if batch:
                 now = anyio.current_time()
                 if first_batch is None:
@@ -1071,11 +1159,15 @@ class Daemon:
                 # forever: the sync comes at most max_wait after the first unsynced batch.
                 deadline = min(now + quiet, first_batch + max_wait)
                 before, last = last, batch
+                for rel in batch:
+                    first, _last, batches = self._queued_at.get(rel, (now, now, 0))
+                    self._queued_at[rel] = (first, now, batches + 1)
                 await self._queue(batch)
                 edited = True
                 if self.stopping:  # stopped during the extraction: no new sync starts
                     return
                 if anyio.current_time() < deadline:
+                    await sync_settled()   # (a file written on and on, its batches within quiet_s)
                     continue
                 # Extracting took longer than the quiet period: events that came meanwhile are
                 # taken (and their quiet period waited for) before syncing, within max_wait; and
@@ -1099,9 +1191,12 @@ class Daemon:
                 seen = await anyio.to_thread.run_sync(
                     lambda: {**_written_again(self.root, last, before), **(_modified(unsettled) if unsettled
                                                                              else {})}, abandon_on_cancel=True)
-                written_on = (wait := _settle_wait((m for m, _ in seen.values()), quiet, time.time())) > 0
+                looked = time.time()
+                written_on = (wait := _settle_wait((m for m, _ in seen.values()), quiet, looked)) > 0
                 if written_on:
                     deadline = min(now + wait, first_batch + max_wait)
+                    written = _young(self.root, seen, quiet, looked)
+                    await sync_settled()
                     continue
             if self.pending and (ended or anyio.current_time() >= deadline):
                 # Batches waiting now (they came as an extraction outlasted max_wait) are changes
@@ -1115,7 +1210,8 @@ class Daemon:
                         return
                 if not written_on:   # quiet, not the cap: a file written again settles anew
                     self._settling_said.clear()
-                first_batch, self._unsettled, written_on = None, set(), False
+                first_batch, self._unsettled, written_on, written = None, set(), False, set()
+                self._queued_at.clear()
                 # Retrying what failed, files among it: an edit whose sync failed stays pending,
                 # and kept the pause where it was (16 s all weekend) until the endpoint was back.
                 only_retry, edited = not edited, False
@@ -1511,7 +1607,8 @@ class Daemon:
         """Adds the calls of ``indexer`` (an extraction ahead, a failed sync) to the next idle line's."""
         self._ahead["llm"] = summed(self._ahead["llm"], indexer.llm.stats if indexer.llm else {})
 
-    async def _sync(self, reason: str, *, why: dict[str, Any], initial: bool = False) -> bool:
+    async def _sync(self, reason: str, *, why: dict[str, Any], initial: bool = False,
+                    held: frozenset[str] = frozenset()) -> bool:
         """One full sync of the folder for ``reason`` (``why``: its counts, ``_why_sync``); a
         failure is reported (raised if ``initial``), and returns False (the next sync backs off).
         One that made an ``Indexer`` frees its memory once its own frame, which holds it, is gone
@@ -1519,12 +1616,13 @@ class Daemon:
         most), whose Indexer and model client sit in the same cycles."""
         before = self.indexers_made
         try:
-            return await self._sync_once(reason, why=why, initial=initial)
+            return await self._sync_once(reason, why=why, initial=initial, held=held)
         finally:
             if self.indexers_made != before:
                 _release_memory()
 
-    async def _sync_once(self, reason: str, *, why: dict[str, Any], initial: bool) -> bool:
+    async def _sync_once(self, reason: str, *, why: dict[str, Any], initial: bool,
+                         held: frozenset[str] = frozenset()) -> bool:
         from streamrag.pipeline import Indexer
 
         if not self.root.is_dir():
@@ -1538,7 +1636,9 @@ class Daemon:
         # new version (``_outage_after``); ``Outage.still_down`` says the outage goes on. Its lines
         # shown, the outage line was said again after them with the pause unchanged, at each edit.
         quiet = self.outage.current is not None
-        queued, self.pending = self.pending, {}
+        # (``held``: files still written, left pending and as indexed for a later sync, ``_split``)
+        queued = {rel: kind for rel, kind in self.pending.items() if rel not in held}
+        self.pending = {rel: kind for rel, kind in self.pending.items() if rel in held}
         self._syncing = queued   # (left so when cancelled: not synced)
         began = time.time()
         progress = Progress()
@@ -1550,7 +1650,7 @@ class Daemon:
                           retried=not self._once, retry_base_s=self.retry_base_s,   # (`--once` is like `streamrag index`)
                           stopped=self.stop_event.is_set,
                           update_of=self._update_of, answered_at=self.outage.answered_at,
-                          folder_changed=self.syncs > 0,
+                          folder_changed=self.syncs > 0, held=held,
                           say=lambda line: self.emit("warning", line, warning=line))   # (--json: on stdout)
         self.indexers_made += 1
         self._sync_run = indexer.run_id

@@ -489,7 +489,7 @@ class Indexer:
                  recluster: bool = False, graph_cache: GraphCache | None = None,
                  retried: bool = False, retry_base_s: float | None = None,
                  update_of: str | None = None, answered_at: float | None = None,
-                 folder_changed: bool = False,
+                 folder_changed: bool = False, held: frozenset[str] = frozenset(),
                  say: Callable[[str], None] | None = None, stopped: Callable[[], bool] | None = None) -> None:
         """``retried``: the caller retries an outage itself (the daemon), so a run that reached
         no endpoint publishes what it can rather than nothing (not the first version of an index
@@ -501,6 +501,9 @@ class Indexer:
         ``folder_changed``: a watch's sync after its first, of a folder whose files changed under
         it: one left with only the files index.exclude leaves out is warned of, not refused (the
         notes deleted, the templates kept), where a run's settings leaving out every file is.
+        ``held``: files (paths from the root) the run leaves as the index holds them, unread, as
+        it leaves those outside its paths: a daemon's sync of the files that settled while
+        another is still written (a log), which a later sync takes up.
         ``stopped``: whether the daemon has been asked to stop (its model client's errors then say to
         start it again, not that it retries). ``transport`` and ``retry_base_s`` (the model client's
         first backoff, ``llm.RETRY_BASE_S``) are for tests."""
@@ -522,6 +525,7 @@ class Indexer:
         self.retry_base_s = retry_base_s
         self.update_of = update_of
         self.folder_changed = folder_changed
+        self.held = held
         self.run_id = time.strftime("%Y%m%dT%H%M%S-") + uuid.uuid4().hex[:6]
         self.key = extractor_key(settings)
         # (a chunk whose claims call failed is published with what a run without claims stores)
@@ -1120,13 +1124,15 @@ class Indexer:
         # published) does without on every batch of changed files.
         scope = scan.scope = [loader.stored_path(p, self.root) for p in paths]
         scan.files.update({p: v for p, v in known.items()
-                           if not on_disk.covered(p, scope) and (not publishing or on_disk.still_there(p, self.root))})
+                           if not on_disk.covered(p, scope) and (not publishing or on_disk.still_there(p, self.root))
+                           or loader.file_of(p) in self.held})
         # A changed reader or chunker (loader version, text_field, size, overlap, encoding)
         # re-reads and re-chunks every document.
         rechunk = cuts_again(store, self.chunker_key)
         # The new chunker is recorded only once every document has been re-chunked with it:
         # `index one.txt` after a chunk_size change re-chunks that file, the next full run the rest.
-        self.rechunked_all = not rechunk or all(on_disk.covered(p, scope) for p in known)
+        self.rechunked_all = not rechunk or all(on_disk.covered(p, scope) and loader.file_of(p) not in self.held
+                                                for p in known)
         skipped: list[str] = []  # odd names, symlinks leading out of the folder
         unlisted: list[tuple[Path, str]] = []   # folders that could not be listed
         broken: list[Path] = []
@@ -1139,6 +1145,8 @@ class Indexer:
                             copies=self.conflict_copies)
         self.broken_links = [loader.stored_path(p, self.root) for p in broken]
         files = without_index_files(files, self.db_path, also=s.own_files())
+        if self.held:
+            files = [f for f in files if loader.stored_path(f, self.root) not in self.held]
         scan.warnings += skipped
         for folder, why in unlisted:
             # What was indexed from a folder that cannot be listed now stays until it can.

@@ -757,6 +757,82 @@ async def test_a_file_written_steadily_is_synced_while_it_grows(corpus, tmp_path
     store.close()
 
 
+async def _a_log_written_steadily(corpus: Path, db: Path, monkeypatch, *, note_at: int | None) -> tuple[list, list]:
+    """A log written and sent as a batch every 0.12 s of the daemon's clock (quiet_s 0.5: its
+    batches never pause for it) until the sync that takes it, and a note saved once, in the
+    log's batch ``note_at`` (None: no note). The syncs: (log batches queued when it began, the
+    files it left pending, the files indexed after it and ``snapshot`` of the index); and the
+    batches queued."""
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.5, "debounce_ms": 0})
+    log, note = corpus / "log.txt", corpus / "note.txt"
+    log.write_text("Mira Osk opened the harbor ledger at Port Vell.\n")   # (indexed by the initial sync)
+    syncs: list[tuple[int, frozenset]] = []
+    queued: list[int] = []
+    async with running(settings, db, corpus) as (daemon, _events, send):
+        # (both clocks moved by the test alone, the files' mtimes set to the wall clock's time)
+        clock, wall = DaemonClock(monkeypatch), WallClock(monkeypatch, time.time())
+        queue, sync_ = daemon._queue, daemon._sync
+
+        async def queueing(batch, **kwargs):
+            clock.now += 0.12
+            wall.now += 0.12
+            await queue(batch, **kwargs)
+            queued.append(len(queued) + 1)
+
+        async def syncing(reason, **kwargs):
+            at = len(queued)
+            ok = await sync_(reason, **kwargs)
+            syncs.append((at, kwargs.get("held", frozenset()), _indexed_paths(db), snapshot(db)))
+            return ok
+
+        daemon._queue, daemon._sync = queueing, syncing
+        async with send:
+            for n in range(1, 200):
+                if any(not held for _, held, *_ in syncs):   # (the log's own sync: it leaves nothing pending)
+                    break
+                with log.open("a") as f:
+                    f.write(f"Line {n}: Captain Oskar Lind logged the tide at Port Vell.\n")
+                batch = {(Change.modified, str(log))}
+                if n == note_at:
+                    note.write_text("Mira Osk sold the Blue Heron to Bo Lund at Kessel.\n")
+                    batch.add((Change.added, str(note)))
+                for _, path in batch:
+                    os.utime(path, ns=(int(wall.now * 1e9),) * 2)
+                await send.send(batch)
+                await until(lambda: len(queued) == n, timeout=60)
+    return syncs, queued
+
+
+async def test_a_file_saved_beside_one_written_steadily_is_synced_after_its_own_quiet_period(
+        corpus, tmp_path, monkeypatch):
+    # A sync takes the whole folder, so a note saved beside a log written on and on waited with
+    # it, up to the log's cap of 10 x quiet_s (20 s by default). Now the note is synced alone once
+    # its own quiet period is over (4 of the log's batches, 0.5 s of the daemon's clock, not 40),
+    # the log left pending and as indexed; the log is synced at its own cap, as without the note.
+    alone, _ = await _a_log_written_steadily(corpus, tmp_path / "a.db", monkeypatch, note_at=None)
+    shutil.rmtree(corpus)
+    shutil.copytree(REPO / "tests" / "data" / "harbor", corpus)
+    syncs, _ = await _a_log_written_steadily(corpus, tmp_path / "b.db", monkeypatch, note_at=8)
+    # (and the sync of the log's last batch, sent as its cap's sync ran, when the source ends)
+    assert alone[0][0] > 30 and not alone[0][1], alone   # the log's cap
+    (at, held, indexed, ours), *rest = syncs
+    assert held == {"log.txt"} and "note.txt" in indexed, syncs
+    assert 8 < at <= 8 + 0.5 / 0.12 + 2, syncs                # its own quiet period, in the log's batches
+    assert [s[:2] for s in rest] == [s[:2] for s in alone], (syncs, alone)   # the log's, as without the note
+    # Each version is the graph a fresh index of the folder makes: with the log as it was
+    # indexed (held back), then as it is (Leiden's partition may differ: it starts from the
+    # previous one).
+    settings = make_settings(index=SMALL)
+    fresh = tmp_path / "fresh"
+    shutil.copytree(corpus, fresh, ignore=shutil.ignore_patterns("log.txt", ".*"))
+    (fresh / "log.txt").write_text("Mira Osk opened the harbor ledger at Port Vell.\n")
+    for folder, got in ((fresh, ours), (corpus, rest[-1][3])):
+        await sync([folder], settings, tmp_path / f"{folder.name}.db", root=folder)
+        expected = snapshot(tmp_path / f"{folder.name}.db")
+        for key in ("entities", "relationships", "documents"):
+            assert got[key] == expected[key], (folder, key)
+
+
 async def test_the_log_is_emptied_after_a_publish_though_queries_never_leave_a_gap(corpus, tmp_path, monkeypatch):
     # Queries that overlap without a gap (a web app, a notebook, a cron job asking at once)
     # each read in a snapshot, and SQLite starts its write-ahead log over only when no reader
