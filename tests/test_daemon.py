@@ -797,7 +797,7 @@ async def _a_log_written_steadily(corpus: Path, db: Path, monkeypatch, *, note_a
                     note.write_text("Mira Osk sold the Blue Heron to Bo Lund at Kessel.\n")
                     batch.add((Change.added, str(note)))
                 for _, path in batch:
-                    os.utime(path, ns=(int(wall.now * 1e9),) * 2)
+                    os.utime(path, ns=(int((wall.now - 0.01) * 1e9),) * 2)   # (0.01 s old: no rounding makes it younger than now)
                 await send.send(batch)
                 await until(lambda: len(queued) == n, timeout=60)
     return syncs, queued
@@ -831,6 +831,58 @@ async def test_a_file_saved_beside_one_written_steadily_is_synced_after_its_own_
         expected = snapshot(tmp_path / f"{folder.name}.db")
         for key in ("entities", "relationships", "documents"):
             assert got[key] == expected[key], (folder, key)
+
+
+async def test_a_file_saved_beside_one_written_on_with_its_batches_apart_is_synced_alone(corpus, tmp_path, monkeypatch):
+    # With its batches further apart than quiet_s (the watcher holds a file written on and on
+    # back for 10 x debounce_ms), the log is found written at the look after each quiet period
+    # (``_written_again``), which held the note saved in its second batch back too, up to the
+    # log's cap. Now that look syncs the note alone, the log left as indexed. Scripted: both
+    # clocks are moved by the test, the files' mtimes set to the wall clock's time.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.5, "debounce_ms": 0})
+    db = tmp_path / "c.db"
+    log, note = corpus / "log.txt", corpus / "note.txt"
+    log.write_text("Mira Osk opened the harbor ledger at Port Vell.\n")
+    syncs: list[tuple[frozenset, set[str]]] = []
+
+    def written(path: Path, text: str, wall: WallClock) -> None:
+        with path.open("a") as f:
+            f.write(text)
+        os.utime(path, ns=(int((wall.now - 0.01) * 1e9),) * 2)   # (0.01 s old: no rounding makes it younger than now)
+
+    async with running(settings, db, corpus) as (daemon, events, send):
+        clock, wall = DaemonClock(monkeypatch), WallClock(monkeypatch, time.time())
+        sync_ = daemon._sync
+
+        async def syncing(reason, **kwargs):
+            ok = await sync_(reason, **kwargs)
+            syncs.append((kwargs.get("held", frozenset()), _indexed_paths(db)))
+            return ok
+
+        daemon._sync = syncing
+        async with send:
+            for n in range(2):   # the log's two batches, 1 s apart; the note in the second
+                written(log, f"Entry {n}: Bo Lund paid the toll.\n", wall)
+                batch = {(Change.modified, str(log))}
+                if n == 1:
+                    written(note, "Mira Osk sold the Blue Heron to Bo Lund at Kessel.\n", wall)
+                    batch.add((Change.added, str(note)))
+                mark = len(events)
+                await send.send(batch)
+                await until(lambda: "queued" in events.states(mark))
+                clock.now += 0.2
+                wall.now += 0.2
+            # Its quiet period over, the log written again (no batch yet: the watcher holds it)
+            clock.now += 0.4
+            wall.now += 0.4
+            written(log, "Entry 2: Bo Lund paid the toll.\n", wall)
+            await until(lambda: syncs, timeout=10)   # (the look, within a second: _LOOK_S)
+            assert syncs[0][0] == {"log.txt"} and "note.txt" in syncs[0][1], syncs
+            assert daemon.pending == {"log.txt": "modified"}
+            assert db_count(db, "SELECT chars FROM documents WHERE path = 'log.txt'") == \
+                len("Mira Osk opened the harbor ledger at Port Vell.\n")   # as indexed
+    assert syncs[-1][0] == set() and db_count(db, "SELECT chars FROM documents WHERE path = 'log.txt'") == \
+        len(log.read_text())   # (the source ended: synced whole)
 
 
 async def test_the_log_is_emptied_after_a_publish_though_queries_never_leave_a_gap(corpus, tmp_path, monkeypatch):
