@@ -99,7 +99,9 @@ TITLE_CHARS = 100
 # copytruncate) is dropped and the text between read (``_NUL_RUN``: it was a binary file).
 # 20: a run of binary bytes amid text (``_garbage_run``: a page of random bytes past the first
 # 8 KB) makes a binary file, not text read as Latin-1 with its garbage indexed.
-VERSION = "20"
+# 21: a file `streamrag export` wrote is no document, whatever its name (``exported_head``:
+# `export - > x.txt` in the indexed folder was indexed, the index's output read as its input).
+VERSION = "21"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
 # to this many (and 1% of the bytes) are a text file's stray ones, dropped (one NUL in a file's
@@ -235,33 +237,37 @@ def leftover(name: str) -> bool:
             or lower.endswith(_LEFTOVER_SUFFIXES))
 
 
-# How a file `streamrag export` wrote begins (``export._write_json``, ``export._write_graphml``).
-# Written into the indexed folder under a name index.include leaves out (graph.json), it is the
-# index's own output, no document: the next `index` counted it as left out and advised writing
-# its records to a .jsonl file to index them.
-_EXPORT_SUFFIXES = (".json", ".graphml")
+# How a file `streamrag export` wrote begins (``export._write_json``, ``export._write_graphml``),
+# whatever its name: `export out` and `export x.dat` write JSON too, and `export - > x.txt` goes
+# by no check of the name. Written into the indexed folder under a name index.include leaves out
+# (graph.json, out), it is the index's own output, no document: the next `index` counted it as
+# left out and advised writing its records to a .jsonl file to index them; under a name it takes
+# (x.txt), the export was indexed as a document (7,483 relationships where 959 were).
 _EXPORT_HEAD = re.compile(rb'\{\n "version": \d+,\n "documents": \['
                           rb'|<\?xml version="1\.0" encoding="UTF-8"\?>\n<graphml [^\n]*\n'
                           rb'(?:  <key [^\n]*\n)*  <graph id="streamrag" ')
 
 
-# Files of each kind an export could be (.json, .graphml) that one ``_walk`` opens to tell an
-# export from a file index.include leaves out: opening each of 20,000 .json records made a scan
-# (and so each watch batch) 3.0 s, not 0.6 s. Exports are few; past these, a file of that kind
-# is counted left out unopened (a large folder's count may then hold an export).
+# Files of each kind (suffix) that one ``_walk`` opens to tell an export from a file
+# index.include leaves out: opening each of 20,000 .json records made a scan (and so each watch
+# batch) 3.0 s, not 0.6 s. Exports are few; past these, a file of that kind is counted left out
+# unopened (a large folder's count may then hold an export).
 EXPORT_LOOKS = 16
 
 
 def written_by_export(path: str | Path) -> bool:
-    """Whether the file ``path`` is one `streamrag export` wrote, told by its suffix and first
-    bytes (an unreadable file is not)."""
-    if not os.fspath(path).lower().endswith(_EXPORT_SUFFIXES):
-        return False
+    """Whether the file ``path`` is one `streamrag export` wrote, told by its first bytes
+    whatever its name (an unreadable file is not)."""
     try:
         with open(path, "rb") as f:
             head = f.read(2048)
     except OSError:
         return False
+    return exported_head(head)
+
+
+def exported_head(head: bytes) -> bool:
+    """Whether a file opening with the bytes ``head`` is one `streamrag export` wrote."""
     return _EXPORT_HEAD.match(head) is not None
 
 
@@ -576,7 +582,7 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
     looked: dict[str, int] = {}   # files opened by kind to tell an export (``EXPORT_LOOKS``)
 
     def exported(path: Path, kind: str) -> bool:   # ``written_by_export``, within the budget
-        if kind not in _EXPORT_SUFFIXES or looked.get(kind, 0) >= EXPORT_LOOKS:
+        if looked.get(kind, 0) >= EXPORT_LOOKS:
             return False
         looked[kind] = looked.get(kind, 0) + 1
         return written_by_export(path)
@@ -691,6 +697,9 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
             # first bytes end with (a short file's may be its crash's end).
             if _clearly_binary(_without_trailing_nuls(head)[0]):
                 _binary(label)
+            if not start and exported_head(head):   # (under a name index.include takes: x.txt)
+                raise EmptyInput(f"{label}: written by `streamrag export`, the index's own output, not a "
+                                 "document; nothing to index (write exports outside the indexed folder)")
             f.seek(start)   # (the whole read at once: the head and the rest joined were a second copy)
             data = f.read()
     except OSError as e:

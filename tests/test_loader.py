@@ -2174,3 +2174,40 @@ def test_a_scan_opens_few_files_to_tell_an_export_from_one_left_out(tmp_path, mo
     left_out = {}
     scan([tmp_path / "few"], ["*.txt"], left_out=left_out)
     assert left_out == {".json": 1}, left_out
+
+
+@pytest.mark.parametrize("name", ["export out", "x.txt"])
+def test_an_export_under_any_name_in_the_indexed_folder_is_neither_counted_nor_indexed(cli_run, corpus, name):
+    """Exports were told by a .json/.graphml name: `export "export out"` was counted "left out 1
+    other file (no suffix)", and `export - > x.txt` was indexed as a document (its entity names
+    and descriptions read as text). Both are told by their first bytes now."""
+    import sqlite3
+
+    from streamrag import loader
+
+    assert cli_run("index", "--offline", str(corpus)).returncode == 0
+    db = corpus / ".streamrag" / "index.db"
+    tables = ("entities", "relationships", "documents")
+
+    def counts() -> dict[str, int]:
+        with sqlite3.connect(db) as conn:
+            return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}
+
+    before = counts()
+    done = cli_run("export", "--db", str(db), "-")   # (`export - > NAME`: no check of the name)
+    assert done.returncode == 0 and json.loads(done.stdout)["entities"]
+    write(corpus / name, done.stdout)
+    assert loader.written_by_export(corpus / name)
+    again = cli_run("index", "--offline", str(corpus))
+    assert again.returncode == 0, again.stderr
+    assert "left out" not in again.stdout + again.stderr, again.stdout
+    assert counts() == before
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM files WHERE path = ?", (name,)).fetchone()[0] == 0
+    if name.endswith(".txt"):   # include takes it: said, as a file with nothing to index is
+        assert f"{name}: written by `streamrag export`" in again.stderr, again.stderr
+        with pytest.raises(EmptyInput, match="written by `streamrag export`"):
+            read_documents(corpus / name, root=corpus)
+    # another file of that name's kind is still counted or read
+    (corpus / name).write_text('{\n "version": 1,\n "documents": "mine"\n}\n', encoding="utf-8")
+    assert not loader.written_by_export(corpus / name)
