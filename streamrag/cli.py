@@ -273,18 +273,27 @@ def _to_update(args: argparse.Namespace) -> str:
 
 
 def _update_flags(args: argparse.Namespace, db: Path) -> str:
-    """The options of the command that advice names, to run in place of the one refused: those
-    given that decide what it does (--estimate, --offline, --config, --api-base; -q, --json and
-    the like are the user's to add), and --offline for an index ``db`` built offline (run
-    without it, it would refuse or rebuild with a model)."""
-    flags = " --estimate" if _estimating(args) else ""
-    offline = getattr(args, "offline", False) or _built_offline(db)
-    flags += " --offline" if offline else ""
-    if getattr(args, "config", None):
-        flags += f" --config {shell_word(os.fspath(args.config))}"
-    if getattr(args, "api_base", None) and not offline:
-        flags += f" --api-base {shell_word(args.api_base)}"
-    return flags
+    """The options of the command that advice names, to run in place of the one refused: every
+    one the user gave but the paths and --db (the advice names its own), each value quoted for a
+    shell, the ones that decide what it does first (--estimate, --offline, --config, --api-base),
+    then the others as `--help` lists them; and --offline for an index ``db`` built offline when
+    no endpoint was given (run without it, it would refuse or rebuild with a model). Advice that
+    kept only the first four lost -q, --json, --recluster, `watch --once` (which then watched)."""
+    offline = getattr(args, "offline", False) or (getattr(args, "api_base", None) is None and _built_offline(db))
+    first = ("estimate", "offline", "config", "api_base")
+    actions = {a.dest: a for a in build_parser().commands[args.command]._actions  # type: ignore[attr-defined]
+               if a.option_strings and a.dest not in ("help", "db")}
+    flags = []
+    for dest in sorted(actions, key=lambda d: first.index(d) if d in first else len(first)):
+        action = actions[dest]
+        value = getattr(args, dest, action.default)
+        if dest == "offline":
+            value = offline
+        if value is None or value is False or value is argparse.SUPPRESS or value == action.default:
+            continue
+        flag = action.option_strings[0]
+        flags.append(flag if value is True else f"{flag} {shell_word(str(value))}")
+    return "".join(f" {flag}" for flag in flags)
 
 
 def _walked_into(folder: Path, root: Path, settings: Settings) -> bool:

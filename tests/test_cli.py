@@ -1030,7 +1030,7 @@ def test_index_or_watch_of_a_demo_folder_is_pointed_to_its_index_db(cli_run, tmp
              .replace("to update it", "to estimate its update")),
             (("index", "."), demo, ".: " + said.format("index.db", "index", "index --offline", "christmas_carol",
                                                        "index.db")),
-            (("watch", "--once", "d"), tmp_path, "d: " + said.format("d/index.db", "watch", "watch --offline",
+            (("watch", "--once", "d"), tmp_path, "d: " + said.format("d/index.db", "watch", "watch --offline --once",
                                                                      "d/christmas_carol", "d/index.db"))):
         out = cli_run(*args, cwd=cwd)
         assert out.returncode == 1 and out.stdout == "", (args, out)
@@ -1087,16 +1087,16 @@ def test_a_demos_text_folder_is_pointed_to_the_demos_index_db(cli_run, tmp_path)
     assert cli_run("demo", "--dir", "d", cwd=tmp_path).returncode == 0
     text = tmp_path / "d" / "christmas_carol"
     said = "its index is {} (as `demo --dir` keeps one), not .streamrag/index.db, which `{}` would build " \
-           "as a second index; to update it, run `streamrag {} --offline {} --db {}`"
+           "as a second index; to update it, run `streamrag {} --offline{} {} --db {}`"
     for args, cwd, line in (
             (("index", "d/christmas_carol"), tmp_path,
-             "d/christmas_carol: " + said.format("d/index.db", "index", "index", "d/christmas_carol", "d/index.db")),
+             "d/christmas_carol: " + said.format("d/index.db", "index", "index", "", "d/christmas_carol", "d/index.db")),
             (("index", "--estimate", "d/christmas_carol"), tmp_path,
-             "d/christmas_carol: " + said.format("d/index.db", "index", "index --estimate", "d/christmas_carol",
+             "d/christmas_carol: " + said.format("d/index.db", "index", "index --estimate", "", "d/christmas_carol",
                                                  "d/index.db").replace("to update it", "to estimate its update")),
-            (("index", "."), text, ".: " + said.format("../index.db", "index", "index", ".", "../index.db")),
+            (("index", "."), text, ".: " + said.format("../index.db", "index", "index", "", ".", "../index.db")),
             (("watch", "--once", "d/christmas_carol"), tmp_path,
-             "d/christmas_carol: " + said.format("d/index.db", "watch", "watch", "d/christmas_carol",
+             "d/christmas_carol: " + said.format("d/index.db", "watch", "watch", " --once", "d/christmas_carol",
                                                  "d/index.db"))):
         out = cli_run(*args, cwd=cwd)
         assert out.returncode == 1 and out.stdout == "", (args, out)
@@ -1159,7 +1159,7 @@ def test_a_subfolder_of_an_indexed_folder_indexed_alone_is_pointed_to_the_index_
     named = ("--db", "corpus/index.db") if kept else ()
     assert cli_run("index", "-q", "--offline", "corpus", *named, cwd=tmp_path).returncode == 0
     above = "corpus/index.db" if kept else "corpus/.streamrag/index.db"
-    fix = "streamrag index --offline corpus" + (" --db corpus/index.db" if kept else "")
+    fix = "streamrag index --offline -q corpus" + (" --db corpus/index.db" if kept else "")
     for args in (("corpus/sub",), ("--estimate", "corpus/sub")):
         out = cli_run("index", "-q", "--offline", *args, cwd=tmp_path)
         assert out.returncode == 1, out.stderr
@@ -1174,7 +1174,7 @@ def test_a_subfolder_of_an_indexed_folder_indexed_alone_is_pointed_to_the_index_
         status = cli_run("status", "--json", cwd=corpus / "sub")
         assert json.loads(status.stdout)["db"] == str((tmp_path / above).resolve())
     # The command it names updates corpus's index with the subfolder's file.
-    assert cli_run(*fix.split()[1:], "-q", cwd=tmp_path).returncode == 0
+    assert cli_run(*fix.split()[1:], cwd=tmp_path).returncode == 0
     assert "sub/new.txt" in _root_and_paths(tmp_path / above)[1]
     # A separate index, asked for by its --db, is built, and used from then on without it.
     sub_db = "corpus/sub/.streamrag/index.db"
@@ -1194,13 +1194,38 @@ def test_the_update_advised_for_a_subfolder_keeps_the_options_given_and_its_line
     assert cli_run("index", "-q", "--offline", "--config", "my.toml", "corpus", cwd=tmp_path).returncode == 0
     out = cli_run("index", "-q", "--estimate", "--config", "my.toml", "corpus/sub", cwd=tmp_path)
     assert out.returncode == 1, out.stderr
-    advised = "streamrag index --estimate --offline --config my.toml corpus"
+    advised = "streamrag index --estimate --offline --config my.toml -q corpus"
     assert f"; to estimate its update, run `{advised}`; " in _unwrapped(out.stderr), out.stderr
     assert "to update it" not in out.stderr and all(len(x) <= 120 for x in out.stderr.splitlines()), out.stderr
     done = cli_run(*advised.split()[1:], cwd=tmp_path)
     assert done.returncode == 0 and done.stdout.startswith("Offline indexing: "), done.stdout + done.stderr
     out = cli_run("index", "-q", "--config", "my.toml", "corpus/sub", cwd=tmp_path)
-    assert "; to update it, run `streamrag index --offline --config my.toml corpus`; " in _unwrapped(out.stderr)
+    assert "; to update it, run `streamrag index --offline --config my.toml -q corpus`; " in _unwrapped(out.stderr)
+
+
+@pytest.mark.parametrize("command, given, advised", [
+    ("index", ("--recluster", "--json", "-q", "--config", "my cfg.toml"),
+     "--offline --config 'my cfg.toml' --recluster --json -q"),
+    ("index", ("--api-base", ""), "--api-base ''"),
+    ("index", ("--api-base", "http://127.0.0.1:9/v1", "--json"), "--api-base http://127.0.0.1:9/v1 --json"),
+    ("watch", ("--once", "--json"), "--offline --once --json")])
+def test_the_update_advised_for_a_subfolder_keeps_every_flag_given(cli_run, corpus, tmp_path, command, given, advised):
+    """The advice kept --estimate, --offline, --config and --api-base alone: `index --recluster
+    --json n/sub` was told to run `streamrag index --offline n` (no reclustering, no JSON), and
+    `watch --once n/sub` to run `streamrag watch --offline n`, which watched on. Every flag given
+    is kept now, quoted for a shell; --offline is added for an offline index when no endpoint is
+    given (one given is the user's choice of a model run, kept, not swapped for --offline)."""
+    (corpus / "sub").mkdir()
+    (corpus / "sub" / "new.txt").write_text("Petra Lind joined the Northern Rail Company.\n")
+    (tmp_path / "my cfg.toml").write_text("[index]\nchunk_size = 300\n")
+    assert cli_run("index", "-q", "--offline", "corpus", cwd=tmp_path).returncode == 0
+    out = cli_run(command, *given, "corpus/sub", cwd=tmp_path)
+    assert out.returncode == 1, out.stderr
+    assert f"; to update it, run `streamrag {command} {advised} corpus`; " in _unwrapped(out.stderr), out.stderr
+    assert all(len(x) <= 120 for x in out.stderr.splitlines()), out.stderr
+    if "--config" in given:   # as said, it runs (the quoted name read back as one word)
+        done = cli_run(*shlex.split(f"{command} {advised} corpus"), cwd=tmp_path)
+        assert done.returncode == 0 and json.loads(done.stdout)["db"], done.stderr
 
 
 @pytest.mark.parametrize("sub", [".drafts", "Templates"])
@@ -1230,7 +1255,7 @@ def test_a_linked_subfolder_of_an_indexed_folder_is_pointed_to_the_index_above_i
     assert out.returncode == 1, out.stderr
     real = corpus.resolve()
     assert _unwrapped(out.stderr) == (f"streamrag: error: lnk is inside {real}, indexed in {real}/.streamrag/index.db, which "
-                          f"ask and status in lnk read; to update it, run `streamrag index --offline {real}`; "
+                          f"ask and status in lnk read; to update it, run `streamrag index --offline -q {real}`; "
                           "for a separate index of lnk, add --db lnk/.streamrag/index.db\n")
 
 
@@ -1269,13 +1294,14 @@ def test_a_subfolder_of_an_indexed_folder_watched_alone_is_told_to_watch_the_fol
     (corpus / "sub" / "new.txt").write_text("Petra Lind joined the Northern Rail Company.\n")
     assert cli_run("index", "-q", "--offline", "corpus", cwd=tmp_path).returncode == 0
     line = ("corpus/sub is inside corpus, indexed in corpus/.streamrag/index.db, which ask and status in "
-            "corpus/sub read; to update it, run `streamrag watch --offline corpus`; for a separate index of "
+            "corpus/sub read; to update it, run `streamrag watch --offline --once corpus`; for a separate index of "
             "corpus/sub, add --db corpus/sub/.streamrag/index.db")
     out = cli_run("watch", "--once", "--offline", "corpus/sub", cwd=tmp_path)
     assert out.returncode == 1 and _unwrapped(out.stderr) == f"streamrag: error: {line}\n", out.stderr
     out = cli_run("watch", "--once", "--offline", "--json", "corpus/sub", cwd=tmp_path)
     assert out.returncode == 1, out.stderr
     (event,) = [json.loads(x) for x in out.stdout.splitlines()]
+    line = line.replace("--once", "--once --json")
     assert (event["state"], _unwrapped(event["message"])) == ("failed", line), event
     assert not (corpus / "sub" / ".streamrag").exists()
 
@@ -1306,7 +1332,7 @@ def test_a_users_own_kept_index_is_not_said_to_be_a_demos(cli_run, corpus, tmp_p
             (("index", "corpus"), "not .streamrag/index.db, which `index` would build as a second index; to "
                                   "update it, run `streamrag index --offline corpus --db corpus/index.db`"),
             (("watch", "--once", "corpus"), "not .streamrag/index.db, which `watch` would build as a second "
-                                            "index; to update it, run `streamrag watch --offline corpus --db "
+                                            "index; to update it, run `streamrag watch --offline --once corpus --db "
                                             "corpus/index.db`"),
             (("status", "corpus"), "not .streamrag/index.db; pass it as --db corpus/index.db")):
         out = cli_run(*args, cwd=tmp_path)
