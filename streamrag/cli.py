@@ -1264,11 +1264,13 @@ class _Stdout:
     def __init__(self, stream) -> None:
         self.stream = stream
         self.open = False
+        self.written = False   # (anything yet: a failure's --json object is then not printed, ``_json_error``)
 
     def write(self, text: str) -> int:
         written = self.stream.write(text)
         if text:
             self.open = not text.endswith("\n")
+            self.written = True
         return written
 
     def __getattr__(self, name: str):   # flush, fileno, buffer, encoding ... of the stream
@@ -1475,10 +1477,31 @@ def _database_failed(e: BaseException) -> str:
 
 
 def _failed(args: argparse.Namespace, message: str, code: int) -> int:
-    """Says ``message`` as the one error line, and as ``watch --json``'s last line; the exit code."""
+    """Says ``message`` as the one error line, and as ``watch --json``'s last line or another
+    command's --json object (``_json_error``); the exit code."""
     print(f"streamrag: error: {message}", file=sys.stderr)
     _last_watch_line(args, message, code)
+    _json_error(args, message, code)
     return code
+
+
+def _json_error(args: argparse.Namespace, message: str, code: int) -> None:
+    """A command given --json that fails prints ``{"error": message, "exit_code": code}`` on
+    stdout, as ``watch --json`` ends with its failed line: a script parsing stdout got nothing
+    to parse (`index --json` with a bad streamrag.toml). Not when the command printed anything
+    already (its object, or part of it), nor where stdout is the export's file (`export - --json`,
+    `export x.json --json >> x.json`: refused so that no object lands in the export)."""
+    if args.command == "watch" or not getattr(args, "json", False) or getattr(sys.stdout, "written", False):
+        return
+    if args.command == "export":
+        from streamrag.export import writes_to_stdout
+
+        if writes_to_stdout(args.out):
+            return
+    try:
+        print(json.dumps({"error": message, "exit_code": code}), flush=True)
+    except OSError:   # (stdout closed: the message is on stderr)
+        pass
 
 
 def _unwritten_output(e: BaseException) -> OSError | None:

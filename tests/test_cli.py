@@ -904,8 +904,10 @@ def test_init_export_and_demo_print_one_json_object(cli_run, corpus, tmp_path):
     out = cli_run("init", "--json", str(tmp_path))
     assert out.returncode == 0 and out.stdout.count("\n") == 1, out.stderr
     assert json.loads(out.stdout) == {"written": [str((tmp_path / "streamrag.toml").resolve())]}
-    again = cli_run("init", "--json", str(tmp_path))   # an error: the line on stderr, no object
-    assert again.returncode == 1 and again.stdout == "" and "--force" in again.stderr
+    again = cli_run("init", "--json", str(tmp_path))   # an error: the line on stderr, its object on stdout
+    assert again.returncode == 1 and "--force" in again.stderr
+    assert json.loads(again.stdout) == {"error": again.stderr.removeprefix("streamrag: error: ").rstrip(),
+                                        "exit_code": 1}
     cli_run("index", "-q", str(corpus))
     for name, fmt in (("g.json", "json"), ("g.graphml", "graphml")):
         out = cli_run("export", "--json", str(tmp_path / name), cwd=corpus)
@@ -2091,7 +2093,7 @@ def test_status_takes_the_indexed_folder_as_index_and_watch_do(cli_run, corpus, 
     given = json.loads(cli_run("status", "--json", "--db", str(other), cwd=elsewhere).stdout)
     assert given["db"] == str(other) and given["documents"] == 1
     out = cli_run("status", "--json", "--db", str(other), str(corpus), cwd=elsewhere)
-    assert out.returncode == 2 and out.stdout == "" and out.stderr == (
+    assert out.returncode == 2 and json.loads(out.stdout)["exit_code"] == 2 and out.stderr == (
         f"streamrag: error: {corpus} and --db {other}: give the index once, as the folder or as --db, "
         "not both\n"), out.stderr
     assert "not with DIR" in " ".join(cli_run("status", "--help").stdout.split())

@@ -959,7 +959,7 @@ def test_index_stopped_by_a_refused_key_says_the_warnings_of_what_it_extracted_f
     argv = ["index", "-q", "--api-base", "http://llm.test/v1", str(folder), *json_flag]
     assert main(argv) == 1
     out, err = capsys.readouterr()
-    assert model.saved.is_set() and out == "", out
+    assert model.saved.is_set() and (json.loads(out)["exit_code"] == 1 if json_flag else out == ""), out
     warned = [w for w in err.splitlines() if w.startswith("streamrag: warning: claims: 1 of ")]
     assert len(warned) == 1, err
     assert "1 status not TRUE, FALSE or SUSPECTED (read as SUSPECTED)" in warned[0]
@@ -1591,3 +1591,27 @@ def test_an_index_deleted_while_index_writes_it_is_said_not_reported_built(cli, 
     monkeypatch.setattr(index_rows, "save_report", real)
     assert main(["index", "-q", "--offline", str(folder)]) == 0   # the fix it gives is all there is to do
     assert db.is_file()
+
+
+@pytest.mark.parametrize("command", [("index",), ("ask", "Who rebuilt the quay?"), ("status",), ("watch", "--once")])
+def test_a_bad_config_under_json_is_one_json_error_object_on_stdout(cli_run, corpus, command):
+    """`index --json` (ask, status, export ...) with a streamrag.toml that is not TOML printed its
+    line on stderr and nothing on stdout: a script parsing stdout got nothing to parse. Now it
+    prints one object, {"error": the line, "exit_code": 1}; `watch --json` its failed state line."""
+    assert cli_run("index", "-q", "--offline", str(corpus)).returncode == 0
+    (corpus / "streamrag.toml").write_text("[index\nchunk_size = 300\n")
+    out = cli_run(*command, "--json", str(corpus))
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.startswith("streamrag: error: ") and "not valid TOML" in out.stderr, out.stderr
+    said = out.stderr.removeprefix("streamrag: error: ").rstrip("\n")
+    (line,) = out.stdout.splitlines()
+    printed = json.loads(line)
+    if command[0] == "watch":
+        assert (printed["state"], printed["message"], printed["exit_code"]) == ("failed", said, 1), printed
+    else:
+        assert printed == {"error": said, "exit_code": 1}, printed
+    # without --json, stdout stays empty; and no object lands where `export -` writes the export
+    assert cli_run(*command, str(corpus)).stdout == ""
+    (corpus / "streamrag.toml").unlink()
+    out = cli_run("export", "-", "--json", str(corpus))
+    assert out.returncode == 2 and out.stdout == "", out.stdout

@@ -41,8 +41,8 @@ def test_with_stderr_closed_stdout_carries_only_the_json(corpus):
     assert (corpus / ".streamrag" / "index.db.lock").read_text() == ""   # (released: emptied)
     out = run("watch", "--once", str(corpus), "--offline", close=(2,))
     assert out.returncode == 0 and out.stdout == "", out.stdout
-    out = run("status", "--json", "--db", str(corpus / "nope.db"), close=(2,))
-    assert out.returncode == 1 and out.stdout == "", out.stdout
+    out = run("status", "--json", "--db", str(corpus / "nope.db"), close=(2,))   # (its error as JSON)
+    assert out.returncode == 1 and json.loads(out.stdout)["error"].startswith("no index at "), out.stdout
     out = run("status", "--json", close=(0, 2), cwd=corpus)
     assert out.returncode == 0 and json.loads(out.stdout)["version"] == 1
 
