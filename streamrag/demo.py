@@ -24,7 +24,7 @@ from streamrag.config import load_settings
 from streamrag.errors import StreamragError
 from streamrag.signals import until_sigterm
 from streamrag.terminal import shell_word, shown, terminal_text
-from streamrag.store import Store, index_files, one_writer, root_and_paths
+from streamrag.store import Store, index_files, one_writer, root_and_paths, run_commands
 from streamrag.words import counted
 
 GLOBAL_QUESTION = "What are the main themes of this story?"
@@ -51,13 +51,17 @@ def is_demos_index(db: Path) -> bool:
     """Whether the index at ``db`` is one an earlier demo built: of a folder named
     christmas_carol (the demo's copy of the sample, wherever the demo's folder has moved since),
     holding none but the sample's files. An index of the user's (`cp ~/notes.db d/index.db`) was
-    taken for the demo's and written into; one that cannot be opened is no demo's either."""
+    taken for the demo's and written into; one that cannot be opened is no demo's either.
+    Nothing published yet, it is a demo's when no other command ran in it (a first demo stopped
+    early): `index notes --db d/index.db` stopped before its first publish (the endpoint down)
+    left an index the demo took for its own and wrote the sample into, where the user's run
+    after the fix was to go on with its finished work."""
     try:   # (not through Store: it upgraded an older index of the user's, then refused it)
         root, paths = root_and_paths(db)
+        if root is None:
+            return not paths and run_commands(db) <= {"demo"}
     except sqlite3.Error:
         return False
-    if root is None:   # nothing published yet (a first demo stopped early): nothing to lose
-        return not paths
     return Path(root).name == "christmas_carol" and set(paths) <= _staves()
 
 

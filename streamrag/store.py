@@ -733,6 +733,14 @@ def _recorded(db_path: Path, key: str) -> str | None:
         return row[0] if row else None
 
 
+def run_commands(db_path: Path) -> set[str]:
+    """The commands the runs recorded in the index at ``db_path`` were started by ("index",
+    "watch", "demo" ...), looked at as ``root_and_paths`` looks: raises ``sqlite3.Error`` for a
+    file that is no index."""
+    with _looked_at(Path(db_path)) as conn:
+        return {command for (command,) in conn.execute("SELECT DISTINCT command FROM runs")}
+
+
 @contextlib.contextmanager
 def _looked_at(db_path: Path) -> Iterator[sqlite3.Connection]:
     """A plain read-only connection to ``db_path``, its -shm folded away after it as
