@@ -22,7 +22,7 @@ from streamrag.loader import (conflict_copy, exclude_patterns, excluded, file_of
                               leads_outside_line, name_or_path_matches, read_documents, storable, taken_name,
                               why_unusable)
 from streamrag.terminal import shown
-from streamrag.on_disk import same_on_disk, stored_files
+from streamrag.on_disk import file_stamp, same_on_disk, stored_files
 from streamrag.status import failure_runs, last_update
 from streamrag.store import Store, index_files
 from streamrag.watch_events import ADDED, DELETED
@@ -375,20 +375,29 @@ class WatchedFolder:
 
     def renames(self, files: dict[str, str]) -> dict[str, str]:
         """Added file -> deleted file it was renamed from: same size and same documents (a
-        .jsonl or .csv file's rows, each stored as ``file#n``, count as one file). The sync
-        decides by content anyway; this only lets the queued line say "renamed"."""
+        .jsonl or .csv file's rows, each stored as ``file#n``, count as one file). A file that
+        could not be used (binary, not text: no document to compare) by the stamp its failure
+        recorded, size and change time, which a move of its folder keeps: it was said "1 added,
+        1 deleted". The sync decides by content anyway; this only lets the queued line say
+        "renamed"."""
         deleted = [rel for rel, kind in files.items() if kind == "deleted"]
         added = [rel for rel, kind in files.items() if kind == "added"]
         if not deleted or not added:
             return {}
+        failed: dict[str, list[str]] = {}   # the failure's stamp -> the deleted files it is of
         with reading(self.db_path) as store:
             if store is None:
                 return {}
             was: dict[tuple[tuple[str, ...], int], list[str]] = {}
+            unused = None
             for rel in sorted(deleted):
                 record = index_rows.file_record(store, rel)
                 if record is not None:
                     was.setdefault(tuple(record), []).append(rel)
+                    continue
+                unused = index_rows.failed_reads(store) if unused is None else unused
+                if rel in unused:
+                    failed.setdefault(unused[rel][0], []).append(rel)
         sizes = {size for _doc, size in was}
         out: dict[str, str] = {}
         for rel in sorted(added):
@@ -396,6 +405,9 @@ class WatchedFolder:
             try:
                 st = path.stat()
             except OSError:
+                continue
+            if failed.get(stamp := file_stamp(st)):
+                out[rel] = failed[stamp].pop(0)
                 continue
             if (size := st.st_size) not in sizes or (docs := self._documents_in(path, st)) is None:
                 continue

@@ -3964,6 +3964,27 @@ async def test_a_folder_renamed_with_rows_files_inside_is_said_renamed(corpus, t
     assert (queued["files"], queued["renamed"]) == (3, 3) and "added" not in queued and "deleted" not in queued
 
 
+async def test_a_binary_file_moved_with_its_folder_is_said_renamed(corpus, tmp_path):
+    # A file not indexed (binary: no document to compare by content) moved with its folder was
+    # said "1 added, 1 deleted" beside its neighbours' "renamed"; it is told by the stamp its
+    # failure recorded (size and change time, which the move keeps).
+    sub = corpus / "ledger"
+    sub.mkdir()
+    (sub / "notes.txt").write_text("Captain Oskar Lind sailed the Blue Heron to Kessel.\n")
+    (sub / "blob.txt").write_bytes(bytes(range(256)) * 8)
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
+    async with running(settings, tmp_path / "r.db", corpus) as (daemon, events, send):
+        assert db_count(tmp_path / "r.db", "SELECT count(*) FROM failures WHERE item = 'ledger/blob.txt'") == 1
+        async with send:
+            mark = len(events)
+            sub.rename(corpus / "archive")
+            await send.send({(Change.deleted, str(sub)), (Change.added, str(corpus / "archive"))})
+            await until(lambda: daemon.syncs == 2)
+    (queued,) = [e for e in events[mark:] if e["state"] == "queued"]
+    assert queued["message"].startswith("2 files (2 renamed); 2 pending"), queued["message"]
+    assert (queued["files"], queued["renamed"]) == (2, 2) and "added" not in queued and "deleted" not in queued
+
+
 async def test_a_folder_moved_in_is_listed_while_the_event_loop_goes_on(corpus, tmp_path, monkeypatch):
     # The listing of a folder moved in ran on the event loop: 100,000 files held signals and
     # progress for seconds. Here the listing waits until the test, on the loop, lets it go on.
