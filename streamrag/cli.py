@@ -1100,11 +1100,22 @@ def _at_least(least: float, kind: type = float, what: str = "0 or more"):
     return parse
 
 
+class _UsageExit(SystemExit):
+    """argparse's exit on a usage error (2); ``said``: its line without "PROG: error: ", for
+    --json's object (``_main``)."""
+
+    def __init__(self, said: str) -> None:
+        super().__init__(2)
+        self.said = said
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line usage errors (exit 2), like every other streamrag error."""
 
     def error(self, message: str):  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message}; see `{self.prog} --help`\n")
+        said = f"{message}; see `{self.prog} --help`"
+        self._print_message(f"{self.prog}: error: {said}\n", sys.stderr)
+        raise _UsageExit(said)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -1607,6 +1618,12 @@ def _main(argv: list[str] | None) -> int:
         args = _parse(parser, argv)
     except KeyboardInterrupt as e:
         return _interrupted(None, e)
+    except _UsageExit as e:   # (`index --json` with no PATH: its object too, as ``_json_error`` prints)
+        words = sys.argv[1:] if argv is None else argv
+        if "--json" in words[:words.index("--")] if "--" in words else "--json" in words:
+            with contextlib.suppress(OSError):
+                print(json.dumps({"error": e.said, "exit_code": 2}), flush=True)
+        raise
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2

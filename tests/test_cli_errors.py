@@ -1615,3 +1615,16 @@ def test_a_bad_config_under_json_is_one_json_error_object_on_stdout(cli_run, cor
     (corpus / "streamrag.toml").unlink()
     out = cli_run("export", "-", "--json", str(corpus))
     assert out.returncode == 2 and out.stdout == "", out.stdout
+
+
+def test_a_usage_error_under_json_is_one_json_error_object_on_stdout(cli_run):
+    # argparse's own errors (a PATH missing, an unknown option) printed their line alone.
+    for args, fragment in ((("index", "--json"), "the following arguments are required: PATH"),
+                           (("ask", "--json", "--levle", "1", "Who?"), "--levle: did you mean --level?")):
+        out = cli_run(*args)
+        assert out.returncode == 2 and fragment in out.stderr, out.stderr
+        said = out.stderr.split(": error: ", 1)[1].rstrip("\n")
+        assert json.loads(out.stdout) == {"error": said, "exit_code": 2}, out.stdout
+    out = cli_run("ask", "--", "--json", "/nonexistent")   # (a question, not the option)
+    assert out.returncode == 1 and out.stdout == "", out.stdout
+    assert cli_run("index").stdout == ""
