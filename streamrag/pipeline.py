@@ -350,7 +350,8 @@ def extractive_redone(store: Store, settings: Settings) -> str:
     if not n:
         return ""
     return (f"{EXTRACTIVE_CHANGED_WHY}: {'its' if n == 1 else 'the'} {counted(n, 'extractive report')} "
-            f"{'is' if n == 1 else 'are'} written again, once, with no LLM call (the model's are kept)")
+            f"{'is' if n == 1 else 'are'} built again, once, with no LLM call, and published only where "
+            f"{'its' if n == 1 else 'their'} text changed (the model's are kept)")
 
 
 def check_not_downgraded(settings: Settings, store: Store, db_path: Path) -> None:

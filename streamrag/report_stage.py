@@ -114,7 +114,8 @@ class ReportStage:
         self.stored = index_rows.report_keys(store)
         # The extractive reports of a model-built index (communities held below
         # report_min_members, stand-ins for the model's) are looked at again when their builder
-        # changed since it was published (EXTRACTIVE_VERSION): rewritten for free, while the
+        # changed since it was published (EXTRACTIVE_VERSION): built again for free (one built as
+        # it was has its key, ``reports.extractive_report``: kept, nothing published), while the
         # model's reports, their settings unchanged, are kept unread as ever.
         self.stale_extractive = (index_rows.extractive_report_keys(store) if use_llm and same_settings
                                  and store.get_meta("extractive_settings") != given.extractive_key

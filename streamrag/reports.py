@@ -43,6 +43,9 @@ if TYPE_CHECKING:
 # (``sentences.line_parts``), as a model-written description may hold them; the heading's line
 # is no member's sentence (``sentences.is_heading_line``).
 EXTRACTIVE_VERSION = "extractive-6"
+# What an extractive report's key is a digest of, beside its context and fields (the version of
+# how it is named, not of how it is built: ``extractive_report``).
+_EXTRACTIVE_KEY = "extractive-report"
 # The room of an extractive report's "Other members" finding: a sentence for each member the
 # rest of the report does not name, those no child report names first, while the names of the
 # others still fit in a list after them.
@@ -72,7 +75,8 @@ def settings_key(settings: Settings, *, by_llm: bool, min_members: int | None = 
                  claim_lines: int | None = None) -> str:
     """Everything besides its context that decides a community's report, written by the report
     model or (``by_llm`` False) extractively, by ``EXTRACTIVE_VERSION``; a changed key rebuilds
-    every context (and an offline index's every report, once, when the extractive one changes).
+    every context (and an offline index's every report, once, when the extractive one changes:
+    published only where its text changed).
     ``min_members``: with that index.report_min_members instead of the settings' (all the rest
     of the key goes into every context key: a model's reports outlive a change of it alone);
     ``claim_lines``: with that ``CLAIM_LINES_VERSION`` (``claim_lines_redone``)."""
@@ -383,8 +387,11 @@ def extractive_report(community: Community, context: ReportContext, *, entities:
               "findings": findings}
     # Named by its content, not only its context: two communities with one context (both past
     # the budget at their first line) still say different things, and a weight or a mention
-    # count it shows can change while the context text does not.
-    key = "rpt-" + ids.digest(EXTRACTIVE_VERSION, context.text, msgspec.json.encode(fields).decode())
+    # count it shows can change while the context text does not. Not by EXTRACTIVE_VERSION: a
+    # new builder has every report built again (``settings_key``, ``ReportStage.stale_extractive``),
+    # and one it writes as before is found stored, so nothing is published for it (a model-built
+    # index of synth_small published a new version of 19 rewritten reports, none of them changed).
+    key = "rpt-" + ids.digest(_EXTRACTIVE_KEY, context.text, msgspec.json.encode(fields).decode())
     return _make_report(key, fields, context, encoding, extractive=True)
 
 

@@ -2514,8 +2514,9 @@ async def test_extractive_reports_of_another_streamrag_are_said_rewritten_by_run
 
     settings = make_settings(simulator.base_url, index={"report_min_members": 3})
     db = tmp_path / "index.db"
-    with monkeypatch.context() as old:   # (as that streamrag built it)
+    with monkeypatch.context() as old:   # (as that streamrag built it, writing them otherwise)
         old.setattr(reports, "EXTRACTIVE_VERSION", "extractive-0")
+        old.setattr(reports, "_sizes", lambda members, internal: f"{len(members)} members, {len(internal)} ties")
         first = await sync([corpus], settings, db, root=corpus)
     with sqlite3.connect(db) as conn:
         n = conn.execute("SELECT count(*) FROM reports WHERE extractive = 1 AND key IN "
@@ -2526,7 +2527,8 @@ async def test_extractive_reports_of_another_streamrag_are_said_rewritten_by_run
     text = format_estimate(est)
     assert not text.startswith("Nothing to do"), text
     rewritten = f"{reports.EXTRACTIVE_CHANGED_WHY}: {'its' if n == 1 else 'the'} {n} extractive " \
-                f"report{'s are' if n > 1 else ' is'} written again, once, with no LLM call (the model's are kept)"
+                f"report{'s are' if n > 1 else ' is'} built again, once, with no LLM call, and published only " \
+                f"where {'their' if n > 1 else 'its'} text changed (the model's are kept)"
     assert f"\n{rewritten[:1].upper()}{rewritten[1:]}." in text, text
     assert est["llm"]["calls"] == 0 and "no LLM calls" in text.splitlines()[0], text
     said: list[str] = []

@@ -1024,19 +1024,35 @@ async def test_a_run_with_no_file_changed_makes_the_vectors_missing(generated, t
     assert reads == [1]
 
 
+def _writes_sizes_otherwise(monkeypatch) -> None:
+    """The extractive report builder of another streamrag: a new EXTRACTIVE_VERSION, and every
+    report's text other than this one's (its sizes said otherwise)."""
+    import streamrag.reports as reports
+
+    monkeypatch.setattr(reports, "EXTRACTIVE_VERSION", "extractive-other")
+    monkeypatch.setattr(reports, "_sizes", lambda members, internal: f"{len(members)} members, {len(internal)} ties")
+
+
 async def test_a_new_extractive_report_builder_rewrites_an_offline_index_once(generated, tmp_path, monkeypatch):
     """An offline index's reports are the extractive builder's: when it changes (a new
-    EXTRACTIVE_VERSION) the next run writes every report again, once. (An unchanged community
-    kept the old builder's report for good, or with its shortcuts checked, failed the run.)"""
+    EXTRACTIVE_VERSION) the next run builds every report again, once, and writes those whose
+    text changed: all of them here, none when it writes them as before. (An unchanged community
+    kept the old builder's report for good, or with its shortcuts checked, failed the run; then
+    every report was written again and a version published, none of them changed.)"""
     import streamrag.reports as reports
 
     settings = make_settings()
     corpus = folder(generated, tmp_path / "c", range(1, 11))
     db = tmp_path / "i.db"
-    first = await sync([corpus], settings, db, root=corpus)
-    monkeypatch.setattr(reports, "EXTRACTIVE_VERSION", "extractive-next")
+    with monkeypatch.context() as other:
+        _writes_sizes_otherwise(other)
+        first = await sync([corpus], settings, db, root=corpus)
     again = await sync([corpus], settings, db, root=corpus)
     assert again.reports_generated == again.reports == first.reports > 0
+    assert again.version == first.version + 1
+    monkeypatch.setattr(reports, "EXTRACTIVE_VERSION", "extractive-next")   # (written as before)
+    same = await sync([corpus], settings, db, root=corpus)
+    assert same.reports_generated == 0 and same.reports == again.reports and same.version == again.version
     assert (await sync([corpus], settings, db, root=corpus)).reports_generated == 0
 
 
@@ -1058,19 +1074,25 @@ async def test_a_new_extractive_report_builder_rewrites_only_the_extractive_repo
     settings = make_settings(simulator.base_url, index={"report_min_members": 4})
     corpus = folder(generated, tmp_path / "c", range(1, 11))
     db = tmp_path / "i.db"
-    await sync([corpus], settings, db, root=corpus)
+    with monkeypatch.context() as other:
+        _writes_sizes_otherwise(other)
+        first = await sync([corpus], settings, db, root=corpus)
     before = shown(db)
     held = {c for c, (_key, extractive) in before.items() if extractive}
     assert held and len(held) < len(before)
-    monkeypatch.setattr(reports, "EXTRACTIVE_VERSION", "extractive-next")
     asked = simulator.stats()["requests"]
     again = await sync([corpus], settings, db, root=corpus)
     after = shown(db)
     assert simulator.stats()["requests"] == asked and sum(s["calls"] for s in again.llm.values()) == 0
     assert {c for c in after if after[c][0] != before[c][0]} == held
     assert {c for c, (_key, extractive) in after.items() if extractive} == held
-    assert again.reports_generated == len(held)
+    assert again.reports_generated == len(held) and again.version == first.version + 1
     assert (await sync([corpus], settings, db, root=corpus)).reports_generated == 0
+    # A builder that writes them as before: they are built again, none written, no version.
+    monkeypatch.setattr(reports, "EXTRACTIVE_VERSION", "extractive-next")
+    same = await sync([corpus], settings, db, root=corpus)
+    assert shown(db) == after and same.reports_generated == 0 and same.version == again.version
+    assert simulator.stats()["requests"] == asked
 
 
 async def test_the_first_update_after_a_fresh_index_keeps_an_unchanged_partition(generated, tmp_path,
