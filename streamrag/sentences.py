@@ -12,7 +12,9 @@ and the line before a blank one (``line_parts``); a heading read into the senten
 ("Ada Lovelace Ada was a mathematician") was quoted in answers and reports.
 
 Sentences joined into one text (``joined``: offline descriptions, extractive summaries) keep
-their boundary: one without a terminator, a list item's, gets a full stop before the next.
+their boundary: one without a terminator, a list item's, gets a full stop before the next. A
+colon or a semicolon ends no sentence: it leads into what follows, and is kept before what it
+leads into only ("Agenda:" of one description before "Ada Osk left" of another is "Agenda.").
 
 A Markdown table's row is a sentence of its own, read as its cells say it: "| Ada Osk | Boston |"
 is "Ada Osk; Boston." (``table_row_text``); which lines are rows is ``table_rows``'s to say, for
@@ -168,22 +170,59 @@ def table_row_text(row: str) -> str:
     return text if not text or text.endswith((".", "!", "?", "\u2026")) else text + "."
 
 
-# A sentence's end: a terminator (a colon or semicolon too: "Attendees:" leads into what follows)
-# and the closing quotes, brackets and Markdown emphasis after it ('hey?"_').
-_ENDED = re.compile(rf"[.!?\u2026:;{CJK_TERMINATORS}][\"'\u201d\u2019)\]_*{CJK_CLOSERS}]*$")
+# A sentence's end: a terminator and the closing quotes, brackets and Markdown emphasis after it
+# ('hey?"_'). Not a colon or a semicolon: they lead into what follows ("Attendees:", "engineer;"),
+# and what a description or a summary joins after one need not be it.
+_ENDED = re.compile(rf"[.!?\u2026{CJK_TERMINATORS}][\"'\u201d\u2019)\]_*{CJK_CLOSERS}]*$")
+# What opens a sentence that goes on from a colon or semicolon before it, read from its words
+# alone: a list item's marker, a quotation, a word in lower case ("said:" "'It isn't that'").
+_GOES_ON = re.compile(r"(?:[-*+\u2022]|\d{1,3}[.)])\s|[\"'\u201c\u2018]|[^\W\d_]")
 
 
 def ended(sentence: str) -> bool:
-    """Whether ``sentence`` ends as a sentence does (a list item or a heading need not)."""
+    """Whether ``sentence`` ends as a sentence does (a list item, a heading, or one that leads
+    into the next with a colon or a semicolon need not)."""
     return _ENDED.search(sentence) is not None
 
 
-def joined(sentences: list[str]) -> str:
-    """``sentences`` as one text, each but the last ending as a sentence does: one written
-    without an end (a list item, "Call Ada Osk on Friday") gets a full stop, so that it runs
-    into no next one ("Call Ada Osk on Friday Marta Lind visited ..." was quoted as written)."""
+def closed(sentence: str) -> str:
+    """``sentence`` ending as a sentence does, to stand apart from what follows it: as written
+    if it does (``ended``), its last colon or semicolon a full stop ("Agenda:" is "Agenda."),
+    else with a full stop added."""
+    if ended(sentence):
+        return sentence
+    return sentence[:-1] + "." if sentence.endswith((":", ";")) else sentence + "."
+
+
+def _goes_on(sentence: str, after: str) -> bool:
+    """Whether ``after``, written right after ``sentence`` or not known to be, goes on from it:
+    ``sentence`` ends with a colon or semicolon, and ``after`` opens as what one leads into (a
+    list item, a quotation, a word in lower case). "Agenda:" and "Ada Osk left" do not."""
+    if not sentence.endswith((":", ";")):
+        return False
+    m = _GOES_ON.match(after)
+    return m is not None and (not m.group().isalpha() or m.group().islower())
+
+
+def joined(sentences: list[str], follows: list[bool] | None = None) -> str:
+    """``sentences`` as one text, each but the last ending as a sentence does (``closed``): one
+    written without an end (a list item, "Call Ada Osk on Friday") gets a full stop, so that it
+    runs into no next one ("Call Ada Osk on Friday Marta Lind visited ..." was quoted as
+    written). One ending with a colon or semicolon keeps it only before what it leads into:
+    the sentence written right after it (``follows[i]``: whether ``sentences[i + 1]`` is), or,
+    where that is not known (no ``follows``), one that opens as a list item, a quotation or a
+    word in lower case does (``_goes_on``); else it is cut from what it led into ("Agenda:" of
+    one description, "Ada Osk left" of another, read "Agenda: Ada Osk left": now "Agenda. Ada
+    Osk left")."""
     last = len(sentences) - 1
-    return " ".join(s if i == last or ended(s) else s + "." for i, s in enumerate(sentences))
+    out = []
+    for i, s in enumerate(sentences):
+        if i < last and not ended(s):
+            keeps = s.endswith((":", ";")) and (follows[i] if follows is not None
+                                                else _goes_on(s, sentences[i + 1]))
+            s = s if keeps else closed(s)
+        out.append(s)
+    return " ".join(out)
 
 
 def sentences_of(text: str) -> list[str]:

@@ -28,8 +28,11 @@ VERSION = "3"  # how a description set becomes a summary; a new one re-summarize
 # How an offline index's summaries are joined: a new one re-summarizes its every element, free
 # (2: sentences keep their boundary, ``sentences.joined``). Not ``VERSION``: a model-built index's
 # summaries (joined short ones, fallbacks) would be asked of the model again, paid, for the few
-# with a list item in them; they are joined so as their descriptions change.
-EXTRACTIVE_VERSION = "2"
+# with a list item in them; they are joined so as their descriptions change. 3: a colon or semicolon
+# ending a sentence is kept only before the sentence its description writes after it
+# (``sentences.joined``: "Agenda:" of one description and "Ada Osk left" of another read "Agenda:
+# Ada Osk left").
+EXTRACTIVE_VERSION = "3"
 
 
 def summarizer_key(settings: Settings) -> str:
@@ -44,16 +47,17 @@ def summarizer_key(settings: Settings) -> str:
 SUMMARY_HEADROOM = 2   # max_tokens of a summary request, in multiples of summary_max_tokens
 
 
-def _distinct_sentences(descriptions: list[str]) -> Iterator[str]:
-    """The sentences of ``descriptions`` in order, each once (ignoring case), as they are read:
-    a summary stops at its budget, a few descriptions into a hub's many (each one was split
-    and lower-cased first: 28% of an offline index's extractive summaries, profiled)."""
+def _distinct_sentences(descriptions: list[str]) -> Iterator[tuple[str, tuple[int, int]]]:
+    """The sentences of ``descriptions`` in order, each once (ignoring case), with where it is
+    (its description's place, its own in it), as they are read: a summary stops at its budget,
+    a few descriptions into a hub's many (each one was split and lower-cased first: 28% of an
+    offline index's extractive summaries, profiled)."""
     seen: set[str] = set()
-    for description in descriptions:
-        for sentence in sentences_of(description):
+    for d, description in enumerate(descriptions):
+        for i, sentence in enumerate(sentences_of(description)):
             if (low := sentence.lower()) not in seen:
                 seen.add(low)
-                yield sentence
+                yield sentence, (d, i)
 
 
 def _key(sentence: str) -> str:
@@ -96,33 +100,41 @@ class SentenceCounts:
         return n
 
 
+# A kept sentence: its text, word key, tokens + 1 for the space, and where it is (``_distinct_sentences``).
+_Item = tuple[str, str, int, tuple[int, int]]
+
+
 class _Kept:
     """Sentences kept so far, with their word keys and token costs (computed once each)."""
 
     def __init__(self, encoding: str, counts: SentenceCounts | None = None) -> None:
         self.count = counts or (lambda sentence: count_tokens(sentence, encoding))
-        self.items: list[tuple[str, str, int]] = []   # sentence, key, tokens + 1 for the space
+        self.items: list[_Item] = []
 
-    def tokens(self, items: list[tuple[str, str, int]] | None = None) -> int:
-        """The tokens of ``items`` (those kept) joined: a full stop each that ``joined`` gives
+    def tokens(self, items: list[_Item] | None = None) -> int:
+        """The tokens of ``items`` (those kept) joined: a full stop each that ``joined`` may give
         one without an end, but the last."""
         items = self.items if items is None else items
-        return sum(cost for _s, _k, cost in items) + sum(not ended(s) for s, _k, _c in items[:-1])
+        return sum(item[2] for item in items) + sum(not ended(item[0]) for item in items[:-1])
 
     def text(self) -> str:
-        return joined([sentence for sentence, _k, _c in self.items])
+        """The kept sentences joined, one ending with a colon or semicolon keeping it before the
+        sentence written after it in its description (its list), not before another's."""
+        items = self.items
+        follows = [b[3] == (a[3][0], a[3][1] + 1) for a, b in zip(items, items[1:])]
+        return joined([item[0] for item in items], follows)
 
-    def add(self, sentence: str) -> list[tuple[str, str, int]] | None:
+    def add(self, sentence: str, at: tuple[int, int]) -> list[_Item] | None:
         """The items with ``sentence`` added, unless a kept sentence already says it (contains
         it: None); kept sentences it contains give way to it, in place.
 
         Overlapping chunks quote the same passage cut at different points, so one description
         often holds another's sentence and more ("A storm hit" / "A storm hit the quay")."""
         key = _key(sentence)
-        if any(key in k for _s, k, _c in self.items):
+        if any(key in item[1] for item in self.items):
             return None
-        item = (sentence, key, self.count(sentence) + 1)
-        out: list[tuple[str, str, int]] = []
+        item = (sentence, key, self.count(sentence) + 1, at)
+        out: list[_Item] = []
         placed = False
         for kept in self.items:
             if kept[1] in key:
@@ -139,8 +151,8 @@ def extractive_summary(descriptions: list[str], max_tokens: int, encoding: str =
     """Distinct sentences of ``descriptions`` in order, within ``max_tokens`` (their tokens
     counted by ``counts``, a stage's, when given)."""
     kept = _Kept(encoding, counts)
-    for sentence in _distinct_sentences(descriptions):
-        trial = kept.add(sentence)
+    for sentence, at in _distinct_sentences(descriptions):
+        trial = kept.add(sentence, at)
         if trial is None:
             continue
         if kept.tokens(trial) > max_tokens:
@@ -152,8 +164,8 @@ def extractive_summary(descriptions: list[str], max_tokens: int, encoding: str =
 def short_join(descriptions: list[str], max_tokens: int, encoding: str = "o200k_base") -> str | None:
     """The distinct sentences of ``descriptions`` joined, if that fits in ``max_tokens``; else None."""
     kept = _Kept(encoding)
-    for sentence in _distinct_sentences(descriptions):
-        kept.items = kept.add(sentence) or kept.items
+    for sentence, at in _distinct_sentences(descriptions):
+        kept.items = kept.add(sentence, at) or kept.items
         if kept.tokens() > 2 * max_tokens + 50:
             return None   # far over already: a hub's hundred descriptions need not all be read
     text = kept.text()

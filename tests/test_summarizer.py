@@ -278,7 +278,7 @@ def test_joined_descriptions_keep_a_list_item_s_boundary():
     from streamrag.summarizer import extractive_summary
 
     descriptions = ["Call Ada Osk on Friday", "Marta Lind visited Brindle.", "Agenda:", "Ada Osk left"]
-    want = "Call Ada Osk on Friday. Marta Lind visited Brindle. Agenda: Ada Osk left"
+    want = "Call Ada Osk on Friday. Marta Lind visited Brindle. Agenda. Ada Osk left"
     assert short_join(descriptions, 100) == want
     assert extractive_summary(descriptions, 100) == want
     # (alone, or last, as written; within the budget with its full stops counted)
@@ -288,3 +288,39 @@ def test_joined_descriptions_keep_a_list_item_s_boundary():
     for budget in range(4, 30):
         said = extractive_summary(descriptions, budget)
         assert count_tokens(said) <= budget or said.count(" ") == 0, (budget, said)
+
+
+def test_a_colon_leads_only_into_what_its_own_description_writes_after_it():
+    # "Agenda:" of one description before "Ada Osk left" of another was joined "Agenda: Ada Osk
+    # left", as if she left on the agenda; a colon or semicolon ended a sentence. Now it leads
+    # into the sentence its description writes after it only (its list, under a blank line).
+    from streamrag.summarizer import extractive_summary
+
+    listed = "Ada Osk chaired the meeting:\n\nMarta Lind and Bram Tull came."
+    for descriptions, want in (
+            (["Agenda:", "Ada Osk left"], "Agenda. Ada Osk left"),
+            (["Ada Osk met Bram Tull;", "Marta Lind visited Brindle."],
+             "Ada Osk met Bram Tull. Marta Lind visited Brindle."),
+            ([listed, "Marta Lind visited Brindle."],
+             "Ada Osk chaired the meeting: Marta Lind and Bram Tull came. Marta Lind visited Brindle."),
+            (["Marta Lind visited Brindle.", "Ada Osk chaired the meeting:", "Marta Lind and Bram Tull came."],
+             "Marta Lind visited Brindle. Ada Osk chaired the meeting. Marta Lind and Bram Tull came.")):
+        assert short_join(descriptions, 100) == extractive_summary(descriptions, 100) == want, descriptions
+
+
+def test_joined_keeps_a_colon_before_what_reads_as_going_on_from_it():
+    # Sentences joined with no word of where they were written (the offline extractor's two of a
+    # chunk): a colon or semicolon is kept before a list item, a quotation or a word in lower
+    # case, and is a full stop before another sentence ("Agenda: Ada Osk left").
+    from streamrag.sentences import closed, ended, joined
+
+    assert not ended("Agenda:") and not ended("Ada Osk met Bram Tull;") and ended('She said "hey?"_')
+    assert closed("Agenda:") == "Agenda." and closed("Call Ada") == "Call Ada." and closed("Ada left!") == "Ada left!"
+    assert joined(["Agenda:", "Ada Osk left"]) == "Agenda. Ada Osk left"
+    assert joined(["Ada Osk said:", "'It isn't that, Spirit.'"]) == "Ada Osk said: 'It isn't that, Spirit.'"
+    assert joined(["Ada Osk brought:", "- the minutes"]) == "Ada Osk brought: - the minutes"
+    assert joined(["Ada Osk left early;", "then Bram Tull spoke."]) == "Ada Osk left early; then Bram Tull spoke."
+    assert joined(["Ada Osk left early;", "Bram Tull spoke."]) == "Ada Osk left early. Bram Tull spoke."
+    assert joined(["Agenda:", "Ada Osk left"], follows=[True]) == "Agenda: Ada Osk left"
+    assert joined(["Ada Osk said:", "'It isn't that.'"], follows=[False]) == "Ada Osk said. 'It isn't that.'"
+    assert joined(["Agenda:"]) == "Agenda:"   # (the last as written)
