@@ -21,7 +21,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from streamrag.local_search import STOPWORDS, query_terms, runs
 from streamrag.sentences import (CJK_CLOSERS, CJK_TERMINATORS, HEADING_LINE, NOT_AFTER_ABBREVIATION,
-                                 QUOTE_MARKS, ends_with_abbreviation, table_row_text, table_rows)
+                                 QUOTE_MARKS, ended, ends_with_abbreviation, is_heading, table_row_text,
+                                 table_rows)
 from streamrag.terms import unspaced_chars, words
 
 EXTRACTIVE_LABEL = "Extractive answer (no LLM used)"
@@ -49,17 +50,35 @@ _TAG = re.compile(r"\[(?:E|L|R|T):[^\]]*\]")
 def split_sentences(text: str) -> list[str]:
     """Sentences of ``text`` of at least three words: split at blank lines, Markdown headings,
     list items, table rows and log lines, . ! ? before a capital in any script (not after a
-    title or abbreviation such as Mr. or e.g., nor after an initial), and 。！？."""
+    title or abbreviation such as Mr. or e.g., nor after an initial), and 。！？; headings left
+    out (``_is_title``)."""
     out: list[str] = []
     for block in _blocks(text):
         for line, row in _table_rows(block) if "|" in block else ((u, False) for u in _items(block)):
+            if not row and _is_title(line):
+                continue
+            prose = not row and _ITEM_START.match(line) is None
             line = _ITEM_MARK.sub("", " ".join(_HEADING.sub("", line).split()))
             for s in _sentence_ends(line):
                 # Parenthesised asides ("(Also called Bob.)") are notes, not sentences to quote.
-                # A table's row is a record however short ("Cache; Sofia."), no fragment.
-                if (row or word_count(s) >= 3) and not s.startswith("("):
+                # A table's row is a record however short ("Cache; Sofia."), no fragment. A
+                # title ending prose ("... as meticulous. Profile: Leona Corden and the Road to
+                # Luntane Crossing Logistics", a description quoting an article's) is no sentence.
+                if (row or word_count(s) >= 3) and not s.startswith("(") and not (
+                        prose and not ended(s) and is_heading(s)):
                     out.append(s)
     return out
+
+
+def _is_title(unit: str) -> bool:
+    """Whether ``unit`` (one of ``_items``) is a heading, not a sentence to quote: a line of its
+    own that ``sentences.is_heading`` reads as one (a Markdown heading, a title: "Aftermath of
+    Lake Kelholmford Marathon 2034" over an article, a report's "# Ada Osk, Marta Lind and Bram
+    Tull" and its findings' "### Ada Osk and Marta Lind"), not a list item's or a log's line. It
+    names what the text under it is about, and stays in the passage the sentences are chosen
+    from; quoted alone it was an answer's finding that said nothing."""
+    line = unit.strip()
+    return "\n" not in line and _ITEM_START.match(line) is None and is_heading(" ".join(line.split()))
 
 
 def _blocks(text: str) -> list[str]:

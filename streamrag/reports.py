@@ -31,7 +31,7 @@ from streamrag.merge import distinct_claims
 from streamrag.parsing import parse_report
 from streamrag.prompts import load_prompt
 from streamrag.records import Claim, Community, Entity, Relationship, Report
-from streamrag.sentences import is_heading_line, sentences_of
+from streamrag.sentences import closed, is_heading, sentences_of
 from streamrag.tokens import count_tokens
 from streamrag.words import counted
 
@@ -42,7 +42,12 @@ if TYPE_CHECKING:
 # 6: a description's sentences end at a Markdown heading's line and before a blank line
 # (``sentences.line_parts``), as a model-written description may hold them; the heading's line
 # is no member's sentence (``sentences.is_heading_line``).
-EXTRACTIVE_VERSION = "extractive-6"
+# 7: no heading is a member's sentence, a title either ("Aftermath of Lake Kelholmford Marathon
+# 2034": ``sentences.is_heading``); a sentence quoted ending with a colon or semicolon ends with
+# a full stop, one ending 'hey?"' is as written (``sentences.closed``; they read "Agenda:.", 'hey?".'); a
+# relationship's description that is a heading alone is no finding, the next strongest one is
+# (``_finding_text``).
+EXTRACTIVE_VERSION = "extractive-7"
 # What an extractive report's key is a digest of, beside its context and fields (the version of
 # how it is named, not of how it is built: ``extractive_report``).
 _EXTRACTIVE_KEY = "extractive-report"
@@ -367,11 +372,13 @@ def extractive_report(community: Community, context: ReportContext, *, entities:
     telling = dict.fromkeys(s for s in (_telling_sentence(e, members) for e in members[:4]) if s)
     summary = " ".join([_overview(members, internal, names), *telling])
     findings = []
-    for r in internal[:5]:
-        findings.append({
-            "summary": f"{names.get(r.source, r.source)} and {names.get(r.target, r.target)}",
-            "explanation": r.description.replace("\n", " "),
-            "entities": [r.source, r.target], "relationships": [r.id]})
+    for r in internal:
+        if len(findings) >= 5:
+            break
+        if explanation := _finding_text(r.description):   # (a title alone is no finding)
+            findings.append({
+                "summary": f"{names.get(r.source, r.source)} and {names.get(r.target, r.target)}",
+                "explanation": explanation, "entities": [r.source, r.target], "relationships": [r.id]})
     for child, report in sorted(children, key=lambda cr: (-len(cr[0].members), cr[0].id))[:3]:
         if len(findings) >= 8:
             break
@@ -393,6 +400,17 @@ def extractive_report(community: Community, context: ReportContext, *, entities:
     # index of synth_small published a new version of 19 rewritten reports, none of them changed).
     key = "rpt-" + ids.digest(_EXTRACTIVE_KEY, context.text, msgspec.json.encode(fields).decode())
     return _make_report(key, fields, context, encoding, extractive=True)
+
+
+def _finding_text(description: str) -> str:
+    """A relationship's ``description`` as a finding's explanation, on one line, without the
+    headings it quotes (``sentences.is_heading``: "Profile: Ivo Quinric and the Road to Ruvtane
+    Press", an article's title naming both, was a finding of its own); "" when it holds nothing
+    else. (The context shows the description whole.)"""
+    sentences = sentences_of(description)
+    if not any(map(is_heading, sentences)):
+        return description.replace("\n", " ")
+    return " ".join(" ".join(x.split()) for x in sentences if not is_heading(x))
 
 
 def _overview(members: Sequence[Entity], internal: Sequence[Relationship], names: dict[str, str]) -> str:
@@ -522,9 +540,9 @@ def _member_sentence(entity: Entity, members: Sequence[Entity]) -> str:
     """A sentence of ``entity``'s description that names it (prefixed by its name and type
     when none does), the one naming the most other members among those of five words or more,
     cut after ``MEMBER_SENTENCE_WORDS`` words; "" without one (a parenthesised note such as
-    "(Also called Wexius.)" is not one, nor a Markdown heading's line)."""
+    "(Also called Wexius.)" is not one, nor a heading: ``sentences.is_heading``)."""
     sentences = [" ".join(x.split()) for x in sentences_of(entity.description)
-                 if not x.startswith("(") and not is_heading_line(x)]
+                 if not x.startswith("(") and not is_heading(x)]
     if not sentences:
         return ""
     name = _words(entity.name)   # (made once, not again for each sentence)
@@ -535,8 +553,8 @@ def _member_sentence(entity: Entity, members: Sequence[Entity]) -> str:
     if len(words) > MEMBER_SENTENCE_WORDS:
         best = " ".join(words[:MEMBER_SENTENCE_WORDS]) + " ..."
         named = named and name in _words(best)
-    elif not best.endswith((".", "!", "?", "\u2026")):
-        best += "."
+    else:
+        best = closed(best)
     if not named:   # (none names it, or the cut left its name out)
         best = f"{entity.name} ({entity.type}): {best}" if entity.type else f"{entity.name}: {best}"
     return best
@@ -544,13 +562,13 @@ def _member_sentence(entity: Entity, members: Sequence[Entity]) -> str:
 
 def _telling_sentence(entity: Entity, members: Sequence[Entity]) -> str:
     """The sentence of ``entity``'s description that names the most other members (a sentence
-    of at least five words when there is one; the earliest among equals), a Markdown heading's
-    line never (``is_heading_line``)."""
-    sentences = [x for x in sentences_of(entity.description) if not is_heading_line(x)]
+    of at least five words when there is one; the earliest among equals), a heading never
+    (``sentences.is_heading``: "Aftermath of Lake Kelholmford Marathon 2034", the description of
+    a name only a title holds, is no finding), ending as a sentence does (``sentences.closed``)."""
+    sentences = [x for x in sentences_of(entity.description) if not is_heading(x)]
     if not sentences:
         return ""
-    best = _most_telling(sentences, entity, members)
-    return best if best.endswith((".", "!", "?", "\u2026")) else best + "."
+    return closed(_most_telling(sentences, entity, members))
 
 
 def _most_telling(sentences: list[str], entity: Entity, members: Sequence[Entity]) -> str:

@@ -225,6 +225,41 @@ def joined(sentences: list[str], follows: list[bool] | None = None) -> str:
     return " ".join(out)
 
 
+# The words a title leaves in lower case: articles, conjunctions, prepositions ("Aftermath of the
+# Marathon"). Any other word in lower case ("met", "was") says a sentence without its full stop.
+_TITLE_SMALL = frozenset("""a an the and but or nor for so yet as if than vs to of in on at by up from into
+onto with within without about above across after against along amid among around before behind below
+beneath beside between beyond despite down during except inside like near off out over past since
+through toward towards under until upon via per""".split())
+_FIRST_LETTER = re.compile(r"[^\W\d_]")
+
+
+def is_heading(line: str) -> bool:
+    """Whether ``line`` (a line of its own: a paragraph of one line, a description's sentence)
+    is a heading, a title and not a sentence to quote: a Markdown heading's (``is_heading_line``),
+    or three words or more with no end (nor a colon or semicolon, which lead into what follows),
+    each capitalised (or in capitals) but the small words of titles ("Aftermath of Lake
+    Kelholmford Marathon 2034", "THE FIRST OF THE THREE SPIRITS"). "Kim Lowe met Leo Marsh in
+    Dublin" is a sentence without its full stop; a line of a script without capitals is no
+    title; a line with a full stop is a sentence, in capitals too ("THEY WERE PORTLY
+    GENTLEMEN."), as a title's own is indistinguishable from it ("THE END OF IT.")."""
+    if is_heading_line(line):
+        return True
+    words = line.split()
+    if len(words) < 3 or "\n" in line or ended(line) or line.endswith((":", ";")):
+        return False
+    capitalised = False
+    for w in words:
+        first = _FIRST_LETTER.search(w)
+        if first is None:
+            continue
+        if first.group().isupper():
+            capitalised = True
+        elif not first.group().islower() or w.lower().strip("\"'\u201c\u2018(,") not in _TITLE_SMALL:
+            return False
+    return capitalised
+
+
 def sentences_of(text: str) -> list[str]:
     """The sentences of ``text`` (``split_at_gaps``), stripped, the empty ones left out."""
     return [s for s in (x.strip() for x in split_at_gaps(text)) if s]

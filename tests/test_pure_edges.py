@@ -217,11 +217,33 @@ def test_sentences_drop_fragments_and_asides_and_end_at_headings():
 
 
 def test_a_heading_is_not_read_into_the_sentence_under_it():
-    """A heading's line with the line under it read "Ada Lovelace Ada was a mathematician."."""
+    """A heading's line with the line under it read "Ada Lovelace Ada was a mathematician."; and
+    a heading of three words or more was quoted alone ("Early life of Ada")."""
     text = "# Ada Lovelace\nAda was a mathematician.\n\n## Early life of Ada\nShe was born in London."
-    assert split_sentences(text) == ["Ada was a mathematician.", "Early life of Ada", "She was born in London."]
+    assert split_sentences(text) == ["Ada was a mathematician.", "She was born in London."]
     answer = pick_sentences("Who was Ada Lovelace?", [("[T:1]", text)], anchors=["Ada Lovelace"])
     assert all(not s.startswith("Ada Lovelace Ada") for s, _tag, _score in answer)
+
+
+def test_a_heading_is_no_sentence_to_quote():
+    """A title of three words or more (an article's over its text, a report's and its findings'
+    Markdown headings, one a description ends with) was quoted alone as an answer's finding."""
+    article = ("Profile: Goran Tavvell and the Road to Galwen Energy\n\nTORFORD HEIGHTS, December 25 - "
+               "Goran Tavvell joined Galwen Energy in 2021.\n\nTHE FIRST OF THE THREE SPIRITS\n")
+    assert split_sentences(article) == ["TORFORD HEIGHTS, December 25 - Goran Tavvell joined Galwen Energy in 2021."]
+    report = ("# Goran Tavvell, Galwen Energy and Lunrell Heights\n\n3 entities and 2 relationships around "
+              "Goran Tavvell.\n\n## Findings\n\n### Goran Tavvell and Galwen Energy\n\nTavvell leads "
+              "Galwen Energy.\n")
+    assert split_sentences(report) == ["3 entities and 2 relationships around Goran Tavvell.",
+                                       "Tavvell leads Galwen Energy."]
+    line = ("Leona Corden -- Luntane Crossing Logistics: Colleagues describe Leona Corden as meticulous. "
+            "Profile: Leona Corden and the Road to Luntane Crossing Logistics")
+    assert split_sentences(line) == [line.split(" Profile")[0]]
+    # A sentence without its full stop and a list item in title case are quoted.
+    assert split_sentences("Kim Lowe met Leo Marsh in Dublin\n\n- Call Ada Osk on Friday") == [
+        "Kim Lowe met Leo Marsh in Dublin", "Call Ada Osk on Friday"]
+    picked = pick_sentences("Who is Goran Tavvell?", [("[T:1]", article), ("[R:C1]", report)])
+    assert picked and not any("Road to" in s or s.startswith("Goran Tavvell and") for s, _t, _x in picked)
 
 
 def test_stems_follow_the_documented_rules():

@@ -356,10 +356,10 @@ def test_names_found_in_the_childrens_reports_are_those_found_in_all_their_words
 
 def _member_sentence_as_before(entity, members):
     from streamrag.reports import MEMBER_SENTENCE_WORDS, _most_telling, _words
-    from streamrag.sentences import split_at_gaps
+    from streamrag.sentences import closed, is_heading, split_at_gaps
 
     sentences = [" ".join(x.split()) for x in split_at_gaps(entity.description)
-                 if x.strip() and not x.strip().startswith("(")]
+                 if x.strip() and not x.strip().startswith("(") and not is_heading(x.strip())]
     if not sentences:
         return ""
     own = [x for x in sentences if _words(entity.name) in _words(x)]
@@ -367,8 +367,8 @@ def _member_sentence_as_before(entity, members):
     words = best.split()
     if len(words) > MEMBER_SENTENCE_WORDS:
         best = " ".join(words[:MEMBER_SENTENCE_WORDS]) + " ..."
-    elif not best.endswith((".", "!", "?", "\u2026")):
-        best += "."
+    else:
+        best = closed(best)
     if _words(entity.name) not in _words(best):
         best = f"{entity.name} ({entity.type}): {best}" if entity.type else f"{entity.name}: {best}"
     return best
@@ -652,3 +652,29 @@ async def test_an_index_whose_contexts_gain_no_claim_is_told_so_and_no_report_is
     assert est["reported_again"] == reports.CLAIM_LINES_REDONE, est
     assert done.reports_generated == 0 and done.reports_kept == done.reports > 0, done
     assert done.llm.get("report", {}).get("calls", 0) == est["llm"]["by_stage"].get("report", {}).get("calls", 0) == 0, est
+
+
+def test_a_title_is_no_finding_of_an_extractive_report():
+    # An article's title naming two members ("Profile: Ivo Quinric and the Road to Ruvtane Press")
+    # was a relationship's whole description, and so a finding of its own; a title closing a
+    # description was a member's sentence; and one ending with a semicolon was quoted "...;.".
+    def person(i: int, name: str, description: str) -> Entity:
+        return Entity(id=f"ent-{i:04d}", name=name, type="person", description=description, mentions=2, degree=2)
+
+    title = "Profile: Ivo Quinric and the Road to Ruvtane Press"
+    ents = {e.id: e for e in (person(1, "Ivo Quinric", title),
+                              person(2, "Ruvtane Press", "Ruvtane Press prints the Harbour Gazette every week. "
+                                                         "Aftermath of the Ruvtane Press Strike"),
+                              person(3, "Kaia Ulmmir", "Kaia Ulmmir writes columns for Ruvtane Press;"))}
+    rels = [Relationship(id="rel-0102", source="ent-0001", target="ent-0002", description=title, weight=2.0,
+                         mentions=1, combined_degree=4),
+            Relationship(id="rel-0203", source="ent-0002", target="ent-0003", mentions=1, combined_degree=4,
+                         description="Kaia Ulmmir writes columns for Ruvtane Press.", weight=1.0)]
+    c = Community(id="C1", level=0, parent=None, members=sorted(ents))
+    ctx = build_context(c, entities=ents, relationships=rels, claims={}, children=[], max_tokens=2000)
+    r = extractive_report(c, ctx, entities=ents, relationships=rels, children=[])
+    assert title in ctx.text   # (the context shows it, as the model reads it)
+    assert [f["relationships"] for f in r.findings] == [["rel-0203"]]
+    assert "Road to" not in r.text and "Strike" not in r.text, r.text
+    assert "Ruvtane Press prints the Harbour Gazette every week." in r.summary
+    assert "Kaia Ulmmir writes columns for Ruvtane Press." in r.summary and ";." not in r.text, r.text
