@@ -49,8 +49,10 @@ if TYPE_CHECKING:
 # (``_finding_text``).
 EXTRACTIVE_VERSION = "extractive-7"
 # What an extractive report's key is a digest of, beside its context and fields (the version of
-# how it is named, not of how it is built: ``extractive_report``).
-_EXTRACTIVE_KEY = "extractive-report"
+# how it is named, not of how it is built: ``extractive_report``): the EXTRACTIVE_VERSION it was
+# until it was no longer named by it, so that a report of an index built then, written alike
+# now, keeps its key (with another, every one was written again once more).
+_EXTRACTIVE_KEY = "extractive-6"
 # The room of an extractive report's "Other members" finding: a sentence for each member the
 # rest of the report does not name, those no child report names first, while the names of the
 # others still fit in a list after them.
