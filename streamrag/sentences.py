@@ -16,6 +16,10 @@ their boundary: one without a terminator, a list item's, gets a full stop before
 colon or a semicolon ends no sentence: it leads into what follows, and is kept before what it
 leads into only ("Agenda:" of one description before "Ada Osk left" of another is "Agenda.").
 
+A heading is no sentence to quote (``is_heading``): a Markdown heading's line, or a line of three
+words or more, unended, in title case ("Aftermath of Lake Kelholmford Marathon 2034"). Extractive
+answers and reports leave it out of what they quote; the passages and contexts keep it.
+
 A Markdown table's row is a sentence of its own, read as its cells say it: "| Ada Osk | Boston |"
 is "Ada Osk; Boston." (``table_row_text``); which lines are rows is ``table_rows``'s to say, for
 every reader of them (the offline extractor and extractive answers had a rule each). Its pipes are borders, not words: quoted as written
