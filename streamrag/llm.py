@@ -145,17 +145,20 @@ def max_too_large(e: LLMRequestError) -> bool:
     return e.status in (400, 422) and MAX_TOO_LARGE.search(str(e)) is not None
 
 
-def more_room(problem: str, answer: Answer, estimated: bool, sent: int | None, *, asked: bool) -> int | None:
+def more_room(problem: str, answer: Answer, estimated: bool, sent: int | None, *, asked: bool,
+              extra: int = 0) -> int | None:
     """The max_tokens to ask again with after an unusable ``answer`` to a request that sent
     ``sent`` (None: none, and none gives room), or None to ask as it was: twice ``sent`` when
     the answer was cut off at it (``CUT_OFF``). A max the caller ``asked`` for is doubled after
     any cut; Azure's own (``AZURE_MAX_TOKENS``) only when the answer reached it (its token counts
-    say so, or are counted here: ``estimated``): one broken off before it (a provider's fault)
-    comes whole at the same room, which a model capped at 4096 takes, where it refuses twice
-    as much. A model that refuses the larger max ends the tries (``max_too_large``)."""
+    say so, or are counted here: ``estimated``; ``extra``: the reasoning's room a model sent
+    max_completion_tokens has beyond ``sent``, which its counts include): one broken off before
+    it (a provider's fault) comes whole at the same room, which a model capped at 4096 takes,
+    where it refuses twice as much. A model that refuses the larger max ends the tries
+    (``max_too_large``)."""
     if problem != CUT_OFF or not sent:
         return None
-    if asked or estimated or answer.completion_tokens >= sent:
+    if asked or estimated or answer.completion_tokens >= sent + extra:
         return sent * 2
     return None
 
@@ -513,7 +516,8 @@ class LLMClient:
                                       result.completion_tokens, result.estimated)
                 return result
             (last, answer, estimated), asked = result, i + 1
-            room = more_room(last, answer, estimated, sent, asked=bool(asked_max))
+            room = more_room(last, answer, estimated, sent, asked=bool(asked_max),
+                             extra=REASONING_ALLOWANCE if self.refuses(model, "max_tokens") else 0)
             short = last == CUT_OFF and room is None   # (before Azure's own max: not its doing)
             if room is not None:
                 # The same request at temperature 0 is cut off the same way: give it room. The

@@ -1938,6 +1938,34 @@ async def test_answers_broken_off_before_the_azure_max_twice_are_said_so(tmp_pat
     assert errors == [CUT_OFF] * 2 and not model_quirks.server_cuts(API, "gpt-4o")
 
 
+async def test_a_reasoning_models_answer_broken_off_before_its_azure_max_is_not_given_more_room(tmp_path):
+    # A model that refuses max_tokens is sent max_completion_tokens 4096 + REASONING_ALLOWANCE,
+    # and its usage counts the reasoning: an answer cut at 5,000 tokens of the 12,288 sent was
+    # taken as one that reached Azure's 4096, asked again with twice the room (booked so) and a
+    # third time, where an answer broken off before the max is asked once more as it was.
+    model_quirks.REFUSED[(API, "o3")] = {"max_tokens"}
+
+    def broken(body: dict) -> httpx.Response:
+        usage = {"prompt_tokens": 17, "completion_tokens": 5000, "total_tokens": 5017}
+        return httpx.Response(200, json={**chat_with(message={"role": "assistant", "content": "(Paris, Fra"},
+                                                     finish_reason="length"), "usage": usage})
+
+    endpoint = Endpoint(*[broken] * 3)
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, api_version="2024-10-21") as (llm, _):
+            with pytest.raises(LLMOutputError) as e:
+                await llm.chat(ask(), model="o3", stage="extract")
+    sent = llm_module.AZURE_MAX_TOKENS + model_quirks.REASONING_ALLOWANCE
+    assert [b["max_completion_tokens"] for b in endpoint.bodies] == [sent] * 2
+    assert f"cut off (finish_reason length) before max_completion_tokens={sent}" in str(e.value), str(e.value)
+    # Cut at the max sent (its reasoning's room too), it gets twice the room, as before.
+    endpoint = Endpoint(lambda body: cut_at(body["max_completion_tokens"]), httpx.Response(200, json=chat_body("ok")))
+    with anyio.fail_after(5):
+        async with client(tmp_path / "reached", endpoint, api_version="2024-10-21") as (llm, _):
+            await llm.chat(ask(), model="o3", stage="extract")
+    assert [b["max_completion_tokens"] for b in endpoint.bodies] == [sent, sent + llm_module.AZURE_MAX_TOKENS]
+
+
 async def test_a_max_asked_for_is_still_doubled_after_a_cut_on_azure(tmp_path):
     cut = httpx.Response(200, json=chat_with(message={"role": "assistant", "content": "(Paris, Fra"},
                                              finish_reason="length"))
