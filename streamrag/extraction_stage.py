@@ -310,7 +310,7 @@ class ExtractionStage:
                 if len(doc.text) < _CHUNK_IN_THREAD_CHARS:
                     chunks = chunker.chunk_document(doc, chunk_size=ix.chunk_size, overlap=ix.chunk_overlap,
                                                     encoding=ix.encoding)
-                    await self.writer.run(index_rows.save_chunks, chunks)
+                    await self.writer.run(index_rows.save_chunks, chunks, ix.encoding)
                 else:  # seconds for a book-sized file: signals and other work go on meanwhile
                     chunks = await self.cut_big(doc)
                 scan.doc_chunks[doc.id] = [msgspec.structs.replace(c, text="") for c in chunks]
@@ -335,7 +335,7 @@ class ExtractionStage:
         if before is not None and (done.kept or done.tail < len(before.starts)):
             kept = index_rows.chunks_of(store, was, done.kept, done.tail, doc.id,
                                         done.kept + len(done.chunks) - done.tail)
-        await self.writer.run(index_rows.save_cut, doc.id, done.chunks, done.spans)
+        await self.writer.run(index_rows.save_cut, doc.id, done.chunks, done.spans, ix.encoding)
         return kept[:done.kept] + done.chunks + kept[done.kept:]
 
     async def schedule(self, chunks: list[Chunk], send) -> None:

@@ -615,9 +615,23 @@ def relationship_weights(store: Store) -> dict[tuple[str, str], float]:
 # --------------------------------------------------------------------------------------------
 # Writes (inside the writer task)
 # --------------------------------------------------------------------------------------------
-def save_chunks(store: Store, chunks: list[Chunk]) -> None:
-    store.conn.executemany("INSERT OR IGNORE INTO chunks(id, text, tokens) VALUES (?,?,?)",
-                           [(c.id, c.text, c.tokens) for c in chunks])
+def save_chunks(store: Store, chunks: list[Chunk], encoding: str) -> None:
+    """Stores ``chunks``, their ``tokens`` counted in ``encoding``. A chunk stored before (its id
+    is its text's) takes this count when its own is another encoding's, or of one not recorded:
+    after index.encoding changed, its count stayed the first encoding's."""
+    store.conn.executemany(
+        "INSERT INTO chunks(id, text, tokens, encoding) VALUES (?,?,?,?) ON CONFLICT(id) DO UPDATE "
+        "SET tokens = excluded.tokens, encoding = excluded.encoding WHERE encoding IS NOT excluded.encoding",
+        [(c.id, c.text, c.tokens, encoding) for c in chunks])
+
+
+def chunk_tokens(store: Store, chunk_ids: list[str], encoding: str) -> dict[str, int]:
+    """The stored token counts of those of ``chunk_ids`` counted in ``encoding``."""
+    out: dict[str, int] = {}
+    for part in _batches(chunk_ids):
+        out.update(store.conn.execute(
+            f"SELECT id, tokens FROM chunks WHERE encoding = ? AND {_in('id', part)}", (encoding, *part)))
+    return out
 
 
 def save_chunk_spans(store: Store, doc_id: str, spans: Spans) -> None:
@@ -628,10 +642,10 @@ def save_chunk_spans(store: Store, doc_id: str, spans: Spans) -> None:
                            [(doc_id, k, *span) for k, span in enumerate(zip(*spans))])
 
 
-def save_cut(store: Store, doc_id: str, chunks: list[Chunk], spans: Spans) -> None:
-    """Stores the chunks a cut of big document ``doc_id`` made and where all of its chunks lie:
-    one transaction of the writer, not two."""
-    save_chunks(store, chunks)
+def save_cut(store: Store, doc_id: str, chunks: list[Chunk], spans: Spans, encoding: str) -> None:
+    """Stores the chunks a cut of big document ``doc_id`` made (``save_chunks``) and where all of
+    its chunks lie: one transaction of the writer, not two."""
+    save_chunks(store, chunks, encoding)
     save_chunk_spans(store, doc_id, spans)
 
 

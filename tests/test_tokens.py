@@ -292,3 +292,35 @@ def test_a_line_break_before_a_word_is_a_safe_seam(encoding):
                 assert enc.encode_ordinary(text[:at]) + enc.encode_ordinary(text[at:]) == whole, (text, at)
     assert after_breaks > 1000
     assert safe_cut(enc, "a.\n\nThe", 4) and not safe_cut(enc, "a.\n//", 3) and not safe_cut(enc, "a\n  b", 2)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("cut_in_thread", [False, True])
+async def test_stored_chunk_counts_follow_a_change_of_encoding(tmp_path, monkeypatch, cut_in_thread):
+    # A chunk is keyed by its text: cut again after index.encoding changed, it kept the count
+    # of the encoding it was first cut with (read back by ``index_rows.backlog``, and a basic
+    # ask sums them). Short documents: one chunk each, the same text under either encoding.
+    import shutil
+    import sqlite3
+
+    from conftest import make_settings
+    from streamrag import extraction_stage
+    from streamrag.pipeline import sync
+
+    if cut_in_thread:   # (a big document's way: ``ExtractionStage.cut_big``, ``index_rows.save_cut``)
+        monkeypatch.setattr(extraction_stage, "_CHUNK_IN_THREAD_CHARS", 0)
+    corpus, db = tmp_path / "harbor", tmp_path / "index.db"
+    shutil.copytree(Path(__file__).parent / "data" / "harbor", corpus)
+
+    def stored(columns: str) -> list[tuple]:
+        with sqlite3.connect(db) as conn:
+            return conn.execute(f"SELECT {columns} FROM chunks ORDER BY id").fetchall()
+
+    counted = {}
+    for encoding in ("o200k_base", "cl100k_base", "o200k_base"):
+        await sync([corpus], make_settings(index={"encoding": encoding}), db, root=corpus)
+        rows = stored("text, tokens")
+        assert rows and all(n == count_tokens(text, encoding) for text, n in rows), encoding
+        counted.setdefault(encoding, [n for _t, n in rows])
+    assert counted["o200k_base"] != counted["cl100k_base"]   # (the same texts: the counts differ)
+    assert set(stored("encoding")) == {("o200k_base",)}   # (what a reader takes a count for)
