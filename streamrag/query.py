@@ -676,10 +676,12 @@ class _Search:
             chunks = local_search.load_chunks(self.store, [c for c, _ in hits])
             self.answer.search, self.answer.level = "basic", None
             # (the tokens of the texts its sentences are picked from, under the key a model's
-            # basic search counts its context by: the whole chunks, as no prompt bounds them)
-            self.answer.details = {"chunks": [c["id"] for c in chunks], "chunk_search": "bm25",
-                                   "context_tokens": {"text": sum(count_tokens(c["text"], self.encoding)
-                                                                  for c in chunks)}}
+            # basic search counts its context by: the whole chunks, as no prompt bounds them;
+            # their stored counts where of this encoding, not the tokenizer built for them, 0.23 s)
+            ids = [c["id"] for c in chunks]
+            stored = index_rows.chunk_tokens(self.store, ids, self.encoding)
+            self.answer.details = {"chunks": ids, "chunk_search": "bm25", "context_tokens": {"text": sum(
+                stored[c["id"]] if c["id"] in stored else count_tokens(c["text"], self.encoding) for c in chunks)}}
             self._extract([(f"[T:{c['id']}]", c["text"]) for c in chunks], "source text")
 
     async def _extractive_global(self) -> None:
