@@ -3,7 +3,8 @@
 tiktoken fetches its BPE files from the internet the first time an encoding is used. streamrag
 ships the official files for the encodings it uses as package data and loads them through
 tiktoken's own constructors, so the published SHA-256 that tiktoken checks is the one that
-guards our copy too.
+guards our copy too. tiktoken is imported when an encoding is first built: a command that
+counts nothing (``status``, an offline basic ask) does not load it.
 """
 
 from __future__ import annotations
@@ -13,12 +14,12 @@ import re
 import threading
 from array import array
 from importlib import resources
-
-import tiktoken
-import tiktoken.load
-import tiktoken_ext.openai_public as openai_public
+from typing import TYPE_CHECKING
 
 from streamrag.errors import ConfigError
+
+if TYPE_CHECKING:
+    import tiktoken
 
 SHIPPED = ("o200k_base", "cl100k_base")
 _lock = threading.Lock()
@@ -52,6 +53,10 @@ def _build(name: str) -> tiktoken.Encoding:
             f"unknown tokenizer encoding {name!r}: streamrag ships {', '.join(SHIPPED)}; "
             "set index.encoding to one of them"
         )
+    import tiktoken
+    import tiktoken.load
+    import tiktoken_ext.openai_public as openai_public
+
     local = _shipped_path(name)
 
     def load_local(_url: str, expected_hash: str | None = None) -> dict[bytes, int]:
