@@ -7,6 +7,7 @@ them, so library users and tests get no output at all.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -17,6 +18,7 @@ from streamrag.run_progress import Progress
 from streamrag.words import counted, number
 
 if TYPE_CHECKING:
+    from rich.console import Console
     from rich.table import Table
 
 
@@ -83,19 +85,33 @@ def _lasted(held: list[tuple[float, str]], now: float) -> int:
                default=0)
 
 
+def _terminal() -> Console | None:
+    """rich's console on stderr if rich takes stderr for a terminal, else None. rich (40 ms of
+    CPU) is loaded only where it may: on a tty, or told of one by a variable it reads
+    (``FORCE_COLOR``, ``TTY_COMPATIBLE``); not for a log, nor for `index -q` or library callers."""
+    try:
+        tty = sys.stderr.isatty()
+    except (AttributeError, ValueError):   # (no stderr, or a closed one: rich sees no terminal)
+        tty = False
+    if not tty and "FORCE_COLOR" not in os.environ and "TTY_COMPATIBLE" not in os.environ:
+        return None
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    return console if console.is_terminal else None
+
+
 @contextmanager
 def show(progress: Progress, llm_stats=lambda: {}, *, enabled: bool = True):
     """Display ``progress`` on stderr while the block runs."""
     if not enabled:
         yield
         return
-    # (rich imported only here: 40 ms of CPU that `index -q` and library callers need not pay)
-    from rich.console import Console
-    from rich.live import Live
-
-    console = Console(stderr=True)
     started = time.monotonic()
-    if console.is_terminal:
+    console = _terminal()
+    if console is not None:
+        from rich.live import Live
+
         with Live(_Panel(progress, llm_stats, started), console=console, refresh_per_second=4,
                   transient=False) as live:
             yield

@@ -130,3 +130,20 @@ def test_a_run_with_nothing_to_redo_leaves_no_panel_on_a_terminal(capsys, monkey
     assert "publishing" in kept and "publishing" in erased
     assert not kept.rstrip("\r\n").endswith("\x1b[2K")        # the panel stays
     assert erased.endswith("\x1b[1A\x1b[2K"), repr(erased[-80:])   # its lines erased
+
+
+def test_off_a_terminal_rich_is_not_loaded():
+    # rich was loaded (40 ms of CPU) to learn that stderr is no terminal: `index` into a log.
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys\nfrom streamrag import progress\nfrom streamrag.run_progress import Progress\n"
+            "p = Progress()\nwith progress.show(p):\n    p.set_stage('publishing')\n"
+            "print(sorted(m for m in sys.modules if m.partition('.')[0] == 'rich'))")
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)   # (this code, not an installed one)
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True,
+                         stdin=subprocess.DEVNULL)
+    assert ran.stdout.strip() == "[]" and untimed(ran.stderr) == ["publishing"], (ran.stdout, ran.stderr)
