@@ -50,13 +50,18 @@ def folder(text: str) -> Path:
     return Path(text)
 
 
-class PortsTaken(RuntimeError):
+class Said(Exception):
+    """An error a bench ends with in its own words (``_one_line``), without a traceback of the
+    bench, which would bury them."""
+
+
+class PortsTaken(Said, RuntimeError):
     """Every port ``--port`` gave is in use: said in one line (see ``_one_line``), as a traceback
     of the simulator's start would bury what to do."""
 
 
 def _one_line(kind, error, tb) -> None:
-    if issubclass(kind, PortsTaken):
+    if issubclass(kind, Said):
         print(f"{Path(sys.argv[0]).name}: {error}", file=sys.stderr)   # (exit 1, as any error)
     elif issubclass(kind, KeyboardInterrupt):   # Ctrl-C: 54 lines of where it was, of no use
         print(f"{Path(sys.argv[0]).name}: interrupted", file=sys.stderr)   # (still killed by SIGINT)

@@ -19,23 +19,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sqlite3
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from _harness import ROOT, emit, folder
+from _harness import emit, folder
+from _timing import Timing, run_timed, spread, streamrag_env
 
 COMMANDS = {"help": ["--help"], "status": ["status"], "index_unchanged": ["index", ".", "--offline", "-q"]}
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
 
 
 def _index_facts(db: Path) -> tuple[int, int]:
@@ -49,22 +43,9 @@ def _index_facts(db: Path) -> tuple[int, int]:
     return documents, int(version[0]) if version else 0
 
 
-def timed(args: list[str], cwd: Path) -> tuple[float, float]:
-    """The seconds one command took by the clock and of the processor (its own, from wait4)."""
-    started = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "streamrag", *args], cwd=cwd, env=_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        _pid, status, usage = os.wait4(proc.pid, 0)
-    except BaseException:   # (Ctrl-C: the command is not left running)
-        proc.kill()
-        proc.wait()
-        raise
-    wall = time.monotonic() - started
-    code = os.waitstatus_to_exitcode(status)
-    if code:
-        raise subprocess.CalledProcessError(code, proc.args)
-    return wall, usage.ru_utime + usage.ru_stime
+def timed(args: list[str], cwd: Path) -> Timing:
+    """One run of ``streamrag *args`` in ``cwd``, timed (``_timing.run_timed``)."""
+    return run_timed(args, cwd)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,16 +57,14 @@ def main(argv: list[str] | None = None) -> int:
         copy = Path(tmp) / "corpus"
         shutil.copytree(args.corpus, copy, ignore=shutil.ignore_patterns(".streamrag"))
         first = subprocess.run([sys.executable, "-m", "streamrag", "index", ".", "--offline", "-q", "--json"],
-                               check=True, cwd=copy, env=_env(), stdout=subprocess.PIPE, text=True)
+                               check=True, cwd=copy, env=streamrag_env(), stdout=subprocess.PIPE, text=True)
         db = Path(json.loads(first.stdout)["db"])   # (where the corpus's store.path puts it, if it does)
         documents, version = _index_facts(db)
         figures = {}
         for name, command in COMMANDS.items():
             runs = [timed(command, copy) for _ in range(max(1, args.runs))]
-            cpu = [c for _, c in runs]
-            figures.update({f"{name}_s_median": round(statistics.median(w for w, _ in runs), 3),
-                            f"{name}_cpu_s_median": round(statistics.median(cpu), 3),
-                            f"{name}_cpu_s_min": round(min(cpu), 3), f"{name}_cpu_s_max": round(max(cpu), 3)})
+            figures.update({**spread(f"{name}_s", (r.wall_s for r in runs), ("median",)),
+                            **spread(f"{name}_cpu_s", (r.cpu_s for r in runs))})
         # (a run that re-indexed would be timed as one with nothing changed)
         after = _index_facts(db)[1]
         if after != version:

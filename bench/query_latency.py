@@ -24,17 +24,15 @@ A corpus folder's own index (``.streamrag``) is not copied with it.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sqlite3
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from _harness import ROOT, emit, folder
+from _harness import emit, folder
+from _timing import Timing, run_timed, spread, streamrag_env
 
 TEMPLATES = (
     "What do the documents say about {name}?",
@@ -48,11 +46,7 @@ def build(corpus: Path, db: Path, work: Path) -> None:
     copy = work / "corpus"
     shutil.copytree(corpus, copy, ignore=shutil.ignore_patterns(".streamrag"))
     subprocess.run([sys.executable, "-m", "streamrag", "index", str(copy), "--offline", "-q",
-                    "--db", str(db)], check=True, cwd=work, env=_env(), stdout=subprocess.DEVNULL)
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+                    "--db", str(db)], check=True, cwd=work, env=streamrag_env(), stdout=subprocess.DEVNULL)
 
 
 def counts(db: Path) -> tuple[dict, list[str]]:
@@ -74,24 +68,9 @@ def questions(names: list[str], n: int) -> list[str]:
     return [TEMPLATES[k % len(TEMPLATES)].format(name=names[k % len(names)]) for k in range(n)]
 
 
-def time_ask(db: Path, question: str, cwd: Path, mode: str = "local") -> tuple[float, float, float]:
-    """The seconds one ask took by the clock and of the processor (user and system), and its
-    largest resident memory in MB (its own, from wait4: not the largest of every child so far)."""
-    started = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "streamrag", "ask", "--db", str(db), "--mode", mode,
-                             "--json", question], cwd=cwd, env=_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        _pid, status, usage = os.wait4(proc.pid, 0)
-    except BaseException:   # (Ctrl-C: the ask is not left running, as subprocess.run would not)
-        proc.kill()
-        proc.wait()
-        raise
-    wall = time.monotonic() - started
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode:
-        raise subprocess.CalledProcessError(proc.returncode, proc.args)
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024   # (KB on Linux)
+def time_ask(db: Path, question: str, cwd: Path, mode: str = "local") -> Timing:
+    """One ask of ``question`` in ``mode`` of the index ``db``, timed (``_timing.run_timed``)."""
+    return run_timed(["ask", "--db", str(db), "--mode", mode, "--json", question], cwd)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,11 +92,9 @@ def main(argv: list[str] | None = None) -> int:
         sizes, names = counts(db)
         timed = [time_ask(db, q, work, args.mode) for q in questions(names, max(1, args.asks))]
     figures = {}
-    for what, times in (("s", [w for w, _, _ in timed]), ("cpu_s", [c for _, c, _ in timed])):
-        figures.update({f"{args.mode}_ask_{what}_median": round(statistics.median(times), 3),
-                        f"{args.mode}_ask_{what}_max": round(max(times), 3),
-                        f"{args.mode}_ask_{what}_min": round(min(times), 3)})
-    figures[f"{args.mode}_ask_peak_mb"] = round(max(m for _, _, m in timed), 1)
+    for what, times in (("s", [t.wall_s for t in timed]), ("cpu_s", [t.cpu_s for t in timed])):
+        figures.update(spread(f"{args.mode}_ask_{what}", times, ("median", "max", "min")))
+    figures[f"{args.mode}_ask_peak_mb"] = round(max(t.peak_mb for t in timed), 1)
     emit({"bench": "query_latency", "corpus": str(args.corpus or ""), **sizes, "asks": len(timed),
           "mode": args.mode, **figures})
     return 0

@@ -439,6 +439,27 @@ def test_command_latency_does_not_time_an_index_that_changed_as_unchanged(tmp_pa
     assert err.strip().endswith("published version 2 of the index, not an index with nothing changed"), err
 
 
+def test_a_latency_bench_whose_command_fails_says_what_the_command_said(tmp_path, monkeypatch, capsys):
+    # A timed command that failed ended the bench with "Command '[...]' returned non-zero exit
+    # status 1." and a traceback of the bench: what the command wrote to stderr was dropped.
+    import _harness
+    import command_latency
+    import query_latency
+    from _timing import CommandFailed
+
+    monkeypatch.setattr(command_latency, "COMMANDS", {"status": ["status", "--db", "gone.db"]})
+    with pytest.raises(CommandFailed) as failed:
+        command_latency.main(["--corpus", str(BENCH.parent / "tests" / "data" / "harbor"), "--runs", "1"])
+    said = str(failed.value)
+    assert said.startswith("`streamrag status --db gone.db` exited with 1, saying:\n"), said
+    assert "gone.db" in said.split("\n", 1)[1] and "Traceback" not in said, said
+    _harness._one_line(CommandFailed, failed.value, failed.tb)   # (what the bench prints: no traceback)
+    assert capsys.readouterr().err.rstrip().endswith(said.rsplit("\n", 1)[-1])
+    with pytest.raises(CommandFailed, match="no index") as asked:   # (query_latency's asks too)
+        query_latency.time_ask(tmp_path / "none.db", "What?", tmp_path, "basic")
+    assert "streamrag ask --db" in str(asked.value)
+
+
 @pytest.mark.parametrize("kind", ["txt", "crlf", "md", "jsonl", "csv", "line"])
 def test_big_file_changes_its_file_at_the_end_and_in_the_middle_as_its_kind_is_read(tmp_path, kind):
     # big_file.py times an update after each change: a change that broke a record (a JSONL
