@@ -85,7 +85,7 @@ from streamrag.communities import settings_key as leiden_key
 from streamrag.config import Settings
 from streamrag.estimate_ratios import (CLAIMS_COMPLETION, FIRST_ENTITY_SUMMARIES, FIRST_RELATIONSHIP_SUMMARIES,
                                        FIRST_REPORT_PROMPT, FIRST_REPORTS, FIRST_ROUND_COMPLETION, GLEAN_COMPLETION,
-                                       MIN_CALLS, SUMMARY_COMPLETION, Ratios, calls_of_models, cut_share, ratios,
+                                       MIN_CALLS, SUMMARY_COMPLETION, Ratios, calls_of_models, cut_shares, ratios,
                                        stand_in)
 from streamrag.errors import EmptyInput, IndexMissingError, InputError, NoTextField, StoreError, UnreadableFile
 from streamrag.extractor import (ExtractionPrompts, claimless_key, claims_messages, entity_types_text,
@@ -636,10 +636,10 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     for stage, (share, tokens) in r.again.items():
         if (counts := stages.get(stage)) is not None and (paid := counts["calls"] - counts["cached"]) > 0:
             extra, prompts = paid * share, paid * share * counts["prompt_tokens"] / paid   # (the same requests)
-            if stage == "report" and sized and cut_share(r.report_answers, 0) is not None:
+            if stage == "report" and sized and (shares := cut_shares(r.report_answers, sized)) is not None:
                 # Each report worked out at the share of the index's reports of prompts like its
                 # own, the others at the share of every report.
-                near = [cut_share(r.report_answers, p) or 0.0 for p in sized]
+                near = shares
                 rest = max(0.0, paid - len(sized))
                 extra = sum(near) + rest * share
                 prompts = sum(n * p for n, p in zip(near, sized)) + (

@@ -34,6 +34,7 @@ their checks were recorded).
 
 from __future__ import annotations
 
+import bisect
 import math
 
 import msgspec
@@ -251,24 +252,38 @@ def stand_in(model: tuple[int, int], offline: tuple[int, int], chunks: int) -> t
 
 
 def cut_share(answers: list[tuple[int, bool]], prompt: float) -> float | None:
-    """The unusable answers per usable one of the ``MIN_CALLS`` usable ``answers`` (prompt
-    tokens, unusable; by prompt tokens) nearest in prompt tokens to ``prompt``, with the unusable
-    ones among them; None on fewer. A report's answer grows with its context, and is cut off at
-    index.report_max_output_tokens the more often: a 200-document corpusgen index had none of
-    its 30 reports of prompts under 1,780 tokens cut off, 16 of its 27 over. (Taken at the share
-    of every report, an update rewriting the larger communities was counted 14 asked again for
-    35; 16 so. The rest: its contexts, of longer summaries, were cut off more often than the
-    index's own of as many tokens.)"""
-    usable = [i for i, (_tokens, bad) in enumerate(answers) if not bad]
+    """``cut_shares`` of one prompt."""
+    shares = cut_shares(answers, [prompt])
+    return None if shares is None else shares[0]
+
+
+def cut_shares(answers: list[tuple[int, bool]], prompts: list[float]) -> list[float] | None:
+    """For each of ``prompts``, the unusable answers per usable one of the ``MIN_CALLS`` usable
+    ``answers`` (prompt tokens, unusable; by prompt tokens) nearest in prompt tokens to it, with
+    the unusable ones among them; None on fewer. A report's answer grows with its context, and is
+    cut off at index.report_max_output_tokens the more often: a 200-document corpusgen index had
+    none of its 30 reports of prompts under 1,780 tokens cut off, 16 of its 27 over. (Taken at
+    the share of every report, an update rewriting the larger communities was counted 14 asked
+    again for 35; 16 so. The rest: its contexts, of longer summaries, were cut off more often
+    than the index's own of as many tokens.)
+
+    The answers are split and sorted once for every prompt, each window found by bisection: a
+    scan of every answer per prompt took 5.4 s of an estimate of 2,477 reports on a
+    3,000-document index (7,000 answers)."""
+    usable = sorted(tokens for tokens, bad in answers if not bad)
     if len(usable) < MIN_CALLS:
         return None
-    # the window of MIN_CALLS usable answers nearest the prompt, slid from the smallest
-    lo = 0
-    while lo + MIN_CALLS < len(usable) and \
-            prompt - answers[usable[lo]][0] > answers[usable[lo + MIN_CALLS]][0] - prompt:
-        lo += 1
-    # (those past the smallest or the largest usable one count with it)
-    first = answers[usable[lo]][0] if lo else -1
-    last = answers[usable[lo + MIN_CALLS - 1]][0] if lo + MIN_CALLS < len(usable) else math.inf
-    bad = sum(1 for tokens, cut in answers if cut and first <= tokens <= last)
-    return bad / MIN_CALLS
+    cut = sorted(tokens for tokens, bad in answers if bad)
+    slides = len(usable) - MIN_CALLS   # (the windows of MIN_CALLS usable answers: at 0 to slides)
+    out = []
+    for prompt in prompts:
+        # The window nearest the prompt: the first whose smallest is no farther below it than the
+        # next one past its largest is above it (the sliding test, true up to some window and
+        # false from it on: by bisection, the same window the slide from the smallest stops at).
+        lo = bisect.bisect_left(range(slides), True,
+                                key=lambda i: not prompt - usable[i] > usable[i + MIN_CALLS] - prompt)
+        # (those past the smallest or the largest usable one count with it)
+        first = usable[lo] if lo else -1
+        last = usable[lo + MIN_CALLS - 1] if lo < slides else math.inf
+        out.append((bisect.bisect_right(cut, last) - bisect.bisect_left(cut, first)) / MIN_CALLS)
+    return out
