@@ -551,7 +551,7 @@ async def test_a_file_with_only_a_new_status_change_time_is_estimated_as_one_unc
     # After llm.extraction_model changed, a file as indexed (not read: its chunks the index's
     # backlog) stood in with the offline extractor's names, as a file of no name; the same file
     # chmod'ed (read again: a new ctime) with what the model said of it before. Ten articles:
-    # 35 summaries and 26 reports, or 27 and 24 with one file chmod'ed.
+    # 35 summaries and 26 reports, or 27 and 24 with one file chmod'ed (now 0 and 7 either way).
     news = news_copy(tmp_path, 10)
     db = tmp_path / "index.db"
     await sync([news], make_settings(simulator.base_url), db, root=news)
@@ -565,6 +565,25 @@ async def test_a_file_with_only_a_new_status_change_time_is_estimated_as_one_unc
     os.chmod(sorted(news.iterdir())[0], 0o600)   # (a new status-change time, the text as it was)
     assert figures() == unchanged
     assert unchanged["extract"] > 10
+    # ... and the tokens it prices are those the run then books: the extraction prompts exactly
+    # (counted as sent), the extraction, check and gleaning tokens together within 10% and each
+    # stage's within 25% (the answers' lengths and the gleaning rate are fixed ratios here; seen:
+    # 47,292 estimated for the run's 48,675 booked, -3%; the gleanings' completions 2,942 for
+    # 3,580). Not its reports: the simulator answers the new model as it answered the old, so the
+    # run merges the records as they were and asks for none, where a model naming otherwise
+    # would (the estimate counts 7).
+    est = estimate([news], other, db, root=news)
+    done = await sync([news], other, db, root=news)
+    booked = {stage: paid(done.llm, stage) for stage in ("extract", "glean_check", "glean")}
+    assert booked["extract"] == unchanged["extract"] and booked["glean"] > 0, done.llm
+    by_stage = est["llm"]["by_stage"]
+    assert by_stage["extract"]["prompt_tokens"] == done.llm["extract"]["prompt_tokens"]
+    for kind in ("prompt_tokens", "completion_tokens"):
+        for stage in booked:
+            assert off_by(by_stage[stage][kind], done.llm[stage][kind]) < 0.25, (stage, kind, by_stage, done.llm)
+    tokens = sum(by_stage[stage][kind] for stage in booked for kind in ("prompt_tokens", "completion_tokens"))
+    spent = sum(done.llm[stage][kind] for stage in booked for kind in ("prompt_tokens", "completion_tokens"))
+    assert off_by(tokens, spent) < 0.10, (tokens, spent)
 
 
 async def test_claims_turned_on_are_said_asked_of_every_chunk_not_extracted_again(tmp_path, simulator):
