@@ -602,12 +602,13 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             stood_in = bool(unclaimed) and bool(communities)
             if resummarized:
                 # (but those the cache answers: settings changed and changed back asked none)
-                summaries = max(summaries, _summaries_asked(store, settings) - answered.summaries)
+                asked_again = _summaries_asked(store, settings)
+                summaries = max(summaries, len(asked_again) - answered.summaries)
                 if summaries:
                     # (new summaries a model writes change the descriptions reports are written
-                    # from, unknown here: counted as if every report changed; with every summary
-                    # known, each context was built as the run builds it)
-                    communities = max(communities, index_rows.communities_of_size(store, ix.report_min_members)
+                    # from, unknown here: counted as if every report showing one of them changed;
+                    # with every summary known, each context was built as the run builds it)
+                    communities = max(communities, _reports_showing(store, asked_again, ix.report_min_members)
                                       - answered.reports)
             elif store.version and chosen_with is not None:   # (else each context was built above)
                 asked = _reports_asked(store, settings, chosen_with=chosen_with, recluster=recluster)
@@ -1620,7 +1621,7 @@ def _reports_asked(store: Store, settings: Settings, *, chosen_with: int, reclus
     return asked
 
 
-def _summaries_asked(store: Store, settings: Settings) -> int:
+def _summaries_asked(store: Store, settings: Settings) -> set[str]:
     """The elements whose summary a model writes when every summary is made again: those whose
     descriptions (as ``summarize`` takes them) are several and too long to join."""
     said: dict[str, set[str]] = {}   # (entity and relationship ids differ: "ent-", "rel-")
@@ -1628,7 +1629,26 @@ def _summaries_asked(store: Store, settings: Settings) -> int:
         if description.strip():   # (as merging takes them: empty ones are none)
             said.setdefault(element, set()).add(description)
     limit = settings.index.summary_max_descriptions
-    return sum(asks_model(summary_input(sorted(descriptions), limit), settings) for descriptions in said.values())
+    return {element for element, descriptions in said.items()
+            if asks_model(summary_input(sorted(descriptions), limit), settings)}
+
+
+def _reports_showing(store: Store, elements: set[str], min_members: int) -> int:
+    """The published communities of ``min_members`` or more whose report context may show one of
+    ``elements``: an entity among its members, or a relationship with both ends among them (a
+    context shows no other; a parent holds its children's members). Counted as every report, a
+    summary setting changed on ten articles (10 summaries written again) was estimated 26
+    reports where the 10 communities showing those elements could change, the run writing 0."""
+    of: dict[str, set[str]] = {}   # entity -> the communities of min_members or more it is a member of
+    for c, _context, _report in index_rows.load_communities(store):
+        if len(c.members) >= min_members:
+            for member in c.members:
+                of.setdefault(member, set()).add(c.id)
+    shown = {c for e in elements if e.startswith("ent-") for c in of.get(e, ())}
+    for rid, source, target, *_ in index_rows.relationship_edges(store):
+        if rid in elements:
+            shown |= of.get(source, set()) & of.get(target, set())
+    return len(shown)
 
 
 def format_estimate(e: dict) -> str:

@@ -2583,6 +2583,24 @@ async def test_a_first_gleaning_of_many_chunks_is_stood_in_for_on_a_half_of_them
     assert close(est, done, 1.5) == {}, (est["llm"], done.llm)
 
 
+async def test_a_summary_setting_changed_counts_the_reports_that_may_show_a_summary_written_again(
+        tmp_path, simulator):
+    # index.summary_max_tokens 150 -> 100 with llm.cache off: the 10 summaries a model writes
+    # again (counted as the run asks them) may change the contexts showing them, and no other:
+    # every report was counted (26 of ten articles), now the 10 of communities holding one. (The
+    # run writes none: the simulator's summaries come out as before, a model's need not.)
+    docs = news_copy(tmp_path, 10)
+    db = tmp_path / "index.db"
+    await sync([docs], make_settings(simulator.base_url), db, root=docs)
+    settings = make_settings(simulator.base_url, index={"summary_max_tokens": 100}, llm={"cache": False})
+    with contextlib.closing(Store(db, readonly=True)) as store:
+        reported = index_rows.communities_of_size(store, settings.index.report_min_members)
+    est, done = await index_and_estimate(docs, settings, db)
+    assert est["summarized_again_because"], est
+    assert asked(est, "summarize") == paid(done.llm, "summarize") > 0, (est["llm"], done.llm)
+    assert paid(done.llm, "report") <= asked(est, "report") < reported, (est["llm"], done.llm, reported)
+
+
 async def test_an_index_built_offline_is_said_so_not_its_summary_and_report_settings_changed(tmp_path, simulator):
     # Built offline, then indexed with a model, no setting changed: the estimate said "Every merged
     # description is summarized again: the summary settings changed since this index was built",
