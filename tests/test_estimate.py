@@ -2601,6 +2601,20 @@ async def test_a_summary_setting_changed_counts_the_reports_that_may_show_a_summ
     assert paid(done.llm, "report") <= asked(est, "report") < reported, (est["llm"], done.llm, reported)
 
 
+async def test_documents_cut_again_to_a_new_chunk_size_count_their_names_described_anew(tmp_path, simulator):
+    # index.chunk_size 1,200 -> 600: every chunk is new, and its text the file's earlier chunks
+    # held; each stood in for with what the model said of them, as an edit's unchanged passage is,
+    # so nothing changed: 0 summaries and 7 reports for the run's 12 and 22. The model reads
+    # each new chunk on its own, and describes its names anew.
+    docs = news_copy(tmp_path, 10)
+    db = tmp_path / "index.db"
+    await sync([docs], make_settings(simulator.base_url), db, root=docs)
+    est, done = await index_and_estimate(docs, make_settings(simulator.base_url, index={"chunk_size": 600}), db)
+    assert est["read_again_because"] and est["chunks_to_extract"] == paid(done.llm, "extract") > 12, est
+    assert paid(done.llm, "summarize") > 0 and paid(done.llm, "report") > 0, done.llm
+    assert close(est, done, 1.5) == {}, (est["llm"], done.llm)
+
+
 async def test_an_index_built_offline_is_said_so_not_its_summary_and_report_settings_changed(tmp_path, simulator):
     # Built offline, then indexed with a model, no setting changed: the estimate said "Every merged
     # description is summarized again: the summary settings changed since this index was built",
