@@ -145,6 +145,22 @@ def max_too_large(e: LLMRequestError) -> bool:
     return e.status in (400, 422) and MAX_TOO_LARGE.search(str(e)) is not None
 
 
+# The stages whose request holds a chunk: index.chunk_size sets how long it, and its answer, is.
+CHUNK_STAGES = ("extract", "glean", "claims")
+
+
+def _shorter_chunks(stage: str) -> str:
+    """The advice to lower index.chunk_size, for a stage whose request holds a chunk ("" for
+    another: its length is another setting's)."""
+    return "lower index.chunk_size (a shorter chunk's extraction is shorter)" if stage in CHUNK_STAGES else ""
+
+
+def _either(*remedies: str) -> str:
+    """Remedies said as one choice, the empty ones left out: "a, b, or c"."""
+    said = [r for r in remedies if r]
+    return ", or ".join([", ".join(said[:-1]), said[-1]]) if len(said) > 1 else "".join(said)
+
+
 def more_room(problem: str, answer: Answer, estimated: bool, sent: int | None, *, asked: bool,
               extra: int = 0) -> int | None:
     """The max_tokens to ask again with after an unusable ``answer`` to a request that sent
@@ -550,11 +566,10 @@ class LLMClient:
         hint = "try another model or prompt"
         if last == CUT_OFF_UNASKED:
             hint = ("streamrag sent no max_tokens, so the server's own output or context limit cut "
-                    f"{'it' if asked == 1 else 'them'} off: raise it (Ollama: num_predict, OLLAMA_CONTEXT_LENGTH; "
-                    "llama.cpp: -n, -c; vLLM: --max-model-len; a hosted model's are fixed)"
-                    + (", lower index.chunk_size (a shorter chunk's extraction is shorter)"
-                       if stage in ("extract", "glean", "claims") else "")
-                    + ", or try a model that writes shorter answers")
+                    f"{'it' if asked == 1 else 'them'} off: "
+                    + _either("raise it (Ollama: num_predict, OLLAMA_CONTEXT_LENGTH; llama.cpp: -n, -c; vLLM: "
+                              "--max-model-len; a hosted model's are fixed)", _shorter_chunks(stage),
+                              "try a model that writes shorter answers"))
         if last == CUT_OFF:
             hint = self._cut_advice(model, stage, asked, max_tokens, sent, most, asked_max=bool(asked_max),
                                     budget_setting=budget_setting, short=short)
@@ -577,10 +592,8 @@ class LLMClient:
         if short and not asked_max:
             return (f"{'it was' if asked == 1 else 'the answers were'} cut off (finish_reason length) before "
                     f"{limit}={last + extra}, the most streamrag asked for: the provider stopped "
-                    f"{'it' if asked == 1 else 'them'}; run the same command again later, "
-                    + ("lower index.chunk_size (a shorter chunk's extraction is shorter), "
-                       if stage in ("extract", "glean", "claims") else "")
-                    + "or try another model")
+                    f"{'it' if asked == 1 else 'them'}; "
+                    + _either("run the same command again later", _shorter_chunks(stage), "try another model"))
         if most:
             said = (f"{'it was' if asked == 1 else 'the answers were'} cut off at {limit}={first + extra}"
                     + (f" and at {most // 2 + extra}" if most // 2 > first else "")
@@ -599,9 +612,7 @@ class LLMClient:
         # (no setting's: nothing to raise)
         return (f"{said}; streamrag sends Azure OpenAI {limit}={AZURE_MAX_TOKENS + extra} where no setting "
                 "limits the answer (twice as much after a cut): "
-                + ("lower index.chunk_size (a shorter chunk's extraction is shorter), or "
-                   if stage in ("extract", "glean", "claims") else "")
-                + "try a model that writes shorter answers")
+                + _either(_shorter_chunks(stage), "try a model that writes shorter answers"))
 
     async def _chat_once(self, key: str, row: dict, payload: dict,
                          on_delta: Callable[[str], None] | None,

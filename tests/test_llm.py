@@ -1966,6 +1966,18 @@ async def test_a_reasoning_models_answer_broken_off_before_its_azure_max_is_not_
     assert [b["max_completion_tokens"] for b in endpoint.bodies] == [sent, sent + llm_module.AZURE_MAX_TOKENS]
 
 
+def test_the_advice_to_lower_chunk_size_is_given_where_a_chunk_is_the_request():
+    # Written out three times in the cut-off errors, each with its own stage test (llm._shorter_chunks).
+    for stage in ("extract", "glean", "claims"):
+        assert llm_module._either(llm_module._shorter_chunks(stage), "try another model") == \
+            "lower index.chunk_size (a shorter chunk's extraction is shorter), or try another model"
+    for stage in ("glean_check", "report", "summarize", "answer"):
+        assert llm_module._shorter_chunks(stage) == ""
+        assert llm_module._either("wait", llm_module._shorter_chunks(stage), "try another model") == \
+            "wait, or try another model"
+    assert llm_module._either("a", "b", "c") == "a, b, or c" and llm_module._either("", "a") == "a"
+
+
 async def test_a_max_asked_for_is_still_doubled_after_a_cut_on_azure(tmp_path):
     cut = httpx.Response(200, json=chat_with(message={"role": "assistant", "content": "(Paris, Fra"},
                                              finish_reason="length"))
