@@ -585,15 +585,17 @@ class LLMClient:
         the model refused (0: none was). ``asked_max``: the caller set it (``budget_setting``
         names the setting it comes from), else it is Azure's ``AZURE_MAX_TOKENS``, which no
         setting sets: a shorter request is the fix. ``short``: the last answer stopped before
-        Azure's max (``more_room``), so the max did not cut it."""
+        Azure's max (``more_room``), so the max did not cut it: the provider did (a rerun may
+        help) or the model's context filled up (Azure AI Foundry's models stop so: only a
+        shorter request helps, so that comes first)."""
         limit, extra = "max_tokens", 0
         if self.refuses(model, "max_tokens"):   # max_completion_tokens is sent: the reasoning counts too
             limit, extra = "max_completion_tokens", REASONING_ALLOWANCE
         if short and not asked_max:
             return (f"{'it was' if asked == 1 else 'the answers were'} cut off (finish_reason length) before "
-                    f"{limit}={last + extra}, the most streamrag asked for: the provider stopped "
-                    f"{'it' if asked == 1 else 'them'}; "
-                    + _either("run the same command again later", _shorter_chunks(stage), "try another model"))
+                    f"{limit}={last + extra}, the most streamrag asked for: the provider or the model's "
+                    f"context stopped {'it' if asked == 1 else 'them'}; "
+                    + _either(_shorter_chunks(stage), "run the same command again later", "try another model"))
         if most:
             said = (f"{'it was' if asked == 1 else 'the answers were'} cut off at {limit}={first + extra}"
                     + (f" and at {most // 2 + extra}" if most // 2 > first else "")
