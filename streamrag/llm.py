@@ -102,9 +102,9 @@ from streamrag.parsing import ReasoningFilter, split_reasoning, starts_with_reas
 from streamrag.prompts import Prompt
 from streamrag.proxies import (Proxy, answering, proxy_down, proxy_failed, proxy_for, proxy_refused,
                                socks_unreachable, unreadable)
-from streamrag.provider_errors import (AZURE_HOST, Refused, Retryable, advice, html_page, key_not_sent, key_source,
-                                       listing_refused, not_answering, provider_message, reason, stopped_answering,
-                                       tls_refused)
+from streamrag.provider_errors import (AZURE_HOST, CONTEXT_OVERFLOW, Refused, Retryable, advice, html_page,
+                                       key_not_sent, key_source, listing_refused, not_answering, provider_message,
+                                       reason, stopped_answering, tls_refused)
 from streamrag.ratelimit import MinuteBudget, minute_budget
 from streamrag.replies import (CUT_OFF, CUT_OFF_UNASKED, CUT_OFFS, OnLength, Replies, chat_answer, checker,
                                answer_thinking, event_deltas, event_usage, unstreamed)
@@ -159,6 +159,19 @@ def _either(*remedies: str) -> str:
     """Remedies said as one choice, the empty ones left out: "a, b, or c"."""
     said = [r for r in remedies if r]
     return ", or ".join([", ".join(said[:-1]), said[-1]]) if len(said) > 1 else "".join(said)
+
+
+def refused_room(e: LLMRequestError) -> str:
+    """Why a request's error refuses the larger max_tokens a cut answer was asked again with, as
+    the cut's error says it ("" for another error): more than the model writes
+    (``max_too_large``), or more than its context holds beside the prompt (a 400 or 422 saying
+    so, ``CONTEXT_OVERFLOW``: Azure's context_length_exceeded of an 8k gpt-4-0613 asked 8192;
+    the same prompt with the smaller max fitted)."""
+    if max_too_large(e):
+        return "more than it writes"
+    if e.status in (400, 422) and CONTEXT_OVERFLOW.search(str(e)):
+        return "more than its context holds beside the prompt"
+    return ""
 
 
 def more_room(problem: str, answer: Answer, estimated: bool, sent: int | None, *, asked: bool,
@@ -512,6 +525,7 @@ class LLMClient:
             on_length = "keep" if on_delta is not None else "retry"
         check = checker(validate, on_length, limited=bool(max_tokens))
         last, asked, cuts, cut, most, sent, short = UNUSABLE, 0, 0, (0, 0, False), 0, max_tokens, False
+        refusal = ""
         for i in range(tries):
             sent = payload.get("max_tokens")
             try:
@@ -519,8 +533,9 @@ class LLMClient:
                                                cache_length=on_length != "keep")
             except LLMRequestError as e:
                 # The room a cut answer was given is more than the model writes (gpt-4-turbo,
-                # gpt-35-turbo: 4096): the cut is what to act on, not the refusal.
-                if not (last == CUT_OFF and max_tokens and sent > max_tokens and max_too_large(e)):
+                # gpt-35-turbo: 4096) or than its context holds (gpt-4-0613: 8192 with the
+                # prompt): the cut is what to act on, not the refusal.
+                if not (last == CUT_OFF and max_tokens and sent > max_tokens and (refusal := refused_room(e))):
                     raise
                 most = sent
                 break
@@ -572,22 +587,22 @@ class LLMClient:
                               "try a model that writes shorter answers"))
         if last == CUT_OFF:
             hint = self._cut_advice(model, stage, asked, max_tokens, sent, most, asked_max=bool(asked_max),
-                                    budget_setting=budget_setting, short=short)
+                                    budget_setting=budget_setting, short=short, refusal=refusal)
         raise LLMOutputError(f"{model} gave no usable answer in {counted(asked, 'try')} (stage "
                              f"{stage}, prompt {prompt_name or '-'}): {last}; they are kept in the index "
                              f"database (table llm_calls, error '{UNUSABLE}...'; `streamrag status` counts "
                              f"them as errors); {hint}")
 
     def _cut_advice(self, model: str, stage: str, asked: int, first: int, last: int, most: int, *,
-                    asked_max: bool, budget_setting: str, short: bool = False) -> str:
+                    asked_max: bool, budget_setting: str, short: bool = False, refusal: str = "") -> str:
         """What the error of a call whose answers were cut off at max_tokens says to do:
         ``first`` the max its first try sent, ``last`` its last try's, ``most`` the larger max
-        the model refused (0: none was). ``asked_max``: the caller set it (``budget_setting``
-        names the setting it comes from), else it is Azure's ``AZURE_MAX_TOKENS``, which no
-        setting sets: a shorter request is the fix. ``short``: the last answer stopped before
-        Azure's max (``more_room``), so the max did not cut it: the provider did (a rerun may
-        help) or the model's context filled up (Azure AI Foundry's models stop so: only a
-        shorter request helps, so that comes first)."""
+        the model refused (0: none was), ``refusal`` why (``refused_room``). ``asked_max``: the
+        caller set it (``budget_setting`` names the setting it comes from), else it is Azure's
+        ``AZURE_MAX_TOKENS``, which no setting sets: a shorter request is the fix. ``short``: the
+        last answer stopped before Azure's max (``more_room``), so the max did not cut it: the
+        provider did (a rerun may help) or the model's context filled up (Azure AI Foundry's
+        models stop so: only a shorter request helps, so that comes first)."""
         limit, extra = "max_tokens", 0
         if self.refuses(model, "max_tokens"):   # max_completion_tokens is sent: the reasoning counts too
             limit, extra = "max_completion_tokens", REASONING_ALLOWANCE
@@ -599,7 +614,7 @@ class LLMClient:
         if most:
             said = (f"{'it was' if asked == 1 else 'the answers were'} cut off at {limit}={first + extra}"
                     + (f" and at {most // 2 + extra}" if most // 2 > first else "")
-                    + f", and the model refused {most + extra} (more than it writes)")
+                    + f", and the model refused {most + extra} ({refusal or 'more than it writes'})")
         elif last > first:
             said = f"the answers were cut off at {limit}={first + extra} and at {last + extra} on the last try"
         else:

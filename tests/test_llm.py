@@ -2011,6 +2011,54 @@ async def test_a_larger_max_the_model_refuses_after_a_cut_says_what_the_cut_says
     assert "raise index.report_max_output_tokens as far as the model takes (less than 6000)" in said
 
 
+def context_of(tokens: int, answer: httpx.Response, prompt: int = 118):
+    """A deployment of a model whose context holds ``tokens`` (gpt-4-0613: 8192): a request whose
+    prompt and max_tokens are more is Azure's (and OpenAI's) 400 context_length_exceeded."""
+    def reply(body: dict) -> httpx.Response:
+        if prompt + body["max_tokens"] > tokens:
+            return httpx.Response(400, json={"error": {
+                "message": f"This model's maximum context length is {tokens} tokens. However, you requested "
+                           f"{prompt + body['max_tokens']} tokens ({prompt} in the messages, {body['max_tokens']} "
+                           "in the completion). Please reduce the length of the messages or completion.",
+                "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}})
+        return answer
+    return reply
+
+
+@pytest.mark.parametrize("api_version, max_tokens", [("2024-10-21", None), ("", 5000), ("2024-10-21", 5000)],
+                         ids=["azure-own", "openai-asked", "azure-asked"])
+async def test_a_larger_max_overflowing_the_context_after_a_cut_says_what_the_cut_says(tmp_path, api_version,
+                                                                                        max_tokens):
+    # An extraction cut at Azure's 4096 was asked again with 8192, which an 8k deployment
+    # (gpt-4-0613) refuses with a 400 context_length_exceeded: not the wording of a max refused,
+    # so the user saw a context-length error where the cut is what to act on. Now the cut's error.
+    first = max_tokens or llm_module.AZURE_MAX_TOKENS
+    endpoint = Endpoint(*[context_of(8192, cut_at(first))] * 3)
+    budget = "index.report_max_output_tokens" if max_tokens else ""
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, api_version=api_version) as (llm, store):
+            with pytest.raises(LLMOutputError) as e:
+                await llm.chat(ask(), model="gpt-4", stage="extract", max_tokens=max_tokens, budget_setting=budget)
+            errors = [c["error"] for c in calls(store)]
+    assert [b["max_tokens"] for b in endpoint.bodies] == [first, 2 * first]
+    said = str(e.value)
+    assert ("in 1 try (stage extract, prompt -): unusable answer: cut off at max_tokens (finish_reason length)"
+            in said), said
+    assert (f"it was cut off at max_tokens={first}, and the model refused {2 * first} (more than its context "
+            "holds beside the prompt)") in said, said
+    if max_tokens:
+        assert f"raise {budget} as far as the model takes (less than {2 * first})" in said
+    else:
+        assert "lower index.chunk_size" in said and "raise" not in said
+    assert errors[0] == CUT_OFF and "context allows" in errors[1]   # (its row says the 400, as before)
+    # Overflowing before any cut, the request's own error is the context's, as before.
+    endpoint = Endpoint(context_of(8192, cut_at(first), prompt=8000))
+    with anyio.fail_after(5):
+        async with client(tmp_path / "long", endpoint, api_version=api_version) as (llm, _):
+            with pytest.raises(LLMRequestError, match="longer than gpt-4's context allows"):
+                await llm.chat(ask(), model="gpt-4", stage="extract", max_tokens=max_tokens, budget_setting=budget)
+
+
 @pytest.mark.parametrize("status, refusal, cut_error", [
     (400, "'max_tokens' or 'max_completion_tokens' is too large: 6000. This model's maximum context length is "
           "8192 tokens and your request has 3000 input tokens (6000 > 8192 - 3000).", True),            # vLLM
@@ -2018,13 +2066,16 @@ async def test_a_larger_max_the_model_refuses_after_a_cut_says_what_the_cut_says
           "the `context_window` for this model", True),                                                # Groq
     (400, "max_tokens: 6000 > 4096, which is the maximum allowed number of output tokens", True),
     (422, "max_tokens: Input should be less than or equal to 4096", True),                  # pydantic's words
+    (400, "This model's maximum context length is 8192 tokens. However, you requested 9118 tokens (3118 in the "
+          "messages, 6000 in the completion). Please reduce the length of the messages or completion.", True),
     (422, [{"type": "less_than_equal", "loc": ["body", "max_tokens"], "msg": "Input should be less than or "
             "equal to 4096", "input": 6000, "ctx": {"le": 4096}}], True),                # FastAPI's own 422
     (400, "Invalid 'messages[1].content': string too long. Expected a string with maximum length 10485760", False),
     (400, "Invalid value for 'temperature': must be at most 2", False),
     (422, [{"type": "less_than_equal", "loc": ["body", "temperature"], "msg": "Input should be less than or "
             "equal to 2", "input": 3, "ctx": {"le": 2}}], False),
-], ids=["vllm", "groq", "greater-than", "422-message", "422-detail", "other-400", "other-param", "other-422"])
+], ids=["vllm", "groq", "greater-than", "422-message", "context", "422-detail", "other-400", "other-param",
+        "other-422"])
 async def test_only_a_refusal_of_the_larger_max_after_a_cut_is_the_cuts_error(tmp_path, status, refusal, cut_error):
     # The wordings MAX_TOO_LARGE names, in a 400 or a 422 (a server validating its requests with
     # pydantic: vLLM's "Input should be less than or equal to 4096" was the report's error), end
