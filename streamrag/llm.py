@@ -38,8 +38,8 @@ An answer is then checked: the caller's ``validate`` (what its stage can use) an
 caller says otherwise, that it was not cut off (``finish_reason == "length"``: at ``max_tokens``, or
 by the server's own limit when none was sent). A cut answer of the max_tokens sent (a caller's,
 or Azure's own when it reached it) is asked again with twice the room (``more_room``); a 400 or
-422 refusing that room (more than the model writes) ends the tries with the cut's error
-(``max_too_large``).
+422 refusing that room (more than the model writes, or than its context holds beside the
+prompt) ends the tries with the cut's error (``refused_room``).
 An unusable answer is recorded but never cached, and asked for again (``USABLE_TRIES`` answers at
 most, then ``LLMOutputError``). A cached answer is checked the same way, so an answer cached by an
 older version that the checks now reject is asked for again and replaced.
@@ -184,7 +184,7 @@ def more_room(problem: str, answer: Answer, estimated: bool, sent: int | None, *
     max_completion_tokens has beyond ``sent``, which its counts include): one broken off before
     it (a provider's fault) comes whole at the same room, which a model capped at 4096 takes,
     where it refuses twice as much. A model that refuses the larger max ends the tries
-    (``max_too_large``)."""
+    (``refused_room``)."""
     if problem != CUT_OFF or not sent:
         return None
     if asked or estimated or answer.completion_tokens >= sent + extra:
@@ -495,7 +495,7 @@ class LLMClient:
         or broken off before Azure's ``AZURE_MAX_TOKENS``, at temperature 0: the
         server's own limit cuts it the same way each time; after the first while the model is
         known so, ``model_quirks.server_cuts``, until a longer whole answer or ten minutes; after
-        a cut, when the model refuses twice the room: ``max_too_large``).
+        a cut, when the model refuses twice the room: ``refused_room``).
 
         ``on_length`` is what an answer cut off at ``max_tokens`` (``finish_reason == "length"``)
         is: ``"retry"`` (the default without ``on_delta``) unusable, like one ``validate``
