@@ -24,6 +24,7 @@ import streamrag.endpoint_reach as endpoint_reach
 import streamrag.llm as llm_module
 import streamrag.model_quirks as model_quirks
 import streamrag.try_timeouts as try_timeouts
+from streamrag.answer_cache import Answer
 from streamrag.config import LLMSettings
 from streamrag.errors import ConfigError, LLMError, LLMOutputError, LLMRequestError, LLMUnavailableError
 from streamrag.llm import LLMClient
@@ -1862,6 +1863,44 @@ def writes(tokens: int, text: str = "(Paris, France)"):
     return reply
 
 
+def cut_answer(tokens: int) -> Answer:
+    return Answer("(Paris, Fra", "length", 17, tokens)
+
+
+def test_more_room_doubles_a_max_the_caller_asked_for_after_any_cut():
+    more_room = llm_module.more_room
+    assert more_room(CUT_OFF, cut_answer(1000), False, 1000, asked=True) == 2000
+    assert more_room(CUT_OFF, cut_answer(5), False, 1000, asked=True) == 2000    # broken off before it too
+    assert more_room(CUT_OFF, cut_answer(2000), False, 2000, asked=True) == 4000  # (each try twice the last)
+
+
+def test_more_room_doubles_azures_own_max_only_when_the_answer_reached_it():
+    more_room, azure = llm_module.more_room, llm_module.AZURE_MAX_TOKENS
+    assert more_room(CUT_OFF, cut_answer(azure), False, azure, asked=False) == 2 * azure
+    assert more_room(CUT_OFF, cut_answer(2 * azure), False, 2 * azure, asked=False) == 4 * azure
+    # Broken off before it (the provider, a context full): asked again as it was.
+    assert more_room(CUT_OFF, cut_answer(azure - 1), False, azure, asked=False) is None
+    assert more_room(CUT_OFF, cut_answer(azure + 1), False, 2 * azure, asked=False) is None
+    # Its counts counted here (the server said none) tell nothing: room, as for an answer that reached it.
+    assert more_room(CUT_OFF, cut_answer(5), True, azure, asked=False) == 2 * azure
+
+
+def test_more_room_counts_a_reasoning_models_room_beyond_the_max_as_sent():
+    # Sent max_completion_tokens = max + REASONING_ALLOWANCE; its counts include the reasoning.
+    more_room, azure, extra = llm_module.more_room, llm_module.AZURE_MAX_TOKENS, model_quirks.REASONING_ALLOWANCE
+    assert more_room(CUT_OFF, cut_answer(azure + extra), False, azure, asked=False, extra=extra) == 2 * azure
+    assert more_room(CUT_OFF, cut_answer(5000), False, azure, asked=False, extra=extra) is None
+    assert more_room(CUT_OFF, cut_answer(5000), False, azure, asked=False) == 2 * azure   # (without: reached)
+    assert more_room(CUT_OFF, cut_answer(5), False, azure, asked=True, extra=extra) == 2 * azure
+
+
+def test_more_room_gives_none_to_an_answer_not_cut_at_a_max_sent():
+    more_room = llm_module.more_room
+    assert more_room(CUT_OFF_UNASKED, cut_answer(500), False, None, asked=False) is None   # none sent
+    assert more_room(CUT_OFF, cut_answer(500), False, None, asked=False) is None
+    assert more_room("unusable answer: rejected", cut_answer(1000), False, 1000, asked=True) is None
+
+
 async def test_an_answer_cut_at_the_azure_max_gets_twice_the_room_and_is_whole(tmp_path):
     # An extraction running past AZURE_MAX_TOKENS (sent though no setting asked for it) was asked
     # once more with the same 4096, cut again, and its chunk failed, where before any max was sent
@@ -2076,23 +2115,25 @@ async def test_a_larger_max_overflowing_the_context_after_a_cut_says_what_the_cu
             "equal to 2", "input": 3, "ctx": {"le": 2}}], False),
 ], ids=["vllm", "groq", "greater-than", "422-message", "context", "422-detail", "other-400", "other-param",
         "other-422"])
-async def test_only_a_refusal_of_the_larger_max_after_a_cut_is_the_cuts_error(tmp_path, status, refusal, cut_error):
+@pytest.mark.parametrize("api_version, max_tokens", [("", 3000), ("2024-10-21", None)], ids=["asked", "azure-own"])
+async def test_only_a_refusal_of_the_larger_max_after_a_cut_is_the_cuts_error(tmp_path, status, refusal, cut_error,
+                                                                              api_version, max_tokens):
     # The wordings MAX_TOO_LARGE names, in a 400 or a 422 (a server validating its requests with
-    # pydantic: vLLM's "Input should be less than or equal to 4096" was the report's error), end
-    # the tries with the cut's error; any other 400 or 422 after a cut is the call's error, as before.
-    cut = httpx.Response(200, json=chat_with(message={"role": "assistant", "content": "# Report"},
-                                             finish_reason="length"))
+    # pydantic: vLLM's "Input should be less than or equal to 4096" was the report's error), and
+    # a context overflow, end the tries with the cut's error; any other 400 or 422 after a cut is
+    # the call's error, as before: after a caller's max, or Azure's own (cut at it, given twice).
+    first = max_tokens or llm_module.AZURE_MAX_TOKENS
     body = {"detail": refusal} if isinstance(refusal, list) else \
         {"error": {"message": refusal, "type": "invalid_request_error"}}
     refused = httpx.Response(status, json=body)
-    endpoint = Endpoint(cut, refused)
+    endpoint = Endpoint(cut_at(first, "# Report"), refused)
     with anyio.fail_after(5):
-        async with client(tmp_path, endpoint) as (llm, _):
+        async with client(tmp_path, endpoint, api_version=api_version) as (llm, _):
             with pytest.raises(LLMOutputError if cut_error else LLMRequestError) as e:
-                await llm.chat(ask(), model="gpt-4-turbo", stage="report", max_tokens=3000,
-                               budget_setting="index.report_max_output_tokens")
-    assert [b["max_tokens"] for b in endpoint.bodies] == [3000, 6000]
-    assert ("the model refused 6000" in str(e.value)) == cut_error, str(e.value)
+                await llm.chat(ask(), model="gpt-4-turbo", stage="report", max_tokens=max_tokens,
+                               budget_setting="index.report_max_output_tokens" if max_tokens else "")
+    assert [b["max_tokens"] for b in endpoint.bodies] == [first, 2 * first]
+    assert (f"the model refused {2 * first}" in str(e.value)) == cut_error, str(e.value)
 
 
 @pytest.mark.parametrize("base, azure", [
