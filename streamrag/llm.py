@@ -552,8 +552,10 @@ class LLMClient:
             short = last == CUT_OFF and room is None   # (before Azure's own max: not its doing)
             if room is not None:
                 # The same request at temperature 0 is cut off the same way: give it room. The
-                # answer is cached under the request as asked, so the next run finds it.
+                # answer is cached under the request as asked, so the next run finds it. A cut
+                # given room is no cut "in a row" with the next (below): they count from here.
                 payload = {**payload, "max_tokens": room}
+                cuts, cut = 0, (0, 0, False)
             elif last in CUT_OFFS and not options["temperature"] and not self.refuses(model, "temperature"):
                 # No max_tokens was sent, and none gives room: the server's own limit cut it
                 # (Ollama's num_predict, llama.cpp's -n, a full context) and cuts the same request

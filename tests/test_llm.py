@@ -2021,6 +2021,24 @@ def test_the_advice_to_lower_chunk_size_is_given_where_a_chunk_is_the_request():
     assert llm_module._either("a", "b", "c") == "a, b, or c" and llm_module._either("", "a") == "a"
 
 
+async def test_answers_broken_off_before_the_azure_max_count_in_a_row_only(tmp_path):
+    # Broken off, then cut at the max (given twice the room), then broken off at the larger max:
+    # the two were counted as "cut twice in a row" and the call ended after 3 of its 4 tries. Now
+    # a cut given room restarts the count, and the fourth try comes whole. (With the usual 3
+    # tries the same: a run of two needs no room between them.)
+    broken = httpx.Response(200, json=chat_with(message={"role": "assistant", "content": "(Paris, Fra"},
+                                                finish_reason="length"))
+    whole = httpx.Response(200, json=chat_body("(Paris, France)"))
+    endpoint = Endpoint(broken, lambda body: cut_at(body["max_tokens"]), broken, whole)
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, api_version="2024-10-21") as (llm, store):
+            result = await llm.chat(ask(), model="gpt-4o", stage="extract", tries=4)
+            errors = [c["error"] for c in calls(store)]
+    azure = llm_module.AZURE_MAX_TOKENS
+    assert result.text == "(Paris, France)" and errors == [CUT_OFF] * 3 + [None]
+    assert [b["max_tokens"] for b in endpoint.bodies] == [azure, azure, 2 * azure, 2 * azure]
+
+
 async def test_a_max_asked_for_is_still_doubled_after_a_cut_on_azure(tmp_path):
     cut = httpx.Response(200, json=chat_with(message={"role": "assistant", "content": "(Paris, Fra"},
                                              finish_reason="length"))
