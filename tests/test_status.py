@@ -1947,14 +1947,18 @@ def test_a_killed_update_is_said_to_leave_files_unindexed_only_if_it_published_n
 
 
 def _recounted(store: Store) -> int:
-    """``failures_recorded`` as every failure's row says it (the kept keys set aside)."""
+    """``failures_recorded`` as every failure's row says it (the kept keys set aside); a table
+    marked stale is left so (the mark was taken off, and the steps after a deletion read kept
+    keys that were wrong as though they were right)."""
     from streamrag import index_rows
 
+    was = store.get_meta("failure_keys_stale")
     store.set_meta("failure_keys_stale", "1")
     try:
         return index_rows.failures_recorded(store)
     finally:
-        store.conn.execute("DELETE FROM meta WHERE key = 'failure_keys_stale'")
+        if was is None:
+            store.conn.execute("DELETE FROM meta WHERE key = 'failure_keys_stale'")
 
 
 def _one_failed_chunk(db: Path, run: str = "r1", status: str = "ok", stats: dict | None = None) -> Store:
@@ -2027,6 +2031,7 @@ def test_the_failures_count_kept_as_they_are_written_is_the_count_of_every_failu
         step("ended", lambda: run("r4", [("load", "b.bin", "1 1")], "ok"))   # (made again, once)
         assert store.get_meta("failure_keys_stale") is None
         step("deleted", lambda: store.conn.execute("DELETE FROM failures WHERE run_id = 'r4'"))
+        assert store.get_meta("failure_keys_stale") == "1"   # (made again by the next run's end, or a prune)
         step("run deleted", lambda: store.conn.execute("DELETE FROM runs WHERE id = 'r3'"))
         step("pruned", lambda: index_rows.prune(store, 1, time.time() + 3 * 86400))
         assert store.get_meta("failure_keys_stale") is None
@@ -2218,7 +2223,7 @@ def test_the_failures_count_kept_follows_an_ended_run_whose_status_changes(tmp_p
     # left the kept keys as they were: 0 kept, 1 recounted. And an index whose triggers are
     # those before the fix-up migration has them made again, its keys too.
     from streamrag import index_rows
-    from streamrag.store import MIGRATIONS
+    from streamrag.store import MIGRATIONS, count_failure_keys
 
     store = _one_failed_chunk(tmp_path / "k.db", "u1", "failed", {"not_indexed": 1})
     try:
@@ -2232,6 +2237,7 @@ def test_the_failures_count_kept_follows_an_ended_run_whose_status_changes(tmp_p
         # The fix-up migration over a kept table that missed the change.
         number = [name for name, _ in MIGRATIONS].index("failure_keys_status")
         with store.transaction():
+            count_failure_keys(store.conn)   # (made again, as the next run's end makes it)
             store.conn.execute("DROP TRIGGER failure_keys_run_changed")
             store.conn.execute("UPDATE runs SET status = 'ok' WHERE id = 'u1'")
             store.conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(number),))
