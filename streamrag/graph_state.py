@@ -414,6 +414,7 @@ class GraphState:
         """Re-merges every element the changed chunks touch; returns the summaries to write.
         ``change.extractions`` is emptied: each is let go once its mentions are taken."""
         ent_m, rel_m = self._take_mentions(change)
+        self._mark_code_headings(change, settings)   # (before the joins: ``_titles`` reads them)
         self.rejoined = self._rejoin(store, change, settings, ent_m) | (
             self.stranded - change.removed_chunks - change.added_chunks)
         again_e, again_r = self._mentions_again(store, self.rejoined)
@@ -467,6 +468,18 @@ class GraphState:
             self.claim_ends_changed.update(e for e in (c.subject_id, c.object_id) if e)
         return ent_m, rel_m
 
+    def _mark_code_headings(self, change: Change, settings: Settings) -> None:
+        """Brings ``code_headings`` up to date with the documents ``change`` reads (its
+        ``code_headings``: whether each opens with code that reads as a heading) and removes; a run
+        with a model empties it (marked offline alone: the next offline run marks them again,
+        ``Indexer._code_headings_published``)."""
+        if not settings.offline:
+            self.code_headings = set()
+            return
+        read = change.code_headings
+        self.code_headings = {d for d in self.code_headings - change.removed_docs if read.get(d, True)} | \
+            {d for d, code in read.items() if code}
+
     def _rejoin(self, store: Store, change: Change, settings: Settings,
                 added: list[merge.EntityMention]) -> set[str]:
         """Brings ``joins`` up to date with the names the change adds and removes, and those of the
@@ -475,17 +488,13 @@ class GraphState:
         document to be titled the full name: ``retitled``); returns the live chunks, not added, whose
         mentions are merged again for a join that moved, and counts them (``joins_moved``). Offline
         only: an index a model extracts joins nothing (and one an offline run joined splits its
-        joins). It also brings ``code_headings`` up to date (the titles ``_titles`` reads), and a
-        run with a model empties it."""
+        joins)."""
         old = self.joins or {}
         removed = change.removed_chunks
         now: dict[str, str] = {}
         every = self.joins is None or self.rejoin_all   # (every name looked at: ``unread``)
         self.rejoin_all = False
         if settings.offline:
-            read = change.code_headings
-            self.code_headings = {d for d in self.code_headings - change.removed_docs if read.get(d, True)} | \
-                {d for d, code in read.items() if code}
             before, after = _documents_moved(store, change)
             regrouped = _regrouped(before, after, change.live - change.added_chunks)
             # (a document's title says a full name: one renamed has its names looked at again)
@@ -520,8 +529,6 @@ class GraphState:
             now = joins.joins(own, documents, _titles(store, change, saying_short, self.code_headings), opened,
                               types)
             now = {s: f for s, f in old.items() if s not in shorts} | {s: f for s, f in now.items() if s in shorts}
-        else:   # (marked offline alone: the next offline run marks them again, ``Indexer._code_headings_published``)
-            self.code_headings = set()
         moved = {s for s in old.keys() | now.keys() if old.get(s) != now.get(s)}
         self.joins = dict(sorted(now.items()))
         self.joins_moved = len(moved)

@@ -814,6 +814,24 @@ async def test_a_note_opening_with_an_indented_heading_added_by_a_model_run_is_c
     assert _code_meta(db) == _code_meta(tmp_path / "fresh.db") != "[]"
 
 
+def test_code_headings_are_marked_apart_from_the_joins():
+    # ``GraphState._rejoin`` kept ``code_headings`` beside the joins; they are marked on their own
+    # now (``_mark_code_headings``): a removed document leaves the mark, a document read says
+    # anew whether it opens with code, the others keep theirs; a run with a model empties it.
+    from streamrag.graph_state import Change
+
+    change = Change(added_docs={"doc-new"}, removed_docs={"doc-gone"}, kept_docs={"doc-kept", "doc-plain"},
+                    doc_chunks={}, live=set(), added_chunks=set(), removed_chunks=set(), extractions={},
+                    code_headings={"doc-plain": False, "doc-new": True})
+    state = GraphState()
+    state.code_headings = {"doc-gone", "doc-kept", "doc-plain"}
+    state._mark_code_headings(change, make_settings())
+    assert state.code_headings == {"doc-kept", "doc-new"}
+    assert state.joins == {} and state.joins_moved == 0   # (the joins are none of its business)
+    state._mark_code_headings(change, make_settings("http://llm.test/v1"))
+    assert state.code_headings == set()
+
+
 def _code_meta(db: Path) -> str | None:
     store = Store(db, readonly=True)
     try:
