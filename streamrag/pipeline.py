@@ -1044,10 +1044,14 @@ class Indexer:
         if rewritten := extractive_redone(store, s):
             self.say(rewritten)
         self.settings_changed = names = [what for what, _ in changes] + (["chunking"] if upgrade else [])
+
         # (an index built offline was said "the extraction, summary and report settings changed
-        # since this index was built" of a first run with a model, no setting changed)
-        built = [effect for what, effect in changes if offline and what in ("extraction", "summary", "report")]
-        changes = [(what, effect) for what, effect in changes if effect not in built]
+        # since this index was built" of a first run with a model, no setting changed: those are
+        # said as the work of its building, told apart by their kind, not their words)
+        def of_building(what: str) -> bool:
+            return offline and what in ("extraction", "summary", "report")
+        built = [effect for what, effect in changes if of_building(what)]
+        changes = [(what, effect) for what, effect in changes if not of_building(what)]
         if changes:
             # (its text_field was said to be "the chunking settings")
             shown = ["reading and chunking" if name == "chunking" else name for name, _ in changes]

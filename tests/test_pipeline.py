@@ -1576,6 +1576,32 @@ def test_an_index_from_before_the_chunking_settings_were_published_is_said_upgra
         assert of_settings and words.startswith("one of index.chunk_size"), other
 
 
+@pytest.mark.anyio
+async def test_the_work_of_an_index_built_offline_is_told_apart_by_its_kind_not_its_words(corpus, tmp_path,
+                                                                                        monkeypatch):
+    # ``_say_what_settings_redo`` took the extraction, summary and report lines of an index built
+    # offline out of the "settings changed" line by their words: any other line in the same words
+    # went with them. Now by their kind: the clustering setting changed is said, whatever the
+    # extraction's line says.
+    from streamrag import pipeline
+
+    db = tmp_path / "index.db"
+    await sync([corpus], make_settings(), db, root=corpus)
+    settings = make_settings("http://127.0.0.1:9/v1", index={"leiden_resolution": 2.0})
+    clustered = "it is clustered afresh"
+    monkeypatch.setattr(pipeline, "extracted_again", lambda *args, **kwargs: clustered)
+    said: list[str] = []
+    indexer = pipeline.Indexer(settings, db, root=corpus, say=said.append)
+    store = Store(db, readonly=True)
+    try:
+        indexer._say_what_settings_redo(store)
+    finally:
+        store.close()
+    assert len(said) == 1 and said[0].startswith(f"this index was built offline: {clustered}; "), said
+    assert said[0].endswith(f"; and the clustering settings changed since this index was built: {clustered}"), said
+    assert indexer.settings_changed == ["extraction", "summary", "report", "clustering"]
+
+
 def test_a_new_loader_alone_is_said_as_an_upgrade_not_a_settings_change(tmp_path, caplog):
     # loader.VERSION bumped, no setting changed: it said "the reading and chunking settings
     # changed since this index was built", which no user had done.
