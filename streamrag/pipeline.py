@@ -838,13 +838,7 @@ class Indexer:
         self.cut_anew = not self.rechunked_all and cut_anew(store, scan, change)
         self._read_shown_titles(store, scan, change)
         if self.settings.offline:   # (a front matter's title says a full name: ``joins``)
-            change.titles = self._titles_read(scan)
-            # (of the documents indexed: a new one none of whose chunks was extracted is left out)
-            change.code_headings = {d: d in scan.code_headings for d in scan.documents if d in change.doc_chunks}
-            # (an index published before they were marked: its documents opening so, read again)
-            found = self._code_headings_published(store, change)
-            change.code_headings |= found
-            change.retitled |= titled_anew(store, change) | {d for d, code in found.items() if code}
+            self._join_bookkeeping(store, scan, change)
         if self.graph_cache is None:   # (a daemon keeps its graph: reading it costs nothing)
             unread = GraphState.unread(store)
             counts = index_rows.graph_counts(store)
@@ -1230,6 +1224,19 @@ class Indexer:
                             f"{chunk_shown(path, idx, chunk_id)}: no extraction of it was "
                             "stored, and nothing said why; it is left out of this version, and the next "
                             "run extracts it again")
+
+    def _join_bookkeeping(self, store: Store, scan: Scan, change: Change) -> None:
+        """Fills in ``change`` what an offline run's joins read of the documents beside their
+        chunks: the titles of those it read (``Change.titles``), whether each opens with code that
+        reads as a heading (``Change.code_headings``), and the kept ones whose titles now say
+        another full name (``Change.retitled``)."""
+        change.titles = self._titles_read(scan)
+        # (of the documents indexed: a new one none of whose chunks was extracted is left out)
+        change.code_headings = {d: d in scan.code_headings for d in scan.documents if d in change.doc_chunks}
+        # (an index published before they were marked: its documents opening so, read again)
+        found = self._code_headings_published(store, change)
+        change.code_headings |= found
+        change.retitled |= titled_anew(store, change) | {d for d, code in found.items() if code}
 
     def _titles_read(self, scan: Scan) -> dict[str, str]:
         """The titles of the documents this run read, as published (``index_rows._write_documents``:

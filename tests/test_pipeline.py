@@ -1602,6 +1602,33 @@ async def test_the_work_of_an_index_built_offline_is_told_apart_by_its_kind_not_
     assert indexer.settings_changed == ["extraction", "summary", "report", "clustering"]
 
 
+@pytest.mark.anyio
+async def test_an_offline_run_fills_in_what_its_joins_read_in_one_step(corpus, tmp_path, monkeypatch):
+    # ``Indexer._sync`` held the offline bookkeeping of the joins (the titles read, the documents
+    # opening with code, those retitled) inline; it is one step now, taken by offline runs alone.
+    from streamrag import index_rows
+    from streamrag.pipeline import Indexer
+
+    filled = []
+    real = Indexer._join_bookkeeping
+
+    def spy(self, store, scan, change):
+        real(self, store, scan, change)
+        filled.append(change)
+    monkeypatch.setattr(Indexer, "_join_bookkeeping", spy)
+    db = tmp_path / "offline.db"
+    await sync([corpus], make_settings(), db, root=corpus)
+    store = Store(db, readonly=True)
+    try:
+        documents = index_rows.document_ids(store)
+    finally:
+        store.close()
+    assert len(filled) == 1 and filled[0].code_headings.keys() == documents and filled[0].titles
+    await sync([corpus], make_settings("http://llm.test/v1"), tmp_path / "model.db", root=corpus,
+               transport=simulated_transport())
+    assert len(filled) == 1
+
+
 def test_a_new_loader_alone_is_said_as_an_upgrade_not_a_settings_change(tmp_path, caplog):
     # loader.VERSION bumped, no setting changed: it said "the reading and chunking settings
     # changed since this index was built", which no user had done.
