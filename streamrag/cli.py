@@ -401,7 +401,7 @@ def _built_offline(kept: Path) -> bool:
     update it then says --offline, or, with a model in the user's settings, it extracted every
     chunk again with the model (paid; 152 calls for the demo's 44 chunks on the simulator)."""
     try:
-        return (recorded_extractor(kept) or "").startswith("nlp-")
+        return index_rows.offline_extractor(recorded_extractor(kept))
     except sqlite3.Error:
         return False
 

@@ -463,7 +463,15 @@ def built_offline(store: Store) -> bool:
     """Whether the published index in ``store`` was built offline (the NLP extractor, extractive
     summaries and reports): what a run with a model does again of it is said so, not as settings
     "changed since this index was built" that no one changed; its reports are extractive for it."""
-    return (store.get_meta("extractor") or "").startswith("nlp-")
+    return offline_extractor(store.get_meta("extractor"))
+
+
+def offline_extractor(extractor: str | None) -> bool:
+    """Whether ``extractor``, an index's ``extractor`` mark (None: none published), is the NLP
+    extractor's (``extractor.extractor_key``: "nlp-..."): the rule ``built_offline`` reads the mark
+    by, and the command line's advice, which reads it without opening the index as a store
+    (``store.recorded_extractor``)."""
+    return (extractor or "").startswith("nlp-")
 
 
 def extractive_report_keys(store: Store) -> set[str]:

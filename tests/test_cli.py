@@ -1083,6 +1083,31 @@ def test_the_update_advised_for_a_demo_folder_stays_offline_with_a_model_configu
         "to update it, run `streamrag index corpus --db corpus/index.db`\n"), out.stderr
 
 
+@pytest.mark.anyio
+async def test_the_advice_reads_built_offline_by_the_rule_the_run_reads_it_by(tmp_path, corpus, monkeypatch):
+    # ``cli._built_offline`` read the "nlp-" mark of the index it advises on itself, beside
+    # ``index_rows.built_offline``: two copies of one rule. One rule now
+    # (``index_rows.offline_extractor``), the advice still reading the mark without opening a store.
+    from conftest import make_settings
+    from streamrag import cli, index_rows
+    from streamrag.pipeline import sync
+    from streamrag.store import Store
+
+    db = tmp_path / "index.db"
+    await sync([corpus], make_settings(), db, root=corpus)
+    monkeypatch.setattr(cli, "Store", None)   # (the advice opens no store: ``store.recorded_extractor``)
+    assert cli._built_offline(db) is True
+    monkeypatch.undo()
+    store = Store(db, readonly=True)
+    try:
+        assert index_rows.built_offline(store) is True
+        monkeypatch.setattr(index_rows, "offline_extractor", lambda extractor: False)
+        assert cli._built_offline(db) is False and index_rows.built_offline(store) is False
+    finally:
+        store.close()
+    assert cli._built_offline(tmp_path / "none.db") is False
+
+
 def test_a_demos_text_folder_is_pointed_to_the_demos_index_db(cli_run, tmp_path):
     # `index d/christmas_carol` (no --db) built a second index of the demo's text in
     # d/christmas_carol/.streamrag, and `status d/christmas_carol` did not find d/index.db.
