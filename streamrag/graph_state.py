@@ -69,7 +69,9 @@ class Change:
     # index from before they were marked, the kept ones opening with a heading (read again:
     # ``Indexer._code_headings_published``)
     code_headings: dict[str, bool] = field(default_factory=dict)
-    # ``rechunked``'s answer, once found: a run with nothing else to redo asks it, and its merge again
+    # The kept documents this run cut into other chunks than published (``rechunked``), found
+    # once by an offline run (``Indexer._join_bookkeeping``) for its check of nothing to redo and
+    # its joins; None: not found (``_documents_moved`` asks ``rechunked``)
     recut: frozenset[str] | None = None
 
 
@@ -226,14 +228,11 @@ def _titles(store: Store, change: Change, docs: set[str], code: Collection[str] 
 
 def rechunked(store: Store, change: Change) -> set[str]:
     """The kept documents this run cut into other chunks than they were published with (another
-    chunk size or overlap): only those it cut (``Change.cut``) are read back, once a run
-    (``Change.recut``)."""
-    if change.recut is None:
-        cut = change.cut & change.kept_docs
-        published = index_rows.sources(store, "document_chunks", "doc_id", cut) if cut else {}
-        change.recut = frozenset(d for d in cut if {r["chunk_id"] for r in published.get(d, ())}
-                                 != set(change.doc_chunks[d]))
-    return set(change.recut)
+    chunk size or overlap): only those it cut (``Change.cut``) are read back. A run asks it once,
+    and keeps the answer in ``Change.recut``."""
+    cut = change.cut & change.kept_docs
+    published = index_rows.sources(store, "document_chunks", "doc_id", cut) if cut else {}
+    return {d for d in cut if {r["chunk_id"] for r in published.get(d, ())} != set(change.doc_chunks[d])}
 
 
 def _documents_moved(store: Store, change: Change) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
@@ -252,7 +251,7 @@ def _documents_moved(store: Store, change: Change) -> tuple[dict[str, set[str]],
                                                       change.removed_chunks).values() for r in rs}
     kept = {d for d in change.kept_docs if d in held or not change.added_chunks.isdisjoint(change.doc_chunks[d])} \
         if change.added_chunks else held & change.kept_docs
-    kept |= rechunked(store, change)
+    kept |= rechunked(store, change) if change.recut is None else change.recut
     before = {d: {r["chunk_id"] for r in rs}
               for d, rs in index_rows.sources(store, "document_chunks", "doc_id", change.removed_docs | kept).items()}
     return before, {d: set(change.doc_chunks[d]) for d in change.added_docs | kept}

@@ -927,7 +927,7 @@ class Indexer:
                 and not (change.added_chunks or change.removed_chunks or change.added_docs or change.removed_docs)
                 and not (state.retry_summaries or state.report_unusable or state.report_held) and state.counted
                 and ((state.joins is not None and not state.rejoin_all and not change.retitled
-                      and not rechunked(store, change))
+                      and not change.recut)
                      or not self.settings.offline)
                 and not state.stranded
                 and said("summarizer") == self.summarizer_key and said("leiden") == self.leiden_key
@@ -1228,8 +1228,8 @@ class Indexer:
     def _join_bookkeeping(self, store: Store, scan: Scan, change: Change) -> None:
         """Fills in ``change`` what an offline run's joins read of the documents beside their
         chunks: the titles of those it read (``Change.titles``), whether each opens with code that
-        reads as a heading (``Change.code_headings``), and the kept ones whose titles now say
-        another full name (``Change.retitled``)."""
+        reads as a heading (``Change.code_headings``), the kept ones whose titles now say
+        another full name (``Change.retitled``) and those it cut into other chunks (``Change.recut``)."""
         change.titles = self._titles_read(scan)
         # (of the documents indexed: a new one none of whose chunks was extracted is left out)
         change.code_headings = {d: d in scan.code_headings for d in scan.documents if d in change.doc_chunks}
@@ -1237,6 +1237,8 @@ class Indexer:
         found = self._code_headings_published(store, change)
         change.code_headings |= found
         change.retitled |= titled_anew(store, change) | {d for d, code in found.items() if code}
+        # (found once: the check of nothing to redo and the joins' merge both read it)
+        change.recut = frozenset(rechunked(store, change))
 
     def _titles_read(self, scan: Scan) -> dict[str, str]:
         """The titles of the documents this run read, as published (``index_rows._write_documents``:

@@ -701,8 +701,10 @@ async def test_watch_says_how_many_joins_a_sync_moved(tmp_path):
 @pytest.mark.anyio
 async def test_the_documents_a_run_cut_into_other_chunks_are_read_back_once(tmp_path, monkeypatch):
     # A run with nothing else to redo asks which documents were cut into other chunks, and its
-    # merge asked again: the published chunks of every document cut were read twice.
-    from streamrag import graph_state
+    # merge asked again: the published chunks of every document cut were read twice. The answer
+    # was then cached on the change itself (``Change.recut``, filled by ``rechunked``); now
+    # ``rechunked`` only answers, and the run keeps its answer (``Indexer._join_bookkeeping``).
+    from streamrag import graph_state, pipeline
 
     corpus = tmp_path / "c"
     corpus.mkdir()
@@ -721,10 +723,17 @@ async def test_the_documents_a_run_cut_into_other_chunks_are_read_back_once(tmp_
         read = []
         sources = index_rows.sources
         monkeypatch.setattr(index_rows, "sources", lambda store, table, *a: read.append(table) or sources(store, table, *a))
-        assert graph_state.rechunked(store, change) == graph_state.rechunked(store, change) == {both}
-        assert read == ["document_chunks"]
+        assert graph_state.rechunked(store, change) == {both} and read == ["document_chunks"]
+        assert change.recut is None   # (the record holds what the run gives it, no cache)
     finally:
         store.close()
+    asked = []
+    real = graph_state.rechunked
+    monkeypatch.setattr(graph_state, "rechunked", lambda store, change: asked.append(1) or real(store, change))
+    monkeypatch.setattr(pipeline, "rechunked", graph_state.rechunked)
+    # (another overlap: every document cut again, into the chunks it had, nothing else to redo)
+    result = await sync([corpus], make_settings(index={"chunk_overlap": 50}), db, root=corpus)
+    assert asked == [1] and not result.published
 
 
 @pytest.mark.anyio
