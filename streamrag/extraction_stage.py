@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import os
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -129,7 +129,7 @@ class ExtractionStage:
         self.failed_reads = index_rows.failed_reads(store)   # path -> (stamp, message, kind) when last tried
         self.empty = index_rows.empty_files(store)   # path -> (stamp, warning): nothing to index when last read
         self.still_empty: dict[str, tuple[str, str]] = {}   # those of this run's files
-        # A file's stat (or why it failed) taken by ``taking`` at the run's start, used by the
+        # A file's stat (or why it failed) taken by ``look_at`` at the run's start, used by the
         # loader in place of its own: a file is looked at once (a stat more of each file of the
         # folder, on every sync, was the cost of naming them there). A file changed after it
         # is read as it is then, with the stamp of before: the next run reads it again.
@@ -225,17 +225,24 @@ class ExtractionStage:
         self.load_failed.add(rel)
         await self.fail("load", rel, said, **kwargs)
 
-    def taking(self, files: list[Path]) -> list[str]:
-        """``not_indexed`` of ``files`` at the run's start: the new or changed files it takes
-        (``index_rows.note_taking``). Their stats are kept for the loader (``looked``)."""
-        return self.not_indexed(files, keep=True)
+    def look_at(self, files: list[Path]) -> None:
+        """Stats each of ``files`` (the loader's) at the run's start, keeping the stat (or why it
+        failed) for the loader (``looked``) and for ``not_indexed`` to name the files the run
+        takes (``index_rows.note_taking``): each file is looked at once."""
+        for path in files:
+            rel = loader.stored_path(path, self.root)
+            try:
+                self.looked[rel] = path.stat()
+            except OSError as e:
+                self.looked[rel] = e
 
-    def not_indexed(self, files: list[Path], *, keep: bool = False) -> list[str]:
+    def not_indexed(self, files: list[Path], looked: Mapping[str, os.stat_result | OSError] | None = None
+                    ) -> list[str]:
         """Of ``files`` (the loader's), those a run that publishes nothing leaves as they were,
         read or not yet, as the index names them: new, or changed since the published version.
         Not those as indexed (or only retimed), that could not be used (this run's failure, or an
         earlier one's while unchanged, says them), that held nothing (a warning says them), or
-        gone. ``keep``: each stat kept for the loader (``taking``)."""
+        gone. ``looked``: their stats as taken (``look_at``), else each is looked at now."""
         out = []
         for path in files:
             rel = loader.stored_path(path, self.root)
@@ -243,13 +250,11 @@ class ExtractionStage:
                 continue
             rows = self.by_file.get(rel, {})
             try:
-                st = path.stat()
-            except OSError as e:   # gone, or said as a failure to read it
-                if keep:
-                    self.looked[rel] = e
+                st = looked[rel] if looked is not None and rel in looked else path.stat()
+                if isinstance(st, OSError):
+                    raise st
+            except OSError:   # gone, or said as a failure to read it
                 continue
-            if keep:
-                self.looked[rel] = st
             if not self.rechunk and (on_disk.same_on_disk(rows, st) or on_disk.retimed(rows, st)):
                 continue
             said = self.failed_reads.get(rel), self.empty.get(rel)

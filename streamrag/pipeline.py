@@ -1087,7 +1087,10 @@ class Indexer:
         if publishing:
             self._unpublished = functools.partial(stage.not_indexed, files)
             # (named on the run's row now: a run killed with -9 records nothing at its end)
-            taking = sorted(await anyio.to_thread.run_sync(stage.taking, files))
+            def looked_at() -> list[str]:   # (each file looked at once: the loader takes the stats)
+                stage.look_at(files)
+                return stage.not_indexed(files, stage.looked)
+            taking = sorted(await anyio.to_thread.run_sync(looked_at))
             await writer.run(lambda st: index_rows.note_taking(st, self.run_id, len(taking), taking[:NOT_INDEXED_NAMED]))
         workers = 1 if s.offline else s.pipeline.extract_workers
         try:

@@ -91,3 +91,27 @@ async def test_a_claims_answer_is_read_once(monkeypatch):
         ("Mira Osk", "Harbor Board", "TRUE", "2031-04-02")]
     assert faults == parsing.claim_faults(answer) == {"date": 1, "another kind": 1}
     assert ext.dropped == 0
+
+
+async def test_naming_the_files_a_run_takes_keeps_nothing_and_looking_at_them_names_nothing(tmp_path):
+    # ``ExtractionStage.taking`` named the new or changed files (a query) and kept each file's stat
+    # for the loader (a side effect): ``look_at`` keeps the stats, ``not_indexed`` only names,
+    # from the stats it is given (or its own, taken then).
+    settings = make_settings()
+    (tmp_path / "new.txt").write_text("Scrooge met Marley.")
+    gone = tmp_path / "gone.txt"
+    files = [tmp_path / "new.txt", gone]
+    given = ExtractionStageContext(settings=settings, root=tmp_path, progress=Progress(), llm=None, prompts=None,
+                                   key=extractor_key(settings), fail=None)
+    store = Store(tmp_path / "i.db")
+    try:
+        async with Writer(store) as writer:
+            stage = ExtractionStage(given, store, writer, Scan(), False, YesNoCheck(settings))
+            assert stage.not_indexed(files) == ["new.txt"] and stage.looked == {}
+            stage.look_at(files)
+            assert stage.looked.keys() == {"new.txt", "gone.txt"} and isinstance(stage.looked["gone.txt"], OSError)
+            gone.write_text("Fezziwig danced.")   # (come since it was looked at: named as looked at)
+            assert stage.not_indexed(files, stage.looked) == ["new.txt"]
+            assert stage.not_indexed(files) == ["new.txt", "gone.txt"]
+    finally:
+        store.close()
