@@ -1273,16 +1273,29 @@ class Indexer:
         headed = {d for chunk_id, text in index_rows.opening_headings(store, sorted(first))
                   if joins.heading_title(text) is not None for d in first[chunk_id]}
         paths = index_rows.document_paths(store) if headed else {}
+        # (each file read once: the rows of a .jsonl or .csv are documents of one file, which was
+        # read again for each of them)
+        by_file: dict[Path | None, set[str]] = {}
+        for doc_id in headed:
+            by_file.setdefault(self._stored_file(paths.get(doc_id, "")), set()).add(doc_id)
         out: dict[str, bool] = {}
-        for doc_id in sorted(headed):
-            docs = self._read_stored(paths.get(doc_id, ""))
-            out.update((d.id, joins.code_heading(d.text)) for d in docs if d.id == doc_id)
-        return out
+        for file, doc_ids in by_file.items():
+            out.update((d.id, joins.code_heading(d.text)) for d in self._read_file(file) if d.id in doc_ids)
+        return dict(sorted(out.items()))
 
     def _read_stored(self, path: str) -> list[Document]:
         """The documents of the file a stored ``path`` names, read now; none when it is gone or
         cannot be read (the run that meets it so says why)."""
-        file = next((f for f in on_disk.stored_files(path, self.root) if on_disk.is_file(f)), None)
+        return self._read_file(self._stored_file(path))
+
+    def _stored_file(self, path: str) -> Path | None:
+        """The file a stored ``path`` names (of a row, ``file#n``, its .jsonl or .csv file), None
+        when it is gone."""
+        return next((f for f in on_disk.stored_files(path, self.root) if on_disk.is_file(f)), None)
+
+    def _read_file(self, file: Path | None) -> list[Document]:
+        """The documents of ``file`` (``_stored_file``'s), read now; none when it is None or cannot
+        be read."""
         if file is None:
             return []
         try:

@@ -791,6 +791,34 @@ async def test_an_index_from_before_code_headings_were_marked_reads_its_indented
 
 
 @pytest.mark.anyio
+async def test_the_rows_of_a_jsonl_opening_with_code_are_read_again_in_one_read_of_it(tmp_path, monkeypatch):
+    # An index without the mark of the documents opening with code (``name_code_headings``) has
+    # its kept documents opening with a heading read again: a .jsonl was read once for each of
+    # its rows. Now once, and the rows are marked as before.
+    from streamrag import loader
+
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    rows = [{"text": f"    # Ada Lovelace\n\nRow {i}: Ada met Charles Babbage in London.\n"} for i in range(3)]
+    (corpus / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    db = tmp_path / "i.db"
+    await sync([corpus], make_settings(), db, root=corpus)
+    marked = _code_meta(db)
+    assert len(json.loads(marked)) == 3
+    store = Store(db)
+    try:
+        store.conn.execute("DELETE FROM meta WHERE key = 'name_code_headings'")
+        store.conn.commit()
+    finally:
+        store.close()
+    read = []
+    real = loader.read_documents
+    monkeypatch.setattr(loader, "read_documents", lambda file, **kw: read.append(file.name) or real(file, **kw))
+    await sync([corpus], make_settings(), db, root=corpus)
+    assert read == ["rows.jsonl"] and _code_meta(db) == marked
+
+
+@pytest.mark.anyio
 @pytest.mark.parametrize("kept", [False, True])
 async def test_a_note_opening_with_an_indented_heading_added_by_a_model_run_is_code_back_offline(tmp_path, kept):
     # The documents opening with code (name_code_headings) were marked on offline runs alone: a
