@@ -1515,6 +1515,26 @@ def _json_error(args: argparse.Namespace, message: str, code: int) -> None:
         pass
 
 
+def _usage_json_error(words: list[str], said: str) -> None:
+    """A usage error argparse says (``_UsageExit``) under --json, given among the words before any
+    ``--`` (`ask -- --json` is a question), as ``_failed`` says others: the command is not parsed,
+    so it is the first word that is no option, and an export's OUT any later word. No object
+    lands where `export` writes (`export x.json --json --formt json >> x.json` appended one to
+    the export it was to replace)."""
+    given = words[:words.index("--")] if "--" in words else words
+    if "--json" not in given:
+        return
+    command = next((w for w in given if not w.startswith("-")), None)
+    if command == "export":
+        from streamrag.export import writes_to_stdout
+
+        after = given[given.index(command) + 1:]
+        if any(writes_to_stdout(w) for w in after if w == "-" or not w.startswith("-")):
+            return
+    with contextlib.suppress(OSError):
+        print(json.dumps({"error": said, "exit_code": 2}), flush=True)
+
+
 def _unwritten_output(e: BaseException) -> OSError | None:
     """The failed write of the output (a full disk, ``> /dev/full``) that ``e`` is, or that is all
     a task group's ``e`` holds (``watch --json`` writes its lines from one): such an OSError
@@ -1619,10 +1639,7 @@ def _main(argv: list[str] | None) -> int:
     except KeyboardInterrupt as e:
         return _interrupted(None, e)
     except _UsageExit as e:   # (`index --json` with no PATH: its object too, as ``_json_error`` prints)
-        words = sys.argv[1:] if argv is None else argv
-        if "--json" in words[:words.index("--")] if "--" in words else "--json" in words:
-            with contextlib.suppress(OSError):
-                print(json.dumps({"error": e.said, "exit_code": 2}), flush=True)
+        _usage_json_error(sys.argv[1:] if argv is None else argv, e.said)
         raise
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)

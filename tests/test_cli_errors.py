@@ -1628,3 +1628,22 @@ def test_a_usage_error_under_json_is_one_json_error_object_on_stdout(cli_run):
     out = cli_run("ask", "--", "--json", "/nonexistent")   # (a question, not the option)
     assert out.returncode == 1 and out.stdout == "", out.stdout
     assert cli_run("index").stdout == ""
+
+
+def test_a_usage_error_under_json_prints_no_object_where_export_writes(cli_run, corpus, tmp_path):
+    """`export x.json --json --formt json >> x.json` (a misspelt flag) appended the usage error's
+    object to the export it was to replace, as `_json_error` keeps other errors' objects out of
+    it; `export - --json --bogus > x.json` wrote it where the export was to go."""
+    assert cli_run("index", "-q", "--offline", str(corpus)).returncode == 0
+    out = tmp_path / "x.json"
+    assert cli_run("export", str(out), str(corpus)).returncode == 0
+    before = out.read_bytes()
+    for args in ((str(out), "--json", "--formt", "json"), ("-", "--json", "--bogus")):
+        with open(out, "a", encoding="utf-8") as f:
+            done = run("export", *args, str(corpus), stdout=f)
+        assert done.returncode == 2 and "unrecognized arguments" in done.stderr, done.stderr
+        assert out.read_bytes() == before, out.read_text()[-300:]
+    # stdout elsewhere: the object, as for any command
+    done = run("export", str(out), "--json", "--formt", "json", str(corpus))
+    assert done.returncode == 2 and json.loads(done.stdout)["exit_code"] == 2, done.stdout
+
