@@ -1518,7 +1518,8 @@ def _json_error(args: argparse.Namespace, message: str, code: int) -> None:
 def _usage_json_error(words: list[str], said: str) -> None:
     """A usage error argparse says (``_UsageExit``) under --json, given among the words before any
     ``--`` (`ask -- --json` is a question), as ``_failed`` says others: the command is not parsed,
-    so it is the first word that is no option, and an export's OUT any later word. No object
+    so it is the first word that is no option, and an export's OUT any later word. `watch
+    --json` ends with its failed line (it printed an object of another shape), and no object
     lands where `export` writes (`export x.json --json --formt json >> x.json` appended one to
     the export it was to replace)."""
     given = words[:words.index("--")] if "--" in words else words
@@ -1531,6 +1532,9 @@ def _usage_json_error(words: list[str], said: str) -> None:
         after = given[given.index(command) + 1:]
         if any(writes_to_stdout(w) for w in after if w == "-" or not w.startswith("-")):
             return
+    if command == "watch":
+        _last_watch_line(argparse.Namespace(command=command, json=True), said, 2)
+        return
     with contextlib.suppress(OSError):
         print(json.dumps({"error": said, "exit_code": 2}), flush=True)
 

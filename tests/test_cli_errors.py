@@ -1647,3 +1647,16 @@ def test_a_usage_error_under_json_prints_no_object_where_export_writes(cli_run, 
     done = run("export", str(out), "--json", "--formt", "json", str(corpus))
     assert done.returncode == 2 and json.loads(done.stdout)["exit_code"] == 2, done.stdout
 
+
+def test_a_usage_error_of_watch_json_ends_with_its_failed_line(cli_run):
+    """`watch --json` prints state lines, a failure ending them with a `failed` line (exit_code
+    1, 2 or 75); a usage error argparse says (no DIR, an unknown option) printed an object of
+    another shape, {"error", "exit_code"}, which a script reading its lines has no event for."""
+    for args in (("watch", "--json"), ("watch", "--json", "--once", "--bogus", "d")):
+        out = cli_run(*args)
+        assert out.returncode == 2, out.stderr
+        said = out.stderr.split(": error: ", 1)[1].rstrip("\n")
+        (line,) = out.stdout.splitlines()
+        printed = json.loads(line)
+        assert (printed["event"], printed["state"], printed["message"], printed["exit_code"]) == (
+            "state", "failed", said, 2), printed
