@@ -190,8 +190,10 @@ from streamrag.sentences import joined, table_row_text, table_rows
 #     only before a name ("the Virgin Birth"); the sacred speaks as no one ("The Holy Ghost
 #     said"); a person eaten stays one ("The bear ate Timothy Treadwell"); two sentences a description quotes keep their
 #     boundary, a list item without a full stop given one ("Call Ada Osk on Friday. Marta Lind
-#     visited ...": ``sentences.joined``).
-VERSION = "25"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
+#     visited ...": ``sentences.joined``). 26: a sentence a description quotes ending with a colon
+#     or semicolon ends with a full stop before one it does not lead into ("Ada Osk wrote to the
+#     board. Ada Osk stayed", not "board: Ada Osk stayed": ``sentences.joined``).
+VERSION = "26"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
 MAX_DESCRIPTION_WORDS = 40

@@ -1378,3 +1378,37 @@ def test_a_word_used_after_the_is_no_given_name():
     assert names("Capitol Hill said it would act. The Capitol was closed.") == {"Capitol Hill": "geo"}
     assert names("The Virgin Birth was debated. The Birth was celebrated.") == {"Virgin Birth": "concept"}
     assert names("Ruvo Park arrived. Later Ruvo smiled.") == {"Ruvo Park": "person"}
+
+
+@pytest.mark.anyio
+async def test_an_offline_index_whose_descriptions_ran_a_colon_into_another_sentence_is_extracted_again(
+        tmp_path, monkeypatch):
+    # sentences.joined kept a colon ending a sentence before any other ("Ada Osk wrote to the
+    # board: Ada Osk stayed"); since it ends it with a full stop there, an index extracted
+    # before is extracted again once upgraded, and equals a fresh one (VERSION 25 kept it).
+    import shutil
+
+    from conftest import index_snapshot, make_settings
+    from streamrag import nlp
+    from streamrag.pipeline import sync
+
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / "note.md").write_text("Ada Osk wrote to the board:\n\nMarta Lind left Boston on Friday. "
+                                    "Ada Osk stayed in Boston.\n")
+
+    def joined_before(sentences: list[str]) -> str:   # (a colon or semicolon ended a sentence)
+        return " ".join(s if i == len(sentences) - 1 or s.endswith((".", "!", "?", ":", ";")) else s + "."
+                        for i, s in enumerate(sentences))
+
+    db = tmp_path / "i.db"
+    with monkeypatch.context() as earlier:
+        earlier.setattr(nlp, "VERSION", "25")
+        earlier.setattr(nlp, "joined", joined_before)
+        await sync([corpus], make_settings(), db, root=corpus)
+    assert "board: Ada Osk" in str(index_snapshot(db)["entities"])
+    await sync([corpus], make_settings(), db, root=corpus)
+    copy = tmp_path / "fresh"
+    shutil.copytree(corpus, copy, ignore=shutil.ignore_patterns(".streamrag"))
+    await sync([copy], make_settings(), tmp_path / "fresh.db", root=copy)
+    assert index_snapshot(db) == index_snapshot(tmp_path / "fresh.db")
