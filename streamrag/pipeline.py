@@ -1147,6 +1147,9 @@ class Indexer:
                             copies=self.conflict_copies)
         self.broken_links = [loader.stored_path(p, self.root) for p in broken]
         files = without_index_files(files, self.db_path, also=s.own_files())
+        # (files held are found, not read: a folder whose only file is held is not one without
+        # files, which watch said "no file ... matches index.include" of)
+        found = bool(files)
         if self.held:
             files = [f for f in files if loader.stored_path(f, self.root) not in self.held]
         scan.warnings += skipped
@@ -1162,7 +1165,7 @@ class Indexer:
             told = "; what was indexed from it stays" if kept else ", so its files are not indexed"
             await self.fail(writer, "load", rel, f"{loader.shown(folder if rel == '.' else rel)}: cannot list the folder ({why})"
                             f"{told}; {loader.unlisted_fix(why)}", stamp=stamp, kind="unlisted")
-        if not files and not unlisted:   # (a folder that cannot be listed is said above)
+        if not found and not unlisted:   # (a folder that cannot be listed is said above)
             scan.warnings.append(nothing_found(paths, self.settings, self.db_path, self.root,
                                                refused=bool(known) and not self.folder_changed))
         return scan, files, rechunk

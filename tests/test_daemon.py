@@ -885,6 +885,57 @@ async def test_a_file_saved_beside_one_written_on_with_its_batches_apart_is_sync
         len(log.read_text())   # (the source ended: synced whole)
 
 
+async def test_a_file_deleted_beside_the_only_other_one_written_on_is_synced_without_a_warning(
+        corpus, tmp_path, monkeypatch):
+    # The sync of the files that settled beside a log written on and on leaves the log as
+    # indexed, unread: with the log the folder's only file left, its scan found no file to read,
+    # and watch said "no file under ... matches index.include" of a folder whose log it matches.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.5, "debounce_ms": 0})
+    db = tmp_path / "d.db"
+    for path in corpus.iterdir():
+        path.unlink()
+    log, note = corpus / "log.txt", corpus / "note.txt"
+    log.write_text("Mira Osk opened the harbor ledger at Port Vell.\n")
+    note.write_text("Mira Osk sold the Blue Heron to Bo Lund at Kessel.\n")
+    syncs: list[frozenset] = []
+
+    def written(text: str, wall: WallClock) -> None:
+        with log.open("a") as f:
+            f.write(text)
+        os.utime(log, ns=(int((wall.now - 0.01) * 1e9),) * 2)   # (0.01 s old: no rounding makes it younger than now)
+
+    async with running(settings, db, corpus) as (daemon, events, send):
+        clock, wall = DaemonClock(monkeypatch), WallClock(monkeypatch, time.time())
+        sync_ = daemon._sync
+
+        async def syncing(reason, **kwargs):
+            ok = await sync_(reason, **kwargs)
+            syncs.append(kwargs.get("held", frozenset()))
+            return ok
+
+        daemon._sync = syncing
+        mark = len(events)
+        async with send:
+            for n in range(2):   # the log's two batches; the note deleted in the second
+                written(f"Entry {n}: Bo Lund paid the toll.\n", wall)
+                batch = {(Change.modified, str(log))}
+                if n == 1:
+                    note.unlink()
+                    batch.add((Change.deleted, str(note)))
+                sent = len(events)
+                await send.send(batch)
+                await until(lambda: "queued" in events.states(sent))
+                clock.now += 0.2
+                wall.now += 0.2
+            clock.now += 0.4
+            wall.now += 0.4
+            written("Entry 2: Bo Lund paid the toll.\n", wall)
+            await until(lambda: syncs, timeout=10)   # (the look, within a second: _LOOK_S)
+            assert syncs[0] == {"log.txt"}, syncs
+            assert _indexed_paths(db) == {"log.txt"}
+            assert [e["message"] for e in events[mark:] if e["state"] == "warning"] == []
+
+
 async def test_the_log_is_emptied_after_a_publish_though_queries_never_leave_a_gap(corpus, tmp_path, monkeypatch):
     # Queries that overlap without a gap (a web app, a notebook, a cron job asking at once)
     # each read in a snapshot, and SQLite starts its write-ahead log over only when no reader
