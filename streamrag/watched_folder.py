@@ -133,7 +133,8 @@ class WatchedFolder:
         index.include does not take), as ``relevant`` decides them, where links lead too. A
         deletion is kept (whether it held indexed files is the index's to say, read by the
         daemon), and so are a conflict copy (named when it appears) and what ``follows`` (the
-        settings files and prompts the daemon follows). No index is read: it runs on the loop."""
+        settings files and prompts the daemon follows). No index is read: it runs in the
+        watcher's worker thread, beside the loop's own reads of it, for each raw batch."""
         kept = set()
         copies: set[str] = set()
         with self.batch(copies=copies) as relevant:
