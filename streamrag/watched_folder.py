@@ -131,17 +131,19 @@ class WatchedFolder:
         into bursts (``watch_events.watch_folder``'s ``keep``): all but the writes the scan leaves
         out, whatever the index holds (a hidden or excluded file, the index's own, a name
         index.include does not take), as ``relevant`` decides them, where links lead too. A
-        deletion is kept (whether it held indexed files is the index's to say, read by the
-        daemon), and so are a conflict copy (named when it appears) and what ``follows`` (the
-        settings files and prompts the daemon follows). No index is read: it runs in the
-        watcher's worker thread, beside the loop's own reads of it, for each raw batch."""
+        deletion where the scan never looks (hidden, excluded, the index's own) goes too (an
+        atomic save of a hidden file deletes its temporary name at each save, and held the burst
+        open as its writes did); any other is kept, as if indexed files lay under it (whether they do is the index's to say, read by the daemon), and so
+        are a conflict copy (named when it appears) and what ``follows`` (the settings files and
+        prompts the daemon follows). No index is read: it runs in the watcher's worker thread,
+        beside the loop's own reads of it, for each raw batch. It keeps all ``_classify`` would."""
         kept = set()
         copies: set[str] = set()
-        with self.batch(copies=copies) as relevant:
+        # (``queued`` naming every path: a deleted one counts as holding indexed files, unasked)
+        with self.batch(lambda rel: {rel}, copies=copies) as relevant:
             for change, path in changes:
                 named = len(copies)
-                if (int(change) == DELETED or follows(Path(path)) or relevant(change, path) is not None
-                        or len(copies) > named):
+                if follows(Path(path)) or relevant(change, path) is not None or len(copies) > named:
                     kept.add((change, path))
         return kept
 

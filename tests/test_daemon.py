@@ -2920,7 +2920,10 @@ def test_the_watcher_holds_only_the_writes_that_may_change_the_index(corpus, tmp
     daemon._settings_edits.follows = lambda path: path == toml
     left_out = {(Change.modified, str(corpus / ".app.log")), (Change.modified, str(corpus / "build" / "out.txt")),
                 (Change.modified, f"{db}-wal"), (Change.added, str(corpus / "app.log")),
-                (Change.modified, str(corpus / ".git" / "index"))}
+                (Change.modified, str(corpus / ".git" / "index")),
+                # deleted where the scan never looks: no index to ask (an atomic save's temporary name)
+                (Change.deleted, str(corpus / ".git" / "index.lock")), (Change.deleted, str(corpus / "build" / "a.txt")),
+                (Change.deleted, f"{db}-journal")}
     kept = {(Change.modified, str(corpus / "new.txt")), (Change.deleted, str(corpus / "gone.log")),
             (Change.added, str(corpus / "sub")), (Change.modified, str(toml)),
             (Change.added, str(corpus / "notes (conflicted copy).txt"))}
@@ -2947,6 +2950,47 @@ async def test_a_hidden_file_written_on_and_on_does_not_hold_back_the_burst_of_a
     monkeypatch.setattr(watch_events, "time", fake_time)
     note, log = tmp_path / "note.txt", tmp_path / ".tool.log"
     raw = [{(Change.added, str(note)), (Change.modified, str(log))}] + [{(Change.modified, str(log))}] * 30
+    sent = []
+
+    async def awatch(*_args, **_kwargs):
+        for changes in raw:
+            sent.append(changes)
+            yield changes
+            clock.now += 0.3
+
+    monkeypatch.setattr(watchfiles, "awatch", awatch)
+    stop = anyio.Event()
+    daemon = Daemon(make_settings(), tmp_path / "w.db", tmp_path, report=Events())
+    with anyio.fail_after(10):
+        async for batch in watch_folder(tmp_path, WatchSettings(debounce_ms=500), stop, keep=daemon.worth_holding):
+            first = batch
+            break
+    assert first == {(Change.added, str(note))}
+    assert len(sent) <= 3, len(sent)   # (0.6 s of the clock: not the burst's cap, 17 batches)
+
+
+async def test_a_hidden_file_saved_on_and_on_by_renames_does_not_hold_back_the_burst_of_another(
+        tmp_path, monkeypatch):
+    # A file saved by writing a temporary file and renaming it over itself (an editor's, a
+    # tool's state file) is a deletion at each save: the watcher kept every deletion, so a hidden
+    # one saved every 0.3 s held the burst of a note saved beside it open for its cap (10 x
+    # debounce_ms), as the writes of a hidden file did before the filter. A deletion where the
+    # scan never looks (hidden, excluded, the index's own) goes as a write there does.
+    import types
+
+    import watchfiles
+
+    from streamrag import watch_events
+    from streamrag.config import WatchSettings
+
+    clock = types.SimpleNamespace(now=1000.0)
+    fake_time = types.ModuleType("time")
+    fake_time.__dict__.update(vars(time))
+    fake_time.monotonic = lambda: clock.now
+    monkeypatch.setattr(watch_events, "time", fake_time)
+    note, state, tmp = tmp_path / "note.txt", tmp_path / ".tool" / "state.json", tmp_path / ".tool" / "state.json.tmp"
+    save = {(Change.added, str(tmp)), (Change.modified, str(tmp)), (Change.deleted, str(tmp)), (Change.added, str(state))}
+    raw = [{(Change.added, str(note)), *save}] + [save] * 30
     sent = []
 
     async def awatch(*_args, **_kwargs):
