@@ -254,7 +254,9 @@ def _killed(store: Store, run: dict, writer: str | None) -> bool | None:
     process's, given the pid after the run's was killed: such a run was said under way as long as
     that other process lived. There the lock decides: held by the run's pid, the run is under
     way; by another process, the run's own (an index, watch or demo holds it while it runs) is
-    gone; by none, it is gone or is a run of the Python API, which holds none: not told."""
+    gone; by none, it is gone or is a run of the Python API, which holds none: not told. Whether
+    it is held is asked of the kernel there too (``writer_at_work``: F_GETLK on macOS), not read
+    from a live pid in its file: the killed run's line, its pid another's, named it the holder."""
     if run["status"] != "running":
         return False
     pid, stamp = index_rows.run_process(store, run["id"])

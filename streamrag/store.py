@@ -34,6 +34,8 @@ import logging
 import os
 import re
 import sqlite3
+import struct
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -1917,8 +1919,10 @@ def writer_at_work(db_path: Path | str) -> str | None:
     """What holds the writer lock of the index at ``db_path`` (``pid 12: streamrag watch
     notes``), or ``None`` when nothing does. Only reads, and takes no lock, not even shared for
     a moment (a writer starting then was refused): the lock file's line while its lock is held,
-    as /proc/locks tells; without /proc/locks, while that line's pid is alive. A writer killed
-    with -9 leaves its line in the file, but no lock."""
+    as /proc/locks tells, or, without /proc (macOS), fcntl's F_GETLK (``_lock_queried``);
+    elsewhere, while that line's pid is alive. A writer killed with -9 leaves its line in the
+    file, but no lock: a live pid alone named it still the writer when another process was given
+    its pid."""
     lines = _held_lines(db_path)
     return None if lines is None else " ".join(lines[0].split()) or "another process"
 
@@ -1947,6 +1951,7 @@ def _held_lines(db_path: Path | str) -> list[str] | None:
         with open(lock_path(db_path), encoding="utf-8", errors="replace") as f:
             line = f.read(4096)
             inode = os.fstat(f.fileno()).st_ino
+            queried = _lock_queried(f)
     except OSError:
         return None
     found = re.match(r"pid (\d+): ", line)
@@ -1956,8 +1961,34 @@ def _held_lines(db_path: Path | str) -> list[str] | None:
             held = any(len(fields) > 5 and fields[1] == "FLOCK" and fields[5].endswith(f":{inode}")
                        for fields in map(str.split, f))
     except OSError:
-        held = found is not None and alive(int(found[1]))
+        held = queried if queried is not None else found is not None and alive(int(found[1]))
     return (line.split("\n", 1) + [""])[:2] if held else None
+
+
+# ``struct flock`` as fcntl's F_GETLK reads and writes it (its format and field names, in order),
+# where that query sees the locks flock(2) takes: macOS, whose kernel keeps one list of a file's
+# locks for both (bsd/kern/kern_lockf.c); a flock held through any open file is said there as a
+# lock of another owner, l_pid -1. Linux keeps the two apart (/proc/locks tells there); elsewhere
+# None: not asked.
+_FLOCK_QUERY: tuple[str, tuple[str, ...]] | None = (
+    ("qqihh", ("start", "len", "pid", "type", "whence")) if sys.platform == "darwin" else None)
+
+
+def _lock_queried(f) -> bool | None:
+    """Whether the open lock file ``f`` is locked (``WriterLock``), asked without taking any
+    lock (F_GETLK: a write lock over the whole file, would it be refused?); None where that
+    cannot be asked (``_FLOCK_QUERY``) or the asking failed."""
+    if _FLOCK_QUERY is None:
+        return None
+    try:
+        import fcntl
+        form, names = _FLOCK_QUERY
+        asked = {"start": 0, "len": 0, "pid": 0, "type": fcntl.F_WRLCK, "whence": os.SEEK_SET}
+        told = dict(zip(names, struct.unpack(form, fcntl.fcntl(
+            f.fileno(), fcntl.F_GETLK, struct.pack(form, *(asked[n] for n in names))))))
+    except (ImportError, OSError, struct.error):
+        return None
+    return told["type"] != fcntl.F_UNLCK
 
 
 def writers_lock() -> bool:

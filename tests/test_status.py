@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -1248,6 +1249,39 @@ def test_without_proc_the_writer_lock_tells_a_run_whose_pid_another_process_took
         finally:
             lock.release()
         assert killed("r4", os.getpid())[0] is None                # the Python API's: not said killed
+    finally:
+        other.kill()
+        other.wait()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="Linux's struct flock")
+def test_without_proc_a_run_killed_whose_pid_another_process_took_is_not_said_under_way(tmp_path, monkeypatch):
+    # Its lock file still names it (kill -9 leaves the line): without /proc the lock was said held
+    # while that pid was alive, so the run was said under way, the other process its writer. The
+    # lock is asked of fcntl there (macOS: ``store._FLOCK_QUERY``; Linux's layout here): no lock.
+    import subprocess
+
+    from streamrag import store as store_module
+    from streamrag.store import lock_path
+
+    monkeypatch.setattr(store_module, "_proc_stat", lambda pid: None)   # (no /proc/PID/stat)
+    real_open = open
+    monkeypatch.setattr("builtins.open", lambda f, *a, **k: (_ for _ in ()).throw(
+        FileNotFoundError(f)) if f == "/proc/locks" else real_open(f, *a, **k))
+    monkeypatch.setattr(store_module, "_FLOCK_QUERY", ("hhqqi4x", ("type", "whence", "start", "len", "pid")))
+    db = tmp_path / "i.db"
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])   # (given the pid)
+    try:
+        store = Store(db)
+        try:
+            store.start_run("r1", "index")
+            store.conn.execute("UPDATE runs SET pid = ? WHERE id = ?", (other.pid, "r1"))
+        finally:
+            store.close()
+        lock_path(db).write_text(f"pid {other.pid}: streamrag index .\n")
+        info, text = status_of(db)
+        assert info["writer"] is None and info["last_run"]["killed"] is None, info["writer"]
+        assert "running, or killed before it finished" in last_update_line(text)
     finally:
         other.kill()
         other.wait()

@@ -742,6 +742,50 @@ def test_the_writer_at_work_is_told_without_taking_the_lock(tmp_path, monkeypatc
         assert writer_of(db) is None
 
 
+# ``struct flock`` as Linux has it (x86-64, arm64), for ``store._FLOCK_QUERY`` in the test below
+_LINUX_FLOCK = ("hhqqi4x", ("type", "whence", "start", "len", "pid"))
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="Linux's struct flock and open file description locks")
+def test_without_proc_the_writer_lock_is_asked_not_guessed_from_a_live_pid(tmp_path, monkeypatch):
+    # Without /proc (macOS) the writer was named while the pid its line names was alive: a writer
+    # killed with -9 whose pid another process was given was named still, and its run said under
+    # way. There fcntl's F_GETLK tells whether the lock is held, taking none: macOS's kernel says
+    # a flock there (one list of locks for both); Linux's only fcntl's, so here an open file
+    # description's lock (another owner than this process, l_pid -1, as macOS says a flock) stands
+    # for the writer's flock.
+    import fcntl
+    import struct
+
+    from streamrag import store as store_module
+    from streamrag.store import lock_path, writer_at_work, writer_said
+
+    real_open = open
+    monkeypatch.setattr("builtins.open", lambda f, *a, **k: (_ for _ in ()).throw(
+        FileNotFoundError(f)) if f == "/proc/locks" else real_open(f, *a, **k))
+    monkeypatch.setattr(store_module, "_FLOCK_QUERY", _LINUX_FLOCK)
+
+    def writer_of(db):
+        with pytest.MonkeyPatch.context() as m:   # (not taken to look)
+            m.setattr(fcntl, "flock", lambda *a: pytest.fail("the lock was taken to look"))
+            m.setattr(fcntl, "lockf", lambda *a: pytest.fail("the lock was taken to look"))
+            return writer_said(writer_at_work(db))
+
+    db = tmp_path / "i.db"
+    lock = lock_path(db)
+    lock.write_text(f"pid {os.getpid()}: streamrag index .\n")   # a live pid (another's now), no lock
+    assert writer_of(db) is None
+    held = open(lock, "r+")
+    try:
+        form, names = _LINUX_FLOCK
+        fields = {"type": fcntl.F_WRLCK, "whence": os.SEEK_SET, "start": 0, "len": 0, "pid": 0}
+        fcntl.fcntl(held, fcntl.F_OFD_SETLK, struct.pack(form, *(fields[n] for n in names)))
+        assert writer_of(db) == {"pid": os.getpid(), "command": "index"}
+    finally:
+        held.close()   # (lets it go)
+    assert writer_of(db) is None
+
+
 def _within(seconds, main):
     """Runs ``anyio.run(main)`` in a thread; fails instead of hanging the suite when it hangs."""
     import threading
