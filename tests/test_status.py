@@ -2337,6 +2337,57 @@ def test_an_upgraded_index_makes_its_failure_keys_once_and_keeps_their_count(tmp
         store.close()
 
 
+def test_an_upgrade_killed_as_it_makes_the_failure_keys_leaves_no_index_marked_stale(tmp_path):
+    # The keys were made again in a transaction of their own after the last step: a crash between
+    # the two left the index at this schema marked stale, every `status` reading all failures
+    # until a run ended. Now in the last step's: killed there, the step is undone, and applied
+    # again by the next open.
+    import contextlib
+    import sqlite3
+    import subprocess
+
+    import streamrag
+    from streamrag import index_rows
+    from streamrag.store import _FAILURE_KEY_TRIGGERS, MIGRATIONS, SCHEMA_VERSION
+
+    db = tmp_path / "k.db"
+    store = Store(db)
+    try:
+        with store.transaction():
+            store.start_run("r1", "index")
+            store.record_failure("r1", "extract", "c1", "no")
+            store.record_failure("r1", "report", "C1", "no")
+            store.finish_run("r1", "ok")
+        with store.transaction():   # (as the streamrag before ``failure_keys`` left it)
+            for name, _ in _FAILURE_KEY_TRIGGERS:
+                store.conn.execute(f"DROP TRIGGER {name}")
+            store.conn.execute("DROP TABLE failure_keys_count")
+            store.conn.execute("DROP TABLE failure_keys")
+            number = [name for name, _ in MIGRATIONS].index("failure_keys")
+            store.conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(number),))
+    finally:
+        store.close()
+    script = ("import os, sys, streamrag\n"
+              "from streamrag import store\n"
+              "print(streamrag.__file__, flush=True)\n"
+              "store.count_failure_keys = lambda conn: os._exit(3)\n"   # (killed as it makes them)
+              "store.Store(sys.argv[1])\n")
+    crashed = subprocess.run([sys.executable, "-c", script, str(db)], capture_output=True, text=True, timeout=60)
+    assert crashed.returncode == 3, crashed.stderr
+    assert crashed.stdout.strip() == streamrag.__file__   # (this checkout's streamrag)
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        left = dict(conn.execute("SELECT key, value FROM meta WHERE key IN ('schema_version', 'failure_keys_stale')"))
+    assert left.get("schema_version") != str(SCHEMA_VERSION), left   # (the last step undone)
+    store = Store(db)
+    try:
+        assert store.get_meta("schema_version") == str(SCHEMA_VERSION)
+        assert store.get_meta("failure_keys_stale") is None
+        assert _kept_keys(store) == (2, 2)
+        assert index_rows.failures_recorded(store) == _recounted(store) == 2
+    finally:
+        store.close()
+
+
 def test_a_run_that_leaves_many_chunks_unindexed_ends_without_a_parse_of_its_stats_per_failure(tmp_path):
     # The trigger that adds an ended run's failure keys read its stats (which name the chunks it
     # left unindexed) with JSON functions per failure: parsed again for each, a run's end with
