@@ -1414,9 +1414,10 @@ def _index_file_alone(tmp_path, indexed, keep=()):
 
 def _made_older(db: Path) -> int:
     """The index at ``db`` said to be of the schema before its last step (its ``schema_version``
-    one back: all a reader goes by), which the upgrade then applies again (a step may be applied
-    to an index that has it: the tables and indexes it makes if not there, the triggers made
-    again); returns that schema."""
+    one back: all a reader goes by); returns that schema. The upgrade then applies the last step
+    again, to an index that has it: this holds only while the last step may be applied again
+    (it makes its tables, indexes and columns only if not there, its triggers and counts again;
+    ``store._add_column``), as every step so far may."""
     from streamrag.store import SCHEMA_VERSION
 
     conn = sqlite3.connect(db)
