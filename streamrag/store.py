@@ -254,24 +254,35 @@ _STALE = ("INSERT OR REPLACE INTO meta(key, value) SELECT 'failure_keys_stale', 
 # The triggers that keep ``failure_keys``: a failure of a run that has ended (or of none left)
 # adds its key as it is written; a run's end adds the keys of its failures. Each adds to the count
 # of the keys kept (``failure_keys_count``) the keys it added (``changes()``: of the statement
-# before it in the trigger; a key there already adds none). Any other change of
+# before it in the trigger). A key there already is left out by the SELECT (``_new_keys``), not
+# only by OR IGNORE: a statement's conflict policy gives way to an outer one's, and an outer INSERT
+# OR REPLACE into failures or runs made it replace the key, counted as added. Any other change of
 # what a key is (a run's row edited or deleted, a failure deleted: ``index_rows.prune``) marks the
 # table stale, which ``count_failure_keys`` makes again (and ``failures_recorded`` reads
 # around meanwhile).
 _COUNTED = "UPDATE failure_keys_count SET n = n + changes()"
+
+
+def _new_keys(select: str) -> str:
+    """The keys ``select`` makes (as ``key``) that ``failure_keys`` has not, added to it."""
+    return (f"INSERT OR IGNORE INTO failure_keys(key) SELECT key FROM ({select}) "
+            "WHERE key NOT IN (SELECT key FROM failure_keys)")
+
+
 _FAILURE_KEY_TRIGGERS = (
     ("failure_keys_failure", "AFTER INSERT ON failures WHEN new.run_id IS NOT NULL AND "
      "coalesce((SELECT status FROM runs WHERE id = new.run_id), '') != 'running' BEGIN "
-     f"INSERT OR IGNORE INTO failure_keys(key) SELECT {_failure_key('new', 'r')} FROM (SELECT 1) LEFT JOIN runs r "
-     f"ON r.id = new.run_id WHERE {_ended_failure('new', 'r', 'r.stats')}; {_COUNTED}; END"),
+     + _new_keys(f"SELECT {_failure_key('new', 'r')} AS key FROM (SELECT 1) LEFT JOIN runs r "
+                 f"ON r.id = new.run_id WHERE {_ended_failure('new', 'r', 'r.stats')}") + f"; {_COUNTED}; END"),
     ("failure_keys_ended", "AFTER UPDATE OF status ON runs WHEN old.status = 'running' AND new.status != 'running' "
-     f"BEGIN INSERT OR IGNORE INTO failure_keys(key) SELECT DISTINCT {_failure_key('f', 'new')} FROM "
-     f"{_run_unindexed('new', 'new.stats', 'u')} CROSS JOIN failures f "
-     f"WHERE f.run_id = new.id AND {_ended_failure('f', 'new', 'new.stats', 'u')}; {_COUNTED}; END"),
-    ("failure_keys_run", "AFTER INSERT ON runs WHEN new.status != 'running' BEGIN INSERT OR IGNORE INTO "
-     f"failure_keys(key) SELECT DISTINCT {_failure_key('f', 'new')} FROM {_run_unindexed('new', 'new.stats', 'u')} "
-     f"CROSS JOIN failures f WHERE f.run_id = new.id AND {_ended_failure('f', 'new', 'new.stats', 'u')}; "
-     f"{_COUNTED}; END"),
+     "BEGIN " + _new_keys(f"SELECT DISTINCT {_failure_key('f', 'new')} AS key FROM "
+                          f"{_run_unindexed('new', 'new.stats', 'u')} CROSS JOIN failures f "
+                          f"WHERE f.run_id = new.id AND {_ended_failure('f', 'new', 'new.stats', 'u')}")
+     + f"; {_COUNTED}; END"),
+    ("failure_keys_run", "AFTER INSERT ON runs WHEN new.status != 'running' BEGIN "
+     + _new_keys(f"SELECT DISTINCT {_failure_key('f', 'new')} AS key FROM {_run_unindexed('new', 'new.stats', 'u')} "
+                 f"CROSS JOIN failures f WHERE f.run_id = new.id AND {_ended_failure('f', 'new', 'new.stats', 'u')}")
+     + f"; {_COUNTED}; END"),
     # (an ended run's status changed to another end, 'failed' to 'ok', changes whether its
     # failures of files it left unindexed count: ``UNINDEXED_RUNS``)
     ("failure_keys_run_changed", "AFTER UPDATE OF id, command, status, stats, update_of ON runs WHEN "
@@ -694,6 +705,11 @@ CREATE INDEX IF NOT EXISTS llm_calls_failed ON llm_calls(cached, cancelled, erro
     # ``chunks_of``). A reader takes a count of its own encoding and counts the others (a basic
     # ask no longer builds the tokenizer, 0.23 s, to sum the counts of its chunks).
     ("chunks_encoding", _chunks_encoding),
+    # The triggers that add failure keys made again, leaving out a key kept already in their
+    # SELECT (``_new_keys``): an outer INSERT OR REPLACE into failures or runs overrode their OR
+    # IGNORE, and each key there already was counted again; the keys counted once more (none of
+    # streamrag's statements does so: a count off was of one run by hand, or none).
+    ("failure_keys_guarded", _failure_keys_count),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

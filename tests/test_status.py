@@ -2337,6 +2337,41 @@ def test_an_upgraded_index_makes_its_failure_keys_once_and_keeps_their_count(tmp
         store.close()
 
 
+def test_the_failure_keys_count_holds_under_an_outer_insert_or_replace(tmp_path):
+    # A statement's conflict policy gives way to an outer one's: an INSERT OR REPLACE into
+    # failures or runs made the triggers' INSERT OR IGNORE replace a key kept already, counted as
+    # added (``failure_keys_count`` one more than the keys). No statement of streamrag does so: a
+    # guard, for one run by hand or a later change.
+    from streamrag import index_rows
+    from streamrag.store import MIGRATIONS, SCHEMA_VERSION
+
+    store = Store(tmp_path / "k.db")
+    try:
+        with store.transaction():
+            store.start_run("r1", "index")
+            store.record_failure("r1", "report", "C1", "no")
+            store.finish_run("r1", "ok")
+            store.conn.execute(   # (the same failure again: its key is kept already)
+                "INSERT OR REPLACE INTO failures(run_id, stage, item, message, created_at) "
+                "VALUES ('r1', 'report', 'C1', 'no', 0)")
+        assert _kept_keys(store) == (1, 1)
+        with store.transaction():   # (an ended run's row written again: its keys are kept already)
+            store.conn.execute("INSERT OR REPLACE INTO runs SELECT * FROM runs WHERE id = 'r1'")
+        assert _kept_keys(store) == (1, 1)
+        assert index_rows.failures_recorded(store) == _recounted(store) == 1
+        with store.transaction():   # (a count off, as such a statement left it before the step)
+            store.conn.execute("UPDATE failure_keys_count SET n = 2")
+            store.conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                               (str([name for name, _ in MIGRATIONS].index("failure_keys_guarded")),))
+    finally:
+        store.close()
+    store = Store(tmp_path / "k.db")   # (upgraded: counted again)
+    try:
+        assert store.get_meta("schema_version") == str(SCHEMA_VERSION) and _kept_keys(store) == (1, 1)
+    finally:
+        store.close()
+
+
 def test_an_upgrade_killed_as_it_makes_the_failure_keys_leaves_no_index_marked_stale(tmp_path):
     # The keys were made again in a transaction of their own after the last step: a crash between
     # the two left the index at this schema marked stale, every `status` reading all failures
