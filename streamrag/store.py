@@ -14,16 +14,26 @@ One file holds everything (WAL mode). The layout separates three kinds of rows:
 * **Accounting** (``runs``, ``llm_calls``, ``failures``): appended as things happen; those
   older than ``store.keep_unused_days`` are folded into sums (``index_rows.prune``).
 
-Migrations are an append-only list: a mistake gets a new fix-up migration, never an edit.
+Migrations are an append-only list: a mistake in what a step made gets a new fix-up step. A
+step's code is edited only where the index the upgrade leaves is the same: the steps that make
+the triggers of ``failure_keys`` make them as ``_FAILURE_KEY_TRIGGERS`` says them now (every
+upgrade ends with them so), and two of them no longer make its keys each, which the upgrade
+makes once as its last step ends (``Store.migrate``). The steps after the first two may be
+applied again to an index that has them (tables, indexes and columns made only if not there,
+triggers and counts made again), as tests do that set an index's version back a step.
 Writers go through ``writer.Writer`` (one task owns the write connection); readers open their own
 ``Store(path, readonly=True)``.
 
-What `status` counts as failures "recorded over all runs" is ruled here (``FAILURE_KEY``,
-``COUNTED_RUN``, ``UNINDEXED_RUNS``, ``UNINDEXED_FILES``), though ``index_rows.failures_recorded``
-reads the count: the count is kept as failures are written, by triggers (``failure_keys``), and
-triggers are schema, made by the migrations below. One text of the rules serves both, so the kept
-count and a count read from every row cannot drift apart; index_rows imports this module, not
-the other way round.
+What `status` counts as failures "recorded over all runs" is ruled here, though
+``index_rows.failures_recorded`` reads the count: the count is kept as failures are written, by
+triggers (``failure_keys``), and triggers are schema, made by the migrations below. The rules have
+two texts: over every row (``FAILURE_KEY``, ``COUNTED_RUN``, ``UNINDEXED_RUNS``,
+``UNINDEXED_FILES``: a rebuild, ``count_failure_keys``, and the reads of the runs under way), and
+per failure for the triggers, which may hold no WITH clause (``_ended_failure``,
+``_run_unindexed``). They can drift apart: they are side by side here so that a change of one is
+made in the other, and tests/test_status compares the kept count with one read from every row at
+each step of writing, editing, deleting and pruning. index_rows imports this module, not the other
+way round.
 """
 
 from __future__ import annotations
