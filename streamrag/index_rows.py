@@ -881,12 +881,12 @@ def failures_recorded(store: Store, *, under_way: bool = True) -> int:
     take from the count: left out as a deleted run of the update named them, they came back in
     when it went, archived as -1, and once the retry ended `status` said failures_total -1)."""
     unindexed = f"({UNINDEXED_FILES} OR {_UNINDEXED_YET})" if under_way else UNINDEXED_FILES
-    counts = f"{COUNTED_RUN} AND NOT (f.stage IN ('extract', 'glean') AND {unindexed})"
+    counted_rule = f"{COUNTED_RUN} AND NOT (f.stage IN ('extract', 'glean') AND {unindexed})"
     if not under_way or store.get_meta("failure_keys_stale"):   # (every failure read)
         return store.scalar(
             f"WITH {UNINDEXED_RUNS} SELECT count(*) FROM (SELECT DISTINCT CASE WHEN f.stamp IS NULL THEN "
             "coalesce(r.update_of, f.run_id) END, f.stage, f.item, f.stamp FROM failures f LEFT JOIN runs r "
-            f"ON r.id = f.run_id WHERE {counts})") or 0
+            f"ON r.id = f.run_id WHERE {counted_rule})") or 0
     # The keys of the runs that ended are kept (``store.failure_keys``), and their count
     # (``failure_keys_count``: counting the table took 16 ms at 215,000 keys); those of the runs
     # under way (or killed: their rows say "running" for good) and of none are read, each once.
@@ -896,7 +896,7 @@ def failures_recorded(store: Store, *, under_way: bool = True) -> int:
     return kept + (store.scalar(
         f"WITH {UNINDEXED_RUNS} SELECT count(*) FROM (SELECT DISTINCT {FAILURE_KEY} AS key FROM failures f "
         "LEFT JOIN runs r ON r.id = f.run_id WHERE (f.run_id IS NULL OR f.run_id IN (SELECT id FROM runs WHERE "
-        f"status = 'running')) AND {counts}) WHERE key NOT IN (SELECT key FROM failure_keys)") or 0)
+        f"status = 'running')) AND {counted_rule}) WHERE key NOT IN (SELECT key FROM failure_keys)") or 0)
 
 
 # Besides those of ``store.UNINDEXED_FILES``, a failure of a run under way (``r``) of a chunk the

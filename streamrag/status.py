@@ -457,7 +457,10 @@ def _outcome(info: dict) -> str:
             return ("killed before it finished" + ("" if info.get("writer") else ": no streamrag is writing the index")
                     + " (a new run continues its work)" + also)
         if killed is None:   # (where it cannot be told, ``_killed``: say both readings)
-            return "running, or killed before it finished (a new run continues its work)" + also
+            # Where writers hold a lock, only a run that holds none can be under way with
+            # nothing holding it: a sync of the Python API (its process's start unread: macOS).
+            running = "running (a sync of the Python API: it holds no writer lock)" if writers_lock() else "running"
+            return f"{running}, or killed before it finished (a new run continues its work)" + also
     failed = info["failures_last_run"] - unreadable
     # (the chunks whose claims calls failed are in the version, without their claims: they were
     # said "left out of this version")

@@ -1239,8 +1239,9 @@ def test_without_proc_the_writer_lock_tells_a_run_whose_pid_another_process_took
 
     try:
         said, line = killed("r1", other.pid)                      # no writer
-        assert said is None and line.endswith(": running, or killed before it finished (a new run continues "
-                                              "its work)"), line
+        # (only a sync of the Python API can be under way holding no lock: said so)
+        assert said is None and line.endswith(": running (a sync of the Python API: it holds no writer lock), "
+                                              "or killed before it finished (a new run continues its work)"), line
         lock = WriterLock(db, "streamrag index .")
         lock.take()
         try:
@@ -1281,7 +1282,8 @@ def test_without_proc_a_run_killed_whose_pid_another_process_took_is_not_said_un
         lock_path(db).write_text(f"pid {other.pid}: streamrag index .\n")
         info, text = status_of(db)
         assert info["writer"] is None and info["last_run"]["killed"] is None, info["writer"]
-        assert "running, or killed before it finished" in last_update_line(text)
+        assert "(a sync of the Python API: it holds no writer lock), or killed before it finished" in \
+            last_update_line(text)
     finally:
         other.kill()
         other.wait()
