@@ -21,8 +21,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from streamrag.local_search import STOPWORDS, query_terms, runs
 from streamrag.sentences import (CJK_CLOSERS, CJK_TERMINATORS, HEADING_LINE, NOT_AFTER_ABBREVIATION,
-                                 QUOTE_MARKS, ended, ends_with_abbreviation, is_heading, table_row_text,
-                                 table_rows)
+                                 QUOTE_MARKS, ends_with_abbreviation, is_heading, table_row_text, table_rows)
 from streamrag.terms import unspaced_chars, words
 
 EXTRACTIVE_LABEL = "Extractive answer (no LLM used)"
@@ -51,34 +50,40 @@ def split_sentences(text: str) -> list[str]:
     """Sentences of ``text`` of at least three words: split at blank lines, Markdown headings,
     list items, table rows and log lines, . ! ? before a capital in any script (not after a
     title or abbreviation such as Mr. or e.g., nor after an initial), and 。！？; headings left
-    out (``_is_title``)."""
+    out (``_titles``)."""
     out: list[str] = []
-    for block in _blocks(text):
-        for line, row in _table_rows(block) if "|" in block else ((u, False) for u in _items(block)):
-            if not row and _is_title(line):
-                continue
-            prose = not row and _ITEM_START.match(line) is None
-            line = _ITEM_MARK.sub("", " ".join(_HEADING.sub("", line).split()))
-            for s in _sentence_ends(line):
-                # Parenthesised asides ("(Also called Bob.)") are notes, not sentences to quote.
-                # A table's row is a record however short ("Cache; Sofia."), no fragment. A
-                # title ending prose ("... as meticulous. Profile: Leona Corden and the Road to
-                # Luntane Crossing Logistics", a description quoting an article's) is no sentence.
-                if (row or word_count(s) >= 3) and not s.startswith("(") and not (
-                        prose and not ended(s) and is_heading(s)):
-                    out.append(s)
+    units = [unit for block in _blocks(text)
+             for unit in (_table_rows(block) if "|" in block else ((u, False) for u in _items(block)))]
+    for (line, row), title in zip(units, _titles(units)):
+        if title:
+            continue
+        line = _ITEM_MARK.sub("", " ".join(_HEADING.sub("", line).split()))
+        for s in _sentence_ends(line):
+            # Parenthesised asides ("(Also called Bob.)") are notes, not sentences to quote.
+            # A table's row is a record however short ("Cache; Sofia."), no fragment.
+            if (row or word_count(s) >= 3) and not s.startswith("("):
+                out.append(s)
     return out
 
 
-def _is_title(unit: str) -> bool:
-    """Whether ``unit`` (one of ``_items``) is a heading, not a sentence to quote: a line of its
-    own that ``sentences.is_heading`` reads as one (a Markdown heading, a title: "Aftermath of
-    Lake Kelholmford Marathon 2034" over an article, a report's "# Ada Osk, Marta Lind and Bram
-    Tull" and its findings' "### Ada Osk and Marta Lind"), not a list item's or a log's line. It
-    names what the text under it is about, and stays in the passage the sentences are chosen
-    from; quoted alone it was an answer's finding that said nothing."""
-    line = unit.strip()
-    return "\n" not in line and _ITEM_START.match(line) is None and is_heading(" ".join(line.split()))
+def _titles(units: list[tuple[str, bool]]) -> list[bool]:
+    """Which of a text's units (``_items`` and table rows, in order) are headings, not sentences
+    to quote: a line of its own, no list item's, row's or log's, that ``sentences.is_heading``
+    reads as one, with the text going on after it (a Markdown heading, a title over its body:
+    "Aftermath of Lake Kelholmford Marathon 2034" over an article, a report's "# Ada Osk, Marta
+    Lind and Bram Tull" and its findings' "### Ada Osk and Marta Lind"). It names what the text
+    under it is about, and stays in the passage the sentences are chosen from; quoted alone it
+    was an answer's finding that said nothing. A line in title case with nothing after it ("Call
+    Ada Osk on Friday", a note of its own) or ending a paragraph is its text's sentence."""
+    out: list[bool] = []
+    body_follows = False
+    for unit, row in reversed(units):
+        line = unit.strip()
+        title = (not row and "\n" not in line and _ITEM_START.match(line) is None
+                 and is_heading(" ".join(line.split()), body_follows=body_follows))
+        out.append(title)
+        body_follows = body_follows or (not title and line != "")
+    return out[::-1]
 
 
 def _blocks(text: str) -> list[str]:

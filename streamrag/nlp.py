@@ -128,7 +128,7 @@ import unicodedata
 from collections import defaultdict
 
 from streamrag.records import EntityRecord, Extraction, RelationshipRecord
-from streamrag.sentences import joined, table_row_text, table_rows
+from streamrag.sentences import TITLE_SMALL, is_title, joined, table_row_text, table_rows
 
 # 7: a line of prose wrapped before "12. " (no list numbered from 1 above) continues the prose.
 # 8: a Markdown table's rows are read one by one, each cell opening as a sentence does.
@@ -681,15 +681,11 @@ mile back home north south east west spread spreads head heads heading headed re
 """)
 
 # The words title case leaves in lower case (articles, conjunctions, prepositions).
-_TITLE_SMALL = _words("""
-a an the and but or nor for so yet as if than vs v versus to of in on at by up
-about above across after against along amid amidst among around before behind below beneath
-beside besides between beyond despite down during except from inside into like near off onto
-out outside over past per since through throughout till toward towards under until upon via
-with within without
-""")
+_TITLE_SMALL = TITLE_SMALL
 
 _PREPOSITIONS = _TITLE_SMALL - _words("a an the and but or nor for so yet as if than vs v versus")
+_HEADLINE_SMALL = _TITLE_SMALL | _PARTICLES
+_HEADLINE_COMMON = _COMMON | _PARTICLES
 # The ways a being runs that a line, a road or a river does not ("ran through Camden", "ran along
 # the river", "ran into the sea" are said of those too).
 _RUN_WAYS = _words("away off home back past after toward towards")   # after "ran" (``_RUNNING``)
@@ -974,20 +970,13 @@ def _is_caps_line(line: str) -> bool:
 
 
 def _is_headline(line: str) -> bool:
-    if _HEADING_MARK.match(line):
-        return True
-    if line[-1] in ".!?:;,\"'\u201d\u2019" or len(line) > 200:
-        return False
-    words = [w for w in line.split() if w[0].isalpha()]
-    if len(words) < 3:
-        return False
-    caps = sum(1 for w in words if w[0].isupper())
-    small = sum(1 for w in words if w.lower() in _COMMON or w.lower() in _PARTICLES)
-    if caps < 0.6 * len(words) or caps <= small:
-        return False
-    # "iPhone" is neither case; "met", "said" in lower case say the line is no title.
-    lower = (w.rstrip(_TRAILING) for w in words if w.islower())
-    return all(w in _TITLE_SMALL or w in _PARTICLES for w in lower)
+    """Whether a block's one line is a headline: a Markdown heading's, or a title by its words
+    (``sentences.is_title``, the rule extractive answers and reports read titles by), a name
+    particle in lower case ("van", "de") a small word of it too, and more capitalised words than
+    common words and particles (a sentence's opener in capitals counts for none). Unlike
+    ``sentences.is_heading`` it does not ask for a body after the line: a headline is read for
+    the names the body holds, and is a description's last resort, never left out."""
+    return _HEADING_MARK.match(line) is not None or is_title(line, common=_HEADLINE_COMMON, small=_HEADLINE_SMALL)
 
 
 def _split_sentences(para: str) -> list[str]:

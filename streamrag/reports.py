@@ -31,7 +31,7 @@ from streamrag.merge import distinct_claims
 from streamrag.parsing import parse_report
 from streamrag.prompts import load_prompt
 from streamrag.records import Claim, Community, Entity, Relationship, Report
-from streamrag.sentences import closed, is_heading, sentences_of
+from streamrag.sentences import closed, headed_sentences
 from streamrag.tokens import count_tokens
 from streamrag.words import counted
 
@@ -47,7 +47,10 @@ if TYPE_CHECKING:
 # a full stop, one ending 'hey?"' is as written (``sentences.closed``; they read "Agenda:.", 'hey?".'); a
 # relationship's description that is a heading alone is no finding, the next strongest one is
 # (``_finding_text``).
-EXTRACTIVE_VERSION = "extractive-7"
+# 8: a line in title case is a title only with its body after it (``sentences.is_heading``): a
+# description that is one ("Call Ada Osk on Friday", a relationship's "Profile: Ivo Quinric and
+# the Road to Ruvtane Press") or ends with one is quoted again.
+EXTRACTIVE_VERSION = "extractive-8"
 # What an extractive report's key is a digest of, beside its context and fields (the version of
 # how it is named, not of how it is built: ``extractive_report``): the EXTRACTIVE_VERSION it was
 # until it was no longer named by it, so that a report of an index built then, written alike
@@ -406,13 +409,14 @@ def extractive_report(community: Community, context: ReportContext, *, entities:
 
 def _finding_text(description: str) -> str:
     """A relationship's ``description`` as a finding's explanation, on one line, without the
-    headings it quotes (``sentences.is_heading``: "Profile: Ivo Quinric and the Road to Ruvtane
-    Press", an article's title naming both, was a finding of its own); "" when it holds nothing
-    else. (The context shows the description whole.)"""
-    sentences = sentences_of(description)
-    if not any(map(is_heading, sentences)):
+    headings it quotes (``sentences.headed_sentences``: "Profile: Ivo Quinric and the Road to
+    Ruvtane Press" over the text under it); "" when it holds nothing else (a Markdown heading).
+    A title-case line that is the whole description is its text (it cannot be told from "Call
+    Ada Osk on Friday"). (The context shows the description whole.)"""
+    sentences = headed_sentences(description)
+    if not any(heading for _s, heading in sentences):
         return description.replace("\n", " ")
-    return " ".join(" ".join(x.split()) for x in sentences if not is_heading(x))
+    return " ".join(" ".join(x.split()) for x, heading in sentences if not heading)
 
 
 def _overview(members: Sequence[Entity], internal: Sequence[Relationship], names: dict[str, str]) -> str:
@@ -542,9 +546,9 @@ def _member_sentence(entity: Entity, members: Sequence[Entity]) -> str:
     """A sentence of ``entity``'s description that names it (prefixed by its name and type
     when none does), the one naming the most other members among those of five words or more,
     cut after ``MEMBER_SENTENCE_WORDS`` words; "" without one (a parenthesised note such as
-    "(Also called Wexius.)" is not one, nor a heading: ``sentences.is_heading``)."""
-    sentences = [" ".join(x.split()) for x in sentences_of(entity.description)
-                 if not x.startswith("(") and not is_heading(x)]
+    "(Also called Wexius.)" is not one, nor a heading: ``sentences.headed_sentences``)."""
+    sentences = [" ".join(x.split()) for x, heading in headed_sentences(entity.description)
+                 if not x.startswith("(") and not heading]
     if not sentences:
         return ""
     name = _words(entity.name)   # (made once, not again for each sentence)
@@ -565,9 +569,9 @@ def _member_sentence(entity: Entity, members: Sequence[Entity]) -> str:
 def _telling_sentence(entity: Entity, members: Sequence[Entity]) -> str:
     """The sentence of ``entity``'s description that names the most other members (a sentence
     of at least five words when there is one; the earliest among equals), a heading never
-    (``sentences.is_heading``: "Aftermath of Lake Kelholmford Marathon 2034", the description of
-    a name only a title holds, is no finding), ending as a sentence does (``sentences.closed``)."""
-    sentences = [x for x in sentences_of(entity.description) if not is_heading(x)]
+    (``sentences.headed_sentences``: "Aftermath of Lake Kelholmford Marathon 2034" over the text
+    under it is no finding), ending as a sentence does (``sentences.closed``)."""
+    sentences = [x for x, heading in headed_sentences(entity.description) if not heading]
     if not sentences:
         return ""
     return closed(_most_telling(sentences, entity, members))

@@ -16,9 +16,11 @@ their boundary: one without a terminator, a list item's, gets a full stop before
 colon or a semicolon ends no sentence: it leads into what follows, and is kept before what it
 leads into only ("Agenda:" of one description before "Ada Osk left" of another is "Agenda.").
 
-A heading is no sentence to quote (``is_heading``): a Markdown heading's line, or a line of three
-words or more, unended, in title case ("Aftermath of Lake Kelholmford Marathon 2034"). Extractive
-answers and reports leave it out of what they quote; the passages and contexts keep it.
+A heading is no sentence to quote (``is_heading``): a Markdown heading's line, or a line of its
+own, unended, in title case ("Aftermath of Lake Kelholmford Marathon 2034": ``is_title``, the
+offline extractor's rule for headlines too) with its body after it. A line in title case with
+nothing after it, or closing a paragraph, says what it says ("Call Ada Osk on Friday"). Extractive
+answers and reports leave headings out of what they quote; the passages and contexts keep them.
 
 A Markdown table's row is a sentence of its own, read as its cells say it: "| Ada Osk | Boston |"
 is "Ada Osk; Boston." (``table_row_text``); which lines are rows is ``table_rows``'s to say, for
@@ -229,39 +231,71 @@ def joined(sentences: list[str], follows: list[bool] | None = None) -> str:
     return " ".join(out)
 
 
-# The words a title leaves in lower case: articles, conjunctions, prepositions ("Aftermath of the
-# Marathon"). Any other word in lower case ("met", "was") says a sentence without its full stop.
-_TITLE_SMALL = frozenset("""a an the and but or nor for so yet as if than vs to of in on at by up from into
-onto with within without about above across after against along amid among around before behind below
-beneath beside between beyond despite down during except inside like near off out over past since
-through toward towards under until upon via per""".split())
-_FIRST_LETTER = re.compile(r"[^\W\d_]")
+# The words title case leaves in lower case: articles, conjunctions, prepositions ("Aftermath of
+# the Marathon"). Any other word in lower case ("met", "was") says a sentence without its full
+# stop. (The offline extractor's list too: it reads names in title case by it.)
+TITLE_SMALL = frozenset("""
+a an the and but or nor for so yet as if than vs v versus to of in on at by up
+about above across after against along amid amidst among around before behind below beneath
+beside besides between beyond despite down during except from inside into like near off onto
+out outside over past per since through throughout till toward towards under until upon via
+with within without
+""".split())
+_NO_TITLE_END = ".!?:;,\"'\u201d\u2019"   # a line ending so is a sentence or leads into one
+_WORD_TRAILING = ".,:;!?\"')]\u201d\u2019"   # what a word of a line may carry after it
 
 
-def is_heading(line: str) -> bool:
-    """Whether ``line`` (a line of its own: a paragraph of one line, a description's sentence)
-    is a heading, a title and not a sentence to quote: a Markdown heading's (``is_heading_line``),
-    or three words or more with no end (nor a colon or semicolon, which lead into what follows),
-    each capitalised (or in capitals) but the small words of titles ("Aftermath of Lake
-    Kelholmford Marathon 2034", "THE FIRST OF THE THREE SPIRITS"). "Kim Lowe met Leo Marsh in
-    Dublin" is a sentence without its full stop; a line of a script without capitals is no
-    title; a line with a full stop is a sentence, in capitals too ("THEY WERE PORTLY
-    GENTLEMEN."), as a title's own is indistinguishable from it ("THE END OF IT.")."""
+def is_title(line: str, *, common: frozenset[str] = frozenset(), small: frozenset[str] = TITLE_SMALL) -> bool:
+    """Whether ``line`` reads as a title by its words alone, the one rule the offline extractor's
+    headlines (``nlp._is_headline``) and ``is_heading`` share: no end (nor a colon, semicolon or
+    comma, which lead into what follows: "Dear Ada Osk,"), at most 200 characters, three words
+    or more opening with a letter, three in five of them capitalised, and those in lower case
+    ``small`` words ("Aftermath of Lake Kelholmford Marathon 2034", "THE FIRST OF THE THREE
+    SPIRITS"). "Kim Lowe met Leo Marsh in Dublin" is a sentence without its full stop; a line of
+    a script without capitals is no title. ``common``: words that, capitalised, say no more
+    than a sentence's opening does; a title needs more capitalised words than those (the
+    offline extractor passes its common words; this module knows none)."""
+    if not line or line[-1] in _NO_TITLE_END or len(line) > 200:
+        return False
+    words = [w for w in line.split() if w[0].isalpha()]
+    if len(words) < 3:
+        return False
+    caps = sum(1 for w in words if w[0].isupper())
+    said = sum(1 for w in words if w.lower() in common) if common else 0
+    if caps < 0.6 * len(words) or caps <= said:
+        return False
+    # ("iPhone" is neither case; "met", "said" in lower case say the line is no title.)
+    return all(w.rstrip(_WORD_TRAILING) in small for w in words if w.islower())
+
+
+def is_heading(line: str, *, body_follows: bool) -> bool:
+    """Whether ``line`` (a sentence of its own line: a paragraph of one line, a description's
+    line) is a heading, a title and not a sentence to quote: a Markdown heading's
+    (``is_heading_line``) always; a line reading as a title (``is_title``), unended, only where
+    ``body_follows``: the text of its document goes on after it, the body it heads. A line in
+    title case alone ("Call Ada Osk on Friday" a whole note, "Dear Ada Osk,", "See You Soon"
+    closing a letter, an attendee list "Ada Osk, Marta Lind, Bram Tull" ending a paragraph) is
+    what its text says, no title: left out, an answer lost the only sentence on the question.
+    A line with a full stop is a sentence, in capitals too ("THEY WERE PORTLY GENTLEMEN."), as
+    a title's own is indistinguishable from it ("THE END OF IT.")."""
     if is_heading_line(line):
         return True
-    words = line.split()
-    if len(words) < 3 or "\n" in line or ended(line) or line.endswith((":", ";")):
-        return False
-    capitalised = False
-    for w in words:
-        first = _FIRST_LETTER.search(w)
-        if first is None:
-            continue
-        if first.group().isupper():
-            capitalised = True
-        elif not first.group().islower() or w.lower().strip("\"'\u201c\u2018(,") not in _TITLE_SMALL:
-            return False
-    return capitalised
+    return body_follows and "\n" not in line and not ended(line) and is_title(line)
+
+
+def headed_sentences(text: str) -> list[tuple[str, bool]]:
+    """The sentences of ``text`` (``sentences_of``), each with whether it is a heading
+    (``is_heading``): a Markdown heading's line, or a line of its own (a part of ``line_parts``
+    of one sentence) reading as a title with a sentence not a heading after it in ``text``."""
+    parts = [[s for s in (x.strip() for x in _split_part(p)) if s] for p in line_parts(text) if p.strip()]
+    out: list[tuple[str, bool]] = []
+    body_follows = False
+    for sentences in reversed(parts):
+        for s in reversed(sentences):
+            heading = is_heading(s, body_follows=body_follows and len(sentences) == 1)
+            out.append((s, heading))
+            body_follows = body_follows or not heading
+    return out[::-1]
 
 
 def sentences_of(text: str) -> list[str]:
