@@ -51,11 +51,14 @@ if TYPE_CHECKING:
 # description that is one ("Call Ada Osk on Friday", a relationship's "Profile: Ivo Quinric and
 # the Road to Ruvtane Press") or ends with one is quoted again.
 EXTRACTIVE_VERSION = "extractive-8"
-# What an extractive report's key is a digest of, beside its context and fields (the version of
-# how it is named, not of how it is built: ``extractive_report``): the EXTRACTIVE_VERSION it was
-# until it was no longer named by it, so that a report of an index built then, written alike
-# now, keeps its key (with another, every one was written again once more).
-_EXTRACTIVE_KEY = "extractive-6"
+# The tag an extractive report's key digests with its context and fields (``extractive_report``),
+# no version of the builder: bump EXTRACTIVE_VERSION when what ``extractive_report`` writes in the
+# fields changes (every report is built again, and those whose fields changed are written: a new
+# key); change this tag only when a report's stored text, token count or elements change while its
+# context and fields do not (``render_markdown``, ``_make_report``), as then its key alone would
+# not (test_reports pins render_markdown's output to say so). "extractive-6" is the builder version
+# it was taken from: a report of an index built then, written alike now, keeps its key.
+_EXTRACTIVE_KEY_TAG = "extractive-6"
 # The room of an extractive report's "Other members" finding: a sentence for each member the
 # rest of the report does not name, those no child report names first, while the names of the
 # others still fit in a list after them.
@@ -344,6 +347,9 @@ def changed_fraction(old_elements: dict[str, list[str]] | None, new_elements: di
 
 def render_markdown(title: str, summary: str, rating: float, explanation: str,
                     findings: list[dict]) -> str:
+    """A report's fields as the Markdown text queries read. An extractive report's key covers its
+    context and fields, not this text: a change here reaches no stored report unless
+    ``_EXTRACTIVE_KEY_TAG`` changes with it (test_reports pins this output)."""
     out = [f"# {title}", "", summary, "", f"Impact: {rating:g}/10. {explanation}".rstrip()]
     if findings:
         out += ["", "## Findings"]
@@ -403,7 +409,7 @@ def extractive_report(community: Community, context: ReportContext, *, entities:
     # new builder has every report built again (``settings_key``, ``ReportStage.stale_extractive``),
     # and one it writes as before is found stored, so nothing is published for it (a model-built
     # index of synth_small published a new version of 19 rewritten reports, none of them changed).
-    key = "rpt-" + ids.digest(_EXTRACTIVE_KEY, context.text, msgspec.json.encode(fields).decode())
+    key = "rpt-" + ids.digest(_EXTRACTIVE_KEY_TAG, context.text, msgspec.json.encode(fields).decode())
     return _make_report(key, fields, context, encoding, extractive=True)
 
 

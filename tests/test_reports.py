@@ -691,3 +691,29 @@ def test_a_line_in_title_case_that_is_all_a_description_says_is_quoted():
     assert "Call Ada Osk on Friday." in r.summary and "Ada Osk, Marta Lind, Bram Tull." in r.summary, r.summary
     assert "Meeting With" not in r.text, r.text
     assert [f["explanation"] for f in r.findings] == ["Ada Osk, Marta Lind, Bram Tull"]
+
+
+# What render_markdown writes for a fixed report, and the tag extractive reports' keys hold.
+_RENDERED = ("extractive-6", "aed216ab")
+
+
+def test_a_reports_text_changes_only_with_its_key():
+    # An extractive report's key is a digest of its context and fields, not of its text: a change
+    # of render_markdown (or of a report's token count or elements) with the same fields gives
+    # every report its old key, and an index keeps the old texts for good, whatever
+    # EXTRACTIVE_VERSION says. Such a change must come with a new reports._EXTRACTIVE_KEY_TAG.
+    import hashlib
+
+    from streamrag import reports
+
+    fields = {"title": "Ada Osk and Bram Tull", "summary": "2 entities. Ada Osk keeps the books.", "rating": 2.5,
+              "rating_explanation": "2 entities and 1 relationship.",
+              "findings": [{"summary": "Ada Osk and Bram Tull", "explanation": "They met in Boston.",
+                            "entities": ["e1", "e2"], "relationships": ["r1"]}]}
+    ctx = reports.ReportContext(text="ctx", elements={"entities": ["e1", "e2"], "relationships": ["r1"]})
+    report = reports._make_report("rpt-x", fields, ctx, "o200k_base", extractive=True)
+    seen = hashlib.sha256(repr((report.text, report.tokens, report.elements)).encode()).hexdigest()[:8]
+    assert (reports._EXTRACTIVE_KEY_TAG, seen) == _RENDERED, (
+        "an extractive report's text, tokens or elements changed while its key did not: bump "
+        "_EXTRACTIVE_KEY (reports._EXTRACTIVE_KEY_TAG) so that stored reports are written again, and pin "
+        f"({reports._EXTRACTIVE_KEY_TAG!r}, {seen!r}) in _RENDERED")
