@@ -2583,22 +2583,28 @@ async def test_a_first_gleaning_of_many_chunks_is_stood_in_for_on_a_half_of_them
     assert close(est, done, 1.5) == {}, (est["llm"], done.llm)
 
 
+@pytest.mark.parametrize("changed", [{"summary_max_tokens": 100}, {"summary_max_tokens": 40},
+                                     {"summary_join_tokens": 0}])
 async def test_a_summary_setting_changed_counts_the_reports_that_may_show_a_summary_written_again(
-        tmp_path, simulator):
+        tmp_path, simulator, changed):
     # index.summary_max_tokens 150 -> 100 with llm.cache off: the 10 summaries a model writes
     # again (counted as the run asks them) may change the contexts showing them, and no other:
     # every report was counted (26 of ten articles), now the 10 of communities holding one. (The
-    # run writes none: the simulator's summaries come out as before, a model's need not.)
+    # run writes none: the simulator's summaries come out as before, a model's need not.) The
+    # count is an upper bound (README): so also where the run writes reports, 150 -> 40 (the
+    # descriptions of one truncated shorter, 34 summaries: 16 reports, the run's 16) and
+    # summary_join_tokens 60 -> 0 (every several summarized: 73; 25 reports for the run's 22).
     docs = news_copy(tmp_path, 10)
     db = tmp_path / "index.db"
     await sync([docs], make_settings(simulator.base_url), db, root=docs)
-    settings = make_settings(simulator.base_url, index={"summary_max_tokens": 100}, llm={"cache": False})
+    settings = make_settings(simulator.base_url, index=changed, llm={"cache": False})
     with contextlib.closing(Store(db, readonly=True)) as store:
         reported = index_rows.communities_of_size(store, settings.index.report_min_members)
     est, done = await index_and_estimate(docs, settings, db)
     assert est["summarized_again_because"], est
     assert asked(est, "summarize") == paid(done.llm, "summarize") > 0, (est["llm"], done.llm)
     assert paid(done.llm, "report") <= asked(est, "report") < reported, (est["llm"], done.llm, reported)
+    assert paid(done.llm, "report") > 0 or changed == {"summary_max_tokens": 100}, done.llm
 
 
 async def test_documents_cut_again_to_a_new_chunk_size_count_their_names_described_anew(tmp_path, simulator):
