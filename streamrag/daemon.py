@@ -27,8 +27,8 @@ Design notes:
   are), but at most ten times that (``_MAX_WAIT_QUIETS``) after the first change it would
   publish: a file written steadily (an autosave, a log appended every second) is synced while
   it grows. Files that settle beside it (their own quiet period over) do not wait with it: a
-  sync takes them alone, the busy file left pending and as indexed (``Indexer``'s ``held``),
-  its cap and its settling line as they were (``_split``).
+  sync takes them alone, the busy file left pending and as indexed (``Indexer``'s
+  ``left_as_indexed``), its cap and its settling line as they were (``_split``).
 * **Two ways to stop.** The first SIGINT/SIGTERM stops taking events and lets the in-flight
   prefetch or sync finish within ``watch.grace_s``; changes queued but not yet synced stay in
   the folder for the next start's initial sync, and so do those the watcher saw and had not
@@ -531,22 +531,22 @@ class Daemon:
         the one whose chunk failed counted twice)."""
         return self._retry_items - (self._retry_chunks if self._files_listed else self._pending_chunks())
 
-    def _why_sync(self, held: Iterable[str] = ()) -> tuple[str, dict[str, Any]]:
+    def _why_sync(self, left_as_indexed: Iterable[str] = ()) -> tuple[str, dict[str, Any]]:
         """What the next sync is for, ``2 changed files, retrying 3 failed items``, and its counts
         as its first line gives them: ``files``, ``whole_folder``, and ``failed_items`` and
         ``claims_failed`` (of them, the chunks indexed without their claims) when it retries.
-        ``held``: the files it leaves for a later sync, still written (``_split``): ``1 changed
-        file; log.txt still written, synced once quiet`` (its count ``held``)."""
+        ``left_as_indexed``: the files it leaves for a later sync, still written (``_split``):
+        ``1 changed file; log.txt still written, synced once quiet`` (its count ``held``)."""
         parts = []
-        held = sorted(held)
+        left = sorted(left_as_indexed)
         files = self._files_pending() - sum(self.pending.get(rel) not in ("renamed away", "added and deleted")
-                                            for rel in held)
-        if held:   # (no "." then: ``_split``)
-            came = sum(kind == "added and deleted" for rel, kind in self.pending.items() if rel not in held)
-            more = f" and {_n(len(held) - 1, 'more file')}" if len(held) > 1 else ""
+                                            for rel in left)
+        if left:   # (no "." then: ``_split``)
+            came = sum(kind == "added and deleted" for rel, kind in self.pending.items() if rel not in left)
+            more = f" and {_n(len(left) - 1, 'more file')}" if len(left) > 1 else ""
             said = _n(files, "changed file") if files else f"{_n(came, 'file')} added and deleted"
-            return (f"{said}; {shown(held[0])}{more} still written, synced once quiet",
-                    {"files": files, "held": len(held), "whole_folder": False})
+            return (f"{said}; {shown(left[0])}{more} still written, synced once quiet",
+                    {"files": files, "held": len(left), "whole_folder": False})
         if files:
             parts.append(_n(files, "changed file"))
         marker = self.pending.get(".")
@@ -1101,8 +1101,8 @@ class Daemon:
             settled, busy = settled - young, busy | young
             if not settled or self.stopping:
                 return False
-            reason, why = self._why_sync(held=busy)
-            ok = await self._sync(reason, why=why, held=frozenset(busy))
+            reason, why = self._why_sync(left_as_indexed=busy)
+            ok = await self._sync(reason, why=why, left_as_indexed=frozenset(busy))
             failures_in_row = _failures_after(failures_in_row, ok=ok, only_retry=False)
             if ok:
                 self._note_update("queued")   # (its idle line let go of the update's note: the busy file is pending)
@@ -1608,7 +1608,7 @@ class Daemon:
         self._ahead["llm"] = summed(self._ahead["llm"], indexer.llm.stats if indexer.llm else {})
 
     async def _sync(self, reason: str, *, why: dict[str, Any], initial: bool = False,
-                    held: frozenset[str] = frozenset()) -> bool:
+                    left_as_indexed: frozenset[str] = frozenset()) -> bool:
         """One full sync of the folder for ``reason`` (``why``: its counts, ``_why_sync``); a
         failure is reported (raised if ``initial``), and returns False (the next sync backs off).
         One that made an ``Indexer`` frees its memory once its own frame, which holds it, is gone
@@ -1616,13 +1616,13 @@ class Daemon:
         most), whose Indexer and model client sit in the same cycles."""
         before = self.indexers_made
         try:
-            return await self._sync_once(reason, why=why, initial=initial, held=held)
+            return await self._sync_once(reason, why=why, initial=initial, left_as_indexed=left_as_indexed)
         finally:
             if self.indexers_made != before:
                 _release_memory()
 
     async def _sync_once(self, reason: str, *, why: dict[str, Any], initial: bool,
-                         held: frozenset[str] = frozenset()) -> bool:
+                         left_as_indexed: frozenset[str] = frozenset()) -> bool:
         from streamrag.pipeline import Indexer
 
         if not self.root.is_dir():
@@ -1636,9 +1636,10 @@ class Daemon:
         # new version (``_outage_after``); ``Outage.still_down`` says the outage goes on. Its lines
         # shown, the outage line was said again after them with the pause unchanged, at each edit.
         quiet = self.outage.current is not None
-        # (``held``: files still written, left pending and as indexed for a later sync, ``_split``)
-        queued = {rel: kind for rel, kind in self.pending.items() if rel not in held}
-        self.pending = {rel: kind for rel, kind in self.pending.items() if rel in held}
+        # (``left_as_indexed``: files still written, left pending and as indexed for a later
+        # sync, ``_split``)
+        queued = {rel: kind for rel, kind in self.pending.items() if rel not in left_as_indexed}
+        self.pending = {rel: kind for rel, kind in self.pending.items() if rel in left_as_indexed}
         self._syncing = queued   # (left so when cancelled: not synced)
         began = time.time()
         progress = Progress()
@@ -1650,7 +1651,7 @@ class Daemon:
                           retried=not self._once, retry_base_s=self.retry_base_s,   # (`--once` is like `streamrag index`)
                           stopped=self.stop_event.is_set,
                           update_of=self._update_of, answered_at=self.outage.answered_at,
-                          folder_changed=self.syncs > 0, held=held,
+                          folder_changed=self.syncs > 0, left_as_indexed=left_as_indexed,
                           say=lambda line: self.emit("warning", line, warning=line))   # (--json: on stdout)
         self.indexers_made += 1
         self._sync_run = indexer.run_id

@@ -490,7 +490,7 @@ class Indexer:
                  recluster: bool = False, graph_cache: GraphCache | None = None,
                  retried: bool = False, retry_base_s: float | None = None,
                  update_of: str | None = None, answered_at: float | None = None,
-                 folder_changed: bool = False, held: frozenset[str] = frozenset(),
+                 folder_changed: bool = False, left_as_indexed: frozenset[str] = frozenset(),
                  say: Callable[[str], None] | None = None, stopped: Callable[[], bool] | None = None) -> None:
         """``retried``: the caller retries an outage itself (the daemon), so a run that reached
         no endpoint publishes what it can rather than nothing (not the first version of an index
@@ -502,7 +502,7 @@ class Indexer:
         ``folder_changed``: a watch's sync after its first, of a folder whose files changed under
         it: one left with only the files index.exclude leaves out is warned of, not refused (the
         notes deleted, the templates kept), where a run's settings leaving out every file is.
-        ``held``: files (paths from the root) the run leaves as the index holds them, unread, as
+        ``left_as_indexed``: files (paths from the root) the run leaves as the index holds them, unread, as
         it leaves those outside its paths: a daemon's sync of the files that settled while
         another is still written (a log), which a later sync takes up.
         ``stopped``: whether the daemon has been asked to stop (its model client's errors then say to
@@ -526,7 +526,7 @@ class Indexer:
         self.retry_base_s = retry_base_s
         self.update_of = update_of
         self.folder_changed = folder_changed
-        self.held = held
+        self.left_as_indexed = left_as_indexed
         self.run_id = time.strftime("%Y%m%dT%H%M%S-") + uuid.uuid4().hex[:6]
         self.key = extractor_key(settings)
         # (a chunk whose claims call failed is published with what a run without claims stores)
@@ -1127,14 +1127,14 @@ class Indexer:
         scope = scan.scope = [loader.stored_path(p, self.root) for p in paths]
         scan.files.update({p: v for p, v in known.items()
                            if not on_disk.covered(p, scope) and (not publishing or on_disk.still_there(p, self.root))
-                           or loader.file_of(p) in self.held})
+                           or loader.file_of(p) in self.left_as_indexed})
         # A changed reader or chunker (loader version, text_field, size, overlap, encoding)
         # re-reads and re-chunks every document.
         rechunk = cuts_again(store, self.chunker_key)
         # The new chunker is recorded only once every document has been re-chunked with it:
         # `index one.txt` after a chunk_size change re-chunks that file, the next full run the rest.
-        self.rechunked_all = not rechunk or all(on_disk.covered(p, scope) and loader.file_of(p) not in self.held
-                                                for p in known)
+        self.rechunked_all = not rechunk or all(
+            on_disk.covered(p, scope) and loader.file_of(p) not in self.left_as_indexed for p in known)
         skipped: list[str] = []  # odd names, symlinks leading out of the folder
         unlisted: list[tuple[Path, str]] = []   # folders that could not be listed
         broken: list[Path] = []
@@ -1147,11 +1147,11 @@ class Indexer:
                             copies=self.conflict_copies)
         self.broken_links = [loader.stored_path(p, self.root) for p in broken]
         files = without_index_files(files, self.db_path, also=s.own_files())
-        # (files held are found, not read: a folder whose only file is held is not one without
+        # (files left as indexed are found, not read: a folder whose only file is one is not one without
         # files, which watch said "no file ... matches index.include" of)
         found = bool(files)
-        if self.held:
-            files = [f for f in files if loader.stored_path(f, self.root) not in self.held]
+        if self.left_as_indexed:
+            files = [f for f in files if loader.stored_path(f, self.root) not in self.left_as_indexed]
         scan.warnings += skipped
         for folder, why in unlisted:
             # What was indexed from a folder that cannot be listed now stays until it can.

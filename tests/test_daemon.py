@@ -782,7 +782,7 @@ async def _a_log_written_steadily(corpus: Path, db: Path, monkeypatch, *, note_a
         async def syncing(reason, **kwargs):
             at = len(queued)
             ok = await sync_(reason, **kwargs)
-            syncs.append((at, kwargs.get("held", frozenset()), _indexed_paths(db), snapshot(db)))
+            syncs.append((at, kwargs.get("left_as_indexed", frozenset()), _indexed_paths(db), snapshot(db)))
             return ok
 
         daemon._queue, daemon._sync = queueing, syncing
@@ -856,7 +856,7 @@ async def test_a_file_saved_beside_one_written_on_with_its_batches_apart_is_sync
 
         async def syncing(reason, **kwargs):
             ok = await sync_(reason, **kwargs)
-            syncs.append((kwargs.get("held", frozenset()), _indexed_paths(db)))
+            syncs.append((kwargs.get("left_as_indexed", frozenset()), _indexed_paths(db)))
             return ok
 
         daemon._sync = syncing
@@ -910,7 +910,7 @@ async def test_a_file_deleted_beside_the_only_other_one_written_on_is_synced_wit
 
         async def syncing(reason, **kwargs):
             ok = await sync_(reason, **kwargs)
-            syncs.append(kwargs.get("held", frozenset()))
+            syncs.append(kwargs.get("left_as_indexed", frozenset()))
             return ok
 
         daemon._sync = syncing
