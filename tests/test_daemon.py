@@ -769,7 +769,8 @@ async def _a_log_written_steadily(corpus: Path, db: Path, monkeypatch, *, note_a
     syncs: list[tuple[int, frozenset]] = []
     queued: list[int] = []
     async with running(settings, db, corpus) as (daemon, _events, send):
-        # (both clocks moved by the test alone, the files' mtimes set to the wall clock's time)
+        # (both clocks moved by the test alone, the files' mtimes set 0.01 s before the wall
+        # clock's time: at exactly its time, float rounding made a file written after it now and then)
         clock, wall = DaemonClock(monkeypatch), WallClock(monkeypatch, time.time())
         queue, sync_ = daemon._queue, daemon._sync
 
@@ -838,7 +839,7 @@ async def test_a_file_saved_beside_one_written_on_with_its_batches_apart_is_sync
     # back for 10 x debounce_ms), the log is found written at the look after each quiet period
     # (``_written_again``), which held the note saved in its second batch back too, up to the
     # log's cap. Now that look syncs the note alone, the log left as indexed. Scripted: both
-    # clocks are moved by the test, the files' mtimes set to the wall clock's time.
+    # clocks are moved by the test, the files' mtimes set 0.01 s before the wall clock's time.
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.5, "debounce_ms": 0})
     db = tmp_path / "c.db"
     log, note = corpus / "log.txt", corpus / "note.txt"
