@@ -26,6 +26,7 @@ every row read or written is ``index_rows``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import json
@@ -502,8 +503,9 @@ class Indexer:
         ``folder_changed``: a watch's sync after its first, of a folder whose files changed under
         it: one left with only the files index.exclude leaves out is warned of, not refused (the
         notes deleted, the templates kept), where a run's settings leaving out every file is.
-        ``left_as_indexed``: files (paths from the root) the run leaves as the index holds them, unread, as
-        it leaves those outside its paths: a daemon's sync of the files that settled while
+        ``left_as_indexed``: files (paths from the root) the run leaves as the index holds them,
+        unread, as it leaves those outside its paths, and with them any file that is the same
+        file (a link: ``_left_as_indexed``): a daemon's sync of the files that settled while
         another is still written (a log), which a later sync takes up.
         ``stopped``: whether the daemon has been asked to stop (its model client's errors then say to
         start it again, not that it retries). ``transport`` and ``retry_base_s`` (the model client's
@@ -1126,15 +1128,10 @@ class Indexer:
         # published) does without on every batch of changed files.
         scope = scan.scope = [loader.stored_path(p, self.root) for p in paths]
         scan.files.update({p: v for p, v in known.items()
-                           if not on_disk.covered(p, scope) and (not publishing or on_disk.still_there(p, self.root))
-                           or loader.file_of(p) in self.left_as_indexed})
+                           if not on_disk.covered(p, scope) and (not publishing or on_disk.still_there(p, self.root))})
         # A changed reader or chunker (loader version, text_field, size, overlap, encoding)
         # re-reads and re-chunks every document.
         rechunk = cuts_again(store, self.chunker_key)
-        # The new chunker is recorded only once every document has been re-chunked with it:
-        # `index one.txt` after a chunk_size change re-chunks that file, the next full run the rest.
-        self.rechunked_all = not rechunk or all(
-            on_disk.covered(p, scope) and loader.file_of(p) not in self.left_as_indexed for p in known)
         skipped: list[str] = []  # odd names, symlinks leading out of the folder
         unlisted: list[tuple[Path, str]] = []   # folders that could not be listed
         broken: list[Path] = []
@@ -1150,8 +1147,14 @@ class Indexer:
         # (files left as indexed are found, not read: a folder whose only file is one is not one without
         # files, which watch said "no file ... matches index.include" of)
         found = bool(files)
-        if self.left_as_indexed:
-            files = [f for f in files if loader.stored_path(f, self.root) not in self.left_as_indexed]
+        left = self._left_as_indexed(files)
+        if left:
+            files = [f for f in files if loader.stored_path(f, self.root) not in left]
+            scan.files.update({p: v for p, v in known.items() if loader.file_of(p) in left})
+        # The new chunker is recorded only once every document has been re-chunked with it:
+        # `index one.txt` after a chunk_size change re-chunks that file, the next full run the rest.
+        self.rechunked_all = not rechunk or all(on_disk.covered(p, scope) and loader.file_of(p) not in left
+                                                for p in known)
         scan.warnings += skipped
         for folder, why in unlisted:
             # What was indexed from a folder that cannot be listed now stays until it can.
@@ -1169,6 +1172,27 @@ class Indexer:
             scan.warnings.append(nothing_found(paths, self.settings, self.db_path, self.root,
                                                refused=bool(known) and not self.folder_changed))
         return scan, files, rechunk
+
+    def _left_as_indexed(self, files: list[Path]) -> set[str]:
+        """The files of ``files`` (the scan's) this run leaves as indexed: ``left_as_indexed``,
+        and those that are the same file as one of them (a symlink to it, its target, a hard
+        link), by their paths from the root. A link read while the file it leads to is left as
+        indexed held the file in two versions, its text as indexed and as it is now, which no
+        index of the folder ever does."""
+        left = set(self.left_as_indexed)
+        if not left:
+            return left
+        same = set()
+        for rel in left:
+            with contextlib.suppress(OSError, ValueError):   # (gone: renamed away, deleted)
+                st = os.stat(self.root / rel)
+                same.add((st.st_dev, st.st_ino))
+        for path in files:
+            with contextlib.suppress(OSError, ValueError):   # (gone since the scan: its sync says so)
+                st = os.stat(path)
+                if (st.st_dev, st.st_ino) in same:
+                    left.add(loader.stored_path(path, self.root))
+        return left
 
     # -- stage 2: what changed -----------------------------------------------------------------
     def _changes(self, store: Store, scan: Scan) -> Change:

@@ -886,6 +886,67 @@ async def test_a_file_saved_beside_one_written_on_with_its_batches_apart_is_sync
         len(log.read_text())   # (the source ended: synced whole)
 
 
+@pytest.mark.parametrize("linked", ["link", "target", "hard"])
+async def test_a_link_to_a_file_left_as_indexed_is_left_as_indexed_too(corpus, tmp_path, monkeypatch, linked):
+    # The sync of the files that settled beside a log written on and on left the log as
+    # indexed, but read link.txt, a symlink to it, with the log's text as it is now: one file in
+    # two versions, which no index of the folder holds. Now a link to a file left as indexed
+    # (or the target of one written through its link, or a hard link) is left as indexed too.
+    # Scripted as the test above: both clocks moved by the test.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.5, "debounce_ms": 0})
+    db = tmp_path / "l.db"
+    log, note = corpus / "log.txt", corpus / "note.txt"
+    first = "Mira Osk opened the harbor ledger at Port Vell.\n"
+    log.write_text(first)
+    if linked == "hard":
+        os.link(log, corpus / "link.txt")
+    else:
+        (corpus / "link.txt").symlink_to("log.txt")
+    busy = corpus / ("link.txt" if linked == "target" else "log.txt")   # the name the writes come by
+    syncs: list[frozenset] = []
+
+    def written(path: Path, text: str, wall: WallClock) -> None:
+        with path.open("a") as f:
+            f.write(text)
+        os.utime(path, ns=(int((wall.now - 0.01) * 1e9),) * 2)   # (0.01 s old: no rounding makes it younger than now)
+
+    def chars() -> dict[str, int]:
+        return {p: db_count(db, "SELECT d.chars FROM files f JOIN documents d ON d.id = f.doc_id "
+                               f"WHERE f.path = '{p}'") for p in ("log.txt", "link.txt")}   # the text indexed
+
+    async with running(settings, db, corpus) as (daemon, events, send):
+        assert chars() == {"log.txt": len(first), "link.txt": len(first)}
+        clock, wall = DaemonClock(monkeypatch), WallClock(monkeypatch, time.time())
+        sync_ = daemon._sync
+
+        async def syncing(reason, **kwargs):
+            ok = await sync_(reason, **kwargs)
+            syncs.append(kwargs.get("left_as_indexed", frozenset()))
+            return ok
+
+        daemon._sync = syncing
+        async with send:
+            for n in range(2):   # the log's two batches; the note in the second
+                written(busy, f"Entry {n}: Bo Lund paid the toll.\n", wall)
+                batch = {(Change.modified, str(busy))}
+                if n == 1:
+                    written(note, "Mira Osk sold the Blue Heron to Bo Lund at Kessel.\n", wall)
+                    batch.add((Change.added, str(note)))
+                mark = len(events)
+                await send.send(batch)
+                await until(lambda: "queued" in events.states(mark))
+                clock.now += 0.2
+                wall.now += 0.2
+            clock.now += 0.4
+            wall.now += 0.4
+            written(busy, "Entry 2: Bo Lund paid the toll.\n", wall)
+            await until(lambda: syncs, timeout=10)   # (the look, within a second: _LOOK_S)
+            assert syncs[0] == {busy.name} and "note.txt" in _indexed_paths(db), syncs
+            assert chars() == {"log.txt": len(first), "link.txt": len(first)}   # both as indexed
+    now = len(log.read_text())
+    assert syncs[-1] == set() and chars() == {"log.txt": now, "link.txt": now}   # (the source ended: synced whole)
+
+
 async def test_a_file_deleted_beside_the_only_other_one_written_on_is_synced_without_a_warning(
         corpus, tmp_path, monkeypatch):
     # The sync of the files that settled beside a log written on and on leaves the log as
