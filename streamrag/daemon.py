@@ -434,6 +434,9 @@ class Daemon:
         # Each file queued since its last sync: when its first and its last batch came (the
         # daemon's clock) and in how many batches (``_split``).
         self._queued_at: dict[str, tuple[float, float, int]] = {}
+        # ... and the renames among them, each new name's old one (``_queue``): a rename is synced
+        # whole or not at all (``_split``).
+        self._renamed_from: dict[str, str] = {}
 
     # -- control -------------------------------------------------------------------------
     @property
@@ -539,14 +542,16 @@ class Daemon:
         ``1 changed file; log.txt still written, synced once quiet`` (its count ``held``)."""
         parts = []
         left = sorted(left_as_indexed)
-        files = self._files_pending() - sum(self.pending.get(rel) not in ("renamed away", "added and deleted")
-                                            for rel in left)
+        # (the old name of a file renamed and written on is left with it, not written: ``_split``)
+        there = [rel for rel in left if self.pending.get(rel) not in ("renamed away", "added and deleted")]
+        files = self._files_pending() - len(there)
         if left:   # (no "." then: ``_split``)
             came = sum(kind == "added and deleted" for rel, kind in self.pending.items() if rel not in left)
-            more = f" and {_n(len(left) - 1, 'more file')}" if len(left) > 1 else ""
+            named = there or left
+            more = f" and {_n(len(named) - 1, 'more file')}" if len(named) > 1 else ""
             said = _n(files, "changed file") if files else f"{_n(came, 'file')} added and deleted"
-            return (f"{said}; {shown(left[0])}{more} still written, synced once quiet",
-                    {"files": files, "held": len(left), "whole_folder": False})
+            return (f"{said}; {shown(named[0])}{more} still written, synced once quiet",
+                    {"files": files, "held": len(named), "whole_folder": False})
         if files:
             parts.append(_n(files, "changed file"))
         marker = self.pending.get(".")
@@ -596,6 +601,7 @@ class Daemon:
 
         self.pending.clear()
         self._queued_at.clear()
+        self._renamed_from.clear()
         self._retries = self._retry_items = self._retry_chunks = self._retry_claims = 0
         self._retry_files = {}
         self._given_up = (0, 0)
@@ -1056,14 +1062,27 @@ class Daemon:
         if "." in self.pending or not rels or not rels <= self._queued_at.keys():
             return None
         busy = {rel for rel in rels if self._queued_at[rel][1] + quiet > now} | (written & rels)
-        settled = rels - busy
-        if not busy or not settled:
+        if not busy or not rels - busy:
             return None
         for rel in busy:
             first, _last, batches = self._queued_at[rel]
             if first + quiet > now or batches < 2 and rel not in written:
                 return None
-        return settled, busy
+        busy = self._with_renames(busy) & rels
+        settled = rels - busy
+        return (settled, busy) if settled else None
+
+    def _with_renames(self, busy: set[str]) -> set[str]:
+        """``busy`` and the other names of its renames (``_renamed_from``, each way, chained):
+        ``mv a.txt b.txt`` then a log written as b.txt. Synced apart, a.txt settled and went,
+        its text with it, until b.txt's own sync, and the sync said "0 files added and deleted"."""
+        busy = set(busy)
+        while True:
+            more = {old for new, old in self._renamed_from.items() if new in busy} | \
+                {new for new, old in self._renamed_from.items() if old in busy}
+            if more <= busy:
+                return busy
+            busy |= more
 
     async def _follow(self, recv) -> None:
         """Queues batches as they come, prefetching; syncs after ``quiet_s`` with no batch and no
@@ -1097,8 +1116,8 @@ class Daemon:
             # A settled file written since its batch (the watcher holds a write back) is not settled.
             paths = [self.root / rel for rel in sorted(settled)]
             seen = await anyio.to_thread.run_sync(_modified, paths, abandon_on_cancel=True)
-            young = _young(self.root, seen, quiet, time.time())
-            settled, busy = settled - young, busy | young
+            young = self._with_renames(_young(self.root, seen, quiet, time.time()))
+            settled, busy = settled - young, busy | (young & settled)
             if not settled or self.stopping:
                 return False
             reason, why = self._why_sync(left_as_indexed=busy)
@@ -1108,6 +1127,7 @@ class Daemon:
                 self._note_update("queued")   # (its idle line let go of the update's note: the busy file is pending)
                 for rel in settled:
                     self._queued_at.pop(rel, None)
+                    self._renamed_from.pop(rel, None)
                 self._unsettled = {p for p in self._unsettled if p.relative_to(self.root).as_posix() in busy}
                 first_batch = min((self._queued_at[rel][0] for rel in busy if rel in self._queued_at),
                                   default=first_batch)
@@ -1212,6 +1232,7 @@ class Daemon:
                     self._settling_said.clear()
                 first_batch, self._unsettled, written_on, written = None, set(), False, set()
                 self._queued_at.clear()
+                self._renamed_from.clear()
                 # Retrying what failed, files among it: an edit whose sync failed stays pending,
                 # and kept the pause where it was (16 s all weekend) until the endpoint was back.
                 only_retry, edited = not edited, False
@@ -1437,6 +1458,7 @@ class Daemon:
         for source in renamed.values():   # a rename is one changed file, in every count
             if self.pending.get(source) == "deleted":
                 self.pending[source] = "renamed away"
+        self._renamed_from.update(renamed)
         kinds = Counter(kind for rel, kind in files.items()
                         if rel not in renamed and rel not in renamed.values() and rel not in came_and_went)
         kinds["renamed"] += len(renamed)

@@ -947,6 +947,71 @@ async def test_a_link_to_a_file_left_as_indexed_is_left_as_indexed_too(corpus, t
     assert syncs[-1] == set() and chars() == {"log.txt": now, "link.txt": now}   # (the source ended: synced whole)
 
 
+@pytest.mark.parametrize("note_beside", [False, True])
+async def test_a_file_renamed_then_written_on_is_left_with_its_old_name(corpus, tmp_path, monkeypatch, note_beside):
+    # `mv a.txt b.txt`, then b.txt written on and on: a.txt, its batch over, settled beside it,
+    # and a sync took it alone ("0 files added and deleted; b.txt still written"), dropping its
+    # text until b.txt's own sync. Now a rename is on one side: with nothing else settled there
+    # is no sync apart; with a note saved beside it, the note's sync leaves both names as
+    # indexed. Scripted as the tests above: both clocks moved by the test.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.5, "debounce_ms": 0})
+    db = tmp_path / "r.db"
+    old, new, note = corpus / "a.txt", corpus / "b.txt", corpus / "note.txt"
+    old.write_text("Mira Osk opened the harbor ledger at Port Vell.\n")
+    syncs: list[tuple[str, frozenset, set[str]]] = []
+    splits: list[tuple[set[str], object]] = []
+
+    def written(path: Path, text: str, wall: WallClock) -> None:
+        with path.open("a") as f:
+            f.write(text)
+        os.utime(path, ns=(int((wall.now - 0.01) * 1e9),) * 2)   # (0.01 s old: no rounding makes it younger than now)
+
+    async with running(settings, db, corpus) as (daemon, events, send):
+        clock, wall = DaemonClock(monkeypatch), WallClock(monkeypatch, time.time())
+        sync_, split_ = daemon._sync, daemon._split
+
+        async def syncing(reason, **kwargs):
+            ok = await sync_(reason, **kwargs)
+            syncs.append((reason, kwargs.get("left_as_indexed", frozenset()), _indexed_paths(db)))
+            return ok
+
+        def splitting(now, quiet, written):
+            got = split_(now, quiet, written)
+            splits.append((set(written), got))
+            return got
+
+        daemon._sync, daemon._split = syncing, splitting
+        async with send:
+            old.rename(new)
+            batches = [{(Change.deleted, str(old)), (Change.added, str(new))}, {(Change.modified, str(new))}]
+            for n, batch in enumerate(batches):   # the rename, then b.txt written (and the note)
+                if n == 1:
+                    written(new, "Entry 1: Bo Lund paid the toll.\n", wall)
+                    if note_beside:
+                        written(note, "Mira Osk sold the Blue Heron to Bo Lund at Kessel.\n", wall)
+                        batch.add((Change.added, str(note)))
+                mark = len(events)
+                await send.send(batch)
+                await until(lambda: "queued" in events.states(mark))
+                clock.now += 0.2
+                wall.now += 0.2
+            assert daemon.pending.get("a.txt") == "renamed away"   # (found a rename)
+            clock.now += 0.4
+            wall.now += 0.4
+            written(new, "Entry 2: Bo Lund paid the toll.\n", wall)
+            # (the look, within a second: _LOOK_S)
+            await until(lambda: any("b.txt" in w for w, _ in splits) and (syncs or not note_beside), timeout=10)
+            if note_beside:
+                reason, left, indexed = syncs[0]
+                assert left == {"a.txt", "b.txt"} and {"a.txt", "note.txt"} <= indexed, syncs
+                assert "b.txt" not in indexed and reason == "1 changed file; b.txt still written, synced once quiet"
+                assert daemon.pending == {"a.txt": "renamed away", "b.txt": "modified"}
+            else:
+                assert [got for w, got in splits if "b.txt" in w] == [None], splits   # no sync apart
+                assert not syncs and "a.txt" in _indexed_paths(db), syncs
+    assert not syncs[-1][1] and "b.txt" in syncs[-1][2] and "a.txt" not in syncs[-1][2]   # (the source ended)
+
+
 async def test_a_file_deleted_beside_the_only_other_one_written_on_is_synced_without_a_warning(
         corpus, tmp_path, monkeypatch):
     # The sync of the files that settled beside a log written on and on leaves the log as
