@@ -6,21 +6,27 @@ rich and pygments whenever click is installed (80-90 ms, half of httpx's import;
 ``defer()``, called before httpx is first imported (the package's ``__init__``), stands a small
 module in for ``httpx._main``: its ``main`` imports the real client when called, and any other
 name of it is looked up there too, so ``httpx.main`` still works. An httpx imported already is
-left as it is.
+left as it is, and so is one whose client cannot load (click is not a dependency of httpx or of
+streamrag): httpx then stands in its own ``main``, which says to install ``httpx[cli]``, where
+the stand-in would raise ModuleNotFoundError, even from ``hasattr``.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import types
 
 NAME = "httpx._main"
+CLIENT_NEEDS = ("click", "pygments", "rich")   # (what ``httpx/_main.py`` imports)
 
 
 def defer() -> None:
     """Stands a lazy module in for ``httpx._main`` unless httpx is imported already."""
     if "httpx" in sys.modules or NAME in sys.modules:
         return
+    if not all(importlib.util.find_spec(name) for name in CLIENT_NEEDS):
+        return   # (its import fails at once, and httpx's own ``main`` says what to install)
     stand_in = types.ModuleType(NAME, "httpx's command-line client, imported when first used")
 
     def real() -> types.ModuleType:

@@ -31,3 +31,12 @@ def test_httpx_imported_after_streamrag_loads_no_click_rich_or_pygments():
 def test_httpx_s_own_client_still_runs():
     ran = _python("import streamrag\nimport httpx\nhttpx.main(['--help'])")
     assert ran.returncode == 0 and "A next generation HTTP client" in ran.stdout, ran.stderr
+
+
+def test_without_click_httpx_keeps_its_own_advice_to_install_its_client():
+    # click is no dependency of httpx or streamrag: without it the stand-in raised
+    # ModuleNotFoundError from httpx.main, and from hasattr on it, where httpx says what to install.
+    ran = _python("import sys\nsys.modules['click'] = None   # (not installed)\nimport streamrag\nimport httpx\n"
+                  "print('httpx._main' in sys.modules, httpx.main.__module__)\nhttpx.main()")
+    assert ran.returncode == 1 and "Traceback" not in ran.stderr, ran.stderr
+    assert ran.stdout.startswith("False httpx\n") and "pip install 'httpx[cli]'" in ran.stdout, ran.stdout
