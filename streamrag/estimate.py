@@ -418,7 +418,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
         corpus_tokens += index_rows.document_tokens(store, kept_docs)
         # ... and the run extracts their chunks the current extractor has not (``ExtractionStage``:
         # `index DIR/a.txt` after llm.extraction_model changed extracts every document's)
-        for c in index_rows.backlog(store, sorted(kept_docs), extractor_key(settings)):
+        for c in index_rows.backlog(store, sorted(kept_docs), extractor_key(settings), ix.encoding):
             new_chunks.setdefault(c.id, c)
     if replacing:
         # (those whose stored extraction holds the records they are live with: the run keeps them

@@ -323,7 +323,7 @@ class ExtractionStage:
             # Chunks of documents already indexed that lack an extraction by the current
             # extractor: its settings changed, or an earlier run failed on them.
             kept = sorted({doc_id for doc_id, _s, _m in scan.files.values()} - set(scan.doc_chunks))
-            await self.schedule(index_rows.backlog(self.store, kept, self.key), send)
+            await self.schedule(index_rows.backlog(self.store, kept, self.key, ix.encoding), send)
 
     async def cut_big(self, doc: Document) -> list[Chunk]:
         """The chunks of a big document, in a worker thread, stored with their spans: those
@@ -339,7 +339,7 @@ class ExtractionStage:
         kept = []
         if before is not None and (done.kept or done.tail < len(before.starts)):
             kept = index_rows.chunks_of(store, was, done.kept, done.tail, doc.id,
-                                        done.kept + len(done.chunks) - done.tail)
+                                        done.kept + len(done.chunks) - done.tail, ix.encoding)
         await self.writer.run(index_rows.save_cut, doc.id, done.chunks, done.spans, ix.encoding)
         return kept[:done.kept] + done.chunks + kept[done.kept:]
 

@@ -168,15 +168,31 @@ def chunk_spans(store: Store, doc_id: str) -> Spans | None:
     return Spans(*map(list, zip(*rows)))
 
 
-def chunks_of(store: Store, doc_id: str, head: int, tail: int, of: str, moved: int) -> list[Chunk]:
+def chunks_of(store: Store, doc_id: str, head: int, tail: int, of: str, moved: int, encoding: str) -> list[Chunk]:
     """The chunks of document ``doc_id`` before index ``head`` and from index ``tail`` on (the
     two ends a changed big file keeps: ``chunker.cut_document``), in one query, as chunks of
     document ``of``, those from ``tail`` on numbered ``moved`` further; without their text (a
-    25 MB file's, read back for the few that may lack an extraction: ``chunk_texts``)."""
-    return [Chunk(id=chunk_id, doc_id=of, idx=idx if idx < head else idx + moved, text="", tokens=tokens)
-            for idx, chunk_id, tokens in store.conn.execute(
-                "SELECT dc.idx, dc.chunk_id, c.tokens FROM document_chunks dc JOIN chunks c ON c.id = dc.chunk_id "
-                "WHERE dc.doc_id = ? AND (dc.idx < ? OR dc.idx >= ?) ORDER BY dc.idx", (doc_id, head, tail))]
+    25 MB file's, read back for the few that may lack an extraction: ``chunk_texts``). Their
+    tokens counted in ``encoding`` (``_in_encoding``)."""
+    rows = store.conn.execute(
+        "SELECT dc.idx, dc.chunk_id, c.tokens, c.encoding FROM document_chunks dc JOIN chunks c ON c.id = dc.chunk_id "
+        "WHERE dc.doc_id = ? AND (dc.idx < ? OR dc.idx >= ?) ORDER BY dc.idx", (doc_id, head, tail)).fetchall()
+    other = [chunk_id for _i, chunk_id, _n, stored in rows if stored is not None and stored != encoding]
+    counted = _in_encoding(dict(chunk_texts(store, other)) if other else {}, encoding)
+    return [Chunk(id=chunk_id, doc_id=of, idx=idx if idx < head else idx + moved, text="",
+                  tokens=counted.get(chunk_id, tokens)) for idx, chunk_id, tokens, _e in rows]
+
+
+def _in_encoding(texts: dict[str, str], encoding: str) -> dict[str, int]:
+    """The tokens of chunks (id -> text) whose stored count is another encoding's: a run of
+    another index.encoding that published nothing (interrupted, or failed) stored them so, and
+    the index, back at its encoding, does not cut them again. (A count of no recorded encoding,
+    an index's from before ``chunks.encoding``, is taken as it is, as before.)"""
+    if not texts:
+        return {}
+    from streamrag.tokens import count_tokens   # (not built to read counts that are this encoding's)
+
+    return {chunk_id: count_tokens(text, encoding) for chunk_id, text in texts.items()}
 
 
 def chunk_ids_of(store: Store, doc_ids: set[str]) -> dict[str, list[str]]:
@@ -209,17 +225,22 @@ def extracted(store: Store, chunk_ids: set[str], key: str) -> set[str]:
     return found
 
 
-def backlog(store: Store, doc_ids: list[str], key: str) -> list[Chunk]:
-    """Chunks of the given documents with no extraction by ``key``."""
+def backlog(store: Store, doc_ids: list[str], key: str, encoding: str) -> list[Chunk]:
+    """Chunks of the given documents with no extraction by ``key``, their tokens counted in
+    ``encoding`` (``_in_encoding``)."""
     out: list[Chunk] = []
+    other: dict[str, str] = {}
     for part in _batches(doc_ids):
         for r in store.query(
-                f"SELECT dc.doc_id, dc.idx, c.id, c.text, c.tokens FROM document_chunks dc "
+                f"SELECT dc.doc_id, dc.idx, c.id, c.text, c.tokens, c.encoding FROM document_chunks dc "
                 f"JOIN chunks c ON c.id = dc.chunk_id WHERE {_in('dc.doc_id', part)} "
                 f"AND NOT EXISTS (SELECT 1 FROM extractions e WHERE e.chunk_id = c.id AND e.extractor = ?) "
                 f"ORDER BY dc.doc_id, dc.idx", (*part, key)):
             out.append(Chunk(id=r["id"], doc_id=r["doc_id"], idx=r["idx"], text=r["text"], tokens=r["tokens"]))
-    return out
+            if r["encoding"] is not None and r["encoding"] != encoding:
+                other[r["id"]] = r["text"]
+    counted = _in_encoding(other, encoding)
+    return [msgspec.structs.replace(c, tokens=counted[c.id]) if c.id in counted else c for c in out]
 
 
 def load_extractions(store: Store, chunk_ids: set[str], key: str) -> dict[str, Extraction]:

@@ -324,3 +324,39 @@ async def test_stored_chunk_counts_follow_a_change_of_encoding(tmp_path, monkeyp
         counted.setdefault(encoding, [n for _t, n in rows])
     assert counted["o200k_base"] != counted["cl100k_base"]   # (the same texts: the counts differ)
     assert set(stored("encoding")) == {("o200k_base",)}   # (what a reader takes a count for)
+
+
+@pytest.mark.anyio
+async def test_chunks_read_back_are_counted_in_the_encoding_of_the_run(tmp_path):
+    # A run of another index.encoding that publishes nothing (interrupted, or failed) stores
+    # its counts for the chunk texts it shares with the index; back at its encoding, the index
+    # cuts nothing again, and backlog and chunks_of read those counts as the run's own.
+    import shutil
+
+    from conftest import make_settings
+    from streamrag import index_rows
+    from streamrag.pipeline import sync
+    from streamrag.records import Chunk
+    from streamrag.store import Store
+
+    corpus, db = tmp_path / "harbor", tmp_path / "index.db"
+    shutil.copytree(Path(__file__).parent / "data" / "harbor", corpus)
+    await sync([corpus], make_settings(index={"encoding": "o200k_base"}), db, root=corpus)
+    store = Store(db)
+    try:
+        stored = store.conn.execute("SELECT id, text FROM chunks").fetchall()
+        with store.conn:   # (what the cl100k run's chunker stage wrote before it was stopped)
+            index_rows.save_chunks(store, [Chunk(id=i, doc_id="d", idx=0, text=t, tokens=count_tokens(t, "cl100k_base"))
+                                           for i, t in stored], "cl100k_base")
+        o200k = {i: count_tokens(t, "o200k_base") for i, t in stored}
+        assert o200k != {i: count_tokens(t, "cl100k_base") for i, t in stored}   # (the harbor's differ)
+        docs = [d for (d,) in store.conn.execute("SELECT id FROM documents")]
+        read = index_rows.backlog(store, docs, "no such extractor", "o200k_base")
+        assert read and {c.id: c.tokens for c in read} == o200k
+        kept = [c for d in docs for c in index_rows.chunks_of(store, d, 1, 0, d, 0, "o200k_base")]
+        assert kept and all(c.tokens == o200k[c.id] for c in kept)
+        with store.conn:   # (a count of no recorded encoding, an older index's, is taken as stored)
+            store.conn.execute("UPDATE chunks SET encoding = NULL, tokens = 7")
+        assert {c.tokens for c in index_rows.backlog(store, docs, "no such extractor", "o200k_base")} == {7}
+    finally:
+        store.close()
