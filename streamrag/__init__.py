@@ -6,7 +6,3 @@ indexing method read top to bottom.
 """
 
 __version__ = "0.1.0"
-
-from streamrag.httpx_cli import defer as _defer_httpx_cli
-
-_defer_httpx_cli()   # (before httpx is imported: its command-line client is not loaded with it)
