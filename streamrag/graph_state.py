@@ -71,7 +71,7 @@ class Change:
     code_headings: dict[str, bool] = field(default_factory=dict)
     # The kept documents this run cut into other chunks than published (``rechunked``), found
     # once by an offline run (``Indexer._join_bookkeeping``) for its check of nothing to redo and
-    # its joins; None: not found (``_documents_moved`` asks ``rechunked``)
+    # its joins; None: not found (read through ``recut_of``, which then asks ``rechunked``)
     recut: frozenset[str] | None = None
 
 
@@ -228,11 +228,19 @@ def _titles(store: Store, change: Change, docs: set[str], code: Collection[str] 
 
 def rechunked(store: Store, change: Change) -> set[str]:
     """The kept documents this run cut into other chunks than they were published with (another
-    chunk size or overlap): only those it cut (``Change.cut``) are read back. A run asks it once,
-    and keeps the answer in ``Change.recut``."""
+    chunk size or overlap): only those it cut (``Change.cut``) are read back, on each call (it
+    keeps nothing: an offline run asks it once and keeps the answer in ``Change.recut``, which
+    ``recut_of`` reads)."""
     cut = change.cut & change.kept_docs
     published = index_rows.sources(store, "document_chunks", "doc_id", cut) if cut else {}
     return {d for d in cut if {r["chunk_id"] for r in published.get(d, ())} != set(change.doc_chunks[d])}
+
+
+def recut_of(store: Store, change: Change) -> frozenset[str]:
+    """The kept documents ``change`` cut into other chunks than published: ``Change.recut`` when
+    the run found it, else ``rechunked``'s answer (None is "not found", never "none re-cut").
+    Every reader of it goes through here, so that they cannot read None two ways."""
+    return change.recut if change.recut is not None else frozenset(rechunked(store, change))
 
 
 def _documents_moved(store: Store, change: Change) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
@@ -251,7 +259,7 @@ def _documents_moved(store: Store, change: Change) -> tuple[dict[str, set[str]],
                                                       change.removed_chunks).values() for r in rs}
     kept = {d for d in change.kept_docs if d in held or not change.added_chunks.isdisjoint(change.doc_chunks[d])} \
         if change.added_chunks else held & change.kept_docs
-    kept |= rechunked(store, change) if change.recut is None else change.recut
+    kept |= recut_of(store, change)
     before = {d: {r["chunk_id"] for r in rs}
               for d, rs in index_rows.sources(store, "document_chunks", "doc_id", change.removed_docs | kept).items()}
     return before, {d: set(change.doc_chunks[d]) for d in change.added_docs | kept}

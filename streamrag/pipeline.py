@@ -76,6 +76,7 @@ from streamrag.graph_state import (
     check_rewired,
     document_changes,
     rechunked,
+    recut_of,
     retitled,
     titled_anew,
 )
@@ -920,7 +921,7 @@ class Indexer:
         index published before short names were joined to full names, or joined by another rule:
         ``joins``, ``rejoin_all``, or one of whose documents is cut into other chunks, all of them
         live already, or has its files' names say another full name, which may move a join:
-        ``rechunked``, ``retitled``; claims whose ends
+        ``recut_of``, ``retitled``; claims whose ends
         are no entities: ``stranded``). ``state``:
         the published bookkeeping (``GraphState.unread``); ``counts``: ``index_rows.graph_counts``."""
         said = store.get_meta
@@ -928,9 +929,9 @@ class Indexer:
         return (bool(state.version) and not self.recluster
                 and not (change.added_chunks or change.removed_chunks or change.added_docs or change.removed_docs)
                 and not (state.retry_summaries or state.report_unusable or state.report_held) and state.counted
-                and ((state.joins is not None and not state.rejoin_all and not change.retitled
-                      and not change.recut)
-                     or not self.settings.offline)
+                and (not self.settings.offline   # (the joins: offline only, the re-cut read for them alone)
+                     or (state.joins is not None and not state.rejoin_all and not change.retitled
+                         and not recut_of(store, change)))
                 and not state.stranded
                 and said("summarizer") == self.summarizer_key and said("leiden") == self.leiden_key
                 and said("report_settings") == self.report_key()

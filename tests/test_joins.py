@@ -737,6 +737,42 @@ async def test_the_documents_a_run_cut_into_other_chunks_are_read_back_once(tmp_
 
 
 @pytest.mark.anyio
+async def test_a_change_whose_recut_was_not_found_is_read_as_not_found_by_every_reader(tmp_path, monkeypatch):
+    # ``Change.recut`` None means "not found": ``_documents_moved`` then asked ``rechunked``, but
+    # ``Indexer._nothing_to_redo`` read it as "no document re-cut", so a caller that skipped the
+    # run's bookkeeping had a re-cut document's joins left as published. One reader now
+    # (``graph_state.recut_of``).
+    from streamrag import graph_state
+    from streamrag.pipeline import Indexer
+
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    for name, text in {"joe.txt": _JOE, "miller.txt": _MILLER, "both.txt": _JOE + _MILLER}.items():
+        (corpus / name).write_text(text)
+    db = tmp_path / "i.db"
+    await sync([corpus], make_settings(), db, root=corpus)
+    store = Store(db, readonly=True)
+    try:
+        docs = {v[0] for v in index_rows.files(store).values()}
+        both = index_rows.files(store)["both.txt"][0]
+        change = graph_state.Change(added_docs=set(), removed_docs=set(), kept_docs=docs, live=set(),
+                                    doc_chunks=index_rows.chunk_ids_of(store, docs) | {both: ["chk-joe", "chk-miller"]},
+                                    added_chunks=set(), removed_chunks=set(), extractions={}, cut=set(docs))
+        indexer = Indexer(make_settings(), db, root=corpus)
+        redo = lambda: indexer._nothing_to_redo(store, change, GraphState.unread(store),  # noqa: E731
+                                                 index_rows.graph_counts(store))
+        assert change.recut is None and graph_state.recut_of(store, change) == {both}
+        assert not redo()   # (its document re-cut: the joins are looked at again)
+        change.recut = frozenset()   # (found by the run: none re-cut, and not read back again)
+        read = []
+        sources = index_rows.sources
+        monkeypatch.setattr(index_rows, "sources", lambda store, table, *a: read.append(table) or sources(store, table, *a))
+        assert graph_state.recut_of(store, change) == frozenset() and redo() and "document_chunks" not in read
+    finally:
+        store.close()
+
+
+@pytest.mark.anyio
 @pytest.mark.parametrize("kept", [False, True])
 async def test_a_copy_with_another_front_matter_title_leaves_the_title_its_document_is_shown_with(tmp_path, kept):
     # A copy of her note under a later path, its front matter titled "Ada Lovelace": the document
