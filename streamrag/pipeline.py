@@ -556,6 +556,9 @@ class Indexer:
         # (path, chunk) of the chunks lacking an extraction whose documents stay out or as they
         # were (``_keep_previous_versions``), for ``_fail_unaccounted``
         self.held_back: list[tuple[str, Chunk]] = []
+        # (a kept document opening with a heading whose file was not read: the mark not written,
+        # ``_code_headings_published``)
+        self.code_headings_unfound = False
         self.settled = 0
         self.unreadable: list[str] = []  # why files could not be indexed, one line each
         self.unreadable_kinds: Counter[str] = Counter()   # and of which kind (``InputError.kind``)
@@ -1290,8 +1293,11 @@ class Indexer:
         by a run with a model, which drops it), the kept documents
         this run did not read whose first chunk opens with a heading naming someone: whether each
         opens with code (``joins.code_heading``), read from the file it is shown with, as its
-        chunk lost the indent. Once: the run writes the mark. (Else "    # Ada Lovelace" kept
-        titling its note after the upgrade, where a fresh index reads it as code.)"""
+        chunk lost the indent. Once: the run writes the mark, when it found every one of them
+        (``code_headings_unfound``): a file the run leaves as indexed (``held``) is not read, and
+        one changed since holds other documents (ids are text hashes); the next run looks again.
+        (Else "    # Ada Lovelace" kept titling its note after the upgrade, where a fresh index
+        reads it as code.)"""
         if store.get_meta("name_code_headings") is not None:
             return {}
         first: dict[str, set[str]] = {}
@@ -1305,10 +1311,12 @@ class Indexer:
         # read again for each of them)
         by_file: dict[Path | None, set[str]] = {}
         for doc_id in headed:
-            by_file.setdefault(self._stored_file(paths.get(doc_id, "")), set()).add(doc_id)
+            if loader.file_of(path := paths.get(doc_id, "")) not in self.held:   # (left unread)
+                by_file.setdefault(self._stored_file(path), set()).add(doc_id)
         out: dict[str, bool] = {}
         for file, doc_ids in by_file.items():
             out.update((d.id, joins.code_heading(d.text)) for d in self._read_file(file) if d.id in doc_ids)
+        self.code_headings_unfound = not headed <= out.keys()
         return dict(sorted(out.items()))
 
     def _read_stored(self, path: str) -> list[Document]:
@@ -1608,7 +1616,7 @@ class Indexer:
         # (marked by offline runs alone: a run with a model drops the mark, so that the next offline
         # run reads again the documents it kept unread, ``_code_headings_published``)
         counts["name_code_headings"] = msgspec.json.encode(sorted(state.code_headings)).decode() \
-            if self.settings.offline else None
+            if self.settings.offline and not self.code_headings_unfound else None
         if state.joins is not None:
             # The rule the joins were made by (a query reads the joins alone): an index joined by
             # an earlier rule to the joins this one makes published version 2 of its mark alone.
