@@ -477,9 +477,9 @@ class GraphState:
 
     def _mark_code_headings(self, change: Change, settings: Settings) -> None:
         """Brings ``code_headings`` up to date with the documents ``change`` reads (its
-        ``code_headings``: whether each opens with code that reads as a heading) and removes; a run
-        with a model empties it (marked offline alone: the next offline run marks them again,
-        ``Indexer._code_headings_published``)."""
+        ``code_headings``: whether each opens with code that reads as a heading) and the documents
+        it removes; a run with a model empties it (marked offline alone: the next offline run
+        marks them again, ``Indexer._code_headings_published``)."""
         if not settings.offline:
             self.code_headings = set()
             return
