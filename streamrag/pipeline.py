@@ -530,6 +530,8 @@ class Indexer:
         self.update_of = update_of
         self.folder_changed = folder_changed
         self.left_as_indexed = left_as_indexed
+        # (those and their links, as this run's scan found them: ``_left_as_indexed``)
+        self.left_unread: set[str] = set(left_as_indexed)
         self.run_id = time.strftime("%Y%m%dT%H%M%S-") + uuid.uuid4().hex[:6]
         self.key = extractor_key(settings)
         # (a chunk whose claims call failed is published with what a run without claims stores)
@@ -1151,7 +1153,7 @@ class Indexer:
         # (files left as indexed are found, not read: a folder whose only file is one is not one without
         # files, which watch said "no file ... matches index.include" of)
         found = bool(files)
-        left = self._left_as_indexed(files)
+        left = self.left_unread = self._left_as_indexed(files)
         if left:
             files = [f for f in files if loader.stored_path(f, self.root) not in left]
             scan.files.update({p: v for p, v in known.items() if loader.file_of(p) in left})
@@ -1311,7 +1313,7 @@ class Indexer:
         # read again for each of them)
         by_file: dict[Path | None, set[str]] = {}
         for doc_id in headed:
-            if loader.file_of(path := paths.get(doc_id, "")) not in self.held:   # (left unread)
+            if loader.file_of(path := paths.get(doc_id, "")) not in self.left_unread:   # (left as indexed)
                 by_file.setdefault(self._stored_file(path), set()).add(doc_id)
         out: dict[str, bool] = {}
         for file, doc_ids in by_file.items():

@@ -884,7 +884,7 @@ async def test_a_log_left_as_indexed_keeps_its_code_mark_and_is_not_read_for_it(
     real = loader.read_documents
     with monkeypatch.context() as reading:
         reading.setattr(loader, "read_documents", lambda file, **kw: read.append(file.name) or real(file, **kw))
-        await Indexer(make_settings(), db, root=corpus, held=frozenset({"log.md"})).run([corpus])
+        await Indexer(make_settings(), db, root=corpus, left_as_indexed=frozenset({"log.md"})).run([corpus])
     assert "log.md" not in read, read
     fresh = tmp_path / "fresh"
     shutil.copytree(corpus, fresh, ignore=shutil.ignore_patterns(".streamrag"))
