@@ -101,7 +101,9 @@ TITLE_CHARS = 100
 # 8 KB) makes a binary file, not text read as Latin-1 with its garbage indexed.
 # 21: a file `streamrag export` wrote is no document, whatever its name (``exported_head``:
 # `export - > x.txt` in the indexed folder was indexed, the index's output read as its input).
-VERSION = "21"
+# 22: a file opening as a JSON export does, but not followed by a document's id and path (or no
+# document and the entities), is read (a user's notes dumped with indent=1 were refused for ever).
+VERSION = "22"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
 # to this many (and 1% of the bytes) are a text file's stray ones, dropped (one NUL in a file's
@@ -243,9 +245,16 @@ def leftover(name: str) -> bool:
 # (graph.json, out), it is the index's own output, no document: the next `index` counted it as
 # left out and advised writing its records to a .jsonl file to index them; under a name it takes
 # (x.txt), the export was indexed as a document (7,483 relationships where 959 were).
-_EXPORT_HEAD = re.compile(rb'\{\n "version": \d+,\n "documents": \['
+# Told by more than its first lines, which any JSON dumped with indent=1 of a "version" and a
+# "documents" list shares (a user's notes.md so written was refused): what follows them as
+# every streamrag wrote it (json.dumps(indent=1) before, msgspec since, the same bytes), the
+# first document's id and path, or no document and the entities; GraphML's first node (an
+# entity's id) or its end.
+_EXPORT_HEAD = re.compile(rb'\{\n "version": \d+,\n "documents": '
+                          rb'(?:\[\n  \{\n   "id": "doc-[0-9a-f]+",\n   "path": "|\[\],\n "entities": \[)'
                           rb'|<\?xml version="1\.0" encoding="UTF-8"\?>\n<graphml [^\n]*\n'
-                          rb'(?:  <key [^\n]*\n)*  <graph id="streamrag" ')
+                          rb'(?:  <key [^\n]*\n)*  <graph id="streamrag" edgedefault="undirected">\n'
+                          rb'(?:    <node id="ent-|  </graph>\n</graphml>)')
 
 
 # Files of each kind (suffix) that one ``_walk`` opens to tell an export from a file

@@ -2147,6 +2147,11 @@ def test_scan_order_is_the_order_the_scan_meets_files_folder_symlinks_last(tmp_p
     assert sorted(shuffled, key=lambda rel: scan_order(tmp_path, rel)) == copies
 
 
+# An empty index's JSON export as `streamrag export` writes it (an empty folder's)
+_EMPTY_EXPORT = "".join('{\n "version": 1' if i == 0 else f',\n "{name}": []' for i, name in enumerate(
+    ["", "documents", "entities", "relationships", "claims", "communities", "reports"])) + "\n}\n"
+
+
 def test_a_scan_opens_few_files_to_tell_an_export_from_one_left_out(tmp_path, monkeypatch):
     """Every .json left out was opened to see whether `streamrag export` wrote it: 20,000 JSON
     records made each scan (each watch batch) 3.0 s, not 0.6 s. A scan opens at most
@@ -2157,7 +2162,7 @@ def test_a_scan_opens_few_files_to_tell_an_export_from_one_left_out(tmp_path, mo
     told = loader.written_by_export
     monkeypatch.setattr(loader, "written_by_export", lambda p: opened.append(os.fspath(p)) or told(p))
     (tmp_path / "a.txt").write_text("Ada Lovelace wrote notes on the engine.\n")
-    (tmp_path / "graph.json").write_text('{\n "version": 1,\n "documents": [\n ]\n}\n')
+    (tmp_path / "graph.json").write_text(_EMPTY_EXPORT)
     (tmp_path / "records").mkdir()
     n = 40
     for i in range(n):
@@ -2169,7 +2174,7 @@ def test_a_scan_opens_few_files_to_tell_an_export_from_one_left_out(tmp_path, mo
     assert left_out in ({".json": n, ".graphml": n}, {".json": n + 1, ".graphml": n}), left_out
     # a folder of few: every one looked at, the export not counted
     (tmp_path / "few").mkdir()
-    (tmp_path / "few" / "graph.json").write_text('{\n "version": 1,\n "documents": [\n ]\n}\n')
+    (tmp_path / "few" / "graph.json").write_text(_EMPTY_EXPORT)
     (tmp_path / "few" / "data.json").write_text('{"version": 1, "documents": []}\n')
     left_out = {}
     scan([tmp_path / "few"], ["*.txt"], left_out=left_out)
@@ -2208,6 +2213,64 @@ def test_an_export_under_any_name_in_the_indexed_folder_is_neither_counted_nor_i
         assert f"{name}: written by `streamrag export`" in again.stderr, again.stderr
         with pytest.raises(EmptyInput, match="written by `streamrag export`"):
             read_documents(corpus / name, root=corpus)
-    # another file of that name's kind is still counted or read
-    (corpus / name).write_text('{\n "version": 1,\n "documents": "mine"\n}\n', encoding="utf-8")
+    # a user's file that opens as an export does (json.dump(..., indent=1)) is read, not refused
+    mine = json.dumps({"version": 1, "documents": ["The harbor ledger of Captain Mara Voss"]}, indent=1)
+    assert mine.startswith('{\n "version": 1,\n "documents": [')
+    write(corpus / name, mine)
     assert not loader.written_by_export(corpus / name)
+    again = cli_run("index", "--offline", str(corpus))
+    assert again.returncode == 0 and "written by" not in again.stderr, again.stderr
+    with sqlite3.connect(db) as conn:
+        indexed = conn.execute("SELECT count(*) FROM files WHERE path = ?", (name,)).fetchone()[0]
+    assert indexed == (1 if name.endswith(".txt") else 0)   # (include leaves "export out" out)
+    if not name.endswith(".txt"):
+        assert "left out       1 other file" in again.stdout, again.stdout
+
+
+def _user_json(**data) -> str:
+    return json.dumps(data, indent=1)
+
+
+@pytest.mark.parametrize("mine", [
+    _user_json(version=1, documents=["Mara Voss kept the harbor ledger."]),
+    _user_json(version=2, documents=[{"title": "Harbor", "text": "Mara Voss kept the harbor ledger."}]),
+    _user_json(version=3, documents=[{"id": "mine-1", "text": "Mara Voss kept the harbor ledger."}]),
+    _user_json(version=4, documents=[], notes="Mara Voss kept the harbor ledger."),
+])
+def test_a_users_file_opening_as_an_export_does_is_read(tmp_path, mine):
+    """``exported_head`` took any file opening `{\n "version": N,\n "documents": [` for an export:
+    a user's notes written by json.dump(..., indent=1) were refused and not indexed."""
+    from streamrag import loader
+
+    path = write(tmp_path / "notes.md", mine)
+    assert not loader.written_by_export(path)
+    docs, _ = read_documents(path, root=tmp_path)
+    assert "Mara Voss" in docs[0].text
+
+
+@pytest.mark.parametrize("fmt", ["json", "graphml"])
+@pytest.mark.parametrize("folder", ["harbor", "empty"])
+def test_every_export_streamrag_writes_is_told_today_and_as_older_versions_wrote_it(
+        cli_run, corpus, tmp_path, fmt, folder):
+    """Each format, of an index with documents and of one with none (an empty folder's), as this
+    streamrag writes it and as older ones did (JSON: json.dumps(indent=1) then, msgspec now;
+    GraphML: its lines joined, no last newline kept apart), is an export; cut after its first
+    lines it is not (those alone a user's file shares)."""
+    from streamrag import loader
+
+    src = corpus if folder == "harbor" else tmp_path / "empty"
+    src.mkdir(exist_ok=True)
+    assert cli_run("index", "--offline", str(src)).returncode == 0
+    out = tmp_path / f"out.{fmt}"
+    assert cli_run("export", "--db", str(src / ".streamrag" / "index.db"), str(out)).returncode == 0
+    text = out.read_text(encoding="utf-8")
+    forms = [text]
+    if fmt == "json":   # (1fd9e9c..264fdee wrote json.dumps(data, indent=1, ensure_ascii=False))
+        forms.append(json.dumps(json.loads(text), indent=1, ensure_ascii=False))
+    for form in forms:
+        path = write(tmp_path / "x.txt", form)
+        assert loader.written_by_export(path), form[:300]
+        with pytest.raises(EmptyInput, match="written by `streamrag export`"):
+            read_documents(path, root=tmp_path)
+    head = text.split("\n")[:3 if fmt == "json" else 12]   # its opening lines alone (to its graph)
+    assert not loader.exported_head("\n".join(head).encode() + b"\n"), head
