@@ -214,7 +214,7 @@ def db_for_index(args: argparse.Namespace, settings: Settings, root: Path) -> Pa
     elif (kept := _kept_index_above(root)) is not None:
         folder = root   # (`index d/christmas_carol`: the demo's text, d/index.db its index)
     elif (found := _index_above(root)) is not None and _walked_into(found[1], root, settings):
-        raise StreamragError(_inside_indexed_folder(args, root, db, *found))
+        raise StreamragError(_inside_indexed_folder(args, settings, root, db, *found))
     else:
         return db
     # (`index DIR` and `watch DIR` of a `demo --dir DIR` folder, or of its christmas_carol, built
@@ -223,11 +223,12 @@ def db_for_index(args: argparse.Namespace, settings: Settings, root: Path) -> Pa
     raise StreamragError(_wrapped(
         f"{shown(root)}: its index is {shown(kept)} ({_kept_how(kept)}), not .streamrag/index.db, which "
         f"`{args.command}` would build as a second index",
-        f"{_to_update(args)}, run `streamrag {args.command}{_update_flags(args, kept)} "
+        f"{_to_update(args)}, run `streamrag {args.command}{_update_flags(args, kept, settings)} "
         f"{shell_word(folder)} --db {shell_word(kept)}`"))
 
 
-def _inside_indexed_folder(args: argparse.Namespace, root: Path, db: Path, above: Path, folder: Path) -> str:
+def _inside_indexed_folder(args: argparse.Namespace, settings: Settings, root: Path, db: Path, above: Path,
+                           folder: Path) -> str:
     """Why `index` (or `watch`) of ``root`` stops, ``root`` inside ``folder``, indexed in ``above``
     (``_index_above``): `cd notes/People; streamrag index .` built a second index there with a
     note on stderr, which ask and status in People read from then on, where they had read
@@ -236,7 +237,7 @@ def _inside_indexed_folder(args: argparse.Namespace, root: Path, db: Path, above
     named = "" if above.parent.name == ".streamrag" else f" --db {shell_word(above)}"
     read = "" if named else f", which ask and status in {shown(root)} read"
     return _wrapped(f"{shown(root)} is inside {shown(folder)}, indexed in {shown(above)}{read}",
-                    f"{_to_update(args)}, run `streamrag {args.command}{_update_flags(args, above)} "
+                    f"{_to_update(args)}, run `streamrag {args.command}{_update_flags(args, above, settings)} "
                     f"{shell_word(folder)}{named}`",
                     f"for a separate index of {shown(root)}, add --db {shell_word(db)}")
 
@@ -272,14 +273,17 @@ def _to_update(args: argparse.Namespace) -> str:
     return "to estimate its update" if _estimating(args) else "to update it"
 
 
-def _update_flags(args: argparse.Namespace, db: Path) -> str:
+def _update_flags(args: argparse.Namespace, db: Path, settings: Settings) -> str:
     """The options of the command that advice names, to run in place of the one refused: every
     one the user gave but the paths and --db (the advice names its own), each value quoted for a
     shell, the ones that decide what it does first (--estimate, --offline, --config, --api-base),
     then the others as `--help` lists them; and --offline for an index ``db`` built offline when
     no endpoint was given (run without it, it would refuse or rebuild with a model). Advice that
-    kept only the first four lost -q, --json, --recluster, `watch --once` (which then watched)."""
-    offline = getattr(args, "offline", False) or (getattr(args, "api_base", None) is None and _built_offline(db))
+    kept only the first four lost -q, --json, --recluster, `watch --once` (which then watched).
+    An endpoint is given by --api-base or by ``settings`` (--config, the folder's settings file,
+    STREAMRAG_API_BASE): one from there was swapped for --offline, the user's model run for none."""
+    endpoint = getattr(args, "api_base", None) is not None or bool(settings.llm.api_base)
+    offline = getattr(args, "offline", False) or (not endpoint and _built_offline(db))
     first = ("estimate", "offline", "config", "api_base")
     actions = {a.dest: a for a in build_parser().commands[args.command]._actions  # type: ignore[attr-defined]
                if a.option_strings and a.dest not in ("help", "db")}

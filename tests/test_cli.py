@@ -1255,6 +1255,26 @@ def test_the_update_advised_for_a_subfolder_keeps_every_flag_given(cli_run, corp
         assert done.returncode == 0 and json.loads(done.stdout)["db"], done.stderr
 
 
+@pytest.mark.parametrize("given, env, advised", [
+    (("--config", "ep.toml"), {}, "streamrag index --config ep.toml corpus"),
+    ((), {"STREAMRAG_API_BASE": "http://127.0.0.1:19001/v1"}, "streamrag index corpus"),
+    (("--config", "none.toml"), {}, "streamrag index --offline --config none.toml corpus")])
+def test_the_update_advised_for_a_subfolder_keeps_an_endpoint_from_settings_or_the_environment(
+        cli_run, corpus, tmp_path, given, env, advised):
+    """--offline was added to the advice for an offline-built index whenever no --api-base flag
+    was given: a user whose endpoint came from --config ep.toml or STREAMRAG_API_BASE was told
+    to run `index --offline --config ep.toml corpus`, an offline run for their model run. An
+    endpoint from there counts as given; with none anywhere, --offline is still advised."""
+    (corpus / "sub").mkdir()
+    (corpus / "sub" / "new.txt").write_text("Petra Lind joined the Northern Rail Company.\n")
+    (tmp_path / "ep.toml").write_text('[llm]\napi_base = "http://127.0.0.1:19001/v1"\n')
+    (tmp_path / "none.toml").write_text("[index]\nchunk_size = 300\n")
+    assert cli_run("index", "-q", "--offline", "corpus", cwd=tmp_path).returncode == 0
+    out = cli_run("index", *given, "corpus/sub", cwd=tmp_path, env=env)
+    assert out.returncode == 1, out.stderr
+    assert f"; to update it, run `{advised}`; " in _unwrapped(out.stderr), out.stderr
+
+
 @pytest.mark.parametrize("sub", [".drafts", "Templates"])
 def test_a_subfolder_the_index_above_leaves_out_is_indexed_alone(cli_run, corpus, tmp_path, sub):
     # `index n/.drafts` (a hidden folder) or `index n/Templates` (index.exclude) of an indexed n
