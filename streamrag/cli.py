@@ -1519,17 +1519,23 @@ def _json_error(args: argparse.Namespace, message: str, code: int) -> None:
         pass
 
 
-def _usage_json_error(words: list[str], said: str) -> None:
-    """A usage error argparse says (``_UsageExit``) under --json, given among the words before any
-    ``--`` (`ask -- --json` is a question), as ``_failed`` says others: the command is not parsed,
-    so it is the first word that is no option, and an export's OUT any later word. `watch
-    --json` ends with its failed line (it printed an object of another shape), and no object
-    lands where `export` writes (`export x.json --json --formt json >> x.json` appended one to
-    the export it was to replace)."""
+def _usage_json_error(parser: argparse.ArgumentParser, words: list[str], said: str) -> None:
+    """A usage error argparse says (``_UsageExit``) under --json, given to a command that takes
+    it among the words before any ``--`` (`ask -- --json` is a question), as ``_failed`` says
+    others: the command is not parsed, so it is the first word that is no option (the
+    top-level options take no value), and an export's OUT any later word. `simulate --json`,
+    `streamrag --json index` and an unknown command printed the object for a --json they do not
+    take. `watch --json` ends with its failed line (it printed an object of another shape), and
+    no object lands where `export` writes (`export x.json --json --formt json >> x.json`
+    appended one to the export it was to replace)."""
     given = words[:words.index("--")] if "--" in words else words
-    if "--json" not in given:
+    at = next((i for i, w in enumerate(given) if not w.startswith("-")), None)
+    if at is None or "--json" not in given[at + 1:]:
         return
-    command = next((w for w in given if not w.startswith("-")), None)
+    command = given[at]
+    takes = parser.commands.get(command)  # type: ignore[attr-defined]
+    if takes is None or "--json" not in takes._option_string_actions:
+        return
     if command == "export":
         from streamrag.export import writes_to_stdout
 
@@ -1647,7 +1653,7 @@ def _main(argv: list[str] | None) -> int:
     except KeyboardInterrupt as e:
         return _interrupted(None, e)
     except _UsageExit as e:   # (`index --json` with no PATH: its object too, as ``_json_error`` prints)
-        _usage_json_error(sys.argv[1:] if argv is None else argv, e.said)
+        _usage_json_error(parser, sys.argv[1:] if argv is None else argv, e.said)
         raise
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)

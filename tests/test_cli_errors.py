@@ -1631,6 +1631,20 @@ def test_a_usage_error_under_json_is_one_json_error_object_on_stdout(cli_run):
     assert cli_run("index").stdout == ""
 
 
+@pytest.mark.parametrize("args", [("simulate", "--json"), ("simulate", "--port", "x", "--json"),
+                                  ("--json", "index"), ("--json", "status", "--bogus"), ("bogus", "--json")])
+def test_a_usage_error_prints_no_object_for_a_json_the_command_does_not_take(cli_run, args):
+    """The object was printed for any --json before a '--': `simulate --json` (simulate takes no
+    --json), `streamrag --json index` (the top-level parser takes none) and an unknown command
+    printed {"error", "exit_code"} for a flag argparse refused or never gave the command."""
+    out = cli_run(*args)
+    assert out.returncode == 2 and ": error: " in out.stderr, out.stderr
+    assert out.stdout == "", out.stdout
+    # the same error given to a command that takes --json prints it
+    taken = cli_run("status", "--json", "--bogus")
+    assert taken.returncode == 2 and json.loads(taken.stdout)["exit_code"] == 2, taken.stdout
+
+
 def test_a_usage_error_under_json_prints_no_object_where_export_writes(cli_run, corpus, tmp_path):
     """`export x.json --json --formt json >> x.json` (a misspelt flag) appended the usage error's
     object to the export it was to replace, as `_json_error` keeps other errors' objects out of
