@@ -24,9 +24,40 @@ def test_an_unpublished_index_another_command_started_is_no_demo_s(cli_run, corp
     out = cli_run("demo", "--dir", str(tmp_path / "d"))
     assert out.returncode == 1 and "holds an index.db that is not a demo's index" in out.stderr, out.stderr
     assert db.read_bytes() == before and not (tmp_path / "d" / "christmas_carol").exists()
-    # A demo's own index, nothing published yet (as one stopped early leaves it), or published, is a demo's.
+
+
+def test_a_demo_stopped_before_its_first_publish_is_taken_again_and_finished(cli_run, tmp_path, monkeypatch):
+    """A demo's own index with nothing published (a first demo stopped early: here by a SIGTERM
+    once its chunks are read and extracted, before anything is published) is a demo's: the next
+    `demo --dir d` takes it and finishes; published, it is a demo's still. (6cd9251 made one by
+    renaming a user's runs 'demo' in SQL.)"""
+    import os
+    import signal
+
+    import anyio
+
+    from streamrag import pipeline
+    from streamrag.demo import is_demos_index
+
+    streamed = pipeline.Indexer._stream_stage
+
+    async def then_interrupted(self, *args, **kwargs):   # (`kill` of the demo, at this point)
+        scan = await streamed(self, *args, **kwargs)
+        os.kill(os.getpid(), signal.SIGTERM)   # (taken by until_sigterm, which cancels the run)
+        await anyio.sleep_forever()
+        return scan
+
+    d = tmp_path / "d"
+    with monkeypatch.context() as m:
+        m.setattr(pipeline.Indexer, "_stream_stage", then_interrupted)
+        out = cli_run("demo", "--dir", str(d))
+    assert out.returncode == 128 + signal.SIGTERM and "interrupted" in out.stderr, out.stderr
+    db = d / "index.db"
     with sqlite3.connect(db) as conn:
-        conn.execute("UPDATE runs SET command = 'demo'")
+        assert conn.execute("SELECT count(*) FROM files").fetchone()[0] == 0   # nothing published
+        assert conn.execute("SELECT count(*) FROM chunks").fetchone()[0] > 0   # its work kept
+        assert [c for (c,) in conn.execute("SELECT command FROM runs")] == ["demo"]
     assert is_demos_index(db)
-    assert cli_run("demo", "--dir", str(tmp_path / "d")).returncode == 0
+    done = cli_run("demo", "--dir", str(d))
+    assert done.returncode == 0 and "Demo finished" in done.stdout, done.stderr
     assert is_demos_index(db)
