@@ -85,7 +85,10 @@ class InputError(StreamragError):
 
 
 class EmptyInput(InputError):
-    """A file with no text to index: a warning, not a failure."""
+    """A file with no text to index: a warning, not a failure, said on each run while the file
+    stays so (``again``; not one `streamrag export` wrote: ``loader.WrittenByExport``)."""
+
+    again = True
 
 
 class UnreadableFile(InputError):

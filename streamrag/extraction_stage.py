@@ -127,8 +127,9 @@ class ExtractionStage:
                 self.by_file[name][p] = v
         self.paths_of: dict[str, str] = {}   # doc id -> a path of it, made when a failure needs it
         self.failed_reads = index_rows.failed_reads(store)   # path -> (stamp, message, kind) when last tried
-        self.empty = index_rows.empty_files(store)   # path -> (stamp, warning): nothing to index when last read
-        self.still_empty: dict[str, tuple[str, str]] = {}   # those of this run's files
+        # path -> (stamp, warning, said again): nothing to index when last read
+        self.empty = index_rows.empty_files(store)
+        self.still_empty: dict[str, tuple[str, str, bool]] = {}   # those of this run's files
         # A file's stat (or why it failed) taken by ``look_at`` at the run's start, used by the
         # loader in place of its own: a file is looked at once (a stat more of each file of the
         # folder, on every sync, was the cost of naming them there). A file changed after it
@@ -188,9 +189,11 @@ class ExtractionStage:
                     continue
                 empty = self.empty.get(rel)
                 if empty is not None and empty[0] == as_is and not rows and not self.rechunk:
-                    # Unchanged since it held nothing to index: said again, not read again.
+                    # Unchanged since it held nothing to index: said again (not an export, said
+                    # once: ``EmptyInput.again``), not read again.
                     self.still_empty[rel] = empty
-                    scan.warnings.append(empty[1])
+                    if empty[2]:
+                        scan.warnings.append(empty[1])
                     self.progress.add("files_done")
                     continue
                 try:
@@ -298,7 +301,7 @@ class ExtractionStage:
         if isinstance(e, EmptyInput):   # nothing failed: there is nothing to read
             self.scan.warnings.append(str(e))
             if not kept:   # (not read again while it stays as it is: ``load_files``)
-                self.still_empty[rel] = (stamp, str(e))
+                self.still_empty[rel] = (stamp, str(e), e.again)
         else:   # (one the system would not read is read again all the same: ``index_rows.failed_reads``)
             await self.fail_load(rel, loader.failure_line(loader.shown(rel), e, kept=bool(kept)), stamp=stamp,
                                  kind=e.kind)

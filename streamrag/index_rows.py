@@ -1210,18 +1210,21 @@ _RELATIONSHIP_NAMES = ("r.id, coalesce(s.name, r.source) || ' and ' || coalesce(
                        "LEFT JOIN entities s ON s.id = r.source LEFT JOIN entities t ON t.id = r.target WHERE r.id")
 
 
-def empty_files(store: Store) -> dict[str, tuple[str, str]]:
+def empty_files(store: Store) -> dict[str, tuple[str, str, bool]]:
     """The files last read with nothing to index (``EmptyInput``): path -> (their stamp then,
-    the warning said of them). In the meta table, so an older streamrag opens the index still."""
+    the warning said of them, whether it is said again while they stay so: ``EmptyInput.again``).
+    In the meta table, so an older streamrag opens the index still (a file said once is kept as
+    a third item, which an older one reads as a list not as written, and reads those again)."""
     try:
         found = json.loads(store.get_meta("empty_files") or "{}")
-        return {path: (stamp, said) for path, (stamp, said) in found.items()}
+        return {path: (stamp, said, not once) for path, (stamp, said, *once) in found.items()}
     except (ValueError, TypeError, AttributeError):   # not as written: every file is read again
         return {}
 
 
-def save_empty_files(store: Store, files: dict[str, tuple[str, str]]) -> None:
-    store.set_meta("empty_files", json.dumps(files, sort_keys=True))
+def save_empty_files(store: Store, files: dict[str, tuple[str, str, bool]]) -> None:
+    store.set_meta("empty_files", json.dumps({path: [stamp, said] if again else [stamp, said, "once"]
+                                              for path, (stamp, said, again) in files.items()}, sort_keys=True))
 
 
 def note_answered(store: Store, api_base: str, at: float) -> None:

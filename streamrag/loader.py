@@ -264,6 +264,13 @@ _EXPORT_HEAD = re.compile(rb'\{\n "version": \d+,\n "documents": '
 EXPORT_LOOKS = 16
 
 
+class WrittenByExport(EmptyInput):
+    """A file `streamrag export` wrote, read as a document: nothing to index. Said once, when first
+    seen or changed (``again``): it stays in the folder, and every `index` said it again."""
+
+    again = False
+
+
 def written_by_export(path: str | Path) -> bool:
     """Whether the file ``path`` is one `streamrag export` wrote, told by its first bytes
     whatever its name (an unreadable file is not)."""
@@ -707,8 +714,8 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
             if _clearly_binary(_without_trailing_nuls(head)[0]):
                 _binary(label)
             if not start and exported_head(head):   # (under a name index.include takes: x.txt)
-                raise EmptyInput(f"{label}: written by `streamrag export`, the index's own output, not a "
-                                 "document; nothing to index (write exports outside the indexed folder)")
+                raise WrittenByExport(f"{label}: written by `streamrag export`, the index's own output, not "
+                                      "a document; nothing to index (write exports outside the indexed folder)")
             f.seek(start)   # (the whole read at once: the head and the rest joined were a second copy)
             data = f.read()
     except OSError as e:

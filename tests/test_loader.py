@@ -2274,3 +2274,36 @@ def test_every_export_streamrag_writes_is_told_today_and_as_older_versions_wrote
             read_documents(path, root=tmp_path)
     head = text.split("\n")[:3 if fmt == "json" else 12]   # its opening lines alone (to its graph)
     assert not loader.exported_head("\n".join(head).encode() + b"\n"), head
+
+
+def test_an_export_in_the_indexed_folder_is_said_once_until_it_changes(cli_run, corpus):
+    """`export - > x.txt` in the indexed folder was said ("written by `streamrag export` ...") on
+    every `index` while it stayed there; now once, when first seen and again when it changes.
+    An empty file is still said on each run, as before."""
+    import sqlite3
+
+    from streamrag import index_rows
+    from streamrag.store import Store
+
+    assert cli_run("index", "--offline", str(corpus)).returncode == 0
+    db = corpus / ".streamrag" / "index.db"
+    write(corpus / "x.txt", cli_run("export", "--db", str(db), "-").stdout)
+    write(corpus / "blank.txt", "")
+    said = "x.txt: written by `streamrag export`"
+    runs = [cli_run("index", "--offline", str(corpus)) for _ in range(3)]
+    assert all(r.returncode == 0 for r in runs), [r.stderr for r in runs]
+    assert [said in r.stderr for r in runs] == [True, False, False], [r.stderr for r in runs]
+    assert all("blank.txt: empty file" in r.stderr for r in runs), [r.stderr for r in runs]
+    store = Store(db, readonly=True)
+    try:
+        assert {p: v[2] for p, v in index_rows.empty_files(store).items()} == {"x.txt": False, "blank.txt": True}
+    finally:
+        store.close()
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM files WHERE path = 'x.txt'").fetchone()[0] == 0
+    # changed (exported again after an edit), it is said again, once
+    write(corpus / "extra.txt", "Captain Mara Voss sailed the Harbor Queen out of Lowport.\n")
+    assert cli_run("index", "--offline", str(corpus)).returncode == 0
+    write(corpus / "x.txt", cli_run("export", "--db", str(db), "-").stdout)
+    runs = [cli_run("index", "--offline", str(corpus)) for _ in range(2)]
+    assert [said in r.stderr for r in runs] == [True, False], [r.stderr for r in runs]
