@@ -802,12 +802,20 @@ def _applied(r) -> str:
     built made it redo work for the whole index (``SyncResult.settings_changed``), and what that
     cost: "Nothing changed: ... checked in 1.1 s" was said of a run that summarized every
     description again (summary_max_tokens changed and changed back: 190 answers from the cache)
-    to the index it had. A clustering setting is left to ``_reclustered`` when it clustered afresh."""
+    to the index it had. A clustering setting is left to ``_reclustered`` when it clustered afresh.
+    A streamrag upgrade alone (``reading_upgraded``: no setting changed, this streamrag reads
+    documents differently) is said as such: it was "the reading and chunking settings applied"."""
     names = [n for n in r.settings_changed if not (n == "clustering" and r.reclustered)]
-    if not names:
+    upgraded = r.reading_upgraded and "chunking" in names
+    if upgraded:
+        names.remove("chunking")
+    if not names and not upgraded:
         return ""
     shown = ["reading and chunking" if n == "chunking" else n for n in names]
-    named = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} and {shown[-1]}"
+    named = ", ".join(shown[:-1]) + (" and " if len(shown) > 1 else "") + "".join(shown[-1:])
+    what = " and ".join(part for part in (
+        f"the {named} settings applied" if names else "",
+        "documents read again as this newer streamrag reads them" if upgraded else "") if part)
     u = llm_summary(r.llm)
     calls, cached = u["calls"], u["cached"]
     if calls and cached == calls:
@@ -816,7 +824,7 @@ def _applied(r) -> str:
         spent = f" ({_n(calls, 'LLM call')}{f', {number(cached)} from the cache' if cached else ''})"
     else:
         spent = ""
-    return f"the {named} settings applied, to the same index{spent}; "
+    return f"{what}, to the same index{spent}; "
 
 
 def _format_sync(r, db: Path, include: list[str]) -> str:

@@ -283,6 +283,9 @@ class SyncResult(msgspec.Struct):
     # index ("chunking", "extraction", "summary", "report", "clustering"), as said before it
     # started (with a model only: offline work is free)
     settings_changed: list[str] = []
+    # Of ``settings_changed``, "chunking" is a streamrag upgrade alone, no setting: this
+    # streamrag reads (or chunks) documents differently from the one that built the index
+    reading_upgraded: bool = False
     # Documents of files unchanged but read anew to another text (a loader upgrade, another
     # index.text_field): counted here, not in ``documents_added`` and ``documents_removed``
     documents_read_again: int = 0
@@ -567,6 +570,7 @@ class Indexer:
         self.broken_links: list[str] = []   # the scan's symlinks leading nowhere, as stored paths
         self.conflict_copies: list[str] = []   # the scan's sync conflict copies, as stored paths
         self.settings_changed: list[str] = []   # (_say_what_settings_redo's, for the result)
+        self.reading_upgraded = False   # (its "chunking" an upgrade's, no setting's)
         # Where that line goes: the log (a line on stderr), or a daemon's warning event, which
         # `watch --json` prints on stdout with its other events (a script never saw it).
         self.say = say or log.warning
@@ -913,7 +917,7 @@ class Indexer:
             if self.failed_items else 0,
             warnings=self.unreadable + scan.warnings, left_out=dict(sorted(scan.left_out.items())),
             llm=llm_stats, wall_s=round(time.monotonic() - started, 3), offline=self.settings.offline,
-            settings_changed=self.settings_changed)
+            settings_changed=self.settings_changed, reading_upgraded=self.reading_upgraded)
 
     # -- a run with nothing to redo: the published graph stands, unread -----------------------
     def _nothing_to_redo(self, store: Store, change: Change, state: GraphState,
@@ -995,7 +999,7 @@ class Indexer:
         re-chunked yet keeps the old one recorded, and every run would say it again): returns
         whether it was said now."""
         s, said = self.settings, store.get_meta
-        self.settings_changed = []
+        self.settings_changed, self.reading_upgraded = [], False
         if not store.version or s.offline:
             return False
         changes: list[tuple[str, str]] = []
@@ -1046,6 +1050,7 @@ class Indexer:
         if rewritten := extractive_redone(store, s):
             self.say(rewritten)
         self.settings_changed = names = [what for what, _ in changes] + (["chunking"] if upgrade else [])
+        self.reading_upgraded = bool(upgrade)
 
         # (an index built offline was said "the extraction, summary and report settings changed
         # since this index was built" of a first run with a model, no setting changed: those are

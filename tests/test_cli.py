@@ -2673,3 +2673,46 @@ def test_watch_once_says_chunks_whose_claims_failed_indexed_without_their_claims
     assert f"{n} chunks are indexed without their claims (the claims call failed)" in error, error
     assert f"{n} chunks are indexed without their claims" in stopped, stopped
     assert "left out of this version" not in watched.stderr, watched.stderr
+
+
+def test_a_run_after_a_loader_upgrade_says_the_upgrade_not_settings_applied(cli_run, corpus, simulator, monkeypatch):
+    """The run after a new loader VERSION, no setting changed, read every file again to the same
+    text and said "Nothing changed: ...; the reading and chunking settings applied, to the same
+    index": no user had changed a setting. It says a newer streamrag read the documents again
+    (--json: reading_upgraded), once."""
+    from streamrag import loader
+
+    common = ("-q", "--api-base", simulator.base_url)
+    upgraded = loader.VERSION
+    monkeypatch.setattr(loader, "VERSION", str(int(upgraded) - 1))   # the streamrag that built it
+    assert cli_run("index", ".", *common, cwd=corpus).returncode == 0
+    monkeypatch.setattr(loader, "VERSION", upgraded)
+    head = cli_run("index", ".", *common, cwd=corpus).stdout.splitlines()[0]
+    assert "; documents read again as this newer streamrag reads them, to the same index" in head, head
+    assert "settings applied" not in head, head
+    out = cli_run("index", ".", *common, cwd=corpus)   # (read as this streamrag reads now: nothing said)
+    assert "settings applied" not in out.stdout and "newer streamrag" not in out.stdout, out.stdout
+    monkeypatch.setattr(loader, "VERSION", str(int(upgraded) + 1))   # (another upgrade, under --json)
+    out = cli_run("index", ".", "--json", *common, cwd=corpus)
+    assert out.returncode == 0, out.stderr
+    done = json.loads(out.stdout)
+    assert (done["published"], done["settings_changed"], done["reading_upgraded"]) == (False, ["chunking"], True)
+
+
+def test_the_applied_clause_names_settings_and_an_upgrade_apart():
+    from streamrag.cli import _applied
+    from streamrag.pipeline import SyncResult
+
+    def result(changed: list[str], upgraded: bool) -> SyncResult:
+        return SyncResult(run_id="r", version=2, documents=1, documents_added=0, documents_removed=0,
+                          documents_unchanged=1, chunks=1, chunks_extracted=0, chunks_reused=1, entities=1,
+                          relationships=0, claims=0, communities=0, reports=0, reports_generated=0,
+                          reports_kept=0, reclustered=False, failures=0, warnings=[], llm={}, wall_s=0.1,
+                          offline=False, settings_changed=changed, reading_upgraded=upgraded)
+
+    assert _applied(result(["chunking"], False)) == "the reading and chunking settings applied, to the same index; "
+    assert _applied(result(["chunking"], True)) == ("documents read again as this newer streamrag reads them, "
+                                                    "to the same index; ")
+    assert _applied(result(["summary", "chunking"], True)) == (
+        "the summary settings applied and documents read again as this newer streamrag reads them, to the same index; ")
+    assert _applied(result([], False)) == ""
