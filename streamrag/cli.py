@@ -280,9 +280,12 @@ def _update_flags(args: argparse.Namespace, db: Path, settings: Settings) -> str
     then the others as `--help` lists them; and --offline for an index ``db`` built offline when
     no endpoint was given (run without it, it would refuse or rebuild with a model). Advice that
     kept only the first four lost -q, --json, --recluster, `watch --once` (which then watched).
-    An endpoint is given by --api-base or by ``settings`` (--config, the folder's settings file,
-    STREAMRAG_API_BASE): one from there was swapped for --offline, the user's model run for none."""
-    endpoint = getattr(args, "api_base", None) is not None or bool(settings.llm.api_base)
+    An endpoint is given by --api-base, the --config file or STREAMRAG_API_BASE (``settings``):
+    one from those two was swapped for --offline, the user's model run for none. One the settings
+    file found in the folder names is not given for this command: with it, the advised update of
+    a demo's index extracted every chunk again with the model (7b4a95d)."""
+    endpoint = getattr(args, "api_base", None) is not None or bool(settings.llm.api_base) and (
+        settings.api_base_from == "STREAMRAG_API_BASE" or getattr(args, "config", None) is not None)
     offline = getattr(args, "offline", False) or (not endpoint and _built_offline(db))
     first = ("estimate", "offline", "config", "api_base")
     actions = {a.dest: a for a in build_parser().commands[args.command]._actions  # type: ignore[attr-defined]
