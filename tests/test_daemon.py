@@ -3057,12 +3057,10 @@ def test_the_watcher_holds_only_the_writes_that_may_change_the_index(corpus, tmp
     assert daemon.worth_holding(left_out | kept) == kept
 
 
-async def test_a_hidden_file_written_on_and_on_does_not_hold_back_the_burst_of_another(tmp_path, monkeypatch):
-    # The watcher gathered raw batches into bursts before the daemon filtered them: a hidden or
-    # excluded file written every 0.3 s (debounce_ms 500) kept the burst open for its cap of
-    # 10 x debounce_ms, and a file saved beside it waited that long. Filtered first (``keep``),
-    # its writes are no events, and the saved file's burst ends debounce_ms after its save.
-    # Scripted: watchfiles' raw batches, and the watcher's clock moved by them.
+async def _first_burst(tmp_path, monkeypatch, raw: list[set]) -> tuple[set, int]:
+    """The first burst ``watch_folder`` hands on (the daemon's ``keep`` filtering) of the raw
+    batches ``raw`` (scripted: watchfiles' batches, 0.3 s of the watcher's clock apart), and how
+    many raw batches it had taken by then."""
     import types
 
     import watchfiles
@@ -3075,8 +3073,6 @@ async def test_a_hidden_file_written_on_and_on_does_not_hold_back_the_burst_of_a
     fake_time.__dict__.update(vars(time))
     fake_time.monotonic = lambda: clock.now
     monkeypatch.setattr(watch_events, "time", fake_time)
-    note, log = tmp_path / "note.txt", tmp_path / ".tool.log"
-    raw = [{(Change.added, str(note)), (Change.modified, str(log))}] + [{(Change.modified, str(log))}] * 30
     sent = []
 
     async def awatch(*_args, **_kwargs):
@@ -3090,10 +3086,20 @@ async def test_a_hidden_file_written_on_and_on_does_not_hold_back_the_burst_of_a
     daemon = Daemon(make_settings(), tmp_path / "w.db", tmp_path, report=Events())
     with anyio.fail_after(10):
         async for batch in watch_folder(tmp_path, WatchSettings(debounce_ms=500), stop, keep=daemon.worth_holding):
-            first = batch
-            break
+            return batch, len(sent)
+    raise AssertionError("the watcher handed on no burst")
+
+
+async def test_a_hidden_file_written_on_and_on_does_not_hold_back_the_burst_of_another(tmp_path, monkeypatch):
+    # The watcher gathered raw batches into bursts before the daemon filtered them: a hidden or
+    # excluded file written every 0.3 s (debounce_ms 500) kept the burst open for its cap of
+    # 10 x debounce_ms, and a file saved beside it waited that long. Filtered first (``keep``),
+    # its writes are no events, and the saved file's burst ends debounce_ms after its save.
+    note, log = tmp_path / "note.txt", tmp_path / ".tool.log"
+    raw = [{(Change.added, str(note)), (Change.modified, str(log))}] + [{(Change.modified, str(log))}] * 30
+    first, sent = await _first_burst(tmp_path, monkeypatch, raw)
     assert first == {(Change.added, str(note))}
-    assert len(sent) <= 3, len(sent)   # (0.6 s of the clock: not the burst's cap, 17 batches)
+    assert sent <= 3, sent   # (0.6 s of the clock: not the burst's cap, 17 batches)
 
 
 async def test_a_hidden_file_saved_on_and_on_by_renames_does_not_hold_back_the_burst_of_another(
@@ -3103,38 +3109,12 @@ async def test_a_hidden_file_saved_on_and_on_by_renames_does_not_hold_back_the_b
     # one saved every 0.3 s held the burst of a note saved beside it open for its cap (10 x
     # debounce_ms), as the writes of a hidden file did before the filter. A deletion where the
     # scan never looks (hidden, excluded, the index's own) goes as a write there does.
-    import types
-
-    import watchfiles
-
-    from streamrag import watch_events
-    from streamrag.config import WatchSettings
-
-    clock = types.SimpleNamespace(now=1000.0)
-    fake_time = types.ModuleType("time")
-    fake_time.__dict__.update(vars(time))
-    fake_time.monotonic = lambda: clock.now
-    monkeypatch.setattr(watch_events, "time", fake_time)
     note, state, tmp = tmp_path / "note.txt", tmp_path / ".tool" / "state.json", tmp_path / ".tool" / "state.json.tmp"
     save = {(Change.added, str(tmp)), (Change.modified, str(tmp)), (Change.deleted, str(tmp)), (Change.added, str(state))}
     raw = [{(Change.added, str(note)), *save}] + [save] * 30
-    sent = []
-
-    async def awatch(*_args, **_kwargs):
-        for changes in raw:
-            sent.append(changes)
-            yield changes
-            clock.now += 0.3
-
-    monkeypatch.setattr(watchfiles, "awatch", awatch)
-    stop = anyio.Event()
-    daemon = Daemon(make_settings(), tmp_path / "w.db", tmp_path, report=Events())
-    with anyio.fail_after(10):
-        async for batch in watch_folder(tmp_path, WatchSettings(debounce_ms=500), stop, keep=daemon.worth_holding):
-            first = batch
-            break
+    first, sent = await _first_burst(tmp_path, monkeypatch, raw)
     assert first == {(Change.added, str(note))}
-    assert len(sent) <= 3, len(sent)   # (0.6 s of the clock: not the burst's cap, 17 batches)
+    assert sent <= 3, sent   # (0.6 s of the clock: not the burst's cap, 17 batches)
 
 
 @pytest.mark.parametrize("when", ["prefetch", "sync"])
