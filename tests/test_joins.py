@@ -698,6 +698,30 @@ async def test_watch_says_how_many_joins_a_sync_moved(tmp_path):
     assert first[-1]["message"].endswith("; 1 short name joined to a full name")   # (a first index)
 
 
+async def _joe_miller_and_both(tmp_path):
+    """A folder of Joe's note, Miller's, and one holding both, indexed offline: (folder, db)."""
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    for name, text in {"joe.txt": _JOE, "miller.txt": _MILLER, "both.txt": _JOE + _MILLER}.items():
+        (corpus / name).write_text(text)
+    db = tmp_path / "i.db"
+    await sync([corpus], make_settings(), db, root=corpus)
+    return corpus, db
+
+
+def _both_cut_anew(store):
+    """A change of ``_joe_miller_and_both``'s index in which every document was cut again and
+    both.txt into other chunks than it had: (change, both.txt's document id)."""
+    from streamrag import graph_state
+
+    docs = {v[0] for v in index_rows.files(store).values()}
+    both = index_rows.files(store)["both.txt"][0]
+    change = graph_state.Change(added_docs=set(), removed_docs=set(), kept_docs=docs, live=set(),
+                                doc_chunks=index_rows.chunk_ids_of(store, docs) | {both: ["chk-joe", "chk-miller"]},
+                                added_chunks=set(), removed_chunks=set(), extractions={}, cut=set(docs))
+    return change, both
+
+
 @pytest.mark.anyio
 async def test_the_documents_a_run_cut_into_other_chunks_are_read_back_once(tmp_path, monkeypatch):
     # A run with nothing else to redo asks which documents were cut into other chunks, and its
@@ -706,20 +730,10 @@ async def test_the_documents_a_run_cut_into_other_chunks_are_read_back_once(tmp_
     # ``rechunked`` only answers, and the run keeps its answer (``Indexer._join_bookkeeping``).
     from streamrag import graph_state, pipeline
 
-    corpus = tmp_path / "c"
-    corpus.mkdir()
-    for name, text in {"joe.txt": _JOE, "miller.txt": _MILLER, "both.txt": _JOE + _MILLER}.items():
-        (corpus / name).write_text(text)
-    db = tmp_path / "i.db"
-    await sync([corpus], make_settings(), db, root=corpus)
+    corpus, db = await _joe_miller_and_both(tmp_path)
     store = Store(db, readonly=True)
     try:
-        docs = {v[0] for v in index_rows.files(store).values()}
-        doc_chunks = index_rows.chunk_ids_of(store, docs)
-        both = index_rows.files(store)["both.txt"][0]
-        change = graph_state.Change(added_docs=set(), removed_docs=set(), kept_docs=docs, live=set(),
-                                    doc_chunks=doc_chunks | {both: ["chk-joe", "chk-miller"]}, added_chunks=set(),
-                                    removed_chunks=set(), extractions={}, cut=set(docs))
+        change, both = _both_cut_anew(store)
         read = []
         sources = index_rows.sources
         monkeypatch.setattr(index_rows, "sources", lambda store, table, *a: read.append(table) or sources(store, table, *a))
@@ -745,19 +759,10 @@ async def test_a_change_whose_recut_was_not_found_is_read_as_not_found_by_every_
     from streamrag import graph_state
     from streamrag.pipeline import Indexer
 
-    corpus = tmp_path / "c"
-    corpus.mkdir()
-    for name, text in {"joe.txt": _JOE, "miller.txt": _MILLER, "both.txt": _JOE + _MILLER}.items():
-        (corpus / name).write_text(text)
-    db = tmp_path / "i.db"
-    await sync([corpus], make_settings(), db, root=corpus)
+    corpus, db = await _joe_miller_and_both(tmp_path)
     store = Store(db, readonly=True)
     try:
-        docs = {v[0] for v in index_rows.files(store).values()}
-        both = index_rows.files(store)["both.txt"][0]
-        change = graph_state.Change(added_docs=set(), removed_docs=set(), kept_docs=docs, live=set(),
-                                    doc_chunks=index_rows.chunk_ids_of(store, docs) | {both: ["chk-joe", "chk-miller"]},
-                                    added_chunks=set(), removed_chunks=set(), extractions={}, cut=set(docs))
+        change, both = _both_cut_anew(store)
         indexer = Indexer(make_settings(), db, root=corpus)
         redo = lambda: indexer._nothing_to_redo(store, change, GraphState.unread(store),  # noqa: E731
                                                  index_rows.graph_counts(store))
