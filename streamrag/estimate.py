@@ -866,11 +866,7 @@ def _add_missed(from_cache: dict[str, Extraction], first_only: dict[str, bool], 
     # What the sample's stand-ins touch, chunk by chunk, taken on to every chunk's: the elements
     # they add or pair (a summary written), the published reported communities holding the
     # entities they pair (a report).
-    reported: dict[str, list[str]] = {}
-    for c, _context, _report in index_rows.load_communities(store):
-        if len(c.members) >= ix.report_min_members:
-            for member in c.members:
-                reported.setdefault(member, []).append(c.id)
+    reported = _reported_of(store, ix.report_min_members)
     elements: dict[str, int] = {}
     communities: dict[str, int] = {}
     entities: set[str] = set()
@@ -1640,17 +1636,24 @@ def _summaries_asked(store: Store, settings: Settings) -> set[str]:
             if asks_model(summary_input(sorted(descriptions), limit), settings)}
 
 
+def _reported_of(store: Store, min_members: int) -> dict[str, set[str]]:
+    """Entity -> the published communities of ``min_members`` or more (those given a report)
+    it is a member of."""
+    of: dict[str, set[str]] = {}
+    for c, _context, _report in index_rows.load_communities(store):
+        if len(c.members) >= min_members:
+            for member in c.members:
+                of.setdefault(member, set()).add(c.id)
+    return of
+
+
 def _reports_showing(store: Store, elements: set[str], min_members: int) -> int:
     """The published communities of ``min_members`` or more whose report context may show one of
     ``elements``: an entity among its members, or a relationship with both ends among them (a
     context shows no other; a parent holds its children's members). Counted as every report, a
     summary setting changed on ten articles (10 summaries written again) was estimated 26
     reports where the 10 communities showing those elements could change, the run writing 0."""
-    of: dict[str, set[str]] = {}   # entity -> the communities of min_members or more it is a member of
-    for c, _context, _report in index_rows.load_communities(store):
-        if len(c.members) >= min_members:
-            for member in c.members:
-                of.setdefault(member, set()).add(c.id)
+    of = _reported_of(store, min_members)
     shown = {c for e in elements if e.startswith("ent-") for c in of.get(e, ())}
     for rid, source, target, *_ in index_rows.relationship_edges(store):
         if rid in elements:
