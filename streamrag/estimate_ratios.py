@@ -106,7 +106,7 @@ class Ratios(msgspec.Struct, kw_only=True):
     # answers cut off and asked again (None of a stage: none measured, none counted)
     again: dict[str, tuple[float, float]] = msgspec.field(default_factory=dict)
     # the report answers paid for, (prompt tokens, unusable), by prompt tokens: a report's share
-    # asked again is that of those nearest its prompt (``cut_share``)
+    # asked again is that of those nearest its prompt (``cut_shares``)
     report_answers: list[tuple[int, bool]] = msgspec.field(default_factory=list)
     measured: list[str] = msgspec.field(default_factory=list)   # the figures from the history
     calls: int = 0                            # the calls they were measured on
@@ -152,7 +152,7 @@ def ratios(history: History, *, extraction_model: str, summary_model: str, repor
     ones are, each paid call of the stage costs that share of one more, asked again;
     ``report_answers``: the report model's answers paid for, (prompt tokens, unusable), by prompt
     tokens (``index_rows.report_answers``): a report's share is that of the answers nearest its
-    prompt (``cut_share``)."""
+    prompt (``cut_shares``)."""
     unchecked = unchecked or {}
     out = Ratios()
     used: set[str] = set()
@@ -249,12 +249,6 @@ def stand_in(model: tuple[int, int], offline: tuple[int, int], chunks: int) -> t
         return None
     ent, rel = (m / o if o >= MIN_CALLS else 1.0 for m, o in zip(model, offline))
     return ent, rel
-
-
-def cut_share(answers: list[tuple[int, bool]], prompt: float) -> float | None:
-    """``cut_shares`` of one prompt."""
-    shares = cut_shares(answers, [prompt])
-    return None if shares is None else shares[0]
 
 
 def cut_shares(answers: list[tuple[int, bool]], prompts: list[float]) -> list[float] | None:

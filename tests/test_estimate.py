@@ -1426,18 +1426,18 @@ async def test_reports_a_content_filter_stopped_are_counted_unusable_as_the_run_
 
 
 def test_a_report_s_share_asked_again_is_that_of_the_answers_nearest_its_prompt():
-    from streamrag.estimate_ratios import MIN_CALLS, cut_share
+    from streamrag.estimate_ratios import MIN_CALLS, cut_shares
     # 40 usable reports of 100 to 4,000 prompt tokens; those over 2,000 cut off once each.
     usable = [(100 * k, False) for k in range(1, 41)]
     answers = sorted(usable + [(t, True) for t, _ in usable if t > 2000])
-    assert cut_share(answers, 300) == 0.0 and cut_share(answers, 100_000) == 1.0
-    assert cut_share(answers, 2050) == 0.5   # (the 20 nearest: 1,100 to 3,000)
-    assert cut_share(answers[:MIN_CALLS - 1], 300) is None   # (too few to go by)
-    assert cut_share(answers, 0) == 0.0
+    # (2,050: the 20 nearest, 1,100 to 3,000)
+    assert cut_shares(answers, [300, 100_000, 2050, 0]) == [0.0, 1.0, 0.5, 0.0]
+    assert cut_shares(answers[:MIN_CALLS - 1], [300]) is None   # (too few to go by)
 
 
 def _cut_share_scanned(answers: list[tuple[int, bool]], prompt: float) -> float | None:
-    """``cut_share`` as it was, scanning every answer for each prompt: what ``cut_shares`` must give."""
+    """A prompt's share as it was first worked out, scanning every answer for each prompt: what
+    ``cut_shares`` must give."""
     from streamrag.estimate_ratios import MIN_CALLS
     usable = [i for i, (_tokens, bad) in enumerate(answers) if not bad]
     if len(usable) < MIN_CALLS:
