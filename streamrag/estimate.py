@@ -879,9 +879,12 @@ def _add_missed(from_cache: dict[str, Extraction], first_only: dict[str, bool], 
             ids.relationship_id(ids.entity_id(p.source), ids.entity_id(p.target)) for p in pairs}
         for element in touched:
             elements[element] = elements.get(element, 0) + 1
-        for community in {c for e in ends for c in reported.get(e, ())}:
+        # (an entity it names alone is described anew too: its communities' reports change, and
+        # ``_update_calls`` scales those holding any of them, so they are measured here the same)
+        named = ends | {ids.entity_id(e.name) for e in names}
+        for community in {c for e in named for c in reported.get(e, ())}:
             communities[community] = communities.get(community, 0) + 1
-        entities |= ends | {ids.entity_id(e.name) for e in names}
+        entities |= named
     more = wanted - len(taken)   # (the chunks beyond the sample a first gleaning is expected of)
 
     def scale(seen: dict[str, int]) -> float:

@@ -2583,6 +2583,38 @@ async def test_a_first_gleaning_of_many_chunks_is_stood_in_for_on_a_half_of_them
     assert close(est, done, 1.5) == {}, (est["llm"], done.llm)
 
 
+async def test_a_sampled_first_gleaning_s_report_scale_is_measured_on_the_communities_it_is_applied_to(
+        tmp_path, simulator, monkeypatch):
+    # The reports of a sampled first gleaning (index.max_gleanings 0 -> 1, past GLEAN_SAMPLE
+    # chunks) are scaled up for the reported communities holding any entity its stand-ins name
+    # (``_update_calls``); the scale was measured on those holding the ends of their pairs only,
+    # so chunks each naming one such entity alone (no pair) were scaled by 1.0.
+    from streamrag.estimate_ratios import Ratios
+    from streamrag.records import Chunk, Extraction
+    docs = news_copy(tmp_path, 10)
+    db = tmp_path / "index.db"
+    await sync([docs], make_settings(simulator.base_url, index={"max_gleanings": 0}), db, root=docs)
+    settings = make_settings(simulator.base_url, index={"max_gleanings": 1})
+    with contextlib.closing(Store(db, readonly=True)) as store:
+        reported = estimate_module._reported_of(store, settings.index.report_min_members)
+        names = dict(store.conn.execute("SELECT id, name FROM entities"))
+        people = [names[e] for e in sorted(reported) if nlp.extract_offline(
+            f"{names[e]} arrived.", entity_types=settings.index.entity_types).entities][:12]
+        texts = [f"{name} arrived." for name in people]
+        chunks = {f"chk-{k:02}": Chunk(f"chk-{k:02}", "doc", 0, text, 5) for k, text in enumerate(texts)}
+        from_cache = {cid: Extraction(entities=[], relationships=[], claims=[]) for cid in chunks}
+        seen: list[list[int]] = []
+        real_union = estimate_module.grown_union
+        monkeypatch.setattr(estimate_module, "grown_union", lambda counts, *a: seen.append(counts) or real_union(counts, *a))
+        monkeypatch.setattr(estimate_module, "GLEAN_SAMPLE", 4)
+        sampled = estimate_module._add_missed(from_cache, dict.fromkeys(chunks, False), chunks, Ratios(), settings,
+                                              store)
+    assert len(people) == 12 and sampled is not None and sampled.entities, (people, sampled)
+    applied = {c for e in sampled.entities for c in reported.get(e, ())}
+    assert len(seen) == 2 and len(seen[1]) == len(applied) > 0, (seen, applied)
+    assert sampled.community_scale > 1, sampled
+
+
 @pytest.mark.parametrize("changed", [{"summary_max_tokens": 100}, {"summary_max_tokens": 40},
                                      {"summary_join_tokens": 0}])
 async def test_a_summary_setting_changed_counts_the_reports_that_may_show_a_summary_written_again(
