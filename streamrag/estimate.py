@@ -593,7 +593,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             # those not built as a stored report's was, as the run does; a new
             # report_max_input_tokens alone, 6000 -> 3000 on synth_small, was counted 54 reports
             # for the run's 5, most contexts fitting both)
-            summaries, sized, answered, reported = _update_calls(
+            summaries, sized, answered = _update_calls(
                 store, settings, new_chunks=new_chunks, from_cache=from_cache, unclaimed=unclaimed, wanted=wanted,
                 live=live, paths_of=paths_of, resummarize=resummarized, recluster=recluster,
                 summary_tokens=r.summary_completion, rereport=bool(store.version) and chosen_with is None,
@@ -606,12 +606,10 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                 summaries = max(summaries, len(asked_again) - answered.summaries)
                 if summaries:
                     # (new summaries a model writes change the descriptions reports are written
-                    # from, unknown here: counted as if every report showing one of them changed,
-                    # besides those worked out (the larger of the two counts, four articles added
-                    # to ten with summary_max_tokens 150 -> 40 were estimated 33 reports where
-                    # the run wrote 33 and 3 others could show a new summary; now 37); with every
-                    # summary known, each context was built as the run builds it)
-                    communities += len(_reports_showing(store, asked_again, ix.report_min_members) - reported)
+                    # from, unknown here: counted as if every report showing one of them changed;
+                    # with every summary known, each context was built as the run builds it)
+                    communities = max(communities, _reports_showing(store, asked_again, ix.report_min_members)
+                                      - answered.reports)
             elif store.version and chosen_with is not None:   # (else each context was built above)
                 asked = _reports_asked(store, settings, chosen_with=chosen_with, recluster=recluster)
                 # (a new partition: the communities it changes are among those counted for it)
@@ -1008,8 +1006,7 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
                   live: dict[str, str],
                   paths_of: dict[str, str], resummarize: bool, recluster: bool,
                   summary_tokens: float = SUMMARY_COMPLETION,
-                  rereport: bool = False, sampled: Sampled | None = None
-                  ) -> tuple[int, list[int], FromCache, set[str]]:
+                  rereport: bool = False, sampled: Sampled | None = None) -> tuple[int, list[int], FromCache]:
     """(summary calls, the prompt tokens of each report call) of a run bringing the published graph to the chunks
     ``wanted``, worked out as the run works them out (``GraphState.apply``, Leiden from the
     published partition, ``dirty_communities``), from each chunk's extraction: the stored one
@@ -1024,9 +1021,7 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     ``rereport``: the report settings changed, so every community's context is built again;
     ``sampled``: a first gleaning stood in for on a sample of the chunks, the summaries of the
     elements it touches and the reports of communities holding the entities it names taken on to
-    every chunk's (``Sampled``). Third, what the cache answers of them (``FromCache``); fourth,
-    the ids of the communities whose report is counted, paid or the cache's (a new community's
-    is no published one's)."""
+    every chunk's (``Sampled``). Third, what the cache answers of them (``FromCache``)."""
     ix = settings.index
     key = extractor_key(settings)
     added = {c for c in wanted if live.get(c) != key}
@@ -1069,7 +1064,7 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     added -= same
     removed -= same
     if not added and not removed and not resummarize and not rereport:
-        return 0, [], FromCache(), set()   # (nothing changed: the run asks for nothing new)
+        return 0, [], FromCache()   # (nothing changed: the run asks for nothing new)
     state = GraphState.load(store)
     # (the relationships' descriptions left in the store, as the run leaves them: those of the
     # lines compared, of the elements changed, are read below, and those a context shows)
@@ -1123,7 +1118,6 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     changed: set[str] = set()
     prompts = []
     cached_reports: list[int] = []
-    reported: set[str] = set()   # (the communities of those prompts and of cached_reports)
     touched: list[int] = []   # (of those prompts, the reports of communities the sampled stand-ins name)
     ends = _Ends.of(state)
     for level in deepest_first(communities):
@@ -1141,7 +1135,6 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
             changed.add(c.id)
             if len(c.members) < ix.report_min_members:
                 continue
-            reported.add(c.id)
             # (a report the cache answers costs nothing: extract_claims off and on again was
             # estimated 11 reports on ten news articles, the run asked the cache for all 11)
             if _report_cached(store, settings, ctx):
@@ -1155,7 +1148,7 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
         more = math.floor(len(touched) * (sampled.community_scale - 1) + 0.5)
         prompts += [round(sum(touched) / len(touched))] * more
     return math.floor(summaries + 0.5), prompts, FromCache(cached_summaries, len(cached_reports),
-                                                           tuple(cached_reports)), reported
+                                                           tuple(cached_reports))
 
 
 def _same_as_live(store: Store, published: dict[str, str], extractions: dict[str, Extraction], key: str, *,
@@ -1657,7 +1650,7 @@ def _reported_of(store: Store, min_members: int) -> dict[str, set[str]]:
     return of
 
 
-def _reports_showing(store: Store, elements: set[str], min_members: int) -> set[str]:
+def _reports_showing(store: Store, elements: set[str], min_members: int) -> int:
     """The published communities of ``min_members`` or more whose report context may show one of
     ``elements``: an entity among its members, or a relationship with both ends among them (a
     context shows no other; a parent holds its children's members). Counted as every report, a
@@ -1668,7 +1661,7 @@ def _reports_showing(store: Store, elements: set[str], min_members: int) -> set[
     for rid, source, target, *_ in index_rows.relationship_edges(store):
         if rid in elements:
             shown |= of.get(source, set()) & of.get(target, set())
-    return shown
+    return len(shown)
 
 
 def format_estimate(e: dict) -> str:

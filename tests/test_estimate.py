@@ -2639,31 +2639,6 @@ async def test_a_summary_setting_changed_counts_the_reports_that_may_show_a_summ
     assert paid(done.llm, "report") > 0 or changed == {"summary_max_tokens": 100}, done.llm
 
 
-async def test_a_summary_setting_changed_with_new_articles_counts_both_sets_of_reports(tmp_path, simulator):
-    # summary_max_tokens 150 -> 40 (llm.cache off) and four articles added to ten: the reports
-    # the update works out (the new articles' communities) and those of the 16 communities that
-    # may show a summary written again are two sets, and the run may write any of either (it
-    # wrote 33, 20 of them not among the 16: 36 in all). Counted as the larger of the two sets,
-    # the estimate said 33; their union, 37.
-    docs = news_copy(tmp_path, 10)
-    db = tmp_path / "index.db"
-    await sync([docs], make_settings(simulator.base_url), db, root=docs)
-    settings = make_settings(simulator.base_url, index={"summary_max_tokens": 40}, llm={"cache": False})
-    min_members = settings.index.report_min_members
-    with contextlib.closing(Store(db, readonly=True)) as store:
-        showing = estimate_module._reports_showing(
-            store, estimate_module._summaries_asked(store, settings), min_members)
-        before = {(c.id, report) for c, _context, report in index_rows.load_communities(store)}
-    add_articles(docs, 10, 14)
-    est, done = await index_and_estimate(docs, settings, db)
-    with contextlib.closing(Store(db, readonly=True)) as store:
-        written = {c.id for c, _context, report in index_rows.load_communities(store)
-                   if report is not None and len(c.members) >= min_members and (c.id, report) not in before}
-    assert est["summarized_again_because"] and showing - written and written - showing, (showing, written)
-    assert asked(est, "report") >= len(showing | written), (est["llm"], done.llm, len(showing), len(written))
-    assert asked(est, "report") >= paid(done.llm, "report") > 0, (est["llm"], done.llm)
-
-
 async def test_documents_cut_again_to_a_new_chunk_size_count_their_names_described_anew(tmp_path, simulator):
     # index.chunk_size 1,200 -> 600: every chunk is new, and its text the file's earlier chunks
     # held; each stood in for with what the model said of them, as an edit's unchanged passage is,
