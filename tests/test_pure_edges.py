@@ -521,3 +521,15 @@ def test_a_descriptions_sentences_come_with_whether_each_is_a_heading():
     for _ in range(300):
         text = " ".join(rnd.choice(pieces) for _ in range(rnd.randint(0, 30)))
         assert [s for s, _h in headed_sentences(text)] == sentences_of(text), repr(text)
+
+
+def test_a_setext_heading_is_no_sentence_to_quote():
+    """A Markdown heading underlined with "=" or "-" was quoted with its underline ("Harbour
+    Board Minutes =====================") once title-case lines stopped being read as titles
+    inside a unit of lines (488eb63); a "#" heading never is. A sentence over a rule is quoted."""
+    minutes = "Harbour Board Minutes\n=====================\n\nHedda Brevberg chaired the meeting.\n"
+    assert split_sentences(minutes) == ["Hedda Brevberg chaired the meeting."]
+    assert split_sentences("Minutes of the board\n---\n\nHedda Brevberg chaired the meeting.") == [
+        "Hedda Brevberg chaired the meeting."]
+    assert split_sentences("Hedda Brevberg chaired the meeting.\n---\n\nBram Tull took the notes.") == [
+        "Hedda Brevberg chaired the meeting. ---", "Bram Tull took the notes."]
