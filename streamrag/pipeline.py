@@ -1300,9 +1300,10 @@ class Indexer:
         by a run with a model, which drops it), the kept documents
         this run did not read whose first chunk opens with a heading naming someone: whether each
         opens with code (``joins.code_heading``), read from the file it is shown with, as its
-        chunk lost the indent. Once: the run writes the mark, when it found every one of them
-        (``code_headings_unfound``): a file the run leaves as indexed (``held``) is not read, and
-        one changed since holds other documents (ids are text hashes); the next run looks again.
+        chunk lost the indent. Once: the run writes the mark, unless one of them is in a file it
+        leaves as indexed (``left_unread``, not read: ``code_headings_unfound``), which the next run
+        looks at again. One not found in its file (unreadable now, or changed outside this run's
+        paths: ids are text hashes) is marked as no code.
         (Else "    # Ada Lovelace" kept titling its note after the upgrade, where a fresh index
         reads it as code.)"""
         if store.get_meta("name_code_headings") is not None:
@@ -1317,13 +1318,18 @@ class Indexer:
         # (each file read once: the rows of a .jsonl or .csv are documents of one file, which was
         # read again for each of them)
         by_file: dict[Path | None, set[str]] = {}
+        left = set()   # (in a file left as indexed: its own sync reads it)
         for doc_id in headed:
-            if loader.file_of(path := paths.get(doc_id, "")) not in self.left_unread:   # (left as indexed)
+            if loader.file_of(path := paths.get(doc_id, "")) in self.left_unread:
+                left.add(doc_id)
+            else:
                 by_file.setdefault(self._stored_file(path), set()).add(doc_id)
         out: dict[str, bool] = {}
         for file, doc_ids in by_file.items():
             out.update((d.id, joins.code_heading(d.text)) for d in self._read_file(file) if d.id in doc_ids)
-        self.code_headings_unfound = not headed <= out.keys()
+        # (one read but not found, its file unreadable now or changed outside this run's paths,
+        # is marked as no code: waiting for it, every run read every headed file again)
+        self.code_headings_unfound = bool(left)
         return dict(sorted(out.items()))
 
     def _read_stored(self, path: str) -> list[Document]:

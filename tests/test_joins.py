@@ -905,6 +905,49 @@ async def test_a_log_left_as_indexed_keeps_its_code_mark_and_is_not_read_for_it(
 
 
 @pytest.mark.anyio
+async def test_a_headed_document_whose_file_cannot_be_read_leaves_the_code_mark_written_once(tmp_path, monkeypatch):
+    # The mark of the documents opening with code was left unwritten until every headed kept
+    # document was found in its file (a5f3f79): a file that cannot be read now keeps what was
+    # indexed from it, so no run found its document, none wrote the mark, and every offline run
+    # read the file of every headed document again. Now only a file the run leaves as indexed
+    # (a later sync reads it) keeps the mark unwritten.
+    import errno
+
+    from streamrag import loader, on_disk
+
+    corpus = tmp_path / "c"
+    _vault(corpus)
+    (corpus / "People" / "code.md").write_text("    # Ada Lovelace\n\n" + _NOTE)
+    (corpus / "People" / "bo.md").write_text("    # Bo Lund\n\nBo sold the Blue Heron.\n")
+    db = tmp_path / "i.db"
+    await sync([corpus], make_settings(), db, root=corpus)
+    store = Store(db)
+    try:
+        store.conn.execute("DELETE FROM meta WHERE key = 'name_code_headings'")
+        store.conn.commit()
+    finally:
+        store.close()
+    victim = corpus / "People" / "code.md"   # (tests run as root: its open fails in chmod 000's place)
+    real_open, readable, real_read = Path.open, on_disk.readable, loader.read_documents
+
+    def path_open(path, *args, **kwargs):
+        if path == victim:
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
+
+    read: list[str] = []
+    monkeypatch.setattr(Path, "open", path_open)
+    monkeypatch.setattr(on_disk, "readable", lambda p: p != victim and readable(p))
+    monkeypatch.setattr(loader, "read_documents", lambda file, **kw: read.append(file.name) or real_read(file, **kw))
+    first = await sync([corpus], make_settings(), db, root=corpus)
+    assert first.documents == 5 and "code.md" in read   # (what was indexed from it stays)
+    assert _code_meta(db) is not None and "bo.md" in read
+    read.clear()
+    await sync([corpus], make_settings(), db, root=corpus)
+    assert read == [], read   # (the mark written: not read again)
+
+
+@pytest.mark.anyio
 @pytest.mark.parametrize("kept", [False, True])
 async def test_a_note_opening_with_an_indented_heading_added_by_a_model_run_is_code_back_offline(tmp_path, kept):
     # The documents opening with code (name_code_headings) were marked on offline runs alone: a
