@@ -1187,7 +1187,7 @@ class Indexer:
     def _left_as_indexed(self, files: list[Path]) -> set[str]:
         """The files of ``files`` (the scan's) this run leaves as indexed: ``left_as_indexed``,
         and those that are the same file as one of them (a symlink to it, its target, a hard
-        link), by their paths from the root. A link read while the file it leads to is left as
+        link) or a symlink to one deleted since (``broken_links``), by their paths from the root. A link read while the file it leads to is left as
         indexed held the file in two versions, its text as indexed and as it is now, which no
         index of the folder ever does."""
         left = set(self.left_as_indexed)
@@ -1203,6 +1203,14 @@ class Indexer:
                 st = os.stat(path)
                 if (st.st_dev, st.st_ino) in same:
                     left.add(loader.stored_path(path, self.root))
+        # A symlink to one deleted since (the log removed while left as indexed) leads nowhere
+        # now; the file it led to keeps its text, and so does the link (a fresh index of the
+        # folder with that file as indexed reads the link as the file).
+        root = os.path.realpath(self.root)
+        for rel in self.broken_links:
+            target = os.path.relpath(os.path.realpath(self.root / rel), root)
+            if Path(target).as_posix() in self.left_as_indexed:
+                left.add(rel)
         return left
 
     # -- stage 2: what changed -----------------------------------------------------------------

@@ -947,6 +947,37 @@ async def test_a_link_to_a_file_left_as_indexed_is_left_as_indexed_too(corpus, t
     assert syncs[-1] == set() and chars() == {"log.txt": now, "link.txt": now}   # (the source ended: synced whole)
 
 
+async def test_a_symlink_to_a_file_deleted_while_left_as_indexed_is_left_as_indexed_too(corpus, tmp_path):
+    # The log deleted while a sync of the files settled beside it left it as indexed: link.txt,
+    # a symlink to it, now leads nowhere and was dropped, though the log kept its text: a fresh
+    # index of the folder with the log as indexed reads the link as the log. (The sync the
+    # daemon makes, ``Indexer(left_as_indexed=)``, run directly.)
+    from streamrag.pipeline import Indexer
+
+    settings = make_settings(index=SMALL)
+    db = tmp_path / "b.db"
+    log = corpus / "log.txt"
+    log.write_text("Mira Osk opened the harbor ledger at Port Vell.\n")
+    (corpus / "link.txt").symlink_to("log.txt")
+    await sync([corpus], settings, db, root=corpus)
+    before = {p: v[0] for p, v in _files(db).items() if p in ("log.txt", "link.txt")}
+    log.unlink()
+    (corpus / "note.txt").write_text("Mira Osk sold the Blue Heron to Bo Lund at Kessel.\n")
+    await Indexer(settings, db, root=corpus, left_as_indexed=frozenset({"log.txt"})).run([corpus])
+    assert "note.txt" in _indexed_paths(db)
+    assert {p: v[0] for p, v in _files(db).items() if p in ("log.txt", "link.txt")} == before   # both as indexed
+    await sync([corpus], settings, db, root=corpus)   # (its own sync: both go)
+    assert not {"log.txt", "link.txt"} & _indexed_paths(db)
+
+
+def _files(db: Path) -> dict:
+    store = Store(db, readonly=True)
+    try:
+        return index_rows.files(store)
+    finally:
+        store.close()
+
+
 @pytest.mark.parametrize("note_beside", [False, True])
 async def test_a_file_renamed_then_written_on_is_left_with_its_old_name(corpus, tmp_path, monkeypatch, note_beside):
     # `mv a.txt b.txt`, then b.txt written on and on: a.txt, its batch over, settled beside it,
