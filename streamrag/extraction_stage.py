@@ -190,9 +190,9 @@ class ExtractionStage:
                 empty = self.empty.get(rel)
                 if empty is not None and empty[0] == as_is and not rows and not self.rechunk:
                     # Unchanged since it held nothing to index: said again (not an export, said
-                    # once: ``EmptyInput.again``), not read again.
+                    # once: ``EmptyInput.again``, or when named itself), not read again.
                     self.still_empty[rel] = empty
-                    if empty[2]:
+                    if empty[2] or rel in self.scan.scope:
                         scan.warnings.append(empty[1])
                     self.progress.add("files_done")
                     continue

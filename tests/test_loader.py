@@ -2307,3 +2307,6 @@ def test_an_export_in_the_indexed_folder_is_said_once_until_it_changes(cli_run, 
     write(corpus / "x.txt", cli_run("export", "--db", str(db), "-").stdout)
     runs = [cli_run("index", "--offline", str(corpus)) for _ in range(2)]
     assert [said in r.stderr for r in runs] == [True, False], [r.stderr for r in runs]
+    # named on the command line, it is said each time: the user asked for that file
+    named = cli_run("index", "--offline", str(corpus / "x.txt"))
+    assert named.returncode == 0 and said in named.stderr, named.stderr
