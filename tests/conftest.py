@@ -539,3 +539,8 @@ def loopback_proxy(kind: str):
     finally:
         stop.set()
         thread.join(5)
+
+
+# ``struct flock`` as Linux has it (x86-64, arm64): tests stand it in for ``store._FLOCK_QUERY``
+# (macOS's layout) to run the lock query macOS takes on Linux.
+LINUX_FLOCK = ("hhqqi4x", ("type", "whence", "start", "len", "pid"))

@@ -9,7 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from conftest import index_under_way, make_settings, status_info
+from conftest import LINUX_FLOCK, index_under_way, make_settings, status_info
 from streamrag.index_rows import prune
 from streamrag.pipeline import sync
 from streamrag.status import format_status, gather_status, llm_summary
@@ -1269,7 +1269,7 @@ def test_without_proc_a_run_killed_whose_pid_another_process_took_is_not_said_un
     real_open = open
     monkeypatch.setattr("builtins.open", lambda f, *a, **k: (_ for _ in ()).throw(
         FileNotFoundError(f)) if f == "/proc/locks" else real_open(f, *a, **k))
-    monkeypatch.setattr(store_module, "_FLOCK_QUERY", ("hhqqi4x", ("type", "whence", "start", "len", "pid")))
+    monkeypatch.setattr(store_module, "_FLOCK_QUERY", LINUX_FLOCK)
     db = tmp_path / "i.db"
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])   # (given the pid)
     try:

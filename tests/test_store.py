@@ -14,7 +14,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import overlapping_readers, wal_tries
+from conftest import LINUX_FLOCK, overlapping_readers, wal_tries
 
 from streamrag.errors import IndexMissingError, StoreError
 from streamrag.store import SCHEMA_VERSION, Store
@@ -742,10 +742,6 @@ def test_the_writer_at_work_is_told_without_taking_the_lock(tmp_path, monkeypatc
         assert writer_of(db) is None
 
 
-# ``struct flock`` as Linux has it (x86-64, arm64), for ``store._FLOCK_QUERY`` in the test below
-_LINUX_FLOCK = ("hhqqi4x", ("type", "whence", "start", "len", "pid"))
-
-
 @pytest.mark.skipif(sys.platform != "linux", reason="Linux's struct flock and open file description locks")
 def test_without_proc_the_writer_lock_is_asked_not_guessed_from_a_live_pid(tmp_path, monkeypatch):
     # Without /proc (macOS) the writer was named while the pid its line names was alive: a writer
@@ -763,7 +759,7 @@ def test_without_proc_the_writer_lock_is_asked_not_guessed_from_a_live_pid(tmp_p
     real_open = open
     monkeypatch.setattr("builtins.open", lambda f, *a, **k: (_ for _ in ()).throw(
         FileNotFoundError(f)) if f == "/proc/locks" else real_open(f, *a, **k))
-    monkeypatch.setattr(store_module, "_FLOCK_QUERY", _LINUX_FLOCK)
+    monkeypatch.setattr(store_module, "_FLOCK_QUERY", LINUX_FLOCK)
 
     def writer_of(db):
         with pytest.MonkeyPatch.context() as m:   # (not taken to look)
@@ -777,7 +773,7 @@ def test_without_proc_the_writer_lock_is_asked_not_guessed_from_a_live_pid(tmp_p
     assert writer_of(db) is None
     held = open(lock, "r+")
     try:
-        form, names = _LINUX_FLOCK
+        form, names = LINUX_FLOCK
         fields = {"type": fcntl.F_WRLCK, "whence": os.SEEK_SET, "start": 0, "len": 0, "pid": 0}
         fcntl.fcntl(held, fcntl.F_OFD_SETLK, struct.pack(form, *(fields[n] for n in names)))
         assert writer_of(db) == {"pid": os.getpid(), "command": "index"}
