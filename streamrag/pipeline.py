@@ -563,7 +563,7 @@ class Indexer:
         self.held_back: list[tuple[str, Chunk]] = []
         # (a kept document opening with a heading whose file was not read: the mark not written,
         # ``_code_headings_published``)
-        self.code_headings_unfound = False
+        self.code_headings_left_unread = False
         self.settled = 0
         self.unreadable: list[str] = []  # why files could not be indexed, one line each
         self.unreadable_kinds: Counter[str] = Counter()   # and of which kind (``InputError.kind``)
@@ -1309,7 +1309,7 @@ class Indexer:
         this run did not read whose first chunk opens with a heading naming someone: whether each
         opens with code (``joins.code_heading``), read from the file it is shown with, as its
         chunk lost the indent. Once: the run writes the mark, unless one of them is in a file it
-        leaves as indexed (``left_unread``, not read: ``code_headings_unfound``), which the next run
+        leaves as indexed (``left_unread``, not read: ``code_headings_left_unread``), which the next run
         looks at again. One not found in its file (unreadable now, or changed outside this run's
         paths: ids are text hashes) is marked as no code.
         (Else "    # Ada Lovelace" kept titling its note after the upgrade, where a fresh index
@@ -1337,7 +1337,7 @@ class Indexer:
             out.update((d.id, joins.code_heading(d.text)) for d in self._read_file(file) if d.id in doc_ids)
         # (one read but not found, its file unreadable now or changed outside this run's paths,
         # is marked as no code: waiting for it, every run read every headed file again)
-        self.code_headings_unfound = bool(left)
+        self.code_headings_left_unread = bool(left)
         return dict(sorted(out.items()))
 
     def _read_stored(self, path: str) -> list[Document]:
@@ -1637,7 +1637,7 @@ class Indexer:
         # (marked by offline runs alone: a run with a model drops the mark, so that the next offline
         # run reads again the documents it kept unread, ``_code_headings_published``)
         counts["name_code_headings"] = msgspec.json.encode(sorted(state.code_headings)).decode() \
-            if self.settings.offline and not self.code_headings_unfound else None
+            if self.settings.offline and not self.code_headings_left_unread else None
         if state.joins is not None:
             # The rule the joins were made by (a query reads the joins alone): an index joined by
             # an earlier rule to the joins this one makes published version 2 of its mark alone.
