@@ -475,11 +475,6 @@ def element_descriptions(store: Store) -> Iterator[tuple[str, str]]:
         yield from store.conn.execute(f"SELECT {key}, description FROM {table}")
 
 
-def communities_of_size(store: Store, members: int) -> int:
-    """How many communities have at least ``members`` members."""
-    return store.scalar("SELECT count(*) FROM communities WHERE size >= ?", (members,)) or 0
-
-
 def built_offline(store: Store) -> bool:
     """Whether the published index in ``store`` was built offline (the NLP extractor, extractive
     summaries and reports): what a run with a model does again of it is said so, not as settings
