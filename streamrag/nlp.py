@@ -680,11 +680,8 @@ way road roads route routes train trains bus buses coach ferry flight flights jo
 mile back home north south east west spread spreads head heads heading headed return returning
 """)
 
-# The words title case leaves in lower case (articles, conjunctions, prepositions).
-_TITLE_SMALL = TITLE_SMALL
-
-_PREPOSITIONS = _TITLE_SMALL - _words("a an the and but or nor for so yet as if than vs v versus")
-_HEADLINE_SMALL = _TITLE_SMALL | _PARTICLES
+_PREPOSITIONS = TITLE_SMALL - _words("a an the and but or nor for so yet as if than vs v versus")
+_HEADLINE_SMALL = TITLE_SMALL | _PARTICLES
 _HEADLINE_COMMON = _COMMON | _PARTICLES
 # The ways a being runs that a line, a road or a river does not ("ran through Camden", "ran along
 # the river", "ran into the sea" are said of those too).
@@ -1247,7 +1244,7 @@ def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int
     measure = ("of" if measured else "eaten") if not poss and (measured or eaten) \
         and _plain_gap(sentence, toks[first - 1], toks[first]) \
         and not (last + 1 < len(toks) and toks[last + 1][_TEXT].islower()
-                 and toks[last + 1][_TEXT] not in _TITLE_SMALL
+                 and toks[last + 1][_TEXT] not in TITLE_SMALL
                  and _plain_gap(sentence, toks[last], toks[last + 1])) else ""
     qualifies = not poss and last + 1 < len(toks) and _plain_gap(sentence, toks[last], toks[last + 1]) \
         and _noun_at(sentence, toks, last + 1)
@@ -1282,7 +1279,7 @@ def _noun_at(sentence: str, toks: list[_Token], j: int) -> bool:
     won"). A word ending in "s" is a plural only before a verb ("staffers left"; "Hill wants
     more" is a verb's)."""
     w = toks[j][_TEXT]
-    if not w.isalpha() or not w.islower() or w in _COMMON or w in _TITLE_SMALL or _verb_form(w) \
+    if not w.isalpha() or not w.islower() or w in _COMMON or w in TITLE_SMALL or _verb_form(w) \
             or w in _NO_NOUNS:
         return False
     if w.endswith("s") and not w.endswith("ss"):
@@ -1339,7 +1336,7 @@ def _determined(sentence: str, toks: list[_Token], j: int) -> bool:
             return low != "that" or adjectives > 0
         # "your uncle Scrooge", "his friend Topper": a title or kin word names the name; a
         # particle is another language's ("a visité la Bretagne": French "a" is no article).
-        if not t[_TEXT].islower() or (low in _COMMON and low not in _ADJECTIVES) or low in _TITLE_SMALL \
+        if not t[_TEXT].islower() or (low in _COMMON and low not in _ADJECTIVES) or low in TITLE_SMALL \
                 or low in _KEEP_TITLES or low in _KIN or low in _PARTICLES or adjectives == 2:
             return False
         epithet = epithet or low in _ADJECTIVES
