@@ -834,6 +834,33 @@ async def test_a_file_saved_beside_one_written_steadily_is_synced_after_its_own_
             assert got[key] == expected[key], (folder, key)
 
 
+def _written_at(path: Path, text: str, wall: WallClock) -> None:
+    """Appends ``text`` to ``path``, its mtime 0.01 s before the test's wall clock (no rounding
+    makes it younger than now)."""
+    with path.open("a") as f:
+        f.write(text)
+    os.utime(path, ns=(int((wall.now - 0.01) * 1e9),) * 2)
+
+
+async def _a_note_beside_a_log_written_on(log: Path, note: Path, events, send, clock, wall) -> None:
+    """The log's two batches, the note saved in the second, both clocks moved 0.2 s after each;
+    then, its quiet period over, the log written again with no batch (the watcher holds it)."""
+    for n in range(2):
+        _written_at(log, f"Entry {n}: Bo Lund paid the toll.\n", wall)
+        batch = {(Change.modified, str(log))}
+        if n == 1:
+            _written_at(note, "Mira Osk sold the Blue Heron to Bo Lund at Kessel.\n", wall)
+            batch.add((Change.added, str(note)))
+        mark = len(events)
+        await send.send(batch)
+        await until(lambda: "queued" in events.states(mark))
+        clock.now += 0.2
+        wall.now += 0.2
+    clock.now += 0.4
+    wall.now += 0.4
+    _written_at(log, "Entry 2: Bo Lund paid the toll.\n", wall)
+
+
 async def test_a_file_saved_beside_one_written_on_with_its_batches_apart_is_synced_alone(corpus, tmp_path, monkeypatch):
     # With its batches further apart than quiet_s (the watcher holds a file written on and on
     # back for 10 x debounce_ms), the log is found written at the look after each quiet period
@@ -846,11 +873,6 @@ async def test_a_file_saved_beside_one_written_on_with_its_batches_apart_is_sync
     log.write_text("Mira Osk opened the harbor ledger at Port Vell.\n")
     syncs: list[tuple[frozenset, set[str]]] = []
 
-    def written(path: Path, text: str, wall: WallClock) -> None:
-        with path.open("a") as f:
-            f.write(text)
-        os.utime(path, ns=(int((wall.now - 0.01) * 1e9),) * 2)   # (0.01 s old: no rounding makes it younger than now)
-
     async with running(settings, db, corpus) as (daemon, events, send):
         clock, wall = DaemonClock(monkeypatch), WallClock(monkeypatch, time.time())
         sync_ = daemon._sync
@@ -862,21 +884,7 @@ async def test_a_file_saved_beside_one_written_on_with_its_batches_apart_is_sync
 
         daemon._sync = syncing
         async with send:
-            for n in range(2):   # the log's two batches, 1 s apart; the note in the second
-                written(log, f"Entry {n}: Bo Lund paid the toll.\n", wall)
-                batch = {(Change.modified, str(log))}
-                if n == 1:
-                    written(note, "Mira Osk sold the Blue Heron to Bo Lund at Kessel.\n", wall)
-                    batch.add((Change.added, str(note)))
-                mark = len(events)
-                await send.send(batch)
-                await until(lambda: "queued" in events.states(mark))
-                clock.now += 0.2
-                wall.now += 0.2
-            # Its quiet period over, the log written again (no batch yet: the watcher holds it)
-            clock.now += 0.4
-            wall.now += 0.4
-            written(log, "Entry 2: Bo Lund paid the toll.\n", wall)
+            await _a_note_beside_a_log_written_on(log, note, events, send, clock, wall)
             await until(lambda: syncs, timeout=10)   # (the look, within a second: _LOOK_S)
             assert syncs[0][0] == {"log.txt"} and "note.txt" in syncs[0][1], syncs
             assert daemon.pending == {"log.txt": "modified"}
@@ -905,11 +913,6 @@ async def test_a_link_to_a_file_left_as_indexed_is_left_as_indexed_too(corpus, t
     busy = corpus / ("link.txt" if linked == "target" else "log.txt")   # the name the writes come by
     syncs: list[frozenset] = []
 
-    def written(path: Path, text: str, wall: WallClock) -> None:
-        with path.open("a") as f:
-            f.write(text)
-        os.utime(path, ns=(int((wall.now - 0.01) * 1e9),) * 2)   # (0.01 s old: no rounding makes it younger than now)
-
     def chars() -> dict[str, int]:
         return {p: db_count(db, "SELECT d.chars FROM files f JOIN documents d ON d.id = f.doc_id "
                                f"WHERE f.path = '{p}'") for p in ("log.txt", "link.txt")}   # the text indexed
@@ -926,20 +929,7 @@ async def test_a_link_to_a_file_left_as_indexed_is_left_as_indexed_too(corpus, t
 
         daemon._sync = syncing
         async with send:
-            for n in range(2):   # the log's two batches; the note in the second
-                written(busy, f"Entry {n}: Bo Lund paid the toll.\n", wall)
-                batch = {(Change.modified, str(busy))}
-                if n == 1:
-                    written(note, "Mira Osk sold the Blue Heron to Bo Lund at Kessel.\n", wall)
-                    batch.add((Change.added, str(note)))
-                mark = len(events)
-                await send.send(batch)
-                await until(lambda: "queued" in events.states(mark))
-                clock.now += 0.2
-                wall.now += 0.2
-            clock.now += 0.4
-            wall.now += 0.4
-            written(busy, "Entry 2: Bo Lund paid the toll.\n", wall)
+            await _a_note_beside_a_log_written_on(busy, note, events, send, clock, wall)
             await until(lambda: syncs, timeout=10)   # (the look, within a second: _LOOK_S)
             assert syncs[0] == {busy.name} and "note.txt" in _indexed_paths(db), syncs
             assert chars() == {"log.txt": len(first), "link.txt": len(first)}   # both as indexed
@@ -992,11 +982,6 @@ async def test_a_file_renamed_then_written_on_is_left_with_its_old_name(corpus, 
     syncs: list[tuple[str, frozenset, set[str]]] = []
     splits: list[tuple[set[str], object]] = []
 
-    def written(path: Path, text: str, wall: WallClock) -> None:
-        with path.open("a") as f:
-            f.write(text)
-        os.utime(path, ns=(int((wall.now - 0.01) * 1e9),) * 2)   # (0.01 s old: no rounding makes it younger than now)
-
     async with running(settings, db, corpus) as (daemon, events, send):
         clock, wall = DaemonClock(monkeypatch), WallClock(monkeypatch, time.time())
         sync_, split_ = daemon._sync, daemon._split
@@ -1017,9 +1002,9 @@ async def test_a_file_renamed_then_written_on_is_left_with_its_old_name(corpus, 
             batches = [{(Change.deleted, str(old)), (Change.added, str(new))}, {(Change.modified, str(new))}]
             for n, batch in enumerate(batches):   # the rename, then b.txt written (and the note)
                 if n == 1:
-                    written(new, "Entry 1: Bo Lund paid the toll.\n", wall)
+                    _written_at(new, "Entry 1: Bo Lund paid the toll.\n", wall)
                     if note_beside:
-                        written(note, "Mira Osk sold the Blue Heron to Bo Lund at Kessel.\n", wall)
+                        _written_at(note, "Mira Osk sold the Blue Heron to Bo Lund at Kessel.\n", wall)
                         batch.add((Change.added, str(note)))
                 mark = len(events)
                 await send.send(batch)
@@ -1029,7 +1014,7 @@ async def test_a_file_renamed_then_written_on_is_left_with_its_old_name(corpus, 
             assert daemon.pending.get("a.txt") == "renamed away"   # (found a rename)
             clock.now += 0.4
             wall.now += 0.4
-            written(new, "Entry 2: Bo Lund paid the toll.\n", wall)
+            _written_at(new, "Entry 2: Bo Lund paid the toll.\n", wall)
             # (the look, within a second: _LOOK_S)
             await until(lambda: any("b.txt" in w for w, _ in splits) and (syncs or not note_beside), timeout=10)
             if note_beside:
