@@ -104,7 +104,7 @@ from streamrag.proxies import (Proxy, answering, proxy_down, proxy_failed, proxy
                                socks_unreachable, unreadable)
 from streamrag.provider_errors import (AZURE_HOST, CONTEXT_OVERFLOW, Refused, Retryable, advice, html_page,
                                        key_not_sent, key_source, listing_refused, not_answering, provider_message,
-                                       reason, stopped_answering, tls_refused)
+                                       reason, shorter_answer, stopped_answering, tls_refused)
 from streamrag.ratelimit import MinuteBudget, minute_budget
 from streamrag.replies import (CUT_OFF, CUT_OFF_UNASKED, CUT_OFFS, OnLength, Replies, chat_answer, checker,
                                answer_thinking, event_deltas, event_usage, unstreamed)
@@ -143,16 +143,6 @@ def max_too_large(e: LLMRequestError) -> bool:
     (``MAX_TOO_LARGE``'s wordings), or a 422 of a server that validates its request with
     pydantic (vLLM's, FastAPI's: "max_tokens: Input should be less than or equal to 4096")."""
     return e.status in (400, 422) and MAX_TOO_LARGE.search(str(e)) is not None
-
-
-# The stages whose request holds a chunk: index.chunk_size sets how long it, and its answer, is.
-CHUNK_STAGES = ("extract", "glean", "claims")
-
-
-def _shorter_chunks(stage: str) -> str:
-    """The advice to lower index.chunk_size, for a stage whose request holds a chunk ("" for
-    another: its length is another setting's)."""
-    return "lower index.chunk_size (a shorter chunk's extraction is shorter)" if stage in CHUNK_STAGES else ""
 
 
 def _either(*remedies: str) -> str:
@@ -585,7 +575,7 @@ class LLMClient:
             hint = ("streamrag sent no max_tokens, so the server's own output or context limit cut "
                     f"{'it' if asked == 1 else 'them'} off: "
                     + _either("raise it (Ollama: num_predict, OLLAMA_CONTEXT_LENGTH; llama.cpp: -n, -c; vLLM: "
-                              "--max-model-len; a hosted model's are fixed)", _shorter_chunks(stage),
+                              "--max-model-len; a hosted model's are fixed)", shorter_answer(stage),
                               "try a model that writes shorter answers"))
         if last == CUT_OFF:
             hint = self._cut_advice(model, stage, asked, max_tokens, sent, most, asked_max=bool(asked_max),
@@ -612,7 +602,7 @@ class LLMClient:
             return (f"{'it was' if asked == 1 else 'the answers were'} cut off (finish_reason length) before "
                     f"{limit}={last + extra}, the most streamrag asked for: the provider or the model's "
                     f"context stopped {'it' if asked == 1 else 'them'}; "
-                    + _either(_shorter_chunks(stage), "run the same command again later", "try another model"))
+                    + _either(shorter_answer(stage), "run the same command again later", "try another model"))
         if most:
             said = (f"{'it was' if asked == 1 else 'the answers were'} cut off at {limit}={first + extra}"
                     + (f" and at {most // 2 + extra}" if most // 2 > first else "")
@@ -622,8 +612,8 @@ class LLMClient:
         else:
             said = f"{'it was' if asked == 1 else 'the answers were'} cut off at {limit}={first + extra}"
         if asked_max:
-            if not budget_setting:
-                return said
+            if not budget_setting:   # (a room of the stage's own, a map's: what shortens its answer)
+                return f"{said}: " + _either(shorter_answer(stage), "try a model that writes shorter answers")
             if most:
                 return (f"{said}: raise {budget_setting} as far as the model takes (less than {most + extra}), "
                         "or try a model that writes shorter answers")
@@ -631,7 +621,7 @@ class LLMClient:
         # (no setting's: nothing to raise)
         return (f"{said}; streamrag sends Azure OpenAI {limit}={AZURE_MAX_TOKENS + extra} where no setting "
                 "limits the answer (twice as much after a cut): "
-                + _either(_shorter_chunks(stage), "try a model that writes shorter answers"))
+                + _either(shorter_answer(stage), "try a model that writes shorter answers"))
 
     async def _chat_once(self, key: str, row: dict, payload: dict,
                          on_delta: Callable[[str], None] | None,
@@ -1008,7 +998,7 @@ class LLMClient:
             resp = await self._http.post(self.embeddings_url, content=msgspec.json.encode(payload),
                                          timeout=request_timeout(), extensions=tries.extensions())
             try:
-                self._check_status(resp, self.embeddings_url, model)
+                self._check_status(resp, self.embeddings_url, model, stage)
             except Retryable as e:
                 tries.failed(e)
                 raise

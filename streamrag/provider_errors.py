@@ -3,11 +3,12 @@
 A failed request is either worth another try (``Retryable``: a rate limit, a server error, a
 timeout, an answer that could not be read), a parameter the model does not take (``Refused``:
 the client asks again without it), or final: then the message names the setting to change and
-how (``advice``, ``overflow_advice``, ``key_advice``, ``forbidden_reason``, ``web_page``). The provider's own words
-come in one line of at most ~200 characters (``provider_message``, ``one_line``), an HTML page
-by its title (``html_page``). Nothing here sends or waits: it reads a response, an exception or
-the settings (and the environment, for where a key or an address came from) and returns words or
-the exception to raise; the client decides what to do.
+how (``advice``, ``overflow_advice``, ``shorter_answer``, ``key_advice``, ``forbidden_reason``,
+``web_page``). The provider's own words come in one line of at most ~200 characters
+(``provider_message``, ``one_line``), an HTML page by its title (``html_page``). Nothing here
+sends or waits: it reads a response, an exception or the settings (and the environment, for where
+a key or an address came from) and returns words or the exception to raise; the client decides
+what to do.
 """
 
 from __future__ import annotations
@@ -34,15 +35,30 @@ CONTEXT_OVERFLOW = re.compile(r"context[ _]length|maximum context|context (?:siz
 # Azure OpenAI's hosts (and Azure AI Foundry's), in Azure's public, Government (.us) and China
 # (.cn) clouds.
 AZURE_HOST = re.compile(r"\.(?:openai|cognitiveservices|services\.ai)\.azure\.(?:com|us|cn)$")
-# What sets the length of a stage's requests.
+# The stages whose request holds a chunk: index.chunk_size sets how long it is. The gleaning
+# check is one: it sends the chunk again, beside the names found in it (``gleaner.check_messages``),
+# so a chunk too long for the model's context overflows it as it does the extraction. Its answer
+# is one word, though, which no shorter chunk shortens (``shorter_answer``).
+CHUNK_STAGES = ("extract", "glean", "glean_check", "claims")
+# What sets the length of a stage's requests: its input, and the room it asks for its answer.
 _STAGE_BUDGETS = {
-    "extract": "index.chunk_size", "glean": "index.chunk_size", "glean_check": "index.chunk_size",
-    "claims": "index.chunk_size",
-    "summarize": "index.summary_max_descriptions or index.summary_max_tokens",
+    **dict.fromkeys(CHUNK_STAGES, "index.chunk_size"),
+    "embed": "index.chunk_size (a chunk is embedded whole)",
+    "summarize": "index.summary_max_descriptions (0 takes every description) or index.summary_max_tokens",
     "report": "index.report_max_input_tokens or index.report_max_output_tokens",
-    "rate": "index.report_max_output_tokens (a report is rated whole)",
-    "map": "query.map_max_tokens", "reduce": "query.reduce_max_tokens",
-    "answer": "query.local_max_tokens or query.answer_max_tokens (basic search: query.basic_top_k)",
+    "rate": "query.map_max_tokens (the reports' lines one rating request holds)",
+    "map": "query.map_max_tokens", "reduce": "query.reduce_max_tokens or query.answer_max_tokens",
+    "answer": "query.local_max_tokens (a local or basic search's context) or query.answer_max_tokens",
+}
+# What shortens a stage's answer, when no setting of the call's own sets its room (the advice
+# after an answer cut off: ``llm``'s). A chunk's extraction follows the chunk; the gleaning
+# check's answer is YES or NO, and a rating's room is a line a report: nothing of the request's
+# shortens them. (A search's answer, reduce's and answer's, is kept when cut: no advice.)
+_ANSWER_BOUNDS = {
+    "glean_check": "", "rate": "",
+    "summarize": "lower index.summary_max_tokens (the summary's word limit follows it)",
+    "report": "lower index.report_max_input_tokens (a smaller community context has less to report)",
+    "map": "lower query.map_max_tokens (fewer reports a request, fewer points to list)",
 }
 
 
@@ -104,6 +120,13 @@ def overflow_advice(stage: str) -> str:
     """The settings that shorten a stage's requests."""
     budget = _STAGE_BUDGETS.get(stage)
     return f"lower {budget}" if budget else "lower index.chunk_size or query.*_max_tokens"
+
+
+def shorter_answer(stage: str) -> str:
+    """The setting to lower for shorter answers of ``stage`` ("" for a stage none shortens)."""
+    if stage in _ANSWER_BOUNDS:
+        return _ANSWER_BOUNDS[stage]
+    return "lower index.chunk_size (a shorter chunk's extraction is shorter)" if stage in CHUNK_STAGES else ""
 
 
 # A 503 of a server loading its model (llama.cpp's "Loading model").

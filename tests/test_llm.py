@@ -23,6 +23,7 @@ import streamrag.endpoint_health as endpoint_health
 import streamrag.endpoint_reach as endpoint_reach
 import streamrag.llm as llm_module
 import streamrag.model_quirks as model_quirks
+import streamrag.provider_errors as provider_errors
 import streamrag.try_timeouts as try_timeouts
 from streamrag.answer_cache import Answer
 from streamrag.config import LLMSettings
@@ -2010,15 +2011,68 @@ async def test_a_reasoning_models_answer_broken_off_before_its_azure_max_is_not_
 
 
 def test_the_advice_to_lower_chunk_size_is_given_where_a_chunk_is_the_request():
-    # Written out three times in the cut-off errors, each with its own stage test (llm._shorter_chunks).
+    # Written out three times in the cut-off errors, each with its own stage test (shorter_answer).
     for stage in ("extract", "glean", "claims"):
-        assert llm_module._either(llm_module._shorter_chunks(stage), "try another model") == \
+        assert llm_module._either(provider_errors.shorter_answer(stage), "try another model") == \
             "lower index.chunk_size (a shorter chunk's extraction is shorter), or try another model"
-    for stage in ("glean_check", "report", "summarize", "answer"):
-        assert llm_module._shorter_chunks(stage) == ""
-        assert llm_module._either("wait", llm_module._shorter_chunks(stage), "try another model") == \
+    # The gleaning check holds the chunk, but answers YES or NO: no shorter chunk shortens that.
+    for stage in ("glean_check", "rate", "answer", "reduce", "embed"):
+        assert provider_errors.shorter_answer(stage) == ""
+        assert llm_module._either("wait", provider_errors.shorter_answer(stage), "try another model") == \
             "wait, or try another model"
     assert llm_module._either("a", "b", "c") == "a, b, or c" and llm_module._either("", "a") == "a"
+
+
+def test_the_chunk_stages_are_listed_once_and_the_gleaning_check_is_one():
+    # llm.CHUNK_STAGES (extract, glean, claims) and provider_errors' budgets (those and
+    # glean_check) listed them apart. The gleaning check sends the chunk (gleaner.check_messages):
+    # a chunk too long for the context overflows it too.
+    assert provider_errors.CHUNK_STAGES == ("extract", "glean", "glean_check", "claims")
+    assert not hasattr(llm_module, "CHUNK_STAGES")
+    for stage in provider_errors.CHUNK_STAGES:
+        assert provider_errors.overflow_advice(stage) == "lower index.chunk_size"
+
+
+@pytest.mark.parametrize("stage, setting", [
+    ("summarize", "lower index.summary_max_descriptions (0 takes every description) or index.summary_max_tokens"),
+    ("report", "lower index.report_max_input_tokens or index.report_max_output_tokens"),
+    ("rate", "lower query.map_max_tokens (the reports' lines one rating request holds)"),
+    ("answer", "lower query.local_max_tokens (a local or basic search's context) or query.answer_max_tokens"),
+    ("reduce", "lower query.reduce_max_tokens or query.answer_max_tokens"),
+    ("embed", "lower index.chunk_size (a chunk is embedded whole)"),
+])
+async def test_a_context_overflow_names_the_setting_that_bounds_its_stage(tmp_path, stage, setting):
+    # A rating request was told to lower index.report_max_output_tokens, though the reports' lines
+    # it rates are packed to query.map_max_tokens; an embedding's overflow named query.*_max_tokens
+    # (its stage was not passed on). Each now names what bounds its own request.
+    overflow = httpx.Response(400, json={"error": {"message": "This model's maximum context length is 8192 tokens"}})
+    endpoint = Endpoint(overflow)
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, embedding_model="e1") as (llm, _):
+            with pytest.raises(LLMRequestError) as e:
+                if stage == "embed":
+                    await llm.embed(["a chunk"], model="e1", stage=stage)
+                else:
+                    await llm.chat(ask(), model="m1", stage=stage, max_tokens=100)
+    assert f"context allows (This model's maximum context length is 8192 tokens); {setting}, or give" \
+        in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("stage, advice", [
+    ("map", ": lower query.map_max_tokens (fewer reports a request, fewer points to list), or try a model "
+            "that writes shorter answers"),
+    ("rate", ": try a model that writes shorter answers"),
+])
+async def test_a_cut_off_at_a_stages_own_room_says_what_shortens_its_answer(tmp_path, stage, advice):
+    # A map request's room is the code's (MAP_MAX_OUTPUT), no setting's: its answers cut off at
+    # every room ended "cut off at max_tokens=1000 and at 4000 on the last try" and nothing to do.
+    endpoint = Endpoint(*[lambda body: cut_at(body["max_tokens"])] * 3)
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, _):
+            with pytest.raises(LLMOutputError) as e:
+                await llm.chat(ask(), model="m1", stage=stage, max_tokens=1000)
+    assert [b["max_tokens"] for b in endpoint.bodies] == [1000, 2000, 4000]
+    assert str(e.value).endswith("cut off at max_tokens=1000 and at 4000 on the last try" + advice), str(e.value)
 
 
 async def test_answers_broken_off_before_the_azure_max_count_in_a_row_only(tmp_path):
