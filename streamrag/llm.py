@@ -38,8 +38,8 @@ An answer is then checked: the caller's ``validate`` (what its stage can use) an
 caller says otherwise, that it was not cut off (``finish_reason == "length"``: at ``max_tokens``, or
 by the server's own limit when none was sent). A cut answer of the max_tokens sent (a caller's,
 or Azure's own when it reached it) is asked again with twice the room (``more_room``); a 400 or
-422 refusing that room (more than the model writes, or than its context holds beside the
-prompt) ends the tries with the cut's error (``refused_room``).
+422 (or llama.cpp's 500) refusing that room (more than the model writes, or than its context
+holds beside the prompt) ends the tries with the cut's error (``refused_room``).
 An unusable answer is recorded but never cached, and asked for again (``USABLE_TRIES`` answers at
 most, then ``LLMOutputError``). A cached answer is checked the same way, so an answer cached by an
 older version that the checks now reject is asked for again and replaced.
@@ -156,10 +156,12 @@ def refused_room(e: LLMRequestError) -> str:
     the cut's error says it ("" for another error): more than the model writes
     (``max_too_large``), or more than its context holds beside the prompt (a 400 or 422 saying
     so, ``CONTEXT_OVERFLOW``: Azure's context_length_exceeded of an 8k gpt-4-0613 asked 8192;
-    the same prompt with the smaller max fitted)."""
+    the same prompt with the smaller max fitted; or a 500 of llama.cpp's server, which answered
+    "the request exceeds the available context size" so before it answered 400, and still says
+    "Context size has been exceeded" so. Another 500 is no error of the request: retried)."""
     if max_too_large(e):
         return "more than it writes"
-    if e.status in (400, 422) and CONTEXT_OVERFLOW.search(str(e)):
+    if e.status in (400, 422, 500) and CONTEXT_OVERFLOW.search(str(e)):
         return "more than its context holds beside the prompt"
     return ""
 

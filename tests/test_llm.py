@@ -2179,14 +2179,18 @@ async def test_a_larger_max_overflowing_the_context_after_a_cut_says_what_the_cu
     (422, "max_tokens: Input should be less than or equal to 4096", True),                  # pydantic's words
     (400, "This model's maximum context length is 8192 tokens. However, you requested 9118 tokens (3118 in the "
           "messages, 6000 in the completion). Please reduce the length of the messages or completion.", True),
+    (500, "the request exceeds the available context size. try increasing the context size or enable context "
+          "shift", True),                                                         # llama.cpp's server, 2025
+    (500, "Context size has been exceeded.", True),                                           # llama.cpp's server
+    (500, "Jinja Exception: System message must be at the beginning", False),       # another 500: retried
     (422, [{"type": "less_than_equal", "loc": ["body", "max_tokens"], "msg": "Input should be less than or "
             "equal to 4096", "input": 6000, "ctx": {"le": 4096}}], True),                # FastAPI's own 422
     (400, "Invalid 'messages[1].content': string too long. Expected a string with maximum length 10485760", False),
     (400, "Invalid value for 'temperature': must be at most 2", False),
     (422, [{"type": "less_than_equal", "loc": ["body", "temperature"], "msg": "Input should be less than or "
             "equal to 2", "input": 3, "ctx": {"le": 2}}], False),
-], ids=["vllm", "groq", "greater-than", "422-message", "context", "422-detail", "other-400", "other-param",
-        "other-422"])
+], ids=["vllm", "groq", "greater-than", "422-message", "context", "llama.cpp-500", "llama.cpp-500-short",
+        "other-500", "422-detail", "other-400", "other-param", "other-422"])
 @pytest.mark.parametrize("api_version, max_tokens", [("", 3000), ("2024-10-21", None)], ids=["asked", "azure-own"])
 async def test_only_a_refusal_of_the_larger_max_after_a_cut_is_the_cuts_error(tmp_path, status, refusal, cut_error,
                                                                               api_version, max_tokens):
@@ -2194,18 +2198,42 @@ async def test_only_a_refusal_of_the_larger_max_after_a_cut_is_the_cuts_error(tm
     # pydantic: vLLM's "Input should be less than or equal to 4096" was the report's error), and
     # a context overflow, end the tries with the cut's error; any other 400 or 422 after a cut is
     # the call's error, as before: after a caller's max, or Azure's own (cut at it, given twice).
+    # llama.cpp's server says a context overflow in a 500 (its body {"code": 500, "type":
+    # "exceed_context_size_error"}): the overflow's error was the call's; now the cut's, as a
+    # 400's. Another 500 is retried, as before (here with max_retries 0: the server's error).
     first = max_tokens or llm_module.AZURE_MAX_TOKENS
     body = {"detail": refusal} if isinstance(refusal, list) else \
         {"error": {"message": refusal, "type": "invalid_request_error"}}
+    if status == 500:
+        body = {"error": {"code": 500, "message": refusal, "type": "exceed_context_size_error"
+                          if "context" in refusal.lower() else "server_error"}}
     refused = httpx.Response(status, json=body)
     endpoint = Endpoint(cut_at(first, "# Report"), refused)
     with anyio.fail_after(5):
-        async with client(tmp_path, endpoint, api_version=api_version) as (llm, _):
-            with pytest.raises(LLMOutputError if cut_error else LLMRequestError) as e:
+        async with client(tmp_path, endpoint, api_version=api_version, max_retries=0) as (llm, _):
+            with pytest.raises(LLMOutputError if cut_error else LLMError) as e:
                 await llm.chat(ask(), model="gpt-4-turbo", stage="report", max_tokens=max_tokens,
                                budget_setting="index.report_max_output_tokens" if max_tokens else "")
     assert [b["max_tokens"] for b in endpoint.bodies] == [first, 2 * first]
     assert (f"the model refused {2 * first}" in str(e.value)) == cut_error, str(e.value)
+    if cut_error and status == 500:
+        assert "(more than its context holds beside the prompt)" in str(e.value), str(e.value)
+    if not cut_error:
+        assert isinstance(e.value, LLMUnavailableError if status == 500 else LLMRequestError), repr(e.value)
+
+
+async def test_a_server_error_after_a_cut_is_retried_with_the_larger_max(tmp_path):
+    # A 500 that says no overflow (llama.cpp's template error, a crash) is no refusal of the room:
+    # retried, and the larger max answered.
+    first = 3000
+    boom = httpx.Response(500, json={"error": {"code": 500, "message": "boom", "type": "server_error"}})
+    endpoint = Endpoint(cut_at(first, "# Report"), boom, httpx.Response(200, json=chat_body("# Report done")))
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, _):
+            result = await llm.chat(ask(), model="m1", stage="report", max_tokens=first,
+                                    budget_setting="index.report_max_output_tokens")
+    assert result.text == "# Report done"
+    assert [b["max_tokens"] for b in endpoint.bodies] == [first, 2 * first, 2 * first]
 
 
 @pytest.mark.parametrize("base, azure", [
