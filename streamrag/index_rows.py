@@ -490,6 +490,20 @@ def offline_extractor(extractor: str | None) -> bool:
     return (extractor or "").startswith("nlp-")
 
 
+def built_by_model(store: Store) -> bool:
+    """Whether the published index in ``store`` was built by a model: an update for want of an
+    endpoint would replace its graph and reports with the NLP extractor's
+    (``pipeline.check_not_downgraded`` refuses it), and a question asked without one is answered
+    extractively (``query`` says why)."""
+    return model_extractor(store.get_meta("extractor"))
+
+
+def model_extractor(extractor: str | None) -> bool:
+    """Whether ``extractor``, an index's or a chunk's ``extractor`` mark (None: none published), is
+    a model's (``extractor.extractor_key``: "llm-..."): the rule ``built_by_model`` reads the mark by."""
+    return (extractor or "").startswith("llm-")
+
+
 def extractive_report_keys(store: Store) -> set[str]:
     return {key for (key,) in store.conn.execute("SELECT key FROM reports WHERE extractive = 1")}
 

@@ -364,8 +364,7 @@ def check_not_downgraded(settings: Settings, store: Store, db_path: Path) -> Non
     reports would be replaced by the NLP extractor's without a word (a job run without the
     variable that sets the endpoint). ``--offline`` or ``index.extractor = "nlp"`` says it is
     meant."""
-    if settings.index.extractor == "auto" and settings.offline \
-            and (store.get_meta("extractor") or "").startswith("llm-"):
+    if settings.index.extractor == "auto" and settings.offline and index_rows.built_by_model(store):
         raise ConfigError(f"{db_path}: this index was built with a model, and no endpoint is set "
                           "now (llm.api_base, STREAMRAG_API_BASE or --api-base): set one to update it, "
                           "or pass --offline to rebuild it offline (the NLP extractor's graph and "
@@ -1025,7 +1024,7 @@ class Indexer:
             free = "answers in the cache cost nothing" if s.llm.cache else ""
             if built == self.claimless:
                 effect = claims_asked(store, self.key, self.claimless, free)
-            elif built.startswith("llm-"):
+            elif index_rows.model_extractor(built):
                 effect = extracted_again(store, self.key, free, self.claimless)
             elif (again := extracted_again(store, self.key, free, self.claimless)).startswith(EVERY_CHUNK_EXTRACTED):
                 effect = f"every chunk is extracted with {s.llm.extraction_model}{f' ({free})' if free else ''}"

@@ -179,7 +179,7 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
             search = _Search(store, settings, answer, level, on_delta, status, fresh=fresh, named=named,
                              anchors=anchored, missing=missing)
             if not settings.has_endpoint:
-                if settings.api_base_from != "--api-base" and (store.get_meta("extractor") or "").startswith("llm-"):
+                if settings.api_base_from != "--api-base" and index_rows.built_by_model(store):
                     # (a model built it: its user may not know the endpoint is not set here; said
                     # on stderr under --json too, where a script may not find the settings)
                     logging.getLogger("streamrag").warning(

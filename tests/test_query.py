@@ -2874,6 +2874,36 @@ async def test_asking_a_model_built_index_without_an_endpoint_says_so(llm_db, mo
                             "model built this index") for m in said), said
 
 
+async def test_the_ask_and_the_run_read_built_by_a_model_by_one_rule(offline_db, monkeypatch, caplog):
+    # ``pipeline.check_not_downgraded`` and ``aask`` each wrote the "llm-" mark's rule out; one
+    # rule now (``index_rows.model_extractor``): told that this offline index is a model's, both
+    # say so, the ask its warning, the run its refusal.
+    import logging
+
+    from streamrag.errors import ConfigError
+    from streamrag.pipeline import check_not_downgraded
+
+    assert index_rows.model_extractor("llm-0123456789ab") and not index_rows.model_extractor("nlp-0123456789ab")
+    assert not index_rows.model_extractor(None)
+    monkeypatch.delenv("STREAMRAG_API_BASE", raising=False)
+    settings = make_settings("")
+    store = Store(offline_db, readonly=True)
+    try:
+        assert not index_rows.built_by_model(store)
+        check_not_downgraded(settings, store, offline_db)   # (built offline: nothing to refuse)
+        monkeypatch.setattr(index_rows, "model_extractor", lambda extractor: extractor.startswith("nlp-"))
+        assert index_rows.built_by_model(store)
+        with pytest.raises(ConfigError, match="this index was built with a model, and no endpoint is set"):
+            check_not_downgraded(settings, store, offline_db)
+    finally:
+        store.close()
+    with caplog.at_level(logging.WARNING, logger="streamrag"):
+        await aask("Who rebuilt the quay?", settings, offline_db, mode="local")
+    said = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("no endpoint is set (llm.api_base, STREAMRAG_API_BASE or --api-base), though a "
+                            "model built this index") for m in said), said
+
+
 def test_a_local_context_reads_no_part_of_chunk_texts_past_the_one_it_filled_in():
     # Its text section full on the last chunk of a part read (8, then 16, ...), the next part
     # was read all the same, for nothing.
