@@ -20,7 +20,7 @@ import msgspec
 from streamrag import index_rows
 from streamrag.config import CONFIG_NAME
 from streamrag.errors import StreamragError, UsageError
-from streamrag.loader import include_patterns, matches
+from streamrag.loader import include_patterns, matches, written_by_export
 from streamrag.store import Store, alive, lock_path, reading_root
 
 
@@ -166,9 +166,11 @@ def check_not_input(store: Store, out: Path | str, fmt: str, settings_files: Ite
     """Refuses an ``out`` that is one of the export's own inputs, before anything is written:
     the index database (``store.path``) or its SQLite ``-wal``/``-shm``/``-journal`` files,
     ``settings_files`` (the settings in use, and the index folder's), or a document the index holds. Writing
-    there would destroy the index, the settings or a document, and report success. Nor a new
-    file in the indexed folder that ``include`` (index.include) matches: the next run would
-    index the export as a document."""
+    there would destroy the index, the settings or a document, and report success. Nor a file of
+    the indexed folder that ``include`` (index.include) matches and no export wrote: a document
+    not indexed yet (new, or one that could not be read). A new file there is written: the loader
+    tells an export by its first bytes, whatever its name and format (``loader.exported_head``),
+    and indexes none (`export x.txt` was refused, for a next run that no longer took it in)."""
     fix = f"give another file name, e.g. graph.{fmt}"
     db = store.path
     stdout = str(out) == "-"
@@ -207,10 +209,10 @@ def check_not_input(store: Store, out: Path | str, fmt: str, settings_files: Ite
     # the folder points (the scan does not follow it)
     if patterns and root is not None and root in landing.parents \
             and not any(part.startswith(".") for part in landing.relative_to(root).parts) \
-            and matches(landing, root, patterns):
-        raise StreamragError(f"{out}: lies in the indexed folder {root} and matches index.include, so the "
-                             f"next `streamrag index` would take it in as a document; write it elsewhere, "
-                             f"or give it a name index.include does not match")
+            and matches(landing, root, patterns) and landing.exists() and not written_by_export(landing):
+        raise StreamragError(f"{out}: is a file of the indexed folder {root} that index.include takes, not "
+                             f"an earlier export: a document the index does not hold yet, which the export "
+                             f"would replace; {fix}")
 
 
 def _index_root(store: Store) -> Path | None:

@@ -715,7 +715,7 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
                 _binary(label)
             if not start and exported_head(head):   # (under a name index.include takes: x.txt)
                 raise WrittenByExport(f"{label}: written by `streamrag export`, the index's own output, not "
-                                      "a document; nothing to index (write exports outside the indexed folder)")
+                                      "a document; nothing to index")
             f.seek(start)   # (the whole read at once: the head and the rest joined were a second copy)
             data = f.read()
     except OSError as e:

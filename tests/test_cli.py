@@ -1543,8 +1543,8 @@ def test_reading_a_folder_copied_with_its_index_reads_the_copy_s_settings(cli_ru
 
 
 def test_export_of_a_folder_copied_with_its_index_refuses_the_copy_s_documents(cli_run, corpus, tmp_path):
-    # cp -r notes copy; `export --db copy/index.db copy/DOC` wrote over the copy's document, and a
-    # new copy/graph.md was written where `index copy` takes it in: export looked for the index's
+    # cp -r notes copy; `export --db copy/index.db copy/DOC` wrote over the copy's document, and
+    # over a copy/new.md not indexed yet, which `index copy` takes in: export looked for the index's
     # documents in notes, the folder it names, where status, ask and export's settings take copy's.
     (corpus / "streamrag.toml").write_text('[store]\npath = "index.db"\n')
     assert cli_run("index", "-q", "--offline", str(corpus)).returncode == 0
@@ -1555,9 +1555,10 @@ def test_export_of_a_folder_copied_with_its_index_refuses_the_copy_s_documents(c
     out = cli_run("export", f"copy/{doc.name}", "--db", "copy/index.db", cwd=tmp_path)
     assert out.returncode == 1 and "is a document the index holds" in out.stderr, out.stderr
     assert doc.read_bytes() == text
-    out = cli_run("export", "copy/graph.md", "--db", "copy/index.db", cwd=tmp_path)
-    assert out.returncode == 1 and "matches index.include" in out.stderr, out.stderr
-    assert not (copy / "graph.md").exists()
+    (copy / "new.md").write_text("Mara Voss sailed.\n", encoding="utf-8")
+    out = cli_run("export", "copy/new.md", "--db", "copy/index.db", cwd=tmp_path)
+    assert out.returncode == 1 and "that index.include takes, not an earlier export" in out.stderr, out.stderr
+    assert (copy / "new.md").read_text(encoding="utf-8") == "Mara Voss sailed.\n"
 
 
 def test_a_store_path_out_of_the_folder_is_said_as_json_gives_it(cli_run, corpus, tmp_path):

@@ -343,36 +343,60 @@ def test_format_help_says_the_default_follows_the_extension(capsys):
     assert "follows OUT's extension" in " ".join(capsys.readouterr().out.split())
 
 
-def test_an_export_that_the_next_index_would_take_in_is_refused(tmp_path):
-    # `export x.txt` inside the notes: the next `index` indexed the export as a document
-    # (113 chunks, relationships 315 -> 2,487).
+def test_an_export_in_the_indexed_folder_is_written_and_the_next_index_leaves_it_out(tmp_path):
+    # `export x.txt` inside the notes was refused ("the next `streamrag index` would take it in as
+    # a document"), though the loader tells an export by its first bytes and indexes none: each
+    # format is written, under names index.include takes, and the next run indexes none of them.
+    # A file there no export wrote (a note not indexed yet) is still refused, not replaced.
     from conftest import DATA
 
     corpus = tmp_path / "notes"
     shutil.copytree(DATA / "harbor", corpus)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+    db = corpus / ".streamrag" / "index.db"
 
     def run(*args, cwd=corpus):
         return subprocess.run([sys.executable, "-m", "streamrag", *args], cwd=cwd, env=env,
                               capture_output=True, text=True, timeout=120)
+
+    def indexed() -> dict:
+        with sqlite3.connect(db) as conn:
+            return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                    for t in ("files", "documents", "chunks", "entities", "relationships")}
+
     assert run("index", ".", "-q").returncode == 0
-    out = run("export", "x.txt")
-    assert out.returncode == 1 and not (corpus / "x.txt").exists()
-    assert "x.txt: lies in the indexed folder" in out.stderr and "matches index.include" in out.stderr
-    assert run("export", "sub/graph.csv").returncode == 1
+    before = indexed()
     (tmp_path / "link").symlink_to(corpus)   # the indexed folder by another way
-    out = run("export", "--db", str(corpus / ".streamrag" / "index.db"), str(tmp_path / "link" / "x.txt"),
-              cwd=tmp_path)
-    assert out.returncode == 1 and "lies in the indexed folder" in out.stderr, out.stderr
     (tmp_path / "fl.txt").symlink_to(corpus / "evil.txt")     # a link to a file there, not yet made
-    (tmp_path / "vs.json").symlink_to(corpus / "streamrag.toml")
-    for link, said in (("fl.txt", "lies in the indexed folder"), ("vs.json", "the name streamrag reads")):
-        out = run("export", "--db", str(corpus / ".streamrag" / "index.db"), link, cwd=tmp_path)
-        assert out.returncode == 1 and said in out.stderr, out.stderr
-    assert not (corpus / "evil.txt").exists() and not (corpus / "streamrag.toml").exists()
-    assert not (corpus / "x.txt").exists()
-    for fine in ("graph.json", ".hidden/x.txt", str(tmp_path / "x.txt")):   # not a document to be
-        assert run("export", fine).returncode == 0, fine
+    written = ["x.txt", "sub/graph.csv", "rows.jsonl", "g.md", "g.txt", "x.txt"]   # (x.txt again: replaced)
+    for out in written:
+        fmt = ("--format", "graphml") if out.startswith("g.") else ()
+        done = run("export", out, *fmt)
+        assert done.returncode == 0 and done.stderr.startswith(f"wrote {out}: "), done.stderr
+    for out in (str(tmp_path / "link" / "y.md"), "fl.txt"):
+        done = run("export", "--db", str(db), out, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+    written += ["y.md", "evil.txt"]
+    again = run("index", ".")
+    assert again.returncode == 0, again.stderr
+    assert indexed() == before
+    with sqlite3.connect(db) as conn:
+        held = {path for (path,) in conn.execute("SELECT path FROM files")}
+    assert not held & {name for out in written for name in (out, out + "#1")}, held
+    for out in written:
+        assert f"{out}: written by `streamrag export`" in again.stderr, again.stderr
+    # A note of the folder not indexed yet, or one that cannot be read: not replaced.
+    (corpus / "new.txt").write_text("Captain Mara Voss sailed out of Lowport.\n", encoding="utf-8")
+    (corpus / "sub" / "blank.md").write_text("", encoding="utf-8")
+    for out in ("new.txt", "sub/blank.md"):
+        done = run("export", out)
+        assert done.returncode == 1, done.stderr
+        assert done.stderr == (f"streamrag: error: {out}: is a file of the indexed folder {corpus.resolve()} "
+                               "that index.include takes, not an earlier export: a document the index does "
+                               "not hold yet, which the export would replace; give another file name, "
+                               "e.g. graph.json\n")
+    assert (corpus / "new.txt").read_text(encoding="utf-8") == "Captain Mara Voss sailed out of Lowport.\n"
+    assert (corpus / "sub" / "blank.md").read_text(encoding="utf-8") == ""
 
 
 def test_json_relationships_name_the_documents_they_come_from(offline_db, tmp_path):
