@@ -370,7 +370,8 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
         try:
             documents, warnings = loader.read_documents(path, root=root, text_field=ix.text_field, st=st)
         except EmptyInput as e:   # nothing to index: a warning in `index`, not a file it cannot read
-            read_said.append(str(e))
+            if e.again:   # (not an export, which `export` writes into the folder: it was named on every estimate)
+                read_said.append(str(e))
             continue
         except InputError as e:
             unreadable += 1

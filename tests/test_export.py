@@ -399,6 +399,22 @@ def test_an_export_in_the_indexed_folder_is_written_and_the_next_index_leaves_it
     assert (corpus / "sub" / "blank.md").read_text(encoding="utf-8") == ""
 
 
+def test_an_estimate_does_not_name_an_export_in_the_indexed_folder(cli_run, corpus):
+    # `export x.txt` into the notes: `index` says once that it is no document, but every
+    # `index --estimate` named it again ("x.txt: written by `streamrag export` ..."), of a file
+    # `export` now writes there. An empty file is still named, as `index` names it on each run.
+    assert cli_run("index", "-q", "--offline", str(corpus)).returncode == 0
+    assert cli_run("export", "x.txt", cwd=corpus).returncode == 0
+    (corpus / "blank.txt").write_text("", encoding="utf-8")
+    runs = [cli_run("index", "--offline", "--estimate", str(corpus)) for _ in range(2)]
+    assert [r.returncode for r in runs] == [0, 0], [r.stderr for r in runs]
+    assert not any("x.txt" in r.stdout + r.stderr for r in runs), [r.stderr for r in runs]
+    assert all("blank.txt: empty file" in r.stderr for r in runs), [r.stderr for r in runs]
+    runs = [cli_run("index", "--offline", str(corpus)) for _ in range(2)]   # (`index` says it once, as before)
+    assert ["x.txt: written by `streamrag export`" in r.stderr for r in runs] == [True, False], [r.stderr for r in runs]
+    assert "x.txt" not in cli_run("index", "--offline", "--estimate", str(corpus)).stderr
+
+
 def test_json_relationships_name_the_documents_they_come_from(offline_db, tmp_path):
     data = json.loads(_exported(offline_db, tmp_path / "graph.json"))
     conn = sqlite3.connect(offline_db)
