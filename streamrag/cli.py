@@ -807,7 +807,10 @@ def _applied(r) -> str:
     description again (summary_max_tokens changed and changed back: 190 answers from the cache)
     to the index it had. A clustering setting is left to ``_reclustered`` when it clustered afresh.
     A streamrag upgrade alone (``reading_upgraded``: no setting changed, this streamrag reads
-    documents differently) is said as such: it was "the reading and chunking settings applied"."""
+    documents differently) is said as such: it was "the reading and chunking settings applied".
+    Said of this version, not "this newer streamrag": nothing here tells the direction, and an
+    index a newer one read is refused before the run (``check_not_newer``), as long as its
+    versions are whole numbers."""
     names = [n for n in r.settings_changed if not (n == "clustering" and r.reclustered)]
     upgraded = r.reading_upgraded and "chunking" in names
     if upgraded:
@@ -818,7 +821,7 @@ def _applied(r) -> str:
     named = ", ".join(shown[:-1]) + (" and " if len(shown) > 1 else "") + "".join(shown[-1:])
     what = " and ".join(part for part in (
         f"the {named} settings applied" if names else "",
-        "documents read again as this newer streamrag reads them" if upgraded else "") if part)
+        "documents read again as this version of streamrag reads them" if upgraded else "") if part)
     u = llm_summary(r.llm)
     calls, cached = u["calls"], u["cached"]
     if calls and cached == calls:

@@ -2679,8 +2679,9 @@ def test_watch_once_says_chunks_whose_claims_failed_indexed_without_their_claims
 def test_a_run_after_a_loader_upgrade_says_the_upgrade_not_settings_applied(cli_run, corpus, simulator, monkeypatch):
     """The run after a new loader VERSION, no setting changed, read every file again to the same
     text and said "Nothing changed: ...; the reading and chunking settings applied, to the same
-    index": no user had changed a setting. It says a newer streamrag read the documents again
-    (--json: reading_upgraded), once."""
+    index": no user had changed a setting. It says this version of streamrag read the documents
+    again (--json: reading_upgraded), once; "this newer streamrag", as it said, was wrong of a
+    downgrade, which is refused before the run."""
     from streamrag import loader
 
     common = ("-q", "--api-base", simulator.base_url)
@@ -2689,15 +2690,20 @@ def test_a_run_after_a_loader_upgrade_says_the_upgrade_not_settings_applied(cli_
     assert cli_run("index", ".", *common, cwd=corpus).returncode == 0
     monkeypatch.setattr(loader, "VERSION", upgraded)
     head = cli_run("index", ".", *common, cwd=corpus).stdout.splitlines()[0]
-    assert "; documents read again as this newer streamrag reads them, to the same index" in head, head
+    assert "; documents read again as this version of streamrag reads them, to the same index" in head, head
     assert "settings applied" not in head, head
     out = cli_run("index", ".", *common, cwd=corpus)   # (read as this streamrag reads now: nothing said)
-    assert "settings applied" not in out.stdout and "newer streamrag" not in out.stdout, out.stdout
+    assert "settings applied" not in out.stdout and "read again as" not in out.stdout, out.stdout
     monkeypatch.setattr(loader, "VERSION", str(int(upgraded) + 1))   # (another upgrade, under --json)
     out = cli_run("index", ".", "--json", *common, cwd=corpus)
     assert out.returncode == 0, out.stderr
     done = json.loads(out.stdout)
     assert (done["published"], done["settings_changed"], done["reading_upgraded"]) == (False, ["chunking"], True)
+    monkeypatch.setattr(loader, "VERSION", upgraded)   # (a downgrade: refused, reading nothing again)
+    out = cli_run("index", ".", *common, cwd=corpus)
+    assert out.returncode == 1 and out.stdout == "", out.stdout
+    assert f"written by a newer streamrag, which reads documents differently (loader {int(upgraded) + 1}, " \
+           f"this one {upgraded})" in out.stderr, out.stderr
 
 
 def test_the_applied_clause_names_settings_and_an_upgrade_apart():
@@ -2712,8 +2718,8 @@ def test_the_applied_clause_names_settings_and_an_upgrade_apart():
                           offline=False, settings_changed=changed, reading_upgraded=upgraded)
 
     assert _applied(result(["chunking"], False)) == "the reading and chunking settings applied, to the same index; "
-    assert _applied(result(["chunking"], True)) == ("documents read again as this newer streamrag reads them, "
+    assert _applied(result(["chunking"], True)) == ("documents read again as this version of streamrag reads them, "
                                                     "to the same index; ")
     assert _applied(result(["summary", "chunking"], True)) == (
-        "the summary settings applied and documents read again as this newer streamrag reads them, to the same index; ")
+        "the summary settings applied and documents read again as this version of streamrag reads them, to the same index; ")
     assert _applied(result([], False)) == ""
