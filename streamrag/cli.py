@@ -1544,16 +1544,17 @@ def _usage_json_error(parser: argparse.ArgumentParser, words: list[str], said: s
     appended one to the export it was to replace)."""
     given = words[:words.index("--")] if "--" in words else words
     at = next((i for i, w in enumerate(given) if not w.startswith("-")), None)
-    if at is None or "--json" not in given[at + 1:]:
+    if at is None:
         return
-    command = given[at]
+    command, after = given[at], given[at + 1:]
+    if "--json" not in after:
+        return
     takes = parser.commands.get(command)  # type: ignore[attr-defined]
     if takes is None or "--json" not in takes._option_string_actions:
         return
     if command == "export":
         from streamrag.export import writes_to_stdout
 
-        after = given[given.index(command) + 1:]
         if any(writes_to_stdout(w) for w in after if w == "-" or not w.startswith("-")):
             return
     if command == "watch":

@@ -1653,9 +1653,10 @@ def test_a_usage_error_under_json_prints_no_object_where_export_writes(cli_run, 
     out = tmp_path / "x.json"
     assert cli_run("export", str(out), str(corpus)).returncode == 0
     before = out.read_bytes()
-    for args in ((str(out), "--json", "--formt", "json"), ("-", "--json", "--bogus")):
+    for lead, args in (((), (str(out), "--json", "--formt", "json")), ((), ("-", "--json", "--bogus")),
+                       (("-v",), ("-", "--json", "--bogus"))):   # (OUT told after a top-level option too)
         with open(out, "a", encoding="utf-8") as f:
-            done = run("export", *args, str(corpus), stdout=f)
+            done = run(*lead, "export", *args, str(corpus), stdout=f)
         assert done.returncode == 2 and "unrecognized arguments" in done.stderr, done.stderr
         assert out.read_bytes() == before, out.read_text()[-300:]
     # stdout elsewhere: the object, as for any command
