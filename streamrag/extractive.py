@@ -21,7 +21,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from streamrag.local_search import STOPWORDS, query_terms, runs
 from streamrag.sentences import (CJK_CLOSERS, CJK_TERMINATORS, HEADING_LINE, NOT_AFTER_ABBREVIATION,
-                                 QUOTE_MARKS, ended, ends_with_abbreviation, is_heading, table_row_text, table_rows)
+                                 QUOTE_MARKS, SETEXT_UNDERLINE, ended, ends_with_abbreviation, is_heading,
+                                 table_row_text, table_rows)
 from streamrag.terms import unspaced_chars, words
 
 EXTRACTIVE_LABEL = "Extractive answer (no LLM used)"
@@ -42,8 +43,6 @@ _SENTENCE_END = re.compile(r"(?<=[.!?\u2026\u061f\u0964\u0965\u06d4])" + NOT_AFT
 _ITEM_START = re.compile(r"[ \t]*(?:[-*+\u2022][ \t]|\d{1,3}[.)][ \t]|\||\d{4}-\d\d-\d\d|\[)")
 _ITEM_MARK = re.compile(r"^(?:[-*+\u2022]|\d{1,3}[.)])\s+")
 _HEADING = re.compile(r"^\s*#+\s*")
-# A Markdown setext heading's underline (``markdown._SETEXT``): "Minutes\n=======" is a heading.
-_SETEXT = re.compile(r" {0,3}(?:=+|-+)[ \t]*$")
 _BLOCK_GAP = re.compile(r"\n\s*\n|\n(?=\s*#)")
 _TAG = re.compile(r"\[(?:E|L|R|T):[^\]]*\]")
 
@@ -95,7 +94,8 @@ def _setext_heading(text: str, under: str) -> bool:
     unended line over a line of "=" or "-" ("Harbour Board Minutes" over "====="), a heading
     anywhere as one opening with "#" is (quoted, it read "Harbour Board Minutes ====="). A
     sentence over "---" is a sentence before a rule."""
-    return "\n" not in under and _SETEXT.match(under) is not None and text.strip() != "" and not ended(text.strip())
+    return ("\n" not in under and SETEXT_UNDERLINE.match(under) is not None and text.strip() != ""
+            and not ended(text.strip()))
 
 
 def _blocks(text: str) -> list[str]:

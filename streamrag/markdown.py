@@ -19,6 +19,8 @@ import bisect
 import itertools
 import re
 
+from streamrag.sentences import SETEXT_UNDERLINE
+
 # A run of backticks (group 1), which opens a code span kept as written when a run of as many
 # closes it in its paragraph (CommonMark; ``_sub``). Opens the comment and wikilink patterns
 # below: what comes first in the text is read first.
@@ -56,7 +58,6 @@ _MARK = re.compile(r"[ \t]*>[ \t]?")
 _ITEM = re.compile(r" {0,3}([-+*]|\d{1,9}[.)])(?:[ \t]+|$)")
 _BREAK = re.compile(r" {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _HEADING = re.compile(r" {0,3}#{1,6}(?:[ \t]|$)")
-_SETEXT = re.compile(r" {0,3}(?:=+|-+)[ \t]*$")   # under a paragraph, it makes a heading of it
 # A raw HTML block whose text is shown as written (CommonMark's first kind: a line opening with
 # one of these tags, group 1, to the line holding the end of any of them); a link in it is no
 # link. In a <pre> a browser hides an HTML comment; <script>, <style> and <textarea> hold raw
@@ -496,7 +497,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[int],
                 marker_end, text_at = len(line[:marker_end].expandtabs(4)), len(line[:text_at].expandtabs(4))
             items.append(marker_end + 1 if not rest or text_at - marker_end > 4 else text_at)
             start, empty_item = item.end(), not rest
-        elif para and not quote_para and indent >= base and _SETEXT.match(line, start):
+        elif para and not quote_para and indent >= base and SETEXT_UNDERLINE.match(line, start):
             # the paragraph above (not one this line would lazily continue) was a heading
             out.append(line)
             code.append(False)
@@ -698,7 +699,7 @@ def _joined(lines: list[str]) -> list[bool]:
             continue
         text = line.lstrip(" \t")
         opens = _interrupts(text, first) if para else _starts_block(text, first)
-        opens = opens or para and first in "=-" and bool(_SETEXT.match(line))
+        opens = opens or para and first in "=-" and bool(SETEXT_UNDERLINE.match(line))
         joined.append(para and not opens)
         para = not opens or bool(_ITEM.match(line)) and not _BREAK.match(line)
     return joined

@@ -75,6 +75,9 @@ _CJK_STOP = re.compile(rf"[{CJK_TERMINATORS}]")
 # paragraphs, the line before a blank one ("Open questions" over a blank line and a paragraph).
 # A line may end "\r\n" (a CRLF file, a model's answer): its "\r" is white space to both.
 HEADING_LINE = re.compile(r"[ \t]{0,3}#{1,6}(?:[ \t\r]|$)")
+# A Markdown setext heading's underline: under a paragraph's line, "=======" or "-------" makes
+# a heading of it ("Minutes" over "=======", ``markdown`` and ``extractive`` read it so).
+SETEXT_UNDERLINE = re.compile(r" {0,3}(?:=+|-+)[ \t]*$")
 _BLANK_LINE = re.compile(r"\n[ \t\r]*\n\s*")
 
 
