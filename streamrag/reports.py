@@ -321,10 +321,10 @@ def build_context(community: Community, *, entities: dict[str, Entity],
     return finish(lines, report_lines)
 
 
-def context_key(context: ReportContext, *, model: str | None, prompt_version: str | None) -> str:
-    """The key of the report that ``context`` yields (LLM or extractive)."""
-    method = f"llm:{model}:{prompt_version}" if model else EXTRACTIVE_VERSION
-    return "rpt-" + ids.digest(method, context.text)
+def context_key(context: ReportContext, *, model: str, prompt_version: str) -> str:
+    """The key of the report ``model`` writes from ``context`` with the report prompt of
+    ``prompt_version``. (An extractive report's key is ``extractive_report``'s: its content.)"""
+    return "rpt-" + ids.digest(f"llm:{model}:{prompt_version}", context.text)
 
 
 def changed_fraction(old_elements: dict[str, list[str]] | None, new_elements: dict[str, list[str]]) -> float:

@@ -7,7 +7,8 @@ from streamrag import ids
 from streamrag.extractive import MAX_SENTENCE_WORDS, overlap_rating, pick_sentences, split_sentences, stem
 from streamrag.graph_state import GraphState, dirty_communities
 from streamrag.records import Claim, Community, Entity, Relationship, Report
-from streamrag.reports import build_context, changed_fraction, context_key, entity_line, report_line
+from streamrag.reports import (build_context, changed_fraction, context_key, entity_line, extractive_report,
+                               report_line)
 from streamrag.sentences import SENTENCE_GAP, ends_with_abbreviation
 from streamrag.tokens import count_tokens
 
@@ -157,14 +158,16 @@ def test_the_largest_childs_report_replaces_its_members_first():
     assert ctx.elements["entities"] and not set(ctx.elements["entities"]) & set(m[:20])
 
 
-def test_context_key_covers_the_prompt_version_and_the_method():
+def test_context_key_covers_the_prompt_version_and_the_model_and_is_no_extractive_reports_key():
+    # (its extractive branch, keyed by EXTRACTIVE_VERSION alone, was dead: an extractive report is
+    # named by its content, ``extractive_report``'s key, and context_key is asked for a model's)
     ents = {"ent-a": person("ent-a")}
-    ctx = build_context(Community("C1", 0, None, ["ent-a"]), entities=ents, relationships=[], claims={},
-                        children=[], max_tokens=5000)
+    community = Community("C1", 0, None, ["ent-a"])
+    ctx = build_context(community, entities=ents, relationships=[], claims={}, children=[], max_tokens=5000)
     keys = {context_key(ctx, model="m", prompt_version="v1"), context_key(ctx, model="m", prompt_version="v2"),
-            context_key(ctx, model=None, prompt_version="v1")}
+            context_key(ctx, model="m2", prompt_version="v1")}
     assert len(keys) == 3
-    assert context_key(ctx, model=None, prompt_version="v1") == context_key(ctx, model=None, prompt_version="v2")
+    assert extractive_report(community, ctx, entities=ents, relationships=[], children=[]).key not in keys
 
 
 def test_changed_fraction_counts_additions_and_removals():
