@@ -45,7 +45,7 @@ from streamrag.tokens import (blank_led, encode_ordinary, get_encoding, last_cut
                              safe_cuts, tokens_up_to)
 
 # W, in bodies: wider windows mean fuller chunks (fewer calls) but edits reach further.
-# Bump when the cutting rules change: a changed chunker re-chunks every document.
+# Bump when the cutting rules change: a changed chunker recuts every document.
 VERSION = "4"
 ANCHOR_WINDOW = 1.5
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n\s*")

@@ -5,7 +5,7 @@ the loader and chunker versions, index.chunk_size, chunk_overlap, encoding and t
 those settings by name (``chunking_settings``), so that a later run with other settings cuts
 every document again and can say which setting changed (``chunking_change``). A run that cut only
 some documents with its settings while others keep another's publishes ``MIXED_CHUNKING``
-instead (``cut_anew``): the next run cuts them all again, whichever settings it has.
+instead (``publishes_cut``): the next run recuts them all, whichever settings it has.
 ``reading_change`` says why a run would (``--estimate``); ``check_not_newer`` refuses an index
 whose documents a newer streamrag read or chunked.
 """
@@ -39,9 +39,9 @@ def chunker_key(settings: Settings) -> str:
     return _key(chunker.VERSION, loader.VERSION, ix.chunk_size, ix.chunk_overlap, ix.encoding, ix.text_field)
 
 
-def cuts_again(store: Store, key: str) -> bool:
+def recuts_all(store: Store, key: str) -> bool:
     """Whether a run whose reading and chunking settings have the ``chunker_key`` ``key`` reads
-    and cuts every document of the index in ``store`` again, files unchanged on disk too."""
+    and recuts every document of the index in ``store``, files unchanged on disk too."""
     return store.get_meta("chunker") not in (None, key)
 
 
@@ -66,7 +66,7 @@ def _upgraded_from(built_key: str | None, now: dict[str, object]) -> str:
     return ""
 
 
-def cut_anew(store: Store, scan: Scan, change: Change) -> bool:
+def publishes_cut(store: Store, scan: Scan, change: Change) -> bool:
     """Whether this run publishes a document it cut: a new one, or a kept one with other chunks."""
     cut = scan.doc_chunks
     if change.added_docs & cut.keys():

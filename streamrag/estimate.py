@@ -79,7 +79,7 @@ from streamrag import chunker, ids, index_rows, loader, nlp
 from streamrag.answer_cache import AnswerCache
 from streamrag.cache import cache_key
 from streamrag.call_log import UNUSABLE_RUNS
-from streamrag.chunking_marks import check_not_newer, chunker_key, cuts_again, reading_change
+from streamrag.chunking_marks import check_not_newer, chunker_key, recuts_all, reading_change
 from streamrag.communities import hierarchical_leiden, updated_partition
 from streamrag.communities import settings_key as leiden_key
 from streamrag.config import Settings
@@ -356,7 +356,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     # The files as indexed, which the run does not even read (``ExtractionStage.load_files``), nor
     # so warns of: their documents kept as the index holds them, not read and cut again, their
     # tokens counted as the index does (its chunks', overlaps too: the text's own count is not kept).
-    rereads = store is not None and cuts_again(store, chunker_key(settings))
+    rereads = store is not None and recuts_all(store, chunker_key(settings))
     unchanged: set[str] = set()
     for path in found:
         stored = loader.stored_path(path, root)
@@ -1042,7 +1042,7 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     # status-change time only, read, as itself (what it said before: 27 summaries for 35, on ten
     # articles after llm.extraction_model changed, one of them chmod'ed).
     unread_files = index_rows.files_of_chunks(store, {c for c in guessing if new_chunks[c].doc_id not in paths_of})
-    recut = cuts_again(store, chunker_key(settings))   # (every document read and cut again)
+    recut = recuts_all(store, chunker_key(settings))   # (every document read and cut again)
     for cid in guessing:
         chunk = new_chunks[cid]
         file = paths_of.get(chunk.doc_id) or unread_files.get(cid, "")

@@ -106,7 +106,7 @@ class ExtractionStage:
     (loader, chunker, extractor ×N, gleaner ×N). ``Indexer._stream_stage`` wires the streams."""
 
     def __init__(self, given: ExtractionStageContext, store: Store, writer: Writer, scan: Scan,
-                 rechunk: bool, check: YesNoCheck) -> None:
+                 recut_all: bool, check: YesNoCheck) -> None:
         self.settings = given.settings
         self.root = given.root
         self.progress = given.progress
@@ -118,7 +118,7 @@ class ExtractionStage:
         self.store = store
         self.writer = writer
         self.scan = scan
-        self.rechunk = rechunk
+        self.recut_all = recut_all
         self.check = check
         self.scheduled: set[str] = set()
         self.by_file: dict[str, dict[str, tuple[str, int, float]]] = defaultdict(dict)
@@ -175,20 +175,20 @@ class ExtractionStage:
                     continue
                 stamp = on_disk.change_stamp(st)
                 same = on_disk.same_on_disk(rows, st)
-                if same and not self.rechunk:
+                if same and not self.recut_all:
                     scan.files.update(rows)  # unchanged on disk: not even read
                     self.progress.add("files_done")
                     continue
                 as_is = on_disk.file_stamp(st)
                 failed = self.failed_reads.get(rel)
-                if failed is not None and failed[0] == as_is and not rows and not self.rechunk:
+                if failed is not None and failed[0] == as_is and not rows and not self.recut_all:
                     # Unchanged since it could not be used: named again, not read again (nothing
                     # indexed from it to keep or drop; read anew when it or the reading settings change).
                     await self.fail_load(rel, failed[1], stamp=as_is, kind=failed[2])
                     self.progress.add("files_done")
                     continue
                 empty = self.empty.get(rel)
-                if empty is not None and empty[0] == as_is and not rows and not self.rechunk:
+                if empty is not None and empty[0] == as_is and not rows and not self.recut_all:
                     # Unchanged since it held nothing to index: said again (not an export, said
                     # once: ``EmptyInput.again``, or when named itself), not read again.
                     self.still_empty[rel] = empty
@@ -258,10 +258,10 @@ class ExtractionStage:
                     raise st
             except OSError:   # gone, or said as a failure to read it
                 continue
-            if not self.rechunk and (on_disk.same_on_disk(rows, st) or on_disk.retimed(rows, st)):
+            if not self.recut_all and (on_disk.same_on_disk(rows, st) or on_disk.retimed(rows, st)):
                 continue
             said = self.failed_reads.get(rel), self.empty.get(rel)
-            if not rows and not self.rechunk and any(s is not None and s[0] == on_disk.file_stamp(st) for s in said):
+            if not rows and not self.recut_all and any(s is not None and s[0] == on_disk.file_stamp(st) for s in said):
                 continue
             out.append(rel)
         return out
@@ -313,7 +313,7 @@ class ExtractionStage:
         scan, ix = self.scan, self.settings.index
         async with recv, send:
             async for doc in recv:
-                if not self.rechunk and index_rows.is_chunked(self.store, doc.id):  # the same text is indexed already (a rename or a copy)
+                if not self.recut_all and index_rows.is_chunked(self.store, doc.id):  # the same text is indexed already (a rename or a copy)
                     continue
                 if len(doc.text) < _CHUNK_IN_THREAD_CHARS:
                     chunks = chunker.chunk_document(doc, chunk_size=ix.chunk_size, overlap=ix.chunk_overlap,
@@ -334,7 +334,7 @@ class ExtractionStage:
         without their text (``schedule`` reads it for those it sends)."""
         ix, store = self.settings.index, self.store
         was = self.previous.get(doc.id)
-        before = index_rows.chunk_spans(store, was) if was is not None and not self.rechunk else None
+        before = index_rows.chunk_spans(store, was) if was is not None and not self.recut_all else None
         cut = functools.partial(chunker.cut_document, doc, before, chunk_size=ix.chunk_size,
                                 overlap=ix.chunk_overlap, encoding=ix.encoding,
                                 key=chunking_marks.chunker_key(self.settings).encode())

@@ -54,7 +54,7 @@ class Change:
     # same records (``Indexer._changes``): chunk id -> that extractor; bookkeeping, no change
     rekeyed: dict[str, str] = field(default_factory=dict)
     # The documents this run cut into chunks (read anew, or cut again under other chunking
-    # settings): a kept one among them may hold other chunks than published (``rechunked``)
+    # settings): a kept one among them may hold other chunks than published (``find_recut``)
     cut: set[str] = field(default_factory=set)
     # The folder's files after the change, path -> (doc id, size, change stamp) (the scan's; None:
     # not known, no file's name read as a title), and the kept documents whose files' names now
@@ -69,9 +69,9 @@ class Change:
     # index from before they were marked, the kept ones opening with a heading (read again:
     # ``Indexer._code_headings_published``)
     code_headings: dict[str, bool] = field(default_factory=dict)
-    # The kept documents this run cut into other chunks than published (``rechunked``), found
+    # The kept documents this run cut into other chunks than published (``find_recut``), found
     # once by an offline run (``Indexer._join_bookkeeping``) for its check of nothing to redo and
-    # its joins; None: not found (read through ``recut_of``, which then asks ``rechunked``)
+    # its joins; None: not found (read through ``recut_of``, which then asks ``find_recut``)
     recut: frozenset[str] | None = None
 
 
@@ -226,7 +226,7 @@ def _titles(store: Store, change: Change, docs: set[str], code: Collection[str] 
     return out
 
 
-def rechunked(store: Store, change: Change) -> set[str]:
+def find_recut(store: Store, change: Change) -> set[str]:
     """The kept documents this run cut into other chunks than they were published with (another
     chunk size or overlap): only those it cut (``Change.cut``) are read back, on each call (it
     keeps nothing: an offline run asks it once and keeps the answer in ``Change.recut``, which
@@ -238,15 +238,15 @@ def rechunked(store: Store, change: Change) -> set[str]:
 
 def recut_of(store: Store, change: Change) -> frozenset[str]:
     """The kept documents ``change`` cut into other chunks than published: ``Change.recut`` when
-    the run found it, else ``rechunked``'s answer (None is "not found", never "none re-cut").
+    the run found it, else ``find_recut``'s answer (None is "not found", never "none recut").
     Every reader of it goes through here, so that they cannot read None two ways."""
-    return change.recut if change.recut is not None else frozenset(rechunked(store, change))
+    return change.recut if change.recut is not None else frozenset(find_recut(store, change))
 
 
 def _documents_moved(store: Store, change: Change) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
     """The chunks of each document whose chunks ``change`` may move, as published and as it leaves
     them: the documents removed (before only), added (after only), and kept that held a removed
-    chunk, hold an added one or were cut into other chunks (both; ``rechunked``). Any other
+    chunk, hold an added one or were cut into other chunks (both; ``find_recut``). Any other
     document holds the chunks it held.
 
     A kept document (its id is its text's hash) is cut into other chunks only under another

@@ -1404,7 +1404,7 @@ def _write_kept_documents(store: Store, scan: Scan, change: Change, paths_by_doc
         now = scan.titles.get(paths_by_doc[doc_id])
         if now is not None and now != title:
             conn.execute("UPDATE documents SET title = ? WHERE id = ?", (now, doc_id))
-        if doc_id in scan.doc_chunks:  # re-chunked after a chunker change
+        if doc_id in scan.doc_chunks:  # recut after a chunker change
             # Only what differs is written: the same chunks again are no new version (a run
             # that re-reads every file after index.text_field changed published one every time).
             chunks = scan.doc_chunks[doc_id]

@@ -46,7 +46,7 @@ from streamrag import index_rows, joins, loader, on_disk
 from streamrag import communities as communities_module
 from streamrag.call_log import UNUSABLE_RUNS
 from streamrag.chunking_marks import (MIXED_CHUNKING, MIXED_CHUNKING_SAID, check_not_newer, chunker_key,
-                                     chunking_change, chunking_settings, cut_anew, cuts_again)
+                                     chunking_change, chunking_settings, publishes_cut, recuts_all)
 from streamrag.collector import fewer_collections
 from streamrag.communities import GraphEdges, hierarchical_leiden, updated_partition
 from streamrag.config import Settings, from_folder
@@ -75,7 +75,7 @@ from streamrag.graph_state import (
     check_cached,
     check_rewired,
     document_changes,
-    rechunked,
+    find_recut,
     recut_of,
     retitled,
     titled_anew,
@@ -575,8 +575,8 @@ class Indexer:
         self.say = say or log.warning
         self.yes_no: YesNoCheck | None = None   # how the last extraction asked its glean checks
         self.claims_warning = ""   # what the last extraction's claims answers got wrong (``_stream_stage``)
-        self.rechunked_all = True
-        self.cut_anew = False   # (not every document re-chunked) some were, and differ
+        self.none_left_to_recut = True
+        self.chunking_mixed = False   # (some documents left to recut) and others published recut
         self.unavailable = 0
         self.unavailable_last: LLMUnavailableError | None = None   # (``unavailable_error``)
         self.failed_calls = 0   # calls of chunks failed by the endpoint or the model (GIVE_UP_AFTER)
@@ -797,7 +797,7 @@ class Indexer:
         if self._say_what_settings_redo(store):   # (a note for messages, not part of a version)
             await writer.run(lambda st: st.set_meta("chunker_said", self.chunker_key))
         scan = await self._stream_stage(store, writer, paths)
-        self.rechunked_all = self.rechunked_all and not scan.old_reading_kept
+        self.none_left_to_recut = self.none_left_to_recut and not scan.old_reading_kept
         worked_from = store.version
         change = self._changes(store, scan)
         if self.unavailable and self.llm is not None and not self.llm.reached and (
@@ -846,7 +846,7 @@ class Indexer:
                                                        len(self.web_page_chunk_ids))
                                      + self._nothing_published, self.rejected_last.status)
         await self._fail_unaccounted(writer, scan, change)
-        self.cut_anew = not self.rechunked_all and cut_anew(store, scan, change)
+        self.chunking_mixed = not self.none_left_to_recut and publishes_cut(store, scan, change)
         self._read_shown_titles(store, scan, change)
         if self.settings.offline:   # (a front matter's title says a full name: ``joins``)
             self._join_bookkeeping(store, scan, change)
@@ -937,7 +937,7 @@ class Indexer:
         return (bool(state.version) and not self.recluster
                 and not (change.added_chunks or change.removed_chunks or change.added_docs or change.removed_docs)
                 and not (state.retry_summaries or state.report_unusable or state.report_held) and state.counted
-                and (not self.settings.offline   # (the joins: offline only, the re-cut read for them alone)
+                and (not self.settings.offline   # (the joins: offline only, the recut read for them alone)
                      or (state.joins is not None and not state.rejoin_all and not change.retitled
                          and not recut_of(store, change)))
                 and not state.stranded
@@ -995,7 +995,7 @@ class Indexer:
         """One line, before the run starts, on the work that settings changed since the index
         was built make it do again for the whole index (paid: offline runs say nothing), while
         it can still be stopped. Chunking is said once per new chunker (a file that cannot be
-        re-chunked yet keeps the old one recorded, and every run would say it again): returns
+        recut yet keeps the old one recorded, and every run would say it again): returns
         whether it was said now."""
         s, said = self.settings, store.get_meta
         self.settings_changed, self.reading_upgraded = [], False
@@ -1085,7 +1085,7 @@ class Indexer:
                             publishing: bool = True) -> Scan:
         """loader -> chunker -> extractor -> gleaner, joined by bounded streams."""
         s = self.settings
-        scan, files, rechunk = await self._scan(store, writer, paths, publishing)
+        scan, files, recut_all = await self._scan(store, writer, paths, publishing)
         self.progress.total("files", len(files))
         self.progress.set_stage("extracting")
         q = s.pipeline.queue_size
@@ -1095,7 +1095,7 @@ class Indexer:
         check = self.yes_no = YesNoCheck(s)   # how the glean workers ask their YES/NO checks
         given = ExtractionStageContext(settings=s, root=self.root, progress=self.progress, llm=self.llm,
                                        prompts=self.prompts, key=self.key, fail=functools.partial(self.fail, writer))
-        stage = ExtractionStage(given, store, writer, scan, rechunk, check)
+        stage = ExtractionStage(given, store, writer, scan, recut_all, check)
         if publishing:
             self._unpublished = functools.partial(stage.not_indexed, files)
             # (named on the run's row now: a run killed with -9 records nothing at its end)
@@ -1128,7 +1128,7 @@ class Indexer:
     async def _scan(self, store: Store, writer: Writer, paths: list[Path],
                     publishing: bool) -> tuple[Scan, list[Path], bool]:
         """The scan to fill, with the indexed files this run keeps as they are; the files to
-        load; and whether every document is re-chunked (the chunker changed)."""
+        load; and whether every document is recut (the chunker changed)."""
         s = self.settings
         scan = Scan()
         known = scan.indexed = index_rows.files(store)
@@ -1140,8 +1140,8 @@ class Indexer:
         scan.files.update({p: v for p, v in known.items()
                            if not on_disk.covered(p, scope) and (not publishing or on_disk.still_there(p, self.root))})
         # A changed reader or chunker (loader version, text_field, size, overlap, encoding)
-        # re-reads and re-chunks every document.
-        rechunk = cuts_again(store, self.chunker_key)
+        # re-reads and recuts every document.
+        recut_all = recuts_all(store, self.chunker_key)
         skipped: list[str] = []  # odd names, symlinks leading out of the folder
         unlisted: list[tuple[Path, str]] = []   # folders that could not be listed
         broken: list[Path] = []
@@ -1161,10 +1161,10 @@ class Indexer:
         if left:
             files = [f for f in files if loader.stored_path(f, self.root) not in left]
             scan.files.update({p: v for p, v in known.items() if loader.file_of(p) in left})
-        # The new chunker is recorded only once every document has been re-chunked with it:
-        # `index one.txt` after a chunk_size change re-chunks that file, the next full run the rest.
-        self.rechunked_all = not rechunk or all(on_disk.covered(p, scope) and loader.file_of(p) not in left
-                                                for p in known)
+        # The new chunker is recorded only once every document has been recut with it:
+        # `index one.txt` after a chunk_size change recuts that file, the next full run the rest.
+        self.none_left_to_recut = not recut_all or all(on_disk.covered(p, scope)
+                                                       and loader.file_of(p) not in left for p in known)
         scan.warnings += skipped
         for folder, why in unlisted:
             # What was indexed from a folder that cannot be listed now stays until it can.
@@ -1181,7 +1181,7 @@ class Indexer:
         if not found and not unlisted:   # (a folder that cannot be listed is said above)
             scan.warnings.append(nothing_found(paths, self.settings, self.db_path, self.root,
                                                refused=bool(known) and not self.folder_changed))
-        return scan, files, rechunk
+        return scan, files, recut_all
 
     def _left_as_indexed(self, files: list[Path]) -> set[str]:
         """The files of ``files`` (the scan's) this run leaves as indexed: ``left_as_indexed``,
@@ -1286,7 +1286,7 @@ class Indexer:
         change.code_headings |= found
         change.retitled |= titled_anew(store, change) | {d for d, code in found.items() if code}
         # (found once: the check of nothing to redo and the joins' merge both read it)
-        change.recut = frozenset(rechunked(store, change))
+        change.recut = frozenset(find_recut(store, change))
 
     def _titles_read(self, scan: Scan) -> dict[str, str]:
         """The titles of the documents this run read, as published (``index_rows._write_documents``:
@@ -1375,7 +1375,7 @@ class Indexer:
         as it was: publishing the half that worked would drop what the old version said.
 
         - An edited file keeps its old size and stamp, so the next run reads it again and retries.
-        - The same text cut anew (the chunk settings changed) keeps the chunks it is indexed
+        - The same text recut (the chunk settings changed) keeps the chunks it is indexed
           with, and the new chunker is not recorded, so the next run cuts it again.
         - A new text none of whose chunks is extracted is left out, its files not recorded, so the
           next run reads them again. (It was published as a document no search could find, and
@@ -1400,7 +1400,7 @@ class Indexer:
             self.held_back += [(path, c) for c in scan.doc_chunks[doc_id] if c.id in lacking]
             if recut:
                 del scan.doc_chunks[doc_id]
-                self.rechunked_all = False
+                self.none_left_to_recut = False
                 scan.warnings.append(f"{path}: {missing} of its {len(chunk_ids)} chunks under the new chunk "
                                      "settings could not be extracted; it stays indexed as it was until they can")
             else:   # the file shows the old text, and with it the old title
@@ -1605,9 +1605,9 @@ class Indexer:
         """How the index's documents were read and chunked (``chunker``, ``chunker_settings``),
         for the next run to tell whether it cuts them again: none when this run left some with
         the previous chunker's chunks."""
-        if self.rechunked_all:  # else some documents still have the previous chunker's chunks
+        if self.none_left_to_recut:  # else some documents still have the previous chunker's chunks
             return {"chunker": self.chunker_key, "chunker_settings": json.dumps(self.chunking, sort_keys=True)}
-        if self.cut_anew:
+        if self.chunking_mixed:
             # ... and others these settings' (a run given only some files, a recut that could
             # not be extracted): the next run cuts every document again, whichever settings it
             # has. (The mark stayed the old settings', and back on them the documents cut with

@@ -709,7 +709,7 @@ async def _joe_miller_and_both(tmp_path):
     return corpus, db
 
 
-def _both_cut_anew(store):
+def _both_recut(store):
     """A change of ``_joe_miller_and_both``'s index in which every document was cut again and
     both.txt into other chunks than it had: (change, both.txt's document id)."""
     from streamrag import graph_state
@@ -726,25 +726,25 @@ def _both_cut_anew(store):
 async def test_the_documents_a_run_cut_into_other_chunks_are_read_back_once(tmp_path, monkeypatch):
     # A run with nothing else to redo asks which documents were cut into other chunks, and its
     # merge asked again: the published chunks of every document cut were read twice. The answer
-    # was then cached on the change itself (``Change.recut``, filled by ``rechunked``); now
-    # ``rechunked`` only answers, and the run keeps its answer (``Indexer._join_bookkeeping``).
+    # was then cached on the change itself (``Change.recut``, filled by ``find_recut``); now
+    # ``find_recut`` only answers, and the run keeps its answer (``Indexer._join_bookkeeping``).
     from streamrag import graph_state, pipeline
 
     corpus, db = await _joe_miller_and_both(tmp_path)
     store = Store(db, readonly=True)
     try:
-        change, both = _both_cut_anew(store)
+        change, both = _both_recut(store)
         read = []
         sources = index_rows.sources
         monkeypatch.setattr(index_rows, "sources", lambda store, table, *a: read.append(table) or sources(store, table, *a))
-        assert graph_state.rechunked(store, change) == {both} and read == ["document_chunks"]
+        assert graph_state.find_recut(store, change) == {both} and read == ["document_chunks"]
         assert change.recut is None   # (the record holds what the run gives it, no cache)
     finally:
         store.close()
     asked = []
-    real = graph_state.rechunked
-    monkeypatch.setattr(graph_state, "rechunked", lambda store, change: asked.append(1) or real(store, change))
-    monkeypatch.setattr(pipeline, "rechunked", graph_state.rechunked)
+    real = graph_state.find_recut
+    monkeypatch.setattr(graph_state, "find_recut", lambda store, change: asked.append(1) or real(store, change))
+    monkeypatch.setattr(pipeline, "find_recut", graph_state.find_recut)
     # (another overlap: every document cut again, into the chunks it had, nothing else to redo)
     result = await sync([corpus], make_settings(index={"chunk_overlap": 50}), db, root=corpus)
     assert asked == [1] and not result.published
@@ -752,9 +752,9 @@ async def test_the_documents_a_run_cut_into_other_chunks_are_read_back_once(tmp_
 
 @pytest.mark.anyio
 async def test_a_change_whose_recut_was_not_found_is_read_as_not_found_by_every_reader(tmp_path, monkeypatch):
-    # ``Change.recut`` None means "not found": ``_documents_moved`` then asked ``rechunked``, but
-    # ``Indexer._nothing_to_redo`` read it as "no document re-cut", so a caller that skipped the
-    # run's bookkeeping had a re-cut document's joins left as published. One reader now
+    # ``Change.recut`` None means "not found": ``_documents_moved`` then asked ``find_recut``, but
+    # ``Indexer._nothing_to_redo`` read it as "no document recut", so a caller that skipped the
+    # run's bookkeeping had a recut document's joins left as published. One reader now
     # (``graph_state.recut_of``).
     from streamrag import graph_state
     from streamrag.pipeline import Indexer
@@ -762,13 +762,13 @@ async def test_a_change_whose_recut_was_not_found_is_read_as_not_found_by_every_
     corpus, db = await _joe_miller_and_both(tmp_path)
     store = Store(db, readonly=True)
     try:
-        change, both = _both_cut_anew(store)
+        change, both = _both_recut(store)
         indexer = Indexer(make_settings(), db, root=corpus)
         redo = lambda: indexer._nothing_to_redo(store, change, GraphState.unread(store),  # noqa: E731
                                                  index_rows.graph_counts(store))
         assert change.recut is None and graph_state.recut_of(store, change) == {both}
-        assert not redo()   # (its document re-cut: the joins are looked at again)
-        change.recut = frozenset()   # (found by the run: none re-cut, and not read back again)
+        assert not redo()   # (its document recut: the joins are looked at again)
+        change.recut = frozenset()   # (found by the run: none recut, and not read back again)
         read = []
         sources = index_rows.sources
         monkeypatch.setattr(index_rows, "sources", lambda store, table, *a: read.append(table) or sources(store, table, *a))

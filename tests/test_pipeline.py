@@ -1668,7 +1668,7 @@ async def test_an_upgrade_reading_every_file_to_the_same_text_publishes_no_new_v
     # redo, but the new reading mark alone published version 2 of an unchanged folder. The mark
     # is still written, so the run after does not read every file again.
     from streamrag import loader
-    from streamrag.chunking_marks import chunker_key, cuts_again
+    from streamrag.chunking_marks import chunker_key, recuts_all
 
     db = tmp_path / "index.db"
     upgraded = loader.VERSION
@@ -1678,7 +1678,7 @@ async def test_an_upgrade_reading_every_file_to_the_same_text_publishes_no_new_v
     built = snapshot(db)
     monkeypatch.setattr(loader, "VERSION", upgraded)
     store = Store(db, readonly=True)
-    assert cuts_again(store, chunker_key(sim_settings))   # (the upgrade reads every file again)
+    assert recuts_all(store, chunker_key(sim_settings))   # (the upgrade reads every file again)
     store.close()
     with anyio.fail_after(60):
         before = simulator.requests
@@ -1688,7 +1688,7 @@ async def test_an_upgrade_reading_every_file_to_the_same_text_publishes_no_new_v
     assert status_info(db)["version"] == 1
     assert snapshot(db) == built
     store = Store(db, readonly=True)
-    assert not cuts_again(store, chunker_key(sim_settings))
+    assert not recuts_all(store, chunker_key(sim_settings))
     assert json.loads(store.get_meta("chunker_settings"))["loader"] == upgraded
     store.close()
 
