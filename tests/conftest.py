@@ -270,6 +270,17 @@ def status_info(db: Path, **options) -> dict:
         store.close()
 
 
+def execute_on(db: Path, sql: str, params: tuple = ()) -> None:
+    """Runs one SQL statement on the index ``db`` and commits it (a row edited, or a mark
+    dropped, as a crash, a hand or an older streamrag left it)."""
+    store = Store(db)
+    try:
+        store.conn.execute(sql, params)
+        store.conn.commit()
+    finally:
+        store.close()
+
+
 def index_snapshot(db) -> dict:
     """The published index in a form two indexes can be compared by: graph with provenance,
     claims, community partition (ids left out), number of distinct reports, documents."""

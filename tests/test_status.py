@@ -9,7 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from conftest import LINUX_FLOCK, index_under_way, make_settings, status_info
+from conftest import LINUX_FLOCK, execute_on, index_under_way, make_settings, status_info
 from streamrag.index_rows import prune
 from streamrag.pipeline import sync
 from streamrag.status import format_status, gather_status, llm_summary
@@ -1023,12 +1023,7 @@ def test_status_says_a_run_killed_with_sigkill_was_killed(corpus, tmp_path):
     assert listed["not_indexed_files"] == ["council.txt", "festival.md", "guild.txt", "railway.txt"], listed
     assert "    guild.txt" in text.splitlines(), text
     # Of a row that records none (an older streamrag's): that it left some, if any.
-    store = Store(db)
-    try:
-        store.conn.execute("UPDATE runs SET taking = NULL")
-        store.conn.commit()
-    finally:
-        store.close()
+    execute_on(db, "UPDATE runs SET taking = NULL")
     info = status_of(db)[0]
     assert info["killed_before_publishing"] is True and info["not_indexed_last_run"] == 0, info
     (not_indexed,) = [x for x in format_status(info, db).splitlines() if x.startswith("  not indexed")]
@@ -1071,12 +1066,8 @@ def test_a_run_whose_pid_another_process_has_now_is_said_killed_while_a_writer_h
         info, text = status_of(db)
         assert info["last_run"]["id"] == "r-killed" and info["last_run"]["killed"] is False, info
         assert last_update_line(text).endswith(": running"), text
-        store = Store(db)
-        try:   # the pid given again: the process that has it now started at another time
-            store.conn.execute("UPDATE runs SET process = 'x' || process WHERE id = 'r-killed'")
-            store.conn.commit()
-        finally:
-            store.close()
+        # (the pid given again: the process that has it now started at another time)
+        execute_on(db, "UPDATE runs SET process = 'x' || process WHERE id = 'r-killed'")
         info, text = status_of(db)
     assert info["writer"]["pid"] == os.getpid() and info["last_run"]["status"] == "running", info
     assert info["last_run"]["killed"] is True, info
@@ -1549,12 +1540,7 @@ def _killed(db: Path, run: str) -> tuple[int, str | None]:
 
 def _revived(db: Path, run: str, named: tuple[int, str | None]) -> None:
     """Run ``run``'s row naming its process again (``_killed``'s)."""
-    store = Store(db)
-    try:
-        store.conn.execute("UPDATE runs SET pid = ?, process = ? WHERE id = ?", (*named, run))
-        store.conn.commit()
-    finally:
-        store.close()
+    execute_on(db, "UPDATE runs SET pid = ?, process = ? WHERE id = ?", (*named, run))
 
 
 def _runs_of_an_outage(db: Path, runs: list[tuple[str, str, str | None, str]], failed: dict[str, list[str]],
@@ -2019,6 +2005,47 @@ def _kept_keys(store: Store) -> tuple[int, int]:
     return (store.scalar("SELECT n FROM failure_keys_count"), store.scalar("SELECT count(*) FROM failure_keys"))
 
 
+def _failures_as_before(db: Path, step: str, *, under_way: bool) -> None:
+    """An index at ``db`` whose run r1 failed c1 (extract) and C1 (report) and ended, and, if
+    ``under_way``, whose run r2 failed e1 (summarize) and is under way; as the streamrag before
+    migration ``step`` left it: no triggers keeping ``failure_keys``, no ``failure_keys_count``,
+    before the step ``failure_keys`` no keys either, and the schema version that step's number."""
+    from streamrag.store import _FAILURE_KEY_TRIGGERS, MIGRATIONS
+
+    store = Store(db)
+    try:
+        with store.transaction():
+            store.start_run("r1", "index")
+            store.record_failure("r1", "extract", "c1", "no")
+            store.record_failure("r1", "report", "C1", "no")
+            store.finish_run("r1", "ok")
+            if under_way:
+                store.start_run("r2", "index")
+                store.record_failure("r2", "summarize", "e1", "no")
+        with store.transaction():
+            for name, _ in _FAILURE_KEY_TRIGGERS:
+                store.conn.execute(f"DROP TRIGGER {name}")
+            store.conn.execute("DROP TABLE failure_keys_count")
+            if step == "failure_keys":
+                store.conn.execute("DROP TABLE failure_keys")
+            number = [name for name, _ in MIGRATIONS].index(step)
+            store.conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(number),))
+    finally:
+        store.close()
+
+
+def _assert_upgraded(store: Store, *, kept: int, recorded: int) -> None:
+    """Asserts ``store`` is at this schema with its failure keys made and not marked stale:
+    ``kept`` of them, and ``recorded`` failures counted, as every failure's row says."""
+    from streamrag import index_rows
+    from streamrag.store import SCHEMA_VERSION
+
+    assert store.get_meta("schema_version") == str(SCHEMA_VERSION)
+    assert store.get_meta("failure_keys_stale") is None
+    assert _kept_keys(store) == (kept, kept)
+    assert index_rows.failures_recorded(store) == _recounted(store) == recorded
+
+
 def test_the_failures_count_kept_as_they_are_written_is_the_count_of_every_failure(tmp_path):
     # The count of "recorded over all runs" read every failure's row (0.13 to 0.26 s at 200,000);
     # now the keys of the runs that ended are kept as they are written (``store.failure_keys``).
@@ -2161,12 +2188,7 @@ def test_a_killed_update_says_the_files_it_skipped(tmp_path, monkeypatch):
     assert last_update_line(text).endswith(": killed before it finished: no streamrag is writing the index (a new "
                                            "run continues its work); 1 file is not text (skipped)"), text
     # Where it cannot be told (no lock here, a row naming no process): both readings, and the file.
-    store = Store(db)
-    try:
-        store.conn.execute("UPDATE runs SET pid = NULL, process = NULL")
-        store.conn.commit()
-    finally:
-        store.close()
+    execute_on(db, "UPDATE runs SET pid = NULL, process = NULL")
     monkeypatch.setattr(status, "writers_lock", lambda: False)
     info, text = status_of(db)
     assert info["last_run"]["killed"] is None, info
@@ -2289,7 +2311,6 @@ def test_the_failures_count_kept_follows_an_ended_run_whose_status_changes(tmp_p
         store.close()
 
 
-
 @pytest.mark.parametrize("before", ["failure_keys", "failure_keys_count"])
 def test_an_upgraded_index_makes_its_failure_keys_once_and_keeps_their_count(tmp_path, monkeypatch, before):
     # Each step that changed the triggers of ``failure_keys`` made its keys again: an index
@@ -2298,38 +2319,16 @@ def test_an_upgraded_index_makes_its_failure_keys_once_and_keeps_their_count(tmp
     # reads; from the step before the count, not at all (the keys are right: counted).
     from streamrag import index_rows
     from streamrag import store as store_module
-    from streamrag.store import _FAILURE_KEY_TRIGGERS, MIGRATIONS, SCHEMA_VERSION
 
     db = tmp_path / "k.db"
-    store = Store(db)
-    try:
-        with store.transaction():
-            store.start_run("r1", "index")
-            store.record_failure("r1", "extract", "c1", "no")
-            store.record_failure("r1", "report", "C1", "no")
-            store.finish_run("r1", "ok")
-            store.start_run("r2", "index")
-            store.record_failure("r2", "summarize", "e1", "no")
-        with store.transaction():   # (the index as the streamrag before the step left it)
-            for name, _ in _FAILURE_KEY_TRIGGERS:
-                store.conn.execute(f"DROP TRIGGER {name}")
-            store.conn.execute("DROP TABLE failure_keys_count")
-            if before == "failure_keys":
-                store.conn.execute("DROP TABLE failure_keys")
-            number = [name for name, _ in MIGRATIONS].index(before)
-            store.conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(number),))
-    finally:
-        store.close()
+    _failures_as_before(db, before, under_way=True)
     made: list[str] = []
     real = store_module.count_failure_keys
     monkeypatch.setattr(store_module, "count_failure_keys", lambda conn: (made.append(before), real(conn))[1])
     store = Store(db)
     try:
         assert len(made) == (before == "failure_keys"), made   # (of the step before: right, counted)
-        assert store.get_meta("schema_version") == str(SCHEMA_VERSION)
-        assert store.get_meta("failure_keys_stale") is None
-        assert _kept_keys(store) == (2, 2)
-        assert index_rows.failures_recorded(store) == _recounted(store) == 3
+        _assert_upgraded(store, kept=2, recorded=3)
         with store.transaction():   # (kept on by the triggers made in the upgrade)
             store.finish_run("r2", "ok")
             store.record_failure("r2", "summarize", "e2", "no")
@@ -2384,26 +2383,10 @@ def test_an_upgrade_killed_as_it_makes_the_failure_keys_leaves_no_index_marked_s
     import subprocess
 
     import streamrag
-    from streamrag import index_rows
-    from streamrag.store import _FAILURE_KEY_TRIGGERS, MIGRATIONS, SCHEMA_VERSION
+    from streamrag.store import SCHEMA_VERSION
 
     db = tmp_path / "k.db"
-    store = Store(db)
-    try:
-        with store.transaction():
-            store.start_run("r1", "index")
-            store.record_failure("r1", "extract", "c1", "no")
-            store.record_failure("r1", "report", "C1", "no")
-            store.finish_run("r1", "ok")
-        with store.transaction():   # (as the streamrag before ``failure_keys`` left it)
-            for name, _ in _FAILURE_KEY_TRIGGERS:
-                store.conn.execute(f"DROP TRIGGER {name}")
-            store.conn.execute("DROP TABLE failure_keys_count")
-            store.conn.execute("DROP TABLE failure_keys")
-            number = [name for name, _ in MIGRATIONS].index("failure_keys")
-            store.conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(number),))
-    finally:
-        store.close()
+    _failures_as_before(db, "failure_keys", under_way=False)
     script = ("import os, sys, streamrag\n"
               "from streamrag import store\n"
               "print(streamrag.__file__, flush=True)\n"
@@ -2417,10 +2400,7 @@ def test_an_upgrade_killed_as_it_makes_the_failure_keys_leaves_no_index_marked_s
     assert left.get("schema_version") != str(SCHEMA_VERSION), left   # (the last step undone)
     store = Store(db)
     try:
-        assert store.get_meta("schema_version") == str(SCHEMA_VERSION)
-        assert store.get_meta("failure_keys_stale") is None
-        assert _kept_keys(store) == (2, 2)
-        assert index_rows.failures_recorded(store) == _recounted(store) == 2
+        _assert_upgraded(store, kept=2, recorded=2)
     finally:
         store.close()
 
