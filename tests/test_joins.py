@@ -4,6 +4,7 @@ pure, on names as the offline extractor writes them, and the mentions merged und
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import shutil
 from pathlib import Path
@@ -12,7 +13,7 @@ import anyio
 import msgspec
 import pytest
 
-from conftest import index_snapshot, make_settings, simulated_transport
+from conftest import execute_on, index_snapshot, make_settings, simulated_transport
 from streamrag import ids, index_rows, joins as joins_module
 from streamrag.joins import code_heading, file_title, full_name_ends, heading_title, joins, own_title, touched
 from streamrag.merge import group, joined, mentions_of, merge_entity, merge_relationship
@@ -458,20 +459,29 @@ async def test_an_index_extracted_before_openers_were_kept_joins_her_short_name_
     assert _ada_apart(db)
 
 
-def _joins_meta(db: Path) -> str | None:
+def _meta(db: Path, key: str) -> str | None:
+    """The index ``db``'s meta value ``key`` (None: none written)."""
     store = Store(db, readonly=True)
     try:
-        return store.get_meta("name_joins")
+        return store.get_meta(key)
     finally:
         store.close()
 
 
-async def _as_a_fresh_index(tmp_path: Path, corpus: Path, db: Path, settings, i: int) -> None:
-    """Asserts the index ``db`` of ``corpus`` after step ``i`` equals a fresh index of a copy of the
-    folder as it now is: its graph and its joins."""
+def _joins_meta(db: Path) -> str | None:
+    return _meta(db, "name_joins")
+
+
+async def _as_a_fresh_index(tmp_path: Path, corpus: Path, db: Path, settings, i: int | str = "", *,
+                            naming: str | None = None) -> None:
+    """Asserts the index ``db`` of ``corpus`` (after step ``i``) equals a fresh index of a copy of
+    the folder as it now is: its graph and its joins; and first, given ``naming``, that the fresh
+    index has an entity of that name."""
     copy = tmp_path / f"fresh{i}"
     shutil.copytree(corpus, copy, ignore=shutil.ignore_patterns(".streamrag"))
     await sync([copy], settings, tmp_path / f"fresh{i}.db", root=copy)
+    if naming is not None:
+        assert naming in {v[0] for v in _graph(tmp_path / f"fresh{i}.db")["entities"].values()}
     assert _graph(db) == _graph(tmp_path / f"fresh{i}.db"), i
     assert _joins_meta(db) == _joins_meta(tmp_path / f"fresh{i}.db"), i
 
@@ -532,12 +542,7 @@ async def test_a_note_named_for_her_edited_away_from_the_text_its_copy_keeps_unt
     assert _ada_apart(db)
     (corpus / "People" / "Ada Lovelace.md").write_text("Charles Babbage lived in London and designed engines.\n")
     await sync([corpus], settings, db, root=corpus, graph_cache=cache)
-    fresh = tmp_path / "fresh"
-    shutil.copytree(corpus, fresh, ignore=shutil.ignore_patterns(".streamrag"))
-    await sync([fresh], settings, tmp_path / "fresh.db", root=fresh)
-    assert "Ada" in {v[0] for v in _graph(tmp_path / "fresh.db")["entities"].values()}
-    assert _graph(db) == _graph(tmp_path / "fresh.db")
-    assert _joins_meta(db) == _joins_meta(tmp_path / "fresh.db")
+    await _as_a_fresh_index(tmp_path, corpus, db, settings, naming="Ada")
 
 
 def test_a_title_reads_a_surname_first_an_honorific_and_a_front_matters_title():
@@ -698,28 +703,40 @@ async def test_watch_says_how_many_joins_a_sync_moved(tmp_path):
     assert first[-1]["message"].endswith("; 1 short name joined to a full name")   # (a first index)
 
 
-async def _joe_miller_and_both(tmp_path):
-    """A folder of Joe's note, Miller's, and one holding both, indexed offline: (folder, db)."""
+@contextlib.asynccontextmanager
+async def _both_recut(tmp_path):
+    """A folder of Joe's note, Miller's, and one holding both (``corpus``), indexed offline
+    (``db``), the index open read-only (``store``), and a change of it in which every document
+    was cut again and both.txt into other chunks than it had (``change``; ``both``, both.txt's
+    document id)."""
+    from types import SimpleNamespace
+
+    from streamrag import graph_state
+
     corpus = tmp_path / "c"
     corpus.mkdir()
     for name, text in {"joe.txt": _JOE, "miller.txt": _MILLER, "both.txt": _JOE + _MILLER}.items():
         (corpus / name).write_text(text)
     db = tmp_path / "i.db"
     await sync([corpus], make_settings(), db, root=corpus)
-    return corpus, db
+    store = Store(db, readonly=True)
+    try:
+        docs = {v[0] for v in index_rows.files(store).values()}
+        both = index_rows.files(store)["both.txt"][0]
+        change = graph_state.Change(added_docs=set(), removed_docs=set(), kept_docs=docs, live=set(),
+                                    doc_chunks=index_rows.chunk_ids_of(store, docs) | {both: ["chk-joe", "chk-miller"]},
+                                    added_chunks=set(), removed_chunks=set(), extractions={}, cut=set(docs))
+        yield SimpleNamespace(corpus=corpus, db=db, store=store, change=change, both=both)
+    finally:
+        store.close()
 
 
-def _both_recut(store):
-    """A change of ``_joe_miller_and_both``'s index in which every document was cut again and
-    both.txt into other chunks than it had: (change, both.txt's document id)."""
-    from streamrag import graph_state
-
-    docs = {v[0] for v in index_rows.files(store).values()}
-    both = index_rows.files(store)["both.txt"][0]
-    change = graph_state.Change(added_docs=set(), removed_docs=set(), kept_docs=docs, live=set(),
-                                doc_chunks=index_rows.chunk_ids_of(store, docs) | {both: ["chk-joe", "chk-miller"]},
-                                added_chunks=set(), removed_chunks=set(), extractions={}, cut=set(docs))
-    return change, both
+def _tables_read(monkeypatch) -> list[str]:
+    """The tables ``index_rows.sources`` reads from now on, in order (a spy on it)."""
+    read: list[str] = []
+    sources = index_rows.sources
+    monkeypatch.setattr(index_rows, "sources", lambda store, table, *a: read.append(table) or sources(store, table, *a))
+    return read
 
 
 @pytest.mark.anyio
@@ -730,23 +747,16 @@ async def test_the_documents_a_run_cut_into_other_chunks_are_read_back_once(tmp_
     # ``find_recut`` only answers, and the run keeps its answer (``Indexer._join_bookkeeping``).
     from streamrag import graph_state, pipeline
 
-    corpus, db = await _joe_miller_and_both(tmp_path)
-    store = Store(db, readonly=True)
-    try:
-        change, both = _both_recut(store)
-        read = []
-        sources = index_rows.sources
-        monkeypatch.setattr(index_rows, "sources", lambda store, table, *a: read.append(table) or sources(store, table, *a))
-        assert graph_state.find_recut(store, change) == {both} and read == ["document_chunks"]
-        assert change.recut is None   # (the record holds what the run gives it, no cache)
-    finally:
-        store.close()
+    async with _both_recut(tmp_path) as ix:
+        read = _tables_read(monkeypatch)
+        assert graph_state.find_recut(ix.store, ix.change) == {ix.both} and read == ["document_chunks"]
+        assert ix.change.recut is None   # (the record holds what the run gives it, no cache)
     asked = []
     real = graph_state.find_recut
     monkeypatch.setattr(graph_state, "find_recut", lambda store, change: asked.append(1) or real(store, change))
     monkeypatch.setattr(pipeline, "find_recut", graph_state.find_recut)
     # (another overlap: every document cut again, into the chunks it had, nothing else to redo)
-    result = await sync([corpus], make_settings(index={"chunk_overlap": 50}), db, root=corpus)
+    result = await sync([ix.corpus], make_settings(index={"chunk_overlap": 50}), ix.db, root=ix.corpus)
     assert asked == [1] and not result.published
 
 
@@ -759,22 +769,16 @@ async def test_a_change_whose_recut_was_not_found_is_read_as_not_found_by_every_
     from streamrag import graph_state
     from streamrag.pipeline import Indexer
 
-    corpus, db = await _joe_miller_and_both(tmp_path)
-    store = Store(db, readonly=True)
-    try:
-        change, both = _both_recut(store)
-        indexer = Indexer(make_settings(), db, root=corpus)
+    async with _both_recut(tmp_path) as ix:
+        store, change = ix.store, ix.change
+        indexer = Indexer(make_settings(), ix.db, root=ix.corpus)
         redo = lambda: indexer._nothing_to_redo(store, change, GraphState.unread(store),  # noqa: E731
                                                  index_rows.graph_counts(store))
-        assert change.recut is None and graph_state.recut_of(store, change) == {both}
+        assert change.recut is None and graph_state.recut_of(store, change) == {ix.both}
         assert not redo()   # (its document recut: the joins are looked at again)
         change.recut = frozenset()   # (found by the run: none recut, and not read back again)
-        read = []
-        sources = index_rows.sources
-        monkeypatch.setattr(index_rows, "sources", lambda store, table, *a: read.append(table) or sources(store, table, *a))
+        read = _tables_read(monkeypatch)
         assert graph_state.recut_of(store, change) == frozenset() and redo() and "document_chunks" not in read
-    finally:
-        store.close()
 
 
 @pytest.mark.anyio
@@ -794,12 +798,7 @@ async def test_a_copy_with_another_front_matter_title_leaves_the_title_its_docum
     (corpus / "x").mkdir()
     (corpus / "x" / "ada-copy.md").write_text(_FRONT.format("Ada Lovelace"))
     await sync([corpus], settings, db, root=corpus, graph_cache=cache)
-    fresh = tmp_path / "fresh"
-    shutil.copytree(corpus, fresh, ignore=shutil.ignore_patterns(".streamrag"))
-    await sync([fresh], settings, tmp_path / "fresh.db", root=fresh)
-    assert "Ada" in {v[0] for v in _graph(tmp_path / "fresh.db")["entities"].values()}
-    assert _graph(db) == _graph(tmp_path / "fresh.db")
-    assert _joins_meta(db) == _joins_meta(tmp_path / "fresh.db")
+    await _as_a_fresh_index(tmp_path, corpus, db, settings, naming="Ada")
 
 
 @pytest.mark.anyio
@@ -815,20 +814,10 @@ async def test_an_index_from_before_code_headings_were_marked_reads_its_indented
     with monkeypatch.context() as earlier:
         earlier.setattr(joins_module, "code_heading", lambda text: False)
         await sync([corpus], make_settings(), db, root=corpus)
-    store = Store(db)
-    try:
-        store.conn.execute("DELETE FROM meta WHERE key = 'name_code_headings'")
-        store.conn.commit()
-    finally:
-        store.close()
+    execute_on(db, "DELETE FROM meta WHERE key = 'name_code_headings'")
     assert _ada_apart(db)   # (titled, as it was)
     await sync([corpus], make_settings(), db, root=corpus)
-    fresh = tmp_path / "fresh"
-    shutil.copytree(corpus, fresh, ignore=shutil.ignore_patterns(".streamrag"))
-    await sync([fresh], make_settings(), tmp_path / "fresh.db", root=fresh)
-    assert "Ada" in {v[0] for v in _graph(tmp_path / "fresh.db")["entities"].values()}
-    assert _graph(db) == _graph(tmp_path / "fresh.db")
-    assert _joins_meta(db) == _joins_meta(tmp_path / "fresh.db")
+    await _as_a_fresh_index(tmp_path, corpus, db, make_settings(), naming="Ada")
 
 
 @pytest.mark.anyio
@@ -846,12 +835,7 @@ async def test_the_rows_of_a_jsonl_opening_with_code_are_read_again_in_one_read_
     await sync([corpus], make_settings(), db, root=corpus)
     marked = _code_meta(db)
     assert len(json.loads(marked)) == 3
-    store = Store(db)
-    try:
-        store.conn.execute("DELETE FROM meta WHERE key = 'name_code_headings'")
-        store.conn.commit()
-    finally:
-        store.close()
+    execute_on(db, "DELETE FROM meta WHERE key = 'name_code_headings'")
     read = []
     real = loader.read_documents
     monkeypatch.setattr(loader, "read_documents", lambda file, **kw: read.append(file.name) or real(file, **kw))
@@ -876,12 +860,7 @@ async def test_a_log_left_as_indexed_keeps_its_code_mark_and_is_not_read_for_it(
     (corpus / "log.md").write_text(indexed)
     db = tmp_path / "i.db"
     await sync([corpus], make_settings(), db, root=corpus)
-    store = Store(db)
-    try:
-        store.conn.execute("DELETE FROM meta WHERE key = 'name_code_headings'")
-        store.conn.commit()
-    finally:
-        store.close()
+    execute_on(db, "DELETE FROM meta WHERE key = 'name_code_headings'")
     with (corpus / "log.md").open("a") as f:
         f.write("Line 1: Captain Oskar Lind logged the tide at Port Vell.\n")
     (corpus / "Daily" / "2024-05-02.md").write_text("Mira sold the Blue Heron at Kessel.\n")
@@ -921,12 +900,7 @@ async def test_a_headed_document_whose_file_cannot_be_read_leaves_the_code_mark_
     (corpus / "People" / "bo.md").write_text("    # Bo Lund\n\nBo sold the Blue Heron.\n")
     db = tmp_path / "i.db"
     await sync([corpus], make_settings(), db, root=corpus)
-    store = Store(db)
-    try:
-        store.conn.execute("DELETE FROM meta WHERE key = 'name_code_headings'")
-        store.conn.commit()
-    finally:
-        store.close()
+    execute_on(db, "DELETE FROM meta WHERE key = 'name_code_headings'")
     victim = corpus / "People" / "code.md"   # (tests run as root: its open fails in chmod 000's place)
     real_open, readable, real_read = Path.open, on_disk.readable, loader.read_documents
 
@@ -999,11 +973,7 @@ def test_code_headings_are_marked_apart_from_the_joins():
 
 
 def _code_meta(db: Path) -> str | None:
-    store = Store(db, readonly=True)
-    try:
-        return store.get_meta("name_code_headings")
-    finally:
-        store.close()
+    return _meta(db, "name_code_headings")
 
 
 def test_index_and_watch_say_the_joins_a_run_moved_in_one_wording():
