@@ -576,7 +576,7 @@ class Indexer:
         self.yes_no: YesNoCheck | None = None   # how the last extraction asked its glean checks
         self.claims_warning = ""   # what the last extraction's claims answers got wrong (``_stream_stage``)
         self.none_left_to_recut = True
-        self.chunking_mixed = False   # (some documents left to recut) and others published recut
+        self.chunking_mixed = False   # (some documents left to recut) and some published with these settings
         self.unavailable = 0
         self.unavailable_last: LLMUnavailableError | None = None   # (``unavailable_error``)
         self.failed_calls = 0   # calls of chunks failed by the endpoint or the model (GIVE_UP_AFTER)
