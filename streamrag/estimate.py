@@ -1775,7 +1775,7 @@ def extraction_change(store: Store, settings: Settings) -> str:
         return ""   # (an index of no chunk has none to extract again, as the run says)
     if built == claimless_key(settings):   # (asked its claims alone: ``claims_change``)
         return ""
-    if built.startswith("llm-"):
+    if index_rows.model_extractor(built):
         return ("the extraction settings (model, prompt, entity types, gleaning or claims) changed since "
                 "this index was built" + _free(settings, "; answers in the cache cost nothing"))
     if not extracted_again(store, extractor_key(settings), claimless=claimless_key(settings)

@@ -2679,6 +2679,25 @@ async def test_an_index_built_offline_is_said_so_not_its_summary_and_report_sett
     assert est["reported_again"] == f"reports are written with {settings.llm.report_model}", est
 
 
+async def test_the_estimate_reads_built_by_a_model_by_the_runs_rule(tmp_path, monkeypatch):
+    # extraction_change wrote the "llm-" mark's rule out again after b0d7398 gave the run, the
+    # refusal and the ask one (index_rows.model_extractor): told that this offline index is a
+    # model's, the estimate says what the run says of one, not "it was built offline".
+    docs = news_copy(tmp_path, 2)
+    db = tmp_path / "index.db"
+    await sync([docs], make_settings("", index={"extractor": "nlp"}), db, root=docs)
+    settings = make_settings("http://127.0.0.1:9/v1")   # (never asked: the estimate sends nothing)
+    store = Store(db, readonly=True)
+    try:
+        assert estimate_module.extraction_change(store, settings).startswith("it was built offline")
+        monkeypatch.setattr(index_rows, "model_extractor", lambda extractor: extractor.startswith("nlp-"))
+        assert estimate_module.extraction_change(store, settings).startswith(
+            "the extraction settings (model, prompt, entity types, gleaning or claims) changed since this "
+            "index was built")
+    finally:
+        store.close()
+
+
 def test_an_estimate_without_its_files_by_kind_is_said():
     """format_estimate read e["unreadable_by_kind"] beside e.get("unreadable_by_kind", {}): an
     estimate without the key (none unreadable) raised KeyError where the check beside it passed."""
