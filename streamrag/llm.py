@@ -156,9 +156,10 @@ def refused_room(e: LLMRequestError) -> str:
     the cut's error says it ("" for another error): more than the model writes
     (``max_too_large``), or more than its context holds beside the prompt (a 400 or 422 saying
     so, ``CONTEXT_OVERFLOW``: Azure's context_length_exceeded of an 8k gpt-4-0613 asked 8192;
-    the same prompt with the smaller max fitted; or a 500 of llama.cpp's server, which answered
-    "the request exceeds the available context size" so before it answered 400, and still says
-    "Context size has been exceeded" so. Another 500 is no error of the request: retried)."""
+    the same prompt with the smaller max fitted; or a 500 of llama.cpp's server, "Context size has
+    been exceeded.": its KV cache, which its slots may share, full as it wrote; its "request (N
+    tokens) exceeds the available context size" of a prompt too long comes in a 400. Another 500
+    is no error of the request: retried)."""
     if max_too_large(e):
         return "more than it writes"
     if e.status in (400, 422, 500) and CONTEXT_OVERFLOW.search(str(e)):

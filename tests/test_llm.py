@@ -2179,9 +2179,9 @@ async def test_a_larger_max_overflowing_the_context_after_a_cut_says_what_the_cu
     (422, "max_tokens: Input should be less than or equal to 4096", True),                  # pydantic's words
     (400, "This model's maximum context length is 8192 tokens. However, you requested 9118 tokens (3118 in the "
           "messages, 6000 in the completion). Please reduce the length of the messages or completion.", True),
-    (500, "the request exceeds the available context size. try increasing the context size or enable context "
-          "shift", True),                                                         # llama.cpp's server, 2025
-    (500, "Context size has been exceeded.", True),                                           # llama.cpp's server
+    (400, "request (9118 tokens) exceeds the available context size (8192 tokens), try increasing it",
+     True),                                       # llama.cpp's server: its prompt too long, ever a 400
+    (500, "Context size has been exceeded.", True),                # llama.cpp's server: its KV cache full
     (500, "Jinja Exception: System message must be at the beginning", False),       # another 500: retried
     (422, [{"type": "less_than_equal", "loc": ["body", "max_tokens"], "msg": "Input should be less than or "
             "equal to 4096", "input": 6000, "ctx": {"le": 4096}}], True),                # FastAPI's own 422
@@ -2189,7 +2189,7 @@ async def test_a_larger_max_overflowing_the_context_after_a_cut_says_what_the_cu
     (400, "Invalid value for 'temperature': must be at most 2", False),
     (422, [{"type": "less_than_equal", "loc": ["body", "temperature"], "msg": "Input should be less than or "
             "equal to 2", "input": 3, "ctx": {"le": 2}}], False),
-], ids=["vllm", "groq", "greater-than", "422-message", "context", "llama.cpp-500", "llama.cpp-500-short",
+], ids=["vllm", "groq", "greater-than", "422-message", "context", "llama.cpp-400", "llama.cpp-500",
         "other-500", "422-detail", "other-400", "other-param", "other-422"])
 @pytest.mark.parametrize("api_version, max_tokens", [("", 3000), ("2024-10-21", None)], ids=["asked", "azure-own"])
 async def test_only_a_refusal_of_the_larger_max_after_a_cut_is_the_cuts_error(tmp_path, status, refusal, cut_error,
@@ -2198,15 +2198,16 @@ async def test_only_a_refusal_of_the_larger_max_after_a_cut_is_the_cuts_error(tm
     # pydantic: vLLM's "Input should be less than or equal to 4096" was the report's error), and
     # a context overflow, end the tries with the cut's error; any other 400 or 422 after a cut is
     # the call's error, as before: after a caller's max, or Azure's own (cut at it, given twice).
-    # llama.cpp's server says a context overflow in a 500 (its body {"code": 500, "type":
-    # "exceed_context_size_error"}): the overflow's error was the call's; now the cut's, as a
-    # 400's. Another 500 is retried, as before (here with max_retries 0: the server's error).
+    # llama.cpp's server answers a prompt longer than its context in a 400 ("exceed_context_size_error",
+    # or "invalid_request_error" before), but a context filled as it writes in a 500
+    # ("server_error": "Context size has been exceeded."): the overflow's error was the call's;
+    # now the cut's, as a 400's. Another 500 is retried, as before (here with max_retries 0: the
+    # server's error).
     first = max_tokens or llm_module.AZURE_MAX_TOKENS
     body = {"detail": refusal} if isinstance(refusal, list) else \
         {"error": {"message": refusal, "type": "invalid_request_error"}}
     if status == 500:
-        body = {"error": {"code": 500, "message": refusal, "type": "exceed_context_size_error"
-                          if "context" in refusal.lower() else "server_error"}}
+        body = {"error": {"code": 500, "message": refusal, "type": "server_error"}}
     refused = httpx.Response(status, json=body)
     endpoint = Endpoint(cut_at(first, "# Report"), refused)
     with anyio.fail_after(5):
