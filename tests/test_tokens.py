@@ -360,3 +360,25 @@ async def test_chunks_read_back_are_counted_in_the_encoding_of_the_run(tmp_path)
         assert {c.tokens for c in index_rows.backlog(store, docs, "no such extractor", "o200k_base")} == {7}
     finally:
         store.close()
+
+
+def test_a_basic_ask_and_status_do_not_load_the_tokenizer(cli_run, corpus):
+    # tiktoken is imported when an encoding is first built (``tokens.get_encoding``): a basic
+    # ask sums its chunks' stored counts, and `status` counts nothing, so neither loads it
+    # (its import and the encoding's build: some 0.3 s of CPU and 100 MB of each command).
+    import os
+    import subprocess
+    import sys
+
+    assert cli_run("index", "-q", "--offline", ".", cwd=corpus).returncode == 0
+    probe = ("import io, json, sys, contextlib; from streamrag.cli import main\n"
+             "for args in (['ask', 'Who is Mira Osk?', '--mode', 'basic', '--json'], ['status', '--json']):\n"
+             "    out = io.StringIO()\n"
+             "    with contextlib.redirect_stdout(out): code = main(args)\n"
+             "    said = json.loads(out.getvalue())\n"
+             "    print(code, 'details' in said and bool(said['details']['chunks']), "
+             "sorted(m for m in ('tiktoken', 'tiktoken_ext') if m in sys.modules))")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+    out = subprocess.run([sys.executable, "-c", probe], cwd=corpus, env=env, capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.splitlines()[-2:] == ["0 True []", "0 False []"], out.stdout[-300:] + out.stderr
