@@ -1860,3 +1860,45 @@ def test_an_index_from_before_the_calls_by_run_and_request_gets_them_and_status_
         assert (index_rows.asked_again(store), index_rows.unusable_calls(store)) == (1, 2)
     finally:
         store.close()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("encoding, recorded", [("o200k_base", True), ("cl100k_base", True), ("o200k_base", False)])
+async def test_an_index_from_before_chunks_encoding_has_its_chunks_counted_in_its_encoding(tmp_path, encoding, recorded):
+    # Its chunks' encoding was NULL, and a basic ask built the tokenizer to count them until
+    # they were cut again. Their counts are not taken as the recorded encoding's: one of an
+    # index that changed index.encoding is the first encoding's to cut the text (the rows were
+    # kept, not replaced), so they are counted again in it, once, by the upgrade (a reader's).
+    import sqlite3
+
+    from conftest import make_settings
+    from streamrag import index_rows
+    from streamrag.pipeline import sync
+    from streamrag.store import MIGRATIONS
+    from streamrag.tokens import count_tokens
+
+    other = "cl100k_base" if encoding == "o200k_base" else "o200k_base"
+    corpus, db = tmp_path / "harbor", tmp_path / "index.db"
+    shutil.copytree(Path(__file__).parent / "data" / "harbor", corpus)
+    await sync([corpus], make_settings(index={"encoding": encoding}), db, root=corpus)
+    before = [name for name, _ in MIGRATIONS].index("chunks_encoding")
+    conn = sqlite3.connect(db)
+    with conn:
+        texts = dict(conn.execute("SELECT id, text FROM chunks"))
+        # (the counts an index cut in the other encoding first kept)
+        conn.executemany("UPDATE chunks SET tokens = ? WHERE id = ?",
+                         [(count_tokens(t, other), i) for i, t in texts.items()])
+        conn.execute("ALTER TABLE chunks DROP COLUMN encoding")
+        if not recorded:   # (an index from before chunker_settings: the default encoding)
+            conn.execute("DELETE FROM meta WHERE key = 'chunker_settings'")
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(before),))
+    conn.close()
+    counted = {i: count_tokens(t, encoding) for i, t in texts.items()}
+    assert counted != {i: count_tokens(t, other) for i, t in texts.items()}   # (the harbor's differ)
+    store = Store(db, readonly=True)   # (`ask`, `status`: brought forward, then read)
+    try:
+        assert store.get_meta("schema_version") == str(SCHEMA_VERSION)
+        assert index_rows.chunk_tokens(store, list(texts), encoding) == counted
+        assert {e for (e,) in store.conn.execute("SELECT encoding FROM chunks")} == {encoding}
+    finally:
+        store.close()
