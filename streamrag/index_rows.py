@@ -186,8 +186,9 @@ def chunks_of(store: Store, doc_id: str, head: int, tail: int, of: str, moved: i
 def _in_encoding(texts: dict[str, str], encoding: str) -> dict[str, int]:
     """The tokens of chunks (id -> text) whose stored count is another encoding's: a run of
     another index.encoding that published nothing (interrupted, or failed) stored them so, and
-    the index, back at its encoding, does not cut them again. (A count of no recorded encoding,
-    an index's from before ``chunks.encoding``, is taken as it is, as before.)"""
+    the index, back at its encoding, does not cut them again. (A count of no recorded encoding
+    is taken as it is: an index's from before ``chunks.encoding`` are counted by its upgrade,
+    ``store._chunks_counted``, so none is left.)"""
     if not texts:
         return {}
     from streamrag.tokens import count_tokens   # (not built to read counts that are this encoding's)
