@@ -47,6 +47,12 @@ its documents alone, and prints the mean and largest share of each (``add_share_
 count them (``add_paid_share_mean``, ``add_paid_share_max``, ``adds_paid_over_10pct``; the
 same for deletes).
 
+``--explain`` adds why each report the add, the modify and the delete wrote was written
+(``explain``: for each, its community's level and size, whether its context overflowed
+index.report_max_input_tokens, what came, went or changed in it, and the cause: the document,
+the clustering moving a member the document never named, a child's report, the selection of
+what fits, or a new community; bench/_rewrites.py).
+
 The modify step rewrites a paragraph of the document a third of the way along the folder's
 documents (a ``.jsonl`` or ``.csv`` file, a document per row, is never the one).
 """
@@ -65,6 +71,7 @@ from pathlib import Path
 
 import anyio
 from _harness import add_port_option, emit, folder, generate_corpus, peak_rss_mb, simulator_process
+from _rewrites import explain, snapshot
 
 from streamrag.config import load_settings
 from streamrag.errors import ConfigError
@@ -128,6 +135,9 @@ def main() -> None:
                     help="a settings file for every sync (e.g. [index] report_regen_threshold = 0.02); "
                          "the rate limits stay off, and --offline and --model still win, the "
                          "simulator (or --api-base) still the endpoint")
+    ap.add_argument("--explain", action="store_true",
+                    help="also why each report the add, the modify and the delete wrote anew was written "
+                         "(``explain``: its level, size and what changed in its context; bench/_rewrites.py)")
     add_port_option(ap)
     args = ap.parse_args()
     if not args.corpus and not args.generate:
@@ -187,9 +197,13 @@ def main() -> None:
         samples = one_at_a_time(corpus, db, held_out[:args.samples], tmp / "sample.db", run) \
             if args.samples else {}
         added = corpus / extra.name
+        snaps = [snapshot(db)] if args.explain else []
         shutil.copy2(extra, added)
         add = run(corpus, db)
         victim = modified_document(indexable(corpus, settings))
+        deleted = deleted_document(corpus, files[:-1], victim)
+        if args.explain:   # (each step's document read from the index it is in)
+            snaps.append(snapshot(db, [added.name, victim.name, deleted.name]))
         text = victim.read_text()
         paragraphs = text.split("\n\n")
         # Rewrite one paragraph in the middle: a new sentence naming a person already in it.
@@ -199,9 +213,12 @@ def main() -> None:
                           "to discuss the revised figures.")
         victim.write_text("\n\n".join(paragraphs))
         modify = run(corpus, db)
-        deleted = deleted_document(corpus, files[:-1], victim)
+        if args.explain:
+            snaps.append(snapshot(db, [victim.name, deleted.name]))
         deleted.unlink()
         delete = run(corpus, db)
+        if args.explain:
+            snaps.append(snapshot(db))
         noop = run(corpus, db)      # nothing changed: nothing should be paid or rewritten
 
         alone_dir = tmp / "alone"
@@ -244,7 +261,9 @@ def main() -> None:
           "changed": {"add": added.name, "modify": victim.name, "delete": deleted.name},
           "wall_full_s": full.wall_s, "wall_add_s": add.wall_s, "wall_modify_s": modify.wall_s,
           "wall_delete_s": delete.wall_s, "wall_noop_s": noop.wall_s,
-          **shares(samples, full.reports), "peak_rss_mb": peak_rss_mb()})
+          **shares(samples, full.reports), "peak_rss_mb": peak_rss_mb(),
+          **({"explain": {step: explain(snaps[k], snaps[k + 1], name) for k, (step, name) in enumerate(
+              (("add", added.name), ("modify", victim.name), ("delete", deleted.name)))}} if args.explain else {})})
 
 
 RECORD_SUFFIXES = (".jsonl", ".csv")

@@ -676,3 +676,55 @@ def test_ctrl_c_is_one_line():
 def _listening(port: int) -> bool:
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_incremental_explain_puts_each_rewritten_report_down_to_its_cause():
+    # Why an update rewrote a report was a guess: the bench counted them, and said nothing of
+    # which were the document's doing and which the clustering's, a child's or the selection's.
+    from _rewrites import Snapshot, explain
+
+    def snap(communities, lines, doc=None):
+        return Snapshot(communities=communities, lines=lines, reports=set(lines),
+                        ends={"rel-ab": ("ent-a", "ent-b"), "rel-hi": ("ent-h", "ent-i")},
+                        docs={"new.txt": doc} if doc else {})
+
+    f = frozenset
+    before = snap({"C1": (0, f({"ent-a", "ent-b"}), "k1"), "C2": (0, f({"ent-d", "ent-e"}), "k2"),
+                   "C3": (1, f({"ent-f"}), "k3"), "C4": (0, f({"ent-f", "ent-g"}), "k4"),
+                   "C5": (0, f({"ent-h", "ent-i", "ent-j"}), "k5"), "C6": (0, f({"ent-z"}), "k6")},
+                  {"k1": {"ent-a": "1", "ent-b": "1", "rel-ab": "1"}, "k2": {"ent-d": "1", "ent-e": "1"},
+                   "k3": {"ent-f": "1"}, "k4": {"C3": "1", "ent-g": "1"},
+                   "k5": {"ent-h": "1", "rel-hi": "1", "ent-i": "1"}, "k6": {"ent-z": "1"}})
+    after = snap({"C1": (0, f({"ent-a", "ent-b"}), "n1"), "C2": (0, f({"ent-d"}), "n2"),
+                  "C3": (1, f({"ent-f"}), "n3"), "C4": (0, f({"ent-f", "ent-g"}), "n4"),
+                  "C5": (0, f({"ent-h", "ent-i", "ent-j"}), "n5"), "C6": (0, f({"ent-z"}), "k6"),
+                  "C7": (0, f({"ent-e", "ent-n"}), "n7")},
+                 {"n1": {"ent-a": "2", "ent-b": "1", "rel-ab": "1"}, "n2": {"ent-d": "1"},
+                  "n3": {"ent-f": "2"}, "n4": {"C3": "2", "ent-g": "1"},
+                  "n5": {"ent-j": "1", "ent-i": "1"}, "n7": {"ent-e": "1", "ent-n": "1"}},
+                 doc={"entities": {"ent-a", "ent-f", "ent-n"}, "relationships": set(), "claims": set()})
+    rows = {r["id"]: r for r in explain(before, after, "new.txt")["communities"]}
+    assert set(rows) == {"C1", "C2", "C3", "C4", "C5", "C7"}   # (C6 kept its report)
+    assert {k: r["cause"] for k, r in rows.items()} == {
+        "C1": "document", "C2": "clustering", "C3": "document", "C4": "child report", "C5": "selection",
+        "C7": "new community"}
+    assert rows["C1"]["changes"] == {"entity changed (document)": 1}
+    assert rows["C2"]["changes"] == {"entity went (clustering)": 1}
+    assert rows["C5"]["overflows"] and not rows["C1"]["overflows"]
+    assert rows["C5"]["changes"] == {"entity came (selection)": 1, "entity went (selection)": 1,
+                                     "relationship went (selection)": 1}
+
+
+def test_incremental_explain_accounts_for_every_report_each_step_wrote(tmp_path):
+    out = offline_incremental(harbor_notes(tmp_path), "--explain")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    from _rewrites import CAUSES
+
+    for step in ("add", "modify", "delete"):
+        told = result["explain"][step]
+        assert told["rewritten"] == result[f"reports_regenerated_{step}"]
+        assert sum(told["by_cause"].values()) == told["rewritten"] == len(told["communities"])
+        assert set(told["by_cause"]) <= set(CAUSES)
+    assert result["explain"]["add"]["document"]["entities"] > 0
+    assert result["reports_regenerated_add"] > 0
