@@ -114,4 +114,19 @@ def explain(before: Snapshot, after: Snapshot, document: str) -> dict:
         rows.append(row)
     return {"rewritten": len(rows), "by_cause": dict(Counter(r["cause"] for r in rows)),
             "by_level": dict(sorted(Counter(r["level"] for r in rows).items())),
-            "document": {k: len(v) for k, v in doc.items()}, "communities": rows}
+            "name": document, "document": {k: len(v) for k, v in doc.items()}, "communities": rows}
+
+
+def summed(told: list[dict]) -> dict:
+    """What ``explain`` said of several changes, together: the reports rewritten, by cause and
+    by level, and the communities rewritten for a cause other than the document's (each with
+    the document changed)."""
+    causes: Counter[str] = Counter()
+    levels: Counter[int] = Counter()
+    for t in told:
+        causes.update(t["by_cause"])
+        levels.update({int(k): v for k, v in t["by_level"].items()})
+    return {"changes": len(told), "rewritten": sum(t["rewritten"] for t in told),
+            "by_cause": dict(causes.most_common()), "by_level": dict(sorted(levels.items())),
+            "not_the_document": [{**r, "document": t["name"]} for t in told for r in t["communities"]
+                                 if r["cause"] not in ("document", "new community")]}

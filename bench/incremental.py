@@ -51,7 +51,9 @@ same for deletes).
 (``explain``: for each, its community's level and size, whether its context overflowed
 index.report_max_input_tokens, what came, went or changed in it, and the cause: the document,
 the clustering moving a member the document never named, a child's report, the selection of
-what fits, or a new community; bench/_rewrites.py).
+what fits, or a new community; bench/_rewrites.py); with ``--samples``, ``explain_samples``
+sums it over the sampled adds and deletes, and lists the communities the document did not cause
+to be rewritten.
 
 The modify step rewrites a paragraph of the document a third of the way along the folder's
 documents (a ``.jsonl`` or ``.csv`` file, a document per row, is never the one).
@@ -71,7 +73,7 @@ from pathlib import Path
 
 import anyio
 from _harness import add_port_option, emit, folder, generate_corpus, peak_rss_mb, simulator_process
-from _rewrites import explain, snapshot
+from _rewrites import explain, snapshot, summed
 
 from streamrag.config import load_settings
 from streamrag.errors import ConfigError
@@ -194,7 +196,8 @@ def main() -> None:
                                           graph_cache=cache if database == db else None))
 
         full = run(corpus, db)
-        samples = one_at_a_time(corpus, db, held_out[:args.samples], tmp / "sample.db", run) \
+        sampled: dict[str, list] | None = {} if args.explain else None
+        samples = one_at_a_time(corpus, db, held_out[:args.samples], tmp / "sample.db", run, sampled) \
             if args.samples else {}
         added = corpus / extra.name
         snaps = [snapshot(db)] if args.explain else []
@@ -263,7 +266,9 @@ def main() -> None:
           "wall_delete_s": delete.wall_s, "wall_noop_s": noop.wall_s,
           **shares(samples, full.reports), "peak_rss_mb": peak_rss_mb(),
           **({"explain": {step: explain(snaps[k], snaps[k + 1], name) for k, (step, name) in enumerate(
-              (("add", added.name), ("modify", victim.name), ("delete", deleted.name)))}} if args.explain else {})})
+              (("add", added.name), ("modify", victim.name), ("delete", deleted.name)))},
+              "explain_samples": {kind: summed(told) for kind, told in (sampled or {}).items()}}
+             if args.explain else {})})
 
 
 RECORD_SUFFIXES = (".jsonl", ".csv")
@@ -327,10 +332,19 @@ def deleted_document(corpus: Path, own: list[Path], modified: Path) -> Path:
     return candidates[len(candidates) // 2]
 
 
-def one_at_a_time(corpus: Path, db: Path, extras: list[Path], copy: Path, run) -> dict[str, list]:
+def one_at_a_time(corpus: Path, db: Path, extras: list[Path], copy: Path, run,
+                  explained: dict[str, list] | None = None) -> dict[str, list]:
     """The sync results of each of ``extras`` added alone to a copy of ``db`` (the index of
     ``corpus``), and of each of as many of ``corpus``'s documents, spread over it, deleted alone.
-    ``corpus`` is left as it was."""
+    ``corpus`` is left as it was. With ``explained``, why each wrote its reports
+    (``_rewrites.explain``) is added to its list of the kind ("add", "delete")."""
+    def synced(kind: str, name: str):
+        before = snapshot(copy, [name]) if explained is not None else None
+        result = run(corpus, copy)
+        if explained is not None:
+            explained.setdefault(kind, []).append(explain(before, snapshot(copy, [name]), name))
+        return result
+
     def fresh_copy() -> None:
         for p in copy.parent.glob(copy.name + "*"):
             p.unlink()
@@ -342,14 +356,14 @@ def one_at_a_time(corpus: Path, db: Path, extras: list[Path], copy: Path, run) -
     for f in extras:
         fresh_copy()
         shutil.copy2(f, corpus / f.name)
-        rewritten["add"].append(run(corpus, copy))
+        rewritten["add"].append(synced("add", f.name))
         (corpus / f.name).unlink()
     own = sorted(corpus.iterdir())
     for f in own[::max(1, len(own) // len(extras))][:len(extras)]:
         fresh_copy()
         kept = f.read_bytes(), f.stat()
         f.unlink()
-        rewritten["delete"].append(run(corpus, copy))
+        rewritten["delete"].append(synced("delete", f.name))
         f.write_bytes(kept[0])
         os.utime(f, ns=(kept[1].st_atime_ns, kept[1].st_mtime_ns))
     for p in copy.parent.glob(copy.name + "*"):

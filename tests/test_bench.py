@@ -728,3 +728,33 @@ def test_incremental_explain_accounts_for_every_report_each_step_wrote(tmp_path)
         assert set(told["by_cause"]) <= set(CAUSES)
     assert result["explain"]["add"]["document"]["entities"] > 0
     assert result["reports_regenerated_add"] > 0
+
+
+def test_incremental_explains_each_sampled_change_it_counts(tmp_path):
+    import anyio
+    from _rewrites import summed
+    from incremental import one_at_a_time
+
+    from streamrag.config import load_settings
+    from streamrag.pipeline import sync
+
+    harbor = sorted((BENCH.parent / "tests" / "data" / "harbor").iterdir())
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for f in harbor[:-1]:
+        (corpus / f.name).write_text(f.read_text())
+    settings = load_settings(None, env={}, overrides={"index": {"extractor": "nlp"}})
+    db = tmp_path / "index.db"
+
+    def run(folder, database):
+        return anyio.run(lambda: sync([folder], settings, database, root=folder, command="bench"))
+
+    run(corpus, db)
+    explained: dict[str, list] = {}
+    results = one_at_a_time(corpus, db, harbor[-1:], tmp_path / "sample.db", run, explained)
+    for kind in ("add", "delete"):
+        assert [t["rewritten"] for t in explained[kind]] == [r.reports_generated for r in results[kind]]
+        assert explained[kind][0]["document"]["entities"] > 0   # (read from the index it was in)
+        told = summed(explained[kind])
+        assert told["changes"] == 1 and told["rewritten"] == sum(told["by_cause"].values())
+        assert all(r["cause"] not in ("document", "new community") for r in told["not_the_document"])
