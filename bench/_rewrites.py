@@ -8,7 +8,8 @@ to or took from); else it is the clustering's (a member Leiden moved that the do
 named), a child's report (a context too large for the budget shows its children's reports), or
 the selection (a context too large for the budget shows what fits, by degree, of members that
 stayed). Each community rewritten is counted once, under the first of those that applies, in
-that order; a community new at this step under ``new community``.
+that order; a community new at this step under ``new community``. (A report stored before
+reports kept their lines, ``reports.build_context``, has none: its every element shows as come.)
 """
 
 from __future__ import annotations
