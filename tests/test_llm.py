@@ -2023,14 +2023,27 @@ def test_the_advice_to_lower_chunk_size_is_given_where_a_chunk_is_the_request():
     assert llm_module._either("a", "b", "c") == "a, b, or c" and llm_module._either("", "a") == "a"
 
 
-def test_the_chunk_stages_are_listed_once_and_the_gleaning_check_is_one():
+@pytest.mark.parametrize("stage", ["extract", "glean", "glean_check", "claims"])
+async def test_each_chunk_stage_says_chunk_size_and_the_gleaning_check_only_of_its_request(tmp_path, stage):
     # llm.CHUNK_STAGES (extract, glean, claims) and provider_errors' budgets (those and
-    # glean_check) listed them apart. The gleaning check sends the chunk (gleaner.check_messages):
-    # a chunk too long for the context overflows it too.
-    assert provider_errors.CHUNK_STAGES == ("extract", "glean", "glean_check", "claims")
-    assert not hasattr(llm_module, "CHUNK_STAGES")
-    for stage in provider_errors.CHUNK_STAGES:
-        assert provider_errors.overflow_advice(stage) == "lower index.chunk_size"
+    # glean_check) listed them apart. Each request holds a chunk (the gleaning check sends it again,
+    # gleaner.check_messages): one too long for the context says to lower index.chunk_size. A cut
+    # answer of each says so too, but the gleaning check's, YES or NO, which no shorter chunk shortens.
+    overflow = httpx.Response(400, json={"error": {"message": "This model's maximum context length is 8192 tokens"}})
+    endpoint = Endpoint(overflow, *[lambda body: cut_at(body["max_tokens"])] * 3)
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, _):
+            with pytest.raises(LLMRequestError) as overflowed:
+                await llm.chat(ask(), model="m1", stage=stage, max_tokens=100)
+            with pytest.raises(LLMOutputError) as cut:
+                await llm.chat(ask("again"), model="m1", stage=stage, max_tokens=100)
+    assert "; lower index.chunk_size, or give the model a longer context" in str(overflowed.value), str(overflowed.value)
+    said = str(cut.value)
+    assert said.endswith("cut off at max_tokens=100 and at 400 on the last try: "
+                         + ("" if stage == "glean_check" else
+                            "lower index.chunk_size (a shorter chunk's extraction is shorter), or ")
+                         + "try a model that writes shorter answers"), said
+    assert not hasattr(llm_module, "CHUNK_STAGES")   # (listed once: provider_errors')
 
 
 @pytest.mark.parametrize("stage, setting", [
@@ -2223,18 +2236,36 @@ async def test_only_a_refusal_of_the_larger_max_after_a_cut_is_the_cuts_error(tm
         assert isinstance(e.value, LLMUnavailableError if status == 500 else LLMRequestError), repr(e.value)
 
 
+def waits_of(llm: LLMClient, endpoint: Endpoint) -> list[tuple[int, float]]:
+    """The client's backoffs from now on (``_backoff``, made to wait no time), each as the requests
+    sent before it and the seconds it was asked to wait."""
+    waits: list[tuple[int, float]] = []
+
+    async def wait(seconds: float) -> None:
+        waits.append((len(endpoint.requests), seconds))
+        await anyio.sleep(0)
+
+    llm._backoff = wait
+    return waits
+
+
 async def test_a_server_error_after_a_cut_is_retried_with_the_larger_max(tmp_path):
     # A 500 that says no overflow (llama.cpp's template error, a crash) is no refusal of the room:
-    # retried, and the larger max answered.
+    # retried, after the backoff, and the larger max answered.
     first = 3000
     boom = httpx.Response(500, json={"error": {"code": 500, "message": "boom", "type": "server_error"}})
     endpoint = Endpoint(cut_at(first, "# Report"), boom, httpx.Response(200, json=chat_body("# Report done")))
     with anyio.fail_after(5):
         async with client(tmp_path, endpoint) as (llm, _):
+            waits = waits_of(llm, endpoint)
             result = await llm.chat(ask(), model="m1", stage="report", max_tokens=first,
                                     budget_setting="index.report_max_output_tokens")
     assert result.text == "# Report done"
     assert [b["max_tokens"] for b in endpoint.bodies] == [first, 2 * first, 2 * first]
+    # One backoff, after the 500 (the second request) and before the retry: none after the cut,
+    # which is asked again at once with more room.
+    assert [sent for sent, _ in waits] == [2], waits
+    assert 0 <= waits[0][1] <= llm._retry_base_s   # (the first retry's: jittered up to the base)
 
 
 @pytest.mark.parametrize("base, azure", [
