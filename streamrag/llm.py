@@ -38,8 +38,9 @@ An answer is then checked: the caller's ``validate`` (what its stage can use) an
 caller says otherwise, that it was not cut off (``finish_reason == "length"``: at ``max_tokens``, or
 by the server's own limit when none was sent). A cut answer of the max_tokens sent (a caller's,
 or Azure's own when it reached it) is asked again with twice the room (``more_room``); a 400 or
-422 (or llama.cpp's 500) refusing that room (more than the model writes, or than its context
-holds beside the prompt) ends the tries with the cut's error (``refused_room``).
+422 refusing that room (more than the model writes, or than its context holds beside the prompt)
+ends the tries with the cut's error (``refused_room``); a 500 is retried, llama.cpp's "Context size
+has been exceeded." too (its KV cache filled by the requests in progress).
 An unusable answer is recorded but never cached, and asked for again (``USABLE_TRIES`` answers at
 most, then ``LLMOutputError``). A cached answer is checked the same way, so an answer cached by an
 older version that the checks now reject is asked for again and replaced.
@@ -156,13 +157,13 @@ def refused_room(e: LLMRequestError) -> str:
     the cut's error says it ("" for another error): more than the model writes
     (``max_too_large``), or more than its context holds beside the prompt (a 400 or 422 saying
     so, ``CONTEXT_OVERFLOW``: Azure's context_length_exceeded of an 8k gpt-4-0613 asked 8192;
-    the same prompt with the smaller max fitted; or a 500 of llama.cpp's server, "Context size has
-    been exceeded.": its KV cache, which its slots may share, full as it wrote; its "request (N
-    tokens) exceeds the available context size" of a prompt too long comes in a 400. Another 500
-    is no error of the request: retried)."""
+    the same prompt with the smaller max fitted; llama.cpp's "request (N tokens) exceeds the
+    available context size"). A 500 is no refusal of the room: llama.cpp's "Context size has been
+    exceeded." is its KV cache, shared by its slots, filled by the requests in progress, which a
+    retry usually fits (``provider_errors.KV_CACHE_FULL``), and any other is retried too."""
     if max_too_large(e):
         return "more than it writes"
-    if e.status in (400, 422, 500) and CONTEXT_OVERFLOW.search(str(e)):
+    if e.status in (400, 422) and CONTEXT_OVERFLOW.search(str(e)):
         return "more than its context holds beside the prompt"
     return ""
 
@@ -1160,6 +1161,8 @@ class LLMClient:
         when the last try got no answer or one a proxy gives of a server it cannot reach (502, 503:
         an http:// endpoint's; an https:// one's come from behind the proxy's tunnel)."""
         setting = self._replies.setting
+        if e.fix:   # (what its last try's error says to change: llama.cpp's KV cache full, not the server down)
+            return advice(e, setting, self.settings.requests_per_minute > 0)
         own = answering(self._proxy, self.chat_url)   # (an https:// server's statuses come through its tunnel)
         said = only_errors(statuses, setting, own) if self.settings.max_retries > 0 else None
         suspect = self._proxy if e.status is None else own if e.status in PROXY_STATUSES else None

@@ -1,10 +1,10 @@
 """What a provider's error is, and the one line that tells the user what to do about it.
 
 A failed request is either worth another try (``Retryable``: a rate limit, a server error, a
-timeout, an answer that could not be read), a parameter the model does not take (``Refused``:
-the client asks again without it), or final: then the message names the setting to change and
-how (``advice``, ``overflow_advice``, ``shorter_answer``, ``key_advice``, ``forbidden_reason``,
-``web_page``). The provider's own words come in one line of at most ~200 characters
+timeout, an answer that could not be read; its ``fix``, what to do should every try fail so),
+a parameter the model does not take (``Refused``: the client asks again without it), or final:
+then the message names the setting to change and how (``advice``, ``overflow_advice``,
+``crowded_advice``, ``shorter_answer``, ``key_advice``, ``forbidden_reason``, ``web_page``). The provider's own words come in one line of at most ~200 characters
 (``provider_message``, ``one_line``), an HTML page by its title (``html_page``). Nothing here
 sends or waits: it reads a response, an exception or the settings (and the environment, for where
 a key or an address came from) and returns words or the exception to raise; the client decides
@@ -32,6 +32,12 @@ _MODEL_KEYS = ("extraction_model", "summary_model", "report_model", "rating_mode
 # A request longer than the model's context, as OpenAI, vLLM, llama.cpp and others say it.
 CONTEXT_OVERFLOW = re.compile(r"context[ _]length|maximum context|context (?:size|window)|\bn_ctx\b|"
                               r"exceeds? the (?:available )?context", re.IGNORECASE)
+# llama.cpp's server when its KV cache fills as it decodes (server-context.cpp: llama_decode found no
+# room at a batch of one): a 500 (server_error) sent to every request in progress, whose slots it
+# clears. Its slots share the cache (-c split among -np, or all of it with --kv-unified), so with
+# several requests at once the next try usually fits: retried (``Retryable.fix`` says what to
+# change should every try fail so). A prompt longer than a slot's context is a 400 (CONTEXT_OVERFLOW).
+KV_CACHE_FULL = re.compile(r"context size has been exceeded", re.IGNORECASE)
 # Azure OpenAI's hosts (and Azure AI Foundry's), in Azure's public, Government (.us) and China
 # (.cn) clouds.
 AZURE_HOST = re.compile(r"\.(?:openai|cognitiveservices|services\.ai)\.azure\.(?:com|us|cn)$")
@@ -122,6 +128,14 @@ def overflow_advice(stage: str) -> str:
     return f"lower {budget}" if budget else "lower index.chunk_size or query.*_max_tokens"
 
 
+def crowded_advice(stage: str, concurrency: int) -> str:
+    """What to do when llama.cpp's KV cache kept filling with the requests in progress
+    (``KV_CACHE_FULL``): more context for each request, fewer requests at once, or shorter ones."""
+    return ("the server's context filled with the requests it was answering at once (llama.cpp: -c is split "
+            "among its -np slots, or shared by them all with --kv-unified): raise -c or lower -np, lower "
+            f"llm.concurrency ({concurrency}) so fewer requests share it, or {overflow_advice(stage)}")
+
+
 def shorter_answer(stage: str) -> str:
     """The setting to lower for shorter answers of ``stage`` ("" for a stage none shortens)."""
     if stage in _ANSWER_BOUNDS:
@@ -142,7 +156,7 @@ class Retryable(Exception):
     """An attempt failed in a way another attempt may not."""
 
     def __init__(self, detail: str, status: int | None = None, retry_after: float | None = None,
-                 refused: bool = False, timed_out: bool = False, unconnected: bool = False):
+                 refused: bool = False, timed_out: bool = False, unconnected: bool = False, fix: str = ""):
         super().__init__(detail)
         self.detail = detail
         self.status = status
@@ -151,7 +165,12 @@ class Retryable(Exception):
         self.timed_out = timed_out   # no answer (or no progress) within the try's timeout
         self.unconnected = unconnected   # no connection made in time (connecting timed out)
         self.loading = status == 503 and _LOADING.search(detail) is not None   # a model loading
-        self.busy = status in (503, 529) and (retry_after is not None or _BUSY.search(detail) is not None)
+        # ... or a 500 of llama.cpp's KV cache filled by the requests in progress: the server is
+        # up and answering, only crowded (``KV_CACHE_FULL``; not a sign of a server that fails
+        # everything, ``endpoint_health.failure``).
+        self.busy = (status in (503, 529) and (retry_after is not None or _BUSY.search(detail) is not None)
+                     or status is not None and status >= 500 and KV_CACHE_FULL.search(detail) is not None)
+        self.fix = fix          # what to do should every try fail so (``advice``'s words, in their place)
         self.free = False       # a refusal by an endpoint that answered before: uses no retry
         self.refused_for = 0.0  # how long this call's refusals in a row have lasted
         self.tries = 0          # the call's tries so far that used up llm.max_retries (or, when
@@ -161,6 +180,8 @@ class Retryable(Exception):
 def advice(e: Retryable, setting: str = "llm.api_base", limited: bool = True) -> str:
     """What to do about a call that kept failing the same way (``setting``: what set the endpoint;
     ``limited``: llm.requests_per_minute is set)."""
+    if e.fix:
+        return e.fix if e.tries > 1 else f"not retried as llm.max_retries = 0 (a retry may fit): {e.fix}"
     if e.status == 429:
         if not limited:
             return ("the provider kept refusing for its rate limit: set llm.requests_per_minute and "

@@ -2,7 +2,8 @@
 answer's events; and whether an answer read is one its caller can use.
 
 A reply is read into an ``Answer`` or raises what it is: ``Retryable`` (worth another try; its
-``retry_after``, the pause the server asked of every request, is the client's to keep),
+``retry_after``, the pause the server asked of every request, is the client's to keep; its
+``fix``, what to do should every try fail so),
 ``Refused`` (a parameter the model does not take) or an ``LLMRequestError`` that names the
 setting to change (``provider_errors`` words it). Nothing here sends, waits or keeps state
 between replies: the client (``llm.LLMClient``) does, and decides what to do.
@@ -28,10 +29,11 @@ from streamrag.answer_json import json_kind, read_content, read_finish, read_usa
 from streamrag.call_log import UNUSABLE
 from streamrag.config import LLMSettings, without_secrets
 from streamrag.errors import LLMRequestError, WebPageAnswer
-from streamrag.provider_errors import (AZURE_HOST, CONTEXT_OVERFLOW, Refused, Retryable, aside, base_setting,
-                                       duration, error_code, forbidden_reason, hidden, html_page, http_said,
-                                       key_advice, model_settings, one_line, overflow_advice, provider_message,
-                                       refused_param, sent_secrets, unknown_model, versioned, web_page)
+from streamrag.provider_errors import (AZURE_HOST, CONTEXT_OVERFLOW, KV_CACHE_FULL, Refused, Retryable, aside,
+                                       base_setting, crowded_advice, duration, error_code, forbidden_reason,
+                                       hidden, html_page, http_said, key_advice, model_settings, one_line,
+                                       overflow_advice, provider_message, refused_param, sent_secrets,
+                                       unknown_model, versioned, web_page)
 from streamrag.proxies import Proxy, proxy_refused
 from streamrag.ratelimit import MAX_RETRY_AFTER_S, asked_wait
 
@@ -97,8 +99,13 @@ class Replies:
                 retry_after: float | None = None, *, code: str = "") -> None:
         """Raises what an HTTP error (or an error a stream carried) is: ``Retryable``, or an
         ``LLMRequestError`` that says what to change (``code``: the error's code or type)."""
+        if status >= 500 and KV_CACHE_FULL.search(message):
+            # llama.cpp's KV cache, shared by its slots, filled by the requests in progress: each
+            # gets this 500, and their slots are cleared, so a retry usually fits.
+            raise Retryable(http_said(status, message), status, retry_after,
+                            fix=crowded_advice(stage, self.settings.concurrency))
         if status != 429 and CONTEXT_OVERFLOW.search(message):
-            # A 400 (OpenAI, vLLM, llama.cpp) or a 500 (some llama.cpp builds): asking again
+            # A 400 (OpenAI, vLLM, llama.cpp) or a 500 some other server words so: asking again
             # gets the same.
             raise LLMRequestError(f"the request is longer than {model}'s context allows ({message}); "
                                   f"{overflow_advice(stage)}, or give the model a longer context "
@@ -180,6 +187,8 @@ class Replies:
         message = f"error in the stream: {message}"
         if status in RETRY_STATUS:   # a rate limit, a timeout: waited for and retried as such
             raise Retryable(message, status)
+        if not 400 <= status < 500 and KV_CACHE_FULL.search(message):   # (a stream's may say no code)
+            self.reject(status or 500, message, self.chat_url, model, stage)
         if 400 <= status < 500 or CONTEXT_OVERFLOW.search(message):
             self.reject(status or 400, message, self.chat_url, model, stage)
         raise Retryable(message, 500)   # the server failed: its logs say more

@@ -2194,7 +2194,7 @@ async def test_a_larger_max_overflowing_the_context_after_a_cut_says_what_the_cu
           "messages, 6000 in the completion). Please reduce the length of the messages or completion.", True),
     (400, "request (9118 tokens) exceeds the available context size (8192 tokens), try increasing it",
      True),                                       # llama.cpp's server: its prompt too long, ever a 400
-    (500, "Context size has been exceeded.", True),                # llama.cpp's server: its KV cache full
+    (500, "Context size has been exceeded.", False),     # llama.cpp's KV cache full: retried, as any 500
     (500, "Jinja Exception: System message must be at the beginning", False),       # another 500: retried
     (422, [{"type": "less_than_equal", "loc": ["body", "max_tokens"], "msg": "Input should be less than or "
             "equal to 4096", "input": 6000, "ctx": {"le": 4096}}], True),                # FastAPI's own 422
@@ -2212,10 +2212,9 @@ async def test_only_a_refusal_of_the_larger_max_after_a_cut_is_the_cuts_error(tm
     # a context overflow, end the tries with the cut's error; any other 400 or 422 after a cut is
     # the call's error, as before: after a caller's max, or Azure's own (cut at it, given twice).
     # llama.cpp's server answers a prompt longer than its context in a 400 ("exceed_context_size_error",
-    # or "invalid_request_error" before), but a context filled as it writes in a 500
-    # ("server_error": "Context size has been exceeded."): the overflow's error was the call's;
-    # now the cut's, as a 400's. Another 500 is retried, as before (here with max_retries 0: the
-    # server's error).
+    # or "invalid_request_error" before): the cut's error. Its 500 "Context size has been exceeded."
+    # is its KV cache, shared by its slots, filled by the requests in progress: retried, as another
+    # 500 is (here with max_retries 0: the server's error, which for that one says what to change).
     first = max_tokens or llm_module.AZURE_MAX_TOKENS
     body = {"detail": refusal} if isinstance(refusal, list) else \
         {"error": {"message": refusal, "type": "invalid_request_error"}}
@@ -2230,10 +2229,10 @@ async def test_only_a_refusal_of_the_larger_max_after_a_cut_is_the_cuts_error(tm
                                budget_setting="index.report_max_output_tokens" if max_tokens else "")
     assert [b["max_tokens"] for b in endpoint.bodies] == [first, 2 * first]
     assert (f"the model refused {2 * first}" in str(e.value)) == cut_error, str(e.value)
-    if cut_error and status == 500:
-        assert "(more than its context holds beside the prompt)" in str(e.value), str(e.value)
     if not cut_error:
         assert isinstance(e.value, LLMUnavailableError if status == 500 else LLMRequestError), repr(e.value)
+    if status == 500:
+        assert ("llm.concurrency" in str(e.value)) == ("Context size" in refusal), str(e.value)
 
 
 def waits_of(llm: LLMClient, endpoint: Endpoint) -> list[tuple[int, float]]:
@@ -2249,14 +2248,23 @@ def waits_of(llm: LLMClient, endpoint: Endpoint) -> list[tuple[int, float]]:
     return waits
 
 
-async def test_a_server_error_after_a_cut_is_retried_with_the_larger_max(tmp_path):
+KV_CACHE_FULL = {"error": {"code": 500, "message": "Context size has been exceeded.", "type": "server_error"}}
+
+
+@pytest.mark.parametrize("error", [
+    {"error": {"code": 500, "message": "boom", "type": "server_error"}},
+    KV_CACHE_FULL,   # llama.cpp's KV cache, shared by its slots, filled by the requests in progress
+], ids=["other-500", "kv-cache-full"])
+async def test_a_server_error_after_a_cut_is_retried_with_the_larger_max(tmp_path, error):
     # A 500 that says no overflow (llama.cpp's template error, a crash) is no refusal of the room:
-    # retried, after the backoff, and the larger max answered.
+    # retried, after the backoff, and the larger max answered. Nor is llama.cpp's "Context size has
+    # been exceeded.", which ended the tries with the cut's error as a refused room: its slots are
+    # cleared with it, and the next try usually fits.
     first = 3000
-    boom = httpx.Response(500, json={"error": {"code": 500, "message": "boom", "type": "server_error"}})
-    endpoint = Endpoint(cut_at(first, "# Report"), boom, httpx.Response(200, json=chat_body("# Report done")))
+    endpoint = Endpoint(cut_at(first, "# Report"), httpx.Response(500, json=error),
+                        httpx.Response(200, json=chat_body("# Report done")))
     with anyio.fail_after(5):
-        async with client(tmp_path, endpoint) as (llm, _):
+        async with client(tmp_path, endpoint, concurrency=4) as (llm, _):
             waits = waits_of(llm, endpoint)
             result = await llm.chat(ask(), model="m1", stage="report", max_tokens=first,
                                     budget_setting="index.report_max_output_tokens")
@@ -2266,6 +2274,66 @@ async def test_a_server_error_after_a_cut_is_retried_with_the_larger_max(tmp_pat
     # which is asked again at once with more room.
     assert [sent for sent, _ in waits] == [2], waits
     assert 0 <= waits[0][1] <= llm._retry_base_s   # (the first retry's: jittered up to the base)
+
+
+def kv_cache_full(style: str) -> httpx.Response:
+    """llama.cpp's 500 when its KV cache fills as it decodes (server-context.cpp), as each request
+    in progress gets it: an error status, or an ``error:`` event of a stream under way."""
+    if style == "stream-error-event":
+        return httpx.Response(200, content=b'data: {"choices": [{"index": 0, "delta": {"content": "(Par"}}]}\n\n'
+                              b"error: " + json.dumps(KV_CACHE_FULL["error"]).encode() + b"\n\n",
+                              headers={"content-type": "text/event-stream"})
+    return httpx.Response(500, json=KV_CACHE_FULL)
+
+
+@pytest.mark.parametrize("style", ["status", "streamed-status", "stream-error-event"])
+async def test_llama_cpps_kv_cache_full_is_retried(tmp_path, style):
+    # Its 500 "Context size has been exceeded." goes to every request in progress when the KV cache
+    # its slots share fills, and clears their slots: with llm.concurrency > 1 a retry usually fits.
+    # It ended the call at once, saying to lower index.chunk_size.
+    endpoint = Endpoint(kv_cache_full(style), httpx.Response(200, json=chat_body("(Paris, France)")))
+    shown: list[str] = []
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, concurrency=4) as (llm, store):
+            waits = waits_of(llm, endpoint)
+            result = await llm.chat(ask(), model="m1", stage="extract",
+                                    on_delta=shown.append if style != "status" else None)
+            rows = calls(store)
+    assert result.text == "(Paris, France)" and len(endpoint.requests) == 2
+    assert [sent for sent, _ in waits] == [1]   # the normal backoff before the retry
+    assert [r["error"] for r in rows] == [None]   # one call, answered
+
+
+@pytest.mark.parametrize("stage, bound", [
+    ("extract", "lower index.chunk_size"),
+    ("answer", "lower query.local_max_tokens (a local or basic search's context) or query.answer_max_tokens"),
+])
+async def test_a_kv_cache_full_to_every_try_names_the_slots_context_and_concurrency(tmp_path, stage, bound):
+    # Every try so (a server whose slots' context is too small for what it is asked at once): the
+    # call ends after llm.max_retries, saying what to change: the server's context per slot, the
+    # requests at once, or the stage's requests. (Not "the server kept answering with errors: check
+    # its logs", nor "raising llm.max_retries only waits longer".)
+    endpoint = Endpoint(*[lambda _body: kv_cache_full("status")] * 3)
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, concurrency=4, max_retries=2) as (llm, store):
+            waits = waits_of(llm, endpoint)
+            with pytest.raises(LLMUnavailableError) as e:
+                await llm.chat(ask(), model="m1", stage=stage, max_tokens=100)
+            hopeless = llm.hopeless
+    said = str(e.value)
+    assert len(endpoint.requests) == 3 and [sent for sent, _ in waits] == [1, 2]
+    assert "failed 3 times, last: HTTP 500: Context size has been exceeded.; " in said, said
+    assert said.endswith("(llama.cpp: -c is split among its -np slots, or shared by them all with --kv-unified): "
+                         f"raise -c or lower -np, lower llm.concurrency (4) so fewer requests share it, or {bound}"), said
+    assert "check its logs" not in said and "only waits longer" not in said
+    assert not hopeless   # (a server up and answering, crowded: no sign that it fails everything)
+    # Not retried (llm.max_retries 0): said so, as a retry may have fitted.
+    endpoint = Endpoint(kv_cache_full("status"))
+    with anyio.fail_after(5):
+        async with client(tmp_path / "once", endpoint, concurrency=4, max_retries=0) as (llm, _):
+            with pytest.raises(LLMUnavailableError, match=r"failed 1 time, .*; not retried as llm\.max_retries = 0 "
+                               r"\(a retry may fit\): the server's context filled .* lower llm\.concurrency \(4\)"):
+                await llm.chat(ask(), model="m1", stage=stage, max_tokens=100)
 
 
 @pytest.mark.parametrize("base, azure", [

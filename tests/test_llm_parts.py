@@ -32,6 +32,10 @@ def test_what_a_failed_try_says_of_the_endpoint():
     assert failure(Retryable("HTTP 408: Request Timeout", 408)) == "wait"
     assert failure(Retryable("HTTP 503: Service Unavailable, please try again later", 503)) == "wait"
     assert failure(Retryable("HTTP 503: Loading model", 503)) == "loading"
+    # llama.cpp's KV cache, shared by its slots, filled by the requests in progress: a server up and
+    # answering, crowded (it counted as one failing everything), streamed or not.
+    assert failure(Retryable("HTTP 500: Context size has been exceeded.", 500)) == "wait"
+    assert failure(Retryable("error in the stream: Context size has been exceeded.", 500)) == "wait"
     assert failure(Retryable("HTTP 504: gateway timeout", 504)) == "timeout"
     assert failure(Retryable("no answer within 30 s (timeout)", timed_out=True)) == "timeout"
     assert failure(Retryable("connection failed", refused=True)) == "timeout"
@@ -411,6 +415,26 @@ def test_an_error_status_is_retried_or_says_what_to_change():
         said.stream_error({"message": "maximum context length exceeded", "code": 400}, "m1", "extract")
     with pytest.raises(Retryable, match="error in the stream: boom"):
         said.stream_error("boom", "m1", "extract")
+
+
+@pytest.mark.parametrize("way", ["status", "stream", "stream-no-code"])
+def test_llama_cpps_kv_cache_full_is_retryable_and_says_what_to_change_should_it_last(way):
+    # llama.cpp's 500 "Context size has been exceeded." (server-context.cpp: no room in the KV cache
+    # its slots share, sent to every request in progress) was final, "lower index.chunk_size".
+    said = replies()
+    error = {"code": 500, "message": "Context size has been exceeded.", "type": "server_error"}
+    with pytest.raises(Retryable) as e:
+        if way == "status":
+            said.check_status(httpx.Response(500, json={"error": error}), "http://x/v1/chat/completions", "m1", "report")
+        else:
+            said.stream_error(error if way == "stream" else {"message": error["message"]}, "m1", "report")
+    assert e.value.status == 500 and e.value.retry_after is None   # the normal backoff
+    assert "-c" in e.value.fix and "-np" in e.value.fix and "--kv-unified" in e.value.fix
+    assert "llm.concurrency (16)" in e.value.fix
+    assert e.value.fix.endswith("or lower index.report_max_input_tokens or index.report_max_output_tokens")
+    # A prompt longer than the context is a 400, whatever its words: final, as before.
+    with pytest.raises(LLMRequestError, match="longer than m1's context allows"):
+        said.stream_error({"message": "Context size has been exceeded.", "code": 400}, "m1", "report")
 
 
 def test_an_error_status_with_an_empty_answer_says_no_empty_message():
