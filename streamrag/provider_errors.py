@@ -56,6 +56,10 @@ _STAGE_BUDGETS = {
     "map": "query.map_max_tokens", "reduce": "query.reduce_max_tokens or query.answer_max_tokens",
     "answer": "query.local_max_tokens (a local or basic search's context) or query.answer_max_tokens",
 }
+# What shortens a stage's requests when no setting bounds them. A query embeds its question whole
+# (``query``'s stage "embed_question"): under the index's "embed", an overflow said to lower
+# index.chunk_size, which no question follows.
+_STAGE_FIXES = {"embed_question": "shorten the question (it is embedded whole)"}
 # What shortens a stage's answer, when no setting of the call's own sets its room (the advice
 # after an answer cut off: ``llm``'s). A chunk's extraction follows the chunk; the gleaning
 # check's answer is YES or NO, and a rating's room is a line a report: nothing of the request's
@@ -123,7 +127,9 @@ def refused_param(resp: httpx.Response, message: str) -> str | None:
 
 
 def overflow_advice(stage: str) -> str:
-    """The settings that shorten a stage's requests."""
+    """What shortens a stage's requests: the settings to lower, or (``_STAGE_FIXES``) the input."""
+    if stage in _STAGE_FIXES:
+        return _STAGE_FIXES[stage]
     budget = _STAGE_BUDGETS.get(stage)
     return f"lower {budget}" if budget else "lower index.chunk_size or query.*_max_tokens"
 

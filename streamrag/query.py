@@ -572,7 +572,8 @@ class _Search:
                         "with the endpoint set (llm.api_base) to embed them")
         if not fresh:
             return None, fresh
-        return (await self.llm.embed([self.answer.question], model=model, stage="embed"))[0], fresh
+        # (Its own stage: an overflow says to shorten the question, not index.chunk_size.)
+        return (await self.llm.embed([self.answer.question], model=model, stage="embed_question"))[0], fresh
 
     async def _entities(self) -> tuple[list[tuple[str, float]], str]:
         q = self.settings.query

@@ -2053,6 +2053,7 @@ async def test_each_chunk_stage_says_chunk_size_and_the_gleaning_check_only_of_i
     ("answer", "lower query.local_max_tokens (a local or basic search's context) or query.answer_max_tokens"),
     ("reduce", "lower query.reduce_max_tokens or query.answer_max_tokens"),
     ("embed", "lower index.chunk_size (a chunk is embedded whole)"),
+    ("embed_question", "shorten the question (it is embedded whole)"),   # a query's (``query``)
 ])
 async def test_a_context_overflow_names_the_setting_that_bounds_its_stage(tmp_path, stage, setting):
     # A rating request was told to lower index.report_max_output_tokens, though the reports' lines
@@ -2063,7 +2064,7 @@ async def test_a_context_overflow_names_the_setting_that_bounds_its_stage(tmp_pa
     with anyio.fail_after(5):
         async with client(tmp_path, endpoint, embedding_model="e1") as (llm, _):
             with pytest.raises(LLMRequestError) as e:
-                if stage == "embed":
+                if stage.startswith("embed"):
                     await llm.embed(["a chunk"], model="e1", stage=stage)
                 else:
                     await llm.chat(ask(), model="m1", stage=stage, max_tokens=100)

@@ -20,7 +20,7 @@ import pytest
 
 from conftest import DATA, make_settings
 from streamrag import citations, global_search, index_rows, local_search
-from streamrag.errors import IndexMissingError, LLMOutputError, UsageError
+from streamrag.errors import IndexMissingError, LLMOutputError, LLMRequestError, UsageError
 from streamrag.extractive import EXTRACTIVE_LABEL, pick_sentences
 from streamrag.pipeline import sync
 from streamrag.citations import parse_citations
@@ -2265,10 +2265,33 @@ async def test_local_and_basic_use_embeddings_when_configured(tmp_path, simulato
     corpus, settings, db = await embedded_index(tmp_path, simulator)
     local = await aask("Who hired the engineer Mira Osk?", settings, db, mode="local")
     assert local.details["entity_search"].startswith("embedding")
-    assert local.llm["by_stage"]["embed"]["calls"] == 1
+    # (The question's embedding is its own stage: the index's chunks are "embed".)
+    assert local.llm["by_stage"]["embed_question"]["calls"] == 1 and "embed" not in local.llm["by_stage"]
     check_citations(local, db)
     basic = await aask("Who hired the engineer Mira Osk?", settings, db, mode="basic")
     assert basic.details["chunk_search"] == "embedding" and basic.details["chunks"]
+
+
+async def test_a_question_too_long_for_the_embedding_model_says_to_shorten_it(tmp_path, simulator):
+    # The question was embedded under the index's stage name ("embed"), so an overflow said to lower
+    # index.chunk_size, which no question follows.
+    corpus, settings, db = await embedded_index(tmp_path, simulator)
+    chat = mock()
+
+    def endpoint(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/embeddings"):
+            return httpx.Response(400, json={"error": {"message": "This model's maximum context length is 512 "
+                                                                  "tokens, however you requested 1056 tokens"}})
+        return chat.handle_request(request)
+
+    with pytest.raises(LLMRequestError) as e:
+        # (Within a question's bounds, 1,000 words: more than a 512-token embedding model holds.)
+        await aask("Who hired the engineer Mira Osk? " * 150, settings, db, mode="basic",
+                   transport=httpx.MockTransport(endpoint))
+    said = str(e.value)
+    assert "longer than text-embedding-3-small's context allows" in said, said
+    assert "; shorten the question (it is embedded whole), or give the model a longer context" in said, said
+    assert "chunk_size" not in said
 
 
 async def test_items_without_a_fresh_vector_are_found_by_bm25_and_said(tmp_path, simulator):
