@@ -2309,25 +2309,30 @@ async def test_llama_cpps_kv_cache_full_is_retried(tmp_path, style):
     ("extract", "lower index.chunk_size"),
     ("answer", "lower query.local_max_tokens (a local or basic search's context) or query.answer_max_tokens"),
 ])
-async def test_a_kv_cache_full_to_every_try_names_the_slots_context_and_concurrency(tmp_path, stage, bound):
+async def test_a_kv_cache_full_to_every_try_names_the_slots_context_and_concurrency(tmp_path, monkeypatch, stage,
+                                                                                     bound):
     # Every try so (a server whose slots' context is too small for what it is asked at once): the
     # call ends after llm.max_retries, saying what to change: the server's context per slot, the
     # requests at once, or the stage's requests. (Not "the server kept answering with errors: check
     # its logs", nor "raising llm.max_retries only waits longer".)
-    endpoint = Endpoint(*[lambda _body: kv_cache_full("status")] * 3)
+    # Nor are HOPELESS_TRIES of them, none answered, a sign of a server that fails everything (a
+    # crowded one, up and answering): each call ends with its own advice, not the client's GaveUp.
+    monkeypatch.setattr(endpoint_health, "HOPELESS_S", 0.0)
+    tries = endpoint_health.HOPELESS_TRIES + 1
+    endpoint = Endpoint(*[lambda _body: kv_cache_full("status")] * tries)
     with anyio.fail_after(5):
-        async with client(tmp_path, endpoint, concurrency=4, max_retries=2) as (llm, store):
+        async with client(tmp_path, endpoint, concurrency=4, max_retries=tries - 1) as (llm, store):
             waits = waits_of(llm, endpoint)
             with pytest.raises(LLMUnavailableError) as e:
                 await llm.chat(ask(), model="m1", stage=stage, max_tokens=100)
             hopeless = llm.hopeless
     said = str(e.value)
-    assert len(endpoint.requests) == 3 and [sent for sent, _ in waits] == [1, 2]
-    assert "failed 3 times, last: HTTP 500: Context size has been exceeded.; " in said, said
+    assert len(endpoint.requests) == tries and [sent for sent, _ in waits] == list(range(1, tries))
+    assert f"failed {tries} times, last: HTTP 500: Context size has been exceeded.; " in said, said
     assert said.endswith("(llama.cpp: -c is split among its -np slots, or shared by them all with --kv-unified): "
                          f"raise -c or lower -np, lower llm.concurrency (4) so fewer requests share it, or {bound}"), said
     assert "check its logs" not in said and "only waits longer" not in said
-    assert not hopeless   # (a server up and answering, crowded: no sign that it fails everything)
+    assert not hopeless and not isinstance(e.value, endpoint_health.GaveUp)
     # Not retried (llm.max_retries 0): said so, as a retry may have fitted.
     endpoint = Endpoint(kv_cache_full("status"))
     with anyio.fail_after(5):
