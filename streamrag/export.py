@@ -272,7 +272,9 @@ def export(store: Store, out: Path, fmt: str, *, settings_files: Iterable[Path] 
         _remove_left_behind(out)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        with open(target, "w", encoding="utf-8") as f, store.snapshot():
+        # "\n" as written on every system ("\r\n" on Windows): ``loader.exported_head`` tells an
+        # export in the indexed folder by its first bytes, "\n"s and all
+        with open(target, "w", encoding="utf-8", newline="\n") as f, store.snapshot():
             if not direct:
                 _hold(f)
             counts = write(store, f)

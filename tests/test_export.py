@@ -567,3 +567,30 @@ def test_plain_values_are_escaped_as_every_character_escaped_them():
         kept = export_module._NOT_XML.sub("", str(value))
         assert export_module.escape(value) == saxutils.escape(kept), repr(value)
         assert export_module.quoteattr(value) == saxutils.quoteattr(kept), repr(value)
+
+
+def test_an_export_file_ends_its_lines_as_the_loader_tells_an_export_on_any_system(offline_db, tmp_path,
+                                                                                   monkeypatch):
+    # Windows opens a text file to write "\n" as "\r\n" unless told a newline: an export written
+    # into the indexed folder there began '{\r\n "version"', which ``loader.exported_head`` (its
+    # "\n"s) does not tell, so the next `index` read it as a document; and a GraphML value's
+    # line break became "\r\n" in the file. Written here as Windows writes it.
+    import builtins
+
+    from streamrag.loader import written_by_export
+
+    def as_on_windows(file, mode="r", *args, newline=None, **kwargs):
+        if "b" not in mode and newline is None:
+            newline = "\r\n"
+        return builtins.open(file, mode, *args, newline=newline, **kwargs)
+
+    monkeypatch.setattr(export_module, "open", as_on_windows, raising=False)
+    store = Store(offline_db, readonly=True)
+    try:
+        for fmt in ("json", "graphml"):
+            out = tmp_path / f"x_{fmt}.txt"
+            export(store, out, fmt)
+            assert b"\r" not in out.read_bytes(), out.read_bytes()[:80]
+            assert written_by_export(out), fmt
+    finally:
+        store.close()
