@@ -206,10 +206,11 @@ def check_not_input(store: Store, out: Path | str, fmt: str, settings_files: Ite
         raise StreamragError(f"{out}: is a document the index holds{named}; {fix}")
     patterns = include_patterns(include) if include else []
     # Where the file lands (through a linked file or folder too), not where a link leading out of
-    # the folder points (the scan does not follow it)
+    # the folder points (the scan does not follow it). A regular file: a named pipe is no document,
+    # and opening one to read its first bytes waited for a writer that never came.
     if patterns and root is not None and root in landing.parents \
             and not any(part.startswith(".") for part in landing.relative_to(root).parts) \
-            and matches(landing, root, patterns) and landing.exists() and not written_by_export(landing):
+            and matches(landing, root, patterns) and landing.is_file() and not written_by_export(landing):
         raise StreamragError(f"{out}: is a file of the indexed folder {root} that index.include takes, not "
                              f"an earlier export: a document the index does not hold yet, which the export "
                              f"would replace; {fix}")
