@@ -106,7 +106,7 @@ class ExtractionStage:
     (loader, chunker, extractor ×N, gleaner ×N). ``Indexer._stream_stage`` wires the streams."""
 
     def __init__(self, given: ExtractionStageContext, store: Store, writer: Writer, scan: Scan,
-                 recut_all: bool, check: YesNoCheck) -> None:
+                 recut_all: bool, check: YesNoCheck, *, publishing: bool = True) -> None:
         self.settings = given.settings
         self.root = given.root
         self.progress = given.progress
@@ -130,6 +130,10 @@ class ExtractionStage:
         # path -> (stamp, warning, said again): nothing to index when last read
         self.empty = index_rows.empty_files(store)
         self.still_empty: dict[str, tuple[str, str, bool]] = {}   # those of this run's files
+        # Remembered by a run that says its warnings, not by a watch's extraction ahead (whose
+        # warnings are its sync's): an export, said once, was remembered there unsaid, and the
+        # sync found it remembered and unchanged, and said nothing either.
+        self.remembers_empty = publishing
         # A file's stat (or why it failed) taken by ``look_at`` at the run's start, used by the
         # loader in place of its own: a file is looked at once (a stat more of each file of the
         # folder, on every sync, was the cost of naming them there). A file changed after it
@@ -220,7 +224,8 @@ class ExtractionStage:
                         scan.chars[doc.id] = len(doc.text)
                         await send.send(doc)
                 self.progress.add("files_done")
-            await self._remember_empty(looked_at)
+            if self.remembers_empty:
+                await self._remember_empty(looked_at)
 
     async def fail_load(self, rel: str, said: str, **kwargs) -> None:
         """Records that file ``rel`` could not be used (``fail``), and remembers it for

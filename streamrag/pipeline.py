@@ -1095,7 +1095,7 @@ class Indexer:
         check = self.yes_no = YesNoCheck(s)   # how the glean workers ask their YES/NO checks
         given = ExtractionStageContext(settings=s, root=self.root, progress=self.progress, llm=self.llm,
                                        prompts=self.prompts, key=self.key, fail=functools.partial(self.fail, writer))
-        stage = ExtractionStage(given, store, writer, scan, recut_all, check)
+        stage = ExtractionStage(given, store, writer, scan, recut_all, check, publishing=publishing)
         if publishing:
             self._unpublished = functools.partial(stage.not_indexed, files)
             # (named on the run's row now: a run killed with -9 records nothing at its end)

@@ -571,6 +571,34 @@ async def test_a_file_that_cannot_be_indexed_is_said_once(corpus, tmp_path):
     assert len(warnings) == 1 and warnings[0].startswith("scan.txt: binary file"), warnings
 
 
+async def test_an_export_written_into_the_watched_folder_is_said_once(corpus, tmp_path):
+    # `export x.txt` into the folder a watch runs on: the batch's extraction ahead read it,
+    # remembered it as an export said once (``WrittenByExport.again``), and said nothing (its
+    # warnings are a sync's); the sync found it so remembered and unchanged, and said nothing
+    # either: the warning `index` gives was never given.
+    from streamrag.export import export
+
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.3})   # offline: fast
+    db = tmp_path / "b.db"
+    async with running(settings, db, corpus) as (daemon, events, send):
+        store = Store(db, readonly=True)
+        try:
+            export(store, corpus / "x.txt", "json")
+        finally:
+            store.close()
+        old = time.time() - 5   # (saved a while ago: not waited on as still written)
+        os.utime(corpus / "x.txt", (old, old))
+        start = len(events)
+        async with send:
+            await send.send({(Change.added, str(corpus / "x.txt"))})
+            await until(lambda: daemon.syncs == 2)
+    assert "waiting" in events.states(start), events.states(start)   # (extracted ahead, then synced)
+    warnings = [e["message"] for e in events[start:] if e["state"] == "warning"]
+    assert warnings == ["x.txt: written by `streamrag export`, the index's own output, not a document; "
+                        "nothing to index"], warnings
+    assert _indexed_paths(db) == {"council.txt", "festival.md", "guild.txt", "railway.txt"}
+
+
 async def test_a_file_that_cannot_be_indexed_counts_once_until_it_changes(corpus, tmp_path, files_read):
     # Every sync read a binary file again and recorded a new failure: `status` counted one more
     # per sync for each such file (14 became 772 in a day's soak with 12 of them).
