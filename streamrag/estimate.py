@@ -821,11 +821,12 @@ class Sampled(NamedTuple):
     """A first gleaning stood in for on a sample of the chunks (``_add_missed``): the elements
     its stand-ins add or pair and the entities they name, and how many times more elements and
     reported communities the stand-ins of every chunk are expected to touch than those of the
-    sample (``estimate_ratios.grown_union``)."""
+    sample (``estimate_ratios.grown_union``); ``chunks``: the sample's chunks stood in for."""
     elements: set[str]
     entities: set[str]
     element_scale: float = 1.0
     community_scale: float = 1.0
+    chunks: frozenset[str] = frozenset()
 
 
 def _add_missed(from_cache: dict[str, Extraction], first_only: dict[str, bool], chunks: dict[str, Chunk],
@@ -888,7 +889,7 @@ def _add_missed(from_cache: dict[str, Extraction], first_only: dict[str, bool], 
 
     def scale(seen: dict[str, int]) -> float:
         return grown_union(list(seen.values()), len(taken), more) / len(seen) if seen else 1.0
-    return Sampled(set(elements), entities, scale(elements), scale(communities))
+    return Sampled(set(elements), entities, scale(elements), scale(communities), frozenset(taken))
 
 
 def _missed_stand_in(first: Extraction, text: str, entity_types: list[str]) -> Extraction:
@@ -1022,7 +1023,8 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     ``rereport``: the report settings changed, so every community's context is built again;
     ``sampled``: a first gleaning stood in for on a sample of the chunks, the summaries of the
     elements it touches and the reports of communities holding the entities it names taken on to
-    every chunk's (``Sampled``). Third, what the cache answers of them (``FromCache``)."""
+    every chunk's (``Sampled``), but those the run asks for anyway (other chunks naming them,
+    every summary asked again). Third, what the cache answers of them (``FromCache``)."""
     ix = settings.index
     key = extractor_key(settings)
     added = {c for c in wanted if live.get(c) != key}
@@ -1067,6 +1069,12 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     removed -= same
     if not added and not removed and not resummarize and not rereport:
         return 0, [], FromCache()   # (nothing changed: the run asks for nothing new)
+    # The elements the run writes anew whatever a sampled first gleaning adds (documents added,
+    # edited or removed beside it): their summaries and the reports showing them are counted
+    # once, not taken on to every chunk's as those the sample's stand-ins alone ask for.
+    other = _named_by(extractions, added - sampled.chunks) | _named_by(
+        _stored_extractions(store, {c: live[c] for c in removed - sampled.chunks}), removed) \
+        if sampled is not None else set()
     state = GraphState.load(store)
     # (the relationships' descriptions left in the store, as the run leaves them: those of the
     # lines compared, of the elements changed, are read below, and those a context shows)
@@ -1095,8 +1103,11 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
             if (written := _summary_from_cache(store, settings, name, chosen)) is not None:
                 cached_summaries += 1
             else:
+                if resummarize and element in before:   # (asked again whatever the sample adds)
+                    other.add(element)
                 summaries += (1.0 if element not in guessed else stand_ins()[0 if element.startswith("ent-") else 1]) \
-                    * (sampled.element_scale if sampled is not None and element in sampled.elements else 1.0)
+                    * (sampled.element_scale if sampled is not None and element in sampled.elements
+                       and element not in other else 1.0)
                 written = _summary_stand_in(chosen, settings, summary_tokens)
         if (e := state.entities.get(element) or state.relationships.get(element)) is not None:
             e.description = written
@@ -1143,7 +1154,8 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
                 cached_reports.append(_report_prompt(ctx, settings))
             else:
                 prompts.append(_report_prompt(ctx, settings))
-                if sampled is not None and not sampled.entities.isdisjoint(c.members):
+                if sampled is not None and not sampled.entities.isdisjoint(c.members) \
+                        and not _shows_any(c, other, state):
                     touched.append(prompts[-1])
     if touched and sampled is not None:
         # (those of the sample's stand-ins taken on to every chunk's: as many more, as long)
@@ -1151,6 +1163,32 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
         prompts += [round(sum(touched) / len(touched))] * more
     return math.floor(summaries + 0.5), prompts, FromCache(cached_summaries, len(cached_reports),
                                                            tuple(cached_reports))
+
+
+def _named_by(extractions: dict[str, Extraction], chunks: set[str]) -> set[str]:
+    """The entities and relationships the ``extractions`` of ``chunks`` name."""
+    out: set[str] = set()
+    for cid in chunks & extractions.keys():
+        entities, relationships, _claims = mentions_of(cid, extractions[cid])
+        out.update(m.entity_id for m in entities)
+        out.update(m.relationship_id for m in relationships)
+    return out
+
+
+def _stored_extractions(store: Store, chunks: dict[str, str]) -> dict[str, Extraction]:
+    """The stored extractions of ``chunks`` (chunk -> the extractor whose result counts)."""
+    out: dict[str, Extraction] = {}
+    for key in set(chunks.values()):
+        out.update(index_rows.load_extractions(store, {c for c, k in chunks.items() if k == key}, key))
+    return out
+
+
+def _shows_any(c: Community, elements: set[str], state: GraphState) -> bool:
+    """Whether community ``c``'s report context may show one of ``elements``: an entity among its
+    members, or a relationship with both ends among them."""
+    members = set(c.members)
+    return not members.isdisjoint(elements) or any(
+        r.source in members and r.target in members for e in elements if (r := state.relationships.get(e)))
 
 
 def _same_as_live(store: Store, published: dict[str, str], extractions: dict[str, Extraction], key: str, *,

@@ -2642,6 +2642,27 @@ async def test_a_sampled_first_gleaning_s_report_scale_is_measured_on_the_commun
     assert sampled.community_scale > 1, sampled
 
 
+@pytest.mark.parametrize("indexed, changed", [(30, {}), (41, {"summary_max_tokens": 40})])
+async def test_a_sampled_first_gleaning_takes_on_only_what_its_stand_ins_alone_ask_for(
+        tmp_path, simulator, monkeypatch, indexed, changed):
+    # index.max_gleanings 0 -> 1 past GLEAN_SAMPLE chunks, with something else the run writes
+    # anew: the summaries (and reports) of what the sample's stand-ins touch were taken on to
+    # every chunk's even where the run asks for them anyway, for the articles added beside it
+    # (30 articles + 11: 159 summaries for the run's 125) or every summary asked again
+    # (summary_max_tokens 150 -> 40: 242 for 197). Now those are counted once: 127 and 197.
+    docs = news_copy(tmp_path, indexed)
+    db = tmp_path / "index.db"
+    await sync([docs], make_settings(simulator.base_url, index={"max_gleanings": 0}), db, root=docs)
+    add_articles(docs, indexed)
+    settings = make_settings(simulator.base_url, index={"max_gleanings": 1, **changed})
+    monkeypatch.setattr(estimate_module, "GLEAN_SAMPLE", 10)
+    est = estimate([docs], settings, db, root=docs)
+    monkeypatch.undo()
+    done = await sync([docs], settings, db, root=docs)
+    assert paid(done.llm, "summarize") > 100 and paid(done.llm, "report") > 30, done.llm
+    assert close(est, done, 1.15) == {}, (est["llm"], done.llm)
+
+
 @pytest.mark.parametrize("changed", [{"summary_max_tokens": 100}, {"summary_max_tokens": 40},
                                      {"summary_join_tokens": 0}])
 async def test_a_summary_setting_changed_counts_the_reports_that_may_show_a_summary_written_again(
