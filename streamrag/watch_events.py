@@ -82,7 +82,8 @@ def watch_folder(root: Path, settings: WatchSettings, stop_event: anyio.Event,
     given, takes each raw batch's events that may count, before they are gathered into bursts).
 
     A burst ends after ``debounce_ms`` without an event (a batch lasts ten times that at most),
-    so an editor saving every few hundred milliseconds makes one batch, not one per save. A
+    so an editor saving every few hundred milliseconds makes one batch, not one per save; a file
+    settled beside files written on and on is handed over alone (``_Burst``). A
     stop (``stop_event``) ends it within ``_STEP_MS``, however long ``debounce_ms`` is. If
     ``root`` is replaced (deleted and made again), the watch moves to the new folder and a
     ``REPLACED`` event makes the daemon sync it whole. If it is gone for longer (a restore
@@ -120,12 +121,22 @@ class _Burst:
     """watchfiles' raw batches (each ended by a pause of ``_STEP_MS``) gathered into one batch
     per burst: it ends after ``quiet_s`` without a change, or ``10 * quiet_s`` after its first
     (a file written steadily). ``add`` takes each raw batch, an empty one too (watchfiles waited
-    ``_LOOK_MS`` or ``quiet_s`` without a change), and returns the burst once it has ended."""
+    ``_LOOK_MS`` or ``quiet_s`` without a change), and returns the burst once it has ended.
+
+    The paths of a burst held open only by files written on and on (each changed for
+    ``quiet_s`` already, and again within it: a log appended every 300 ms) end on their own
+    after ``quiet_s`` without a change of theirs: a note saved beside such a log waited for
+    the log's cap (``10 * quiet_s``, 5 s by default), the log kept its own. While a path new in
+    the last ``quiet_s`` is unsettled (a ``cp -r`` under way), the burst stays whole, and so do
+    the paths of a raw batch that deleted some and added others (a rename: its old name left
+    alone was synced as deleted, its text gone from the index until the new one's sync)."""
 
     def __init__(self, quiet_s: float) -> None:
         self.quiet_s = quiet_s
         self.changes: ChangeSet = set()
         self.first = self.last = 0.0
+        self._times: dict[str, tuple[float, float]] = {}   # path -> its first and last change in the burst
+        self._tied: dict[str, set[str]] = {}   # path -> the paths that end with it (a rename's names)
 
     def add(self, changes: ChangeSet, now: float) -> ChangeSet | None:
         if changes:
@@ -133,10 +144,42 @@ class _Burst:
                 self.first = now
             self.changes |= changes
             self.last = now
-        if not self.changes or (now - self.last < self.quiet_s and now - self.first < 10 * self.quiet_s):
+            for _kind, path in changes:
+                self._times[path] = (self._times.get(path, (now, now))[0], now)
+            self._tie(changes)
+        if not self.changes:
             return None
-        burst, self.changes = self.changes, set()
-        return burst
+        if now - self.last >= self.quiet_s or now - self.first >= 10 * self.quiet_s:
+            burst, self.changes = self.changes, set()
+            self._times, self._tied = {}, {}
+            return burst
+        return self._settled(now)
+
+    def _tie(self, changes: ChangeSet) -> None:
+        """Ties the deleted and the added paths of one raw batch together (maybe a rename)."""
+        deleted = {path for kind, path in changes if int(kind) == DELETED}
+        added = {path for kind, path in changes if int(kind) == ADDED}
+        if not deleted or not added:
+            return
+        group = set().union(*(self._tied.get(path, {path}) for path in deleted | added))
+        for path in group:
+            self._tied[path] = group
+
+    def _settled(self, now: float) -> ChangeSet | None:
+        """The changes of the paths that settled beside others written on and on (taken out of
+        the burst), or ``None`` while there are none to hand over apart."""
+        busy = {path for path, (_first, last) in self._times.items() if now - last < self.quiet_s}
+        if any(now - self._times[path][0] < self.quiet_s for path in busy):
+            return None   # (a path new in the last quiet_s: it may be one of many, settling together)
+        busy = set().union(*(self._tied.get(path, {path}) for path in busy))
+        if len(busy) == len(self._times):
+            return None
+        settled = {(kind, path) for kind, path in self.changes if path not in busy}
+        self.changes -= settled
+        self._times = {path: times for path, times in self._times.items() if path in busy}
+        self._tied = {path: group for path, group in self._tied.items() if path in busy}
+        self.first = min(first for first, _last in self._times.values())
+        return settled
 
 
 async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event,

@@ -3161,6 +3161,39 @@ async def test_a_hidden_file_saved_on_and_on_by_renames_does_not_hold_back_the_b
     assert sent <= 3, sent   # (0.6 s of the clock: not the burst's cap, 17 batches)
 
 
+async def test_a_file_saved_beside_one_written_on_and_on_is_handed_over_after_its_own_quiet(tmp_path, monkeypatch):
+    # The burst was one for all paths: a note saved beside a log written every 0.3 s (debounce_ms
+    # 500) waited for the log's cap of 10 x debounce_ms, 17 raw batches, before the daemon saw
+    # it. Now a path settled beside paths written on and on is handed over alone, debounce_ms
+    # after its save; the log stays held, its cap as it was.
+    note, log = tmp_path / "note.txt", tmp_path / "log.txt"
+    raw = [{(Change.added, str(note)), (Change.modified, str(log))}] + [{(Change.modified, str(log))}] * 30
+    first, sent = await _first_burst(tmp_path, monkeypatch, raw)
+    assert first == {(Change.added, str(note))}
+    assert sent <= 3, sent   # (0.6 s of the clock)
+
+
+async def test_files_copied_in_beside_one_written_on_and_on_are_handed_over_as_one_burst(tmp_path, monkeypatch):
+    # A copy under way (a new file each raw batch) is not cut into pieces as its first files
+    # settle: the burst stays whole while a path new within debounce_ms is unsettled, and is
+    # handed over once the copy ends, without the log written beside it.
+    log = tmp_path / "log.txt"
+    copied = [{(Change.added, str(tmp_path / f"f{i}.txt"))} for i in range(8)]
+    raw = [{*batch, (Change.modified, str(log))} for batch in copied] + [{(Change.modified, str(log))}] * 30
+    first, sent = await _first_burst(tmp_path, monkeypatch, raw)
+    assert first == set().union(*copied)
+    assert sent <= len(copied) + 2, sent
+
+
+async def test_a_rename_then_written_on_is_handed_over_with_its_old_name(tmp_path, monkeypatch):
+    # `mv a.txt b.txt`, then b.txt written on and on: the old name, settled, is not handed over
+    # alone (the daemon synced it as deleted, its text gone until b.txt's own sync).
+    old, new = tmp_path / "a.txt", tmp_path / "b.txt"
+    raw = [{(Change.deleted, str(old)), (Change.added, str(new))}] + [{(Change.modified, str(new))}] * 30
+    first, sent = await _first_burst(tmp_path, monkeypatch, raw)
+    assert (Change.deleted, str(old)) in first and (Change.added, str(new)) in first, first
+
+
 @pytest.mark.parametrize("when", ["prefetch", "sync"])
 async def test_stop_finishes_the_work_under_way(corpus, tmp_path, when):
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
