@@ -3522,6 +3522,24 @@ def test_the_watchers_batches_are_gathered_into_one_per_burst(quiet_s):
     assert burst.add(set(), 10.2) is None and burst.add(set(), 10.31) == c   # (the writes at 9.2 to 9.8)
 
 
+def test_a_path_settled_beside_one_written_on_ends_its_burst_alone_and_the_other_keeps_its_cap():
+    # Times on a clock of the test's: a log written every 0.3 s from 0.0 (quiet_s 0.5), a note
+    # saved at 0.3. The note ends its burst quiet_s after its save, at the first raw batch past
+    # it; the log's burst ends at its own cap (10 quiet periods after 0.0), as without the note.
+    from streamrag.watch_events import _Burst
+
+    log, note = (2, "/w/log.txt"), (1, "/w/note.txt")
+    for with_note in (False, True):
+        burst, ended = _Burst(0.5), []
+        for n in range(30):
+            changes = {log, note} if with_note and n == 1 else {log}
+            if (got := burst.add(changes, round(0.3 * n, 1))) is not None:
+                ended.append((round(0.3 * n, 1), got))
+        assert ended[-1] == (5.1, {log}) and len(ended) == 1 + with_note, ended
+        if with_note:
+            assert ended[0] == (0.9, {note}), ended
+
+
 @pytest.mark.parametrize("debounce_ms", [150, 500])
 async def test_a_file_written_every_100_ms_is_one_burst_of_the_real_watcher(tmp_path, debounce_ms):
     # watchfiles ends a raw batch at a step that saw no change it had not seen, and a file
