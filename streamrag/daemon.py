@@ -81,6 +81,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import AsyncIterable, Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -334,6 +335,17 @@ def _take_ready(recv) -> dict[str, str]:
         while True:
             batch.update(recv.receive_nowait())
     return batch
+
+
+@dataclass
+class _Looked:
+    """What ``Daemon._look`` found of a batch's events, for ``_classify`` to apply on the loop."""
+
+    out: dict[str, str]                                    # path -> added, modified, deleted ("." rescan)
+    touched: dict[str, dict[str, tuple[str, int, float]]]  # indexed files written, maybe as indexed: their rows
+    copies: set[str]                                       # sync conflict copies made or written
+    warnings: list[str]                                    # lines to say once (``_warn_once``)
+    broken: list[str]                                      # broken links to note (``note_broken``)
 
 
 class Daemon:
@@ -662,15 +674,14 @@ class Daemon:
         content is as indexed (``WatchedFolder.as_indexed``): then, like a ``touch``, it is
         left out."""
         out: dict[str, str] = {}
-        kinds: dict[str, set[int]] = {}
         if not self.root.is_dir():
             self._folder_gone()          # said once; the folder's return is synced whole
             return {}
         if self._gone:                   # back, whatever the event (the sync checks again)
             self._check_root(replaced=True)
             out["."] = "rescan"
-        named: list[tuple[int, str]] = []   # the events on paths, which ``relevant`` decides
-        copies: set[str] = set()   # the sync conflict copies among them, made or written
+        named: list[tuple[int, str]] = []   # the events on paths, which ``relevant`` decides (``_look``)
+        followed = self._settings_edits.names
         for change, path in changes:
             if change == REPLACED or (int(change) == DELETED and Path(path) == self.root):
                 # The folder was deleted, and is there again: the watcher (ours restarts on the
@@ -703,17 +714,47 @@ class Daemon:
                 self._watcher_failures.add(path)
                 out["."] = "rescan"
                 continue
-            if self._settings_edits.edited(Path(path)):
+            if os.path.basename(path) in followed and self._settings_edits.edited(Path(path)):
                 continue   # (no document: nothing to sync)
             named.append((int(change), path))
-        with self.folder.batch(self._queued_in, copies) as relevant:   # (the index opened once for them, if at all)
+        if not named:
+            return out
+        # What each path is, in a worker thread: ``relevant`` and the looks at the folder and the
+        # index took the event loop, its signals and the other tasks with it, for seconds in a
+        # batch of 100,000 events (a copy told file by file, the polling watcher).
+        looked = await anyio.to_thread.run_sync(self._look, named, dict(self.pending), abandon_on_cancel=True)
+        if looked.copies:
+            self._name_copies(looked.copies)
+        for line in looked.warnings:
+            self._warn_once(line)
+        for rel in looked.broken:
+            self.folder.note_broken(rel)
+        out.update(looked.out)
+        if looked.touched:   # (it may read them: in a worker thread, as a folder is listed)
+            same = await anyio.to_thread.run_sync(self.folder.as_indexed, looked.touched, abandon_on_cancel=True)
+            out.update((rel, "modified") for rel in looked.touched if rel not in same and rel not in out)
+        return out
+
+    def _look(self, named: list[tuple[int, str]], pending: dict[str, str]) -> _Looked:
+        """``_classify`` of the events on paths ``named``, as far as reading decides it: reads
+        the folder and the index, changes nothing (a worker thread's). ``pending``: the queue as
+        the batch came (a copy: the loop changes it meanwhile; what a sync took up since is the next
+        sync's to find, as any event's)."""
+        out: dict[str, str] = {}
+        kinds: dict[str, set[int]] = {}
+        copies: set[str] = set()   # the sync conflict copies among them, made or written
+        warnings: list[str] = []
+        broken: list[str] = []
+
+        def queued_in(rel: str) -> set[str]:   # (``_queued_in`` of the copy)
+            return {p for p in under(pending, rel) if pending[p] not in _NOT_THERE}
+
+        with self.folder.batch(queued_in, copies) as relevant:   # (the index opened once for them, if at all)
             for change, path in named:
                 if (rel := relevant(change, path)) is not None:
                     kinds.setdefault(rel, set()).add(change)
-        if copies:
-            self._name_copies(copies)
         if not kinds:
-            return out
+            return _Looked(out, {}, copies, warnings, broken)
         looked: dict[str, tuple[bool, bool]] = {}   # rel -> (is a folder, exists)
         for rel in kinds:
             path = self.root / rel
@@ -723,14 +764,12 @@ class Daemon:
                 # Under a folder it may not read (chmod 000): the whole folder's sync says
                 # what it cannot read, as `index` does.
                 out["."] = "rescan"
-        # A folder made or moved in may hold 100,000 files: it is listed in a worker thread (two
-        # to three seconds of a stalled event loop, signals and progress held, measured), which
-        # returns the names and changes nothing; what they mean is decided here, on the loop.
+        # A folder made or moved in may hold 100,000 files: its names are listed here, what they
+        # mean is decided below.
         listed: dict[str, list[str] | None] = {}
         for rel, (is_dir, _exists) in looked.items():
             if is_dir and not leads_outside(self.root / rel, self.root):   # a link elsewhere is not walked
-                listed[rel] = await anyio.to_thread.run_sync(self.folder.files_in, self.root / rel,
-                                                             abandon_on_cancel=True)
+                listed[rel] = self.folder.files_in(self.root / rel)
         touched: dict[str, dict[str, tuple[str, int, float]]] = {}   # indexed file -> its rows
         # Files the index does not hold whose event was a write alone: in a folder made in the
         # batch, the watcher may miss a file's making (a `git checkout` of 200 new files said
@@ -747,7 +786,7 @@ class Daemon:
                     if self.folder.is_indexed(store, rel):
                         out[rel] = "deleted"
                     elif (line := self.folder.not_taken(rel)) is not None:   # a link out of the folder
-                        self._warn_once(line)
+                        warnings.append(line)
                     continue
                 if not exists:
                     # Only what the index holds, a sync is queued for, or the last update could
@@ -755,14 +794,14 @@ class Daemon:
                     # be deleted: a broken link, which the polling watcher reports deleted at
                     # every poll, is none, and queued a sync that changed nothing every 10 * quiet_s.
                     # (No index to read, gone with the folder say: the sync that makes it decides.)
-                    gone = self.folder.indexed_in(store, rel) | self._queued_in(rel) | under(failed, rel)
+                    gone = self.folder.indexed_in(store, rel) | queued_in(rel) | under(failed, rel)
                     if store is None or self.folder.is_indexed(store, rel):
                         gone.add(rel)
                     for each in gone:
                         out[each] = "deleted"
                     if not gone and os.path.lexists(path):
-                        self._warn_once(f"{shown(rel)}: {why_unusable(path)}")
-                        self.folder.note_broken(rel)
+                        warnings.append(f"{shown(rel)}: {why_unusable(path)}")
+                        broken.append(rel)
                 elif not self.folder.takes(path) or not self.folder.included(rel):   # the scan skips it, so do we
                     # (and what was indexed under it: a folder made a file of its name, `mv d
                     # away && touch d`, was queued "added", and read ahead, though never indexed)
@@ -772,12 +811,12 @@ class Daemon:
                     for each in gone:
                         out[each] = "deleted"
                     if not gone and (line := self.folder.not_taken(rel)) is not None:   # (as a broken link)
-                        self._warn_once(line)
+                        warnings.append(line)
                 elif not (rows := {} if store is None else index_rows.file_rows(store, rel)):
                     out[rel] = "added" if ADDED in kinds[rel] else "modified"
-                    if out[rel] == "modified" and rel not in self.pending:
+                    if out[rel] == "modified" and rel not in pending:
                         unheld.add(rel)
-                elif rel in self.pending:   # as queued: what it is now is the sync's to find
+                elif rel in pending:   # as queued: what it is now is the sync's to find
                     out[rel] = "modified"
                 else:
                     touched[rel] = rows
@@ -800,14 +839,11 @@ class Daemon:
                         rows = index_rows.file_rows(store, rel)
                     if not rows:
                         out[rel] = "added"
-                    elif rel in self.pending:
+                    elif rel in pending:
                         out[rel] = "modified"
                     else:
                         touched[rel] = rows
-        if touched:   # (it may read them: in a worker thread, as a folder is listed)
-            same = await anyio.to_thread.run_sync(self.folder.as_indexed, touched, abandon_on_cancel=True)
-            out.update((rel, "modified") for rel in touched if rel not in same and rel not in out)
-        return out
+        return _Looked(out, {rel: rows for rel, rows in touched.items() if rel not in out}, copies, warnings, broken)
 
     # -- the run ---------------------------------------------------------------------------
     async def run(self, source: AsyncIterable[ChangeSet] | None = None) -> None:

@@ -504,6 +504,37 @@ async def test_a_burst_of_deleted_paths_opens_the_index_once_not_once_per_path(c
     assert len(opened) <= 2, len(opened)   # the paths asked about, then the files classified
 
 
+async def test_a_batch_is_looked_at_off_the_event_loop(corpus, tmp_path, monkeypatch):
+    # ``relevant`` ran for each event on the event loop, and so did the looks at each path and
+    # at the index: a batch of 100,000 events (a copy told file by file) held the loop, its
+    # signals and its other tasks with it, for seconds. They run in a worker thread now; the
+    # batch is classified as before.
+    settings = make_settings(index=SMALL)
+    db = tmp_path / "t.db"
+    await sync([corpus], settings, db, root=corpus)
+    daemon = Daemon(settings, db, corpus)
+    loop = threading.get_ident()
+    threads = set()
+    relevant, takes = watched_folder.WatchedFolder.relevant, watched_folder.WatchedFolder.takes
+
+    def relevant_in(self, *args, **kwargs):
+        threads.add(threading.get_ident())
+        return relevant(self, *args, **kwargs)
+
+    def takes_in(self, *args, **kwargs):
+        threads.add(threading.get_ident())
+        return takes(self, *args, **kwargs)
+
+    monkeypatch.setattr(watched_folder.WatchedFolder, "relevant", relevant_in)
+    monkeypatch.setattr(watched_folder.WatchedFolder, "takes", takes_in)
+    (corpus / "new.txt").write_text("Captain Oskar Lind sailed the Blue Heron to Kessel.\n")
+    (corpus / "festival.md").unlink()
+    burst = {(Change.added, str(corpus / "new.txt")), (Change.deleted, str(corpus / "festival.md")),
+             (Change.modified, str(corpus / ".hidden.txt"))}
+    assert await daemon._classify(burst) == {"new.txt": "added", "festival.md": "deleted"}
+    assert threads and loop not in threads, threads
+
+
 async def test_a_file_replaced_by_a_folder_of_its_name_leaves_the_index(corpus, tmp_path):
     # `rm guild.txt && mkdir guild.txt` in one batch queued nothing (an empty folder has no file
     # to add): the daemon said the index was current with guild.txt's text still in it.
