@@ -551,7 +551,8 @@ class Daemon:
         as its first line gives them: ``files``, ``whole_folder``, and ``failed_items`` and
         ``claims_failed`` (of them, the chunks indexed without their claims) when it retries.
         ``left_as_indexed``: the files it leaves for a later sync, still written (``_split``):
-        ``1 changed file; log.txt still written, synced once quiet`` (its count ``held``)."""
+        ``1 changed file; log.txt still written, synced once quiet`` (their count ``held``), or
+        deleted as they were written (``held_deleted``)."""
         parts = []
         left = sorted(left_as_indexed)
         # (the old name of a file renamed and written on is left with it, not written: ``_split``)
@@ -559,11 +560,19 @@ class Daemon:
         files = self._files_pending() - len(there)
         if left:   # (no "." then: ``_split``)
             came = sum(kind == "added and deleted" for rel, kind in self.pending.items() if rel not in left)
-            named = there or left
-            more = f" and {_n(len(named) - 1, 'more file')}" if len(named) > 1 else ""
+            # A file deleted as it was written (its last batch a deletion) is left too, but is
+            # not "still written": it was counted so, and named as such when it came first.
+            gone = [rel for rel in there if self.pending.get(rel) == "deleted"]
+            written = [rel for rel in there if rel not in gone] or ([] if gone else left)
             said = _n(files, "changed file") if files else f"{_n(came, 'file')} added and deleted"
-            return (f"{said}; {shown(named[0])}{more} still written, synced once quiet",
-                    {"files": files, "held": len(named), "whole_folder": False})
+            held = []
+            for named, how in ((written, "still written"), (gone, "deleted as it was written")):
+                if named:
+                    more = f" and {_n(len(named) - 1, 'more file')}" if len(named) > 1 else ""
+                    held.append(f"{shown(named[0])}{more} {how}")
+            return (f"{said}; {' and '.join(held)}, synced once quiet",
+                    {"files": files, "held": len(written), **({"held_deleted": len(gone)} if gone else {}),
+                     "whole_folder": False})
         if files:
             parts.append(_n(files, "changed file"))
         marker = self.pending.get(".")

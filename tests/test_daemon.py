@@ -953,6 +953,52 @@ async def test_a_file_saved_beside_one_written_on_with_its_batches_apart_is_sync
         len(log.read_text())   # (the source ended: synced whole)
 
 
+async def test_a_file_deleted_as_it_was_written_is_not_said_still_written(corpus, tmp_path, monkeypatch):
+    # A log deleted in its last batch, a note saved beside it settled: the note's sync leaves
+    # the log as indexed (its batches within quiet_s), and said "log.txt still written" of a
+    # file that is gone, counting it among those still written (``held``). Scripted as the
+    # tests above: both clocks moved by the test.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.5, "debounce_ms": 0})
+    db = tmp_path / "g.db"
+    log, note = corpus / "log.txt", corpus / "note.txt"
+    log.write_text("Mira Osk opened the harbor ledger at Port Vell.\n")
+    syncs: list[tuple[str, dict, frozenset]] = []
+
+    async with running(settings, db, corpus) as (daemon, events, send):
+        clock, wall = DaemonClock(monkeypatch), WallClock(monkeypatch, time.time())
+        sync_ = daemon._sync
+
+        async def syncing(reason, **kwargs):
+            syncs.append((reason, kwargs["why"], kwargs.get("left_as_indexed", frozenset())))
+            return await sync_(reason, **kwargs)
+
+        daemon._sync = syncing
+        async with send:
+            for n in range(3):   # the log written twice, the note saved in the second; the log deleted
+                if n < 2:
+                    _written_at(log, f"Entry {n}: Bo Lund paid the toll.\n", wall)
+                    batch = {(Change.modified, str(log))}
+                else:
+                    log.unlink()
+                    batch = {(Change.deleted, str(log))}
+                if n == 1:
+                    _written_at(note, "Mira Osk sold the Blue Heron to Bo Lund at Kessel.\n", wall)
+                    batch.add((Change.added, str(note)))
+                mark = len(events)
+                await send.send(batch)
+                await until(lambda: "queued" in events.states(mark))
+                clock.now += 0.2
+                wall.now += 0.2
+            clock.now += 0.15   # the note's quiet period over, not the log's
+            wall.now += 0.15
+            await until(lambda: syncs, timeout=10)   # (the look, within a second: _LOOK_S)
+            reason, why, left = syncs[0]
+            assert left == {"log.txt"} and daemon.pending == {"log.txt": "deleted"}, (syncs, daemon.pending)
+            assert reason == "1 changed file; log.txt deleted as it was written, synced once quiet", reason
+            assert why["held"] == 0 and why["held_deleted"] == 1 and why["files"] == 1, why
+    assert "log.txt" not in _indexed_paths(db)   # (the source ended: synced whole)
+
+
 @pytest.mark.parametrize("linked", ["link", "target", "hard"])
 async def test_a_link_to_a_file_left_as_indexed_is_left_as_indexed_too(corpus, tmp_path, monkeypatch, linked):
     # The sync of the files that settled beside a log written on and on left the log as
