@@ -508,7 +508,7 @@ class Indexer:
         notes deleted, the templates kept), where a run's settings leaving out every file is.
         ``left_as_indexed``: files (paths from the root) the run leaves as the index holds them,
         unread, as it leaves those outside its paths, and with them any file that is the same
-        file (a link: ``_left_as_indexed``): a daemon's sync of the files that settled while
+        file (a link: ``_left_with_links``): a daemon's sync of the files that settled while
         another is still written (a log), which a later sync takes up.
         ``stopped``: whether the daemon has been asked to stop (its model client's errors then say to
         start it again, not that it retries). ``transport`` and ``retry_base_s`` (the model client's
@@ -532,8 +532,8 @@ class Indexer:
         self.update_of = update_of
         self.folder_changed = folder_changed
         self.left_as_indexed = left_as_indexed
-        # (those and their links, as this run's scan found them: ``_left_as_indexed``)
-        self.left_unread: set[str] = set(left_as_indexed)
+        # (those and their links, as this run's scan found them: ``_left_with_links``)
+        self.left_with_links: set[str] = set(left_as_indexed)
         self.run_id = time.strftime("%Y%m%dT%H%M%S-") + uuid.uuid4().hex[:6]
         self.key = extractor_key(settings)
         # (a chunk whose claims call failed is published with what a run without claims stores)
@@ -1157,7 +1157,7 @@ class Indexer:
         # (files left as indexed are found, not read: a folder whose only file is one is not one without
         # files, which watch said "no file ... matches index.include" of)
         found = bool(files)
-        left = self.left_unread = self._left_as_indexed(files)
+        left = self.left_with_links = self._left_with_links(files)
         if left:
             files = [f for f in files if loader.stored_path(f, self.root) not in left]
             scan.files.update({p: v for p, v in known.items() if loader.file_of(p) in left})
@@ -1183,7 +1183,7 @@ class Indexer:
                                                refused=bool(known) and not self.folder_changed))
         return scan, files, recut_all
 
-    def _left_as_indexed(self, files: list[Path]) -> set[str]:
+    def _left_with_links(self, files: list[Path]) -> set[str]:
         """The files of ``files`` (the scan's) this run leaves as indexed: ``left_as_indexed``,
         and those that are the same file as one of them (a symlink to it, its target, a hard
         link) or a symlink to one deleted since (``broken_links``), by their paths from the root. A link read while the file it leads to is left as
@@ -1308,7 +1308,7 @@ class Indexer:
         this run did not read whose first chunk opens with a heading naming someone: whether each
         opens with code (``joins.code_heading``), read from the file it is shown with, as its
         chunk lost the indent. Once: the run writes the mark, unless one of them is in a file it
-        leaves as indexed (``left_unread``, not read: ``code_headings_left_unread``), which the next run
+        leaves as indexed (``left_with_links``, not read: ``code_headings_left_unread``), which the next run
         looks at again. One not found in its file (unreadable now, or changed outside this run's
         paths: ids are text hashes) is marked as no code.
         (Else "    # Ada Lovelace" kept titling its note after the upgrade, where a fresh index
@@ -1327,7 +1327,7 @@ class Indexer:
         by_file: dict[Path | None, set[str]] = {}
         left = set()   # (in a file left as indexed: its own sync reads it)
         for doc_id in headed:
-            if loader.file_of(path := paths.get(doc_id, "")) in self.left_unread:
+            if loader.file_of(path := paths.get(doc_id, "")) in self.left_with_links:
                 left.add(doc_id)
             else:
                 by_file.setdefault(self._stored_file(path), set()).add(doc_id)
