@@ -213,6 +213,9 @@ under it (``rsync --delete``, ``git clean -x``) makes no event it follows, and s
 _O_PATH: int | None = getattr(os, "O_PATH", None)
 """A handle on a file that neither reads nor locks it (Linux): ``Daemon._hold_index``."""
 _MAX_RETRY_SYNCS = 3
+_LOOK_APART = 100
+"""A batch of this many events on paths, or more, is looked at in a worker thread (``_classify``):
+about 0.1-0.2 ms an event (``relevant``, a stat or two, an index query), a few ms on the loop."""
 _MAX_WAIT_QUIETS = 10
 """Events that never pause for ``quiet_s`` delay a sync this many times ``quiet_s`` at most."""
 _NOT_THERE = ("deleted", "renamed away", "added and deleted")
@@ -730,8 +733,13 @@ class Daemon:
             return out
         # What each path is, in a worker thread: ``relevant`` and the looks at the folder and the
         # index took the event loop, its signals and the other tasks with it, for seconds in a
-        # batch of 100,000 events (a copy told file by file, the polling watcher).
-        looked = await anyio.to_thread.run_sync(self._look, named, dict(self.pending), abandon_on_cancel=True)
+        # batch of 100,000 events (a copy told file by file, the polling watcher). A few events
+        # are looked at on the loop, at once: the hop to a thread may take longer on a busy
+        # machine, and the quiet period of the batch before it runs meanwhile.
+        if len(named) < _LOOK_APART:
+            looked = self._look(named, self.pending)
+        else:
+            looked = await anyio.to_thread.run_sync(self._look, named, dict(self.pending), abandon_on_cancel=True)
         if looked.copies:
             self._name_copies(looked.copies)
         for line in looked.warnings:
@@ -747,8 +755,8 @@ class Daemon:
     def _look(self, named: list[tuple[int, str]], pending: dict[str, str]) -> _Looked:
         """``_classify`` of the events on paths ``named``, as far as reading decides it: reads
         the folder and the index, changes nothing (a worker thread's). ``pending``: the queue as
-        the batch came (a copy: the loop changes it meanwhile; what a sync took up since is the next
-        sync's to find, as any event's)."""
+        the batch came (in a thread, a copy: the loop changes it meanwhile; what a sync took up since is
+        the next sync's to find, as any event's)."""
         out: dict[str, str] = {}
         kinds: dict[str, set[int]] = {}
         copies: set[str] = set()   # the sync conflict copies among them, made or written

@@ -507,8 +507,10 @@ async def test_a_burst_of_deleted_paths_opens_the_index_once_not_once_per_path(c
 async def test_a_batch_is_looked_at_off_the_event_loop(corpus, tmp_path, monkeypatch):
     # ``relevant`` ran for each event on the event loop, and so did the looks at each path and
     # at the index: a batch of 100,000 events (a copy told file by file) held the loop, its
-    # signals and its other tasks with it, for seconds. They run in a worker thread now; the
-    # batch is classified as before.
+    # signals and its other tasks with it, for seconds. They run in a worker thread now (a
+    # batch of a few events at once, on the loop); the batch is classified as before.
+    from streamrag import daemon as daemon_module
+
     settings = make_settings(index=SMALL)
     db = tmp_path / "t.db"
     await sync([corpus], settings, db, root=corpus)
@@ -529,8 +531,8 @@ async def test_a_batch_is_looked_at_off_the_event_loop(corpus, tmp_path, monkeyp
     monkeypatch.setattr(watched_folder.WatchedFolder, "takes", takes_in)
     (corpus / "new.txt").write_text("Captain Oskar Lind sailed the Blue Heron to Kessel.\n")
     (corpus / "festival.md").unlink()
-    burst = {(Change.added, str(corpus / "new.txt")), (Change.deleted, str(corpus / "festival.md")),
-             (Change.modified, str(corpus / ".hidden.txt"))}
+    burst = {(Change.added, str(corpus / "new.txt")), (Change.deleted, str(corpus / "festival.md"))}
+    burst |= {(Change.modified, str(corpus / ".cache" / f"{i}.txt")) for i in range(daemon_module._LOOK_APART)}
     assert await daemon._classify(burst) == {"new.txt": "added", "festival.md": "deleted"}
     assert threads and loop not in threads, threads
 
