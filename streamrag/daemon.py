@@ -321,6 +321,12 @@ def _young(root: Path, seen: dict[Path, tuple[int, int]], young_s: float, now: f
     return {p.relative_to(root).as_posix() for p, (m, _) in seen.items() if 0 <= now - m / 1e9 < young_s}
 
 
+def _queued(pending: dict[str, str], rel: str) -> set[str]:
+    """The files of the queue ``pending`` (``Daemon.pending``, or a copy) as there (not deleted)
+    at ``rel`` or under it."""
+    return {p for p in under(pending, rel) if pending[p] not in _NOT_THERE}
+
+
 def _has_ready(recv) -> bool:
     """Whether a batch is waiting in ``recv`` (a memory object stream) to be taken."""
     stats = getattr(recv, "statistics", None)
@@ -346,7 +352,6 @@ class _Looked:
 
     out: dict[str, str]                                    # path -> added, modified, deleted ("." rescan)
     touched: dict[str, dict[str, tuple[str, int, float]]]  # indexed files written, maybe as indexed: their rows
-    copies: set[str]                                       # sync conflict copies made or written
     warnings: list[str]                                    # lines to say once (``_warn_once``)
     broken: list[str]                                      # broken links to note (``note_broken``)
 
@@ -656,8 +661,7 @@ class Daemon:
 
     def _queued_in(self, rel: str) -> set[str]:
         """The files queued for the next sync as there (not deleted) at ``rel`` or under it."""
-        return {p for p in under(self.pending, rel)
-                if self.pending[p] not in _NOT_THERE}
+        return _queued(self.pending, rel)
 
     def _warn_once(self, line: str) -> None:
         """A warning line, unless said already (by this or by the last sync, whose scan says it)."""
@@ -736,12 +740,23 @@ class Daemon:
         # batch of 100,000 events (a copy told file by file, the polling watcher). A few events
         # are looked at on the loop, at once: the hop to a thread may take longer on a busy
         # machine, and the quiet period of the batch before it runs meanwhile.
-        if len(named) < _LOOK_APART:
-            looked = self._look(named, self.pending)
-        else:
-            looked = await anyio.to_thread.run_sync(self._look, named, dict(self.pending), abandon_on_cancel=True)
-        if looked.copies:
-            self._name_copies(looked.copies)
+        apart = len(named) >= _LOOK_APART
+        pending = dict(self.pending) if apart else self.pending
+        kinds, copies, stats = await self._reading(apart, self._kinds, named, pending)
+        if copies:
+            self._name_copies(copies)
+        if not kinds:
+            return out
+        # A folder made or moved in may hold 100,000 files: it is listed in a worker thread (two
+        # to three seconds of a stalled event loop, signals and progress held, measured), which
+        # returns the names and changes nothing; what they mean is decided by ``_look``.
+        listed: dict[str, list[str] | None] = {}
+        for rel, stat in stats.items():
+            # (a link elsewhere is not walked)
+            if stat is not None and stat[0] and not leads_outside(self.root / rel, self.root):
+                listed[rel] = await anyio.to_thread.run_sync(self.folder.files_in, self.root / rel,
+                                                             abandon_on_cancel=True)
+        looked = await self._reading(apart, self._look, kinds, stats, listed, pending)
         for line in looked.warnings:
             self._warn_once(line)
         for rel in looked.broken:
@@ -752,41 +767,53 @@ class Daemon:
             out.update((rel, "modified") for rel in looked.touched if rel not in same and rel not in out)
         return out
 
-    def _look(self, named: list[tuple[int, str]], pending: dict[str, str]) -> _Looked:
-        """``_classify`` of the events on paths ``named``, as far as reading decides it: reads
-        the folder and the index, changes nothing (a worker thread's). ``pending``: the queue as
-        the batch came (in a thread, a copy: the loop changes it meanwhile; what a sync took up since is
-        the next sync's to find, as any event's)."""
-        out: dict[str, str] = {}
+    @staticmethod
+    async def _reading(apart: bool, work: Callable[..., Any], *args: Any) -> Any:
+        """``work(*args)``, which only reads: in a worker thread when ``apart``, else at once."""
+        if apart:
+            return await anyio.to_thread.run_sync(work, *args, abandon_on_cancel=True)
+        return work(*args)
+
+    def _kinds(self, named: list[tuple[int, str]], pending: dict[str, str]
+               ) -> tuple[dict[str, set[int]], set[str], dict[str, tuple[bool, bool] | None]]:
+        """The paths of the events ``named`` that may change the index (``relevant``), with the
+        kinds of their events; the sync conflict copies among them; and whether each is a folder
+        and is there (``None``: it cannot be looked at). Only reads: for ``_classify`` (a worker
+        thread's for a large batch, ``pending`` then a copy of the queue as the batch came: the
+        loop changes it meanwhile; what a sync took up since is the next sync's to find)."""
         kinds: dict[str, set[int]] = {}
-        copies: set[str] = set()   # the sync conflict copies among them, made or written
-        warnings: list[str] = []
-        broken: list[str] = []
+        copies: set[str] = set()
 
-        def queued_in(rel: str) -> set[str]:   # (``_queued_in`` of the copy)
-            return {p for p in under(pending, rel) if pending[p] not in _NOT_THERE}
-
-        with self.folder.batch(queued_in, copies) as relevant:   # (the index opened once for them, if at all)
+        # (the index opened once for them, if at all)
+        with self.folder.batch(lambda rel: _queued(pending, rel), copies) as relevant:
             for change, path in named:
                 if (rel := relevant(change, path)) is not None:
                     kinds.setdefault(rel, set()).add(change)
-        if not kinds:
-            return _Looked(out, {}, copies, warnings, broken)
-        looked: dict[str, tuple[bool, bool]] = {}   # rel -> (is a folder, exists)
+        stats: dict[str, tuple[bool, bool] | None] = {}
         for rel in kinds:
             path = self.root / rel
             try:
-                looked[rel] = (path.is_dir(), path.exists())
+                stats[rel] = (path.is_dir(), path.exists())
             except OSError:
+                stats[rel] = None
+        return kinds, copies, stats
+
+    def _look(self, kinds: dict[str, set[int]], stats: dict[str, tuple[bool, bool] | None],
+              listed: dict[str, list[str] | None], pending: dict[str, str]) -> _Looked:
+        """``_classify`` of the paths ``kinds`` (``_kinds``'), as far as the index decides it,
+        with the files of the folders among them (``listed``). Only reads, as ``_kinds``."""
+        out: dict[str, str] = {}
+        warnings: list[str] = []
+        broken: list[str] = []
+
+        looked: dict[str, tuple[bool, bool]] = {}   # rel -> (is a folder, exists)
+        for rel, stat in stats.items():
+            if stat is None:
                 # Under a folder it may not read (chmod 000): the whole folder's sync says
                 # what it cannot read, as `index` does.
                 out["."] = "rescan"
-        # A folder made or moved in may hold 100,000 files: its names are listed here, what they
-        # mean is decided below.
-        listed: dict[str, list[str] | None] = {}
-        for rel, (is_dir, _exists) in looked.items():
-            if is_dir and not leads_outside(self.root / rel, self.root):   # a link elsewhere is not walked
-                listed[rel] = self.folder.files_in(self.root / rel)
+            else:
+                looked[rel] = stat
         touched: dict[str, dict[str, tuple[str, int, float]]] = {}   # indexed file -> its rows
         # Files the index does not hold whose event was a write alone: in a folder made in the
         # batch, the watcher may miss a file's making (a `git checkout` of 200 new files said
@@ -811,7 +838,7 @@ class Daemon:
                     # be deleted: a broken link, which the polling watcher reports deleted at
                     # every poll, is none, and queued a sync that changed nothing every 10 * quiet_s.
                     # (No index to read, gone with the folder say: the sync that makes it decides.)
-                    gone = self.folder.indexed_in(store, rel) | queued_in(rel) | under(failed, rel)
+                    gone = self.folder.indexed_in(store, rel) | _queued(pending, rel) | under(failed, rel)
                     if store is None or self.folder.is_indexed(store, rel):
                         gone.add(rel)
                     for each in gone:
@@ -860,7 +887,7 @@ class Daemon:
                         out[rel] = "modified"
                     else:
                         touched[rel] = rows
-        return _Looked(out, {rel: rows for rel, rows in touched.items() if rel not in out}, copies, warnings, broken)
+        return _Looked(out, {rel: rows for rel, rows in touched.items() if rel not in out}, warnings, broken)
 
     # -- the run ---------------------------------------------------------------------------
     async def run(self, source: AsyncIterable[ChangeSet] | None = None) -> None:
