@@ -94,17 +94,18 @@ class EndpointHealth:
         self._clock = clock
         self.unanswered: Counter[str] = Counter()   # "hard" and "wait" tries since the model answered
         self.unanswered_statuses: Counter[int | None] = Counter()   # ... by HTTP status (None: none)
+        self.unanswered_fixes: Counter[str] = Counter()   # ... by what their errors said to change ("": none)
         self._unanswered_since: float | None = None   # ... the first of them
         self.waited_out = False    # hopeless for those, not for the tries before any usable one
 
-    def tried(self, kind: str, status: int | None = None) -> bool:
+    def tried(self, kind: str, status: int | None = None, fix: str = "") -> bool:
         """A try was answered usably ("usable"), or failed (``failure``'s kinds, or an answer
-        "unusable" or "cut_off"; ``status``: its HTTP status, if any); True when this try made
-        the endpoint ``hopeless``."""
+        "unusable" or "cut_off"; ``status``: its HTTP status, if any; ``fix``: what its error says
+        to change, ``Retryable.fix``); True when this try made the endpoint ``hopeless``."""
         if self.hopeless:
             return False
         now = self._clock()
-        if self._answered_nothing(kind, status, now):
+        if self._answered_nothing(kind, status, fix, now):
             self.hopeless = self.waited_out = True
             self.failing_for = now - (self._unanswered_since or now)
             return True
@@ -122,12 +123,13 @@ class EndpointHealth:
             return True
         return False
 
-    def _answered_nothing(self, kind: str, status: int | None, now: float) -> bool:
+    def _answered_nothing(self, kind: str, status: int | None, fix: str, now: float) -> bool:
         """Notes ``kind`` in the span of tries answered only with errors and requests to wait;
         whether that span has lasted ``give_up_after_s`` (``unanswered_too_long``)."""
         if kind in ANSWERED:
             self.unanswered.clear()
             self.unanswered_statuses.clear()
+            self.unanswered_fixes.clear()
             self._unanswered_since = None
             return False
         if kind not in ("hard", "wait"):   # (loading, timeouts: neither way)
@@ -136,6 +138,7 @@ class EndpointHealth:
             self._unanswered_since = now
         self.unanswered[kind] += 1
         self.unanswered_statuses[status] += 1
+        self.unanswered_fixes[fix] += 1
         return unanswered_too_long(self.unanswered, now - self._unanswered_since, self.give_up_after_s)
 
     def error(self, url: str, setting: str, then: str = RUN_AGAIN, proxy: proxies.Proxy | None = None) -> GaveUp:
@@ -163,7 +166,11 @@ class EndpointHealth:
         requests to wait for ``give_up_after_s``; ``proxy``: the one that may answer for the
         server (``only_errors``)."""
         tries = self.unanswered
-        fix = only_errors(self.unanswered_statuses, setting, proxy) or (
+        # Every try's error said what to change (llama.cpp's KV cache full: a crowded server, up,
+        # whose logs say only that): that, not "answers only HTTP 500: check its logs". (Of
+        # several stages' tries, the words most of them carried.)
+        said_fix = self.unanswered_fixes.most_common(1)[0][0] if "" not in self.unanswered_fixes else ""
+        fix = said_fix or only_errors(self.unanswered_statuses, setting, proxy) or (
             waits_fix(setting, proxy) if self._waits_said() else f"check the server and the model at {setting}")
         return (f"{url} answered none of the {tries.total()} tries of the last {duration(self.failing_for)} "
                 f"({kinds_said(tries)}): {fix}; raising llm.give_up_after_s ({self.give_up_after_s:g} s) "

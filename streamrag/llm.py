@@ -1073,7 +1073,7 @@ class LLMClient:
             except _Hopeless:
                 raise self._hopeless_error(url) from None
             except Retryable as e:
-                self._tried(failure(e), e.status)
+                self._tried(failure(e), e.status, e.fix)
                 if not e.loading:   # (a model loading is waited for apart)
                     statuses[e.status] += 1
                     self.failed_statuses[e.status] += 1
@@ -1172,10 +1172,10 @@ class LLMClient:
             return advice(e, setting, self.settings.requests_per_minute > 0)
         return f"{said}; raising llm.max_retries only waits longer"
 
-    def _tried(self, kind: str, status: int | None = None) -> None:
-        """A try's outcome, told to ``health``; the tries and backoffs under way are cut short
-        once it makes the endpoint ``hopeless``."""
-        if self._health.tried(kind, status):
+    def _tried(self, kind: str, status: int | None = None, fix: str = "") -> None:
+        """A try's outcome, told to ``health`` (``fix``: what its error says to change); the tries
+        and backoffs under way are cut short once it makes the endpoint ``hopeless``."""
+        if self._health.tried(kind, status, fix):
             for scope in list(self._cut_short):
                 scope.cancel()
 

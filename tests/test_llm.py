@@ -2342,6 +2342,32 @@ async def test_a_kv_cache_full_to_every_try_names_the_slots_context_and_concurre
                 await llm.chat(ask(), model="m1", stage=stage, max_tokens=100)
 
 
+async def test_a_kv_cache_full_to_every_try_for_give_up_after_s_is_given_up_on_with_its_advice(tmp_path, monkeypatch):
+    # Counted as requests to wait (a crowded server, up), tries all so for llm.give_up_after_s end
+    # every call (``EndpointHealth``'s span of tries answered only with errors and requests to wait).
+    # The client's error said "the server at llm.api_base answers only HTTP 500: check its logs",
+    # which say only that its context filled: now what every try's error said to change.
+    monkeypatch.setattr(llm_module, "MAX_BACKOFF_S", 0.02)
+    endpoint = Endpoint(httpx.Response(200, json=chat_body("fine")),
+                        *[lambda _body: kv_cache_full("status")] * 10_000)
+    errors: list[str] = []
+    one = _asking_into(errors)
+    with anyio.fail_after(60):
+        async with client(tmp_path, endpoint, max_retries=1000, concurrency=4,
+                          give_up_after_s=0.3) as (llm, _):
+            assert (await llm.chat(ask("first"), model="m1", stage="s")).text == "fine"
+            async with anyio.create_task_group() as tg:
+                for i in range(4):
+                    tg.start_soon(one, llm, f"q{i}")
+            assert llm.hopeless
+    assert len(errors) == 4, errors[:1]
+    assert all(" asked to wait): the server's context filled with the requests it was answering at once "
+               "(llama.cpp: -c is split among its -np slots, or shared by them all with --kv-unified): raise -c or "
+               "lower -np, lower llm.concurrency (4) so fewer requests share it, or lower index.chunk_size or "
+               "query.*_max_tokens; raising llm.give_up_after_s (0.3 s) waits longer" in e for e in errors), errors[0]
+    assert not any("check its logs" in e for e in errors), errors[0]
+
+
 @pytest.mark.parametrize("base, azure", [
     ("https://res.openai.azure.com/openai/v1", True),
     ("https://RES.OpenAI.Azure.com/openai/v1", True),

@@ -180,6 +180,25 @@ def test_an_endpoint_only_asking_to_wait_through_a_proxy_names_it_once(url, stat
     assert "(for HTTP 429, the account's limits)" in error, error
 
 
+@pytest.mark.parametrize("other", [None, 500])   # (500: a try whose error said nothing to change)
+def test_an_endpoint_given_up_on_says_what_every_tries_error_said_to_change(other):
+    """Tries answered only with llama.cpp's KV cache full for give_up_after_s said "answers only
+    HTTP 500: check its logs"; now what every one's error said to change (``Retryable.fix``), and,
+    one try among them of another error, as before."""
+    clock = Clock()
+    health = EndpointHealth(60.0, clock)
+    health.tried("usable")
+    fix = "the server's context filled ...: raise -c"
+    while not health.hopeless:
+        health.tried("wait", 500, fix)
+        clock.now += 5
+        if other is not None and health.unanswered.total() == 2:
+            health.tried("hard", other)
+    error = str(health.error("http://x/v1/chat/completions", "llm.api_base", then=""))
+    said = fix if other is None else "the server at llm.api_base answers only HTTP 500: check its logs"
+    assert f"): {said}; raising llm.give_up_after_s (60 s) waits longer" in error, error
+
+
 def test_a_give_up_after_half_a_second_says_its_tenths():
     """llm.give_up_after_s = 0.5 said "answered none of the 13 tries of the last 0 s"."""
     clock = Clock()
