@@ -400,6 +400,9 @@ class LLMClient:
         # Every failed try by HTTP status (None: no answer), a model loading left out, as a call's
         # own (``_call_advice``): what a caller says of calls that all failed (``only_errors``).
         self.failed_statuses: Counter[int | None] = Counter()
+        # ... and by what their errors said to change ("": nothing; ``Retryable.fix``: llama.cpp's
+        # KV cache full), for a caller that says them by their statuses (``outage.Outage.errors_said``).
+        self.failed_fixes: Counter[str] = Counter()
         # What an error about the endpoint says to do once it is fixed (``_then``): nothing for a
         # caller that retries by itself (``retried``: the daemon), unless it has stopped since
         # (``stopped()``: a stop during the calls), else to run the command again.
@@ -1077,6 +1080,7 @@ class LLMClient:
                 if not e.loading:   # (a model loading is waited for apart)
                     statuses[e.status] += 1
                     self.failed_statuses[e.status] += 1
+                    self.failed_fixes[e.fix] += 1
                 if e.timed_out:
                     # The model's next tries (this call's and every other's) get twice the time,
                     # up to TIMEOUT_GROWTH_MAX times the setting. A call whose timed-out tries add

@@ -49,6 +49,8 @@ class Outage:
         self.server_errors = False
         # ... and its failed tries by HTTP status (``LLMClient.failed_statuses``), for ``errors_said``.
         self.statuses: Counter[int | None] = Counter()
+        # ... and by what their errors said to change (``LLMClient.failed_fixes``; "": nothing).
+        self.fixes: Counter[str] = Counter()
         # When the calls began failing, no call answered since (wall clock): an outage's "since".
         self.failing_since: float | None = None
         self.tried_s = 0.0   # how long the last sync took, failed or not (its calls' retries in it)
@@ -90,10 +92,15 @@ class Outage:
         (it said "kept answering with errors: check its logs", the proxy's logs), the environment's
         proxy named when one is in use (``proxy``). Tries all
         answered with HTTP 200 the client could not read are said so, as the model client says
-        them (``provider_errors.advice``): it said "kept answering with errors" of answers."""
+        them (``provider_errors.advice``): it said "kept answering with errors" of answers. Tries
+        whose errors all said what to change (``fixes``) are said by that."""
         from streamrag.endpoint_health import only_errors, unreadable_only   # (httpx, as ``base_setting``)
 
         assert self.current is not None
+        if self.fixes and "" not in self.fixes:
+            # Every failed try's error said what to change (llama.cpp's KV cache full, a crowded
+            # server whose logs say only that): said "answers only HTTP 500: check its logs".
+            return self.fixes.most_common(1)[0][0]
         if unreadable_only(self.statuses):
             return (f"the server at {self.current['endpoint']} answered, but its answers could not be read: "
                     f"check that {self.base_setting()} is an OpenAI-compatible endpoint")
@@ -168,6 +175,7 @@ class Outage:
         self.refused = indexer.llm is not None and not indexer.llm.reached and indexer.llm.refusing
         self.proxy = indexer.llm.proxy if indexer.llm is not None else None
         self.statuses = Counter(indexer.llm.failed_statuses) if indexer.llm is not None else Counter()
+        self.fixes = Counter(indexer.llm.failed_fixes) if indexer.llm is not None else Counter()
         if answered(stats):
             self.answered_at = time.time()
         if answered(stats) or not (failed or any(s.get("errors", 0) for s in stats.values())):

@@ -1554,6 +1554,28 @@ async def test_a_proxy_answering_only_503_is_said_as_the_model_client_says_it(co
     assert brief["message"].startswith(f"the server behind {first['endpoint']} still down since "), brief
 
 
+class CacheFull(Switch):
+    """A transport that forwards to the simulator while ``up`` and otherwise answers every chat
+    request with llama.cpp's 500 when its KV cache fills ("Context size has been exceeded.")."""
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        if not self.up and request.url.path.endswith("/chat/completions"):
+            return httpx.Response(500, json={"error": {"code": 500, "message": "Context size has been exceeded.",
+                                                       "type": "server_error"}})
+        return await super().__call__(request)
+
+
+async def test_a_crowded_llama_cpp_is_said_with_what_to_change_not_its_logs(corpus, tmp_path, simulator, monkeypatch):
+    # Every try answered llama.cpp's KV-cache-full 500: the line of the outage begun said "the
+    # server at llm.api_base answers only HTTP 500: check its logs", where each call's error (and
+    # `streamrag index`) says to give each request more context or send fewer at once.
+    first, _ = await _outage_lines(CacheFull(simulator.base_url), simulator, corpus, tmp_path, monkeypatch)
+    assert ("; no call succeeded: the server's context filled with the requests it was answering at once "
+            "(llama.cpp: -c is split among its -np slots, or shared by them all with --kv-unified): raise -c or "
+            "lower -np, lower llm.concurrency (") in first["message"], first["message"]
+    assert "check its logs" not in first["message"], first["message"]
+
+
 class AnsweringText(Switch):
     """A transport that forwards to the simulator while ``up`` and otherwise answers HTTP 200 with
     text that is no chat answer (not JSON), as a web server at a wrong path may."""
