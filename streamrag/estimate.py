@@ -1052,7 +1052,7 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
         extractions[cid] = _stand_in(chunk.text, *earlier, entity_types=ix.entity_types, guessed=guessed,
                                      lengths=lengths)
         if recut:
-            # (every document cut anew, index.chunk_size changed: the model describes a name of
+            # (every document recut, index.chunk_size changed: the model describes a name of
             # a chunk from where the chunk it reads now names it first. Kept as the earlier
             # chunks' (ten articles 1,200 -> 600 tokens: 0 summaries and 7 reports for the run's
             # 12 and 22), or every name the offline extractor's, described anew (synth_small: 189

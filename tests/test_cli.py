@@ -201,7 +201,7 @@ def test_settings_that_redo_work_for_the_whole_index_are_said_before_it_starts(c
     done = json.loads(cli_run("index", str(corpus), "--json", *common).stdout)
     assert done["settings_changed"] == ["report"]
     assert json.loads(cli_run("index", str(corpus), "--json", *common).stdout)["settings_changed"] == []
-    # Said once per new chunker, though a file that cannot be re-chunked keeps the old one recorded.
+    # Said once per new chunker, though a file that cannot be recut keeps the old one recorded.
     (corpus / "rows.jsonl").write_text('{"text": "Ada Osk rebuilt the quay."}\n')
     assert cli_run("index", str(corpus), *common).returncode == 0
     (corpus / "streamrag.toml").write_text('[llm]\nextraction_model = "m2"\nreport_model = "m4"\n'

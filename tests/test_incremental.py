@@ -716,7 +716,7 @@ async def test_new_chunk_settings_given_through_one_file_reach_the_rest_on_the_n
     db = tmp_path / "i.db"
     await sync([corpus], small, db, root=corpus)
     one = sorted(corpus.glob("*.txt"))[0]
-    await sync([one], large, db, root=corpus)        # only that file is cut anew...
+    await sync([one], large, db, root=corpus)        # only that file is recut...
     await sync([corpus], large, db, root=corpus)     # ... the others on the next full run
     await sync([corpus], large, tmp_path / "f.db", root=corpus)
     assert _graph(db) == _graph(tmp_path / "f.db")
@@ -2030,7 +2030,7 @@ async def test_a_short_name_joins_a_full_name_the_full_text_table_writes_uncasef
 
 
 @pytest.mark.parametrize("kept", [False, True])
-async def test_a_document_cut_anew_into_chunks_other_files_hold_is_joined_as_a_fresh_index_joins_it(tmp_path, kept):
+async def test_a_document_recut_into_chunks_other_files_hold_is_joined_as_a_fresh_index_joins_it(tmp_path, kept):
     # A chunk overlap set gives the document's second chunk the first one's last words, "Ebenezer
     # Scrooge" with them: its "Scrooge" is his within that chunk, and no document says the lone
     # "Scrooge" (of the office paragraph, a file of its own) beside him any more. Each chunk of

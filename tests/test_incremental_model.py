@@ -59,7 +59,7 @@ async def test_chunk_settings_given_through_one_file_then_reverted_give_a_fresh_
 
 async def test_chunk_settings_reverted_after_a_failed_recut_give_a_fresh_index(corpus, tmp_path, simulator):
     # A run on new chunk settings whose new chunks failed for one file keeps that file as it
-    # was and publishes the others cut anew; back on the old settings, those stayed so.
+    # was and publishes the others recut; back on the old settings, those stayed so.
     small = make_settings(simulator.base_url, index={"chunk_size": 80, "chunk_overlap": 10})
     db = tmp_path / "i.db"
     await sync([corpus], small, db, root=corpus)

@@ -622,7 +622,7 @@ async def test_relative_folders_name_each_file_once_and_apart(tmp_path, monkeypa
     assert again.documents == 3 and again.documents_removed == 0
 
 
-async def test_a_new_chunk_size_rechunks_every_document(corpus, tmp_path):
+async def test_a_new_chunk_size_recuts_every_document(corpus, tmp_path):
     db = tmp_path / "x.db"
     await sync([corpus], make_settings(index={"chunk_size": 60, "chunk_overlap": 5}), db, root=corpus)
     small = Store(db, readonly=True).scalar("SELECT count(*) FROM live_chunks")
