@@ -14,7 +14,8 @@ not cut off), HOPELESS_SERVER_ERRORS of them "hard", the first of those at least
 before. Against it count the signs of a server that is up and working: an answer cut off at
 max_tokens (a thinking model's first answers, asked again with more room), a 429, a 503 that is
 busy, overloaded or loading or says when to come back (Ollama with its queue full: "server busy,
-please try again"). Neither way: a timeout (a slow model's first answers: its timeouts grow; a
+please try again"), llama.cpp's 500 "Context size has been exceeded." (its KV cache filled by the
+requests in progress: ``provider_errors.KV_CACHE_FULL``). Neither way: a timeout (a slow model's first answers: its timeouts grow; a
 host taking no connection for a while times out connecting), a gateway's timeout (504,
 Cloudflare's 524: a slow model behind a proxy), a refused connection (the client's
 ``_never_answered``'s). A flaky endpoint answers one usably long before (with 30% of tries
@@ -243,7 +244,8 @@ def kinds_said(failed: Counter[str]) -> str:
 def failure(e: Retryable) -> str:
     """What a failed try says of the endpoint (``hopeless``): "hard", it is not serving (an HTTP
     error of the server: 500, 502, a bare 503; a dropped connection; an answer that is not JSON);
-    "wait", it is up and asks to wait (429, a busy or loading 503); "timeout", nothing either way
+    "wait", it is up and asks to wait (429, a busy or loading 503), or is crowded (llama.cpp's
+    KV cache full, ``Retryable.busy``); "timeout", nothing either way
     (a timeout, a gateway's, a refused connection: the client's ``_never_answered``'s); "loading",
     it is up and loading its model (a 503 that says so: the client waits for it apart)."""
     if e.refused or e.unconnected or e.timed_out or e.status in GATEWAY_TIMEOUTS:
