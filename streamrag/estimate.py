@@ -1511,7 +1511,7 @@ def _overlapping(text: str, earlier: list[tuple[Extraction, str]]) -> tuple[Extr
 
 
 def _first_named(stand_in: Extraction, text: str, earlier: list[tuple[Extraction, str]]) -> Extraction:
-    """``stand_in`` (``_stand_in``) of the chunk ``text`` of a document cut anew, each entity
+    """``stand_in`` (``_stand_in``) of the chunk ``text`` of a document recut, each entity
     and relationship it keeps from what the model said of the ``earlier`` chunks (extraction,
     text) described where this chunk names it first (its ends together, of a relationship): as
     an earlier chunk described it where that chunk named it first in the same sentence, else
