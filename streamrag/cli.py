@@ -1001,6 +1001,12 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise UsageError(f"--json prints its object on standard output, where `export {args.out}` writes "
                          "the export; give a file to write (e.g. graph.json), or drop --json")
     fmt = format_for(args.out, args.format)
+    if args.folder is not None and out.is_dir() and not Path(args.folder).exists():
+        # `export notes graph.json`, DIR first as `index notes` has it: check_out's "give the
+        # file to write, e.g. notes/graph.json" led to "graph.json: no such folder".
+        raise StreamragError(f"{shown(out)}: is a folder, and {shown(args.folder)} is none: the file to "
+                             f"write comes first, then the indexed folder: streamrag export "
+                             f"{shell_word(args.folder)} {shell_word(out)}")
     check_out(args.out, fmt)  # before the store is opened: the cheaper mistake first
     _check_indexed_folder(args)
     settings = reading_settings(args, models_for=())

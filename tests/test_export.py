@@ -253,6 +253,24 @@ def test_export_may_write_a_file_whose_name_only_begins_an_indexed_one(notes, mo
     assert rc == 1 and "is a document the index holds" in stderr
 
 
+def test_export_given_its_folder_first_says_the_order(notes, monkeypatch, capsys):
+    # `streamrag export notes graph.json` (DIR, then OUT, as `index notes` reads): it said "notes: is
+    # a folder; give the file to write, e.g. notes/graph.json", and that command failed in turn on
+    # "graph.json: no such folder": the order was never said.
+    monkeypatch.chdir(notes.parent)
+    before = _files(notes)
+    rc, stdout, stderr = _cli(capsys, "notes", "graph.json")
+    assert rc == 1 and stdout == "" and not (notes.parent / "graph.json").exists()
+    assert stderr == ("streamrag: error: notes: is a folder, and graph.json is none: the file to write "
+                      "comes first, then the indexed folder: streamrag export graph.json notes\n")
+    assert _files(notes) == before
+    rc, _, stderr = _cli(capsys, "graph.json", "notes")          # as it says
+    assert rc == 0 and stderr.startswith("wrote graph.json: ")
+    # A folder as OUT with no DIR, or with a DIR that is a folder, is told as before.
+    rc, _, stderr = _cli(capsys, "notes")
+    assert rc == 1 and stderr == "streamrag: error: notes: is a folder; give the file to write, e.g. notes/graph.json\n"
+
+
 def test_export_still_writes_new_files_beside_the_inputs(notes, monkeypatch, capsys):
     monkeypatch.chdir(notes)
     rc, _, stderr = _cli(capsys, "graph.json")
