@@ -555,7 +555,7 @@ def cmd_index(args: argparse.Namespace) -> int:
             raise StreamragError(why)
         if (why := not_documents(p)) is not None:
             raise StreamragError(f"{name}: {why}")
-    root = paths[0] if paths[0].is_dir() else paths[0].parent
+    root = given_root = paths[0] if paths[0].is_dir() else paths[0].parent
     settings = command_settings(args, root, models_for=("index",))
     db = db_for_index(args, settings, root)
     # An existing index keeps naming documents from its own folder: `index sub` or
@@ -594,13 +594,16 @@ def cmd_index(args: argparse.Namespace) -> int:
         _bound_wal(db)   # (the writer lock still held)
     if not Path(db).exists():
         raise StoreError(_deleted_meanwhile(db))
+    # (the folder as given, when it is the index's)
+    status = _status_failures(db, given_root if same_path(given_root, root) else root,
+                              by_folder=not (args.config or settings.store.path))
     if args.json:
         # asked_again: of llm.errors, the unusable answers a later try answered, as watch's idle
         # line and status count them (a script saw errors 39 and could not tell 14 left nothing out)
         _print_json({"db": os.path.abspath(db), **_struct_dict(result), "llm": llm_summary(result.llm),
                      "asked_again": asked_again(result.llm)})
     else:
-        print(_format_sync(result, db, settings.index.include))
+        print(_format_sync(result, db, settings.index.include, status=status))
         _print_warnings(result.warnings)
         if result.settled:
             print(f"streamrag: {pipeline.settled_line(result.settled)}", file=sys.stderr)
@@ -615,7 +618,7 @@ def cmd_index(args: argparse.Namespace) -> int:
             return 1
         print(f"streamrag: {_failed_said(result.failed_items, result.claims_failed)}"
               f"{last}; run the same command again to retry them, "
-              "after fixing the cause unless it was a passing outage (`streamrag status --failures` "
+              f"after fixing the cause unless it was a passing outage (`{status}` "
               "lists them)", file=sys.stderr)
         return 1
     return 0
@@ -833,7 +836,22 @@ def _applied(r) -> str:
     return f"{what}, to the same index{spent}; "
 
 
-def _format_sync(r, db: Path, include: list[str]) -> str:
+def _status_failures(db: Path, root: Path, by_folder: bool = True) -> str:
+    """`streamrag status --failures` as it reads the index ``db`` of folder ``root`` from here: with
+    the folder (it finds its ``.streamrag/index.db``) unless that is here, else with --db (an index
+    kept elsewhere, or found through settings: ``by_folder`` false). `index notes` said the bare
+    command, which in notes' parent found no index."""
+    if not by_folder or not same_path(db, default_db_path(root)):
+        return f"streamrag status --failures --db {shell_word(db)}"
+    return "streamrag status --failures" + ("" if same_path(root, Path.cwd()) else f" {shell_word(root)}")
+
+
+def same_path(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` name one place (either may be relative, or not exist)."""
+    return Path(os.path.abspath(a)).resolve() == Path(os.path.abspath(b)).resolve()
+
+
+def _format_sync(r, db: Path, include: list[str], status: str = "streamrag status --failures") -> str:
     from streamrag.loader import left_out_lines
 
     u = llm_summary(r.llm)
@@ -872,7 +890,7 @@ def _format_sync(r, db: Path, include: list[str]) -> str:
         said = " and ".join(([f"{_n(left, 'item')} failed"] if left and (unusable or claimless) else [])
                             + ([without] if claimless else []) + ([unusable] if unusable else []))
         lines.append(f"  failures       {number(r.failures)}{f' ({said})' if said else ''}: "
-                     "see `streamrag status --failures`")
+                     f"see `{status}`")
     return "\n".join(lines)
 
 

@@ -2723,3 +2723,25 @@ def test_the_applied_clause_names_settings_and_an_upgrade_apart():
     assert _applied(result(["summary", "chunking"], True)) == (
         "the summary settings applied and documents read again as this version of streamrag reads them, to the same index; ")
     assert _applied(result([], False)) == ""
+
+
+def test_index_names_the_status_command_that_reads_its_index(cli_run, tmp_path):
+    # `streamrag index notes` with a binary file said "see `streamrag status --failures`", which,
+    # run where index was, said "no index found here or in a parent folder".
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "a.txt").write_text("Ada Osk rebuilt the quay at Port Vell.\n")
+    (notes / "scan.txt").write_bytes(b"\x00\x01\x02\x03 not text \x00\x00\x00\x00" * 40)
+    out = cli_run("index", "notes", "-q", "--offline", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "  failures       1 (1 file is not text): see `streamrag status --failures notes`" in out.stdout
+    listed = cli_run("status", "--failures", "notes", cwd=tmp_path)
+    assert listed.returncode == 0 and "scan.txt: binary file" in listed.stdout
+    # Inside the folder: the command as it was; an index given --db: named by --db.
+    (notes / "more.txt").write_bytes(b"\x00\x01\x02\x03 not text \x00\x00\x00\x00" * 40)
+    out = cli_run("index", ".", "-q", "--offline", cwd=notes)
+    assert "  failures       2 (2 files are not text): see `streamrag status --failures`" in out.stdout
+    out = cli_run("index", "notes", "-q", "--offline", "--db", "other.db", cwd=tmp_path)
+    assert "  failures       2 (2 files are not text): see `streamrag status --failures --db other.db`" \
+        in out.stdout
+    assert cli_run("status", "--failures", "--db", "other.db", cwd=tmp_path).returncode == 0
