@@ -2113,7 +2113,7 @@ class Daemon:
                 + (f"; {without_claims_said(claims)}" if claims else "") if failed_calls
                 else _left_out_said(failed_items, claims, lambda n: f"{n} still left out {after} (no LLM call failed)"))
         self.emit("error", f"{what}; they are tried again when a file changes or `streamrag index "
-                           f"{self.root}` runs (`streamrag status --failures` lists them)",
+                           f"{shell_word(self.root)}` runs (`streamrag status --failures` lists them)",
                   llm_errors=failed_calls, failed_items=failed_items, claims_failed=claims, gave_up=True)
         self._given_up = (failed_items, claims)
         return True

@@ -4225,8 +4225,9 @@ async def test_a_chunk_left_without_an_extraction_unsaid_is_retried_and_no_outag
 
 async def test_a_chunk_never_extracted_with_no_call_failing_gives_up_saying_the_item(tmp_path, monkeypatch):
     """The line giving up after the retries of a chunk left without its extraction, no call
-    failing (offline: none made), said "0 LLM calls still failed"; it says the item left out."""
-    folder = tmp_path / "notes"
+    failing (offline: none made), said "0 LLM calls still failed"; it says the item left out. The
+    command it gives is one a shell runs: `streamrag index /tmp/.../my notes` was two arguments."""
+    folder = tmp_path / "my notes"
     folder.mkdir()
     (folder / "town.txt").write_text("\n\n".join(
         f"Mayor Anna Berg{k} met Captain Olaf Lind{k} in Port Vell{k}." for k in range(20)))
@@ -4240,6 +4241,7 @@ async def test_a_chunk_never_extracted_with_no_call_failing_gives_up_saying_the_
     assert (gave_up["failed_items"], gave_up["llm_errors"]) == (1, 0), gave_up
     assert gave_up["message"].startswith("1 failed item still left out after 3 retries (no LLM call failed); "
                                          "they are tried again when a file changes"), gave_up["message"]
+    assert f"or `streamrag index '{folder}'` runs" in gave_up["message"], gave_up["message"]
     retries = [e for e in events if e["state"] == "error" and not e.get("gave_up")]
     assert len(retries) == 3 and all("(no LLM call failed)" in e["message"] for e in retries), retries
     # each retry sync's opening line gives claims_failed beside failed_items, 0 too (it gave it only
