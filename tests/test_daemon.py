@@ -537,6 +537,33 @@ async def test_a_batch_is_looked_at_off_the_event_loop(corpus, tmp_path, monkeyp
     assert threads and loop not in threads, threads
 
 
+async def test_a_small_batch_is_looked_at_on_the_event_loop_at_once(corpus, tmp_path, monkeypatch):
+    # The hop to a worker thread came before every batch (one event too) and, on a loaded
+    # machine, outlasted the quiet period of the batch before, whose sync then began first
+    # (eed1cad). A batch of fewer than _LOOK_APART events is looked at on the loop, at once.
+    from streamrag import daemon as daemon_module
+
+    settings = make_settings(index=SMALL)
+    db = tmp_path / "t.db"
+    await sync([corpus], settings, db, root=corpus)
+    daemon = Daemon(settings, db, corpus)
+    loop = threading.get_ident()
+    threads = set()
+    relevant = watched_folder.WatchedFolder.relevant
+
+    def relevant_in(self, *args, **kwargs):
+        threads.add(threading.get_ident())
+        return relevant(self, *args, **kwargs)
+
+    monkeypatch.setattr(watched_folder.WatchedFolder, "relevant", relevant_in)
+    (corpus / "new.txt").write_text("Captain Oskar Lind sailed the Blue Heron to Kessel.\n")
+    (corpus / "festival.md").unlink()
+    burst = {(Change.added, str(corpus / "new.txt")), (Change.deleted, str(corpus / "festival.md"))}
+    burst |= {(Change.modified, str(corpus / ".cache" / f"{i}.txt")) for i in range(daemon_module._LOOK_APART - 3)}
+    assert await daemon._classify(burst) == {"new.txt": "added", "festival.md": "deleted"}
+    assert threads == {loop}, threads
+
+
 async def test_a_file_replaced_by_a_folder_of_its_name_leaves_the_index(corpus, tmp_path):
     # `rm guild.txt && mkdir guild.txt` in one batch queued nothing (an empty folder has no file
     # to add): the daemon said the index was current with guild.txt's text still in it.
