@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -47,15 +48,31 @@ def test_with_stderr_closed_stdout_carries_only_the_json(corpus):
     assert out.returncode == 0 and json.loads(out.stdout)["version"] == 1
 
 
+@pytest.fixture(scope="module")
+def indexed_once(tmp_path_factory) -> Path:
+    """tests/data/harbor indexed offline, once for the module: the tests that only read an
+    index (their commands are the point, not its making) each get a copy (``indexed``)."""
+    folder = tmp_path_factory.mktemp("indexed") / "corpus"
+    shutil.copytree(Path(__file__).parent / "data" / "harbor", folder)
+    assert run("index", str(folder), "--offline", "-q").returncode == 0
+    return folder
+
+
+@pytest.fixture
+def indexed(indexed_once, tmp_path) -> Path:
+    """A copy of ``indexed_once``, its .streamrag folder with it (a copied folder's index is its
+    own: the test may write to it)."""
+    return Path(shutil.copytree(indexed_once, tmp_path / "corpus"))
+
+
 @pytest.mark.parametrize("args", [("ask", "Who rebuilt the quay?"),
                                   ("ask", "--mode", "basic", "Who rebuilt the quay?"),
                                   ("ask", "--mode", "global", "What are the main themes?"),
                                   ("ask", "--json", "Who rebuilt the quay?"),
                                   ("export", "-")])
-def test_with_stdout_closed_every_command_ends_alike(corpus, args):
+def test_with_stdout_closed_every_command_ends_alike(indexed, args):
     # ask and export - ended in a traceback (sys.stdout is None), status and --json quietly.
-    assert run("index", str(corpus), "--offline", "-q").returncode == 0
-    out = run(*args, cwd=corpus, close=(1,))
+    out = run(*args, cwd=indexed, close=(1,))
     assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
 
 
@@ -203,9 +220,9 @@ class _CutOnce:
         self.server.server_close()
 
 
-def test_a_retry_line_during_a_streamed_answer_starts_on_a_line_of_its_own(corpus):
+def test_a_retry_line_during_a_streamed_answer_starts_on_a_line_of_its_own(indexed):
     # The retry line landed in the middle of the answer's line on the terminal (`2>&1` alike).
-    assert run("index", str(corpus), "--offline", "-q").returncode == 0
+    corpus = indexed
     endpoint = _CutOnce()
     try:
         ask = ("ask", "--mode", "local", "--api-base", endpoint.base_url, "Who rebuilt the quay?")
