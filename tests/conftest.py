@@ -26,6 +26,24 @@ from streamrag.store import Store
 DATA = Path(__file__).parent / "data"
 
 
+def pytest_configure(config):
+    """Where PYTHONDONTWRITEBYTECODE is set (container images set it), no bytecode was ever kept:
+    each xdist worker rewrote and compiled every test module (11 s of CPU a worker), and each
+    `python -m streamrag` the tests start compiled streamrag again. The session keeps its
+    bytecode under a folder of the temporary directory instead (PYTHONPYCACHEPREFIX): nothing is
+    written beside the sources, as the variable asks. Set here, before xdist starts its workers,
+    so that they and every subprocess inherit it."""
+    if not os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        return
+    import tempfile
+
+    prefix = os.environ.get("PYTHONPYCACHEPREFIX") or os.path.join(tempfile.gettempdir(), "streamrag-pycache")
+    os.environ["PYTHONPYCACHEPREFIX"] = prefix
+    del os.environ["PYTHONDONTWRITEBYTECODE"]
+    sys.pycache_prefix = prefix
+    sys.dont_write_bytecode = False
+
+
 @pytest.fixture(autouse=True)
 def check_shortcuts():
     """Every index built by a test checks that what it counts as unchanged (report contexts,
