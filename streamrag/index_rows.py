@@ -188,7 +188,7 @@ def _in_encoding(texts: dict[str, str], encoding: str) -> dict[str, int]:
     another index.encoding that published nothing (interrupted, or failed) stored them so, and
     the index, back at its encoding, does not cut them again. (A count of no recorded encoding
     is taken as it is: an index's from before ``chunks.encoding`` are counted by its upgrade,
-    ``store._chunks_counted``, so none is left.)"""
+    ``store._chunks_counted``, so none a document uses is left.)"""
     if not texts:
         return {}
     from streamrag.tokens import count_tokens   # (not built to read counts that are this encoding's)

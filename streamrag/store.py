@@ -199,14 +199,22 @@ def _chunks_encoding(conn: sqlite3.Connection) -> None:
 
 
 def _chunks_counted(conn: sqlite3.Connection) -> None:
-    """The chunks of no recorded encoding counted again, in the encoding the index records
-    (``chunker_settings``' index.encoding; the default o200k_base if none), and marked so.
+    """The chunks of no recorded encoding that a document uses counted again, in the encoding
+    the index records (``chunker_settings``' index.encoding; the default o200k_base if none),
+    and marked so.
 
     Their count cannot be marked as that encoding's without a count: it is the first encoding's
     that cut the text (rows were kept, not replaced, before ``chunks.encoding``), and an index
     records only its last encoding, so an index that ever changed index.encoding holds counts
-    of the other one for the texts both cut alike (a document of one chunk)."""
-    missing = [i for (i,) in conn.execute("SELECT id FROM chunks WHERE encoding IS NULL")]
+    of the other one for the texts both cut alike (a document of one chunk).
+
+    A chunk no document uses (cut by a run that published nothing; the next publish deletes it)
+    is left NULL: every reader of a count finds chunks through ``document_chunks``
+    (``index_rows.backlog``, ``chunks_of``) or takes only counts marked its encoding's
+    (``chunk_tokens``: a basic ask, of published chunks), and a run that cuts that text again
+    stores its count (``save_chunks`` replaces a NULL one)."""
+    missing = [i for (i,) in conn.execute("SELECT id FROM chunks WHERE encoding IS NULL "
+                                          "AND id IN (SELECT chunk_id FROM document_chunks)")]
     if not missing:
         return
     from streamrag.tokens import SHIPPED, count_uncached   # (its tokenizer built only here)
@@ -748,12 +756,12 @@ CREATE INDEX IF NOT EXISTS llm_calls_failed ON llm_calls(cached, cancelled, erro
     # IGNORE, and each key there already was counted again; the keys counted once more (none of
     # streamrag's statements does so: a count off was of one run by hand, or none).
     ("failure_keys_guarded", _failure_keys_count),
-    # The chunks stored before chunks.encoding (NULL there) counted in the encoding the index
-    # records, once (``_chunks_counted``): a basic ask of such an index built the tokenizer to
-    # count its chunks until they were cut again (synth_small: 0.86 s of CPU and 108 MB an ask,
-    # 0.50 s and 33 MB now), and ``backlog``
-    # and ``chunks_of`` took their counts for the run's encoding's, whichever cut them first.
-    # An offline index of 3,000 documents (3,818 chunks, 14 MB of text): 0.8 s of CPU once.
+    # The chunks stored before chunks.encoding (NULL there) that a document uses counted in the
+    # encoding the index records, once (``_chunks_counted``): a basic ask of such an index built
+    # the tokenizer to count its chunks until they were cut again (synth_small: 0.86 s of CPU and
+    # 108 MB an ask, 0.50 s and 33 MB now), and ``backlog`` and ``chunks_of`` took their counts
+    # for the run's encoding's, whichever cut them first. An offline index of 3,000 documents
+    # (3,818 chunks, 14 MB of text): 0.8 s of CPU once.
     ("chunks_encoding_counted", _chunks_counted),
 ]
 

@@ -1869,6 +1869,8 @@ async def test_an_index_from_before_chunks_encoding_has_its_chunks_counted_in_it
     # they were cut again. Their counts are not taken as the recorded encoding's: one of an
     # index that changed index.encoding is the first encoding's to cut the text (the rows were
     # kept, not replaced), so they are counted again in it, once, by the upgrade (a reader's).
+    # A chunk no document uses (a run's that published nothing) is not counted: it was, in the
+    # upgrade's one transaction; the run that cuts its text again counts it.
     import sqlite3
 
     from conftest import make_settings
@@ -1878,9 +1880,17 @@ async def test_an_index_from_before_chunks_encoding_has_its_chunks_counted_in_it
     from streamrag.tokens import count_tokens
 
     other = "cl100k_base" if encoding == "o200k_base" else "o200k_base"
+    settings = make_settings(index={"encoding": encoding})
     corpus, db = tmp_path / "harbor", tmp_path / "index.db"
     shutil.copytree(Path(__file__).parent / "data" / "harbor", corpus)
-    await sync([corpus], make_settings(index={"encoding": encoding}), db, root=corpus)
+    pier = tmp_path / "pier"   # (its chunk, cut by an index of its own, is the orphan)
+    pier.mkdir()
+    (pier / "pier.txt").write_text("Der Hafenmeister Anselm Rook zählt die Überfahrten der Fähre Quillback.\n",
+                                   encoding="utf-8")
+    await sync([pier], settings, tmp_path / "pier.db", root=pier)
+    with contextlib.closing(sqlite3.connect(tmp_path / "pier.db")) as conn:
+        ((orphan, orphan_text),) = conn.execute("SELECT id, text FROM chunks").fetchall()
+    await sync([corpus], settings, db, root=corpus)
     before = [name for name, _ in MIGRATIONS].index("chunks_encoding")
     conn = sqlite3.connect(db)
     with conn:
@@ -1888,6 +1898,8 @@ async def test_an_index_from_before_chunks_encoding_has_its_chunks_counted_in_it
         # (the counts an index cut in the other encoding first kept)
         conn.executemany("UPDATE chunks SET tokens = ? WHERE id = ?",
                          [(count_tokens(t, other), i) for i, t in texts.items()])
+        conn.execute("INSERT INTO chunks(id, text, tokens) VALUES (?, ?, ?)",
+                     (orphan, orphan_text, count_tokens(orphan_text, other)))
         conn.execute("ALTER TABLE chunks DROP COLUMN encoding")
         if not recorded:   # (an index from before chunker_settings: the default encoding)
             conn.execute("DELETE FROM meta WHERE key = 'chunker_settings'")
@@ -1895,10 +1907,21 @@ async def test_an_index_from_before_chunks_encoding_has_its_chunks_counted_in_it
     conn.close()
     counted = {i: count_tokens(t, encoding) for i, t in texts.items()}
     assert counted != {i: count_tokens(t, other) for i, t in texts.items()}   # (the harbor's differ)
+    assert count_tokens(orphan_text, encoding) != count_tokens(orphan_text, other)
     store = Store(db, readonly=True)   # (`ask`, `status`: brought forward, then read)
     try:
         assert store.get_meta("schema_version") == str(SCHEMA_VERSION)
         assert index_rows.chunk_tokens(store, list(texts), encoding) == counted
-        assert {e for (e,) in store.conn.execute("SELECT encoding FROM chunks")} == {encoding}
+        assert {e for (e,) in store.conn.execute("SELECT encoding FROM chunks WHERE id != ?", (orphan,))} == {encoding}
+        assert store.conn.execute("SELECT tokens, encoding FROM chunks WHERE id = ?", (orphan,)).fetchall() == [
+            (count_tokens(orphan_text, other), None)]
+    finally:
+        store.close()
+    shutil.copy(pier / "pier.txt", corpus)   # (its text cut again, now by a run that publishes)
+    await sync([corpus], settings, db, root=corpus)
+    store = Store(db, readonly=True)
+    try:
+        assert store.scalar("SELECT count(*) FROM document_chunks WHERE chunk_id = ?", (orphan,)) == 1
+        assert index_rows.chunk_tokens(store, [orphan], encoding) == {orphan: count_tokens(orphan_text, encoding)}
     finally:
         store.close()
