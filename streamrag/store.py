@@ -1046,10 +1046,32 @@ class Store:
         return _BUSY_S
 
     def busy_error(self, e: Exception | None = None, waited: float | None = None) -> StoreBusyError:
+        """The refusal of a write that found another connection's write lock held throughout
+        (``waited`` s; ``_BUSY_S`` if not said). While the index's schema is older than this
+        streamrag's, the holder is likely one upgrading it (``migrate``: a step over every chunk
+        of a large index outlasts the wait), which is said: "let it finish, else stop the program
+        holding it" read as if something had gone wrong."""
+        held = f"{self.path} stayed locked by another process for {_BUSY_S if waited is None else waited:g} s"
         why = f" ({e})" if e is not None else ""
-        return StoreBusyError(
-            f"{self.path} stayed locked by another process for {_BUSY_S if waited is None else waited:g} "
-            f"s{why}; if another streamrag is writing it, let it finish, else stop the program holding it")
+        if self._upgrade_due():
+            return StoreBusyError(f"{held}{why}; another streamrag may be upgrading it (an upgrade of a large "
+                                  "index takes a while): run the command again once it is done")
+        return StoreBusyError(f"{held}{why}; if another streamrag is writing it, let it finish, else stop the "
+                              "program holding it")
+
+    def _upgrade_due(self) -> bool:
+        """Whether the index's committed schema is an older streamrag's (not none: an index
+        being made), read without waiting for a lock (a WAL index's read takes none; a file
+        another program keeps in rollback mode may be locked to readers too: not known then)."""
+        try:
+            self.conn.execute("PRAGMA busy_timeout = 0")
+            try:
+                row = self.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            finally:
+                self.conn.execute(f"PRAGMA busy_timeout = {_BUSY_S * 1000}")
+            return row is not None and 0 < int(row[0]) < SCHEMA_VERSION
+        except (sqlite3.Error, ValueError):
+            return False
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[Store]:

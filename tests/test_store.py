@@ -850,6 +850,46 @@ def test_waiting_for_another_programs_write_lock_leaves_the_event_loop_running(t
     store.close()
 
 
+def test_a_write_lock_held_through_an_index_upgrade_says_an_upgrade_may_be_under_way(tmp_path, monkeypatch, capsys):
+    # A step of an upgrade over every chunk of a large index holds the write lock longer than a
+    # write waits (30 s): a command started meanwhile, reader or writer, was told "if another
+    # streamrag is writing it, let it finish, else stop the program holding it", as if something
+    # were stuck. With the schema on disk older than this streamrag's, it says an upgrade may be
+    # under way. (The lock is another connection's here, and the wait none, not 30 s.)
+    import streamrag.store as store_module
+    from streamrag import cli
+    from streamrag.errors import StoreBusyError
+
+    monkeypatch.setattr(store_module, "_BUSY_S", 0)
+    db = tmp_path / "index.db"
+    Store(db).close()
+    upgrading = (re.escape(f"{db} stayed locked by another process for 0 s") + r".*; another streamrag may be "
+                 r"upgrading it \(an upgrade of a large index takes a while\): run the command again once it is done$")
+    holder = _hold_write_lock(db)
+    try:
+        store = Store(db)   # (a current index: the holder is writing it, said as before)
+        with pytest.raises(StoreBusyError, match="let it finish, else stop the program holding it$") as held:
+            with store.transaction():
+                store.set_meta("k", "v")
+        assert "upgrading" not in str(held.value)
+        store.close()
+        holder.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION - 1),))
+        holder.execute("COMMIT")   # (an upgrade's step committed, the next one begun)
+        holder.execute("BEGIN IMMEDIATE")
+        for readonly in (True, False):   # (`ask` and `status` upgrade it as `index` does)
+            with pytest.raises(StoreBusyError, match=upgrading):
+                Store(db, readonly=readonly)
+        capsys.readouterr()
+        assert cli.main(["status", "--db", str(db)]) == 1
+        said = capsys.readouterr().err.strip().splitlines()
+        assert len(said) == 1 and re.search(upgrading, said[0]), said
+    finally:
+        holder.close()
+    store = Store(db)   # (the lock let go: upgraded)
+    assert store.get_meta("schema_version") == str(SCHEMA_VERSION)
+    store.close()
+
+
 def test_a_begin_that_fails_otherwise_than_busy_fails_its_callers_and_the_writer_goes_on(tmp_path, monkeypatch):
     import sqlite3
 
