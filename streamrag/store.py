@@ -5,8 +5,9 @@ One file holds everything (WAL mode). The layout separates three kinds of rows:
 * **Content-addressed work products** (``chunks``, ``extractions``, ``reports``, ``llm_cache``,
   ``embeddings``): keyed by a hash of what produced them, written as soon as they exist, never
   changed (but a chunk's ``tokens`` and ``encoding``, which follow the last encoding that cut it:
-  the key is the text alone), and reused by any later run that needs the same thing. This is what makes a restart
-  after ``kill -9`` repeat no paid call, and what makes incremental updates cheap.
+  the key is the text alone), and reused by any later run that needs the same thing. This is
+  what makes a restart after ``kill -9`` repeat no paid call, and what makes incremental
+  updates cheap.
 * **The published index** (``files``, ``documents``, ``document_chunks``, ``entities``,
   ``relationships``, ``entity_sources``, ``relationship_sources``, ``claims``, ``communities``,
   ``community_members``, ``meta.version``): replaced only inside one ``publish`` transaction, so a

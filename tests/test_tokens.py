@@ -365,7 +365,7 @@ async def test_chunks_read_back_are_counted_in_the_encoding_of_the_run(tmp_path)
 def test_a_basic_ask_and_status_do_not_load_the_tokenizer(cli_run, corpus):
     # tiktoken is imported when an encoding is first built (``tokens.get_encoding``): a basic
     # ask sums its chunks' stored counts, and `status` counts nothing, so neither loads it
-    # (its import and the encoding's build: some 0.3 s of CPU and 100 MB of each command).
+    # (its import and the encoding's build: 0.28-0.36 s of CPU and 75-79 MB of each command).
     import os
     import subprocess
     import sys
