@@ -1133,6 +1133,7 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     cached_reports: list[int] = []
     touched: list[int] = []   # (of those prompts, the reports of communities the sampled stand-ins name)
     ends = _Ends.of(state)
+    paired = _paired_in(other, state) if sampled is not None else {}
     for level in deepest_first(communities):
         for c in level:
             if c.id not in dirty and not any(k.id in changed for k in children.get(c.id, ())):
@@ -1155,7 +1156,7 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
             else:
                 prompts.append(_report_prompt(ctx, settings))
                 if sampled is not None and not sampled.entities.isdisjoint(c.members) \
-                        and not _shows_any(c, other, state):
+                        and not _shows_any(c, other, paired):
                     touched.append(prompts[-1])
     if touched and sampled is not None:
         # (those of the sample's stand-ins taken on to every chunk's: as many more, as long)
@@ -1183,12 +1184,24 @@ def _stored_extractions(store: Store, chunks: dict[str, str]) -> dict[str, Extra
     return out
 
 
-def _shows_any(c: Community, elements: set[str], state: GraphState) -> bool:
+def _paired_in(elements: set[str], state: GraphState) -> dict[str, set[str]]:
+    """Each end of the relationships among ``elements`` (in ``state``), with its other ends."""
+    out: dict[str, set[str]] = {}
+    for e in elements:
+        if (r := state.relationships.get(e)) is not None:
+            out.setdefault(r.source, set()).add(r.target)
+            out.setdefault(r.target, set()).add(r.source)
+    return out
+
+
+def _shows_any(c: Community, elements: set[str], paired: dict[str, set[str]]) -> bool:
     """Whether community ``c``'s report context may show one of ``elements``: an entity among its
-    members, or a relationship with both ends among them."""
+    members, or a relationship with both ends among them (``paired``: ``_paired_in(elements)``,
+    made once: every relationship of ``elements`` looked up again for each community, a third of
+    a 3,000-document index's relationships took 11.6 s of CPU over its 2,250 communities)."""
     members = set(c.members)
     return not members.isdisjoint(elements) or any(
-        r.source in members and r.target in members for e in elements if (r := state.relationships.get(e)))
+        not members.isdisjoint(paired[m]) for m in members if m in paired)
 
 
 def _same_as_live(store: Store, published: dict[str, str], extractions: dict[str, Extraction], key: str, *,
