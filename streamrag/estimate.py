@@ -1049,15 +1049,14 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
         chunk = new_chunks[cid]
         file = paths_of.get(chunk.doc_id) or unread_files.get(cid, "")
         earlier = _overlapping(chunk.text, said.get(file, []))
+        if recut:
+            # (every document recut, index.chunk_size changed: the model describes each name
+            # of a chunk from the chunk it reads now, not as the earlier one it shares text with;
+            # kept, ten articles 1,200 -> 600 tokens were estimated 0 summaries and 7 reports for
+            # the run's 12 and 22, now 15 and 29; synth_small 18 and 35 for 102 and 53, now 189 and 57)
+            earlier = (earlier[0], "")
         extractions[cid] = _stand_in(chunk.text, *earlier, entity_types=ix.entity_types, guessed=guessed,
                                      lengths=lengths)
-        if recut:
-            # (every document recut, index.chunk_size changed: the model describes a name of
-            # a chunk from where the chunk it reads now names it first. Kept as the earlier
-            # chunks' (ten articles 1,200 -> 600 tokens: 0 summaries and 7 reports for the run's
-            # 12 and 22), or every name the offline extractor's, described anew (synth_small: 189
-            # summaries and 57 reports for 102 and 53): ``_first_named``)
-            extractions[cid] = _first_named(extractions[cid], chunk.text, said.get(file, []))
     added &= extractions.keys()   # (a chunk neither extracted nor new: none)
     # A published chunk whose extraction here holds the records it is live with stays as it is,
     # as the run keeps it (``Indexer._changes``, ``index_rows.same_records``): one the index
@@ -1521,42 +1520,6 @@ def _overlapping(text: str, earlier: list[tuple[Extraction, str]]) -> tuple[Extr
             merged.relationships += ext.relationships
             texts.append(old)
     return merged, "\n\n".join(texts)
-
-
-def _first_named(stand_in: Extraction, text: str, earlier: list[tuple[Extraction, str]]) -> Extraction:
-    """``stand_in`` (``_stand_in``) of the chunk ``text`` of a document recut, each entity
-    and relationship it keeps from what the model said of the ``earlier`` chunks (extraction,
-    text) described where this chunk names it first (its ends together, of a relationship): as
-    an earlier chunk described it where that chunk named it first in the same sentence, else
-    anew, as that sentence (the model's first words of it are there). One no sentence here
-    names (a relationship's ends apart) is left as it is."""
-    sentences = _sentences(text)
-    said: dict[str, dict[str, str]] = {}   # element -> its first sentence in an earlier chunk -> what was said
-    for ext, old in earlier:
-        before = _sentences(old)
-        for e in ext.entities:
-            if (first := _first_naming(before, e.name)) is not None:
-                said.setdefault(ids.entity_id(e.name), {}).setdefault(first, e.description)
-        for r in ext.relationships:
-            if (first := _first_naming(before, r.source, r.target)) is not None:
-                said.setdefault(_pair_id(r), {}).setdefault(first, r.description)
-
-    def described(element: str, record, *names: str):
-        if element not in said or (first := _first_naming(sentences, *names)) is None:
-            return record
-        return msgspec.structs.replace(record, description=said[element].get(first, first))
-    return msgspec.structs.replace(
-        stand_in, entities=[described(ids.entity_id(e.name), e, e.name) for e in stand_in.entities],
-        relationships=[described(_pair_id(r), r, r.source, r.target) for r in stand_in.relationships])
-
-
-def _first_naming(sentences: list[str], *names: str) -> str | None:
-    """The first of ``sentences`` that says every one of ``names``, if one does."""
-    return next((s for s in sentences if all(n in s for n in names)), None)
-
-
-def _pair_id(r: RelationshipRecord) -> str:
-    return ids.relationship_id(ids.entity_id(r.source), ids.entity_id(r.target))
 
 
 def _sentences(text: str) -> list[str]:
