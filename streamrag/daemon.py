@@ -28,7 +28,10 @@ Design notes:
   publish: a file written steadily (an autosave, a log appended every second) is synced while
   it grows. Files that settle beside it (their own quiet period over) do not wait with it: a
   sync takes them alone, the busy file left pending and as indexed (``Indexer``'s
-  ``left_as_indexed``), its cap and its settling line as they were (``_split``).
+  ``left_as_indexed``), its cap and its settling line as they were (``_split``). Files the
+  watcher still holds back (their burst not over, the files beside them handed over alone)
+  are left as indexed by any sync, and said still written: their sync comes once it hands
+  them over (``_held_by_watcher``).
 * **Two ways to stop.** The first SIGINT/SIGTERM stops taking events and lets the in-flight
   prefetch or sync finish within ``watch.grace_s``; changes queued but not yet synced stay in
   the folder for the next start's initial sync, and so do those the watcher saw and had not
@@ -447,6 +450,7 @@ class Daemon:
         self._emptying: tuple[threading.Thread, threading.Event] | None = None   # its thread, and its stop
         self._extracting_ahead = False   # a batch's files are being extracted ahead of their sync
         self._classifying: set[tuple[int, str]] = set()   # the events the pump is looking at
+        self._source: AsyncIterable[ChangeSet] | None = None   # the watcher (its ``held``: ``_held_by_watcher``)
         # The files the last extraction ahead found written while it waited for them to settle
         # (``_settled``), and those it said it waited for, until a sync comes after a quiet period.
         self._unsettled: set[Path] = set()
@@ -554,33 +558,38 @@ class Daemon:
         the one whose chunk failed counted twice)."""
         return self._retry_items - (self._retry_chunks if self._files_listed else self._pending_chunks())
 
-    def _why_sync(self, left_as_indexed: Iterable[str] = ()) -> tuple[str, dict[str, Any]]:
+    def _why_sync(self, left_as_indexed: Iterable[str] = (),
+                  watched: dict[str, str] | None = None) -> tuple[str, dict[str, Any]]:
         """What the next sync is for, ``2 changed files, retrying 3 failed items``, and its counts
         as its first line gives them: ``files``, ``whole_folder``, and ``failed_items`` and
         ``claims_failed`` (of them, the chunks indexed without their claims) when it retries.
-        ``left_as_indexed``: the files it leaves for a later sync, still written (``_split``):
+        ``left_as_indexed``: the files it leaves for a later sync, still written (``_split``,
+        and those the watcher holds, ``watched``: ``_held_by_watcher``):
         ``1 changed file; log.txt still written, synced once quiet`` (their count ``held``), or
         deleted as they were written (``held_deleted``)."""
         parts = []
         left = sorted(left_as_indexed)
+        kinds = {**(watched or {}), **self.pending}
         # (the old name of a file renamed and written on is left with it, not written: ``_split``)
-        there = [rel for rel in left if self.pending.get(rel) not in ("renamed away", "added and deleted")]
-        files = self._files_pending() - len(there)
-        if left:   # (no "." then: ``_split``)
-            came = sum(kind == "added and deleted" for rel, kind in self.pending.items() if rel not in left)
+        there = [rel for rel in left if kinds.get(rel) not in ("renamed away", "added and deleted")]
+        files = self._files_pending() - sum(rel in self.pending for rel in there)
+        held: list[str] = []
+        left_why: dict[str, Any] = {}
+        if left:
             # A file deleted as it was written (its last batch a deletion) is left too, but is
             # not "still written": it was counted so, and named as such when it came first.
-            gone = [rel for rel in there if self.pending.get(rel) == "deleted"]
+            gone = [rel for rel in there if kinds.get(rel) == "deleted"]
             written = [rel for rel in there if rel not in gone] or ([] if gone else left)
-            said = _n(files, "changed file") if files else f"{_n(came, 'file')} added and deleted"
-            held = []
             for named, how in ((written, "still written"), (gone, "deleted as it was written")):
                 if named:
                     more = f" and {_n(len(named) - 1, 'more file')}" if len(named) > 1 else ""
                     held.append(f"{shown(named[0])}{more} {how}")
+            left_why = {"held": len(written), **({"held_deleted": len(gone)} if gone else {})}
+        if left and "." not in self.pending:   # (a whole folder or a retry: below, the held files after it)
+            came = sum(kind == "added and deleted" for rel, kind in self.pending.items() if rel not in left)
+            said = _n(files, "changed file") if files else f"{_n(came, 'file')} added and deleted"
             return (f"{said}; {' and '.join(held)}, synced once quiet",
-                    {"files": files, "held": len(written), **({"held_deleted": len(gone)} if gone else {}),
-                     "whole_folder": False})
+                    {"files": files, **left_why, "whole_folder": False})
         if files:
             parts.append(_n(files, "changed file"))
         marker = self.pending.get(".")
@@ -600,7 +609,11 @@ class Daemon:
             parts.append(f"{_n(came_and_went, 'file')} added and deleted")
             why["added_and_deleted"] = came_and_went
         why["whole_folder"] = marker == "rescan" or not parts
-        return ", ".join(parts) or "the whole folder", why
+        reason = ", ".join(parts) or "the whole folder"
+        if held:
+            reason += f"; {' and '.join(held)}, synced once quiet"
+            why.update(left_why)
+        return reason, why
 
     def _check_root(self, *, replaced: bool = False) -> bool:
         """True (and one status line) if the folder was replaced since last looked at: deleted
@@ -928,7 +941,7 @@ class Daemon:
         for line in (*self.settings.unused_by_indexing(), *self.warnings):
             self.emit("warning", line, warning=line)
         send, recv = anyio.create_memory_object_stream[dict[str, str]](16)
-        self._once = source is None
+        self._once, self._source = source is None, source
         if not self._once:   # (`--once` is like `streamrag index`: an update of its own)
             from streamrag.extractor import claimless_key
 
@@ -1164,6 +1177,33 @@ class Daemon:
                 return busy
             busy |= more
 
+    async def _held_by_watcher(self) -> dict[str, str]:
+        """The files the watcher holds back, not queued (``FolderWatch.held``: the burst of a file
+        written on and on, or of one still copied, when the files settled beside it were handed
+        over alone), each ``"modified"``, or ``"deleted"`` if gone. A sync leaves them as
+        indexed and says them still written, as a busy file the daemon saw (``_split``): they
+        are synced once their burst ends. A sync scans the whole folder, and read them as they
+        were then: a log half-written, indexed (its calls paid) at each note saved beside it.
+        Looked at in a worker thread (a copy under way holds thousands)."""
+        raw = {(int(change), path) for change, path in getattr(self._source, "held", ())
+               if int(change) not in (RESCAN, REPLACED) and not self._settings_edits.follows(Path(path))}
+        if not raw:
+            return {}
+        return await anyio.to_thread.run_sync(self._held_files, raw, dict(self.pending), abandon_on_cancel=True)
+
+    def _held_files(self, raw: set[tuple[int, str]], pending: dict[str, str]) -> dict[str, str]:
+        """``_held_by_watcher`` of the events ``raw`` (a worker thread's: reads, changes nothing)."""
+        if not self.root.is_dir():
+            return {}
+        with self.folder.batch(lambda rel: _queued(pending, rel)) as relevant:
+            rels = {rel for change, path in raw if (rel := relevant(change, path)) not in (None, ".")}
+        for rel in [rel for rel in rels if (self.root / rel).is_dir() and not os.path.islink(self.root / rel)]:
+            if (found := self.folder.files_in(self.root / rel)) is not None:   # (a folder made: its files)
+                rels.discard(rel)
+                rels.update(found)
+        return {rel: "modified" if os.path.lexists(self.root / rel) else "deleted"
+                for rel in rels if rel not in pending}
+
     async def _follow(self, recv) -> None:
         """Queues batches as they come, prefetching; syncs after ``quiet_s`` with no batch and no
         write to the last batch's files, or ``_MAX_WAIT_QUIETS * quiet_s`` after the first
@@ -1200,7 +1240,11 @@ class Daemon:
             settled, busy = settled - young, busy | (young & settled)
             if not settled or self.stopping:
                 return False
-            reason, why = self._why_sync(left_as_indexed=busy)
+            watched = await self._held_by_watcher()
+            if self.stopping:
+                return False
+            busy |= watched.keys()
+            reason, why = self._why_sync(left_as_indexed=busy, watched=watched)
             ok = await self._sync(reason, why=why, left_as_indexed=frozenset(busy))
             failures_in_row = _failures_after(failures_in_row, ok=ok, only_retry=False)
             if ok:
@@ -1316,8 +1360,12 @@ class Daemon:
                 # Retrying what failed, files among it: an edit whose sync failed stays pending,
                 # and kept the pause where it was (16 s all weekend) until the endpoint was back.
                 only_retry, edited = not edited, False
-                reason, why = self._why_sync()
-                ok = await self._sync(reason, why=why)
+                # (the files the watcher holds, not handed over yet: left as indexed, ``_held_by_watcher``)
+                watched = await self._held_by_watcher()
+                if self.stopping:
+                    return
+                reason, why = self._why_sync(left_as_indexed=watched, watched=watched)
+                ok = await self._sync(reason, why=why, left_as_indexed=frozenset(watched))
                 failures_in_row = _failures_after(failures_in_row, ok=ok, only_retry=only_retry)
                 if not ok:  # retry later, backing off, unless new events come first
                     pause = min(_MAX_BACKOFF_S, quiet * 2 ** failures_in_row)

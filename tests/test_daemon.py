@@ -99,11 +99,23 @@ def scripted():
     return anyio.create_memory_object_stream[set](16)
 
 
+class _Holding:
+    """A scripted change source whose watcher holds events back (``held``, the test's set), as
+    ``FolderWatch`` does the burst of a file written on and on while others are handed over."""
+
+    def __init__(self, recv, held: set) -> None:
+        self.recv, self.held = recv, held
+
+    def __aiter__(self):
+        return aiter(self.recv)
+
+
 @contextlib.asynccontextmanager
-async def running(settings, db, corpus, *, locked: bool = False, **kwargs):
+async def running(settings, db, corpus, *, locked: bool = False, held: set | None = None, **kwargs):
     """A daemon on a scripted change source, past its initial sync: (daemon, events, send).
     Closing ``send`` ends it; the block exits once it has. ``locked``: it holds the index's
-    writer lock, as `streamrag watch` does (released at the end)."""
+    writer lock, as `streamrag watch` does (released at the end). ``held``: the events its
+    watcher holds back (``_Holding``), the test's set, changed as it goes."""
     from streamrag.store import WriterLock
 
     events = Events()
@@ -114,7 +126,7 @@ async def running(settings, db, corpus, *, locked: bool = False, **kwargs):
     send, recv = scripted()
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(daemon.run, recv)
+            tg.start_soon(daemon.run, recv if held is None else _Holding(recv, held))
             await until(lambda: daemon.syncs >= 1, timeout=30)
             yield daemon, events, send
     finally:
@@ -980,6 +992,89 @@ async def test_a_file_saved_beside_one_written_on_with_its_batches_apart_is_sync
                 len("Mira Osk opened the harbor ledger at Port Vell.\n")   # as indexed
     assert syncs[-1][0] == set() and db_count(db, "SELECT chars FROM documents WHERE path = 'log.txt'") == \
         len(log.read_text())   # (the source ended: synced whole)
+
+
+async def test_a_file_the_watcher_holds_is_left_as_indexed_by_the_sync_of_a_note_beside_it(corpus, tmp_path):
+    # A log written every 0.1 s is held by the watcher (its burst goes on), a note saved beside
+    # it handed over alone: the note's sync scanned the whole folder and indexed the log as it
+    # was, half-written (its calls paid at each such note), and said nothing of it: the daemon
+    # never saw the log's events. Now it is left as indexed and said still written, as a busy
+    # file the daemon saw is, and synced when its burst is handed over.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.3, "debounce_ms": 0})
+    db = tmp_path / "h.db"
+    log, note = corpus / "log.txt", corpus / "note.txt"
+    first = "Mira Osk opened the harbor ledger at Port Vell.\n"
+    log.write_text(first)   # (indexed by the initial sync)
+    held: set = set()
+    syncs: list[tuple[str, dict, frozenset, int]] = []
+    async with running(settings, db, corpus, held=held) as (daemon, _events, send):
+        sync_ = daemon._sync
+
+        async def syncing(reason, **kwargs):
+            ok = await sync_(reason, **kwargs)
+            syncs.append((reason, kwargs["why"], kwargs.get("left_as_indexed", frozenset()),
+                          db_count(db, "SELECT chars FROM documents WHERE path = 'log.txt'")))
+            return ok
+
+        daemon._sync = syncing
+        async with send:
+            with log.open("a") as f:
+                f.write("Line 1: Captain Oskar Lind logged the tide at Port Vell.\n")
+            held.add((Change.modified, str(log)))
+            note.write_text("Mira Osk sold the Blue Heron to Bo Lund at Kessel.\n")
+            await send.send({(Change.added, str(note))})
+            await until(lambda: syncs, timeout=30)
+            reason, why, left, chars = syncs[0]
+            assert left == {"log.txt"} and chars == len(first), syncs   # as indexed
+            assert "note.txt" in _indexed_paths(db)
+            assert reason == "1 changed file; log.txt still written, synced once quiet", reason
+            assert why["files"] == 1 and why["held"] == 1, why
+            assert daemon.pending == {}, daemon.pending   # (it is the watcher's, not queued)
+            held.clear()   # its burst ends: handed over, synced
+            await send.send({(Change.modified, str(log))})
+            await until(lambda: len(syncs) == 2, timeout=30)
+    reason, _why, left, chars = syncs[1]
+    assert left == frozenset() and chars == len(log.read_text()) and reason == "1 changed file", syncs
+
+
+async def test_a_copy_syncs_without_the_file_still_copied_the_watcher_holds(corpus, tmp_path):
+    # `cp -r` of many files and one written for seconds: the copied files, settled, are handed
+    # over alone, and their sync scanned the whole folder, reading the slow file half-written.
+    # Now it is left out (new: absent from the index) until its own burst ends.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.3, "debounce_ms": 0})
+    db = tmp_path / "k.db"
+    copied, names = corpus / "copied", [f"c{n}.txt" for n in range(3)]
+    slow = copied / "slow.txt"
+    held: set = set()
+    syncs: list[tuple[str, frozenset, set[str]]] = []
+    async with running(settings, db, corpus, held=held) as (daemon, _events, send):
+        copied.mkdir()   # (after the initial sync)
+        for n, name in enumerate(names):
+            (copied / name).write_text(f"Bo Lund paid toll {n} at the bridge of Kessel.\n")
+        slow.write_text("Captain Oskar Lind sailed")   # (half copied)
+        held.add((Change.added, str(slow)))
+        sync_ = daemon._sync
+
+        async def syncing(reason, **kwargs):
+            ok = await sync_(reason, **kwargs)
+            syncs.append((reason, kwargs.get("left_as_indexed", frozenset()), _indexed_paths(db)))
+            return ok
+
+        daemon._sync = syncing
+        async with send:
+            await send.send({(Change.added, str(copied / name)) for name in names})
+            await until(lambda: syncs, timeout=30)
+            reason, left, indexed = syncs[0]
+            assert left == {"copied/slow.txt"} and "copied/slow.txt" not in indexed, syncs
+            assert {f"copied/{name}" for name in names} <= indexed, indexed
+            assert reason == "3 changed files; copied/slow.txt still written, synced once quiet", reason
+            with slow.open("a") as f:
+                f.write(" the Blue Heron from Port Vell to Kessel.\n")
+            held.clear()
+            await send.send({(Change.added, str(slow))})
+            await until(lambda: len(syncs) == 2, timeout=30)
+    assert not syncs[1][1] and "copied/slow.txt" in syncs[1][2], syncs
+    assert db_count(db, "SELECT chars FROM documents WHERE path = 'copied/slow.txt'") == len(slow.read_text())
 
 
 async def test_a_file_deleted_as_it_was_written_is_not_said_still_written(corpus, tmp_path, monkeypatch):
