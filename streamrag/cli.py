@@ -578,9 +578,12 @@ def cmd_index(args: argparse.Namespace) -> int:
         return 0
     for line in settings.unused_by_indexing():
         print(f"streamrag: warning: {line}", file=sys.stderr)
+    # (the folder as given, when it is the index's)
+    status = failures_command(db, given_root if same_path(given_root, root) else root,
+                              by_folder=not (args.config or settings.store.path))
     prog = Progress()
     indexer = pipeline.Indexer(settings, db, root=root, progress=prog, command="index",
-                               recluster=args.recluster)
+                               recluster=args.recluster, failures_command=status)
     with one_writer(db, f"streamrag index {' '.join(map(shell_word, paths))}", given=db_given(args, settings)):
         try:
             with progress.show(prog, lambda: indexer.llm.stats if indexer.llm else {}, enabled=not args.quiet):
@@ -594,9 +597,6 @@ def cmd_index(args: argparse.Namespace) -> int:
         _bound_wal(db)   # (the writer lock still held)
     if not Path(db).exists():
         raise StoreError(_deleted_meanwhile(db))
-    # (the folder as given, when it is the index's)
-    status = _status_failures(db, given_root if same_path(given_root, root) else root,
-                              by_folder=not (args.config or settings.store.path))
     if args.json:
         # asked_again: of llm.errors, the unusable answers a later try answered, as watch's idle
         # line and status count them (a script saw errors 39 and could not tell 14 left nothing out)
@@ -606,7 +606,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         print(_format_sync(result, db, settings.index.include, status=status))
         _print_warnings(result.warnings)
         if result.settled:
-            print(f"streamrag: {pipeline.settled_line(result.settled)}", file=sys.stderr)
+            print(f"streamrag: {pipeline.settled_line(result.settled, status)}", file=sys.stderr)
     if result.failed_items:
         # What succeeded is published; the exit status tells a script that something did not.
         # (An unreadable file is a warning: running again would not change it.) The newest
@@ -614,7 +614,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         first = _last_failure(db, result.run_id)
         last = f" (last: {first})" if first else ""
         if not result.documents:   # (it said "left out of this version" of a version of nothing)
-            print(f"streamrag: {pipeline.nothing_indexed_line(result.failed_items, first)}", file=sys.stderr)
+            print(f"streamrag: {pipeline.nothing_indexed_line(result.failed_items, first, status)}", file=sys.stderr)
             return 1
         print(f"streamrag: {_failed_said(result.failed_items, result.claims_failed)}"
               f"{last}; run the same command again to retry them, "
@@ -836,11 +836,11 @@ def _applied(r) -> str:
     return f"{what}, to the same index{spent}; "
 
 
-def _status_failures(db: Path, root: Path, by_folder: bool = True) -> str:
+def failures_command(db: Path, root: Path, by_folder: bool = True) -> str:
     """`streamrag status --failures` as it reads the index ``db`` of folder ``root`` from here: with
     the folder (it finds its ``.streamrag/index.db``) unless that is here, else with --db (an index
     kept elsewhere, or found through settings: ``by_folder`` false). `index notes` said the bare
-    command, which in notes' parent found no index."""
+    command, which in notes' parent found no index; `watch` and the pipeline's lines say it too."""
     if not by_folder or not same_path(db, default_db_path(root)):
         return f"streamrag status --failures --db {shell_word(db)}"
     return "streamrag status --failures" + ("" if same_path(root, Path.cwd()) else f" {shell_word(root)}")

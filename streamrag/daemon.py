@@ -366,13 +366,17 @@ class Daemon:
                  report: Callable[[dict[str, Any]], None] = lambda event: None,
                  transport=None, health_s: float = 60.0,
                  reload: Callable[[], Settings] | None = None, retry_base_s: float | None = None,
-                 warnings: tuple[str, ...] = ()) -> None:
+                 warnings: tuple[str, ...] = (), failures_command: str = "streamrag status --failures") -> None:
         self.settings = settings
         # What the command found to say before the daemon began (cmd_watch: the second index it
         # builds), said at the start as the settings' warnings are: on stdout with --json.
         self.warnings = warnings
         self.db_path = Path(db_path)
         self.root = Path(root).resolve()
+        # The command its lines name to list what failed, as it reads this index from where the
+        # watch runs (cmd_watch gives ``cli.failures_command``'s, with the folder as given): the
+        # bare command, run where `watch notes` ran, said "no index found here or in a parent folder".
+        self.failures_command = failures_command
         self.report = report
         self.transport = transport
         self.retry_base_s = retry_base_s   # (tests: the model clients' first backoff, ``llm.RETRY_BASE_S``)
@@ -1635,7 +1639,8 @@ class Daemon:
         progress = Progress()
         indexer = Indexer(self.settings, self.db_path, root=self.root, progress=progress,
                           command="watch:extract", transport=self.transport, stopped=self.stop_event.is_set,
-                          retry_base_s=self.retry_base_s, answered_at=self.outage.answered_at)
+                          retry_base_s=self.retry_base_s, answered_at=self.outage.answered_at,
+                          failures_command=self.failures_command)
         try:
             if self.writer_lock is not None:
                 self.writer_lock.check()   # its file deleted: taken again, or another writer says so
@@ -1802,7 +1807,8 @@ class Daemon:
                           stopped=self.stop_event.is_set,
                           update_of=self._update_of, answered_at=self.outage.answered_at,
                           folder_changed=self.syncs > 0, left_as_indexed=left_as_indexed,
-                          say=lambda line: self.emit("warning", line, warning=line))   # (--json: on stdout)
+                          say=lambda line: self.emit("warning", line, warning=line),   # (--json: on stdout)
+                          failures_command=self.failures_command)
         self.indexers_made += 1
         self._sync_run = indexer.run_id
         lines = StageLines(self, indexer, reason, why, quiet=quiet)
@@ -2112,7 +2118,7 @@ class Daemon:
             # the tries before (the retries simply stopped).
             from streamrag.pipeline import settled_line
 
-            line = settled_line(result.settled)
+            line = settled_line(result.settled, self.failures_command)
             self.emit("warning", line, warning=line, settled=result.settled)
 
     def _left_out(self, result: SyncResult, spent: dict[str, dict[str, int]], chunks_failed: int,
@@ -2161,7 +2167,7 @@ class Daemon:
                 + (f"; {without_claims_said(claims)}" if claims else "") if failed_calls
                 else _left_out_said(failed_items, claims, lambda n: f"{n} still left out {after} (no LLM call failed)"))
         self.emit("error", f"{what}; they are tried again when a file changes or `streamrag index "
-                           f"{shell_word(self.root)}` runs (`streamrag status --failures` lists them)",
+                           f"{shell_word(self.root)}` runs (`{self.failures_command}` lists them)",
                   llm_errors=failed_calls, failed_items=failed_items, claims_failed=claims, gave_up=True)
         self._given_up = (failed_items, claims)
         return True
@@ -2180,14 +2186,14 @@ class Daemon:
             self._nothing_indexed = True
             with reading(self.db_path) as store:
                 last = "" if store is None else index_rows.last_failure(store, result.run_id)
-            self.emit("error", nothing_indexed_line(failed_items, last), llm_errors=failed_calls,
+            self.emit("error", nothing_indexed_line(failed_items, last, self.failures_command), llm_errors=failed_calls,
                       failed_items=failed_items)
             return
         # (the calls that failed are said of the items left out: of chunks indexed without their
         # claims alone, the claims calls, which their words say)
         calls = f" ({_n(failed_calls, 'LLM call')} failed)" if failed_calls else ""
         said = _left_out_said(failed_items, claims, lambda n: f"left out of this version: {n}{calls}")
-        self.emit("error", f"{said}; run again to retry them (`streamrag status --failures` lists them)",
+        self.emit("error", f"{said}; run again to retry them (`{self.failures_command}` lists them)",
                   llm_errors=failed_calls, failed_items=failed_items, claims_failed=claims)
 
     def _retry_left_out(self, failed_items: int, failed_calls: int, claims_failed: int = 0, *, outage: bool,
@@ -2211,7 +2217,7 @@ class Daemon:
         said = (f"{_n(failed_calls, 'LLM call')} failed{claimless}; the affected items are retried {when}"
                 if failed_calls else   # (said "0 LLM calls failed")
                 _left_out_said(failed_items, claims_failed, lambda n: f"left out of this version: {n} (no LLM call "
-                               "failed)") + f"; retried {when} (`streamrag status --failures` lists them)")
+                               "failed)") + f"; retried {when} (`{self.failures_command}` lists them)")
         self.emit("error", said, llm_errors=failed_calls, failed_items=failed_items, claims_failed=claims_failed,
                   outage=False)
 
@@ -2409,7 +2415,8 @@ async def serve(daemon: Daemon, source: AsyncIterable[ChangeSet] | None) -> int:
 
 def cmd_watch(args: argparse.Namespace) -> int:
     """``streamrag watch DIR``: initial sync, then keep the index current until a signal."""
-    from streamrag.cli import command_settings, db_for_index, db_given, file_base_unused, not_documents
+    from streamrag.cli import (command_settings, db_for_index, db_given, failures_command, file_base_unused,
+                               not_documents, same_path)
 
     given = Path(args.dir)
     if (why := not_documents(given, "watch")) is not None:   # (`watch DIR/.streamrag`: an index in it)
@@ -2440,7 +2447,10 @@ def cmd_watch(args: argparse.Namespace) -> int:
     notes = (file_base_unused(settings),)
     daemon = Daemon(settings, db, root, report=Reporter(json_lines=args.json),
                     reload=lambda: command_settings(args, given, models_for=("index",), quiet=True),
-                    warnings=tuple(note for note in notes if note is not None))
+                    warnings=tuple(note for note in notes if note is not None),
+                    # (the folder as given, when it is the one watched: `watch notes`, `watch .`)
+                    failures_command=failures_command(db, given if same_path(given, root) else root,
+                                                      by_folder=not (args.config or settings.store.path)))
     source = None if args.once else watch_folder(daemon.root, settings.watch, daemon.stop_event, keep=daemon.worth_holding)
     with one_writer(db, f"streamrag watch {shell_word(given)}", given=db_given(args, settings)) as daemon.writer_lock:
         return anyio.run(serve, daemon, source)

@@ -108,11 +108,17 @@ def _all(files: int) -> str:
     return f"{'the' if files == 1 else 'all'} {counted(files, 'file')}"
 
 
-def settled_line(items: int) -> str:
-    """What ``index`` and ``watch`` say of the items a run settled (``SyncResult.settled``)."""
+FAILURES = "streamrag status --failures"
+"""The command that lists what failed, run in the indexed folder; a command's lines name the one
+that reads its index from where it ran (``cli.failures_command``: `status --failures notes`)."""
+
+
+def settled_line(items: int, status: str = FAILURES) -> str:
+    """What ``index`` and ``watch`` say of the items a run settled (``SyncResult.settled``);
+    ``status``: the command that lists them (``FAILURES``, as ``cli.failures_command`` gives it)."""
     return (f"{counted(items, 'item', grouped=False)} no longer asked for: the model's answers were "
-            f"unusable on {UNUSABLE_RUNS} runs in a row, so extractive text stands in (`streamrag status "
-            "--failures` says which and why); a change to them or to their settings asks again")
+            f"unusable on {UNUSABLE_RUNS} runs in a row, so extractive text stands in (`{status}` "
+            "says which and why); a change to them or to their settings asks again")
 
 
 def joins_moved_said(moved: int, version: int) -> str:
@@ -122,14 +128,15 @@ def joins_moved_said(moved: int, version: int) -> str:
     return f"{counted(moved, 'short name')} joined to a full name{'' if version == 1 else ' anew, or parted'}"
 
 
-def nothing_indexed_line(items: int, last: str) -> str:
+def nothing_indexed_line(items: int, last: str, status: str = FAILURES) -> str:
     """What ``index`` and ``watch --once`` say when every item failed, so the index holds
-    nothing: ``last``, the newest failure (``index_rows.last_failure``), names the cause."""
+    nothing: ``last``, the newest failure (``index_rows.last_failure``), names the cause;
+    ``status``, the command that lists them."""
     return (f"nothing was indexed: {counted(items, 'item')} failed{f' (last: {last})' if last else ''}; fix the "
-            "cause and run the same command again (`streamrag status --failures` lists them)")
+            f"cause and run the same command again (`{status}` lists them)")
 
 
-def unusable_first_line(chunks: int, model: str, last: str) -> str:
+def unusable_first_line(chunks: int, model: str, last: str, status: str = FAILURES) -> str:
     """What a first index says when the model answered each of its ``chunks`` chunks, all that
     failed, unusably (``Indexer._sync``), naming the setting to check (``model``: its value).
     Answers cut off (``last``, the last failure, says so) are no matter of the extraction format:
@@ -138,7 +145,7 @@ def unusable_first_line(chunks: int, model: str, last: str) -> str:
         return f"no chunk could be extracted ({chunks} failed): the model's answers were cut off; last error: {last}"
     return (f"no chunk could be extracted ({chunks} failed): the model's answers were unusable "
             f"({model}): check llm.extraction_model, or try a model that follows the extraction "
-            "format (`streamrag status --failures` lists them)")
+            f"format (`{status}` lists them)")
 
 
 def failed_first_line(chunks: int, unusable: int, last: str, rejected: int = 0, web_pages: int = 0) -> str:
@@ -495,7 +502,8 @@ class Indexer:
                  retried: bool = False, retry_base_s: float | None = None,
                  update_of: str | None = None, answered_at: float | None = None,
                  folder_changed: bool = False, left_as_indexed: frozenset[str] = frozenset(),
-                 say: Callable[[str], None] | None = None, stopped: Callable[[], bool] | None = None) -> None:
+                 say: Callable[[str], None] | None = None, stopped: Callable[[], bool] | None = None,
+                 failures_command: str = FAILURES) -> None:
         """``retried``: the caller retries an outage itself (the daemon), so a run that reached
         no endpoint publishes what it can rather than nothing (not the first version of an index
         through an endpoint that never answered, ``answered_at`` None). ``update_of``: the first run of the
@@ -512,8 +520,10 @@ class Indexer:
         another is still written (a log), which a later sync takes up.
         ``stopped``: whether the daemon has been asked to stop (its model client's errors then say to
         start it again, not that it retries). ``transport`` and ``retry_base_s`` (the model client's
-        first backoff, ``llm.RETRY_BASE_S``) are for tests."""
+        first backoff, ``llm.RETRY_BASE_S``) are for tests. ``failures_command``: the command its
+        lines name to list what failed (``cli.failures_command``)."""
         self.settings = settings
+        self.failures_command = failures_command
         self.retried = retried
         # Its errors say to run the command again after the fix, unless a daemon runs it: the
         # daemon syncs again by itself (its extraction ahead too, ``watch:extract``).
@@ -818,7 +828,7 @@ class Indexer:
             # daemon asked again three times before it gave up. It stops as one through an
             # endpoint that never answered does; an empty folder, no chunk failed, is published.
             raise UnusableFirstIndex(unusable_first_line(len(self.failed_chunk_ids), self.settings.llm.extraction_model,
-                                                         str(self.unusable_last or ""))
+                                                         str(self.unusable_last or ""), self.failures_command)
                                  + self._nothing_published)
         if not self.indexed and not change.live and self.unavailable_chunk_ids and self.failed_chunk_ids \
                 <= self.unusable_chunk_ids | self.unavailable_chunk_ids | self.rejected_chunk_ids:

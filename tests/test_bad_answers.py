@@ -22,6 +22,7 @@ from streamrag.reports import usable_report
 from streamrag.simulator import Simulator, SimulatorConfig
 from streamrag.store import Store
 from streamrag.summarizer import within_budget
+from streamrag.terminal import shell_word
 from streamrag.tokens import count_tokens
 from streamrag.writer import Writer
 
@@ -265,11 +266,12 @@ def test_a_first_index_the_model_answered_unusably_publishes_nothing(cli_run, tm
         assert (out.returncode, published) == (0, 1), out.stderr
         return
     assert (out.returncode, published) == (1, 0), out.stderr
+    # (the command that lists them from here: the folder named, ``cli.failures_command``)
     assert out.stderr.strip().splitlines()[-1] == (
         "streamrag: error: no chunk could be extracted (1 failed): the model's answers were unusable "
         "(gpt-4o-mini): check llm.extraction_model, or try a model that follows the extraction format "
-        "(`streamrag status --failures` lists them). Nothing was published; there is no index yet, and a "
-        "run after the fix reuses the finished work"), out.stderr
+        f"(`streamrag status --failures {shell_word(folder)}` lists them). Nothing was published; there is no "
+        "index yet, and a run after the fix reuses the finished work"), out.stderr
 
 
 def test_a_first_index_whose_answers_were_all_cut_off_says_so(cli_run, tmp_path, monkeypatch):

@@ -2745,3 +2745,43 @@ def test_index_names_the_status_command_that_reads_its_index(cli_run, tmp_path):
     assert "  failures       2 (2 files are not text): see `streamrag status --failures --db other.db`" \
         in out.stdout
     assert cli_run("status", "--failures", "--db", "other.db", cwd=tmp_path).returncode == 0
+
+
+@pytest.mark.parametrize("command", [("index", "-q"), ("watch", "--once")])
+def test_error_lines_name_the_status_command_that_reads_the_index(cli_run, tmp_path, monkeypatch, command):
+    # `index notes` and `watch notes` run from notes' parent: a first index whose answers were all
+    # unusable, and a run whose claims calls failed, said a bare `streamrag status --failures`,
+    # which run there said "no index found here or in a parent folder". Each command, as printed,
+    # lists what failed.
+    import httpx
+
+    from conftest import chat_answer, simulated_transport
+    from streamrag.llm import LLMClient
+
+    real_init = LLMClient.__init__
+    transport = {"now": httpx.MockTransport(lambda request: chat_answer("I cannot help."))}
+
+    def answering(self, *args, **kwargs):
+        real_init(self, *args, **{**kwargs, "transport": transport["now"]})
+
+    monkeypatch.setattr(LLMClient, "__init__", answering)
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "streamrag.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\nmax_retries = 0\n"
+                                          "[index]\nextract_claims = true\n")
+    (notes / "a.txt").write_text("Ada Osk met Bram Lind at the quay in Port Vell.\n")
+
+    def listed_as_said(stderr: str) -> str:
+        said = re.findall(r"`(streamrag status --failures[^`]*)` lists them", stderr)
+        assert said == ["streamrag status --failures notes"], stderr
+        out = cli_run(*shlex.split(said[0])[1:], cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    out = cli_run(*command, "--api-base", "http://llm.test/v1", "notes", cwd=tmp_path)
+    assert out.returncode == 1 and "no chunk could be extracted" in out.stderr, out.stderr
+    assert "a.txt" in listed_as_said(out.stderr)
+    transport["now"] = simulated_transport(claims_work=False)
+    out = cli_run(*command, "--api-base", "http://llm.test/v1", "notes", cwd=tmp_path)
+    assert out.returncode == 1 and "without its claims" in out.stderr, out.stderr
+    assert "claims" in listed_as_said(out.stderr)
