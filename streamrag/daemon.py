@@ -94,8 +94,8 @@ from streamrag import index_rows
 from streamrag.config import Settings, find_config, load_settings, without_secrets
 from streamrag.errors import (LLMError, LLMRequestError, LLMUnavailableError, RejectedFirstIndex, StreamragError,
                               UnusableFirstIndex, disk_full)
-from streamrag.loader import (conflict_copies_line, file_of, leads_outside, left_out_lines, scan_order, shown,
-                              unstorable_folder, why_unusable)
+from streamrag.loader import (DOCUMENT_SUFFIXES, conflict_copies_line, file_of, leads_outside, left_out_lines,
+                              scan_order, shown, unstorable_folder, why_unusable)
 from streamrag.notices import sharing_notices
 from streamrag.on_disk import is_file
 from streamrag.outage import Outage
@@ -428,6 +428,10 @@ class Daemon:
         self.last_result: SyncResult | None = None
         self.warned: set[str] = set()  # the warnings of the last sync, already printed
         self._copies: list[str] = []   # the conflict copies the last sync's scan named, and those met since
+        # The kinds of file left out that were said (``left_out_lines``): the initial sync's, and
+        # each new one when its first file appears (``_say_left_out``), once (a .pdf dropped into a
+        # watched folder was said by no line, as `index` says it).
+        self._left_out_said: set[str] = set()
         from streamrag.graph_state import GraphCache
 
         self.graph_cache = GraphCache()            # the graph the last sync published, for the next
@@ -674,7 +678,12 @@ class Daemon:
         (its return is any event's to say)."""
         if self._gone or not self.root.is_dir():
             return changes
-        return self.folder.worth_holding(changes, self._settings_edits.follows)
+        kept = self.folder.worth_holding(changes, self._settings_edits.follows)
+        # ... and a file of a kind left out not said yet (a .pdf), whose line ``_classify`` says;
+        # once said, that kind's writes are dropped again (``_left_out_said``).
+        return kept | {(change, path) for change, path in changes - kept if int(change) != DELETED
+                       and (kind := os.path.splitext(path)[1].lower()) in DOCUMENT_SUFFIXES
+                       and kind not in self._left_out_said and self.folder.left_out_kind(path, look=False)}
 
     def _queued_in(self, rel: str) -> set[str]:
         """The files queued for the next sync as there (not deleted) at ``rel`` or under it."""
@@ -685,6 +694,19 @@ class Daemon:
         if line not in self.warned:
             self.warned.add(line)
             self.emit("warning", line, warning=line)
+
+    def _say_left_out(self, named: list[tuple[int, str]]) -> None:
+        """Says the left-out line of a file of a kind not said yet, when one appears or is
+        written (the initial sync said those the folder held): a .pdf dropped into the folder was
+        said by no line, `index` says "left out 1 .pdf (... convert it ...)". Once per kind;
+        nothing for hidden, excluded or temporary files (``WatchedFolder.left_out_kind``)."""
+        for change, path in named:
+            if change == DELETED or os.path.splitext(path)[1].lower() in self._left_out_said:
+                continue
+            if (kind := self.folder.left_out_kind(path)) is not None:
+                self._left_out_said.add(kind)
+                for line in left_out_lines({kind: 1}, self.settings.index.include):
+                    self.emit("warning", f"left out {line}", warning=f"left out {line}")
 
     def _name_copies(self, appeared: set[str]) -> None:
         """Says the scan's line on sync conflict copies when one appears (Dropbox's, Syncthing's):
@@ -752,6 +774,7 @@ class Daemon:
             named.append((int(change), path))
         if not named:
             return out
+        self._say_left_out(named)
         # What each path is, in a worker thread: ``relevant`` and the looks at the folder and the
         # index took the event loop, its signals and the other tasks with it, for seconds in a
         # batch of 100,000 events (a copy told file by file, the polling watcher). A few events
@@ -2063,6 +2086,7 @@ class Daemon:
         if self._copies and (line := conflict_copies_line(self._copies)) in said:
             self.warned.add(line)   # (a batch's, naming a copy this sync's scan did not meet: ``_synced``)
         if initial:   # the one sync that scans the whole folder
+            self._left_out_said.update(result.left_out)
             for line in left_out_lines(result.left_out, self.settings.index.include):
                 self.emit("warning", f"left out {line}", warning=f"left out {line}")
 

@@ -16,9 +16,10 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from streamrag import index_rows
-from streamrag.config import Settings
+from streamrag.config import CONFIG_NAME, Settings
 from streamrag.errors import StreamragError
-from streamrag.loader import (conflict_copy, exclude_patterns, excluded, file_of, include_patterns, leads_outside,
+from streamrag.loader import (DOCUMENT_SUFFIXES, conflict_copy, exclude_patterns, excluded, file_of, include_patterns,
+                              leads_outside, leftover, written_by_export,
                               leads_outside_line, name_or_path_matches, read_documents, storable, taken_name,
                               why_unusable)
 from streamrag.terminal import shown
@@ -281,6 +282,32 @@ class WatchedFolder:
                     return leads_outside_line(path, self.root, self.root, folder=is_dir)
                 if not is_dir and not path.is_file():
                     return f"{shown(rel)}: {why_unusable(path)}"
+        return None
+
+    def left_out_kind(self, path: str | Path, *, look: bool = True) -> str | None:
+        """The kind (suffix) of the file ``path`` when the scan counts it as left out and `index`
+        says what to do about it (convert a PDF, widen index.include: ``loader.left_out_lines``),
+        else ``None``: a file it takes, one hidden or excluded, a tool's temporary or backup file,
+        the index's own files, a settings file, an export, or a kind that needs nothing done (an
+        image, code). As ``loader``'s walk counts them. Without ``look``, by its path alone (the
+        watcher's filter: no look at the file)."""
+        p = Path(path)
+        p = p if p.is_absolute() else self.root / p
+        try:
+            rel = p.relative_to(self.root).as_posix()
+        except ValueError:
+            return None
+        name = p.name
+        kind = os.path.splitext(name)[1].lower()
+        if (kind not in DOCUMENT_SUFFIXES or rel.startswith(".") or "/." in rel or not storable(rel)
+                or excluded(rel, self._exclude) or name_or_path_matches(name, rel, self._include)
+                or name == CONFIG_NAME or leftover(name) or p in self._db_files):
+            return None
+        if not look:
+            return kind
+        with contextlib.suppress(OSError, RuntimeError):
+            if p.is_file() and not leads_outside(p, self.root) and not written_by_export(p):
+                return kind
         return None
 
     def files_in(self, folder: Path) -> list[str] | None:

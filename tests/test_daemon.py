@@ -779,6 +779,37 @@ async def test_the_initial_sync_names_documents_in_formats_left_out_once(corpus,
                         "or pandoc for example, to index it)"], warnings
 
 
+async def test_a_file_of_a_kind_left_out_that_appears_is_said_once_per_kind(corpus, tmp_path):
+    # `index` says "left out 1 .pdf (... convert it ...)"; `watch` said it only of the files its
+    # initial sync found: a .pdf dropped into the folder later got no line. Now the first file of
+    # each kind left out that appears is said, once; hidden, excluded and temporary files, and a
+    # kind that needs nothing done (an image), are not.
+    (corpus / "minutes.pdf").write_bytes(b"%PDF-1.4")   # (said by the initial sync)
+    (corpus / "Archive").mkdir()
+    settings = make_settings(index={**SMALL, "exclude": ["Archive"]}, watch={"quiet_s": 0.05})   # offline: fast
+    async with running(settings, tmp_path / "l.db", corpus) as (daemon, events, send):
+        said = len([e for e in events if e["state"] == "warning"])
+        made = ["minutes2.pdf", ".draft.docx", "Archive/old.docx", "~$report.docx", "photo.png", "report.docx",
+                "memo.docx", "guide.rst", "notes.txt"]
+        for name in made:
+            (corpus / name).write_bytes(b"PK\x03\x04 word" if name.endswith(".docx") else b"text\n")
+        # The watcher's keep passes a kind not said yet, which the scan leaves out
+        changes = {(Change.added, str(corpus / name)) for name in made}
+        kept = {os.path.relpath(path, corpus) for _change, path in daemon.worth_holding(changes)}
+        assert {"report.docx", "memo.docx", "guide.rst", "notes.txt"} <= kept and "photo.png" not in kept, kept
+        async with send:
+            for name in made:   # (one batch each: a kind said is not said again)
+                await send.send({(Change.added, str(corpus / name))})
+            await until(lambda: daemon.syncs == 2)
+        # ... and drops that kind's writes once said.
+        assert not daemon.worth_holding({(Change.modified, str(corpus / "memo.docx"))})
+    warnings = [e["message"] for e in events if e["state"] == "warning"][said:]
+    assert warnings == ["left out 1 .docx (not plain text: convert it to .txt or .md, with pdftotext "
+                        "or pandoc for example, to index it)",
+                        "left out 1 .rst (plain text that index.include leaves out; to index it, set include = "
+                        "[\"*.txt\", \"*.md\", \"*.markdown\", \"*.jsonl\", \"*.csv\", \"*.rst\"] under [index])"], warnings
+
+
 class DaemonClock:
     """The time as the daemon reads it (``anyio.current_time`` in ``streamrag.daemon``), moved
     on by the test alone, so that its quiet periods and waits are counted in the test's steps,
@@ -3299,6 +3330,9 @@ def test_the_watcher_holds_only_the_writes_that_may_change_the_index(corpus, tmp
     kept = {(Change.modified, str(corpus / "new.txt")), (Change.deleted, str(corpus / "gone.log")),
             (Change.added, str(corpus / "sub")), (Change.modified, str(toml)),
             (Change.added, str(corpus / "notes (conflicted copy).txt"))}
+    # (a file of a kind left out that was not said yet is kept, for its line: ``_say_left_out``)
+    assert daemon.worth_holding({(Change.added, str(corpus / "app.log"))}) == {(Change.added, str(corpus / "app.log"))}
+    daemon._left_out_said.add(".log")   # (as the initial sync says it of an app.log already there)
     assert daemon.worth_holding(left_out | kept) == kept
 
 
