@@ -26,7 +26,7 @@ from conftest import (index_snapshot as snapshot, lose_extraction, make_settings
 from streamrag.config import load_settings
 from streamrag.cli import main
 from streamrag import index_rows, watched_folder
-from streamrag.daemon import Daemon, Reporter
+from streamrag.daemon import CURRENT_AS_SEEN, Daemon, Reporter
 from streamrag.pipeline import sync
 from streamrag.simulator import Simulator, SimulatorConfig
 from streamrag.store import Store
@@ -1578,7 +1578,7 @@ async def test_a_stop_does_not_wait_for_the_log_to_be_emptied(corpus, tmp_path, 
     finally:
         if held is not None:
             held.close()
-    assert events[-1]["message"] == "index is current"
+    assert events[-1]["message"] == CURRENT_AS_SEEN
     assert not [e for e in events if "write-ahead log" in e["message"] and e["state"] == "warning"]
     emptying = [e for e in events if e["state"] == "emptying"]
     assert len(emptying) == 1 and emptying[0]["wal_bytes"] > 0, emptying
@@ -2798,7 +2798,7 @@ async def test_an_index_deleted_while_no_file_changes_is_built_again_within_the_
     assert ("git clean -x" in warned[0]) == inside
     assert [e for e in events[mark:] if e.get("whole_folder")], events[mark:]   # the sync that built it
     assert db_count(db, "SELECT count(*) FROM documents") == 4
-    assert events[-1]["state"] == "stopped" and events[-1]["message"] == "index is current"
+    assert events[-1]["state"] == "stopped" and events[-1]["message"] == CURRENT_AS_SEEN
 
 
 @pytest.mark.parametrize("then", ["idle", "edited"])
@@ -3708,7 +3708,7 @@ async def test_a_stop_of_an_idle_watch_does_not_wait_for_debounce_ms(corpus, tmp
             tg.start_soon(daemon.run, watch_folder(corpus, settings.watch, daemon.stop_event))
             await until(lambda: "health" in events.states())
             daemon.stop()
-    assert events.states()[-2:] == ["stopping", "stopped"] and events[-1]["message"] == "index is current"
+    assert events.states()[-2:] == ["stopping", "stopped"] and events[-1]["message"] == CURRENT_AS_SEEN
     # Nothing was under way: it said 'finishing the work under way (grace 10s, a second signal
     # cancels)' of an idle watch.
     assert events[-2]["message"] == "stop requested: nothing under way", events[-2]
@@ -3837,7 +3837,7 @@ async def test_a_second_signal_while_the_idle_daemon_stops_leaves_its_stop_clean
             tg.start_soon(signals)
             codes.append(await serve(daemon, watcher()))
     assert codes == [0], "\n".join(f"{e['state']} {e['message']}" for e in events)
-    assert events[-1]["state"] == "stopped" and events[-1]["message"] == "index is current", events[-3:]
+    assert events[-1]["state"] == "stopped" and events[-1]["message"] == CURRENT_AS_SEEN, events[-3:]
     assert events[-2]["message"] == "second signal (SIGTERM): no work under way; the file watcher is ending"
     assert "cancelling" not in events.states()
 
@@ -4233,7 +4233,7 @@ def test_a_sighup_without_a_terminal_is_said_and_leaves_the_daemon_running(tmp_p
     assert code == 0, text
     hup = [line for line in text.splitlines() if "SIGHUP" in line]
     assert len(hup) == 2 and all(" warning " in line and "going on" in line for line in hup), text
-    assert "stopping    SIGTERM received: " in text and text.rstrip().endswith("index is current"), text
+    assert "stopping    SIGTERM received: " in text and text.rstrip().endswith(CURRENT_AS_SEEN), text
 
 
 def test_a_hangup_stops_a_watch_whose_stdin_is_no_terminal(tmp_path, corpus):
@@ -4253,7 +4253,7 @@ def test_a_hangup_stops_a_watch_whose_stdin_is_no_terminal(tmp_path, corpus):
     text = log.read_text()
     assert code == 0, text
     assert "stopping    SIGHUP received (the terminal hung up): " in text and "going on" not in text, text
-    assert text.rstrip().endswith("index is current"), text
+    assert text.rstrip().endswith(CURRENT_AS_SEEN), text
 
 
 def test_a_background_job_of_a_script_ignores_sigint_as_index_does(tmp_path, corpus):
@@ -4914,13 +4914,30 @@ async def test_a_rename_held_back_at_a_stop_is_one_change_and_a_file_come_and_go
     assert stopped["message"].startswith("1 change seen but not synced;"), stopped
 
 
+async def test_a_file_the_watcher_never_passed_on_is_not_said_current(corpus, tmp_path):
+    # A file saved in watchfiles' last step before Ctrl-C (its changes dropped when the stop is
+    # set: never handed over, nor held) was neither synced nor counted, and the line said "index
+    # is current". The line says what is known; the next start syncs the file. `--once` has no
+    # watcher: its sync read the folder.
+    def hold():
+        (corpus / "new.txt").write_text("Captain Oskar Lind sailed the Blue Heron from Port Vell to Kessel.\n")
+        return set()   # (the watcher saw nothing of it)
+
+    stopped = await _stopped_holding(corpus, tmp_path / "w.db", make_settings(index=SMALL), hold)
+    assert stopped["seen"] == 0 and stopped["message"] == "index is current as of the last change seen", stopped
+    events = Events()
+    await Daemon(make_settings(index=SMALL), tmp_path / "w.db", corpus, report=events).run(None)
+    assert events[-1]["state"] == "stopped" and events[-1]["message"] == "index is current", events[-1]
+    assert "new.txt" in {p for p, in sqlite3.connect(tmp_path / "w.db").execute("SELECT path FROM files")}
+
+
 async def test_a_temporary_file_held_back_at_a_stop_leaves_the_index_current(corpus, tmp_path):
     def hold():
         temp = corpus / "draft.txt"
         return {(Change.added, str(temp)), (Change.modified, str(temp)), (Change.deleted, str(temp))}
 
     stopped = await _stopped_holding(corpus, tmp_path / "w.db", make_settings(index=SMALL), hold)
-    assert stopped["message"] == "index is current" and stopped["seen"] == 0, stopped
+    assert stopped["message"] == CURRENT_AS_SEEN and stopped["seen"] == 0, stopped
 
 
 async def test_a_folder_held_back_at_a_stop_counts_as_its_files(corpus, tmp_path):
@@ -4999,7 +5016,7 @@ async def test_a_stop_with_nothing_held_back_says_the_index_is_current(corpus, t
         return {(Change.modified, str(db)), (Change.added, f"{db}-wal"), (Change.modified, str(prompt))}
 
     stopped = await _stopped_holding(corpus, db, settings, hold)
-    assert stopped["message"] == "index is current" and stopped["seen"] == 0, stopped
+    assert stopped["message"] == CURRENT_AS_SEEN and stopped["seen"] == 0, stopped
 
 
 async def test_a_file_written_on_is_said_settling_once_and_synced_once_it_is_quiet(corpus, tmp_path, monkeypatch):
