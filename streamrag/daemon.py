@@ -473,6 +473,11 @@ class Daemon:
         # ... and the renames among them, each new name's old one (``_queue``): a rename is synced
         # whole or not at all (``_split``).
         self._renamed_from: dict[str, str] = {}
+        # ... and the files a batch added with those it deleted that no rename matched (``_queue``):
+        # ``mv a.txt b.txt`` with b.txt written before the batch was looked at differs from
+        # a.txt's indexed text, though the watcher handed both names over together. The old names
+        # wait with a new one left as indexed (``_with_renames``).
+        self._tied: list[tuple[frozenset[str], frozenset[str]]] = []
 
     # -- control -------------------------------------------------------------------------
     @property
@@ -582,9 +587,12 @@ class Daemon:
         parts = []
         left = sorted(left_as_indexed)
         kinds = {**(watched or {}), **self.pending}
-        # (the old name of a file renamed and written on is left with it, not written: ``_split``)
+        # (the old name of a file renamed and written on is left with it, not written: ``_split``;
+        # a deletion tied to a new name, ``_tied``, counts as a change left, but is not said)
         there = [rel for rel in left if kinds.get(rel) not in ("renamed away", "added and deleted")]
         files = self._files_pending() - sum(rel in self.pending for rel in there)
+        tied = {old for new, olds in self._tied if new & set(left) for old in olds}
+        there = [rel for rel in there if rel not in tied]
         held: list[str] = []
         left_why: dict[str, Any] = {}
         if left:
@@ -656,6 +664,7 @@ class Daemon:
         self.pending.clear()
         self._queued_at.clear()
         self._renamed_from.clear()
+        self._tied.clear()
         self._retries = self._retry_items = self._retry_chunks = self._retry_claims = 0
         self._retry_files = {}
         self._given_up = (0, 0)
@@ -1207,11 +1216,14 @@ class Daemon:
     def _with_renames(self, busy: set[str]) -> set[str]:
         """``busy`` and the other names of its renames (``_renamed_from``, each way, chained):
         ``mv a.txt b.txt`` then a log written as b.txt. Synced apart, a.txt settled and went,
-        its text with it, until b.txt's own sync, and the sync said "0 files added and deleted"."""
+        its text with it, until b.txt's own sync, and the sync said "0 files added and deleted".
+        With the names deleted in a batch that added one of ``busy`` (``_tied``): b.txt written
+        before its batch was looked at is no rename by content, and a.txt went as before."""
         busy = set(busy)
         while True:
             more = {old for new, old in self._renamed_from.items() if new in busy} | \
-                {new for new, old in self._renamed_from.items() if old in busy}
+                {new for new, old in self._renamed_from.items() if old in busy} | \
+                {old for new, olds in self._tied if new & busy for old in olds}
             if more <= busy:
                 return busy
             busy |= more
@@ -1291,6 +1303,7 @@ class Daemon:
                 for rel in settled:
                     self._queued_at.pop(rel, None)
                     self._renamed_from.pop(rel, None)
+                self._tied = [(new, old) for new, old in self._tied if not new <= settled]
                 self._unsettled = {p for p in self._unsettled if p.relative_to(self.root).as_posix() in busy}
                 first_batch = min((self._queued_at[rel][0] for rel in busy if rel in self._queued_at),
                                   default=first_batch)
@@ -1396,6 +1409,7 @@ class Daemon:
                 first_batch, self._unsettled, written_on, written = None, set(), False, set()
                 self._queued_at.clear()
                 self._renamed_from.clear()
+                self._tied.clear()
                 # Retrying what failed, files among it: an edit whose sync failed stays pending,
                 # and kept the pause where it was (16 s all weekend) until the endpoint was back.
                 only_retry, edited = not edited, False
@@ -1626,6 +1640,11 @@ class Daemon:
             if self.pending.get(source) == "deleted":
                 self.pending[source] = "renamed away"
         self._renamed_from.update(renamed)
+        # (the watcher cannot say a rename from a deletion and a new file: a batch is the tie)
+        added = frozenset(rel for rel, kind in files.items() if kind == "added" and rel not in renamed)
+        gone = frozenset(rel for rel in files if self.pending.get(rel) == "deleted")
+        if added and gone:
+            self._tied.append((added, gone))
         kinds = Counter(kind for rel, kind in files.items()
                         if rel not in renamed and rel not in renamed.values() and rel not in came_and_went)
         kinds["renamed"] += len(renamed)
