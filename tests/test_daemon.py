@@ -576,6 +576,51 @@ async def test_a_small_batch_is_looked_at_on_the_event_loop_at_once(corpus, tmp_
     assert threads == {loop}, threads
 
 
+@pytest.mark.parametrize("slowed", ["relevant", "included"])
+async def test_a_stop_ends_the_look_at_a_large_batch_in_its_worker_thread(corpus, tmp_path, slowed):
+    # A batch of _LOOK_APART events or more is looked at in a worker thread, which a stop
+    # abandons; the thread went on to the batch's last event, and the process's exit waited for
+    # it (1.5 s of a look slowed to 3 s). Now it ends at the event after the stop: in ``_kinds``
+    # (``relevant`` of each event) and in ``_look`` (``included`` of each file there). (The
+    # stopped line's count of the events seen, ``_seen_left``, asks ``relevant`` too: not counted.)
+    from streamrag import daemon as daemon_module
+
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
+    db = tmp_path / "c.db"
+    looked: list[tuple] = []   # the events (or files) the slowed step was asked about
+    ended, inside = threading.Event(), threading.local()
+    async with running(settings, db, corpus) as (daemon, events, send):
+        files = [corpus / f"n{i}.txt" for i in range(2 * daemon_module._LOOK_APART)]
+        for i, path in enumerate(files):
+            path.write_text(f"Entry {i}: Bo Lund paid the toll.\n")
+        step = getattr(daemon.folder, slowed)
+
+        def slow(*args, **kwargs):
+            if getattr(inside, "work", False):
+                looked.append(args)
+                time.sleep(0.02)
+            return step(*args, **kwargs)
+
+        setattr(daemon.folder, slowed, slow)
+        work = getattr(daemon, "_kinds" if slowed == "relevant" else "_look")
+
+        def working(*args):
+            inside.work = True
+            try:
+                return work(*args)
+            finally:
+                inside.work = False
+                ended.set()
+
+        setattr(daemon, work.__name__, working)
+        async with send:
+            await send.send({(Change.added, str(path)) for path in files})
+            await until(lambda: len(looked) >= 3)
+            daemon.stop("test")
+    await until(ended.is_set)
+    assert 3 <= len(looked) < len(files), len(looked)
+
+
 async def test_a_file_replaced_by_a_folder_of_its_name_leaves_the_index(corpus, tmp_path):
     # `rm guild.txt && mkdir guild.txt` in one batch queued nothing (an empty folder has no file
     # to add): the daemon said the index was current with guild.txt's text still in it.
