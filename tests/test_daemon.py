@@ -1273,6 +1273,27 @@ def _files(db: Path) -> dict:
         store.close()
 
 
+def _record_syncs_and_splits(daemon, db):
+    """Wraps ``daemon``'s sync and split to record each sync (its reason, the files it left as
+    indexed, the paths indexed after it) and each split (the files written, what it chose)."""
+    syncs: list[tuple[str, frozenset, set[str]]] = []
+    splits: list[tuple[set[str], object]] = []
+    sync_, split_ = daemon._sync, daemon._split
+
+    async def syncing(reason, **kwargs):
+        ok = await sync_(reason, **kwargs)
+        syncs.append((reason, kwargs.get("left_as_indexed", frozenset()), _indexed_paths(db)))
+        return ok
+
+    def splitting(now, quiet, written):
+        got = split_(now, quiet, written)
+        splits.append((set(written), got))
+        return got
+
+    daemon._sync, daemon._split = syncing, splitting
+    return syncs, splits
+
+
 @pytest.mark.parametrize("note_beside", [False, True])
 async def test_a_file_renamed_then_written_on_is_left_with_its_old_name(corpus, tmp_path, monkeypatch, note_beside):
     # `mv a.txt b.txt`, then b.txt written on and on: a.txt, its batch over, settled beside it,
@@ -1284,24 +1305,10 @@ async def test_a_file_renamed_then_written_on_is_left_with_its_old_name(corpus, 
     db = tmp_path / "r.db"
     old, new, note = corpus / "a.txt", corpus / "b.txt", corpus / "note.txt"
     old.write_text("Mira Osk opened the harbor ledger at Port Vell.\n")
-    syncs: list[tuple[str, frozenset, set[str]]] = []
-    splits: list[tuple[set[str], object]] = []
 
     async with running(settings, db, corpus) as (daemon, events, send):
         clock, wall = DaemonClock(monkeypatch), WallClock(monkeypatch, time.time())
-        sync_, split_ = daemon._sync, daemon._split
-
-        async def syncing(reason, **kwargs):
-            ok = await sync_(reason, **kwargs)
-            syncs.append((reason, kwargs.get("left_as_indexed", frozenset()), _indexed_paths(db)))
-            return ok
-
-        def splitting(now, quiet, written):
-            got = split_(now, quiet, written)
-            splits.append((set(written), got))
-            return got
-
-        daemon._sync, daemon._split = syncing, splitting
+        syncs, splits = _record_syncs_and_splits(daemon, db)
         async with send:
             old.rename(new)
             batches = [{(Change.deleted, str(old)), (Change.added, str(new))}, {(Change.modified, str(new))}]
@@ -1346,24 +1353,10 @@ async def test_a_file_renamed_and_written_before_its_batch_is_left_with_its_old_
     db = tmp_path / "r.db"
     old, new, note = corpus / "a.txt", corpus / "b.txt", corpus / "note.txt"
     old.write_text("Mira Osk opened the harbor ledger at Port Vell.\n")
-    syncs: list[tuple[str, frozenset, set[str]]] = []
-    splits: list[tuple[set[str], object]] = []
 
     async with running(settings, db, corpus) as (daemon, events, send):
         clock, wall = DaemonClock(monkeypatch), WallClock(monkeypatch, time.time())
-        sync_, split_ = daemon._sync, daemon._split
-
-        async def syncing(reason, **kwargs):
-            ok = await sync_(reason, **kwargs)
-            syncs.append((reason, kwargs.get("left_as_indexed", frozenset()), _indexed_paths(db)))
-            return ok
-
-        def splitting(now, quiet, written):
-            got = split_(now, quiet, written)
-            splits.append((set(written), got))
-            return got
-
-        daemon._sync, daemon._split = syncing, splitting
+        syncs, splits = _record_syncs_and_splits(daemon, db)
         async with send:
             old.rename(new)
             _written_at(new, "Entry 0: Bo Lund paid the toll.\n", wall)   # (before the batch is looked at)
