@@ -90,15 +90,13 @@ def test_incremental_runs_its_simulator_on_the_port_given():
     assert result["delete_tokens"] > 0
 
 
-def test_incremental_samples_leave_the_corpus_and_the_index_as_they_were(tmp_path):
-    # --samples adds and deletes documents one at a time on copies of the index, between the
-    # bench's own steps: the folder and the index those steps go on with must not move.
+def _harbor_but_its_last(tmp_path):
+    """harbor's files, a corpus of all but the last of them, its index's path, and a run of an
+    offline sync (folder, database) -> its result: what --samples works on."""
     import anyio
-    from incremental import one_at_a_time, shares
 
     from streamrag.config import load_settings
     from streamrag.pipeline import sync
-    from streamrag.store import Store
 
     harbor = sorted((BENCH.parent / "tests" / "data" / "harbor").iterdir())
     corpus = tmp_path / "corpus"
@@ -106,10 +104,20 @@ def test_incremental_samples_leave_the_corpus_and_the_index_as_they_were(tmp_pat
     for f in harbor[:-1]:
         (corpus / f.name).write_text(f.read_text())
     settings = load_settings(None, env={}, overrides={"index": {"extractor": "nlp"}})
-    db = tmp_path / "index.db"
 
     def run(folder, database):
         return anyio.run(lambda: sync([folder], settings, database, root=folder, command="bench"))
+    return harbor, corpus, tmp_path / "index.db", run
+
+
+def test_incremental_samples_leave_the_corpus_and_the_index_as_they_were(tmp_path):
+    # --samples adds and deletes documents one at a time on copies of the index, between the
+    # bench's own steps: the folder and the index those steps go on with must not move.
+    from incremental import one_at_a_time, shares
+
+    from streamrag.store import Store
+
+    harbor, corpus, db, run = _harbor_but_its_last(tmp_path)
 
     full = run(corpus, db)
     before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in corpus.iterdir()}
@@ -731,23 +739,10 @@ def test_incremental_explain_accounts_for_every_report_each_step_wrote(tmp_path)
 
 
 def test_incremental_explains_each_sampled_change_it_counts(tmp_path):
-    import anyio
     from _rewrites import summed
     from incremental import one_at_a_time
 
-    from streamrag.config import load_settings
-    from streamrag.pipeline import sync
-
-    harbor = sorted((BENCH.parent / "tests" / "data" / "harbor").iterdir())
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    for f in harbor[:-1]:
-        (corpus / f.name).write_text(f.read_text())
-    settings = load_settings(None, env={}, overrides={"index": {"extractor": "nlp"}})
-    db = tmp_path / "index.db"
-
-    def run(folder, database):
-        return anyio.run(lambda: sync([folder], settings, database, root=folder, command="bench"))
+    harbor, corpus, db, run = _harbor_but_its_last(tmp_path)
 
     run(corpus, db)
     explained: dict[str, list] = {}
