@@ -2342,6 +2342,24 @@ async def test_a_kv_cache_full_to_every_try_names_the_slots_context_and_concurre
                 await llm.chat(ask(), model="m1", stage=stage, max_tokens=100)
 
 
+async def _four_calls_given_up(tmp_path, endpoint, *, give_up_after_s: float) -> list[str]:
+    """A first call ``endpoint`` answers, then four calls at once, each with 1,000 retries, that it
+    answers with nothing usable until ``give_up_after_s`` gives the endpoint up (asserted): their
+    four errors."""
+    errors: list[str] = []
+    one = _asking_into(errors)
+    with anyio.fail_after(60):
+        async with client(tmp_path, endpoint, max_retries=1000, concurrency=4,
+                          give_up_after_s=give_up_after_s) as (llm, _):
+            assert (await llm.chat(ask("first"), model="m1", stage="s")).text == "fine"
+            async with anyio.create_task_group() as tg:
+                for i in range(4):
+                    tg.start_soon(one, llm, f"q{i}")
+            assert llm.hopeless
+    assert len(errors) == 4, errors[:1]
+    return errors
+
+
 async def test_a_kv_cache_full_to_every_try_for_give_up_after_s_is_given_up_on_with_its_advice(tmp_path, monkeypatch):
     # Counted as requests to wait (a crowded server, up), tries all so for llm.give_up_after_s end
     # every call (``EndpointHealth``'s span of tries answered only with errors and requests to wait).
@@ -2350,17 +2368,7 @@ async def test_a_kv_cache_full_to_every_try_for_give_up_after_s_is_given_up_on_w
     monkeypatch.setattr(llm_module, "MAX_BACKOFF_S", 0.02)
     endpoint = Endpoint(httpx.Response(200, json=chat_body("fine")),
                         *[lambda _body: kv_cache_full("status")] * 10_000)
-    errors: list[str] = []
-    one = _asking_into(errors)
-    with anyio.fail_after(60):
-        async with client(tmp_path, endpoint, max_retries=1000, concurrency=4,
-                          give_up_after_s=0.3) as (llm, _):
-            assert (await llm.chat(ask("first"), model="m1", stage="s")).text == "fine"
-            async with anyio.create_task_group() as tg:
-                for i in range(4):
-                    tg.start_soon(one, llm, f"q{i}")
-            assert llm.hopeless
-    assert len(errors) == 4, errors[:1]
+    errors = await _four_calls_given_up(tmp_path, endpoint, give_up_after_s=0.3)
     assert all(" asked to wait): the server's context filled with the requests it was answering at once "
                "(llama.cpp: -c is split among its -np slots, or shared by them all with --kv-unified): raise -c or "
                "lower -np, lower llm.concurrency (4) so fewer requests share it, or lower index.chunk_size or "
@@ -3823,17 +3831,7 @@ async def test_an_endpoint_that_only_asks_to_wait_is_given_up_on_after_give_up_a
     waits longer. (Each of the four calls went on to its 1,001st try.)"""
     monkeypatch.setattr(llm_module, "MAX_BACKOFF_S", 0.02)
     endpoint = Endpoint(httpx.Response(200, json=chat_body("fine")), *[lambda _body: answer()] * 10_000)
-    errors: list[str] = []
-    one = _asking_into(errors)
-    with anyio.fail_after(60):
-        async with client(tmp_path, endpoint, max_retries=1000, concurrency=4,
-                          give_up_after_s=0.5) as (llm, _):
-            assert (await llm.chat(ask("first"), model="m1", stage="s")).text == "fine"
-            async with anyio.create_task_group() as tg:
-                for i in range(4):
-                    tg.start_soon(one, llm, f"q{i}")
-            assert llm.hopeless
-    assert len(errors) == 4, errors[:1]
+    errors = await _four_calls_given_up(tmp_path, endpoint, give_up_after_s=0.5)
     # Given up on, not tried to the end (counted by the tries, not timed): 0.5 s of tries of
     # 0.01 s each on average, four at once, is about 200.
     assert len(endpoint.requests) < 1 + 4 * 1001, len(endpoint.requests)
