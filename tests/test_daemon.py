@@ -1113,6 +1113,45 @@ async def test_a_file_the_watcher_holds_is_left_as_indexed_by_the_sync_of_a_note
     assert left == frozenset() and chars == len(log.read_text()) and reason == "1 changed file", syncs
 
 
+async def test_the_files_the_watcher_holds_are_told_apart_off_the_event_loop(corpus, tmp_path):
+    # A copy under way holds thousands of paths at each sync beside it: telling the settings
+    # files among them apart (a Path made and looked up for each) took 0.7-1.3 s of the event
+    # loop for 100,000 held paths, its signals and progress with it. Now in the worker thread.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.3, "debounce_ms": 0})
+    db = tmp_path / "t.db"
+    copied = corpus / "copied"
+    held: set = set()
+    on_loop: list[bool] = []
+    syncs: list[frozenset] = []
+    async with running(settings, db, corpus, held=held) as (daemon, _events, send):
+        loop_thread = threading.current_thread()
+        copied.mkdir()
+        for n in range(20):
+            (copied / f"c{n}.txt").write_text(f"Bo Lund paid toll {n} at the bridge of Kessel.\n")
+            held.add((Change.added, str(copied / f"c{n}.txt")))
+        follows = daemon._settings_edits.follows
+
+        def recording(path):
+            on_loop.append(threading.current_thread() is loop_thread)
+            return follows(path)
+
+        daemon._settings_edits.follows = recording
+        sync_ = daemon._sync
+
+        async def syncing(reason, **kwargs):
+            syncs.append(kwargs.get("left_as_indexed", frozenset()))
+            return await sync_(reason, **kwargs)
+
+        daemon._sync = syncing
+        async with send:
+            (corpus / "note.txt").write_text("Mira Osk sold the Blue Heron to Bo Lund at Kessel.\n")
+            await send.send({(Change.added, str(corpus / "note.txt"))})
+            await until(lambda: syncs, timeout=30)
+            daemon._settings_edits.follows = follows   # (the stop's count looks at them on the loop)
+    assert syncs[0] == {f"copied/c{n}.txt" for n in range(20)}, syncs
+    assert on_loop and not any(on_loop), on_loop
+
+
 async def test_a_copy_syncs_without_the_file_still_copied_the_watcher_holds(corpus, tmp_path):
     # `cp -r` of many files and one written for seconds: the copied files, settled, are handed
     # over alone, and their sync scanned the whole folder, reading the slow file half-written.
