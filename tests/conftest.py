@@ -32,12 +32,27 @@ def pytest_configure(config):
     `python -m streamrag` the tests start compiled streamrag again. The session keeps its
     bytecode under a folder of the temporary directory instead (PYTHONPYCACHEPREFIX): nothing is
     written beside the sources, as the variable asks. Set here, before xdist starts its workers,
-    so that they and every subprocess inherit it."""
+    so that they and every subprocess inherit it.
+
+    The folder is the user's own (``streamrag-pycache-UID``, mode 700): one name for all in the
+    shared temporary directory let another user make it first and leave bytecode there for
+    these sources, which Python runs (it checks only the source's mtime and size), or left
+    every other user without a cache. One it finds that is not the user's alone is not used."""
     if not os.environ.get("PYTHONDONTWRITEBYTECODE"):
         return
+    import stat
     import tempfile
 
-    prefix = os.environ.get("PYTHONPYCACHEPREFIX") or os.path.join(tempfile.gettempdir(), "streamrag-pycache")
+    prefix = os.environ.get("PYTHONPYCACHEPREFIX")
+    if not prefix:
+        prefix = os.path.join(tempfile.gettempdir(), f"streamrag-pycache-{os.getuid()}")
+        try:
+            os.makedirs(prefix, mode=0o700, exist_ok=True)
+            st = os.lstat(prefix)
+        except OSError:
+            return
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+            return   # (bytecode left unwritten, as the variable asks)
     os.environ["PYTHONPYCACHEPREFIX"] = prefix
     del os.environ["PYTHONDONTWRITEBYTECODE"]
     sys.pycache_prefix = prefix
