@@ -1050,11 +1050,12 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
         file = paths_of.get(chunk.doc_id) or unread_files.get(cid, "")
         earlier = _overlapping(chunk.text, said.get(file, []))
         if recut:
-            # (every document recut, index.chunk_size changed: the model describes each name
-            # of a chunk from the chunk it reads now, not as the earlier one it shares text with;
-            # kept, ten articles 1,200 -> 600 tokens were estimated 0 summaries and 7 reports for
-            # the run's 12 and 22, now 15 and 29; synth_small 18 and 35 for 102 and 53, now 189 and 57)
-            earlier = (earlier[0], "")
+            # (every document recut, index.chunk_size or encoding changed: the model describes
+            # each name of a chunk from the chunk it reads now, not as the earlier one it shares
+            # text with; kept, ten articles 1,200 -> 600 tokens were estimated 0 summaries and 7
+            # reports for the run's 12 and 22, now 15 and 29; synth_small 18 and 35 for 102 and 53)
+            extractions[cid] = _recut_stand_in(chunk.text, earlier[0])
+            continue
         extractions[cid] = _stand_in(chunk.text, *earlier, entity_types=ix.entity_types, guessed=guessed,
                                      lengths=lengths)
     added &= extractions.keys()   # (a chunk neither extracted nor new: none)
@@ -1584,6 +1585,33 @@ def _stand_in(text: str, before: Extraction, before_text: str, entity_types: lis
     guessed.update(ids.entity_id(e.name) for e in anew)
     guessed.update(ids.relationship_id(ids.entity_id(r.source), ids.entity_id(r.target)) for r in new_pairs)
     return Extraction(entities=entities, relationships=kept + new_pairs)
+
+
+def _recut_stand_in(text: str, before: Extraction) -> Extraction:
+    """What a model would extract from the chunk ``text`` of a file recut (every document cut
+    again at other bounds), whose earlier chunks sharing its passages said ``before``: a new
+    prompt, which a model words anew, so each name is described anew (``_worded_anew``); but the
+    model read each of its sentences before, and names and pairs what it named and paired there
+    (those ``text`` says on their own, ``_said_alone``), not what the offline extractor finds.
+    Stood in for by the offline extractor's names of the whole chunk (``_stand_in`` of no earlier
+    text), its other names and every two names of a sentence paired were taken in too:
+    synth_small 1,200 -> 600 tokens was estimated 189 summaries and 57 reports (the run's 102 and
+    53, the simulator repeating a description for the same first sentence), 183 and 50 so."""
+    names = {e.name for e in before.entities} | {n for r in before.relationships for n in (r.source, r.target)}
+    alone = {n for n in names if _said_alone(n, text, names)}
+    said = {ids.entity_id(e.name): e for e in reversed(before.entities) if e.name in alone}
+    return Extraction(
+        entities=[msgspec.structs.replace(e, description=_worded_anew(e.description, text)) for e in said.values()],
+        relationships=[msgspec.structs.replace(r, description=_worded_anew(r.description, text))
+                       for r in before.relationships if r.source in alone and r.target in alone])
+
+
+def _worded_anew(description: str, text: str) -> str:
+    """A description a model words anew reading the chunk ``text``: not known, stood in for by
+    what it said before (``description``, as long) marked with the chunk, unlike any earlier one,
+    so that the summaries and report contexts showing it change as a real model's words change
+    them."""
+    return f"{description} ({ids.text_hash(text, 8)})"
 
 
 def _description_lengths(live: dict[str, str], store: Store, key: str) -> tuple[float, float] | None:
