@@ -389,6 +389,14 @@ def gleaning_rounds(store: Store, key: str) -> dict[int, int]:
         "SELECT max(rounds - 1, 0), count(*) FROM extractions WHERE extractor = ? GROUP BY 1", (key,))}
 
 
+def gleaning_rounds_by_tokens(store: Store, key: str) -> list[tuple[int, int]]:
+    """(the chunk's tokens, the times it was gleaned) of each of extractor ``key``'s stored
+    extractions whose chunk the index holds, by tokens (``gleaning_rounds``, chunk by chunk)."""
+    return [(int(t), int(g)) for t, g in store.conn.execute(
+        "SELECT c.tokens, max(e.rounds - 1, 0) FROM extractions e JOIN chunks c ON c.id = e.chunk_id "
+        "WHERE e.extractor = ? ORDER BY 1, 2", (key,))]
+
+
 def gleanings_stopped(store: Store, key: str, max_gleanings: int) -> tuple[int, int]:
     """Of extractor ``key``'s stored extractions with their checks recorded, those whose
     gleaning stopped before round ``max_gleanings`` after a gleaning, and of them those checked

@@ -2876,3 +2876,30 @@ def test_a_recut_chunk_s_stand_in_holds_the_model_s_names_and_pairs_it_says_each
     for name, description in [*((e.name, e.description) for e in got.entities), ("rel", got.relationships[0].description)]:
         assert description != old[name] and description.startswith(old[name])
     assert _recut_stand_in(text + " More.", before).entities[0].description != got.entities[0].description
+
+
+async def test_documents_recut_smaller_are_counted_gleaned_at_the_share_of_chunks_of_their_size(tmp_path, simulator):
+    # 41 articles of 1,200-token chunks (gleaned at 0.7), cut again to 600 tokens: counted at the
+    # index's share, 75 gleanings for the run's 39; at that of the index's chunks nearest each
+    # new one's size, 57.
+    docs = news_copy(tmp_path)
+    db = tmp_path / "index.db"
+    await sync([docs], make_settings(simulator.base_url), db, root=docs)
+    est, done = await index_and_estimate(docs, make_settings(simulator.base_url, index={"chunk_size": 600}), db)
+    assert "the gleaning rate" in est["ratios_from"], est["ratios_from"]
+    assert paid(done.llm, "glean") <= asked(est, "glean") <= paid(done.llm, "glean") * 1.5, (est["llm"], done.llm)
+
+
+def test_a_chunk_s_gleaning_share_is_that_of_the_extractions_nearest_its_size():
+    from streamrag.estimate import _gleaned_near
+    from streamrag.estimate_ratios import MIN_CALLS
+
+    # (small chunks gleaned once in four, large ones twice each)
+    sized = sorted([(100 + i, 1 if i % 4 == 0 else 0) for i in range(MIN_CALLS)]
+                   + [(1000 + i, 2) for i in range(MIN_CALLS)])
+    assert _gleaned_near(sized, 90, 2) == [0.25, 0.0]
+    assert _gleaned_near(sized, 5000, 2) == [1.0, 1.0]
+    # (between the two, the nearer side first)
+    assert _gleaned_near(sized, 700, 1) == [1.0]
+    assert _gleaned_near(sized, 400, 1) == [0.25]
+    assert _gleaned_near(sized[:MIN_CALLS - 1], 90, 1) is None
