@@ -1082,7 +1082,8 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
             # (every document recut, index.chunk_size or encoding changed: the model describes
             # each name of a chunk from the chunk it reads now, not as the earlier one it shares
             # text with; kept, ten articles 1,200 -> 600 tokens were estimated 0 summaries and 7
-            # reports for the run's 12 and 22, now 15 and 29; synth_small 18 and 35 for 102 and 53)
+            # reports for the run's 12 and 22, synth_small 18 and 35 for 102 and 53; now 29 and
+            # 25, and 224 and 51: ``_recut_stand_in``)
             extractions[cid] = _recut_stand_in(chunk.text, earlier[0])
             continue
         extractions[cid] = _stand_in(chunk.text, *earlier, entity_types=ix.entity_types, guessed=guessed,
@@ -1625,7 +1626,8 @@ def _recut_stand_in(text: str, before: Extraction) -> Extraction:
     Stood in for by the offline extractor's names of the whole chunk (``_stand_in`` of no earlier
     text), its other names and every two names of a sentence paired were taken in too:
     synth_small 1,200 -> 600 tokens was estimated 189 summaries and 57 reports (the run's 102 and
-    53, the simulator repeating a description for the same first sentence), 183 and 50 so."""
+    53, the simulator repeating a description for the same first sentence), 224 and 51 so (more
+    summaries: every name of the model's is described anew, an upper bound)."""
     names = {e.name for e in before.entities} | {n for r in before.relationships for n in (r.source, r.target)}
     alone = {n for n in names if _said_alone(n, text, names)}
     said = {ids.entity_id(e.name): e for e in reversed(before.entities) if e.name in alone}

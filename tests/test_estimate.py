@@ -2721,7 +2721,7 @@ async def test_documents_cut_again_to_a_new_chunk_size_count_their_names_describ
     # held; each stood in for with what the model said of them, as an edit's unchanged passage is,
     # so nothing changed: 0 summaries and 7 reports for the run's 12 and 22. The model reads
     # each new chunk on its own, and describes its names anew: 29 summaries, an upper bound
-    # (the simulator repeats a description for the same first sentence), and 22 reports.
+    # (the simulator repeats a description for the same first sentence), and 25 reports (the run 22).
     docs = news_copy(tmp_path, 10)
     db = tmp_path / "index.db"
     await sync([docs], make_settings(simulator.base_url), db, root=docs)
