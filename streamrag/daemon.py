@@ -435,7 +435,7 @@ class Daemon:
         # The kinds of file left out that were said (``left_out_lines``): the initial sync's, and
         # each new one when its first file appears (``_say_left_out``), once (a .pdf dropped into a
         # watched folder was said by no line, as `index` says it).
-        self._left_out_said: set[str] = set()
+        self._kinds_said_left_out: set[str] = set()
         from streamrag.graph_state import GraphCache
 
         self.graph_cache = GraphCache()            # the graph the last sync published, for the next
@@ -698,10 +698,10 @@ class Daemon:
             return changes
         kept = self.folder.worth_holding(changes, self._settings_edits.follows)
         # ... and a file of a kind left out not said yet (a .pdf), whose line ``_classify`` says;
-        # once said, that kind's writes are dropped again (``_left_out_said``).
+        # once said, that kind's writes are dropped again (``_kinds_said_left_out``).
         return kept | {(change, path) for change, path in changes - kept if int(change) != DELETED
                        and (kind := os.path.splitext(path)[1].lower()) in DOCUMENT_SUFFIXES
-                       and kind not in self._left_out_said and self.folder.left_out_kind(path, look=False)}
+                       and kind not in self._kinds_said_left_out and self.folder.left_out_kind(path, look=False)}
 
     def _queued_in(self, rel: str) -> set[str]:
         """The files queued for the next sync as there (not deleted) at ``rel`` or under it."""
@@ -719,10 +719,10 @@ class Daemon:
         said by no line, `index` says "left out 1 .pdf (... convert it ...)". Once per kind;
         nothing for hidden, excluded or temporary files (``WatchedFolder.left_out_kind``)."""
         for change, path in named:
-            if change == DELETED or os.path.splitext(path)[1].lower() in self._left_out_said:
+            if change == DELETED or os.path.splitext(path)[1].lower() in self._kinds_said_left_out:
                 continue
             if (kind := self.folder.left_out_kind(path)) is not None:
-                self._left_out_said.add(kind)
+                self._kinds_said_left_out.add(kind)
                 for line in left_out_lines({kind: 1}, self.settings.index.include):
                     self.emit("warning", f"left out {line}", warning=f"left out {line}")
 
@@ -2139,7 +2139,7 @@ class Daemon:
         if self._copies and (line := conflict_copies_line(self._copies)) in said:
             self.warned.add(line)   # (a batch's, naming a copy this sync's scan did not meet: ``_synced``)
         if initial:   # the one sync that scans the whole folder
-            self._left_out_said.update(result.left_out)
+            self._kinds_said_left_out.update(result.left_out)
             for line in left_out_lines(result.left_out, self.settings.index.include):
                 self.emit("warning", f"left out {line}", warning=f"left out {line}")
 

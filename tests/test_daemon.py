@@ -3472,7 +3472,7 @@ def test_the_watcher_holds_only_the_writes_that_may_change_the_index(corpus, tmp
             (Change.added, str(corpus / "notes (conflicted copy).txt"))}
     # (a file of a kind left out that was not said yet is kept, for its line: ``_say_left_out``)
     assert daemon.worth_holding({(Change.added, str(corpus / "app.log"))}) == {(Change.added, str(corpus / "app.log"))}
-    daemon._left_out_said.add(".log")   # (as the initial sync says it of an app.log already there)
+    daemon._kinds_said_left_out.add(".log")   # (as the initial sync says it of an app.log already there)
     assert daemon.worth_holding(left_out | kept) == kept
 
 
