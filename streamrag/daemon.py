@@ -718,13 +718,21 @@ class Daemon:
         written (the initial sync said those the folder held): a .pdf dropped into the folder was
         said by no line, `index` says "left out 1 .pdf (... convert it ...)". Once per kind;
         nothing for hidden, excluded or temporary files (``WatchedFolder.left_out_kind``)."""
+        kinds = []
         for change, path in named:
             if change == DELETED or os.path.splitext(path)[1].lower() in self._kinds_said_left_out:
                 continue
             if (kind := self.folder.left_out_kind(path)) is not None:
-                self._kinds_said_left_out.add(kind)
-                for line in left_out_lines({kind: 1}, self.settings.index.include):
-                    self.emit("warning", f"left out {line}", warning=f"left out {line}")
+                kinds.append(kind)
+        self._say_left_out_kinds(kinds)
+
+    def _say_left_out_kinds(self, kinds: Iterable[str]) -> None:
+        """``_say_left_out``'s line of each kind in ``kinds`` not said yet (also those found in
+        a folder made or moved in, which is one event: ``WatchedFolder.files_in``)."""
+        for kind in sorted(set(kinds) - self._kinds_said_left_out):
+            self._kinds_said_left_out.add(kind)
+            for line in left_out_lines({kind: 1}, self.settings.index.include):
+                self.emit("warning", f"left out {line}", warning=f"left out {line}")
 
     def _name_copies(self, appeared: set[str]) -> None:
         """Says the scan's line on sync conflict copies when one appears (Dropbox's, Syncthing's):
@@ -809,11 +817,13 @@ class Daemon:
         # to three seconds of a stalled event loop, signals and progress held, measured), which
         # returns the names and changes nothing; what they mean is decided by ``_look``.
         listed: dict[str, list[str] | None] = {}
+        left_out: set[str] = set()   # (the kinds left out among their files, said as a file's)
         for rel, stat in stats.items():
             # (a link elsewhere is not walked)
             if stat is not None and stat[0] and not leads_outside(self.root / rel, self.root):
-                listed[rel] = await anyio.to_thread.run_sync(self.folder.files_in, self.root / rel,
+                listed[rel] = await anyio.to_thread.run_sync(self.folder.files_in, self.root / rel, left_out,
                                                              abandon_on_cancel=True)
+        self._say_left_out_kinds(left_out)
         looked = await self._reading(apart, self._look, kinds, stats, listed, pending)
         for line in looked.warnings:
             self._warn_once(line)

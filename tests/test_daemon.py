@@ -855,6 +855,26 @@ async def test_a_file_of_a_kind_left_out_that_appears_is_said_once_per_kind(corp
                         "[\"*.txt\", \"*.md\", \"*.markdown\", \"*.jsonl\", \"*.csv\", \"*.rst\"] under [index])"], warnings
 
 
+async def test_a_folder_moved_in_says_the_kinds_left_out_that_it_holds(corpus, tmp_path):
+    # A folder moved in (`mv ~/Downloads/scans notes/`) is one event, the folder's: the files in
+    # it were listed for those the scan takes, and its .pdf files got no line (82b2826 said only
+    # a file's own event), though `index` of the same folder says "left out 2 .pdf".
+    outside = tmp_path / "scans"
+    outside.mkdir()
+    for name in ("a.pdf", "b.pdf", "c.txt"):
+        (outside / name).write_bytes(b"%PDF-1.4" if name.endswith(".pdf") else b"Mira Osk met Bo Lund.\n")
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
+    async with running(settings, tmp_path / "m.db", corpus) as (daemon, events, send):
+        said = len([e for e in events if e["state"] == "warning"])
+        os.rename(outside, corpus / "scans")
+        async with send:
+            await send.send({(Change.added, str(corpus / "scans"))})
+            await until(lambda: daemon.syncs == 2)
+    warnings = [e["message"] for e in events if e["state"] == "warning"][said:]
+    assert warnings == ["left out 1 .pdf (not plain text: convert it to .txt or .md, with pdftotext "
+                        "or pandoc for example, to index it)"], warnings
+
+
 class DaemonClock:
     """The time as the daemon reads it (``anyio.current_time`` in ``streamrag.daemon``), moved
     on by the test alone, so that its quiet periods and waits are counted in the test's steps,
