@@ -516,6 +516,25 @@ async def test_a_burst_of_deleted_paths_opens_the_index_once_not_once_per_path(c
     assert len(opened) <= 2, len(opened)   # the paths asked about, then the files classified
 
 
+async def _looked_at_in_threads(corpus, tmp_path, monkeypatch, *methods: str):
+    """A daemon of an index of ``corpus``, the event loop's thread, and the set of threads that
+    ``WatchedFolder``'s ``methods`` then run in (each call records its thread)."""
+    settings = make_settings(index=SMALL)
+    db = tmp_path / "t.db"
+    await sync([corpus], settings, db, root=corpus)
+    threads: set[int] = set()
+
+    def recorded(method):
+        def in_thread(self, *args, **kwargs):
+            threads.add(threading.get_ident())
+            return method(self, *args, **kwargs)
+        return in_thread
+
+    for name in methods:
+        monkeypatch.setattr(watched_folder.WatchedFolder, name, recorded(getattr(watched_folder.WatchedFolder, name)))
+    return Daemon(settings, db, corpus), threading.get_ident(), threads
+
+
 async def test_a_batch_is_looked_at_off_the_event_loop(corpus, tmp_path, monkeypatch):
     # ``relevant`` ran for each event on the event loop, and so did the looks at each path and
     # at the index: a batch of 100,000 events (a copy told file by file) held the loop, its
@@ -523,24 +542,7 @@ async def test_a_batch_is_looked_at_off_the_event_loop(corpus, tmp_path, monkeyp
     # batch of a few events at once, on the loop); the batch is classified as before.
     from streamrag import daemon as daemon_module
 
-    settings = make_settings(index=SMALL)
-    db = tmp_path / "t.db"
-    await sync([corpus], settings, db, root=corpus)
-    daemon = Daemon(settings, db, corpus)
-    loop = threading.get_ident()
-    threads = set()
-    relevant, takes = watched_folder.WatchedFolder.relevant, watched_folder.WatchedFolder.takes
-
-    def relevant_in(self, *args, **kwargs):
-        threads.add(threading.get_ident())
-        return relevant(self, *args, **kwargs)
-
-    def takes_in(self, *args, **kwargs):
-        threads.add(threading.get_ident())
-        return takes(self, *args, **kwargs)
-
-    monkeypatch.setattr(watched_folder.WatchedFolder, "relevant", relevant_in)
-    monkeypatch.setattr(watched_folder.WatchedFolder, "takes", takes_in)
+    daemon, loop, threads = await _looked_at_in_threads(corpus, tmp_path, monkeypatch, "relevant", "takes")
     (corpus / "new.txt").write_text("Captain Oskar Lind sailed the Blue Heron to Kessel.\n")
     (corpus / "festival.md").unlink()
     burst = {(Change.added, str(corpus / "new.txt")), (Change.deleted, str(corpus / "festival.md"))}
@@ -555,19 +557,7 @@ async def test_a_small_batch_is_looked_at_on_the_event_loop_at_once(corpus, tmp_
     # (eed1cad). A batch of fewer than _LOOK_APART events is looked at on the loop, at once.
     from streamrag import daemon as daemon_module
 
-    settings = make_settings(index=SMALL)
-    db = tmp_path / "t.db"
-    await sync([corpus], settings, db, root=corpus)
-    daemon = Daemon(settings, db, corpus)
-    loop = threading.get_ident()
-    threads = set()
-    relevant = watched_folder.WatchedFolder.relevant
-
-    def relevant_in(self, *args, **kwargs):
-        threads.add(threading.get_ident())
-        return relevant(self, *args, **kwargs)
-
-    monkeypatch.setattr(watched_folder.WatchedFolder, "relevant", relevant_in)
+    daemon, loop, threads = await _looked_at_in_threads(corpus, tmp_path, monkeypatch, "relevant")
     (corpus / "new.txt").write_text("Captain Oskar Lind sailed the Blue Heron to Kessel.\n")
     (corpus / "festival.md").unlink()
     burst = {(Change.added, str(corpus / "new.txt")), (Change.deleted, str(corpus / "festival.md"))}
