@@ -148,6 +148,15 @@ def wal_tries(monkeypatch) -> list[int]:
     return tried
 
 
+def python_probe(code: str, cwd: Path) -> list[str]:
+    """The lines ``code`` prints, run by a fresh Python in ``cwd`` with no STREAMRAG_/OPENAI_
+    variables (what a command imports is seen in its own ``sys.modules``); a failure raises."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+    out = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-300:] + out.stderr
+    return out.stdout.splitlines()
+
+
 @contextlib.contextmanager
 def index_under_way(corpus: Path, db: Path, latency_ms: float):
     """A `streamrag index` of ``corpus`` into ``db`` in a process of its own, through a simulator

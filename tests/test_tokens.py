@@ -366,9 +366,7 @@ def test_a_basic_ask_and_status_do_not_load_the_tokenizer(cli_run, corpus):
     # tiktoken is imported when an encoding is first built (``tokens.get_encoding``): a basic
     # ask sums its chunks' stored counts, and `status` counts nothing, so neither loads it
     # (its import and the encoding's build: 0.28-0.36 s of CPU and 75-79 MB of each command).
-    import os
-    import subprocess
-    import sys
+    from conftest import python_probe
 
     assert cli_run("index", "-q", "--offline", ".", cwd=corpus).returncode == 0
     probe = ("import io, json, sys, contextlib; from streamrag.cli import main\n"
@@ -378,7 +376,5 @@ def test_a_basic_ask_and_status_do_not_load_the_tokenizer(cli_run, corpus):
              "    said = json.loads(out.getvalue())\n"
              "    print(code, 'details' in said and bool(said['details']['chunks']), "
              "sorted(m for m in ('tiktoken', 'tiktoken_ext') if m in sys.modules))")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
-    out = subprocess.run([sys.executable, "-c", probe], cwd=corpus, env=env, capture_output=True, text=True,
-                         check=True)
-    assert out.stdout.splitlines()[-2:] == ["0 True []", "0 False []"], out.stdout[-300:] + out.stderr
+    lines = python_probe(probe, corpus)
+    assert lines[-2:] == ["0 True []", "0 False []"], lines[-3:]
