@@ -1102,11 +1102,25 @@ class Daemon:
         seconds. Nothing else runs by then (the daemon's tasks are over), so the queue it reads
         stays as it is."""
         seen = {rel for rel in _take_ready(recv) if rel != "."}
-        raw = {(int(change), path) for change, path in (*self._classifying, *getattr(source, "held", ()))
-               if int(change) not in (RESCAN, REPLACED) and not self._settings_edits.follows(Path(path))}
+        raw = self._of_files((*self._classifying, *getattr(source, "held", ())))
         if not seen and not raw:
             return 0
         return await anyio.to_thread.run_sync(self._seen_left, seen, raw)
+
+    def _of_files(self, events: Iterable[tuple[int, str]]) -> set[tuple[int, str]]:
+        """``events`` without rescans, replacements and the settings files' (a stop's and a
+        held burst's count of the files they name)."""
+        return {(int(change), path) for change, path in events
+                if int(change) not in (RESCAN, REPLACED) and not self._settings_edits.follows(Path(path))}
+
+    def _folders_as_files(self, rels: set[str]) -> None:
+        """Replaces each folder of ``rels`` (made or moved in; not a link) by the files under it
+        the scan takes (``WatchedFolder.files_in``), in place. Reads the folder: a worker
+        thread's."""
+        for rel in [rel for rel in rels if (self.root / rel).is_dir() and not os.path.islink(self.root / rel)]:
+            if (found := self.folder.files_in(self.root / rel)) is not None:
+                rels.discard(rel)
+                rels.update(found)
 
     def _seen_left(self, seen: set[str], raw: set[tuple[int, str]]) -> int:
         """``_seen_not_synced`` of the files of batches not taken (``seen``) and of the events
@@ -1117,10 +1131,7 @@ class Daemon:
         # A folder made or moved in counts as the files under it the scan takes, as the queue
         # counts it (``_classify``): `mkdir sub && echo .. > sub/a.txt` said "2 changes seen", an
         # empty folder "1 change seen" of a current index.
-        for rel in [rel for rel in seen if (self.root / rel).is_dir() and not os.path.islink(self.root / rel)]:
-            if (found := self.folder.files_in(self.root / rel)) is not None:
-                seen.discard(rel)
-                seen.update(found)
+        self._folders_as_files(seen)
         left = seen - self.pending.keys() - self._syncing.keys()
         if not left:
             return 0
@@ -1274,16 +1285,12 @@ class Daemon:
 
     def _held_files(self, raw: set[tuple[int, str]], pending: dict[str, str]) -> dict[str, str]:
         """``_held_by_watcher`` of the events ``raw`` (a worker thread's: reads, changes nothing)."""
-        raw = {(int(change), path) for change, path in raw
-               if int(change) not in (RESCAN, REPLACED) and not self._settings_edits.follows(Path(path))}
+        raw = self._of_files(raw)
         if not raw or not self.root.is_dir():
             return {}
         with self.folder.batch(lambda rel: _queued(pending, rel)) as relevant:
             rels = {rel for change, path in raw if (rel := relevant(change, path)) not in (None, ".")}
-        for rel in [rel for rel in rels if (self.root / rel).is_dir() and not os.path.islink(self.root / rel)]:
-            if (found := self.folder.files_in(self.root / rel)) is not None:   # (a folder made: its files)
-                rels.discard(rel)
-                rels.update(found)
+        self._folders_as_files(rels)
         return {rel: "modified" if os.path.lexists(self.root / rel) else "deleted"
                 for rel in rels if rel not in pending}
 
