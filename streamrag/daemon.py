@@ -433,7 +433,7 @@ class Daemon:
         self.warned: set[str] = set()  # the warnings of the last sync, already printed
         self._copies: list[str] = []   # the conflict copies the last sync's scan named, and those met since
         # The kinds of file left out that were said (``left_out_lines``): the initial sync's, and
-        # each new one when its first file appears (``_say_left_out``), once (a .pdf dropped into a
+        # each new one when its first file appears (``_left_out_kinds``), once (a .pdf dropped into a
         # watched folder was said by no line, as `index` says it).
         self._kinds_said_left_out: set[str] = set()
         from streamrag.graph_state import GraphCache
@@ -713,22 +713,25 @@ class Daemon:
             self.warned.add(line)
             self.emit("warning", line, warning=line)
 
-    def _say_left_out(self, named: list[tuple[int, str]]) -> None:
-        """Says the left-out line of a file of a kind not said yet, when one appears or is
-        written (the initial sync said those the folder held): a .pdf dropped into the folder was
-        said by no line, `index` says "left out 1 .pdf (... convert it ...)". Once per kind;
-        nothing for hidden, excluded or temporary files (``WatchedFolder.left_out_kind``)."""
+    def _left_out_kinds(self, named: list[tuple[int, str]]) -> list[str]:
+        """The kinds, not said yet, of the files of the events ``named`` that the scan leaves out
+        and says what to do about (the initial sync said those the folder held): a .pdf dropped
+        into the folder was said by no line, `index` says "left out 1 .pdf (... convert it ...)".
+        Nothing for hidden, excluded or temporary files (``WatchedFolder.left_out_kind``). Only
+        reads (the file's first bytes too): ``_classify``'s, in a worker thread for a large batch
+        (0.9 s of the event loop per 100,000 events, on it)."""
         kinds = []
         for change, path in named:
             if change == DELETED or os.path.splitext(path)[1].lower() in self._kinds_said_left_out:
                 continue
             if (kind := self.folder.left_out_kind(path)) is not None:
                 kinds.append(kind)
-        self._say_left_out_kinds(kinds)
+        return kinds
 
     def _say_left_out_kinds(self, kinds: Iterable[str]) -> None:
-        """``_say_left_out``'s line of each kind in ``kinds`` not said yet (also those found in
-        a folder made or moved in, which is one event: ``WatchedFolder.files_in``)."""
+        """Says the left-out line of each kind in ``kinds`` not said yet, once: those of
+        ``_left_out_kinds``, and those found in a folder made or moved in, which is one event
+        (``WatchedFolder.files_in``)."""
         for kind in sorted(set(kinds) - self._kinds_said_left_out):
             self._kinds_said_left_out.add(kind)
             for line in left_out_lines({kind: 1}, self.settings.index.include):
@@ -800,13 +803,13 @@ class Daemon:
             named.append((int(change), path))
         if not named:
             return out
-        self._say_left_out(named)
         # What each path is, in a worker thread: ``relevant`` and the looks at the folder and the
         # index took the event loop, its signals and the other tasks with it, for seconds in a
         # batch of 100,000 events (a copy told file by file, the polling watcher). A few events
         # are looked at on the loop, at once: the hop to a thread may take longer on a busy
         # machine, and the quiet period of the batch before it runs meanwhile.
         apart = len(named) >= _LOOK_APART
+        self._say_left_out_kinds(await self._reading(apart, self._left_out_kinds, named))
         pending = dict(self.pending) if apart else self.pending
         kinds, copies, stats = await self._reading(apart, self._kinds, named, pending)
         if copies:
