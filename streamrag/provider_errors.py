@@ -4,7 +4,7 @@ A failed request is either worth another try (``Retryable``: a rate limit, a ser
 timeout, an answer that could not be read; its ``fix``, what to do should every try fail so),
 a parameter the model does not take (``Refused``: the client asks again without it), or final:
 then the message names the setting to change and how (``advice``, ``overflow_advice``,
-``crowded_advice``, ``shorter_answer``, ``key_advice``, ``forbidden_reason``, ``web_page``). The provider's own words come in one line of at most ~200 characters
+``crowded_advice``, ``batch_advice``, ``shorter_answer``, ``key_advice``, ``forbidden_reason``, ``web_page``). The provider's own words come in one line of at most ~200 characters
 (``provider_message``, ``one_line``), an HTML page by its title (``html_page``). Nothing here
 sends or waits: it reads a response, an exception or the settings (and the environment, for where
 a key or an address came from) and returns words or the exception to raise; the client decides
@@ -32,12 +32,24 @@ _MODEL_KEYS = ("extraction_model", "summary_model", "report_model", "rating_mode
 # A request longer than the model's context, as OpenAI, vLLM, llama.cpp and others say it.
 CONTEXT_OVERFLOW = re.compile(r"context[ _]length|maximum context|context (?:size|window)|\bn_ctx\b|"
                               r"exceeds? the (?:available )?context", re.IGNORECASE)
-# llama.cpp's server when its KV cache fills as it decodes (server-context.cpp: llama_decode found no
-# room at a batch of one): a 500 (server_error) sent to every request in progress, whose slots it
-# clears. Its slots share the cache (-c split among -np, or all of it with --kv-unified), so with
-# several requests at once the next try usually fits: retried (``Retryable.fix`` says what to
-# change should every try fail so). A prompt longer than a slot's context is a 400 (CONTEXT_OVERFLOW).
-KV_CACHE_FULL = re.compile(r"context size has been exceeded", re.IGNORECASE)
+# llama.cpp's server when its KV cache fills as it decodes (tools/server/server-context.cpp,
+# server_context::decode(): llama_decode returns 1 at a batch of one token, so err = "Context size
+# has been exceeded.", and send_error(slot, err) to every slot processing, whose prompts it clears;
+# send_error's type is ERROR_TYPE_SERVER, which server-common.cpp's format_error_response makes
+# HTTP 500 and {"code": 500, "message": err, "type": "server_error"}, a stream's error event alike).
+# Its slots share the cache (-c split among -np, or all of it with --kv-unified), so with several
+# requests at once the next try usually fits: retried (``Retryable.fix`` says what to change should
+# every try fail so). Known only as it sends it (``kv_cache_full``): a proxy's 502 quoting it, or
+# another server's 500 wording an overflow so, got llm.max_retries backoffs and llama.cpp's advice.
+# A prompt longer than a slot's context is a 400 ("request (N tokens) exceeds the available context
+# size (M tokens), try increasing it", exceed_context_size_error: CONTEXT_OVERFLOW).
+KV_CACHE_FULL = "Context size has been exceeded."
+# llama.cpp's server when an input it cannot split across batches (an embedding's, a rerank's) is
+# longer than its physical batch, however large its context (server-context.cpp, a slot that cannot
+# split: "input (N tokens) is too large to process. increase the physical batch size (current batch
+# size: M)", "input is too large to process. increase the physical batch size" before; a 500 of
+# server_error, as KV_CACHE_FULL's). Asking again gets the same (``batch_too_small``).
+BATCH_OVERFLOW = re.compile(r"input (?:\(\d+ tokens\) )?is too large to process\. increase the physical batch size")
 # Azure OpenAI's hosts (and Azure AI Foundry's), in Azure's public, Government (.us) and China
 # (.cn) clouds.
 AZURE_HOST = re.compile(r"\.(?:openai|cognitiveservices|services\.ai)\.azure\.(?:com|us|cn)$")
@@ -134,12 +146,52 @@ def overflow_advice(stage: str) -> str:
     return f"lower {budget}" if budget else "lower index.chunk_size or query.*_max_tokens"
 
 
+def error_object(resp: httpx.Response) -> dict | None:
+    """The error object of a provider's JSON answer (its "error"), or None when it has none."""
+    try:
+        body = msgspec.json.decode(resp.content)
+    except msgspec.DecodeError:
+        return None
+    error = body.get("error") if isinstance(body, dict) else None
+    return error if isinstance(error, dict) else None
+
+
+def _llama_server_error(status: int, error: object) -> str | None:
+    """The message of an error llama.cpp's server sends as ERROR_TYPE_SERVER (``status`` 500,
+    ``error`` {"code": 500, "message": ..., "type": "server_error"}, the error object of an
+    answer or of a stream's event), or None for any other."""
+    if status != 500 or not isinstance(error, dict) or error.get("code") != 500 or error.get("type") != "server_error":
+        return None
+    message = error.get("message")
+    return message if isinstance(message, str) else None
+
+
+def kv_cache_full(status: int, error: object) -> bool:
+    """Whether an error is llama.cpp's KV cache filled by the requests in progress
+    (``KV_CACHE_FULL``), as its server sends it: a 500 and its error object, word for word."""
+    return _llama_server_error(status, error) == KV_CACHE_FULL
+
+
+def batch_too_small(status: int, error: object) -> bool:
+    """Whether an error is llama.cpp's input longer than its physical batch (``BATCH_OVERFLOW``),
+    as its server sends it."""
+    message = _llama_server_error(status, error)
+    return message is not None and BATCH_OVERFLOW.match(message) is not None
+
+
 def crowded_advice(stage: str, concurrency: int) -> str:
     """What to do when llama.cpp's KV cache kept filling with the requests in progress
     (``KV_CACHE_FULL``): more context for each request, fewer requests at once, or shorter ones."""
     return ("the server's context filled with the requests it was answering at once (llama.cpp: -c is split "
             "among its -np slots, or shared by them all with --kv-unified): raise -c or lower -np, lower "
             f"llm.concurrency ({concurrency}) so fewer requests share it, or {overflow_advice(stage)}")
+
+
+def batch_advice(stage: str) -> str:
+    """What to do when llama.cpp's physical batch is shorter than an input it must hold whole
+    (``BATCH_OVERFLOW``): shorter inputs, or a larger batch."""
+    return (f"{overflow_advice(stage)}, or raise the server's physical batch size, which must hold an "
+            "embedding's input whole (llama.cpp: -ub, and -b no smaller)")
 
 
 def shorter_answer(stage: str) -> str:
@@ -162,7 +214,8 @@ class Retryable(Exception):
     """An attempt failed in a way another attempt may not."""
 
     def __init__(self, detail: str, status: int | None = None, retry_after: float | None = None,
-                 refused: bool = False, timed_out: bool = False, unconnected: bool = False, fix: str = ""):
+                 refused: bool = False, timed_out: bool = False, unconnected: bool = False, fix: str = "",
+                 crowded: bool = False):
         super().__init__(detail)
         self.detail = detail
         self.status = status
@@ -171,11 +224,10 @@ class Retryable(Exception):
         self.timed_out = timed_out   # no answer (or no progress) within the try's timeout
         self.unconnected = unconnected   # no connection made in time (connecting timed out)
         self.loading = status == 503 and _LOADING.search(detail) is not None   # a model loading
-        # ... or a 500 of llama.cpp's KV cache filled by the requests in progress: the server is
-        # up and answering, only crowded (``KV_CACHE_FULL``; not a sign of a server that fails
+        # ... or (``crowded``) llama.cpp's KV cache filled by the requests in progress: the server
+        # is up and answering, only crowded (``kv_cache_full``; not a sign of a server that fails
         # everything, ``endpoint_health.failure``).
-        self.busy = (status in (503, 529) and (retry_after is not None or _BUSY.search(detail) is not None)
-                     or status is not None and status >= 500 and KV_CACHE_FULL.search(detail) is not None)
+        self.busy = crowded or status in (503, 529) and (retry_after is not None or _BUSY.search(detail) is not None)
         self.fix = fix          # what to do should every try fail so (``advice``'s words, in their place)
         self.free = False       # a refusal by an endpoint that answered before: uses no retry
         self.refused_for = 0.0  # how long this call's refusals in a row have lasted

@@ -29,11 +29,11 @@ from streamrag.answer_json import json_kind, read_content, read_finish, read_usa
 from streamrag.call_log import UNUSABLE
 from streamrag.config import LLMSettings, without_secrets
 from streamrag.errors import LLMRequestError, WebPageAnswer
-from streamrag.provider_errors import (AZURE_HOST, CONTEXT_OVERFLOW, KV_CACHE_FULL, Refused, Retryable, aside,
-                                       base_setting, crowded_advice, duration, error_code, forbidden_reason,
-                                       hidden, html_page, http_said, key_advice, model_settings, one_line,
-                                       overflow_advice, provider_message, refused_param, sent_secrets,
-                                       unknown_model, versioned, web_page)
+from streamrag.provider_errors import (AZURE_HOST, CONTEXT_OVERFLOW, Refused, Retryable, aside, base_setting,
+                                       batch_advice, batch_too_small, crowded_advice, duration, error_code,
+                                       error_object, forbidden_reason, hidden, html_page, http_said, key_advice,
+                                       kv_cache_full, model_settings, one_line, overflow_advice, provider_message,
+                                       refused_param, sent_secrets, unknown_model, versioned, web_page)
 from streamrag.proxies import Proxy, proxy_refused
 from streamrag.ratelimit import MAX_RETRY_AFTER_S, asked_wait
 
@@ -93,17 +93,23 @@ class Replies:
                                   "limit with the provider", status, every_call=True)
         if retry_after is not None:
             retry_after = min(retry_after, MAX_RETRY_AFTER_S)
-        self.reject(status, message, url, model, stage, retry_after, code=error_code(resp))
+        self.reject(status, message, url, model, stage, retry_after, code=error_code(resp), error=error_object(resp))
 
     def reject(self, status: int, message: str, url: str, model: str, stage: str,
-                retry_after: float | None = None, *, code: str = "") -> None:
+                retry_after: float | None = None, *, code: str = "", error: dict | None = None) -> None:
         """Raises what an HTTP error (or an error a stream carried) is: ``Retryable``, or an
-        ``LLMRequestError`` that says what to change (``code``: the error's code or type)."""
-        if status >= 500 and KV_CACHE_FULL.search(message):
+        ``LLMRequestError`` that says what to change (``code``: the error's code or type;
+        ``error``: its error object, which tells llama.cpp's own errors)."""
+        if kv_cache_full(status, error):
             # llama.cpp's KV cache, shared by its slots, filled by the requests in progress: each
             # gets this 500, and their slots are cleared, so a retry usually fits.
-            raise Retryable(http_said(status, message), status, retry_after,
+            raise Retryable(http_said(status, message), status, retry_after, crowded=True,
                             fix=crowded_advice(stage, self.settings.concurrency))
+        if batch_too_small(status, error):
+            # llama.cpp's input (an embedding's) longer than its physical batch: asking again
+            # gets the same. (It was retried as a server error, then "check its logs".)
+            raise LLMRequestError(f"{url}: HTTP {status}: the input is longer than the server takes in one "
+                                  f"batch ({message}); {batch_advice(stage)}", status)
         if status != 429 and CONTEXT_OVERFLOW.search(message):
             # A 400 (OpenAI, vLLM, llama.cpp) or a 500 some other server words so: asking again
             # gets the same.
@@ -187,8 +193,8 @@ class Replies:
         message = f"error in the stream: {message}"
         if status in RETRY_STATUS:   # a rate limit, a timeout: waited for and retried as such
             raise Retryable(message, status)
-        if not 400 <= status < 500 and KV_CACHE_FULL.search(message):   # (a stream's may say no code)
-            self.reject(status or 500, message, self.chat_url, model, stage)
+        if isinstance(error, dict) and (kv_cache_full(status, error) or batch_too_small(status, error)):
+            self.reject(status, message, self.chat_url, model, stage, error=error)   # (llama.cpp's own, as it sends them)
         if 400 <= status < 500 or CONTEXT_OVERFLOW.search(message):
             self.reject(status or 400, message, self.chat_url, model, stage)
         raise Retryable(message, 500)   # the server failed: its logs say more

@@ -2956,6 +2956,23 @@ async def test_http_501_is_final_and_embeddings_say_how_to_do_without(tmp_path):
     assert len(endpoint.requests) == 1 and "--embeddings" in str(err.value)
 
 
+async def test_an_embedding_longer_than_llama_cpps_batch_is_final_and_names_the_chunk_size(tmp_path):
+    # llama.cpp's 500 for an input longer than its physical batch (server-context.cpp), which an
+    # embedding must fit whole: retried llm.max_retries times, then "the server kept answering with
+    # errors: check its logs". The same input gets the same answer: one request, the stage's bound.
+    error = {"code": 500, "message": "input (9000 tokens) is too large to process. increase the physical "
+                                     "batch size (current batch size: 512)", "type": "server_error"}
+    endpoint = Endpoint(*[httpx.Response(500, json={"error": error})] * 3)
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, max_retries=2) as (llm, _):
+            with pytest.raises(LLMRequestError) as err:
+                await llm.embed(["a text"], model="e1")
+    said = str(err.value)
+    assert len(endpoint.requests) == 1, said
+    assert "lower index.chunk_size (a chunk is embedded whole), or raise the server's physical batch size" in said
+    assert "-ub" in said and "check its logs" not in said
+
+
 async def test_an_azure_deployment_without_api_version_is_told_to_set_it(tmp_path):
     base = "https://acme.openai.azure.com/openai/deployments/gpt4o"
     endpoint = Endpoint(httpx.Response(404, json={"error": {"code": "404", "message": "Resource not found"}}))

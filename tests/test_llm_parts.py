@@ -4,6 +4,7 @@ the endpoint answers (endpoint_reach), each model's timeout (try_timeouts), what
 client's own tests (test_llm) drive them through a mock transport."""
 
 import base64
+import json
 from collections import Counter
 
 import anyio
@@ -34,8 +35,10 @@ def test_what_a_failed_try_says_of_the_endpoint():
     assert failure(Retryable("HTTP 503: Loading model", 503)) == "loading"
     # llama.cpp's KV cache, shared by its slots, filled by the requests in progress: a server up and
     # answering, crowded (it counted as one failing everything), streamed or not.
-    assert failure(Retryable("HTTP 500: Context size has been exceeded.", 500)) == "wait"
-    assert failure(Retryable("error in the stream: Context size has been exceeded.", 500)) == "wait"
+    assert failure(Retryable("HTTP 500: Context size has been exceeded.", 500, crowded=True)) == "wait"
+    assert failure(Retryable("error in the stream: Context size has been exceeded.", 500, crowded=True)) == "wait"
+    # Its words alone are not it (``Replies.reject`` says which is: a proxy's 502 quoting them).
+    assert failure(Retryable("HTTP 502: Context size has been exceeded.", 502)) == "hard"
     assert failure(Retryable("HTTP 504: gateway timeout", 504)) == "timeout"
     assert failure(Retryable("no answer within 30 s (timeout)", timed_out=True)) == "timeout"
     assert failure(Retryable("connection failed", refused=True)) == "timeout"
@@ -436,7 +439,7 @@ def test_an_error_status_is_retried_or_says_what_to_change():
         said.stream_error("boom", "m1", "extract")
 
 
-@pytest.mark.parametrize("way", ["status", "stream", "stream-no-code"])
+@pytest.mark.parametrize("way", ["status", "stream", "stream-event-string"])
 def test_llama_cpps_kv_cache_full_is_retryable_and_says_what_to_change_should_it_last(way):
     # llama.cpp's 500 "Context size has been exceeded." (server-context.cpp: no room in the KV cache
     # its slots share, sent to every request in progress) was final, "lower index.chunk_size".
@@ -445,15 +448,71 @@ def test_llama_cpps_kv_cache_full_is_retryable_and_says_what_to_change_should_it
     with pytest.raises(Retryable) as e:
         if way == "status":
             said.check_status(httpx.Response(500, json={"error": error}), "http://x/v1/chat/completions", "m1", "report")
-        else:
-            said.stream_error(error if way == "stream" else {"message": error["message"]}, "m1", "report")
-    assert e.value.status == 500 and e.value.retry_after is None   # the normal backoff
+        else:   # (an ``error:`` event's data, or a ``data:`` event's {"error": ...})
+            said.stream_error(error if way == "stream" else json.dumps({"error": error}), "m1", "report")
+    assert e.value.status == 500 and e.value.retry_after is None and e.value.busy   # the normal backoff
     assert "-c" in e.value.fix and "-np" in e.value.fix and "--kv-unified" in e.value.fix
     assert "llm.concurrency (16)" in e.value.fix
     assert e.value.fix.endswith("or lower index.report_max_input_tokens or index.report_max_output_tokens")
     # A prompt longer than the context is a 400, whatever its words: final, as before.
     with pytest.raises(LLMRequestError, match="longer than m1's context allows"):
         said.stream_error({"message": "Context size has been exceeded.", "code": 400}, "m1", "report")
+
+
+KV_WORDS = "Context size has been exceeded."
+
+
+@pytest.mark.parametrize("status, body, final", [
+    (502, {"error": {"code": 500, "message": KV_WORDS, "type": "server_error"}}, True),   # a proxy relaying it
+    (503, {"error": {"message": f"upstream said: {KV_WORDS}"}}, True),
+    (500, {"error": {"message": KV_WORDS}}, True),                        # another server's shape
+    (500, {"error": {"code": 500, "message": KV_WORDS, "type": "invalid_request_error"}}, True),
+    (500, {"error": {"code": 500, "message": f"{KV_WORDS} (8192 tokens)", "type": "server_error"}}, True),
+    (500, f"Internal error: {KV_WORDS}", True),                            # no JSON at all
+    (502, f"<html><head><title>502 Bad Gateway</title></head><body>{KV_WORDS}</body></html>", False),
+], ids=["502-relayed", "503-quoting", "500-no-type", "500-other-type", "500-other-words", "500-text", "502-html"])
+def test_only_llama_cpps_own_kv_cache_full_is_said_crowded(status, body, final):
+    # The KV pattern matched anywhere in any 5xx: a proxy's 502 quoting it, another server's 500
+    # wording an overflow so, got llm.max_retries backoffs and llama.cpp's -c / -np advice. Now only
+    # llama.cpp's 500 with its error object word for word; the others are what their words are: a
+    # context overflow (final, as any other wording of one), or a proxy's page, a server error retried.
+    resp = httpx.Response(status, json=body) if isinstance(body, dict) else httpx.Response(status, text=body)
+    with pytest.raises(LLMRequestError if final else Retryable) as e:
+        replies().check_status(resp, "http://x/v1/chat/completions", "m1", "report")
+    if final:
+        assert "longer than m1's context allows" in str(e.value) and "-np" not in str(e.value), str(e.value)
+    else:
+        assert not e.value.busy and not e.value.fix and e.value.status == 502, (e.value.detail, e.value.fix)
+    # Nor in a stream: an error event without llama.cpp's code and type.
+    for error in ({"message": KV_WORDS}, {"message": KV_WORDS, "code": 500, "type": "api_error"}):
+        with pytest.raises(LLMRequestError, match="longer than m1's context allows"):
+            replies().stream_error(error, "m1", "report")
+
+
+@pytest.mark.parametrize("message", [
+    "input (9000 tokens) is too large to process. increase the physical batch size (current batch size: 512)",
+    "input is too large to process. increase the physical batch size",   # (its words before)
+])
+@pytest.mark.parametrize("stage, bound", [
+    ("embed", "lower index.chunk_size (a chunk is embedded whole)"),
+    ("embed_question", "shorten the question (it is embedded whole)"),
+])
+def test_llama_cpps_input_longer_than_its_batch_says_the_stages_bound(message, stage, bound):
+    # llama.cpp's 500 for an embedding input longer than its physical batch (server-context.cpp: a
+    # slot that cannot split its input) was retried as any 500, then "the server kept answering with
+    # errors: check its logs". Asking again gets the same: final, saying what bounds the input.
+    error = {"code": 500, "message": message, "type": "server_error"}
+    url = "http://x/v1/embeddings"
+    with pytest.raises(LLMRequestError) as e:
+        replies().check_status(httpx.Response(500, json={"error": error}), url, "e1", stage)
+    said = str(e.value)
+    assert e.value.status == 500 and said.startswith(f"{url}: HTTP 500: the input is longer than"), said
+    assert f"({message}); {bound}, or raise the server's physical batch size" in said and "-ub" in said, said
+    # Its words in another shape, or another status, are a server error as before (retried).
+    for status, other in ((500, {"message": message}), (502, error)):
+        with pytest.raises(Retryable) as r:
+            replies().check_status(httpx.Response(status, json={"error": other}), url, "e1", stage)
+        assert not r.value.fix
 
 
 def test_an_error_status_with_an_empty_answer_says_no_empty_message():
