@@ -38,9 +38,10 @@ An answer is then checked: the caller's ``validate`` (what its stage can use) an
 caller says otherwise, that it was not cut off (``finish_reason == "length"``: at ``max_tokens``, or
 by the server's own limit when none was sent). A cut answer of the max_tokens sent (a caller's,
 or Azure's own when it reached it) is asked again with twice the room (``more_room``); a 400 or
-422 refusing that room (more than the model writes, or than its context holds beside the prompt)
-ends the tries with the cut's error (``refused_room``); a 500 is retried, llama.cpp's "Context size
-has been exceeded." too (its KV cache filled by the requests in progress).
+422 refusing that room (more than the model writes, or than its context holds beside the prompt),
+or a 500 saying the context overflowed, ends the tries with the cut's error (``refused_room``); any
+other 500 is retried, llama.cpp's "Context size has been exceeded." too (its KV cache filled by the
+requests in progress).
 An unusable answer is recorded but never cached, and asked for again (``USABLE_TRIES`` answers at
 most, then ``LLMOutputError``). A cached answer is checked the same way, so an answer cached by an
 older version that the checks now reject is asked for again and replaced.
@@ -158,12 +159,15 @@ def refused_room(e: LLMRequestError) -> str:
     (``max_too_large``), or more than its context holds beside the prompt (a 400 or 422 saying
     so, ``CONTEXT_OVERFLOW``: Azure's context_length_exceeded of an 8k gpt-4-0613 asked 8192;
     the same prompt with the smaller max fitted; llama.cpp's "request (N tokens) exceeds the
-    available context size"). A 500 is no refusal of the room: llama.cpp's "Context size has been
-    exceeded." is its KV cache, shared by its slots, filled by the requests in progress, which a
-    retry usually fits (``provider_errors.KV_CACHE_FULL``), and any other is retried too."""
+    available context size"; or a 500 saying so, as a server with no status for it does: final
+    as the 400 is, ``Replies.reject``, where the same prompt with the smaller max fitted, which
+    ended with "the request is longer than the model's context allows", the prompt's fault).
+    llama.cpp's own 500 "Context size has been exceeded." is no refusal of the room, and no
+    error here: its KV cache, shared by its slots, filled by the requests in progress, is retried
+    (``provider_errors.kv_cache_full``), as any other 500 is."""
     if max_too_large(e):
         return "more than it writes"
-    if e.status in (400, 422) and CONTEXT_OVERFLOW.search(str(e)):
+    if e.status in (400, 422, 500) and CONTEXT_OVERFLOW.search(str(e)):
         return "more than its context holds beside the prompt"
     return ""
 

@@ -2197,6 +2197,8 @@ async def test_a_larger_max_overflowing_the_context_after_a_cut_says_what_the_cu
      True),                                       # llama.cpp's server: its prompt too long, ever a 400
     (500, "Context size has been exceeded.", False),     # llama.cpp's KV cache full: retried, as any 500
     (500, "Jinja Exception: System message must be at the beginning", False),       # another 500: retried
+    (500, "This model's maximum context length is 8192 tokens. However, you requested 9118 tokens (3118 in the "
+          "messages, 6000 in the completion).", True),   # a 500 wording an overflow: final, as the 400
     (422, [{"type": "less_than_equal", "loc": ["body", "max_tokens"], "msg": "Input should be less than or "
             "equal to 4096", "input": 6000, "ctx": {"le": 4096}}], True),                # FastAPI's own 422
     (400, "Invalid 'messages[1].content': string too long. Expected a string with maximum length 10485760", False),
@@ -2204,7 +2206,7 @@ async def test_a_larger_max_overflowing_the_context_after_a_cut_says_what_the_cu
     (422, [{"type": "less_than_equal", "loc": ["body", "temperature"], "msg": "Input should be less than or "
             "equal to 2", "input": 3, "ctx": {"le": 2}}], False),
 ], ids=["vllm", "groq", "greater-than", "422-message", "context", "llama.cpp-400", "llama.cpp-500",
-        "other-500", "422-detail", "other-400", "other-param", "other-422"])
+        "other-500", "overflow-500", "422-detail", "other-400", "other-param", "other-422"])
 @pytest.mark.parametrize("api_version, max_tokens", [("", 3000), ("2024-10-21", None)], ids=["asked", "azure-own"])
 async def test_only_a_refusal_of_the_larger_max_after_a_cut_is_the_cuts_error(tmp_path, status, refusal, cut_error,
                                                                               api_version, max_tokens):
@@ -2216,6 +2218,9 @@ async def test_only_a_refusal_of_the_larger_max_after_a_cut_is_the_cuts_error(tm
     # or "invalid_request_error" before): the cut's error. Its 500 "Context size has been exceeded."
     # is its KV cache, shared by its slots, filled by the requests in progress: retried, as another
     # 500 is (here with max_retries 0: the server's error, which for that one says what to change).
+    # A 500 of another server wording an overflow is final, as its 400 would be: the cut's error too
+    # (it ended with "the request is longer than gpt-4-turbo's context allows", though the same
+    # prompt with the smaller max fitted).
     first = max_tokens or llm_module.AZURE_MAX_TOKENS
     body = {"detail": refusal} if isinstance(refusal, list) else \
         {"error": {"message": refusal, "type": "invalid_request_error"}}
