@@ -79,8 +79,10 @@ class ReportStage:
         self.writer = writer
         self.state = state
         use_llm = self.use_llm = not s.offline
-        self.prompt_version = load_prompt("report").version if use_llm else None
-        self.model = s.llm.report_model if use_llm else None
+        # Read only when a model writes the reports (``use_llm``): "" offline rather than None, so
+        # that they are the str that context_key and llm_report take.
+        self.prompt_version: str = load_prompt("report").version if use_llm else ""
+        self.model: str = s.llm.report_model if use_llm else ""
         self.children = children_of(communities)
         self.line_costs: dict[str, int] = {}          # element id -> tokens of its context line
         self.reports: dict[str, Report] = {}          # community id -> report (this run), until its parent's is
