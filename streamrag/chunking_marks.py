@@ -34,14 +34,16 @@ MIXED_CHUNKING_SAID = "some documents were read and chunked with other settings 
 
 def chunker_key(settings: Settings) -> str:
     """The key of the reading and chunking settings (published as the "chunker" mark): a change
-    of it cuts every document again."""
+    of it cuts every document again, each as a run covers it (``recuts_all``)."""
     ix = settings.index
     return _key(chunker.VERSION, loader.VERSION, ix.chunk_size, ix.chunk_overlap, ix.encoding, ix.text_field)
 
 
 def recuts_all(store: Store, key: str) -> bool:
     """Whether a run whose reading and chunking settings have the ``chunker_key`` ``key`` reads
-    and recuts every document of the index in ``store``, files unchanged on disk too."""
+    and recuts every document of the index in ``store`` that it covers, files unchanged on disk
+    too: all of them for a run of the whole folder, the files given of `index one.txt` (the others
+    keep their chunks until a run covers them)."""
     return store.get_meta("chunker") not in (None, key)
 
 
@@ -103,8 +105,9 @@ def _later(version: object, than: str) -> bool:
 
 
 def reading_change(store: Store, settings: Settings) -> str:
-    """Why a run with ``settings`` reads and chunks every document of the index in ``store``
-    again (``chunking_change``'s words; ``--estimate`` says it), or "" when it does not."""
+    """Why a run with ``settings`` reads and chunks again every document of the index in
+    ``store`` that it covers (``recuts_all``; ``chunking_change``'s words; ``--estimate`` says
+    it), or "" when it does not."""
     built = store.get_meta("chunker")
     if built in (None, chunker_key(settings)):
         return ""

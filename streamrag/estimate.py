@@ -405,7 +405,8 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                     unpublished.add(c.id)
     # What the run keeps of the index without reading it counts as it counts it: documents,
     # tokens, and the chunks the graph keeps.
-    kept_docs = _staying(indexed, read, root, scope=[loader.stored_path(p, root) for p in paths],
+    scope = [loader.stored_path(p, root) for p in paths]
+    kept_docs = _staying(indexed, read, root, scope=scope,
                          unlisted=[loader.stored_path(f, root) for f, _why in unlisted], unread=unread) | unchanged
     kept_docs -= paths_of.keys()
     if unchanged - paths_of.keys():
@@ -686,6 +687,9 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             "reports_claims_stood_in": stood_in, "reports_upper_bound": stood_in,
             "chunks_claims_unknown": len(unclaimed) if stood_in else 0,
             "read_again_because": reading_change(store, settings) if store is not None else "",
+            # (the run reads again only the files given: the index's others, still there, keep their
+            # chunks until a run covers them; it said "Every file is read and chunked again")
+            "read_again_given_only": rereads and any(not covered(p, scope) and still_there(p, root) for p in indexed),
             "extracted_again_because": (again_because := extraction_change(store, settings)
                                         if store is not None else ""),
             # (the run's words: "k of n chunks are extracted again" when the others' extractions
@@ -1073,13 +1077,13 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     # status-change time only, read, as itself (what it said before: 27 summaries for 35, on ten
     # articles after llm.extraction_model changed, one of them chmod'ed).
     unread_files = index_rows.files_of_chunks(store, {c for c in guessing if new_chunks[c].doc_id not in paths_of})
-    recut = recuts_all(store, chunker_key(settings))   # (every document read and cut again)
+    recut = recuts_all(store, chunker_key(settings))   # (every document read is cut again)
     for cid in guessing:
         chunk = new_chunks[cid]
         file = paths_of.get(chunk.doc_id) or unread_files.get(cid, "")
         earlier = _overlapping(chunk.text, said.get(file, []))
         if recut:
-            # (every document recut, index.chunk_size or encoding changed: the model describes
+            # (every document read recut, index.chunk_size or encoding changed: the model describes
             # each name of a chunk from the chunk it reads now, not as the earlier one it shares
             # text with; kept, ten articles 1,200 -> 600 tokens were estimated 0 summaries and 7
             # reports for the run's 12 and 22, synth_small 18 and 35 for 102 and 53; now 29 and
@@ -1794,7 +1798,8 @@ def format_estimate(e: dict) -> str:
     unreadable += "".join(f"\n{'Left out: ' if i == 0 else ' ' * 10}{line}"
                           for i, line in enumerate(e.get("left_out_said", ())))
     # (An unchanged vault had 124 of 153 chunks to extract after an upgrade, and no word of why.)
-    because = f"\nEvery file is read and chunked again: {e['read_again_because']}." \
+    which = "The files given are" if e.get("read_again_given_only") else "Every file is"
+    because = f"\n{which} read and chunked again: {e['read_again_because']}." \
         if e.get("read_again_because") else ""
     if e.get("extracted_again_because") and not e["offline"]:
         # (each chunk's extraction with these settings stored: it said "Every chunk is extracted

@@ -1138,7 +1138,7 @@ class Indexer:
     async def _scan(self, store: Store, writer: Writer, paths: list[Path],
                     publishing: bool) -> tuple[Scan, list[Path], bool]:
         """The scan to fill, with the indexed files this run keeps as they are; the files to
-        load; and whether every document is recut (the chunker changed)."""
+        load; and whether every document it reads is recut (the chunker changed: ``recuts_all``)."""
         s = self.settings
         scan = Scan()
         known = scan.indexed = index_rows.files(store)
@@ -1150,7 +1150,7 @@ class Indexer:
         scan.files.update({p: v for p, v in known.items()
                            if not on_disk.covered(p, scope) and (not publishing or on_disk.still_there(p, self.root))})
         # A changed reader or chunker (loader version, text_field, size, overlap, encoding)
-        # re-reads and recuts every document.
+        # re-reads and recuts every document of the scope (``none_left_to_recut``: of the index).
         recut_all = recuts_all(store, self.chunker_key)
         skipped: list[str] = []  # odd names, symlinks leading out of the folder
         unlisted: list[tuple[Path, str]] = []   # folders that could not be listed

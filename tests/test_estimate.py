@@ -444,6 +444,25 @@ async def test_an_estimate_says_why_every_file_is_read_again(tmp_path):
     assert format_estimate(with_model).splitlines()[0].startswith("Estimate for an update of 1 document")
 
 
+async def test_a_scoped_estimate_says_only_the_files_given_are_read_again(tmp_path):
+    # `index d/a.md --estimate` after a chunking setting changed reads and recuts a.md alone (b.md
+    # keeps its chunks until a run covers it), yet said "Every file is read and chunked again".
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.md").write_text("# Ada Osk\n\nAda Osk met Bob Tan on the quay.\n")
+    (tmp_path / "d" / "b.md").write_text("# Cy Dunn\n\nCy Dunn sailed to Oslo with Ada Osk.\n")
+    settings = make_settings()   # offline
+    db = tmp_path / "index.db"
+    await sync([tmp_path / "d"], settings, db, root=tmp_path / "d")
+    settings.index.chunk_size //= 2
+    said = f"index.chunk_size is now {settings.index.chunk_size} (was {settings.index.chunk_size * 2})"
+    scoped = estimate([tmp_path / "d" / "a.md"], settings, db, root=tmp_path / "d")
+    assert f"The files given are read and chunked again: {said}." in format_estimate(scoped).splitlines()
+    assert scoped["read_again_because"] == said and scoped["read_again_given_only"], scoped["read_again_because"]
+    whole = estimate([tmp_path / "d"], settings, db, root=tmp_path / "d")
+    assert whole["read_again_because"] == said and not whole["read_again_given_only"]
+    assert f"Every file is read and chunked again: {said}." in format_estimate(whole).splitlines()
+
+
 TRUST_CLAIM = "claim | Old Quay Trust | NONE | CONTRACT | TRUE | NONE | NONE | The trust paid Ada Osk. | paid"
 
 
