@@ -840,10 +840,13 @@ def failures_command(db: Path, root: Path, by_folder: bool = True) -> str:
     """`streamrag status --failures` as it reads the index ``db`` of folder ``root`` from here: with
     the folder (it finds its ``.streamrag/index.db``) unless that is here, else with --db (an index
     kept elsewhere, or found through settings: ``by_folder`` false). `index notes` said the bare
-    command, which in notes' parent found no index; `watch` and the pipeline's lines say it too."""
+    command, which in notes' parent found no index; `watch` and the pipeline's lines say it too.
+    The bare command is ``pipeline.FAILURES`` (its callers load the pipeline anyway)."""
+    from streamrag.pipeline import FAILURES
+
     if not by_folder or not same_path(db, default_db_path(root)):
-        return f"streamrag status --failures --db {shell_word(db)}"
-    return "streamrag status --failures" + ("" if same_path(root, Path.cwd()) else f" {shell_word(root)}")
+        return f"{FAILURES} --db {shell_word(db)}"
+    return FAILURES + ("" if same_path(root, Path.cwd()) else f" {shell_word(root)}")
 
 
 def same_path(a: Path, b: Path) -> bool:
@@ -851,8 +854,11 @@ def same_path(a: Path, b: Path) -> bool:
     return Path(os.path.abspath(a)).resolve() == Path(os.path.abspath(b)).resolve()
 
 
-def _format_sync(r, db: Path, include: list[str], status: str = "streamrag status --failures") -> str:
+def _format_sync(r, db: Path, include: list[str], status: str | None = None) -> str:
+    """``index``'s summary of the run ``r`` into ``db``; ``status``: the command its failures line
+    names (``failures_command``; None: ``pipeline.FAILURES``, run in the indexed folder)."""
     from streamrag.loader import left_out_lines
+    from streamrag.pipeline import FAILURES
 
     u = llm_summary(r.llm)
     calls, cached, tokens = u["calls"], u["cached"], u["prompt_tokens"] + u["completion_tokens"]
@@ -890,7 +896,7 @@ def _format_sync(r, db: Path, include: list[str], status: str = "streamrag statu
         said = " and ".join(([f"{_n(left, 'item')} failed"] if left and (unusable or claimless) else [])
                             + ([without] if claimless else []) + ([unusable] if unusable else []))
         lines.append(f"  failures       {number(r.failures)}{f' ({said})' if said else ''}: "
-                     f"see `{status}`")
+                     f"see `{status or FAILURES}`")
     return "\n".join(lines)
 
 

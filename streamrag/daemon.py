@@ -370,7 +370,7 @@ class Daemon:
                  report: Callable[[dict[str, Any]], None] = lambda event: None,
                  transport=None, health_s: float = 60.0,
                  reload: Callable[[], Settings] | None = None, retry_base_s: float | None = None,
-                 warnings: tuple[str, ...] = (), failures_command: str = "streamrag status --failures") -> None:
+                 warnings: tuple[str, ...] = (), failures_command: str | None = None) -> None:
         self.settings = settings
         # What the command found to say before the daemon began (cmd_watch: the second index it
         # builds), said at the start as the settings' warnings are: on stdout with --json.
@@ -380,7 +380,9 @@ class Daemon:
         # The command its lines name to list what failed, as it reads this index from where the
         # watch runs (cmd_watch gives ``cli.failures_command``'s, with the folder as given): the
         # bare command, run where `watch notes` ran, said "no index found here or in a parent folder".
-        self.failures_command = failures_command
+        from streamrag.pipeline import FAILURES   # (None: the bare command, run in the folder)
+
+        self.failures_command = failures_command or FAILURES
         self.report = report
         self.transport = transport
         self.retry_base_s = retry_base_s   # (tests: the model clients' first backoff, ``llm.RETRY_BASE_S``)

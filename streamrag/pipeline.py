@@ -110,7 +110,8 @@ def _all(files: int) -> str:
 
 FAILURES = "streamrag status --failures"
 """The command that lists what failed, run in the indexed folder; a command's lines name the one
-that reads its index from where it ran (``cli.failures_command``: `status --failures notes`)."""
+that reads its index from where it ran (``cli.failures_command``: `status --failures notes`).
+Written here alone: ``cli`` and ``daemon`` default to it, and build the others from it."""
 
 
 def settled_line(items: int, status: str = FAILURES) -> str:
