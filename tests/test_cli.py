@@ -2744,7 +2744,8 @@ def test_index_names_the_status_command_that_reads_its_index(cli_run, tmp_path):
     out = cli_run("index", "notes", "-q", "--offline", "--db", "other.db", cwd=tmp_path)
     assert "  failures       2 (2 files are not text): see `streamrag status --failures --db other.db`" \
         in out.stdout
-    assert cli_run("status", "--failures", "--db", "other.db", cwd=tmp_path).returncode == 0
+    listed = cli_run("status", "--failures", "--db", "other.db", cwd=tmp_path)
+    assert listed.returncode == 0 and "more.txt: binary file" in listed.stdout, listed.stdout
 
 
 def test_the_failures_command_is_written_once(monkeypatch, tmp_path):
@@ -2770,12 +2771,22 @@ def test_the_failures_command_is_written_once(monkeypatch, tmp_path):
     assert daemon.failures_command == pipeline.FAILURES
 
 
+# Where the index is, as named: the options given, and the command its lines then name (None: one
+# --db naming the index file at ``kept``, the path a --config file's store.path gives).
+_FAILURES_FORMS = {"folder": ((), "streamrag status --failures notes"),
+                   "db": (("--db", "other.db"), "streamrag status --failures --db other.db"),
+                   "config": (("--config", "cfg.toml"), "streamrag status --failures --db notes/.streamrag/index.db"),
+                   "store.path": (("--config", "cfg.toml"), None)}
+
+
+@pytest.mark.parametrize("form", list(_FAILURES_FORMS))
 @pytest.mark.parametrize("command", [("index", "-q"), ("watch", "--once")])
-def test_error_lines_name_the_status_command_that_reads_the_index(cli_run, tmp_path, monkeypatch, command):
+def test_error_lines_name_the_status_command_that_reads_the_index(cli_run, tmp_path, monkeypatch, command, form):
     # `index notes` and `watch notes` run from notes' parent: a first index whose answers were all
     # unusable, and a run whose claims calls failed, said a bare `streamrag status --failures`,
     # which run there said "no index found here or in a parent folder". Each command, as printed,
-    # lists what failed.
+    # lists what failed: of the folder, of an index given --db, and of one whose settings are
+    # given --config (the folder's own are not read then; with store.path, it is kept elsewhere).
     import httpx
 
     from conftest import chat_answer, simulated_transport
@@ -2790,21 +2801,31 @@ def test_error_lines_name_the_status_command_that_reads_the_index(cli_run, tmp_p
     monkeypatch.setattr(LLMClient, "__init__", answering)
     notes = tmp_path / "notes"
     notes.mkdir()
-    (notes / "streamrag.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\nmax_retries = 0\n"
-                                          "[index]\nextract_claims = true\n")
+    given, expected = _FAILURES_FORMS[form]
+    settings = ("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\nmax_retries = 0\n"
+                "[index]\nextract_claims = true\n")
+    if form == "store.path":
+        settings += '[store]\npath = "kept/index.db"\n'
+    (tmp_path / "cfg.toml" if "--config" in given else notes / "streamrag.toml").write_text(settings)
     (notes / "a.txt").write_text("Ada Osk met Bram Lind at the quay in Port Vell.\n")
 
     def listed_as_said(stderr: str) -> str:
         said = re.findall(r"`(streamrag status --failures[^`]*)` lists them", stderr)
-        assert said == ["streamrag status --failures notes"], stderr
+        assert len(said) == 1, stderr
+        if expected is None:
+            prefix = "streamrag status --failures --db "
+            assert said[0].startswith(prefix), stderr
+            assert Path(shlex.split(said[0][len(prefix):])[0]).resolve() == (tmp_path / "kept" / "index.db").resolve()
+        else:
+            assert said[0] == expected, stderr
         out = cli_run(*shlex.split(said[0])[1:], cwd=tmp_path)
         assert out.returncode == 0, out.stderr
         return out.stdout
 
-    out = cli_run(*command, "--api-base", "http://llm.test/v1", "notes", cwd=tmp_path)
+    out = cli_run(*command, "--api-base", "http://llm.test/v1", "notes", *given, cwd=tmp_path)
     assert out.returncode == 1 and "no chunk could be extracted" in out.stderr, out.stderr
     assert "a.txt" in listed_as_said(out.stderr)
     transport["now"] = simulated_transport(claims_work=False)
-    out = cli_run(*command, "--api-base", "http://llm.test/v1", "notes", cwd=tmp_path)
+    out = cli_run(*command, "--api-base", "http://llm.test/v1", "notes", *given, cwd=tmp_path)
     assert out.returncode == 1 and "without its claims" in out.stderr, out.stderr
     assert "claims" in listed_as_said(out.stderr)
