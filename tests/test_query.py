@@ -3647,3 +3647,59 @@ def test_a_claims_line_in_a_local_context_takes_the_tag_it_is_given_and_no_other
     tag = local_search.claim_tag(c, {"ent-jane"})
     assert local_search.tagged_claim_line(c, tag) == ("[E:ent-jane] claim (LAWSUIT, TRUE) subject Acme Corp, "
                                                       "object Jane Doe: Acme Corp sued Jane Doe.")
+
+
+def test_ask_of_an_index_with_nothing_to_read_names_the_failures_command_that_reads_it(cli_run, tmp_path,
+                                                                                     monkeypatch):
+    # `ask "..." notes` from notes' parent, of an index whose first update published nothing and
+    # of one whose last update indexed no file, said "`streamrag status --failures` lists what
+    # failed", which run there said "no index found here or in a parent folder". It names the
+    # command that reads this index from here, as `index notes` does: that command lists them.
+    import shlex
+
+    from conftest import chat_answer, simulated_transport
+    from streamrag.llm import LLMClient
+
+    real_init = LLMClient.__init__
+    transport = {"now": httpx.MockTransport(lambda request: chat_answer("I cannot help."))}
+
+    def answering(self, *args, **kwargs):
+        real_init(self, *args, **{**kwargs, "transport": transport["now"]})
+
+    monkeypatch.setattr(LLMClient, "__init__", answering)
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "streamrag.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\nmax_retries = 0\n")
+    (notes / "a.txt").write_text("Ada Osk met Bram Lind at the quay in Port Vell.\n")
+    api = ("--api-base", "http://llm.test/v1")
+
+    def named_by_ask(*where: str, cwd, said: str, failed: str) -> str:
+        out = cli_run("ask", *api, "Who met Bram Lind?", *where, cwd=cwd)
+        assert out.returncode == 1 and said in out.stderr, out.stderr
+        named = re.findall(r"`(streamrag status --failures[^`]*)` lists what failed", out.stderr)
+        assert len(named) == 1, out.stderr
+        listed = cli_run(*shlex.split(named[0])[1:], cwd=cwd)
+        assert listed.returncode == 0 and f"] {failed}" in listed.stdout, (named, listed.stdout, listed.stderr)
+        return named[0]
+
+    assert cli_run("index", "-q", *api, "notes", cwd=tmp_path).returncode == 1   # (every answer unusable)
+    unpublished, none_read = "has nothing published yet", "the last update could not index any file it read"
+    assert named_by_ask("notes", cwd=tmp_path, said=unpublished, failed="a.txt") == "streamrag status --failures notes"
+    assert named_by_ask("--db", "notes/.streamrag/index.db", cwd=tmp_path, said=unpublished,
+                        failed="a.txt") == "streamrag status --failures notes"
+    assert named_by_ask(cwd=notes, said=unpublished, failed="a.txt") == "streamrag status --failures"
+    # Published (a.txt), then its one file replaced by one that fails: a version of no document.
+    transport["now"] = simulated_transport()
+    assert cli_run("index", "-q", *api, "notes", cwd=tmp_path).returncode == 0
+    (notes / "a.txt").unlink()
+    (notes / "b.txt").write_text("Cora Vint sailed from Port Vell to Lisbon.\n")
+    transport["now"] = httpx.MockTransport(lambda request: httpx.Response(500))
+    assert cli_run("index", "-q", *api, "notes", cwd=tmp_path).returncode == 1
+    assert named_by_ask("notes", cwd=tmp_path, said=none_read, failed="b.txt") == "streamrag status --failures notes"
+    assert named_by_ask(cwd=notes, said=none_read, failed="b.txt") == "streamrag status --failures"
+    # An index kept elsewhere, named by --db from another folder: named by --db, as given.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (notes / ".streamrag" / "index.db").rename(tmp_path / "kept.db")
+    assert named_by_ask("--db", "../kept.db", cwd=elsewhere, said=none_read,
+                        failed="b.txt") == "streamrag status --failures --db ../kept.db"
