@@ -622,6 +622,23 @@ def _failures_line(last: int, total: int, last_run: dict | None, told: bool) -> 
             + (_LIST_THEM if told else "")]
 
 
+def _none_to_list(info: dict) -> str | None:
+    """The line of ``status --failures`` when it lists nothing: no item of the last update failed,
+    none was left unindexed or settled (those lines list them). It printed the count line alone,
+    or, of an update that failed, no line, which read as though the listing had been lost. The
+    failures of earlier updates, counted over all runs, are not listed: said when there are any."""
+    if ("failures" not in info or info["failures"] or info["failures_last_run"] or info.get("not_indexed_last_run")
+            or info.get("killed_before_publishing") or info.get("settled_items") or info.get("not_indexed_failures")):
+        return None
+    run = info["last_run"]
+    if run is None:
+        return "none to list: no update is recorded"
+    if run["status"] == "running" and not run.get("killed"):
+        return "none to list: no item has failed so far in this update"
+    earlier = " (the failures recorded over all runs are earlier updates', not listed)" if info["failures_total"] else ""
+    return f"none to list: no item failed in the last update{earlier}"
+
+
 def _without_claims(n: int) -> str:
     """The claims line's clause of the chunks published without their claims ("" for none)."""
     if not n:
@@ -677,9 +694,12 @@ def format_status(info: dict, db: Path) -> str:
     # How to list them is said once, on the first of the failures, not indexed and settled lines
     # that has any (it was said on each: twice when an update failed with items failed).
     told = bool(last) and "failures" not in info
-    lines += _failures_line(last, total, info["last_run"], told)
+    failures_line = _failures_line(last, total, info["last_run"], told)
+    lines += failures_line
     for f in info.get("failures", []):
         lines.append(f"    [{f['stage']}] {f['message']}")
+    if (none := _none_to_list(info)) is not None:
+        lines.append(("    " if failures_line else "  failures       ") + none)
     lines += not_indexed_lines(info, told=told)
     told = told or (bool(info.get("not_indexed_last_run")) and "failures" not in info)
     lines += settled_lines(info, told=told)

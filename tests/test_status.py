@@ -85,6 +85,46 @@ def test_failures_lists_the_last_update_s_as_its_help_says(corpus, tmp_path, cli
     assert info["failures_total"] == 1 and info["failures"] == [], info
 
 
+def test_failures_with_nothing_to_list_says_so_in_one_line(corpus, tmp_path, cli_run):
+    # `status --failures` of an update in which nothing failed printed the count line alone, and of
+    # an update that failed with no item failed, no line: nothing said the listing was empty.
+    # --json keeps its empty lists.
+    import json
+
+    db = str(tmp_path / "s.db")
+
+    def listed(*more: str) -> list[str]:
+        out = cli_run("status", "--failures", "--db", db, *more)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.splitlines()
+
+    assert cli_run("index", "-q", "--offline", "--db", db, str(corpus)).returncode == 0
+    assert "    none to list: no item failed in the last update" in listed()
+    assert "none to list" not in cli_run("status", "--db", db).stdout   # (only when a listing is asked)
+    info = json.loads("\n".join(listed("--json")))
+    assert info["failures_last_run"] == 0 and info["failures_total"] == 0, info
+    assert info["failures"] == info["not_indexed_failures"] == info["not_indexed_files"] == info["settled_items"] == []
+    # A file that failed is listed, and no such line said; once it is gone, what earlier updates
+    # recorded is counted but not listed, and the line says so.
+    (corpus / "scan.txt").write_bytes(b"\x00\x01PK\x03\x04 not text")
+    assert cli_run("index", "-q", "--offline", "--db", db, str(corpus)).returncode == 0
+    assert not any("none to list" in line for line in listed()), listed()
+    (corpus / "scan.txt").unlink()
+    assert cli_run("index", "-q", "--offline", "--db", db, str(corpus)).returncode == 0
+    assert ("    none to list: no item failed in the last update (the failures recorded over all runs are "
+            "earlier updates', not listed)") in listed()
+    assert json.loads("\n".join(listed("--json")))["failures"] == []
+    # An update under way that has met no failure; one that failed before any item did (the
+    # count line is not said then: the line stands in its place).
+    empty = {"failures": [], "not_indexed_failures": [], "not_indexed_files": [], "settled_items": []}
+    text = format_status({**_info("running", 0, 0), **empty}, Path("i.db"))
+    assert "    none to list: no item has failed so far in this update" in text.splitlines(), text
+    text = format_status({**_info("failed", 0, 0), **empty}, Path("i.db"))
+    assert "  failures       none to list: no item failed in the last update" in text.splitlines(), text
+    assert "none to list" not in format_status({**_info("failed", 0, 0), **empty, "not_indexed_last_run": 2},
+                                               Path("i.db"))
+
+
 def test_files_it_could_not_use_are_said_for_what_is_true_of_them(corpus, tmp_path, monkeypatch):
     # A binary file, a file it may not read (`chmod 000`) and a folder it may not list were
     # "ok, but 3 files could not be read", in `status` and `index` alike. Tests run as root, so
