@@ -131,7 +131,24 @@ def estimate(paths: list[Path], settings: Settings, db: Path, *, root: Path | No
         store = _published(db, stack)
         if store is not None:
             stack.callback(store.close)
-        return _estimate(paths, settings, store, root=root, db=db, recluster=recluster)
+        result = _estimate(paths, settings, store, root=root, db=db, recluster=recluster)
+    result["warnings"] += _named_exports(paths, root)
+    return result
+
+
+def _named_exports(paths: list[Path], root: Path | None) -> list[str]:
+    """What `index` says of each file named that `streamrag export` wrote: it leaves it out, and
+    says so each time it is named (``ExtractionStage.load_files``), in the loader's words.
+    ``_estimate`` says no export (one in the folder was named on every estimate): `index
+    --estimate x.txt` of an export said nothing of it."""
+    said = []
+    for path in paths:
+        if path.is_file() and loader.written_by_export(path):
+            try:
+                loader.read_documents(path, root=root)
+            except loader.WrittenByExport as e:
+                said.append(str(e))
+    return said
 
 
 def _published(db: Path, stack: contextlib.ExitStack) -> Store | None:

@@ -2829,3 +2829,24 @@ def test_error_lines_name_the_status_command_that_reads_the_index(cli_run, tmp_p
     out = cli_run(*command, "--api-base", "http://llm.test/v1", "notes", *given, cwd=tmp_path)
     assert out.returncode == 1 and "without its claims" in out.stderr, out.stderr
     assert "claims" in listed_as_said(out.stderr)
+
+
+def test_an_estimate_of_a_named_export_says_it_is_left_out_as_index_does(cli_run, corpus):
+    # `index --estimate x.txt` of a file `streamrag export` wrote said nothing of it, where `index
+    # x.txt` says it is the index's own output and nothing to index (named, it says so each time).
+    assert cli_run("index", "-q", "--offline", str(corpus)).returncode == 0
+    assert cli_run("export", "x.txt", cwd=corpus).returncode == 0
+    (corpus / "y.json").write_text(cli_run("export", "-", cwd=corpus).stdout)   # (a name include leaves out)
+
+    def said(out) -> list[str]:
+        assert out.returncode == 0, out.stderr
+        return [line for line in out.stderr.splitlines() if "streamrag export" in line]
+
+    document = sorted(p.name for p in corpus.glob("*.txt") if p.name != "x.txt")[0]
+    for named in (["x.txt"], ["x.txt", "y.json", document]):
+        paths = [str(corpus / name) for name in named]
+        estimated = said(cli_run("index", "--offline", "--estimate", *paths))
+        assert estimated and all("written by `streamrag export`" in line for line in estimated), estimated
+        as_json = json.loads(cli_run("index", "--offline", "--estimate", "--json", *paths).stdout)["warnings"]
+        assert [f"streamrag: warning: {line}" for line in as_json if "streamrag export" in line] == estimated
+        assert said(cli_run("index", "--offline", "-q", *paths)) == estimated
