@@ -884,6 +884,38 @@ async def test_a_log_left_as_indexed_keeps_its_code_mark_and_is_not_read_for_it(
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("kept", [False, True])
+async def test_a_log_left_as_indexed_opening_with_code_titles_no_one_in_a_syncs_joins(tmp_path, kept):
+    # An offline index whose mark of the documents opening with code was dropped (a run with a
+    # model, an upgrade), a watch's sync leaving a busy log as indexed: the log opens
+    # "    # Ida Berg", code, and was left unread, so its first chunk ("# Ida Berg") titled it her
+    # name and joined the "Ida" of a note the sync added to "Ida Berg", where a fresh index of the
+    # folder (the log as indexed) reads the line as code and keeps them apart.
+    from streamrag.pipeline import Indexer
+
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    indexed = "    # Ida Berg\n\nIda opened the harbor ledger at Port Vell.\n"
+    (corpus / "log.md").write_text(indexed)
+    (corpus / "crew.txt").write_text("Ida Berg and Tova Rask met at Kessel.\n")
+    db = tmp_path / "i.db"
+    await sync([corpus], make_settings(), db, root=corpus)
+    execute_on(db, "DELETE FROM meta WHERE key = 'name_code_headings'")
+    with (corpus / "log.md").open("a") as f:
+        f.write("Entry 1: Bo Lund paid the toll.\n")
+    (corpus / "note.txt").write_text("Tova and Ida sold the Blue Heron to Bo Lund at Kessel.\n")
+    await Indexer(make_settings(), db, root=corpus, left_as_indexed=frozenset({"log.md"}),
+                  graph_cache=GraphCache() if kept else None).run([corpus])
+    fresh = tmp_path / "fresh"
+    shutil.copytree(corpus, fresh, ignore=shutil.ignore_patterns(".streamrag"))
+    (fresh / "log.md").write_text(indexed)
+    await sync([fresh], make_settings(), tmp_path / "fresh.db", root=fresh)
+    assert "Ida" in {v[0] for v in _graph(tmp_path / "fresh.db")["entities"].values()}
+    assert _graph(db) == _graph(tmp_path / "fresh.db")
+    assert _joins_meta(db) == _joins_meta(tmp_path / "fresh.db")
+
+
+@pytest.mark.anyio
 async def test_a_headed_document_whose_file_cannot_be_read_leaves_the_code_mark_written_once(tmp_path, monkeypatch):
     # The mark of the documents opening with code was left unwritten until every headed kept
     # document was found in its file (a5f3f79): a file that cannot be read now keeps what was
