@@ -133,6 +133,14 @@ def document_paths(store: Store) -> dict[str, str]:
     return dict(store.conn.execute("SELECT id, path FROM documents"))
 
 
+def document_chars(store: Store, doc_ids: Iterable[str]) -> dict[str, int]:
+    """Document id -> the characters of its text as indexed, of the published ``doc_ids``."""
+    out: dict[str, int] = {}
+    for part in _batches(doc_ids):
+        out.update(store.conn.execute(f"SELECT id, chars FROM documents WHERE {_in('id', part)}", part))
+    return out
+
+
 def document_title(store: Store, doc_id: str) -> str | None:
     return store.scalar("SELECT title FROM documents WHERE id = ?", (doc_id,))
 

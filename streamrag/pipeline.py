@@ -42,7 +42,7 @@ from typing import TypeVar
 import anyio
 import msgspec
 
-from streamrag import index_rows, joins, loader, on_disk
+from streamrag import ids, index_rows, joins, loader, on_disk
 from streamrag import communities as communities_module
 from streamrag.call_log import UNUSABLE_RUNS
 from streamrag.chunking_marks import (MIXED_CHUNKING, MIXED_CHUNKING_SAID, check_not_newer, chunker_key,
@@ -486,6 +486,20 @@ def _subfolders(folder: Path) -> list[tuple[str, bool]]:
                           if not e.name.startswith(".") and e.is_dir())
     except OSError:
         return []
+
+
+def _as_indexed(doc_ids: set[str], chars: dict[str, int], docs: list[Document]) -> dict[str, str]:
+    """The texts as indexed of those of ``doc_ids`` found in ``docs`` (a file's documents, read
+    now): a document of the same id, or the start of the file's one document, as long as the
+    text indexed (``chars``), that hashes to the id (a log appended to since it was indexed:
+    its text as indexed, exactly; ids are text hashes)."""
+    out = {d.id: d.text for d in docs if d.id in doc_ids}
+    if len(docs) == 1 and (text := docs[0].text):
+        for doc_id in doc_ids - out.keys():
+            n = chars.get(doc_id, 0)
+            if 0 < n < len(text) and ids.document_id(text[:n]) == doc_id:
+                out[doc_id] = text[:n]
+    return out
 
 
 class Indexer:
@@ -1318,12 +1332,15 @@ class Indexer:
         by a run with a model, which drops it), the kept documents
         this run did not read whose first chunk opens with a heading naming someone: whether each
         opens with code (``joins.code_heading``), read from the file it is shown with, as its
-        chunk lost the indent. Once: the run writes the mark, unless one of them is in a file it
-        leaves as indexed (``left_with_links``, not read: ``code_headings_left_unread``), which the next run
-        looks at again. One not found in its file (unreadable now, or changed outside this run's
-        paths: ids are text hashes) is marked as no code.
+        chunk lost the indent. A document is found in its file as it is now (its id), or, the
+        file's one document, as the start of it (``_as_indexed``: a log appended to since). Once:
+        the run writes the mark, unless a document of a file it leaves as indexed
+        (``left_with_links``) is not found (``code_headings_left_unread``): the next run looks
+        at it again. One not found in another file (unreadable now, or changed outside this
+        run's paths: ids are text hashes) is marked as no code.
         (Else "    # Ada Lovelace" kept titling its note after the upgrade, where a fresh index
-        reads it as code.)"""
+        reads it as code; and a busy log left as indexed, not read, was titled by its code for
+        the sync's joins, where a fresh index of the folder, the log as indexed, reads it as code.)"""
         if store.get_meta("name_code_headings") is not None:
             return {}
         first: dict[str, set[str]] = {}
@@ -1333,21 +1350,21 @@ class Indexer:
         headed = {d for chunk_id, text in index_rows.opening_headings(store, sorted(first))
                   if joins.heading_title(text) is not None for d in first[chunk_id]}
         paths = index_rows.document_paths(store) if headed else {}
+        chars = index_rows.document_chars(store, headed) if headed else {}
         # (each file read once: the rows of a .jsonl or .csv are documents of one file, which was
         # read again for each of them)
         by_file: dict[Path | None, set[str]] = {}
-        left = set()   # (in a file left as indexed: its own sync reads it)
         for doc_id in headed:
-            if loader.file_of(path := paths.get(doc_id, "")) in self.left_with_links:
-                left.add(doc_id)
-            else:
-                by_file.setdefault(self._stored_file(path), set()).add(doc_id)
+            by_file.setdefault(self._stored_file(paths.get(doc_id, "")), set()).add(doc_id)
         out: dict[str, bool] = {}
         for file, doc_ids in by_file.items():
-            out.update((d.id, joins.code_heading(d.text)) for d in self._read_file(file) if d.id in doc_ids)
+            texts = _as_indexed(doc_ids, chars, self._read_file(file))
+            out.update((d, joins.code_heading(text)) for d, text in texts.items())
         # (one read but not found, its file unreadable now or changed outside this run's paths,
-        # is marked as no code: waiting for it, every run read every headed file again)
-        self.code_headings_left_unread = bool(left)
+        # is marked as no code: waiting for it, every run read every headed file again; one of a
+        # file left as indexed, its own sync reads it)
+        self.code_headings_left_unread = any(loader.file_of(paths.get(d, "")) in self.left_with_links
+                                             for d in headed - out.keys())
         return dict(sorted(out.items()))
 
     def _read_stored(self, path: str) -> list[Document]:
