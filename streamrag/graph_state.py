@@ -426,7 +426,7 @@ class GraphState:
             self.stranded - change.removed_chunks - change.added_chunks)
         again_e, again_r = self._mentions_again(store, self.rejoined)
         # (a chunk merged again leaves with its mentions as they were and comes with them joined anew)
-        ent_m, rel_m = merge.joined(ent_m + again_e, rel_m + again_r, self.joins or {})
+        ent_m, rel_m = merge.joined(ent_m + again_e, rel_m + again_r, self.joins or {}, joins.JOINING)
         self.entity_mentions_added, self.relationship_mentions_added = ent_m, rel_m
         removed = change.removed_chunks | self.rejoined
         affected_e = {m.entity_id for m in ent_m} | index_rows.ids_for_chunks(store, "entity_sources", "entity_id", removed)
@@ -565,8 +565,9 @@ class GraphState:
                    ) -> tuple[list[Entity], dict[str, set[str]], dict[str, set[str]]]:
         """Each of the names (entity ids, as written) of ``wanted`` still said after the change,
         merged from its own mentions alone (a full name's entity holds those of the short names
-        joined to it, under ``old`` joins), the chunks saying each and the types its mentions are
-        read as (a join asks a short name's all to be a person's: ``joins.joins``)."""
+        joined to it, under ``old`` joins), the chunks saying each (a short name's: as a person,
+        or untyped, ``joins.JOINING``) and the chunks reading its mentions as each type (a join
+        asks most of a short name's to read it as a person: ``joins.read_as_person``)."""
         own: dict[str, list[merge.EntityMention]] = defaultdict(list)
         stored = wanted | {old[s] for s in wanted if s in old}
         for rs in index_rows.sources(store, "entity_sources", "entity_id", stored).values():
@@ -578,8 +579,9 @@ class GraphState:
                 own[m.entity_id].append(m)
         # (its name and type alone: a name said in 3,000 chunks had their descriptions sorted)
         return ([merge.merge_entity(eid, ms, settings.index.entity_types, []) for eid, ms in sorted(own.items())],
-                {eid: {m.chunk_id for m in ms} for eid, ms in own.items()},
-                {eid: {m.type for m in ms} for eid, ms in own.items()})
+                {eid: {m.chunk_id for m in ms if m.type in joins.JOINING or joins.short_key(m.name) is None}
+                 for eid, ms in own.items()},
+                {eid: Counter(t for _c, t in {(m.chunk_id, m.type) for m in ms}) for eid, ms in own.items()})
 
     def _mentions_again(self, store: Store, chunks: set[str]) -> tuple[list[merge.EntityMention],
                                                                         list[merge.RelationshipMention]]:

@@ -18,10 +18,15 @@ to 2.) A title and one word ("Uncle Scrooge", "Mrs. Cratchit", "Old Marley") is 
 it neither takes a join nor stops one. Organisations, places and events never join, nor does a
 word the extractor reads as a title or an institution's head ("Spirit", "King"), which names a
 character by its role, not a person by name. A short name joins only where it is read as a
-person: no mention of it typed otherwise. Its mentions are one entity, its id made of the word
-alone, and a join takes them all: "Ada is a programming language ... the parser in Ada" (a place
-to the extractor) went under "Ada Lovelace" with "Met with Ada". (Every join of A Christmas Carol
-and of the synthetic corpus is of names typed a person in every mention.)
+person: by more chunks than read it as anything else (``read_as_person``), and then its mentions
+read so (or untyped) join and those read otherwise stay its own (``JOINING``, ``merge.joined``):
+two notes' "Met with Ada" go under "Ada Lovelace", "the parser in Ada" (a place to the
+extractor) stays "Ada". (A join took all of a short name's mentions, the language with her, so
+one mention read as a place kept her apart vault-wide.) One of each is no sign, and stays apart;
+nor are its documents that read it as a place any sign that a document says both. (Every join of
+A Christmas Carol and of the synthetic corpus is of names typed a person in every mention; the
+synthetic corpus's one short name read both ways, "Pellric", a place in nine chunks and a person
+in one, has no full name.)
 
 A document's title says the full name it is as its text would: its file's name ("People/Ada
 Lovelace.md", "Lovelace, Ada.md", "Dr. Ada Lovelace.md": ``file_title``), its first line's
@@ -52,6 +57,10 @@ from streamrag.records import Entity
 from streamrag.terms import words
 
 PERSON = "person"
+# The types a joined short name's mention is merged under the full name in (``merge.joined``): a
+# person's, or none (a relationship's end alone); a mention read as another type ("the parser
+# in Ada", a place) stays the short name's own.
+JOINING = frozenset({PERSON, ""})
 # The rule's version, kept with the joins (meta ``name_joins_rule``, bookkeeping: a rule that makes
 # the same joins publishes no version): an index whose joins another rule made looks at every name
 # once (``GraphState.rejoin_all``), as a fresh index would join them.
@@ -62,7 +71,10 @@ PERSON = "person"
 # 5: a title reads "Lovelace, Ada" and "Dr. Ada Lovelace" as "Ada Lovelace"; a front matter's
 #    title is a document's title too.
 # 6: a short name any of whose mentions is typed other than a person joins nothing.
-RULE = "6"
+# 7: a short name joins when more chunks read it as a person than as anything else
+#    (``read_as_person``); only its mentions read as a person (or untyped) join, and only their
+#    documents count (``JOINING``).
+RULE = "7"
 # Words before a name that are no part of the person's own name (the extractor keeps them in it).
 _TITLES = nlp.KEEP_TITLES | nlp.ADJECTIVES
 # Words that are a role, not a name, alone.
@@ -235,26 +247,25 @@ def _table_forms(key: str) -> set[str]:
 def joins(names: Iterable[Entity], documents: Mapping[str, Collection[str]],
           titles: Mapping[str, Collection[str]] | None = None,
           opened: Mapping[str, Collection[str]] | None = None,
-          types: Mapping[str, Collection[str]] | None = None) -> dict[str, str]:
+          types: Mapping[str, Mapping[str, int]] | None = None) -> dict[str, str]:
     """Short name's entity id -> the full name's entity id it joins, for ``names``: one entity
     per name as written (its own mentions merged: its shown name and type); ``documents``: each
-    name's entity id -> the documents saying it; ``titles``: a document -> the full names its
-    title says (``file_title``, ``heading_title``), of the documents saying a short name or
-    opening a sentence with it; ``opened``: a short name's entity id -> the documents opening a
-    sentence with it alone ("Ada was ...", ``Extraction.openers``), which count against titles
-    only; ``types``: a name's entity id -> the types its mentions are read as (else its
-    entity's type alone), of which a short name's must all be a person's (or none)."""
+    name's entity id -> the documents saying it (a short name's: as a person, or untyped);
+    ``titles``: a document -> the full names its title says (``file_title``, ``heading_title``),
+    of the documents saying a short name or opening a sentence with it; ``opened``: a short
+    name's entity id -> the documents opening a sentence with it alone ("Ada was ...",
+    ``Extraction.openers``), which count against titles only; ``types``: a short name's entity
+    id -> the chunks reading its mentions as each type (``read_as_person``; else its entity's
+    type alone says)."""
     shorts: dict[str, str] = {}
     fulls: dict[str, set[str]] = {}
     keyed: dict[str, str] = {}
     types = types or {}
     for e in names:
-        if e.type != PERSON:
-            continue
         if (key := short_key(e.name)) is not None:
-            if all(t in (PERSON, "") for t in types.get(e.id, ())):
+            if read_as_person(types[e.id]) if e.id in types else e.type == PERSON:
                 shorts[key] = e.id
-        elif (ends := full_name_ends(e.name)) is not None:
+        elif e.type == PERSON and (ends := full_name_ends(e.name)) is not None:
             keyed[e.id] = ids.normalize_name(e.name)
             for word in set(ends):
                 fulls.setdefault(word, set()).add(e.id)
@@ -268,3 +279,14 @@ def joins(names: Iterable[Entity], documents: Mapping[str, Collection[str]],
                 any(keyed[full] in titles.get(d, ()) for d in said.union(opened.get(eid, ()))):
             out[eid] = full
     return out
+
+
+def read_as_person(chunks: Mapping[str, int]) -> bool:
+    """Whether a short name whose mentions the chunks read as each type (type -> chunks: an
+    untyped mention, a relationship's end alone, is no reading) is a person's: more of its
+    chunks read it so than read it as anything else. One chunk's "the parser in Ada" (a place)
+    beside two chunks' "Met with Ada" leaves "Ada" a person's, joined where it joins; the place
+    stays apart, its mentions under the short name's own entity (``JOINING``). One chunk's
+    person beside nine chunks' place ("Pellric") is the extractor's misreading."""
+    person = chunks.get(PERSON, 0)
+    return person > sum(n for t, n in chunks.items() if t not in (PERSON, ""))

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import NamedTuple
 
 from streamrag import ids
@@ -127,20 +127,27 @@ def distinct_claims(claims: Iterable[Claim]) -> list[Claim]:
 
 
 def joined(entities: list[EntityMention], relationships: list[RelationshipMention], to: dict[str, str],
-           ) -> tuple[list[EntityMention], list[RelationshipMention]]:
+           kinds: Collection[str] | None = None) -> tuple[list[EntityMention], list[RelationshipMention]]:
     """Chunks' mentions (``mentions_of``'s) with each entity id that ``to`` joins to another
     (``joins.joins``) replaced by that one, kept as ``mentions_of`` keeps them: one entity mention
     per chunk, entity and description, the strongest relationship mention per chunk, relationship
-    and description, and none between a name and the full name it joins."""
+    and description, and none between a name and the full name it joins. ``kinds``: the types a
+    mention is joined in (``joins.JOINING``; None: any); a mention of another stays its own
+    name's, and so do the relationships of a chunk that says the name only so."""
     if not to:
         return entities, relationships
+    if kinds is None:
+        apart: set[tuple[str, str]] = set()
+    else:
+        read = {(m.chunk_id, m.entity_id, m.type in kinds) for m in entities if m.entity_id in to}
+        apart = {(c, e) for c, e, joins in read if not joins and (c, e, True) not in read}
     ents: dict[tuple[str, str, str], EntityMention] = {}
     for m in entities:
-        eid = to.get(m.entity_id, m.entity_id)
+        eid = m.entity_id if kinds is not None and m.type not in kinds else to.get(m.entity_id, m.entity_id)
         ents.setdefault((m.chunk_id, eid, m.description), m._replace(entity_id=eid))
     rels: dict[tuple[str, str, str], RelationshipMention] = {}
     for m in relationships:
-        a, b = to.get(m.source, m.source), to.get(m.target, m.target)
+        a, b = (e if (m.chunk_id, e) in apart else to.get(e, e) for e in (m.source, m.target))
         if a == b:
             continue
         if (a, b) != (m.source, m.target):

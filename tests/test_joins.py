@@ -16,7 +16,8 @@ import pytest
 from conftest import execute_on, index_snapshot, make_settings, simulated_transport
 from streamrag import ids, index_rows, joins as joins_module
 from streamrag.joins import code_heading, file_title, full_name_ends, heading_title, joins, own_title, touched
-from streamrag.merge import group, joined, mentions_of, merge_entity, merge_relationship
+from streamrag.merge import (EntityMention, RelationshipMention, group, joined, mentions_of, merge_entity,
+                            merge_relationship)
 from streamrag.graph_state import GraphCache, GraphState
 from streamrag.pipeline import sync
 from streamrag.question import named_entities
@@ -77,16 +78,35 @@ def test_organisations_places_and_roles_never_join():
     assert joined_names(named("Kenji") + named("Kenji Torquay", kind="organization")) == {}
 
 
-def test_a_short_name_joins_only_where_every_mention_reads_it_as_a_person():
+def test_a_short_name_joins_only_where_most_chunks_read_it_as_a_person():
     # "Met with Ada" (a person) and "the parser in Ada" (a place to the extractor) are one entity,
-    # its id the word's: a join took both under "Ada Lovelace".
+    # its id the word's: one chunk reading it as a place kept it apart everywhere. Now the chunks
+    # reading it as a person must outnumber those reading it otherwise (untyped ones are no
+    # reading); the place's mentions stay apart (``merge.joined``).
     people = named("Ada", "Ada Lovelace")
     said = {e.id: {"d1"} for e in people}
-    ada = people[0].id
-    assert joins(people, said) == joins(people, said, types={ada: {"person", ""}}) == {ada: people[1].id}
-    assert joins(people, said, types={ada: {"person", "geo"}}) == {}
+    ada, full = people[0].id, people[1].id
+    assert joins(people, said) == joins(people, said, types={ada: {"person": 1, "": 3}}) == {ada: full}
+    assert joins(people, said, types={ada: {"person": 1, "geo": 1}}) == {}
+    assert joins(people, said, types={ada: {"person": 2, "geo": 1}}) == {ada: full}
+    assert joins(people, said, types={ada: {"person": 1, "geo": 9}}) == joins(people, said, types={ada: {"": 2}}) == {}
     # (the full name's other readings are its merged type's to say, as before)
-    assert joins(people, said, types={people[1].id: {"person", "geo"}}) == {ada: people[1].id}
+    assert joins(people, said, types={full: {"person": 1, "geo": 1}}) == {ada: full}
+
+
+def test_a_joined_short_name_read_otherwise_in_a_chunk_stays_its_own_there():
+    ada, full, parser, met = (ids.entity_id(n) for n in ("Ada", "Ada Lovelace", "Parser", "Bo Lund"))
+    ents = [EntityMention(ada, "c1", "Ada", "person", "Met."), EntityMention(ada, "c2", "Ada", "geo", "A language."),
+            EntityMention(ada, "c3", "Ada", "", "")]
+    rels = [RelationshipMention(ids.relationship_id(*sorted((ada, e))), *sorted((ada, e)), c, "said", 5.0)
+            for c, e in (("c1", met), ("c2", parser), ("c3", met))]
+    got_e, got_r = mentions_joined = joined(ents, rels, {ada: full}, joins_module.JOINING)
+    assert [m.entity_id for m in got_e] == [full, ada, full]
+    assert [(m.chunk_id, {m.source, m.target}) for m in got_r] == [("c1", {full, met}), ("c2", {ada, parser}),
+                                                                   ("c3", {full, met})]
+    # (without ``kinds``, every mention joins, as before)
+    assert [m.entity_id for m in joined(ents, rels, {ada: full})[0]] == [full] * 3
+    assert mentions_joined == joined(ents, rels, {ada: full}, {"person", ""})
 
 
 def test_the_short_names_a_name_may_move_are_itself_or_its_full_names_ends():
@@ -622,6 +642,42 @@ async def test_a_short_name_read_as_a_place_in_one_note_joins_no_full_name(tmp_p
 
     assert await _through_the_vault(tmp_path, kept, steps, look) == [(True, ["person"]), (False, ["geo", "person"]), (True, ["person"]),
                       (False, ["geo", "person"]), (True, ["person"])]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kept", [False, True])
+async def test_a_short_name_read_as_a_person_in_most_chunks_joins_and_its_place_stays_apart(tmp_path, kept):
+    # One note's "the parser in Ada" (a place to the extractor) parted "Ada" from "Ada Lovelace"
+    # vault-wide: two daily notes' "Met with Ada" stayed apart. Now the chunks reading "Ada" as a
+    # person outnumbering those reading it as a place, the daily notes' "Ada" is hers and the
+    # language's stays "Ada"; as many of each, both stay apart; as a fresh index has each.
+    lang, more = tmp_path / "c" / "Code" / "lang.md", tmp_path / "c" / "Code" / "more.md"
+    daily = tmp_path / "c" / "Daily" / "2024-05-02.md"
+
+    def add(path: Path, text: str) -> None:
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+
+    steps = [
+        lambda: add(daily, "Met with Ada at the engine house.\n"),
+        lambda: add(lang, "Ada is a programming language. We wrote the parser in Ada.\n"),
+        lambda: add(more, "Ada is strict. We ported the compiler in Ada.\n"),
+        lambda: more.unlink(),
+        lambda: lang.unlink(),
+    ]
+
+    def look(db: Path) -> tuple[list[tuple[str, str]], list[str]]:
+        graph = _graph(db)
+        full = ids.entity_id("Ada Lovelace")
+        under_her = sorted(t for e, _c, n, t, *_ in graph["entity_sources"] if n == "Ada" and e == full)
+        return sorted((v[0], v[1]) for v in graph["entities"].values() if v[0] == "Ada"), under_her
+
+    assert await _through_the_vault(tmp_path, kept, steps, look) == [
+        ([], ["person", "person"]),
+        ([("Ada", "geo")], ["person", "person"]),
+        ([("Ada", "person")], []),
+        ([("Ada", "geo")], ["person", "person"]),
+        ([], ["person", "person"])]
 
 
 def _ada_apart(db: Path) -> bool:
