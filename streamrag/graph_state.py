@@ -325,7 +325,7 @@ class GraphState:
         self.joins_moved = 0                     # short names joined anew, parted or joined to another
         # the documents whose first chunk opens with a heading their text indents as code
         # ("    # Ada Lovelace", ``joins.code_heading``: the chunk lost the indent), no title;
-        # offline runs keep them, a run with a model drops them (meta ``name_code_headings``)
+        # every run keeps them, a model's too (meta ``name_code_headings``)
         self.code_headings: set[str] = set()
         # live chunks with a claim whose subject or object is no entity, in an index merged
         # before a claim's ends were made entities (``merge.mentions_of``): merged again once
@@ -421,7 +421,7 @@ class GraphState:
         """Re-merges every element the changed chunks touch; returns the summaries to write.
         ``change.extractions`` is emptied: each is let go once its mentions are taken."""
         ent_m, rel_m = self._take_mentions(change)
-        self._mark_code_headings(change, settings)   # (before the joins: ``_titles`` reads them)
+        self.mark_code_headings(change)   # (before the joins: ``_titles`` reads them)
         self.rejoined = self._rejoin(store, change, settings, ent_m) | (
             self.stranded - change.removed_chunks - change.added_chunks)
         again_e, again_r = self._mentions_again(store, self.rejoined)
@@ -475,14 +475,10 @@ class GraphState:
             self.claim_ends_changed.update(e for e in (c.subject_id, c.object_id) if e)
         return ent_m, rel_m
 
-    def _mark_code_headings(self, change: Change, settings: Settings) -> None:
+    def mark_code_headings(self, change: Change) -> None:
         """Brings ``code_headings`` up to date with the documents ``change`` reads (its
         ``code_headings``: whether each opens with code that reads as a heading) and the documents
-        it removes; a run with a model empties it (marked offline alone: the next offline run
-        marks them again, ``Indexer._code_headings_published``)."""
-        if not settings.offline:
-            self.code_headings = set()
-            return
+        it removes (every run, a model's too: ``Indexer._code_headings_read``)."""
         read = change.code_headings
         self.code_headings = {d for d in self.code_headings - change.removed_docs if read.get(d, True)} | \
             {d for d, code in read.items() if code}

@@ -873,8 +873,9 @@ class Indexer:
         await self._fail_unaccounted(writer, scan, change)
         self.chunking_mixed = not self.none_left_to_recut and publishes_cut(store, scan, change)
         self._read_shown_titles(store, scan, change)
+        found = self._code_headings_read(store, scan, change)
         if self.settings.offline:   # (a front matter's title says a full name: ``joins``)
-            self._join_bookkeeping(store, scan, change)
+            self._join_bookkeeping(store, scan, change, found)
         if self.graph_cache is None:   # (a daemon keeps its graph: reading it costs nothing)
             unread = GraphState.unread(store)
             counts = index_rows.graph_counts(store)
@@ -1002,6 +1003,9 @@ class Indexer:
                 self.progress.add("reports_done", communities)
         state.leiden_key = self.leiden_key
         state.changed_since_fresh = int(store.get_meta("changed_since_fresh", "0") or 0)
+        # (a run with a model that found, in an index without the mark, kept documents opening
+        # with code: marked as a full run marks them; an offline one retitles them, no shortcut)
+        state.mark_code_headings(change)
         next_id = next_community_number(store.get_meta("next_community_id"), index_rows.community_ids(store))
         # (``_bookkeeping`` keeps the unusable counts of elements in the graph, not read here:
         # those published are all in it still)
@@ -1298,17 +1302,25 @@ class Indexer:
                             "stored, and nothing said why; it is left out of this version, and the next "
                             "run extracts it again")
 
-    def _join_bookkeeping(self, store: Store, scan: Scan, change: Change) -> None:
-        """Fills in ``change`` what an offline run's joins read of the documents beside their
-        chunks: the titles of those it read (``Change.titles``), whether each opens with code that
-        reads as a heading (``Change.code_headings``), the kept ones whose titles now say
-        another full name (``Change.retitled``) and those it cut into other chunks (``Change.recut``)."""
-        change.titles = self._titles_read(scan)
+    def _code_headings_read(self, store: Store, scan: Scan, change: Change) -> dict[str, bool]:
+        """Fills in ``change`` whether each document indexed opens with code that reads as a
+        heading (``Change.code_headings``): those this run read, and once, in an index without the
+        mark, the kept ones opening with a heading; returns these (``_code_headings_published``).
+        Every run, a model's too: its mark is the next offline run's, which may leave as indexed
+        a file whose text as indexed is gone (deleted, rewritten) and none could read again."""
         # (of the documents indexed: a new one none of whose chunks was extracted is left out)
         change.code_headings = {d: d in scan.code_headings for d in scan.documents if d in change.doc_chunks}
         # (an index published before they were marked: its documents opening so, read again)
         found = self._code_headings_published(store, change)
         change.code_headings |= found
+        return found
+
+    def _join_bookkeeping(self, store: Store, scan: Scan, change: Change, found: dict[str, bool]) -> None:
+        """Fills in ``change`` what an offline run's joins read of the documents beside their
+        chunks: the titles of those it read (``Change.titles``), the kept ones whose titles now say
+        another full name (``Change.retitled``; ``found``: those found opening with code, no
+        heading, ``_code_headings_read``) and those it cut into other chunks (``Change.recut``)."""
+        change.titles = self._titles_read(scan)
         change.retitled |= titled_anew(store, change) | {d for d, code in found.items() if code}
         # (found once: the check of nothing to redo and the joins' merge both read it)
         change.recut = frozenset(find_recut(store, change))
@@ -1661,10 +1673,9 @@ class Indexer:
                   "report_unusable_held": msgspec.json.encode(dict(sorted(state.report_held.items()))).decode()}
         if self.root is not None:
             counts["root"] = str(Path(self.root).resolve())
-        # (marked by offline runs alone: a run with a model drops the mark, so that the next offline
-        # run reads again the documents it kept unread, ``_code_headings_published``)
+        # (marked by every run, a model's too: ``_code_headings_read``)
         counts["name_code_headings"] = msgspec.json.encode(sorted(state.code_headings)).decode() \
-            if self.settings.offline and not self.code_headings_left_unread else None
+            if not self.code_headings_left_unread else None
         if state.joins is not None:
             # The rule the joins were made by (a query reads the joins alone): an index joined by
             # an earlier rule to the joins this one makes published version 2 of its mark alone.

@@ -976,6 +976,44 @@ async def test_a_log_left_as_indexed_opening_with_code_titles_no_one_in_a_syncs_
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("gone", ["deleted", "rewritten"])
+async def test_a_log_left_as_indexed_after_a_model_run_keeps_its_code_mark(tmp_path, gone):
+    # A run with a model dropped the mark of the documents opening with code; the offline sync
+    # after it, leaving a busy log as indexed that was deleted or rewritten since (its text as
+    # indexed nowhere to read), titled the log by its first chunk ("# Ida Berg" of
+    # "    # Ida Berg") and joined the "Ida" of a note it added to "Ida Berg", where a fresh index
+    # of the folder (the log as indexed) keeps them apart. Now a run with a model keeps the mark.
+    from streamrag.pipeline import Indexer
+
+    offline = make_settings(index={"extractor": "nlp"})   # (a model's index, updated offline)
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    indexed = "    # Ida Berg\n\nIda opened the harbor ledger at Port Vell.\n"
+    (corpus / "log.md").write_text(indexed)
+    (corpus / "crew.txt").write_text("Ida Berg and Tova Rask met at Kessel.\n")
+    db = tmp_path / "i.db"
+    await sync([corpus], offline, db, root=corpus)
+    marked = _code_meta(db)
+    (corpus / "more.txt").write_text("Bo Lund rowed the ferry to Kessel.\n")
+    await sync([corpus], make_settings("http://llm.test/v1"), db, root=corpus, transport=simulated_transport())
+    assert _code_meta(db) == marked != "[]"
+    if gone == "deleted":
+        (corpus / "log.md").unlink()
+    else:
+        (corpus / "log.md").write_text("Entry 0: rewritten.\n")
+    (corpus / "note.txt").write_text("Tova and Ida sold the Blue Heron to Bo Lund at Kessel.\n")
+    await Indexer(offline, db, root=corpus, left_as_indexed=frozenset({"log.md"})).run([corpus])
+    fresh = tmp_path / "fresh"
+    shutil.copytree(corpus, fresh, ignore=shutil.ignore_patterns(".streamrag"))
+    (fresh / "log.md").write_text(indexed)
+    await sync([fresh], offline, tmp_path / "fresh.db", root=fresh)
+    assert "Ida" in {v[0] for v in _graph(tmp_path / "fresh.db")["entities"].values()}
+    assert _graph(db) == _graph(tmp_path / "fresh.db")
+    assert _joins_meta(db) == _joins_meta(tmp_path / "fresh.db")
+    assert _code_meta(db) == _code_meta(tmp_path / "fresh.db")
+
+
+@pytest.mark.anyio
 async def test_a_headed_document_whose_file_cannot_be_read_leaves_the_code_mark_written_once(tmp_path, monkeypatch):
     # The mark of the documents opening with code was left unwritten until every headed kept
     # document was found in its file (a5f3f79): a file that cannot be read now keeps what was
@@ -1019,8 +1057,8 @@ async def test_a_note_opening_with_an_indented_heading_added_by_a_model_run_is_c
     # The documents opening with code (name_code_headings) were marked on offline runs alone: a
     # note added by a run with a model, kept as it is on the offline run after, was missing from
     # the mark, and its chunk ("# Ada Lovelace") titled it her name, joining "Ada" to her where a
-    # fresh index reads the line as code. Now a run with a model drops the mark, which the next
-    # offline run makes again.
+    # fresh index reads the line as code. A run with a model dropped the mark, which the next
+    # offline run made again; now it keeps the mark itself, as an offline run marks the note.
     offline = make_settings(index={"extractor": "nlp"})   # (a model's index, updated offline)
     corpus = tmp_path / "c"
     _vault(corpus)
@@ -1031,12 +1069,9 @@ async def test_a_note_opening_with_an_indented_heading_added_by_a_model_run_is_c
     (corpus / "People" / "code.md").write_text("    # Ada Lovelace\n\n" + _NOTE)
     model = make_settings("http://llm.test/v1")
     await sync([corpus], model, db, root=corpus, transport=simulated_transport(), graph_cache=cache)
-    store = Store(db, readonly=True)
-    try:
-        assert store.get_meta("name_code_headings") is None
-    finally:
-        store.close()
+    marked = _code_meta(db)
     await sync([corpus], offline, db, root=corpus, graph_cache=cache)
+    assert _code_meta(db) == marked
     fresh = tmp_path / "fresh"
     shutil.copytree(corpus, fresh, ignore=shutil.ignore_patterns(".streamrag"))
     await sync([fresh], offline, tmp_path / "fresh.db", root=fresh)
@@ -1048,8 +1083,8 @@ async def test_a_note_opening_with_an_indented_heading_added_by_a_model_run_is_c
 
 def test_code_headings_are_marked_apart_from_the_joins():
     # ``GraphState._rejoin`` kept ``code_headings`` beside the joins; they are marked on their own
-    # now (``_mark_code_headings``): a removed document leaves the mark, a document read says
-    # anew whether it opens with code, the others keep theirs; a run with a model empties it.
+    # now (``mark_code_headings``): a removed document leaves the mark, a document read says
+    # anew whether it opens with code, the others keep theirs.
     from streamrag.graph_state import Change
 
     change = Change(added_docs={"doc-new"}, removed_docs={"doc-gone"}, kept_docs={"doc-kept", "doc-plain"},
@@ -1057,11 +1092,9 @@ def test_code_headings_are_marked_apart_from_the_joins():
                     code_headings={"doc-plain": False, "doc-new": True})
     state = GraphState()
     state.code_headings = {"doc-gone", "doc-kept", "doc-plain"}
-    state._mark_code_headings(change, make_settings())
+    state.mark_code_headings(change)
     assert state.code_headings == {"doc-kept", "doc-new"}
     assert state.joins == {} and state.joins_moved == 0   # (the joins are none of its business)
-    state._mark_code_headings(change, make_settings("http://llm.test/v1"))
-    assert state.code_headings == set()
 
 
 def _code_meta(db: Path) -> str | None:

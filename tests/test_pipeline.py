@@ -1605,15 +1605,17 @@ async def test_the_work_of_an_index_built_offline_is_told_apart_by_its_kind_not_
 @pytest.mark.anyio
 async def test_an_offline_run_fills_in_what_its_joins_read_in_one_step(corpus, tmp_path, monkeypatch):
     # ``Indexer._sync`` held the offline bookkeeping of the joins (the titles read, the documents
-    # opening with code, those retitled) inline; it is one step now, taken by offline runs alone.
+    # opening with code, those retitled) inline; it is one step now, taken by offline runs alone
+    # (the documents opening with code are marked just before it, by every run, a model's too:
+    # test_joins' test_a_log_left_as_indexed_after_a_model_run_keeps_its_code_mark).
     from streamrag import index_rows
     from streamrag.pipeline import Indexer
 
     filled = []
     real = Indexer._join_bookkeeping
 
-    def spy(self, store, scan, change):
-        real(self, store, scan, change)
+    def spy(self, store, scan, change, found):
+        real(self, store, scan, change, found)
         filled.append(change)
     monkeypatch.setattr(Indexer, "_join_bookkeeping", spy)
     db = tmp_path / "offline.db"
