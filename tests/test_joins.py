@@ -680,6 +680,21 @@ async def test_a_short_name_read_as_a_person_in_most_chunks_joins_and_its_place_
         ([], ["person", "person"])]
 
 
+@pytest.mark.anyio
+async def test_a_document_reading_a_short_name_as_a_place_is_no_sign_it_says_her(tmp_path):
+    # Two notes' "Met with Ada" (a person), and a note saying "Ada Lovelace" and "the parser in
+    # Ada" (a place): no document says her and the person "Ada" both, so "Ada" stays apart.
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    for name, text in {"d1.txt": "Met with Ada at the docks.\n", "d2.txt": "Met with Ada at the mill.\n",
+                       "lang.md": "Ada Lovelace gave the language its name. We wrote the parser in Ada.\n"}.items():
+        (corpus / name).write_text(text)
+    db = tmp_path / "i.db"
+    await sync([corpus], make_settings(), db, root=corpus)
+    types = sorted(t for _e, _c, n, t, *_ in _graph(db)["entity_sources"] if n == "Ada")
+    assert types == ["geo", "person", "person"] and _joins_meta(db) == "{}"
+
+
 def _ada_apart(db: Path) -> bool:
     """Whether "Ada" is an entity of its own in the index ``db`` (joined to no full name)."""
     return "Ada" not in {v[0] for v in _graph(db)["entities"].values()}
