@@ -8,6 +8,7 @@ import itertools
 import json
 import os
 import re
+import stat
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -250,8 +251,9 @@ def export(store: Store, out: Path, fmt: str, *, settings_files: Iterable[Path] 
     the export's inputs (see ``check_not_input``; ``settings_files``: the index's settings) is
     refused before anything is written.
 
-    Written as it is read, in one read transaction. A file is written beside ``out`` and
-    renamed over it at the end, so an export that fails leaves the previous file as it was.
+    Written as it is read, in one read transaction. A file is written beside ``out`` (beside the
+    file it leads to, for a link) and renamed over it at the end, so an export that fails leaves
+    the previous file as it was, and a reader meets the old file or the new one, whole.
     """
     check_out(out, fmt)
     check_not_input(store, out, fmt, settings_files, include)
@@ -265,31 +267,61 @@ def export(store: Store, out: Path, fmt: str, *, settings_files: Iterable[Path] 
         finally:
             stdout.flush()
             stdout.detach()
-    # /dev/stdout (a link to the shell's file or pipe), a named pipe, any link: write into it;
-    # renaming over it would replace the link, not write where it points.
-    direct = out.is_symlink() or (out.exists() and not out.is_file())
-    target = out if direct else out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    if not direct:
-        _remove_left_behind(out)
+    # A link to a file: a file written beside the file it leads to and renamed over that, the link
+    # kept (written into in place, a watch read the file empty, then again). /dev/stdout (a link to
+    # the shell's file or pipe), a named pipe, a device: written into.
+    landing = _landing(out)
+    target = out if landing is None else landing.with_name(f".{landing.name}.{os.getpid()}.tmp")
+    if landing is not None:
+        _remove_left_behind(landing)
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
+        (landing or out).parent.mkdir(parents=True, exist_ok=True)
         # "\n" as written on every system ("\r\n" on Windows): ``loader.exported_head`` tells an
         # export in the indexed folder by its first bytes, "\n"s and all
         with open(target, "w", encoding="utf-8", newline="\n") as f, store.snapshot():
-            if not direct:
+            if landing is not None:
                 _hold(f)
             counts = write(store, f)
-        if not direct:
-            os.replace(target, out)
+        if landing is not None:
+            _keep_mode(landing, target)
+            os.replace(target, landing)
     except BrokenPipeError:
         raise  # OUT is a pipe (/dev/stdout) whose reader left: the CLI exits quietly
     except OSError as e:
         raise StreamragError(f"{out}: cannot write the export ({e.strerror or e}); give a file "
                              "in a folder you can write to") from None
     finally:
-        if not direct and target.exists():
+        if landing is not None and target.exists():
             target.unlink()
     return counts
+
+
+def _landing(out: Path) -> Path | None:
+    """The file an export to ``out`` replaces: ``out``, or the file a link (or a chain of them)
+    leads to, there or not yet. ``None`` for one written into as it is: a pipe, a device, standard
+    output by a name (/dev/stdout, or any link into /proc or /dev: the shell's file, which a
+    rename would leave as it was), a link that leads nowhere it can (a loop)."""
+    if _stdout_is(out) or (out.exists() and not out.is_file()):
+        return None
+    if not out.is_symlink():
+        return out
+    hop = out
+    for _ in range(40):   # (as the system follows at most 40)
+        if not hop.is_symlink():
+            return Path(os.path.realpath(out))
+        hop = Path(os.path.abspath(hop.parent / os.readlink(hop)))
+        if hop.parts[1:2] in (("proc",), ("dev",)):
+            return None
+    return None
+
+
+def _keep_mode(landing: Path, written: Path) -> None:
+    """Gives the file ``written`` the permissions of the file ``landing`` it replaces, if any (a
+    private export, mode 600, became readable by all)."""
+    try:
+        os.chmod(written, stat.S_IMODE(os.stat(landing).st_mode))
+    except OSError:
+        pass   # (none there yet)
 
 
 def _hold(f) -> None:

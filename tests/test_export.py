@@ -156,6 +156,40 @@ def test_an_export_through_a_link_writes_where_it_points(offline_db, tmp_path):
     assert link.is_symlink() and json.loads(target.read_text(encoding="utf-8")) == json.loads(text)
 
 
+def test_an_export_through_a_link_replaces_the_file_it_leads_to_whole(offline_db, tmp_path, monkeypatch):
+    # Through a link the export was written into the file it leads to, in place: emptied first,
+    # then filled as the index was read, so a watch on that file read it empty, then again. Now
+    # written beside that file and renamed over it: the link stays, a reader sees old or new, whole.
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    target = folder / "graph.json"
+    old = _exported(offline_db, target)
+    target.chmod(0o600)
+    link = tmp_path / "sub" / "link.json"
+    link.parent.mkdir()
+    link.symlink_to(os.path.relpath(target, link.parent))
+    held = open(target, encoding="utf-8")   # (a reader that opened it before)
+    seen: list[tuple] = []
+    write = export_module._write_json
+
+    def watched(store, f):   # what a reader of the target meets while the export is written
+        seen.append((target.read_text(encoding="utf-8"), sorted(p.name for p in folder.iterdir())))
+        return write(store, f)
+
+    monkeypatch.setattr(export_module, "_write_json", watched)
+    try:
+        new = _exported(offline_db, link)
+        assert held.read() == old                  # its file was replaced, not emptied and refilled
+    finally:
+        held.close()
+    assert seen == [(old, [f".graph.json.{os.getpid()}.tmp", "graph.json"])], seen   # written beside the target
+    assert link.is_symlink() and os.readlink(link) == os.path.relpath(target, link.parent)
+    assert json.loads(new) == json.loads(old) and target.read_text(encoding="utf-8") == new
+    assert sorted(p.name for p in folder.iterdir()) == ["graph.json"]
+    assert sorted(p.name for p in link.parent.iterdir()) == ["link.json"]
+    assert target.stat().st_mode & 0o777 == 0o600   # (its permissions kept, as in place)
+
+
 # --------------------------------------------------------------------------------------------
 # OUT is one of the export's own inputs: refused before anything is written
 # --------------------------------------------------------------------------------------------
