@@ -283,7 +283,11 @@ def written_by_export(path: str | Path) -> bool:
 
 
 def exported_head(head: bytes) -> bool:
-    """Whether a file opening with the bytes ``head`` is one `streamrag export` wrote."""
+    """Whether a file opening with the bytes ``head`` is one `streamrag export` wrote, its lines
+    ended "\n", or "\r\n" as Windows wrote them before bcd87cd (not told: indexed as a document)."""
+    first = head.find(b"\n")
+    if first > 0 and head[first - 1:first] == b"\r":
+        head = head.replace(b"\r\n", b"\n")
     return _EXPORT_HEAD.match(head) is not None
 
 

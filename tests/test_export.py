@@ -681,3 +681,32 @@ def test_an_export_into_a_named_pipe_of_the_indexed_folder_is_written_into_it(cl
     assert done is not None, "export waited on the pipe it was to write"
     assert done.returncode == 0, done.stderr
     assert got and got[0].startswith(b'{\n "version": '), got
+
+
+@pytest.mark.parametrize("fmt", ["json", "graphml"])
+def test_an_export_an_older_streamrag_wrote_on_windows_is_told(offline_db, tmp_path, fmt):
+    # Before bcd87cd an export was written in text mode, so on Windows every line ended "\r\n":
+    # such a file in the indexed folder was read as a document (its entities indexed again),
+    # and `export` refused to write over it as "not an earlier export".
+    from streamrag.errors import EmptyInput
+    from streamrag.loader import read_documents, written_by_export
+
+    store = Store(offline_db, readonly=True)
+    try:
+        export(store, tmp_path / f"graph.{fmt}", fmt)
+    finally:
+        store.close()
+    text = (tmp_path / f"graph.{fmt}").read_text(encoding="utf-8")
+    old = tmp_path / "notes"
+    old.mkdir()
+    path = old / "x.txt"
+    path.write_bytes(text.replace("\n", "\r\n").encode("utf-8"))
+    assert written_by_export(path)
+    with pytest.raises(EmptyInput, match="written by `streamrag export`"):
+        read_documents(path, root=old)
+    store = Store(offline_db, readonly=True)
+    try:   # an earlier export: written over
+        export(store, path, fmt, include=["*.txt"])
+    finally:
+        store.close()
+    assert path.read_text(encoding="utf-8") == text
