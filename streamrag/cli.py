@@ -1043,7 +1043,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         if not store.version:   # nothing published: say why, as ask does (not an empty export)
             from streamrag.query import check_not_empty
             check_not_empty(store, db, settings.index.include, by_folder=not settings.store.path)
-        counts = export(store, out, fmt, settings_files=settings_files, include=settings.index.include)
+        counts = export(store, out, fmt, settings_files=settings_files, include=settings.index.include,
+                        force=args.force)
     finally:
         store.close()
     if args.json:
@@ -1254,6 +1255,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "and -: json)")
     p.add_argument("--json", action="store_true",
                    help="print the file written and its counts as one JSON object (not with -)")
+    p.add_argument("--force", action="store_true",
+                   help="replace OUT even when it is a file no export wrote (or one changed since)")
     indexed_folder(p, "export")
     p.set_defaults(func=cmd_export)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import glob
-import io
+import hashlib
 import itertools
 import json
 import os
@@ -13,7 +13,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 from collections.abc import Iterable, Sequence
-from typing import TextIO
+from typing import BinaryIO
 from xml.sax import saxutils
 
 import msgspec
@@ -21,7 +21,8 @@ import msgspec
 from streamrag import index_rows
 from streamrag.config import CONFIG_NAME
 from streamrag.errors import StreamragError, UsageError
-from streamrag.loader import include_patterns, matches, written_by_export
+from streamrag.exported import graphml_seal, json_seal, written_by_export
+from streamrag.loader import include_patterns, matches
 from streamrag.store import Store, alive, lock_path, reading_root
 
 
@@ -163,15 +164,16 @@ def writes_to_stdout(out: Path | str) -> bool:
 
 
 def check_not_input(store: Store, out: Path | str, fmt: str, settings_files: Iterable[Path] = (),
-                    include: Sequence[str] = ()) -> None:
+                    include: Sequence[str] = (), *, force: bool = False) -> None:
     """Refuses an ``out`` that is one of the export's own inputs, before anything is written:
     the index database (``store.path``) or its SQLite ``-wal``/``-shm``/``-journal`` files,
     ``settings_files`` (the settings in use, and the index folder's), or a document the index holds. Writing
     there would destroy the index, the settings or a document, and report success. Nor a file of
     the indexed folder that ``include`` (index.include) matches and no export wrote: a document
     not indexed yet (new, or one that could not be read). A new file there is written: the loader
-    tells an export by its first bytes, whatever its name and format (``loader.exported_head``),
-    and indexes none (`export x.txt` was refused, for a next run that no longer took it in)."""
+    tells an export by its content, whatever its name and format (``exported``), and indexes none
+    (`export x.txt` was refused, for a next run that no longer took it in). Nor, without ``force``,
+    any other file that holds something and no export wrote (or one changed since): the user's."""
     fix = f"give another file name, e.g. graph.{fmt}"
     db = store.path
     stdout = str(out) == "-"
@@ -215,6 +217,20 @@ def check_not_input(store: Store, out: Path | str, fmt: str, settings_files: Ite
         raise StreamragError(f"{out}: is a file of the indexed folder {root} that index.include takes, not "
                              f"an earlier export: a document the index does not hold yet, which the export "
                              f"would replace; {fix}")
+    # (only a file the export replaces: `export /dev/stdout >> log` writes after what log holds)
+    replaced = _landing(out)
+    if not force and replaced is not None and _holds_something(replaced) and not written_by_export(replaced):
+        raise StreamragError(f"{out}: is a file `streamrag export` did not write (or one changed since), which "
+                             f"the export would replace; {fix}, or pass --force to replace it")
+
+
+def _holds_something(path: Path) -> bool:
+    """Whether ``path`` is a regular file that is not empty."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_size > 0
 
 
 def _index_root(store: Store) -> Path | None:
@@ -245,28 +261,29 @@ def _held_document(store: Store, out: Path, root: Path | None) -> str | None:
 
 
 def export(store: Store, out: Path, fmt: str, *, settings_files: Iterable[Path] = (),
-           include: Sequence[str] = ()) -> dict[str, int]:
+           include: Sequence[str] = (), force: bool = False) -> dict[str, int]:
     """Writes the index to ``out`` (``-``: standard output) as ``json`` or ``graphml``; returns
     what was written. Missing parent folders of ``out`` are created. An ``out`` that is one of
-    the export's inputs (see ``check_not_input``; ``settings_files``: the index's settings) is
-    refused before anything is written.
+    the export's inputs (see ``check_not_input``; ``settings_files``: the index's settings), or
+    a file of the user's (``force``: replaced all the same), is refused before anything is written.
+    It ends with its seal (``exported``), which tells it from any other file.
 
     Written as it is read, in one read transaction. A file is written beside ``out`` (beside the
     file it leads to, for a link) and renamed over it at the end, so an export that fails leaves
     the previous file as it was, and a reader meets the old file or the new one, whole.
     """
     check_out(out, fmt)
-    check_not_input(store, out, fmt, settings_files, include)
+    check_not_input(store, out, fmt, settings_files, include, force=force)
     write = _write_json if fmt == "json" else _write_graphml
     if str(out) == "-":   # UTF-8, as JSON and this GraphML are, whatever the terminal's encoding
         sys.stdout.flush()
-        stdout = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", newline="\n")
+        stdout = _Sealing(sys.stdout.buffer)
         try:
             with store.snapshot():
                 return write(store, stdout)
         finally:
             stdout.flush()
-            stdout.detach()
+            sys.stdout.buffer.flush()
     # A link to a file: a file written beside the file it leads to and renamed over that, the link
     # kept (written into in place, a watch read the file empty, then again). /dev/stdout (a link to
     # the shell's file or pipe), a named pipe, a device: written into.
@@ -276,12 +293,13 @@ def export(store: Store, out: Path, fmt: str, *, settings_files: Iterable[Path] 
         _remove_left_behind(landing)
     try:
         (landing or out).parent.mkdir(parents=True, exist_ok=True)
-        # "\n" as written on every system ("\r\n" on Windows): ``loader.exported_head`` tells an
-        # export in the indexed folder by its first bytes, "\n"s and all
-        with open(target, "w", encoding="utf-8", newline="\n") as f, store.snapshot():
+        # Bytes: "\n" on every system (Windows' text mode wrote "\r\n"), as the seal counted them
+        with open(target, "wb") as raw, store.snapshot():
             if landing is not None:
-                _hold(f)
+                _hold(raw)
+            f = _Sealing(raw)
             counts = write(store, f)
+            f.flush()
         if landing is not None:
             _keep_mode(landing, target)
             os.replace(target, landing)
@@ -301,10 +319,12 @@ def _landing(out: Path) -> Path | None:
     leads to, there or not yet. ``None`` for one written into as it is: a pipe, a device, standard
     output by a name (/dev/stdout, or any link into /proc or /dev: the shell's file, which a
     rename would leave as it was), a link that leads nowhere it can (a loop)."""
-    if _stdout_is(out) or (out.exists() and not out.is_file()):
+    if out.exists() and not out.is_file():
         return None
     if not out.is_symlink():
         return out
+    if _stdout_is(out):
+        return None
     hop = out
     for _ in range(40):   # (as the system follows at most 40)
         if not hop.is_symlink():
@@ -322,6 +342,39 @@ def _keep_mode(landing: Path, written: Path) -> None:
         os.chmod(written, stat.S_IMODE(os.stat(landing).st_mode))
     except OSError:
         pass   # (none there yet)
+
+
+class _Sealing:
+    """What an export writes its text to: UTF-8 into the binary file ``raw``, in blocks, each byte
+    counted into the digest its seal ends with (``exported``; ``sealed``)."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self.raw = raw
+        self.digest = hashlib.sha256()
+        self.held: list[str] = []
+        self.size = 0
+
+    def write(self, text: str) -> None:
+        self.held.append(text)
+        self.size += len(text)
+        if self.size >= 1 << 16:
+            self.flush()
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        data = "".join(self.held).encode("utf-8")
+        self.held.clear()
+        self.size = 0
+        self.digest.update(data)
+        self.raw.write(data)
+
+    def sealed(self) -> str:
+        """The SHA-256 of all written so far, in hex."""
+        self.flush()
+        return self.digest.hexdigest()
 
 
 def _hold(f) -> None:
@@ -361,9 +414,10 @@ def _remove_left_behind(out: Path) -> None:
             os.close(fd)
 
 
-def _write_json(store: Store, f: TextIO) -> dict[str, int]:
+def _write_json(store: Store, f: _Sealing) -> dict[str, int]:
     """The index as one JSON object, indented by one space per level (rows are encoded by
-    msgspec: the json module's indenting encoder took most of a large export's time)."""
+    msgspec: the json module's indenting encoder took most of a large export's time), its seal
+    the last member."""
     f.write('{\n "version": ' + json.dumps(store.version))
     counts = {}
     for name, rows in _sections(store).items():
@@ -375,7 +429,7 @@ def _write_json(store: Store, f: TextIO) -> dict[str, int]:
             n += 1
         f.write("\n ]" if n else "]")
         counts[name] = n
-    f.write("\n}\n")   # (its last line ends, as GraphML's: `export -` left the shell's prompt after "}")
+    f.write(json_seal(f.sealed()))   # (its last line ends: `export -` left the shell's prompt after "}")
     return {k: counts[k] for k in ("entities", "relationships", "claims", "communities", "reports")}
 
 
@@ -403,8 +457,9 @@ def quoteattr(value) -> str:
     return f'"{text}"' if _PLAIN_ATTR.fullmatch(text) else saxutils.quoteattr(_NOT_XML.sub("", text))
 
 
-def _write_graphml(store: Store, f: TextIO) -> dict[str, int]:
-    """Nodes carry their level-0 community, their deepest community and its level."""
+def _write_graphml(store: Store, f: _Sealing) -> dict[str, int]:
+    """Nodes carry their level-0 community, their deepest community and its level; the seal is
+    a comment after the root element."""
     sections = _sections(store, entity_documents=False)
     level0: dict[str, str] = {}
     deepest: dict[str, tuple[int, str]] = {}
@@ -442,4 +497,5 @@ def _write_graphml(store: Store, f: TextIO) -> dict[str, int]:
                 "    </edge>\n")
         counts["relationships"] += 1
     f.write("  </graph>\n</graphml>\n")
+    f.write(graphml_seal(f.sealed()))
     return counts

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from streamrag.config import CONFIG_NAME, DEFAULT_INCLUDE, from_folder
 from streamrag.errors import EmptyInput, InputError, NoTextField, NotText, UnreadableFile
+from streamrag.exported import exported_head, is_export, written_by_export  # (told there, for export too)
 from streamrag.ids import document_id
 from streamrag.invisible import visible
 from streamrag.records import Document
@@ -103,7 +104,9 @@ TITLE_CHARS = 100
 # `export - > x.txt` in the indexed folder was indexed, the index's output read as its input).
 # 22: a file opening as a JSON export does, but not followed by a document's id and path (or no
 # document and the entities), is read (a user's notes dumped with indent=1 were refused for ever).
-VERSION = "22"
+# 23: an export is told by its whole content (``exported``: its seal, or an older export's form
+# throughout), not its opening: a user's file that opened as one did was left out, never indexed.
+VERSION = "23"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
 # to this many (and 1% of the bytes) are a text file's stray ones, dropped (one NUL in a file's
@@ -239,24 +242,6 @@ def leftover(name: str) -> bool:
             or lower.endswith(_LEFTOVER_SUFFIXES))
 
 
-# How a file `streamrag export` wrote begins (``export._write_json``, ``export._write_graphml``),
-# whatever its name: `export out` and `export x.dat` write JSON too, and `export - > x.txt` goes
-# by no check of the name. Written into the indexed folder under a name index.include leaves out
-# (graph.json, out), it is the index's own output, no document: the next `index` counted it as
-# left out and advised writing its records to a .jsonl file to index them; under a name it takes
-# (x.txt), the export was indexed as a document (7,483 relationships where 959 were).
-# Told by more than its first lines, which any JSON dumped with indent=1 of a "version" and a
-# "documents" list shares (a user's notes.md so written was refused): what follows them as
-# every streamrag wrote it (json.dumps(indent=1) before, msgspec since, the same bytes), the
-# first document's id and path, or no document and the entities; GraphML's first node (an
-# entity's id) or its end.
-_EXPORT_HEAD = re.compile(rb'\{\n "version": \d+,\n "documents": '
-                          rb'(?:\[\n  \{\n   "id": "doc-[0-9a-f]+",\n   "path": "|\[\],\n "entities": \[)'
-                          rb'|<\?xml version="1\.0" encoding="UTF-8"\?>\n<graphml [^\n]*\n'
-                          rb'(?:  <key [^\n]*\n)*  <graph id="streamrag" edgedefault="undirected">\n'
-                          rb'(?:    <node id="ent-|  </graph>\n</graphml>)')
-
-
 # Files of each kind (suffix) that one ``_walk`` opens to tell an export from a file
 # index.include leaves out: opening each of 20,000 .json records made a scan (and so each watch
 # batch) 3.0 s, not 0.6 s. Exports are few; past these, a file of that kind is counted left out
@@ -269,26 +254,6 @@ class WrittenByExport(EmptyInput):
     seen or changed (``again``): it stays in the folder, and every `index` said it again."""
 
     again = False
-
-
-def written_by_export(path: str | Path) -> bool:
-    """Whether the file ``path`` is one `streamrag export` wrote, told by its first bytes
-    whatever its name (an unreadable file is not)."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(2048)
-    except OSError:
-        return False
-    return exported_head(head)
-
-
-def exported_head(head: bytes) -> bool:
-    """Whether a file opening with the bytes ``head`` is one `streamrag export` wrote, its lines
-    ended "\n", or "\r\n" as Windows wrote them before bcd87cd (not told: indexed as a document)."""
-    first = head.find(b"\n")
-    if first > 0 and head[first - 1:first] == b"\r":
-        head = head.replace(b"\r\n", b"\n")
-    return _EXPORT_HEAD.match(head) is not None
 
 
 # What a sync tool leaves beside a file edited in two places at once: the version that lost, as
@@ -717,7 +682,7 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
             # first bytes end with (a short file's may be its crash's end).
             if _clearly_binary(_without_trailing_nuls(head)[0]):
                 _binary(label)
-            if not start and exported_head(head):   # (under a name index.include takes: x.txt)
+            if not start and exported_head(head) and is_export(f):   # (under a name index.include takes: x.txt)
                 raise WrittenByExport(f"{label}: written by `streamrag export`, the index's own output, not "
                                       "a document; nothing to index")
             f.seek(start)   # (the whole read at once: the head and the rest joined were a second copy)

@@ -136,6 +136,15 @@ def test_a_temporary_file_an_export_still_writes_is_kept_though_its_pid_is_not_r
     assert [p.name for p in tmp_path.iterdir()] == [out.name]
 
 
+def _as_older(text: str) -> str:
+    """The export ``text`` as a streamrag before the seal (``exported``) wrote it."""
+    import re
+
+    sealed = re.search(r'(,\n "export_checksum": "sha256:[0-9a-f]{64}"\n\}|<!-- export_checksum sha256:[0-9a-f]{64} -->)'
+                       r'\n\Z', text)
+    return text[:sealed.start()] + ("\n}\n" if text.startswith("{") else "")
+
+
 def _exported(db, out) -> str:
     store = Store(db, readonly=True)
     try:
@@ -149,7 +158,7 @@ def test_an_export_through_a_link_writes_where_it_points(offline_db, tmp_path):
     # /dev/stdout is such a link when the shell sends output to a file: the link itself was
     # replaced by a new file, and the shell's file stayed empty.
     target = tmp_path / "target.json"
-    target.write_text("old", encoding="utf-8")
+    target.write_text("", encoding="utf-8")   # (as the shell leaves the file it sends output to)
     link = tmp_path / "link.json"
     link.symlink_to(target)
     text = _exported(offline_db, link)
@@ -700,7 +709,7 @@ def test_an_export_an_older_streamrag_wrote_on_windows_is_told(offline_db, tmp_p
     old = tmp_path / "notes"
     old.mkdir()
     path = old / "x.txt"
-    path.write_bytes(text.replace("\n", "\r\n").encode("utf-8"))
+    path.write_bytes(_as_older(text).replace("\n", "\r\n").encode("utf-8"))
     assert written_by_export(path)
     with pytest.raises(EmptyInput, match="written by `streamrag export`"):
         read_documents(path, root=old)
@@ -710,3 +719,83 @@ def test_an_export_an_older_streamrag_wrote_on_windows_is_told(offline_db, tmp_p
     finally:
         store.close()
     assert path.read_text(encoding="utf-8") == text
+
+
+# --------------------------------------------------------------------------------------------
+# An export is told by its whole content (``exported``): any other file is the user's
+# --------------------------------------------------------------------------------------------
+def test_a_users_file_that_opens_as_an_export_does_is_neither_replaced_nor_left_out(notes, monkeypatch, capsys):
+    # A file that only began as an export does (an export edited since, or the user's own laid out
+    # so) was taken for one: `export` wrote over it, and `index` left it out, never indexed.
+    from streamrag import loader
+
+    monkeypatch.chdir(notes)
+    assert _cli(capsys, "graph.json")[0] == 0
+    text = (notes / "graph.json").read_text(encoding="utf-8")
+    opening = text[:text.index('"path": "') + len('"path": "')]
+    mine = opening + 'my/ledger.txt",\n   "title": "Mara Voss kept the harbor ledger"\n  }\n ],\n "notes": "mine"\n}\n'
+    edited = text.replace('"description": "', '"description": "Mara Voss: ', 1)
+    assert edited != text and loader.written_by_export(notes / "graph.json")
+    for name, made in (("mine.txt", mine), ("edited.txt", edited), ("mine.json", mine), ("edited.json", edited)):
+        (notes / name).write_text(made, encoding="utf-8")
+        assert loader.exported_head(made.encode()) and not loader.written_by_export(notes / name), name
+    for name in ("mine.txt", "edited.txt"):   # read as the documents they are
+        docs, _ = loader.read_documents(notes / name, root=notes)
+        assert "Mara Voss" in docs[0].text, name
+    left_out: dict[str, int] = {}
+    loader.scan([notes], ["*.txt", "*.md", "*.jsonl"], left_out=left_out)
+    assert left_out == {".json": 2}, left_out   # mine.json and edited.json; not the export
+    before = _files(notes)
+    for name in ("mine.txt", "edited.txt"):
+        rc, _, stderr = _cli(capsys, name)
+        assert rc == 1 and "that index.include takes, not an earlier export" in stderr, stderr
+    for name in ("mine.json", "edited.json"):
+        rc, _, stderr = _cli(capsys, name)
+        assert rc == 1 and stderr == (f"streamrag: error: {name}: is a file `streamrag export` did not write (or one "
+                                      "changed since), which the export would replace; give another file name, "
+                                      "e.g. graph.json, or pass --force to replace it\n"), stderr
+    assert _files(notes) == before
+    rc, _, stderr = _cli(capsys, "edited.json", "--force")
+    assert rc == 0 and (notes / "edited.json").read_text(encoding="utf-8") == text, stderr
+    assert _cli(capsys, "graph.json")[0] == 0   # an export: written over, as ever
+
+
+def test_export_replaces_no_file_of_the_users_without_force(offline_db, tmp_path, capsys):
+    mine = tmp_path / "graph.json"
+    mine.write_text('{"my": "graph"}\n', encoding="utf-8")
+    link = tmp_path / "link.json"
+    link.symlink_to(mine)
+    for out in (mine, link):
+        rc, _, stderr = _cli(capsys, str(out), "--db", str(offline_db))
+        assert rc == 1 and "is a file `streamrag export` did not write" in stderr, stderr
+    assert mine.read_text(encoding="utf-8") == '{"my": "graph"}\n' and link.is_symlink()
+    rc, _, stderr = _cli(capsys, str(link), "--db", str(offline_db), "--force")
+    assert rc == 0 and json.loads(mine.read_text(encoding="utf-8"))["entities"] and link.is_symlink(), stderr
+    blank = tmp_path / "blank.json"   # nothing in it to lose
+    blank.write_text("", encoding="utf-8")
+    assert _cli(capsys, str(blank), "--db", str(offline_db))[0] == 0
+    assert json.loads(blank.read_text(encoding="utf-8"))["entities"]
+
+
+@pytest.mark.parametrize("fmt", ["json", "graphml"])
+def test_an_export_written_before_the_seal_is_told_by_its_whole_form(offline_db, tmp_path, fmt):
+    from streamrag.loader import written_by_export
+
+    store = Store(offline_db, readonly=True)
+    try:
+        export(store, tmp_path / f"graph.{fmt}", fmt)
+    finally:
+        store.close()
+    text = (tmp_path / f"graph.{fmt}").read_text(encoding="utf-8")
+    older = _as_older(text)
+    assert older != text and ("export_checksum" in text) and "export_checksum" not in older
+    path = tmp_path / "x.txt"
+    path.write_text(older, encoding="utf-8")
+    assert written_by_export(path)
+    if fmt == "json":
+        added = older[:-len("\n}\n")] + ',\n "notes": "mine"\n}\n'
+    else:
+        added = older.replace("  </graph>", '    <mine note="Mara Voss"/>\n  </graph>')
+    for changed in (added, older + "Mara Voss kept the ledger.\n"):
+        path.write_text(changed, encoding="utf-8")
+        assert not written_by_export(path), changed[-80:]
