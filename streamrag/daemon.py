@@ -97,7 +97,7 @@ from streamrag.config import Settings, find_config, load_settings, without_secre
 from streamrag.errors import (LLMError, LLMRequestError, LLMUnavailableError, RejectedFirstIndex, StreamragError,
                               UnusableFirstIndex, disk_full)
 from streamrag.loader import (DOCUMENT_SUFFIXES, conflict_copies_line, file_of, leads_outside, left_out_lines,
-                              scan_order, shown, unstorable_folder, why_unusable)
+                              scan_order, shown, unstorable_folder, why_unusable, written_by_export_line)
 from streamrag.notices import sharing_notices
 from streamrag.on_disk import is_file
 from streamrag.outage import Outage
@@ -1936,7 +1936,7 @@ class Daemon:
         took = self.outage.tried_s = anyio.current_time() - started
         self._synced(took, indexer.broken_links, indexer.conflict_copies)
         await self._bound_wal()
-        self._say_warnings(result, initial=initial)
+        self._say_warnings(result, initial=initial, changed=queued)
         previous, self.last_result = self.last_result, result
         # What this update cost, the extraction done as its files changed included (the sync
         # then finds those chunks extracted: "reused").
@@ -2151,11 +2151,14 @@ class Daemon:
         self._index_gone_said = self._replaced = self._files_listed = False
         self.last_sync_s = round(took, 3)
 
-    def _say_warnings(self, result: SyncResult, *, initial: bool) -> None:
-        """The warnings of a sync that published, and the files the initial sync left out."""
-        # Skipped and unreadable files, each said once (not again by every sync that meets it).
+    def _say_warnings(self, result: SyncResult, *, initial: bool, changed: Iterable[str] = ()) -> None:
+        """The warnings of a sync that published, and the files the initial sync left out.
+        ``changed``: the files this sync was for."""
+        # Skipped and unreadable files, each said once (not again by every sync that meets it). An
+        # export is said only when read, written anew: each time (said once for two writes in a row).
+        again = {written_by_export_line(shown(rel)) for rel in changed}
         for line in result.warnings:
-            if line not in self.warned:
+            if line not in self.warned or line in again:
                 self.emit("warning", line, warning=line)
         said, self.warned = self.warned, set(result.warnings)
         if self._copies and (line := conflict_copies_line(self._copies)) in said:

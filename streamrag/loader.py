@@ -256,6 +256,12 @@ class WrittenByExport(EmptyInput):
     again = False
 
 
+def written_by_export_line(label: str) -> str:
+    """What is said of a file `streamrag export` wrote, read as a document (``label``: its path as
+    messages show it): said when it is read, not again while it stays as it was (``again``)."""
+    return f"{label}: written by `streamrag export`, the index's own output, not a document; nothing to index"
+
+
 # What a sync tool leaves beside a file edited in two places at once: the version that lost, as
 # a copy under another name. It keeps the include's suffix, so it was indexed as a document of its
 # own: its text, nearly the document's, doubled the document's entities, claims and citations, and
@@ -683,8 +689,7 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
             if _clearly_binary(_without_trailing_nuls(head)[0]):
                 _binary(label)
             if not start and exported_head(head) and is_export(f):   # (under a name index.include takes: x.txt)
-                raise WrittenByExport(f"{label}: written by `streamrag export`, the index's own output, not "
-                                      "a document; nothing to index")
+                raise WrittenByExport(written_by_export_line(label))
             f.seek(start)   # (the whole read at once: the head and the rest joined were a second copy)
             data = f.read()
     except OSError as e:
