@@ -44,6 +44,11 @@ CONTEXT_OVERFLOW = re.compile(r"context[ _]length|maximum context|context (?:siz
 # A prompt longer than a slot's context is a 400 ("request (N tokens) exceeds the available context
 # size (M tokens), try increasing it", exceed_context_size_error: CONTEXT_OVERFLOW).
 KV_CACHE_FULL = "Context size has been exceeded."
+# ... as its server worded it before, from 2024 into 2025 (examples/server/server.cpp, update_slots():
+# n_batch == 1 || ret < 0, sent to every slot, the same 500 of server_error, and the same error
+# object in a stream's ``error:`` event), and as ik_llama.cpp's still does. (Known so, a crowded
+# server of those builds was a server failing everything, "hard": HOPELESS_TRIES ended in GaveUp.)
+KV_CACHE_FULL_BEFORE = "Input prompt is too big compared to KV size. Please try increasing KV size."
 # llama.cpp's server when an input it cannot split across batches (an embedding's, a rerank's) is
 # longer than its physical batch, however large its context (server-context.cpp, a slot that cannot
 # split: "input (N tokens) is too large to process. increase the physical batch size (current batch
@@ -168,8 +173,9 @@ def _llama_server_error(status: int, error: object) -> str | None:
 
 def kv_cache_full(status: int, error: object) -> bool:
     """Whether an error is llama.cpp's KV cache filled by the requests in progress
-    (``KV_CACHE_FULL``), as its server sends it: a 500 and its error object, word for word."""
-    return _llama_server_error(status, error) == KV_CACHE_FULL
+    (``KV_CACHE_FULL``, ``KV_CACHE_FULL_BEFORE``), as its server sends it: a 500 and its error
+    object, word for word."""
+    return _llama_server_error(status, error) in (KV_CACHE_FULL, KV_CACHE_FULL_BEFORE)
 
 
 def batch_too_small(status: int, error: object) -> bool:

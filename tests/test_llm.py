@@ -2282,14 +2282,15 @@ async def test_a_server_error_after_a_cut_is_retried_with_the_larger_max(tmp_pat
     assert 0 <= waits[0][1] <= llm._retry_base_s   # (the first retry's: jittered up to the base)
 
 
-def kv_cache_full(style: str) -> httpx.Response:
+def kv_cache_full(style: str, words: str = KV_CACHE_FULL["error"]["message"]) -> httpx.Response:
     """llama.cpp's 500 when its KV cache fills as it decodes (server-context.cpp), as each request
     in progress gets it: an error status, or an ``error:`` event of a stream under way."""
+    error = {**KV_CACHE_FULL["error"], "message": words}
     if style == "stream-error-event":
         return httpx.Response(200, content=b'data: {"choices": [{"index": 0, "delta": {"content": "(Par"}}]}\n\n'
-                              b"error: " + json.dumps(KV_CACHE_FULL["error"]).encode() + b"\n\n",
+                              b"error: " + json.dumps(error).encode() + b"\n\n",
                               headers={"content-type": "text/event-stream"})
-    return httpx.Response(500, json=KV_CACHE_FULL)
+    return httpx.Response(500, json={"error": error})
 
 
 @pytest.mark.parametrize("style", ["status", "streamed-status", "stream-error-event"])
@@ -2310,12 +2311,18 @@ async def test_llama_cpps_kv_cache_full_is_retried(tmp_path, style):
     assert [r["error"] for r in rows] == [None]   # one call, answered
 
 
+@pytest.mark.parametrize("words", [
+    "Context size has been exceeded.",
+    # (llama.cpp's words from 2024 into 2025, and ik_llama.cpp's: a "hard" failure, so that these
+    # tries ended in the client's GaveUp, "check its logs")
+    "Input prompt is too big compared to KV size. Please try increasing KV size.",
+], ids=["now", "2024"])
 @pytest.mark.parametrize("stage, bound", [
     ("extract", "lower index.chunk_size"),
     ("answer", "lower query.local_max_tokens (a local or basic search's context) or query.answer_max_tokens"),
 ])
 async def test_a_kv_cache_full_to_every_try_names_the_slots_context_and_concurrency(tmp_path, monkeypatch, stage,
-                                                                                     bound):
+                                                                                     bound, words):
     # Every try so (a server whose slots' context is too small for what it is asked at once): the
     # call ends after llm.max_retries, saying what to change: the server's context per slot, the
     # requests at once, or the stage's requests. (Not "the server kept answering with errors: check
@@ -2324,7 +2331,7 @@ async def test_a_kv_cache_full_to_every_try_names_the_slots_context_and_concurre
     # crowded one, up and answering): each call ends with its own advice, not the client's GaveUp.
     monkeypatch.setattr(endpoint_health, "HOPELESS_S", 0.0)
     tries = endpoint_health.HOPELESS_TRIES + 1
-    endpoint = Endpoint(*[lambda _body: kv_cache_full("status")] * tries)
+    endpoint = Endpoint(*[lambda _body: kv_cache_full("status", words)] * tries)
     with anyio.fail_after(5):
         async with client(tmp_path, endpoint, concurrency=4, max_retries=tries - 1) as (llm, store):
             waits = waits_of(llm, endpoint)
@@ -2333,7 +2340,7 @@ async def test_a_kv_cache_full_to_every_try_names_the_slots_context_and_concurre
             hopeless = llm.hopeless
     said = str(e.value)
     assert len(endpoint.requests) == tries and [sent for sent, _ in waits] == list(range(1, tries))
-    assert f"failed {tries} times, last: HTTP 500: Context size has been exceeded.; " in said, said
+    assert f"failed {tries} times, last: HTTP 500: {words}; " in said, said
     assert said.endswith("(llama.cpp: -c is split among its -np slots, or shared by them all with --kv-unified): "
                          f"raise -c or lower -np, lower llm.concurrency (4) so fewer requests share it, or {bound}"), said
     assert "check its logs" not in said and "only waits longer" not in said

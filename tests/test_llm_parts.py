@@ -439,12 +439,18 @@ def test_an_error_status_is_retried_or_says_what_to_change():
         said.stream_error("boom", "m1", "extract")
 
 
+@pytest.mark.parametrize("words", [
+    "Context size has been exceeded.",
+    # (its words from 2024 into 2025, examples/server/server.cpp, and ik_llama.cpp's still: they
+    # were retried as any 500, "hard", not crowded, and ended "check its logs")
+    "Input prompt is too big compared to KV size. Please try increasing KV size.",
+], ids=["now", "2024"])
 @pytest.mark.parametrize("way", ["status", "stream", "stream-event-string"])
-def test_llama_cpps_kv_cache_full_is_retryable_and_says_what_to_change_should_it_last(way):
+def test_llama_cpps_kv_cache_full_is_retryable_and_says_what_to_change_should_it_last(way, words):
     # llama.cpp's 500 "Context size has been exceeded." (server-context.cpp: no room in the KV cache
     # its slots share, sent to every request in progress) was final, "lower index.chunk_size".
     said = replies()
-    error = {"code": 500, "message": "Context size has been exceeded.", "type": "server_error"}
+    error = {"code": 500, "message": words, "type": "server_error"}
     with pytest.raises(Retryable) as e:
         if way == "status":
             said.check_status(httpx.Response(500, json={"error": error}), "http://x/v1/chat/completions", "m1", "report")
