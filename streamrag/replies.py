@@ -38,6 +38,10 @@ from streamrag.proxies import Proxy, proxy_refused
 from streamrag.ratelimit import MAX_RETRY_AFTER_S, asked_wait
 
 RETRY_STATUS = frozenset({408, 409, 429})
+# A gateway's statuses (or an unavailable server's): the words their answer quotes, a context
+# overflow's too, are those of the server behind it, whose own status is not passed on (a proxy's
+# 502 relaying llama.cpp's 500 of a KV cache full, which a retry gets past): a server error, retried.
+GATEWAY_STATUS = frozenset({502, 503, 504})
 # Where servers stream a model's thinking apart from its answer: vLLM's reasoning parsers
 # (reasoning_content), Ollama and OpenRouter (reasoning), some proxies (thinking).
 THINKING_KEYS = ("reasoning_content", "reasoning", "thinking")
@@ -110,7 +114,7 @@ class Replies:
             # gets the same. (It was retried as a server error, then "check its logs".)
             raise LLMRequestError(f"{url}: HTTP {status}: the input is longer than the server takes in one "
                                   f"batch ({message}); {batch_advice(stage)}", status)
-        if status != 429 and CONTEXT_OVERFLOW.search(message):
+        if status != 429 and status not in GATEWAY_STATUS and CONTEXT_OVERFLOW.search(message):
             # A 400 (OpenAI, vLLM, llama.cpp) or a 500 some other server words so: asking again
             # gets the same.
             raise LLMRequestError(f"the request is longer than {model}'s context allows ({message}); "

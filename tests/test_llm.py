@@ -2311,6 +2311,18 @@ async def test_llama_cpps_kv_cache_full_is_retried(tmp_path, style):
     assert [r["error"] for r in rows] == [None]   # one call, answered
 
 
+async def test_llama_cpps_kv_cache_full_relayed_by_a_gateway_is_retried(tmp_path):
+    # A proxy in front of llama.cpp passing its 500 on as a 502, the error object as it was: the
+    # call ended at once, "the request is longer than m1's context allows", though a retry fits.
+    endpoint = Endpoint(httpx.Response(502, json=KV_CACHE_FULL), httpx.Response(200, json=chat_body("(Paris, France)")))
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, concurrency=4) as (llm, _):
+            waits = waits_of(llm, endpoint)
+            result = await llm.chat(ask(), model="m1", stage="extract")
+    assert result.text == "(Paris, France)" and len(endpoint.requests) == 2
+    assert [sent for sent, _ in waits] == [1]
+
+
 @pytest.mark.parametrize("words", [
     "Context size has been exceeded.",
     # (llama.cpp's words from 2024 into 2025, and ik_llama.cpp's: a "hard" failure, so that these

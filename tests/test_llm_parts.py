@@ -469,19 +469,18 @@ KV_WORDS = "Context size has been exceeded."
 
 
 @pytest.mark.parametrize("status, body, final", [
-    (502, {"error": {"code": 500, "message": KV_WORDS, "type": "server_error"}}, True),   # a proxy relaying it
-    (503, {"error": {"message": f"upstream said: {KV_WORDS}"}}, True),
     (500, {"error": {"message": KV_WORDS}}, True),                        # another server's shape
     (500, {"error": {"code": 500, "message": KV_WORDS, "type": "invalid_request_error"}}, True),
     (500, {"error": {"code": 500, "message": f"{KV_WORDS} (8192 tokens)", "type": "server_error"}}, True),
     (500, f"Internal error: {KV_WORDS}", True),                            # no JSON at all
     (502, f"<html><head><title>502 Bad Gateway</title></head><body>{KV_WORDS}</body></html>", False),
-], ids=["502-relayed", "503-quoting", "500-no-type", "500-other-type", "500-other-words", "500-text", "502-html"])
+], ids=["500-no-type", "500-other-type", "500-other-words", "500-text", "502-html"])
 def test_only_llama_cpps_own_kv_cache_full_is_said_crowded(status, body, final):
     # The KV pattern matched anywhere in any 5xx: a proxy's 502 quoting it, another server's 500
     # wording an overflow so, got llm.max_retries backoffs and llama.cpp's -c / -np advice. Now only
     # llama.cpp's 500 with its error object word for word; the others are what their words are: a
     # context overflow (final, as any other wording of one), or a proxy's page, a server error retried.
+    # (A gateway's 502, 503 or 504 quoting it: retried, not crowded, below.)
     resp = httpx.Response(status, json=body) if isinstance(body, dict) else httpx.Response(status, text=body)
     with pytest.raises(LLMRequestError if final else Retryable) as e:
         replies().check_status(resp, "http://x/v1/chat/completions", "m1", "report")
@@ -493,6 +492,28 @@ def test_only_llama_cpps_own_kv_cache_full_is_said_crowded(status, body, final):
     for error in ({"message": KV_WORDS}, {"message": KV_WORDS, "code": 500, "type": "api_error"}):
         with pytest.raises(LLMRequestError, match="longer than m1's context allows"):
             replies().stream_error(error, "m1", "report")
+
+
+@pytest.mark.parametrize("status, body", [
+    (502, {"error": {"code": 500, "message": KV_WORDS, "type": "server_error"}}),   # llama.cpp's, relayed
+    (503, {"error": {"message": f"upstream said: {KV_WORDS}"}}),
+    (504, {"error": {"message": "upstream: This model's maximum context length is 8192 tokens. However, you "
+                                "requested 9118 tokens"}}),
+], ids=["502-relayed", "503-quoting", "504-quoting"])
+def test_a_gateways_status_quoting_an_overflow_is_retried(status, body):
+    # A 502, 503 or 504 is a gateway's (or an unavailable server's): the words it quotes are those of
+    # the server behind it, whose own status it does not pass on (a proxy relaying llama.cpp's 500 of
+    # a KV cache full as a 502). They ended the call at once: "the request is longer than m1's context
+    # allows; lower ..., or give the model a longer context". Now retried as the server error it is
+    # (not crowded: llama.cpp's own 500 alone is), its words said should every try fail so.
+    with pytest.raises(Retryable) as e:
+        replies().check_status(httpx.Response(status, json=body), "http://x/v1/chat/completions", "m1", "report")
+    assert e.value.status == status and not e.value.busy and not e.value.fix, (e.value.detail, e.value.fix)
+    assert body["error"]["message"] in e.value.detail
+    # ... and an error event of a stream with such a code.
+    with pytest.raises(Retryable) as e:
+        replies().stream_error({"code": status, "message": body["error"]["message"]}, "m1", "report")
+    assert e.value.status == status and not e.value.busy and not e.value.fix
 
 
 @pytest.mark.parametrize("message", [
