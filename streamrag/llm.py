@@ -164,7 +164,8 @@ def refused_room(e: LLMRequestError) -> str:
     ended with "the request is longer than the model's context allows", the prompt's fault).
     llama.cpp's own 500 "Context size has been exceeded." is no refusal of the room, and no
     error here: its KV cache, shared by its slots, filled by the requests in progress, is retried
-    (``provider_errors.kv_cache_full``), as any other 500 is."""
+    (``provider_errors.kv_cache_full``), as a 500 saying no overflow is, and a gateway's 502, 503
+    or 504 whatever it says (``replies.GATEWAY_STATUS``)."""
     if max_too_large(e):
         return "more than it writes"
     if e.status in (400, 422, 500) and CONTEXT_OVERFLOW.search(str(e)):
