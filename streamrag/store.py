@@ -1030,16 +1030,26 @@ class Store:
     def try_begin(self) -> bool:
         """``BEGIN IMMEDIATE`` without waiting: False while another connection holds the write
         lock. The caller then waits as it likes (``writer.Writer`` sleeps on the event loop)."""
+        with self._not_waiting():
+            try:
+                self.conn.execute("BEGIN IMMEDIATE")
+                return True
+            except sqlite3.OperationalError as e:
+                if not _is_busy(e):
+                    raise
+                return False
+
+    @contextlib.contextmanager
+    def _not_waiting(self) -> Iterator[None]:
+        """The block's statements not waiting for another connection's lock; then the wait as it
+        was, not ``_BUSY_S``'s: a caller's own (a test's, or one set after ``_BUSY_S`` changed)
+        was lost to the module's each time a write was begun or refused."""
+        was = self.conn.execute("PRAGMA busy_timeout").fetchone()[0]
         self.conn.execute("PRAGMA busy_timeout = 0")
         try:
-            self.conn.execute("BEGIN IMMEDIATE")
-            return True
-        except sqlite3.OperationalError as e:
-            if not _is_busy(e):
-                raise
-            return False
+            yield
         finally:
-            self.conn.execute(f"PRAGMA busy_timeout = {_BUSY_S * 1000}")
+            self.conn.execute(f"PRAGMA busy_timeout = {int(was)}")
 
     @staticmethod
     def busy_wait_s() -> float:
@@ -1065,11 +1075,8 @@ class Store:
         being made), read without waiting for a lock (a WAL index's read takes none; a file
         another program keeps in rollback mode may be locked to readers too: not known then)."""
         try:
-            self.conn.execute("PRAGMA busy_timeout = 0")
-            try:
+            with self._not_waiting():
                 row = self.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            finally:
-                self.conn.execute(f"PRAGMA busy_timeout = {_BUSY_S * 1000}")
             return row is not None and 0 < int(row[0]) < SCHEMA_VERSION
         except (sqlite3.Error, ValueError):
             return False

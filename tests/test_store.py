@@ -890,6 +890,30 @@ def test_a_write_lock_held_through_an_index_upgrade_says_an_upgrade_may_be_under
     store.close()
 
 
+def test_a_write_begun_or_refused_keeps_the_wait_its_connection_had(tmp_path, monkeypatch):
+    # try_begin and busy_error (asking whether an upgrade is due) waited for no lock for a moment,
+    # then set the wait to _BUSY_S's: a connection's own wait (here _BUSY_S changed after it was
+    # opened, as a test or an embedding program does) was lost after the first write.
+    import streamrag.store as store_module
+
+    db = tmp_path / "index.db"
+    store = Store(db)
+    monkeypatch.setattr(store_module, "_BUSY_S", 3600)
+    store.conn.execute("PRAGMA busy_timeout = 1234")
+    holder = _hold_write_lock(db)
+    try:
+        assert store.try_begin() is False
+        assert store.conn.execute("PRAGMA busy_timeout").fetchone() == (1234,)
+        assert "let it finish" in str(store.busy_error())
+        assert store.conn.execute("PRAGMA busy_timeout").fetchone() == (1234,)
+    finally:
+        holder.close()
+    assert store.try_begin() is True
+    store.conn.execute("ROLLBACK")
+    assert store.conn.execute("PRAGMA busy_timeout").fetchone() == (1234,)
+    store.close()
+
+
 def test_a_begin_that_fails_otherwise_than_busy_fails_its_callers_and_the_writer_goes_on(tmp_path, monkeypatch):
     import sqlite3
 
