@@ -949,8 +949,13 @@ class Store:
             # Written by an older streamrag: bring the schema forward (a short write), then read;
             # not under a writer at work (an older `watch` left running across an upgrade failed
             # every sync after a new `status` upgraded its index).
-            holder = writer_at_work(self.path)
-            if holder is not None:
+            held = _held_lines(self.path)
+            if held is not None:
+                holder = _holder_of(held)
+                if (to := _upgrading_to(held)) is not None:
+                    raise WriterBusyError(_being_upgraded(self.path, holder, to))
+                # (a writer of this version upgrades the index before it writes, saying so in the
+                # lock: ``migrate``; one that does not say so is older, or has just started)
                 raise WriterBusyError(
                     f"{self.path} is being written by another streamrag ({holder}), and this one would "
                     "have to upgrade it first: if that one is an older version (a `watch` left running "
@@ -978,6 +983,20 @@ class Store:
         if applied == 0 and (foreign := self._foreign_tables_error()) is not None:
             # (another program's database: some 60 tables were written in among its own)
             raise foreign
+        # A writer lock this process holds says "upgrading" meanwhile (``upgrading_note``), for a
+        # reader that meets it to say so, not "if that one is an older version, stop it".
+        lock = _writer_locks.get(lock_path(self.path)) if 0 < applied < SCHEMA_VERSION and not self._memory else None
+        noted = lock.noted if lock is not None else None
+        if lock is not None:
+            lock.note(upgrading_note(SCHEMA_VERSION))
+        try:
+            self._apply_steps(applied, said)
+        finally:
+            if lock is not None:
+                lock.note(noted)
+
+    def _apply_steps(self, applied: int, said: bool) -> None:
+        """The steps after ``applied``, each in a transaction of its own with its version."""
         for number, (_name, sql) in enumerate(MIGRATIONS[applied:], start=applied + 1):
             with self.transaction():
                 if self._applied() >= number:   # another process upgraded it while this one waited
@@ -1065,6 +1084,11 @@ class Store:
         held = f"{self.path} stayed locked by another process for {_BUSY_S if waited is None else waited:g} s"
         why = f" ({e})" if e is not None else ""
         if self._upgrade_due():
+            lines = _held_lines(self.path)
+            if lines is not None and _upgrading_to(lines) is not None:   # (said in the writer lock)
+                return StoreBusyError(f"{held}{why}; another streamrag ({_holder_of(lines)}) is upgrading it "
+                                      "(an upgrade of a large index takes a while): run the command again once "
+                                      "it is done")
             return StoreBusyError(f"{held}{why}; another streamrag may be upgrading it (an upgrade of a large "
                                   "index takes a while): run the command again once it is done")
         return StoreBusyError(f"{held}{why}; if another streamrag is writing it, let it finish, else stop the "
@@ -1938,8 +1962,11 @@ class WriterLock:
                     time.sleep(wait)
         except OSError:
             holder = _holder(f)
+            f.seek(0)
+            upgrading = _upgrading_to((f.read(4096).split("\n", 1) + [""])[:2]) is not None
             f.close()
-            raise WriterBusyError(f"{shown(self.db_path)} is being written by another streamrag ({holder}); "
+            doing = ", which is upgrading it (an upgrade of a large index takes a while)" if upgrading else ""
+            raise WriterBusyError(f"{shown(self.db_path)} is being written by another streamrag ({holder}){doing}; "
                                   f"{_busy_advice(self.what, holder)}") from None
         try:
             f.truncate(0)
@@ -1955,6 +1982,7 @@ class WriterLock:
                                 if disk_full(e) else "check the disk holding the index")) from None
         self.release()
         self.file = f
+        _writer_locks[self.path] = self
 
     def _holder_line(self) -> str:
         """The lock file's first line, naming its holder (a second writer says it in one line)."""
@@ -1997,10 +2025,17 @@ class WriterLock:
         self.take()
 
     def release(self) -> None:
+        if _writer_locks.get(self.path) is self:
+            del _writer_locks[self.path]
         if self.file is not None:
             self.file.truncate(0)
             self.file.close()   # closing the file lets the lock go
             self.file = None
+
+
+# The writer locks this process holds, by lock file (``lock_path``): an upgrade by a ``Store`` of
+# the index says so in its lock (``Store.migrate``).
+_writer_locks: dict[Path, WriterLock] = {}
 
 
 def _busy_advice(what: str, holder: str) -> str:
@@ -2025,7 +2060,7 @@ def writer_at_work(db_path: Path | str) -> str | None:
     file, but no lock: a live pid alone named it still the writer when another process was given
     its pid."""
     lines = _held_lines(db_path)
-    return None if lines is None else " ".join(lines[0].split()) or "another process"
+    return None if lines is None else _holder_of(lines)
 
 
 def updating_note(since: float, files: int) -> str:
@@ -2043,6 +2078,37 @@ def update_under_way(db_path: Path | str) -> dict | None:
     if not found:
         return None
     return {"since": float(found[1]), "files": int(found[2]), **(writer_said(lines[0]) or {})}
+
+
+def upgrading_note(schema: int) -> str:
+    """The writer's note (``WriterLock.note``) while it upgrades the index to ``schema``."""
+    return f"upgrading to schema {schema}"
+
+
+def _upgrading_to(lines: list[str]) -> int | None:
+    """The schema the writer whose lock file says ``lines`` (``_held_lines``) is upgrading the
+    index to (``upgrading_note``), or ``None`` when it says no upgrade."""
+    found = re.fullmatch(r"upgrading to schema (\d+)", lines[1].strip())
+    return int(found[1]) if found else None
+
+
+def _holder_of(lines: list[str]) -> str:
+    """The holder's line of ``_held_lines`` as said in a message (``writer_at_work``)."""
+    return " ".join(lines[0].split()) or "another process"
+
+
+def _being_upgraded(path: Path, holder: str, to: int) -> str:
+    """The refusal of a reader of the index at ``path`` (an older schema) while ``holder``, its
+    writer, upgrades it to schema ``to``."""
+    if to == SCHEMA_VERSION:
+        return (f"{path} is being upgraded for this streamrag by another ({holder}; once, and an upgrade of "
+                "a large index takes a while); run this again once it is done")
+    if to > SCHEMA_VERSION:
+        return (f"{path} is being upgraded by a newer streamrag ({holder}: to schema {to}, this one reads "
+                f"{SCHEMA_VERSION}), which this one cannot read once it is done; upgrade streamrag")
+    return (f"{path} is being upgraded by an older streamrag ({holder}: to schema {to}, this one reads "
+            f"{SCHEMA_VERSION}), and this one would have to upgrade it further while that one writes it: "
+            "stop that one and start it again with this version; then run this again")
 
 
 def _held_lines(db_path: Path | str) -> list[str] | None:

@@ -173,6 +173,89 @@ def test_a_reader_does_not_upgrade_an_index_an_older_writer_holds(tmp_path):
     s.close()
 
 
+def _one_step_back(db) -> None:
+    """The current index at ``db`` said to be of the schema before the last step, which may be
+    applied again (``store._chunks_counted``: it counts the chunks it finds uncounted)."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION - 1),))
+
+
+def test_a_writer_upgrading_the_index_says_so_to_readers_and_writers_that_meet_it(tmp_path, monkeypatch):
+    # An `index` (or `watch`) that holds the writer lock while it upgrades the index: a reader
+    # was told "if that one is an older version (a `watch` left running across an upgrade),
+    # stop it and start it again", and one that met its write lock "another streamrag may be
+    # upgrading it". The lock file says "upgrading" meanwhile, and each says what is under way.
+    import streamrag
+    import streamrag.store as store_module
+    from streamrag.errors import StoreBusyError, WriterBusyError
+    from streamrag.store import lock_path, one_writer
+
+    db = tmp_path / "index.db"
+    Store(db).close()
+    _one_step_back(db)
+    started, go = tmp_path / "started", tmp_path / "go"
+    script = ("import sys, time, streamrag\n"
+              "from pathlib import Path\n"
+              "from streamrag import store\n"
+              "print(streamrag.__file__, flush=True)\n"
+              "db, started, go = map(Path, sys.argv[1:])\n"
+              "name, real = store.MIGRATIONS[-1]\n"
+              "def step(conn):\n"
+              "    started.touch()\n"
+              "    while not go.exists():\n"
+              "        time.sleep(0.02)\n"
+              "    real(conn)\n"
+              "store.MIGRATIONS[-1] = (name, step)\n"
+              "with store.one_writer(db, 'streamrag index notes'):\n"
+              "    store.Store(db).close()\n")
+    child = subprocess.Popen([sys.executable, "-c", script, str(db), str(started), str(go)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        while not started.exists() and child.poll() is None:
+            time.sleep(0.02)
+        assert started.exists(), child.communicate()
+        holder = f"pid {child.pid}: streamrag index notes"
+        assert lock_path(db).read_text() == f"{holder}\nupgrading to schema {SCHEMA_VERSION}\n"
+        with pytest.raises(WriterBusyError) as refused:
+            Store(db, readonly=True)
+        assert str(refused.value) == (f"{db} is being upgraded for this streamrag by another ({holder}; once, and "
+                                      "an upgrade of a large index takes a while); run this again once it is done")
+        monkeypatch.setattr(store_module, "_BUSY_S", 0)
+        with pytest.raises(StoreBusyError, match=re.escape(f"; another streamrag ({holder}) is upgrading it (an "
+                                                           "upgrade of a large index takes a while): run the "
+                                                           "command again once it is done") + "$"):
+            Store(db)   # (one that may write meets its write lock)
+        with pytest.raises(WriterBusyError, match=re.escape(f"({holder}), which is upgrading it (an upgrade of "
+                                                            "a large index takes a while); stop that one first")):
+            with one_writer(db, "streamrag index notes"):
+                pass
+    finally:
+        go.touch()
+        out, err = child.communicate(timeout=60)
+    assert child.returncode == 0, err
+    assert out.strip() == streamrag.__file__   # (this checkout's streamrag)
+    reader = Store(db, readonly=True)   # (done: read)
+    assert reader.get_meta("schema_version") == str(SCHEMA_VERSION)
+    reader.close()
+
+
+def test_an_upgrade_under_the_writer_lock_leaves_its_note_as_it_was(tmp_path):
+    # The lock's note (a watch's "updating since ...", read by `ask`) is its own again after.
+    from streamrag.store import lock_path, one_writer
+
+    db = tmp_path / "index.db"
+    Store(db).close()
+    _one_step_back(db)
+    with one_writer(db, "streamrag watch notes") as lock:
+        lock.note("updating since 1.000: 2 files")
+        Store(db).close()
+        assert lock_path(db).read_text().splitlines()[1:] == ["updating since 1.000: 2 files"]
+        Store(db).close()   # (nothing to upgrade: nothing noted)
+        assert lock.noted == "updating since 1.000: 2 files"
+
+
 # -- one file: the WAL is folded into index.db when the last connection closes ----------------
 def _side_files(db) -> list[str]:
     return sorted(p.name for p in db.parent.iterdir() if p.name.startswith(db.name + "-"))
