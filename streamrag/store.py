@@ -199,6 +199,10 @@ def _chunks_encoding(conn: sqlite3.Connection) -> None:
     _add_column(conn, "chunks", "encoding", "TEXT")
 
 
+# The chunks ``_chunks_counted`` counts: of no recorded encoding, and used by a document.
+_UNCOUNTED = "FROM chunks WHERE encoding IS NULL AND id IN (SELECT chunk_id FROM document_chunks)"
+
+
 def _chunks_counted(conn: sqlite3.Connection) -> None:
     """The chunks of no recorded encoding that a document uses counted again, in the encoding
     the index records (``chunker_settings``' index.encoding; the default o200k_base if none),
@@ -214,9 +218,8 @@ def _chunks_counted(conn: sqlite3.Connection) -> None:
     (``index_rows.backlog``, ``chunks_of``) or takes only counts marked its encoding's
     (``chunk_tokens``: a basic ask, of published chunks), and a run that cuts that text again
     stores its count (``save_chunks`` replaces a NULL one)."""
-    missing = [i for (i,) in conn.execute("SELECT id FROM chunks WHERE encoding IS NULL "
-                                          "AND id IN (SELECT chunk_id FROM document_chunks)")]
-    if not missing:
+    missing = [i for (i,) in conn.execute(f"SELECT id {_UNCOUNTED}")]
+    if not missing:   # (``_NO_OP_WHEN`` proves a reader may read on by this return)
         return
     from streamrag.tokens import SHIPPED, count_uncached   # (its tokenizer built only here)
 
@@ -768,6 +771,18 @@ CREATE INDEX IF NOT EXISTS llm_calls_failed ON llm_calls(cached, cancelled, erro
 
 SCHEMA_VERSION = len(MIGRATIONS)
 
+# The steps a reader that cannot write the index (read-only media, another user's folder) may
+# leave unapplied, by name, each with its proof, on the index as it lies, that it would change no
+# row there: the step's own test before it writes anything (``_chunks_counted`` returns when
+# ``_UNCOUNTED`` finds no chunk). An index that lacks any other step is read only once upgraded
+# (a step that adds a table, an index or a column, or writes rows, changes what a read finds).
+# The proof holds after the reader looked: a writer of the schema before (its ``save_chunks``
+# records the run's encoding, and replaces a NULL one) or of this one (which upgrades first)
+# gives a document only chunks it counted, or a document's chunks already.
+_NO_OP_WHEN: dict[str, Callable[[sqlite3.Connection], bool]] = {
+    "chunks_encoding_counted": lambda conn: conn.execute(f"SELECT 1 {_UNCOUNTED} LIMIT 1").fetchone() is None,
+}
+
 
 # The files SQLite and the writer's lock (``lock_path``) keep beside an index's database.
 _SIDE_FILES = (".lock", "-wal", "-shm", "-journal")
@@ -946,6 +961,10 @@ class Store:
             raise self._foreign_tables_error() or IndexMissingError(
                 f"{self.path} holds no index yet; run `streamrag index DIR`")
         if applied < SCHEMA_VERSION:
+            if _read_only_here(self.path) is not None and self._upgrade_changes_nothing():
+                # (it was refused until copied, where the copy's upgrade changed no row of it)
+                log.debug("%s: read at schema %s, as the steps after would leave it", self.path, applied)
+                return
             # Written by an older streamrag: bring the schema forward (a short write), then read;
             # not under a writer at work (an older `watch` left running across an upgrade failed
             # every sync after a new `status` upgraded its index).
@@ -967,6 +986,20 @@ class Store:
             except (StoreError, sqlite3.Error) as e:  # a write refused mid-migration: sqlite3's
                 # (each step is one transaction: a refused one leaves the file as it was)
                 raise _not_upgraded(self.path, applied, e) from None
+
+    def _upgrade_changes_nothing(self) -> bool:
+        """Whether the upgrade of this index (an older schema's) would change none of its rows,
+        so that it reads as the upgraded index would: each step it lacks proves it of this index
+        (``_NO_OP_WHEN``), and its failure keys are not marked stale (made again as the last step
+        ends: ``migrate``). Asked in one read transaction, the version read again in it."""
+        with self.snapshot():
+            applied = self._applied()
+            pending = [name for name, _sql in MIGRATIONS[applied:]]
+            if applied > SCHEMA_VERSION or any(name not in _NO_OP_WHEN for name in pending):
+                return False
+            if pending and self.get_meta("failure_keys_stale"):
+                return False
+            return all(_NO_OP_WHEN[name](self.conn) for name in pending)
 
     def _foreign_tables_error(self) -> StoreError | None:
         """The refusal of a database with no schema version that holds tables: another

@@ -1412,17 +1412,22 @@ def _index_file_alone(tmp_path, indexed, keep=()):
     return folder.parent, folder, db
 
 
-def _made_older(db: Path) -> int:
+def _made_older(db: Path, *, uncounted: bool = True) -> int:
     """The index at ``db`` said to be of the schema before its last step (its ``schema_version``
-    one back: all a reader goes by); returns that schema. The upgrade then applies the last step
-    again, to an index that has it: this holds only while the last step may be applied again
-    (it makes its tables, indexes and columns only if not there, its triggers and counts again;
-    ``store._add_column``), as every step so far may."""
-    from streamrag.store import SCHEMA_VERSION
+    one back); returns that schema. The upgrade then applies the last step again, to an index
+    that has it: this holds only while the last step may be applied again (it makes its tables,
+    indexes and columns only if not there, its triggers and counts again; ``store._add_column``),
+    as every step so far may. ``uncounted``: a chunk of a document left with no recorded
+    encoding, as stored before ``chunks.encoding``, for that step to count (without it, the step
+    would change no row: ``store._NO_OP_WHEN``)."""
+    from streamrag.store import MIGRATIONS, SCHEMA_VERSION
 
+    assert MIGRATIONS[-1][0] == "chunks_encoding_counted"   # (what ``uncounted`` gives it to do)
     conn = sqlite3.connect(db)
     with conn:
         conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION - 1),))
+        if uncounted:
+            conn.execute("UPDATE chunks SET encoding = NULL WHERE id = (SELECT min(chunk_id) FROM document_chunks)")
     conn.close()
     return SCHEMA_VERSION - 1
 
@@ -1477,6 +1482,52 @@ def test_an_older_index_on_read_only_media_is_refused_with_the_copy_to_make(tmp_
     conn = sqlite3.connect(copy)
     assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
     conn.close()
+
+
+@pytest.mark.parametrize("file_mode, folder_mode", [(0o444, 0o555), (0o666, 0o555)],
+                         ids=["file and folder read-only", "folder read-only"])
+def test_an_older_index_on_read_only_media_is_read_where_its_upgrade_would_change_nothing(tmp_path, indexed,
+                                                                                         file_mode, folder_mode):
+    # An index one step short whose step has nothing to change there (every chunk a document
+    # uses has its encoding recorded) was refused until copied, as one whose step counts chunks.
+    # It is read as it lies, and reads as its upgraded copy does; the file is left as it was.
+    import hashlib
+
+    from streamrag.store import SCHEMA_VERSION
+
+    notes = tmp_path / "notes"
+    shutil.copytree(indexed, notes)
+    folder = notes / ".streamrag"
+    db = folder / "index.db"
+    old = _made_older(db, uncounted=False)
+    for f in folder.iterdir():
+        if f != db:
+            f.unlink()
+    copy = tmp_path / "copy.db"
+    shutil.copy(db, copy)
+    digest = hashlib.sha256(db.read_bytes()).hexdigest()
+    commands = [["status", "--json"], ["ask", "Who chaired the council?", "--mode", "local", "--json"],
+                ["ask", "railway", "--mode", "basic", "--json"]]
+    db.chmod(file_mode)
+    folder.chmod(folder_mode)
+    try:
+        read = [_as_a_user([*command, "--db", str(db)], tmp_path) for command in commands]
+    finally:
+        folder.chmod(0o755)
+        db.chmod(0o644)
+    assert [r.returncode for r in read] == [0] * len(commands), [r.stderr for r in read]
+    assert sorted(f.name for f in folder.iterdir()) == ["index.db"]
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == digest
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(old),)
+    upgraded = [_as_a_user([*command, "--db", str(copy)], tmp_path) for command in commands]
+    with contextlib.closing(sqlite3.connect(copy)) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
+    for mine, theirs in zip(read, upgraded):
+        mine, theirs = (json.loads(r.stdout.replace(str(path), "DB")) for r, path in ((mine, db), (theirs, copy)))
+        for said in (mine, theirs):
+            said.pop("size", None)   # (of the files: the copy's upgrade wrote its log)
+        assert mine == theirs
 
 
 @pytest.mark.parametrize("lock", [False, True], ids=["no lock file", "its lock file copied with it"])

@@ -256,6 +256,47 @@ def test_an_upgrade_under_the_writer_lock_leaves_its_note_as_it_was(tmp_path):
         assert lock.noted == "updating since 1.000: 2 files"
 
 
+@pytest.mark.parametrize("case, reads", [
+    ("every used chunk counted", True),
+    ("an unused chunk uncounted", True),   # (the step leaves it: the run that cuts it again counts it)
+    ("a used chunk uncounted", False),
+    ("failure keys stale", False),         # (made again as the upgrade ends)
+    ("two steps short", False),            # (chunks_encoding adds a column: no proof of nothing)
+])
+def test_a_reader_that_cannot_upgrade_reads_on_only_where_the_upgrade_changes_nothing(tmp_path, monkeypatch,
+                                                                                        case, reads):
+    import hashlib
+    import sqlite3
+
+    import streamrag.store as store_module
+
+    db = tmp_path / "index.db"
+    Store(db).close()
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute("INSERT INTO chunks(id, text, tokens, encoding) VALUES ('chk-a', 'a', 1, 'o200k_base'), "
+                     "('chk-b', 'b', 1, ?)", (None if case == "an unused chunk uncounted" else "o200k_base",))
+        conn.execute("INSERT INTO document_chunks(doc_id, idx, chunk_id) VALUES ('doc-1', 0, 'chk-a')")
+        if case == "a used chunk uncounted":
+            conn.execute("UPDATE chunks SET encoding = NULL WHERE id = 'chk-a'")
+        if case == "failure keys stale":
+            conn.execute("INSERT INTO meta(key, value) VALUES ('failure_keys_stale', '1')")
+        back = 2 if case == "two steps short" else 1
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION - back),))
+    digest = hashlib.sha256(db.read_bytes()).hexdigest()
+    _write_protected(monkeypatch)
+    monkeypatch.setattr(store_module, "_read_only_here", lambda path: "the file is read-only to you")
+    if reads:
+        store = Store(db, readonly=True)
+        assert store.query("SELECT id, tokens FROM chunks ORDER BY id") == [{"id": "chk-a", "tokens": 1},
+                                                                           {"id": "chk-b", "tokens": 1}]
+        store.close()
+    else:
+        with pytest.raises(StoreError, match=f"made by an older streamrag \\(schema {SCHEMA_VERSION - back}, "
+                                             r".*must be upgraded once, which cannot be done where it lies"):
+            Store(db, readonly=True)
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == digest
+
+
 # -- one file: the WAL is folded into index.db when the last connection closes ----------------
 def _side_files(db) -> list[str]:
     return sorted(p.name for p in db.parent.iterdir() if p.name.startswith(db.name + "-"))
