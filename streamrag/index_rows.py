@@ -185,7 +185,7 @@ def chunks_of(store: Store, doc_id: str, head: int, tail: int, of: str, moved: i
     rows = store.conn.execute(
         "SELECT dc.idx, dc.chunk_id, c.tokens, c.encoding FROM document_chunks dc JOIN chunks c ON c.id = dc.chunk_id "
         "WHERE dc.doc_id = ? AND (dc.idx < ? OR dc.idx >= ?) ORDER BY dc.idx", (doc_id, head, tail)).fetchall()
-    other = [chunk_id for _i, chunk_id, _n, stored in rows if stored is not None and stored != encoding]
+    other = [chunk_id for _i, chunk_id, _n, stored in rows if stored != encoding]
     counted = _in_encoding(dict(chunk_texts(store, other)) if other else {}, encoding)
     return [Chunk(id=chunk_id, doc_id=of, idx=idx if idx < head else idx + moved, text="",
                   tokens=counted.get(chunk_id, tokens)) for idx, chunk_id, tokens, _e in rows]
@@ -194,9 +194,10 @@ def chunks_of(store: Store, doc_id: str, head: int, tail: int, of: str, moved: i
 def _in_encoding(texts: dict[str, str], encoding: str) -> dict[str, int]:
     """The tokens of chunks (id -> text) whose stored count is another encoding's: a run of
     another index.encoding that published nothing (interrupted, or failed) stored them so, and
-    the index, back at its encoding, does not cut them again. (A count of no recorded encoding
-    is taken as it is: an index's from before ``chunks.encoding`` are counted by its upgrade,
-    ``store._chunks_counted``, so none a document uses is left.)"""
+    the index, back at its encoding, does not cut them again. (None a document uses is of no
+    recorded encoding: those from before ``chunks.encoding`` are counted by the upgrade,
+    ``store._chunks_counted``, and every chunk a publish gives a document since is one its run
+    stored with its encoding, ``save_chunks``, or a document's already.)"""
     if not texts:
         return {}
     from streamrag.tokens import count_tokens   # (not built to read counts that are this encoding's)
@@ -246,7 +247,7 @@ def backlog(store: Store, doc_ids: list[str], key: str, encoding: str) -> list[C
                 f"AND NOT EXISTS (SELECT 1 FROM extractions e WHERE e.chunk_id = c.id AND e.extractor = ?) "
                 f"ORDER BY dc.doc_id, dc.idx", (*part, key)):
             out.append(Chunk(id=r["id"], doc_id=r["doc_id"], idx=r["idx"], text=r["text"], tokens=r["tokens"]))
-            if r["encoding"] is not None and r["encoding"] != encoding:
+            if r["encoding"] != encoding:
                 other[r["id"]] = r["text"]
     counted = _in_encoding(other, encoding)
     return [msgspec.structs.replace(c, tokens=counted[c.id]) if c.id in counted else c for c in out]

@@ -2064,6 +2064,7 @@ async def test_an_index_from_before_chunks_encoding_has_its_chunks_counted_in_it
     from conftest import make_settings
     from streamrag import index_rows
     from streamrag.pipeline import sync
+    import streamrag.store as store_module
     from streamrag.store import MIGRATIONS
     from streamrag.tokens import count_tokens
 
@@ -2099,6 +2100,7 @@ async def test_an_index_from_before_chunks_encoding_has_its_chunks_counted_in_it
     store = Store(db, readonly=True)   # (`ask`, `status`: brought forward, then read)
     try:
         assert store.get_meta("schema_version") == str(SCHEMA_VERSION)
+        assert store.scalar(f"SELECT count(*) {store_module._UNCOUNTED}") == 0
         assert index_rows.chunk_tokens(store, list(texts), encoding) == counted
         assert {e for (e,) in store.conn.execute("SELECT encoding FROM chunks WHERE id != ?", (orphan,))} == {encoding}
         assert store.conn.execute("SELECT tokens, encoding FROM chunks WHERE id = ?", (orphan,)).fetchall() == [
@@ -2111,5 +2113,12 @@ async def test_an_index_from_before_chunks_encoding_has_its_chunks_counted_in_it
     try:
         assert store.scalar("SELECT count(*) FROM document_chunks WHERE chunk_id = ?", (orphan,)) == 1
         assert index_rows.chunk_tokens(store, [orphan], encoding) == {orphan: count_tokens(orphan_text, encoding)}
+        # What index_rows.backlog and chunks_of count on (they take no NULL encoding for one of
+        # theirs): every chunk a document uses has its encoding recorded, the orphan's too.
+        assert store.scalar(f"SELECT count(*) {store_module._UNCOUNTED}") == 0
+        docs = [d for (d,) in store.conn.execute("SELECT id FROM documents")]
+        assert {c.id: c.tokens for c in index_rows.backlog(store, docs, "another-extractor", encoding)} == {
+            i: count_tokens(t, encoding) for i, t in store.conn.execute(
+                "SELECT id, text FROM chunks WHERE id IN (SELECT chunk_id FROM document_chunks)")}
     finally:
         store.close()
