@@ -297,6 +297,132 @@ def test_a_reader_that_cannot_upgrade_reads_on_only_where_the_upgrade_changes_no
     assert hashlib.sha256(db.read_bytes()).hexdigest() == digest
 
 
+def _schema_one_index_with_rows(db) -> None:
+    """An index of schema 1 (``_old_index``) holding a row or two of what the steps after change:
+    a file, a document and its chunk (counted by the last step), runs with failures of each kind
+    a step infers, calls, a cached answer."""
+    import sqlite3
+
+    _old_index(db)
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute("INSERT INTO files(path, doc_id, size, mtime) VALUES ('a.txt', 'doc-1', 40, 1.5)")
+        conn.execute("INSERT INTO documents(id, title, path, tokens, chars) VALUES ('doc-1', 'a', 'a.txt', 9, 40)")
+        conn.execute("INSERT INTO chunks(id, text, tokens) VALUES ('chk-1', 'Mira Osk chaired the harbor council.', 3)")
+        conn.execute("INSERT INTO document_chunks(doc_id, idx, chunk_id) VALUES ('doc-1', 0, 'chk-1')")
+        conn.execute("INSERT INTO live_chunks(chunk_id, extractor) VALUES ('chk-1', 'nlp-1')")
+        conn.execute("INSERT INTO chunks_fts(id, text) VALUES ('chk-1', 'Mira Osk chaired the harbor council.')")
+        conn.execute("INSERT INTO runs(id, command, started_at, finished_at, status, stats) VALUES "
+                     "('r1', 'index', 1, 2, 'failed', '{\"not_indexed\": 1}'), ('r2', 'index', 3, 4, 'ok', NULL)")
+        conn.executemany("INSERT INTO failures(run_id, stage, item, message, created_at) VALUES (?,?,?,?,?)", [
+            ("r1", "load", "b.bin", "b.bin: binary file, not indexed", 1),
+            ("r1", "extract", "chk-1", "the model failed", 1),
+            ("r2", "load", "c.txt", "c.txt: cannot read (Permission denied)", 3),
+            ("r2", "report", "C1", "no answer", 3)])
+        conn.execute("INSERT INTO llm_calls(run_id, stage, model, prompt, prompt_version, cache_key, prompt_tokens, "
+                     "completion_tokens, latency_ms, cached, error, created_at) "
+                     "VALUES ('r2', 'report', 'm', 'report', 'v', 'k', 10, 5, 1.0, 0, 'x: the client gave up: y', 3)")
+        conn.execute("INSERT INTO llm_cache(key, model, response, created_at) VALUES ('k', 'm', '{}', 3)")
+
+
+def _every_row(db) -> dict:
+    """The schema and every row of every table of the index at ``db``, to compare two by."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        tables = [name for (name,) in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+        return {"schema": sorted(conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall(),
+                                 key=repr),
+                **{t: sorted(conn.execute(f"SELECT * FROM \"{t}\"").fetchall(), key=repr) for t in tables}}
+
+
+def test_an_upgrade_stopped_between_any_two_steps_is_finished_by_the_next_open(tmp_path, monkeypatch):
+    # Each step commits with its version, one at a time; the first two cannot be applied twice
+    # (a second "ALTER TABLE files RENAME COLUMN mtime" fails). An upgrade stopped in any step
+    # (the step's writes made, not committed) leaves the index at the step before, and the next
+    # open finishes it: every table and row as an upgrade that was never stopped leaves them.
+    import streamrag.store as store_module
+    from streamrag.store import MIGRATIONS, _split_sql
+    from streamrag.tokens import count_tokens
+
+    class Stopped(Exception):
+        pass
+
+    start = tmp_path / "start.db"
+    _schema_one_index_with_rows(start)
+    whole = tmp_path / "whole.db"
+    shutil.copy(start, whole)
+    Store(whole).close()
+    want = _every_row(whole)
+    text = "Mira Osk chaired the harbor council."
+    assert want["failure_keys"] and want["chunks"] == [   # (the steps had rows to change)
+        ("chk-1", text, count_tokens(text, "o200k_base"), "o200k_base")]
+    for number in range(2, SCHEMA_VERSION + 1):
+        db = tmp_path / f"stopped-in-{number}.db"
+        shutil.copy(start, db)
+        name, real = MIGRATIONS[number - 1]
+
+        def stopped(conn, real=real):
+            for statement in ([] if callable(real) else _split_sql(real)):
+                conn.execute(statement)
+            if callable(real):
+                real(conn)
+            raise Stopped
+
+        with monkeypatch.context() as m:
+            m.setattr(store_module, "MIGRATIONS", [*MIGRATIONS[:number - 1], (name, stopped), *MIGRATIONS[number:]])
+            with pytest.raises(Stopped):
+                Store(db)
+        import sqlite3
+        with contextlib.closing(sqlite3.connect(db)) as conn:
+            assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(number - 1),)
+        Store(db).close()
+        assert _every_row(db) == want, name
+
+
+@pytest.mark.parametrize("step", [2, 3, SCHEMA_VERSION])
+@pytest.mark.parametrize("at", ["its end", "its version"])
+def test_an_upgrade_killed_in_a_step_is_finished_by_the_next_open(tmp_path, step, at):
+    # As above, killed (no rollback run, the process gone mid-transaction): in the second step,
+    # which cannot be applied twice, in the one after it, and in the last; at the end of its
+    # work, or as its version is written (after its work: were the two committed apart, the
+    # next open would apply the step again).
+    import sqlite3
+
+    import streamrag
+
+    start = tmp_path / "start.db"
+    _schema_one_index_with_rows(start)
+    whole = tmp_path / "whole.db"
+    shutil.copy(start, whole)
+    Store(whole).close()
+    db = tmp_path / "killed.db"
+    shutil.copy(start, db)
+    script = ("import os, sys, streamrag\n"
+              "from streamrag import store\n"
+              "print(streamrag.__file__, flush=True)\n"
+              "n = int(sys.argv[2])\n"
+              "name, real = store.MIGRATIONS[n - 1]\n"
+              "def killed(conn):\n"
+              "    for statement in ([] if callable(real) else store._split_sql(real)):\n"
+              "        conn.execute(statement)\n"
+              "    if callable(real):\n"
+              "        real(conn)\n"
+              "    if sys.argv[3] == 'its end':\n"
+              "        os._exit(3)\n"
+              "    conn.set_trace_callback(lambda sql: 'schema_version' in sql and os._exit(3))\n"
+              "store.MIGRATIONS[n - 1] = (name, killed)\n"
+              "store.Store(sys.argv[1])\n")
+    out = subprocess.run([sys.executable, "-c", script, str(db), str(step), at], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 3, out.stderr
+    assert out.stdout.strip() == streamrag.__file__   # (this checkout's streamrag)
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(step - 1),)
+    Store(db).close()
+    assert _every_row(db) == _every_row(whole)
+
+
 # -- one file: the WAL is folded into index.db when the last connection closes ----------------
 def _side_files(db) -> list[str]:
     return sorted(p.name for p in db.parent.iterdir() if p.name.startswith(db.name + "-"))
