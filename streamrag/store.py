@@ -22,7 +22,11 @@ the triggers of ``failure_keys`` make them as ``_FAILURE_KEY_TRIGGERS`` says the
 upgrade ends with them so), and two of them no longer make its keys each, which the upgrade
 makes once as its last step ends (``Store.migrate``). The steps after the first two may be
 applied again to an index that has them (tables, indexes and columns made only if not there,
-triggers and counts made again), as tests do that set an index's version back a step.
+triggers and counts made again), as tests do that set an index's version back a step. Each
+step commits with its version, so an upgrade stopped anywhere is finished by the next open. A
+reader that cannot write an older index reads it as it lies only where every step it lacks proves
+it would change no row of it (``_NO_OP_WHEN``); a writer that upgrades says "upgrading" in its
+lock meanwhile (``upgrading_note``), for readers that meet it.
 Writers go through ``writer.Writer`` (one task owns the write connection); readers open their own
 ``Store(path, readonly=True)``.
 
