@@ -499,7 +499,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
         # gleaned as often as the index's chunks of its size, ``_gleaned_near``; cut as they
         # were, at the share of them all: by size, 21 articles added to 20 were estimated 52
         # checks for the run's 45, 49 so)
-        sized = index_rows.gleaning_rounds_by_tokens(store, extractor_key(settings)) \
+        sized = index_rows.gleaning_rounds_by_tokens(store, extractor_key(settings), ix.encoding) \
             if rereads and r.gleaned is not None else []
         for c in new_chunks.values():
             # (a stored chunk's count as ``backlog`` reads it: this encoding's, counted again

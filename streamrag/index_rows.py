@@ -398,12 +398,21 @@ def gleaning_rounds(store: Store, key: str) -> dict[int, int]:
         "SELECT max(rounds - 1, 0), count(*) FROM extractions WHERE extractor = ? GROUP BY 1", (key,))}
 
 
-def gleaning_rounds_by_tokens(store: Store, key: str) -> list[tuple[int, int]]:
-    """(the chunk's tokens, the times it was gleaned) of each of extractor ``key``'s stored
-    extractions whose chunk the index holds, by tokens (``gleaning_rounds``, chunk by chunk)."""
-    return [(int(t), int(g)) for t, g in store.conn.execute(
-        "SELECT c.tokens, max(e.rounds - 1, 0) FROM extractions e JOIN chunks c ON c.id = e.chunk_id "
-        "WHERE e.extractor = ? ORDER BY 1, 2", (key,))]
+def gleaning_rounds_by_tokens(store: Store, key: str, encoding: str) -> list[tuple[int, int]]:
+    """(the chunk's tokens in ``encoding``, the times it was gleaned) of each of extractor
+    ``key``'s stored extractions whose chunk the index holds, by tokens (``gleaning_rounds``,
+    chunk by chunk). A count not marked ``encoding``'s is counted again (``_in_encoding``): after
+    index.encoding changed, the new chunks, counted in the new one, are set beside these by size.
+    (A chunk no document uses is one a run that never published extracted, a measure of the
+    model as good as the others: after an interrupted recut, of the very size asked. A published
+    deletion leaves none: ``publish`` drops them. Its count may be of no recorded encoding: the
+    upgrade counted only those a document uses, ``store._chunks_counted``.)"""
+    rows = store.conn.execute(
+        "SELECT c.id, c.tokens, c.encoding, max(e.rounds - 1, 0) FROM extractions e JOIN chunks c "
+        "ON c.id = e.chunk_id WHERE e.extractor = ?", (key,)).fetchall()
+    other = [chunk_id for chunk_id, _n, stored, _g in rows if stored != encoding]
+    counted = _in_encoding(dict(chunk_texts(store, other)) if other else {}, encoding)
+    return sorted((int(counted.get(chunk_id, tokens)), int(g)) for chunk_id, tokens, _e, g in rows)
 
 
 def gleanings_stopped(store: Store, key: str, max_gleanings: int) -> tuple[int, int]:

@@ -2922,3 +2922,36 @@ def test_a_chunk_s_gleaning_share_is_that_of_the_extractions_nearest_its_size():
     assert _gleaned_near(sized, 700, 1) == [1.0]
     assert _gleaned_near(sized, 400, 1) == [0.25]
     assert _gleaned_near(sized[:MIN_CALLS - 1], 90, 1) is None
+
+
+@pytest.mark.parametrize("change", ["encoding", "recut interrupted"])
+async def test_documents_recut_are_set_beside_the_index_s_chunks_counted_alike(tmp_path, simulator, monkeypatch,
+                                                                                change):
+    # Each recut chunk is gleaned at the share of the index's chunks nearest its size
+    # (``_gleaned_near``). After index.encoding changed, the new chunks' tokens (the new
+    # encoding's) were set beside the stored chunks' counts (the old one's). Now each stored
+    # chunk is counted in the run's encoding; and those a recut that never published extracted
+    # (no document uses them yet) count too, measures of the model at the very size asked.
+    from streamrag.tokens import count_tokens
+    docs = news_copy(tmp_path, 30)
+    db = tmp_path / "index.db"
+    await sync([docs], make_settings(simulator.base_url, index={"chunk_size": 300}), db, root=docs)
+    settings = make_settings(simulator.base_url, index={"chunk_size": 300, "encoding": "cl100k_base"}
+                             if change == "encoding" else {"chunk_size": 250})
+    if change == "recut interrupted":   # (a third of the articles extracted at 250, nothing published)
+        await Indexer(settings, db, root=docs).prefetch(sorted(docs.iterdir())[:10])
+    seen: list[list[tuple[int, int]]] = []
+    real = estimate_module._gleaned_near
+    monkeypatch.setattr(estimate_module, "_gleaned_near", lambda sized, *a: seen.append(sized) or real(sized, *a))
+    est = estimate([docs], settings, db, root=docs)
+    assert est["read_again_because"] and est["chunks_to_extract"] and seen, est
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        rows = conn.execute("SELECT c.text, c.tokens, max(e.rounds - 1, 0), c.id IN (SELECT chunk_id FROM "
+                            "document_chunks) FROM extractions e JOIN chunks c ON c.id = e.chunk_id "
+                            "WHERE e.extractor = ?", (extractor_key(settings),)).fetchall()
+    counted = sorted((count_tokens(text, settings.index.encoding), g) for text, _tokens, g, _in_use in rows)
+    assert len(counted) >= 20 and all(sized == counted for sized in seen), (seen[0][:5], counted[:5])
+    if change == "encoding":   # (the two encodings' counts differ here: the old ones were compared)
+        assert sorted((tokens, g) for _text, tokens, g, _in_use in rows) != counted
+    else:
+        assert not all(in_use for *_, in_use in rows)
