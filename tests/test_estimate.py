@@ -2955,3 +2955,26 @@ async def test_documents_recut_are_set_beside_the_index_s_chunks_counted_alike(t
         assert sorted((tokens, g) for _text, tokens, g, _in_use in rows) != counted
     else:
         assert not all(in_use for *_, in_use in rows)
+
+
+async def test_a_sampled_first_gleaning_takes_on_no_report_the_run_writes_anyway(tmp_path, simulator, monkeypatch):
+    # bfca9e4's report half: a community whose report shows an element the run summarizes again
+    # whatever the sampled stand-ins add (``_shows_any``: here every summary, summary_max_tokens
+    # changed) is counted once, not taken on to every chunk's by the sample's community scale.
+    # Its test (within 1.15 of the run) passed with ``_shows_any`` always False: the simulator's
+    # scale, ~1.1, moved the count by one. Here the scale is made 3: the reports counted do not
+    # move with it, though they do with nothing else changed (36 -> 108 on these articles).
+    docs = news_copy(tmp_path)
+    db = tmp_path / "index.db"
+    await sync([docs], make_settings(simulator.base_url, index={"max_gleanings": 0}), db, root=docs)
+    monkeypatch.setattr(estimate_module, "GLEAN_SAMPLE", 10)
+    real = estimate_module._add_missed
+
+    def reports(scale: float, **changed) -> int:
+        monkeypatch.setattr(estimate_module, "_add_missed",
+                            lambda *a: sampled._replace(community_scale=scale) if (sampled := real(*a)) else None)
+        settings = make_settings(simulator.base_url, index={"max_gleanings": 1, **changed})
+        return asked(estimate([docs], settings, db, root=docs), "report")
+
+    assert reports(1.0) < reports(3.0), "the scale is not taken on at all"
+    assert 0 < reports(1.0, summary_max_tokens=40) == reports(3.0, summary_max_tokens=40)
