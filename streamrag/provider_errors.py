@@ -39,8 +39,12 @@ CONTEXT_OVERFLOW = re.compile(r"context[ _]length|maximum context|context (?:siz
 # HTTP 500 and {"code": 500, "message": err, "type": "server_error"}, a stream's error event alike).
 # Its slots share the cache (-c split among -np, or all of it with --kv-unified), so with several
 # requests at once the next try usually fits: retried (``Retryable.fix`` says what to change should
-# every try fail so). Known only as it sends it (``kv_cache_full``): a proxy's 502 quoting it, or
-# another server's 500 wording an overflow so, got llm.max_retries backoffs and llama.cpp's advice.
+# every try fail so). Known by its sentence whole, case as sent, in the message of any 5xx
+# (``kv_cache_full``): its own 500, or relayed in another shape by what stands in front of it, whose
+# status and error object are its own (LiteLLM's proxy: a 500 {"message": "litellm.InternalServerError:
+# InternalServerError: OpenAIException - " + llama.cpp's message or whole body, "type": null,
+# "param": null, "code": "500"}; a gateway's 502 or 503 passing its JSON on). Its words in part,
+# or another server's wording of an overflow ("context size exceeded"), are what their words are.
 # A prompt longer than a slot's context is a 400 ("request (N tokens) exceeds the available context
 # size (M tokens), try increasing it", exceed_context_size_error: CONTEXT_OVERFLOW).
 KV_CACHE_FULL = "Context size has been exceeded."
@@ -171,11 +175,11 @@ def _llama_server_error(status: int, error: object) -> str | None:
     return message if isinstance(message, str) else None
 
 
-def kv_cache_full(status: int, error: object) -> bool:
-    """Whether an error is llama.cpp's KV cache filled by the requests in progress
-    (``KV_CACHE_FULL``, ``KV_CACHE_FULL_BEFORE``), as its server sends it: a 500 and its error
-    object, word for word."""
-    return _llama_server_error(status, error) in (KV_CACHE_FULL, KV_CACHE_FULL_BEFORE)
+def kv_cache_full(status: int, said: str) -> bool:
+    """Whether an error is llama.cpp's KV cache filled by the requests in progress: a 5xx whose
+    message (``said``, all of it, not cut to one line) holds one of its sentences whole
+    (``KV_CACHE_FULL``, ``KV_CACHE_FULL_BEFORE``), as its server sends it or a proxy relays it."""
+    return 500 <= status < 600 and any(sentence in said for sentence in (KV_CACHE_FULL, KV_CACHE_FULL_BEFORE))
 
 
 def batch_too_small(status: int, error: object) -> bool:

@@ -39,8 +39,8 @@ from streamrag.ratelimit import MAX_RETRY_AFTER_S, asked_wait
 
 RETRY_STATUS = frozenset({408, 409, 429})
 # A gateway's statuses (or an unavailable server's): the words their answer quotes, a context
-# overflow's too, are those of the server behind it, whose own status is not passed on (a proxy's
-# 502 relaying llama.cpp's 500 of a KV cache full, which a retry gets past): a server error, retried.
+# overflow's too, are those of the server behind it, whose own status is not passed on: a server
+# error, retried. (llama.cpp's KV cache full, relayed so, is told by its words: ``kv_cache_full``.)
 GATEWAY_STATUS = frozenset({502, 503, 504})
 # Where servers stream a model's thinking apart from its answer: vLLM's reasoning parsers
 # (reasoning_content), Ollama and OpenRouter (reasoning), some proxies (thinking).
@@ -97,16 +97,20 @@ class Replies:
                                   "limit with the provider", status, every_call=True)
         if retry_after is not None:
             retry_after = min(retry_after, MAX_RETRY_AFTER_S)
-        self.reject(status, message, url, model, stage, retry_after, code=error_code(resp), error=error_object(resp))
+        self.reject(status, message, url, model, stage, retry_after, code=error_code(resp), error=error_object(resp),
+                    said=said)
 
     def reject(self, status: int, message: str, url: str, model: str, stage: str,
-                retry_after: float | None = None, *, code: str = "", error: dict | None = None) -> None:
+                retry_after: float | None = None, *, code: str = "", error: dict | None = None,
+                said: str = "") -> None:
         """Raises what an HTTP error (or an error a stream carried) is: ``Retryable``, or an
         ``LLMRequestError`` that says what to change (``code``: the error's code or type;
-        ``error``: its error object, which tells llama.cpp's own errors)."""
-        if kv_cache_full(status, error):
+        ``error``: its error object, which tells llama.cpp's own errors; ``said``: the provider's
+        words whole, where ``message`` is one line cut at 200 characters)."""
+        if kv_cache_full(status, said or message):
             # llama.cpp's KV cache, shared by its slots, filled by the requests in progress: each
-            # gets this 500, and their slots are cleared, so a retry usually fits.
+            # gets its 500, and their slots are cleared, so a retry usually fits; through a proxy
+            # too (LiteLLM's 500, a gateway's 502 or 503), in whatever shape it relays the words.
             raise Retryable(http_said(status, message), status, retry_after, crowded=True,
                             fix=crowded_advice(stage, self.settings.concurrency))
         if batch_too_small(status, error):
@@ -191,14 +195,17 @@ class Replies:
         if isinstance(error, dict) and isinstance(error.get("error"), dict):
             error = error["error"]
         message = error.get("message") if isinstance(error, dict) else None
-        message = one_line(hidden(str(message if message is not None else error), self.secrets))
+        said = " ".join(hidden(str(message if message is not None else error), self.secrets).split())
+        message = one_line(said)
         code = (error.get("code") or error.get("status")) if isinstance(error, dict) else None
         status = int(code) if isinstance(code, (int, str)) and str(code).isdigit() else 0
         message = f"error in the stream: {message}"
         if status in RETRY_STATUS:   # a rate limit, a timeout: waited for and retried as such
             raise Retryable(message, status)
-        if isinstance(error, dict) and (kv_cache_full(status, error) or batch_too_small(status, error)):
-            self.reject(status, message, self.chat_url, model, stage, error=error)   # (llama.cpp's own, as it sends them)
+        # (An event that gives no code is a server's error, as below: llama.cpp's KV cache full too.)
+        llama = error if isinstance(error, dict) else None   # (its error object, as llama.cpp's own are told)
+        if kv_cache_full(status or 500, said) or batch_too_small(status, llama):
+            self.reject(status or 500, message, self.chat_url, model, stage, error=llama, said=said)
         if 400 <= status < 500 or CONTEXT_OVERFLOW.search(message):
             self.reject(status or 400, message, self.chat_url, model, stage)
         raise Retryable(message, 500)   # the server failed: its logs say more

@@ -2323,6 +2323,49 @@ async def test_llama_cpps_kv_cache_full_relayed_by_a_gateway_is_retried(tmp_path
     assert [sent for sent, _ in waits] == [1]
 
 
+# LiteLLM's proxy relaying llama.cpp's 500 (BerriAI/litellm: exception_mapping_utils.py
+# _map_openai_exception, status 500; exceptions.py InternalServerError; proxy/_types.py
+# ProxyException.to_dict), as an answer, or as a stream's data event once the stream is under way.
+LITELLM_KV_CACHE_FULL = {"error": {"message": "litellm.InternalServerError: InternalServerError: OpenAIException - "
+                                              "Context size has been exceeded.",
+                                   "type": None, "param": None, "code": "500"}}
+
+
+def litellm_kv_cache_full(style: str) -> httpx.Response:
+    if style == "stream-data-event":
+        return httpx.Response(200, content=b'data: {"choices": [{"index": 0, "delta": {"content": "(Par"}}]}\n\n'
+                              b"data: " + json.dumps(LITELLM_KV_CACHE_FULL).encode() + b"\n\n",
+                              headers={"content-type": "text/event-stream"})
+    return httpx.Response(500, json=LITELLM_KV_CACHE_FULL)
+
+
+@pytest.mark.parametrize("style", ["status", "stream-data-event"])
+async def test_llama_cpps_kv_cache_full_relayed_by_litellm_is_retried_with_its_advice(tmp_path, style):
+    # llama.cpp behind LiteLLM's proxy: its KV cache full came as LiteLLM's own 500, its sentence
+    # quoted in the message, and ended the call at once, "the request is longer than m1's context
+    # allows; ... give the model a longer context", though the next try usually fits.
+    streamed = style != "status"
+    endpoint = Endpoint(litellm_kv_cache_full(style), httpx.Response(200, json=chat_body("(Paris, France)")))
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, concurrency=4) as (llm, _):
+            waits = waits_of(llm, endpoint)
+            result = await llm.chat(ask(), model="m1", stage="extract", on_delta=[].append if streamed else None)
+    assert result.text == "(Paris, France)" and len(endpoint.requests) == 2
+    assert [sent for sent, _ in waits] == [1]
+    # Every try so: llama.cpp's advice for a crowded server, not a prompt too long.
+    endpoint = Endpoint(*[lambda _body: litellm_kv_cache_full(style)] * 3)
+    with anyio.fail_after(5):
+        async with client(tmp_path / "every", endpoint, concurrency=4, max_retries=2) as (llm, _):
+            waits_of(llm, endpoint)
+            with pytest.raises(LLMUnavailableError) as e:
+                await llm.chat(ask(), model="m1", stage="extract", on_delta=[].append if streamed else None)
+    said = str(e.value)
+    assert len(endpoint.requests) == 3 and "failed 3 times" in said, said
+    assert said.endswith("raise -c or lower -np, lower llm.concurrency (4) so fewer requests share it, or lower "
+                         "index.chunk_size"), said
+    assert "longer context" not in said, said
+
+
 @pytest.mark.parametrize("words", [
     "Context size has been exceeded.",
     # (llama.cpp's words from 2024 into 2025, and ik_llama.cpp's: a "hard" failure, so that these

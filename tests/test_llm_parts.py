@@ -19,7 +19,7 @@ from streamrag.config import LLMSettings
 from streamrag.endpoint_health import HOPELESS_TRIES, EndpointHealth, GaveUp, failure
 from streamrag.endpoint_reach import EndpointReach
 from streamrag.errors import LLMRequestError, LLMUnavailableError
-from streamrag.provider_errors import Retryable, sent_secrets
+from streamrag.provider_errors import Retryable, crowded_advice, sent_secrets
 from streamrag.replies import CUT_OFF, Replies, chat_answer, checker, event_deltas, event_usage
 from streamrag.try_timeouts import (TIMEOUT_GROWTH_MAX, TIMEOUT_SHRINK_AFTER, ModelTimeouts, arriving, progress,
                                     request_timeout, timed_out_said, try_under_way)
@@ -37,7 +37,7 @@ def test_what_a_failed_try_says_of_the_endpoint():
     # answering, crowded (it counted as one failing everything), streamed or not.
     assert failure(Retryable("HTTP 500: Context size has been exceeded.", 500, crowded=True)) == "wait"
     assert failure(Retryable("error in the stream: Context size has been exceeded.", 500, crowded=True)) == "wait"
-    # Its words alone are not it (``Replies.reject`` says which is: a proxy's 502 quoting them).
+    # Its words are not read here (``Replies.reject`` tells it, ``crowded``; a 502 of others: hard).
     assert failure(Retryable("HTTP 502: Context size has been exceeded.", 502)) == "hard"
     assert failure(Retryable("HTTP 504: gateway timeout", 504)) == "timeout"
     assert failure(Retryable("no answer within 30 s (timeout)", timed_out=True)) == "timeout"
@@ -466,21 +466,64 @@ def test_llama_cpps_kv_cache_full_is_retryable_and_says_what_to_change_should_it
 
 
 KV_WORDS = "Context size has been exceeded."
+KV_WORDS_BEFORE = "Input prompt is too big compared to KV size. Please try increasing KV size."
+LLAMA_KV_ERROR = {"code": 500, "message": KV_WORDS, "type": "server_error"}
+
+
+def litellm_500(upstream: str) -> dict:
+    """LiteLLM's proxy relaying an OpenAI-compatible server's 500, as it answers it (BerriAI/litellm:
+    litellm_core_utils/exception_mapping_utils.py _map_openai_exception, status 500: InternalServerError
+    "InternalServerError: OpenAIException - " + the upstream's message; exceptions.py prefixes
+    "litellm.InternalServerError: "; proxy/_types.py ProxyException.to_dict: type and param null,
+    code the status as a string). ``upstream``: llama.cpp's message, or its body whole."""
+    return {"error": {"message": f"litellm.InternalServerError: InternalServerError: OpenAIException - {upstream}",
+                      "type": None, "param": None, "code": "500"}}
+
+
+@pytest.mark.parametrize("status, body", [
+    (500, litellm_500(KV_WORDS)),                                          # LiteLLM, llama.cpp's message
+    (500, litellm_500(json.dumps({"error": LLAMA_KV_ERROR}))),             # ... its body whole, as JSON text
+    (500, litellm_500(KV_WORDS_BEFORE)),                                   # ... the 2024-2025 wording
+    (500, litellm_500(f"{'x' * 300} {KV_WORDS}")),                         # (past the 200 characters said)
+    (502, {"error": LLAMA_KV_ERROR}),                                      # a gateway passing its JSON on
+    (503, {"error": LLAMA_KV_ERROR}),
+    (503, {"error": {"message": f"upstream said: {KV_WORDS}"}}),
+    (500, {"error": KV_WORDS}),                                            # an error given as a string
+    (500, {"error": {"message": KV_WORDS}}),                               # another server's shape
+    (500, {"error": {"code": 500, "message": KV_WORDS, "type": "invalid_request_error"}}),
+    (500, {"error": {"code": 500, "message": f"{KV_WORDS} (8192 tokens)", "type": "server_error"}}),
+    (500, f"Internal error: {KV_WORDS}"),                                  # no JSON at all
+], ids=["litellm", "litellm-body", "litellm-2024", "litellm-long", "502-relayed", "503-relayed", "503-quoting",
+        "500-string", "500-no-type", "500-other-type", "500-more-words", "500-text"])
+def test_llama_cpps_kv_cache_full_is_crowded_in_any_shape(status, body):
+    # llama.cpp's KV-cache-full sentence was known only in its own error object, a 500 of
+    # server_error word for word. Relayed in another shape (LiteLLM's 500, whose message quotes it;
+    # a gateway's 502 or 503 passing its JSON on) the crowded server was said to be a prompt too
+    # long (a 500: final, "give the model a longer context") or a server failing (a 502, 503:
+    # retried without the crowded advice). Now a 5xx whose message holds the sentence whole is it.
+    resp = httpx.Response(status, json=body) if isinstance(body, dict) else httpx.Response(status, text=body)
+    with pytest.raises(Retryable) as e:
+        replies().check_status(resp, "http://x/v1/chat/completions", "m1", "report")
+    assert e.value.status == status and e.value.busy, (e.value.detail, e.value.fix)
+    assert e.value.fix == crowded_advice("report", 16), e.value.fix
+    # ... and an error event of a stream so (LiteLLM's: {"error": its ProxyException's dict}).
+    error = body["error"] if isinstance(body, dict) else body
+    error = {**error, "code": str(status)} if isinstance(error, dict) and "code" not in error else error
+    with pytest.raises(Retryable) as e:
+        replies().stream_error(json.dumps({"error": error}), "m1", "report")
+    assert e.value.busy and e.value.fix == crowded_advice("report", 16), (e.value.detail, e.value.fix)
 
 
 @pytest.mark.parametrize("status, body, final", [
-    (500, {"error": {"message": KV_WORDS}}, True),                        # another server's shape
-    (500, {"error": {"code": 500, "message": KV_WORDS, "type": "invalid_request_error"}}, True),
-    (500, {"error": {"code": 500, "message": f"{KV_WORDS} (8192 tokens)", "type": "server_error"}}, True),
-    (500, f"Internal error: {KV_WORDS}", True),                            # no JSON at all
+    (500, {"error": {"message": "context size has been exceeded"}}, True),  # not its sentence as it sends it
+    (500, {"error": {"message": "Context size has been exceeded"}}, True),
+    (500, litellm_500("This model's maximum context length is 8192 tokens. However, you requested 9118 tokens"),
+     True),                                                                 # another overflow, as before
     (502, f"<html><head><title>502 Bad Gateway</title></head><body>{KV_WORDS}</body></html>", False),
-], ids=["500-no-type", "500-other-type", "500-other-words", "500-text", "502-html"])
-def test_only_llama_cpps_own_kv_cache_full_is_said_crowded(status, body, final):
-    # The KV pattern matched anywhere in any 5xx: a proxy's 502 quoting it, another server's 500
-    # wording an overflow so, got llm.max_retries backoffs and llama.cpp's -c / -np advice. Now only
-    # llama.cpp's 500 with its error object word for word; the others are what their words are: a
-    # context overflow (final, as any other wording of one), or a proxy's page, a server error retried.
-    # (A gateway's 502, 503 or 504 quoting it: retried, not crowded, below.)
+], ids=["500-lowercase", "500-no-stop", "litellm-other-overflow", "502-html"])
+def test_only_llama_cpps_kv_sentence_whole_is_said_crowded(status, body, final):
+    # Other words are what they are: a context overflow (a 500 wording one: final, as any other
+    # wording of one), or a proxy's page (its title said), a server error retried.
     resp = httpx.Response(status, json=body) if isinstance(body, dict) else httpx.Response(status, text=body)
     with pytest.raises(LLMRequestError if final else Retryable) as e:
         replies().check_status(resp, "http://x/v1/chat/completions", "m1", "report")
@@ -488,24 +531,23 @@ def test_only_llama_cpps_own_kv_cache_full_is_said_crowded(status, body, final):
         assert "longer than m1's context allows" in str(e.value) and "-np" not in str(e.value), str(e.value)
     else:
         assert not e.value.busy and not e.value.fix and e.value.status == 502, (e.value.detail, e.value.fix)
-    # Nor in a stream: an error event without llama.cpp's code and type.
-    for error in ({"message": KV_WORDS}, {"message": KV_WORDS, "code": 500, "type": "api_error"}):
-        with pytest.raises(LLMRequestError, match="longer than m1's context allows"):
-            replies().stream_error(error, "m1", "report")
+    # Nor in a stream: a 4xx's event is final, whatever its words.
+    with pytest.raises(LLMRequestError, match="longer than m1's context allows"):
+        replies().stream_error({"message": KV_WORDS, "code": 400}, "m1", "report")
 
 
 @pytest.mark.parametrize("status, body", [
-    (502, {"error": {"code": 500, "message": KV_WORDS, "type": "server_error"}}),   # llama.cpp's, relayed
-    (503, {"error": {"message": f"upstream said: {KV_WORDS}"}}),
+    (502, {"error": {"message": "upstream: the request exceeds the available context size, try increasing it"}}),
+    (503, {"error": {"message": "upstream said: maximum context length exceeded"}}),
     (504, {"error": {"message": "upstream: This model's maximum context length is 8192 tokens. However, you "
                                 "requested 9118 tokens"}}),
-], ids=["502-relayed", "503-quoting", "504-quoting"])
+], ids=["502-quoting", "503-quoting", "504-quoting"])
 def test_a_gateways_status_quoting_an_overflow_is_retried(status, body):
     # A 502, 503 or 504 is a gateway's (or an unavailable server's): the words it quotes are those of
-    # the server behind it, whose own status it does not pass on (a proxy relaying llama.cpp's 500 of
-    # a KV cache full as a 502). They ended the call at once: "the request is longer than m1's context
-    # allows; lower ..., or give the model a longer context". Now retried as the server error it is
-    # (not crowded: llama.cpp's own 500 alone is), its words said should every try fail so.
+    # the server behind it, whose own status it does not pass on. They ended the call at once: "the
+    # request is longer than m1's context allows; lower ..., or give the model a longer context".
+    # Now retried as the server error it is, its words said should every try fail so (crowded only
+    # when they are llama.cpp's KV cache full, above).
     with pytest.raises(Retryable) as e:
         replies().check_status(httpx.Response(status, json=body), "http://x/v1/chat/completions", "m1", "report")
     assert e.value.status == status and not e.value.busy and not e.value.fix, (e.value.detail, e.value.fix)
