@@ -162,10 +162,11 @@ def refused_room(e: LLMRequestError) -> str:
     available context size"; or a 500 saying so, as a server with no status for it does: final
     as the 400 is, ``Replies.reject``, where the same prompt with the smaller max fitted, which
     ended with "the request is longer than the model's context allows", the prompt's fault).
-    llama.cpp's own 500 "Context size has been exceeded." is no refusal of the room, and no
-    error here: its KV cache, shared by its slots, filled by the requests in progress, is retried
-    (``provider_errors.kv_cache_full``), as a 500 saying no overflow is, and a gateway's 502, 503
-    or 504 whatever it says (``replies.GATEWAY_STATUS``)."""
+    llama.cpp's 500 "Context size has been exceeded." (its own, or relayed by a proxy: any 5xx
+    holding the sentence) is no refusal of the room, and no error here: its KV cache, shared by
+    its slots, filled by the requests in progress, is retried (``provider_errors.kv_cache_full``),
+    as a 500 saying no overflow is, and a gateway's 502, 503 or 504 whatever it says
+    (``replies.GATEWAY_STATUS``)."""
     if max_too_large(e):
         return "more than it writes"
     if e.status in (400, 422, 500) and CONTEXT_OVERFLOW.search(str(e)):
