@@ -317,8 +317,10 @@ def export(store: Store, out: Path, fmt: str, *, settings_files: Iterable[Path] 
 def _landing(out: Path) -> Path | None:
     """The file an export to ``out`` replaces: ``out``, or the file a link (or a chain of them)
     leads to, there or not yet. ``None`` for one written into as it is: a pipe, a device, standard
-    output by a name (/dev/stdout, or any link into /proc or /dev: the shell's file, which a
-    rename would leave as it was), a link that leads nowhere it can (a loop)."""
+    output by a name (/dev/stdout, or any link through /proc: /dev/fd/3, a descriptor's file,
+    which a rename would leave as it was), a link that leads nowhere it can (a loop). A link
+    into /dev that leads on to a file (/dev/shm/graph.json) is a link to a file: every link into
+    /dev was written into, and a file of the user's there replaced without --force."""
     if out.exists() and not out.is_file():
         return None
     if not out.is_symlink():
@@ -327,11 +329,11 @@ def _landing(out: Path) -> Path | None:
         return None
     hop = out
     for _ in range(40):   # (as the system follows at most 40)
+        if Path(os.path.realpath(hop.parent)).parts[1:2] == ("proc",):   # (/dev/fd: /proc/self/fd)
+            return None
         if not hop.is_symlink():
             return Path(os.path.realpath(out))
         hop = Path(os.path.abspath(hop.parent / os.readlink(hop)))
-        if hop.parts[1:2] in (("proc",), ("dev",)):
-            return None
     return None
 
 

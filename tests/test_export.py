@@ -777,6 +777,39 @@ def test_export_replaces_no_file_of_the_users_without_force(offline_db, tmp_path
     assert json.loads(blank.read_text(encoding="utf-8"))["entities"]
 
 
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no /dev/shm")
+def test_a_link_into_dev_that_leads_to_a_file_is_a_link_to_a_file(offline_db, tmp_path, capsys):
+    # Every link whose way passed through /dev was written into in place and never checked, for
+    # /dev/stdout's sake: a link to a user's file in /dev/shm (a tmpfs) was replaced without --force
+    # (and emptied, then filled). Only a way through /proc (/dev/stdout, /dev/fd/3) is a descriptor's.
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    shm = Path(tempfile.mkdtemp(dir="/dev/shm"))
+    try:
+        mine = shm / "graph.json"
+        mine.write_text('{"my": "graph"}\n', encoding="utf-8")
+        mine.chmod(0o640)
+        link = tmp_path / "link.json"
+        link.symlink_to(mine)
+        rc, _, stderr = _cli(capsys, str(link), "--db", str(offline_db))
+        assert rc == 1 and "is a file `streamrag export` did not write" in stderr, stderr
+        assert mine.read_text(encoding="utf-8") == '{"my": "graph"}\n'
+        held = open(mine, encoding="utf-8")   # (a reader that opened it before)
+        try:
+            rc, _, stderr = _cli(capsys, str(link), "--db", str(offline_db), "--force")
+            assert rc == 0 and held.read() == '{"my": "graph"}\n', stderr   # replaced whole, not in place
+        finally:
+            held.close()
+        assert link.is_symlink() and json.loads(mine.read_text(encoding="utf-8"))["entities"]
+        assert mine.stat().st_mode & 0o777 == 0o640 and [p.name for p in shm.iterdir()] == ["graph.json"]
+        with open(tmp_path / "log.json", "a") as log:   # `export /dev/fd/3 3>>log.json`: written into
+            assert export_module._landing(Path(f"/dev/fd/{log.fileno()}")) is None
+    finally:
+        shutil.rmtree(shm)
+
+
 @pytest.mark.parametrize("fmt", ["json", "graphml"])
 def test_an_export_written_before_the_seal_is_told_by_its_whole_form(offline_db, tmp_path, fmt):
     from streamrag.loader import written_by_export
