@@ -293,8 +293,10 @@ def export(store: Store, out: Path, fmt: str, *, settings_files: Iterable[Path] 
         _remove_left_behind(landing)
     try:
         (landing or out).parent.mkdir(parents=True, exist_ok=True)
-        # Bytes: "\n" on every system (Windows' text mode wrote "\r\n"), as the seal counted them
-        with open(target, "wb") as raw, store.snapshot():
+        # Bytes: "\n" on every system (Windows' text mode wrote "\r\n"), as the seal counted them.
+        # Written into: appended, as `export - >> log` appends ("wb" through /proc/self/fd/1 emptied
+        # the shell's file first: `export /dev/stdout >> log` lost the log, no --force asked).
+        with open(target, "wb" if landing is not None else "ab") as raw, store.snapshot():
             if landing is not None:
                 _hold(raw)
             f = _Sealing(raw)

@@ -532,6 +532,22 @@ def test_json_is_refused_with_an_export_written_to_standard_output_by_its_name(o
     assert written.read_text(encoding="utf-8") == ""
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/stdout"), reason="no /dev/stdout")
+@pytest.mark.parametrize("name", ["/dev/stdout", "-"])
+def test_an_export_to_standard_output_appended_to_a_file_keeps_what_it_held(offline_db, tmp_path, name):
+    # `export /dev/stdout >> log` opened /proc/self/fd/1 to write, which emptied the log first (as
+    # `export - >> log` does not): the user's file replaced, and no --force asked (not a file the
+    # export replaces, check_not_input said, for it "writes after what log holds").
+    log = tmp_path / "log"
+    log.write_text("my log line\n", encoding="utf-8")
+    with open(log, "a") as stdout:
+        done = subprocess.run([sys.executable, "-m", "streamrag", "export", name, "--db", str(offline_db)],
+                              stdout=stdout, stderr=subprocess.PIPE, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    text = log.read_text(encoding="utf-8")
+    assert text.startswith("my log line\n{\n") and json.loads(text[len("my log line\n"):])["entities"], text[:80]
+
+
 def test_json_with_standard_output_redirected_to_the_export_s_file_says_so(offline_db, tmp_path):
     # `export x.json --json > x.json` was told "--json prints its object on standard output, where
     # `export x.json` writes the export": x.json is a file the shell opened, which the export
