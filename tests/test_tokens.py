@@ -355,8 +355,14 @@ async def test_chunks_read_back_are_counted_in_the_encoding_of_the_run(tmp_path)
         assert read and {c.id: c.tokens for c in read} == o200k
         kept = [c for d in docs for c in index_rows.chunks_of(store, d, 1, 0, d, 0, "o200k_base")]
         assert kept and all(c.tokens == o200k[c.id] for c in kept)
-        # (no chunk a document uses has a count of no recorded encoding since the upgrade step
-        # chunks_encoding_counted: tests/test_store; backlog and chunks_of no longer tell them)
+        # A count of no recorded encoding (none a document uses since the upgrade step
+        # chunks_encoding_counted: tests/test_store) is not the run's either: counted again.
+        with store.conn:
+            store.conn.execute("UPDATE chunks SET encoding = NULL, tokens = 7")
+        read = index_rows.backlog(store, docs, "no such extractor", "o200k_base")
+        assert read and {c.id: c.tokens for c in read} == o200k
+        kept = [c for d in docs for c in index_rows.chunks_of(store, d, 1, 0, d, 0, "o200k_base")]
+        assert kept and all(c.tokens == o200k[c.id] for c in kept)
     finally:
         store.close()
 
