@@ -1121,8 +1121,10 @@ class Store:
         held = f"{self.path} stayed locked by another process for {_BUSY_S if waited is None else waited:g} s"
         why = f" ({e})" if e is not None else ""
         if self._upgrade_due():
-            lines = _held_lines(self.path)
-            if lines is not None and _upgrading_to(lines) is not None:   # (said in the writer lock)
+            # (said in the writer lock: not this process's own, noted by its ``migrate`` that met
+            # the lock, which named itself as the other streamrag upgrading it)
+            lines = None if lock_path(self.path) in _writer_locks else _held_lines(self.path)
+            if lines is not None and _upgrading_to(lines) is not None:
                 return StoreBusyError(f"{held}{why}; another streamrag ({_holder_of(lines)}) is upgrading it "
                                       "(an upgrade of a large index takes a while): run the command again once "
                                       "it is done")

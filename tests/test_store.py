@@ -241,6 +241,32 @@ def test_a_writer_upgrading_the_index_says_so_to_readers_and_writers_that_meet_i
     reader.close()
 
 
+def test_a_writer_whose_upgrade_meets_a_write_lock_does_not_name_itself_as_the_upgrader(tmp_path, monkeypatch):
+    # An `index` holding the writer lock notes "upgrading" in it as its upgrade begins; when the
+    # upgrade's first write then found another program's write lock held throughout, it read its
+    # own note and was told "another streamrag (pid <its own>: streamrag index notes) is upgrading it".
+    import os
+
+    import streamrag.store as store_module
+    from streamrag.errors import StoreBusyError
+    from streamrag.store import one_writer
+
+    db = tmp_path / "index.db"
+    Store(db).close()
+    _one_step_back(db)
+    monkeypatch.setattr(store_module, "_BUSY_S", 0)
+    holder = _hold_write_lock(db)
+    try:
+        with one_writer(db, "streamrag index notes"):
+            with pytest.raises(StoreBusyError) as refused:
+                Store(db)
+    finally:
+        holder.close()
+    assert f"pid {os.getpid()}" not in str(refused.value)
+    assert str(refused.value).endswith("; another streamrag may be upgrading it (an upgrade of a large index takes "
+                                       "a while): run the command again once it is done")
+
+
 def test_an_upgrade_under_the_writer_lock_leaves_its_note_as_it_was(tmp_path):
     # The lock's note (a watch's "updating since ...", read by `ask`) is its own again after.
     from streamrag.store import lock_path, one_writer
