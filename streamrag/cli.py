@@ -1042,7 +1042,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     try:  # export refuses an OUT that is the index, its settings or a document before writing
         if not store.version:   # nothing published: say why, as ask does (not an empty export)
             from streamrag.query import check_not_empty
-            check_not_empty(store, db, settings.index.include, by_folder=not settings.store.path)
+            check_not_empty(store, db, settings.index.include, settings=settings)
         counts = export(store, out, fmt, settings_files=settings_files, include=settings.index.include,
                         force=args.force)
     finally:

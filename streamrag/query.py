@@ -47,7 +47,7 @@ import msgspec
 
 from streamrag import citations, extractive, global_search, index_rows, local_search
 from streamrag.collector import fewer_collections
-from streamrag.config import MODES, Settings
+from streamrag.config import MODES, Settings, find_config
 from streamrag.errors import IndexMissingError, StoreBusyError, StreamragError, user_errors_unwrapped
 from streamrag.parsing import has_text
 from streamrag.prompts import load_prompt
@@ -143,7 +143,7 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
     store = Store(db_path, readonly=True)
     try:
         with store.snapshot():
-            check_not_empty(store, db_path, settings.index.include, by_folder=not settings.store.path)
+            check_not_empty(store, db_path, settings.index.include, settings=settings)
             answer = Answer(question=question, requested_mode=mode, mode=mode, search=mode,
                             version=store.version)   # (in the snapshot: what every read below sees)
             # Words in lower case the index has in no form may be a topic it covers in other
@@ -232,24 +232,37 @@ def _as_given(root: str) -> str:
         return root
 
 
-def _failures_command(store: Store, db_path: Path, by_folder: bool) -> str:
+def _failures_command(store: Store, db_path: Path, settings: Settings | None) -> str:
     """The command that lists what failed in the index at ``db_path`` (as the command was given
     it) from here, as `index` and `watch` name it (``cli.failures_command``): its folder, as
-    recorded and given here (else the one of its .streamrag), or --db. ``by_folder`` false: --db
-    (the folder's settings may name another index: store.path). `ask notes` said a bare
-    `streamrag status --failures`, which run there found no index."""
+    recorded and given here (else the one of its .streamrag), or --db when ``settings`` (those
+    the command read; None: the folder's own) are not what `status FOLDER` reads (``_folders_own``).
+    `ask notes` said a bare `streamrag status --failures`, which run there found no index."""
     from streamrag.cli import failures_command
 
     folder = store.get_meta("root")   # (none before a first publish: the folder of its .streamrag)
     if not folder and db_path.parent.name == ".streamrag":
         folder = str(db_path.parent.parent.resolve())
-    return failures_command(db_path, Path(_as_given(folder)) if folder else db_path.parent, by_folder)
+    root = Path(_as_given(folder)) if folder else db_path.parent
+    return failures_command(db_path, root, settings is None or _folders_own(settings, root))
 
 
-def check_not_empty(store: Store, db_path: Path, include: list[str], *, by_folder: bool = True) -> None:
+def _folders_own(settings: Settings, root: Path) -> bool:
+    """Whether ``settings`` are those `status ROOT` reads, the streamrag.toml found from ``root``
+    (or none), and give no store.path: then it finds the index by the folder. Of --config naming
+    another file (as `index` judges it: ``cmd_index``), `status --failures notes` read notes' own,
+    whose store.path named another index ("no index at ...")."""
+    if settings.store.path:
+        return False
+    found = find_config(root)
+    given = Path(settings.source) if settings.source not in ("", "defaults") else None
+    return found is None if given is None else found is not None and found.resolve() == given.resolve()
+
+
+def check_not_empty(store: Store, db_path: Path, include: list[str], *, settings: Settings | None = None) -> None:
     """Raises ``IndexMissingError``, saying why and what to do, when the index has nothing to
     read: never published (being built, its first run stopped, never built), or no document.
-    ``by_folder``: see ``_failures_command`` (false when the settings give store.path)."""
+    ``settings``: those the command read (see ``_failures_command``)."""
     if store.version and store.scalar("SELECT 1 FROM document_chunks LIMIT 1"):
         return
     if store.version:  # indexed, but its folder held nothing to index, or nothing of it worked
@@ -263,7 +276,7 @@ def check_not_empty(store: Store, db_path: Path, include: list[str], *, by_folde
             # .txt files had all failed: an endpoint down, or answering with an HTML page.)
             raise IndexMissingError(
                 f"the index at {db_path} holds no documents: the last update could not index any "
-                f"file it read (`{_failures_command(store, db_path, by_folder)}` lists what failed; last: "
+                f"file it read (`{_failures_command(store, db_path, settings)}` lists what failed; last: "
                 f"{index_rows.last_failure(store, *runs)}); fix the cause and run {again} again")
         raise IndexMissingError(f"the index at {db_path} holds no documents: {named} had no file "
                                 f"index.include ({', '.join(include)}) matches when it was last indexed; "
@@ -280,7 +293,7 @@ def check_not_empty(store: Store, db_path: Path, include: list[str], *, by_folde
         # (A first index that failed on every chunk publishes nothing; ask named no cause, where
         # an empty version 1 once let it name the last failure: the index keeps them.)
         last = index_rows.last_failure(store, *failure_runs(store, last_update(store)))
-        cause = f" (last: {last}; `{_failures_command(store, db_path, by_folder)}` lists what failed)" if last else ""
+        cause = f" (last: {last}; `{_failures_command(store, db_path, settings)}` lists what failed)" if last else ""
         raise IndexMissingError(f"the index at {db_path} has nothing published yet: its first "
                                 f"`streamrag {run[0]['command']}` {how} before publishing{cause}; run "
                                 f"{again} again: it goes on from the work it kept")

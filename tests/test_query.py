@@ -3703,3 +3703,42 @@ def test_ask_of_an_index_with_nothing_to_read_names_the_failures_command_that_re
     (notes / ".streamrag" / "index.db").rename(tmp_path / "kept.db")
     assert named_by_ask("--db", "../kept.db", cwd=elsewhere, said=none_read,
                         failed="b.txt") == "streamrag status --failures --db ../kept.db"
+
+
+def test_ask_given_another_settings_file_names_the_index_by_db(cli_run, tmp_path, monkeypatch):
+    # `ask --config cfg.toml Q notes` of notes' own index (cfg.toml gives no store.path) named
+    # `streamrag status --failures notes`, which reads notes' own streamrag.toml: its store.path
+    # named another index ("no index at notes/elsewhere.db"). As `index --config` does, it names
+    # the index by --db; export's check too. Given the folder's own file, the folder still.
+    import shlex
+
+    from conftest import chat_answer
+    from streamrag.llm import LLMClient
+
+    real_init = LLMClient.__init__
+    monkeypatch.setattr(LLMClient, "__init__", lambda self, *a, **k: real_init(
+        self, *a, **{**k, "transport": httpx.MockTransport(lambda request: chat_answer("I cannot help."))}))
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "streamrag.toml").write_text('[store]\npath = "elsewhere.db"\n')
+    (tmp_path / "cfg.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\nmax_retries = 0\n")
+    (notes / "a.txt").write_text("Ada Osk met Bram Lind at the quay in Port Vell.\n")
+    api = ("--api-base", "http://llm.test/v1")
+    assert cli_run("index", "-q", *api, "--config", "cfg.toml", "notes", cwd=tmp_path).returncode == 1
+
+    def named(*command: str) -> str:
+        out = cli_run(*command, cwd=tmp_path)
+        assert out.returncode == 1 and "has nothing published yet" in out.stderr, out.stderr
+        said = re.findall(r"`(streamrag status --failures[^`]*)` lists what failed", out.stderr)
+        assert len(said) == 1, out.stderr
+        listed = cli_run(*shlex.split(said[0])[1:], cwd=tmp_path)
+        assert listed.returncode == 0 and "    a.txt" in listed.stdout, (said, listed.stdout, listed.stderr)
+        return said[0]
+
+    for command in (("ask", *api, "--config", "cfg.toml", "Who met Bram Lind?", "notes"),
+                    ("export", "--config", "cfg.toml", "x.json", "notes")):
+        assert " --db " in named(*command)
+    (tmp_path / "cfg.toml").write_text("[llm]\nrequests_per_minute = 0\n")
+    (notes / "streamrag.toml").write_text((tmp_path / "cfg.toml").read_text())
+    assert named("ask", *api, "--config", "notes/streamrag.toml", "Who met Bram Lind?", "notes") \
+        == "streamrag status --failures notes"
