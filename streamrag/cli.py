@@ -841,8 +841,8 @@ def failures_command(db: Path, root: Path, by_folder: bool = True) -> str:
     the folder (it finds its ``.streamrag/index.db``) unless that is here, else with --db (an index
     kept elsewhere, or found through settings: ``by_folder`` false). `index notes` said the bare
     command, which in notes' parent found no index; `watch` and the pipeline's lines say it too.
-    The bare command is ``pipeline.FAILURES`` (its callers load the pipeline anyway)."""
-    from streamrag.pipeline import FAILURES
+    The bare command is ``status.FAILURES``."""
+    from streamrag.status import FAILURES
 
     if not by_folder or not same_path(db, default_db_path(root)):
         return f"{FAILURES} --db {shell_word(db)}"
@@ -856,9 +856,9 @@ def same_path(a: Path, b: Path) -> bool:
 
 def _format_sync(r, db: Path, include: list[str], status: str | None = None) -> str:
     """``index``'s summary of the run ``r`` into ``db``; ``status``: the command its failures line
-    names (``failures_command``; None: ``pipeline.FAILURES``, run in the indexed folder)."""
+    names (``failures_command``; None: ``status.FAILURES``, run in the indexed folder)."""
     from streamrag.loader import left_out_lines
-    from streamrag.pipeline import FAILURES
+    from streamrag.status import FAILURES
 
     u = llm_summary(r.llm)
     calls, cached, tokens = u["calls"], u["cached"], u["prompt_tokens"] + u["completion_tokens"]

@@ -380,7 +380,7 @@ class Daemon:
         # The command its lines name to list what failed, as it reads this index from where the
         # watch runs (cmd_watch gives ``cli.failures_command``'s, with the folder as given): the
         # bare command, run where `watch notes` ran, said "no index found here or in a parent folder".
-        from streamrag.pipeline import FAILURES   # (None: the bare command, run in the folder)
+        from streamrag.status import FAILURES   # (None: the bare command, run in the folder)
 
         self.failures_command = failures_command or FAILURES
         self.report = report

@@ -85,6 +85,7 @@ from streamrag.report_stage import ReportStage, ReportStageContext, built_min_me
 from streamrag.reports import CLAIM_LINES_REDONE, EXTRACTIVE_CHANGED_WHY, claim_lines_redone
 from streamrag.reports import settings_key as report_settings_key
 from streamrag.run_progress import Progress
+from streamrag.status import FAILURES   # (the default of the lines below that name it)
 from streamrag.store import Store, index_files, without_index_files
 from streamrag.summarizer import SentenceCounts, extractive_summary, summarize, summarizer_key
 from streamrag.watch_lines import answered
@@ -106,12 +107,6 @@ def _cut_off(error: object) -> bool:
 def _all(files: int) -> str:
     """The files a pattern leaves out: "the 1 file", "all 3 files"."""
     return f"{'the' if files == 1 else 'all'} {counted(files, 'file')}"
-
-
-FAILURES = "streamrag status --failures"
-"""The command that lists what failed, run in the indexed folder; a command's lines name the one
-that reads its index from where it ran (``cli.failures_command``: `status --failures notes`).
-Written here alone: ``cli`` and ``daemon`` default to it, and build the others from it."""
 
 
 def settled_line(items: int, status: str = FAILURES) -> str:

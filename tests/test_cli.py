@@ -2751,24 +2751,24 @@ def test_index_names_the_status_command_that_reads_its_index(cli_run, tmp_path):
 def test_the_failures_command_is_written_once(monkeypatch, tmp_path):
     # "streamrag status --failures" was written three times (pipeline.FAILURES, the default of
     # the index summary's and of the daemon's): a change to one left the others saying the old.
-    from streamrag import pipeline
+    from streamrag import status
     from streamrag.cli import _format_sync, failures_command
     from streamrag.config import load_settings
     from streamrag.daemon import Daemon
     from streamrag.pipeline import SyncResult
 
-    monkeypatch.setattr(pipeline, "FAILURES", "streamrag status --failures --renamed")
+    monkeypatch.setattr(status, "FAILURES", "streamrag status --failures --renamed")
     notes = tmp_path / "notes"
     notes.mkdir()
-    assert failures_command(notes / ".streamrag" / "index.db", notes) == f"{pipeline.FAILURES} {notes}"
-    assert failures_command(tmp_path / "i.db", notes) == f"{pipeline.FAILURES} --db {tmp_path / 'i.db'}"
+    assert failures_command(notes / ".streamrag" / "index.db", notes) == f"{status.FAILURES} {notes}"
+    assert failures_command(tmp_path / "i.db", notes) == f"{status.FAILURES} --db {tmp_path / 'i.db'}"
     r = SyncResult(run_id="r", version=1, documents=1, documents_added=1, documents_removed=0,
                    documents_unchanged=0, chunks=1, chunks_extracted=1, chunks_reused=0, entities=1,
                    relationships=0, claims=0, communities=0, reports=0, reports_generated=0,
                    reports_kept=0, reclustered=False, failures=1, warnings=[], llm={}, wall_s=0.1, offline=True)
-    assert f"  failures       1: see `{pipeline.FAILURES}`" in _format_sync(r, tmp_path / "i.db", ["*.txt"]).splitlines()
+    assert f"  failures       1: see `{status.FAILURES}`" in _format_sync(r, tmp_path / "i.db", ["*.txt"]).splitlines()
     daemon = Daemon(load_settings(None, env={}), tmp_path / "i.db", notes)
-    assert daemon.failures_command == pipeline.FAILURES
+    assert daemon.failures_command == status.FAILURES
 
 
 # Where the index is, as named: the options given, and the command its lines then name (None: one

@@ -3742,3 +3742,26 @@ def test_ask_given_another_settings_file_names_the_index_by_db(cli_run, tmp_path
     (notes / "streamrag.toml").write_text((tmp_path / "cfg.toml").read_text())
     assert named("ask", *api, "--config", "notes/streamrag.toml", "Who met Bram Lind?", "notes") \
         == "streamrag status --failures notes"
+
+
+def test_ask_of_an_index_with_nothing_to_read_loads_no_pipeline(cli_run, tmp_path, monkeypatch):
+    # The failures command ask names was read from streamrag.pipeline (cli.failures_command's
+    # import), which ask loads nowhere else: its error of an index with nothing to read took
+    # 0.15 s more processor time (0.35 -> 0.49 s). It is status.FAILURES now.
+    from conftest import chat_answer, python_probe
+    from streamrag.llm import LLMClient
+
+    real_init = LLMClient.__init__
+    monkeypatch.setattr(LLMClient, "__init__", lambda self, *a, **k: real_init(
+        self, *a, **{**k, "transport": httpx.MockTransport(lambda request: chat_answer("I cannot help."))}))
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "streamrag.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\nmax_retries = 0\n")
+    (notes / "a.txt").write_text("Ada Osk met Bram Lind at the quay in Port Vell.\n")
+    assert cli_run("index", "-q", "--api-base", "http://llm.test/v1", "notes", cwd=tmp_path).returncode == 1
+    lines = python_probe("import sys\nsys.stderr = sys.stdout\nfrom streamrag.cli import main\n"
+                         "print('code', main(['ask', '--api-base', '', 'Who met Bram Lind?', 'notes']))\n"
+                         "print('pipeline loaded', 'streamrag.pipeline' in sys.modules)", tmp_path)
+    assert "code 1" in lines and any("`streamrag status --failures notes` lists what failed" in line
+                                     for line in lines), lines
+    assert "pipeline loaded False" in lines, lines
