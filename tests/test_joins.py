@@ -1096,6 +1096,34 @@ async def test_a_note_opening_with_an_indented_heading_added_by_a_model_run_is_c
     assert _code_meta(db) == _code_meta(tmp_path / "fresh.db") != "[]"
 
 
+@pytest.mark.anyio
+async def test_a_model_run_with_nothing_to_redo_marks_the_code_it_finds(tmp_path):
+    # An index published without the mark of the documents opening with code (by older code), a
+    # run with a model finding nothing changed (nothing to redo: ``_publish_unchanged``) reads
+    # its headed notes for the mark and must publish what it found: publishing the unread
+    # mark ("[]") had the offline run after it trust that no note opens with code, titling
+    # "    # Ada Lovelace" her name and joining "Ada" to her, where a fresh index reads code.
+    offline = make_settings(index={"extractor": "nlp"})   # (a model's index, updated offline)
+    model = make_settings("http://llm.test/v1")
+    corpus = tmp_path / "c"
+    _vault(corpus)
+    (corpus / "People" / "Ada Lovelace.md").unlink()
+    (corpus / "People" / "code.md").write_text("    # Ada Lovelace\n\n" + _NOTE)
+    db = tmp_path / "i.db"
+    await sync([corpus], model, db, root=corpus, transport=simulated_transport())
+    marked = _code_meta(db)
+    execute_on(db, "DELETE FROM meta WHERE key = 'name_code_headings'")
+    result = await sync([corpus], model, db, root=corpus, transport=simulated_transport())
+    assert not result.published   # (nothing to redo)
+    assert _code_meta(db) == marked != "[]"
+    await sync([corpus], offline, db, root=corpus)
+    fresh = tmp_path / "fresh"
+    shutil.copytree(corpus, fresh, ignore=shutil.ignore_patterns(".streamrag"))
+    await sync([fresh], offline, tmp_path / "fresh.db", root=fresh)
+    assert _graph(db) == _graph(tmp_path / "fresh.db")
+    assert _joins_meta(db) == _joins_meta(tmp_path / "fresh.db")
+
+
 def test_code_headings_are_marked_apart_from_the_joins():
     # ``GraphState._rejoin`` kept ``code_headings`` beside the joins; they are marked on their own
     # now (``mark_code_headings``): a removed document leaves the mark, a document read says
