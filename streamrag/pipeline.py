@@ -580,9 +580,9 @@ class Indexer:
         # (path, chunk) of the chunks lacking an extraction whose documents stay out or as they
         # were (``_keep_previous_versions``), for ``_fail_unaccounted``
         self.held_back: list[tuple[str, Chunk]] = []
-        # (a kept document opening with a heading whose file was not read: the mark not written,
-        # ``_code_headings_published``)
-        self.code_headings_left_unread = False
+        # (a kept document opening with a heading, of a file left as indexed, not found in it: the
+        # mark not written, ``_code_headings_published``)
+        self.code_headings_not_found = False
         self.settled = 0
         self.unreadable: list[str] = []  # why files could not be indexed, one line each
         self.unreadable_kinds: Counter[str] = Counter()   # and of which kind (``InputError.kind``)
@@ -1336,13 +1336,13 @@ class Indexer:
     def _code_headings_published(self, store: Store, change: Change) -> dict[str, bool]:
         """Of an index without the mark of the documents opening with code that reads as a heading
         (no ``name_code_headings``: ``GraphState.code_headings``; published before it existed, or
-        by a run with a model, which drops it), the kept documents
+        by older code's run with a model, which dropped it), the kept documents
         this run did not read whose first chunk opens with a heading naming someone: whether each
         opens with code (``joins.code_heading``), read from the file it is shown with, as its
         chunk lost the indent. A document is found in its file as it is now (its id), or, the
         file's one document, as the start of it (``_as_indexed``: a log appended to since). Once:
         the run writes the mark, unless a document of a file it leaves as indexed
-        (``left_with_links``) is not found (``code_headings_left_unread``): the next run looks
+        (``left_with_links``) is not found (``code_headings_not_found``): the next run looks
         at it again. One not found in another file (unreadable now, or changed outside this
         run's paths: ids are text hashes) is marked as no code.
         (Else "    # Ada Lovelace" kept titling its note after the upgrade, where a fresh index
@@ -1370,8 +1370,8 @@ class Indexer:
         # (one read but not found, its file unreadable now or changed outside this run's paths,
         # is marked as no code: waiting for it, every run read every headed file again; one of a
         # file left as indexed, its own sync reads it)
-        self.code_headings_left_unread = any(loader.file_of(paths.get(d, "")) in self.left_with_links
-                                             for d in headed - out.keys())
+        self.code_headings_not_found = any(loader.file_of(paths.get(d, "")) in self.left_with_links
+                                           for d in headed - out.keys())
         return dict(sorted(out.items()))
 
     def _read_stored(self, path: str) -> list[Document]:
@@ -1670,7 +1670,7 @@ class Indexer:
             counts["root"] = str(Path(self.root).resolve())
         # (marked by every run, a model's too: ``_code_headings_read``)
         counts["name_code_headings"] = msgspec.json.encode(sorted(state.code_headings)).decode() \
-            if not self.code_headings_left_unread else None
+            if not self.code_headings_not_found else None
         if state.joins is not None:
             # The rule the joins were made by (a query reads the joins alone): an index joined by
             # an earlier rule to the joins this one makes published version 2 of its mark alone.
