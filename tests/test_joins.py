@@ -681,6 +681,33 @@ async def test_a_short_name_read_as_a_person_in_most_chunks_joins_and_its_place_
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("kept", [False, True])
+async def test_a_person_mention_breaking_a_tie_joins_and_its_removal_parts_again(tmp_path, kept):
+    # The tie broken the other way than the test above (a person mention added, then removed, not
+    # a place): one "Met with Ada" beside one "the parser in Ada" stays apart; a second daily
+    # note's joins the two notes' "Ada" to her, the language staying "Ada"; its removal parts
+    # them again; as a fresh index has each.
+    lang = tmp_path / "c" / "Code" / "lang.md"
+    daily = tmp_path / "c" / "Daily" / "2024-05-02.md"
+
+    def add(path: Path, text: str) -> None:
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+
+    def look(db: Path) -> tuple[list[tuple[str, str]], list[str]]:
+        graph = _graph(db)
+        full = ids.entity_id("Ada Lovelace")
+        under_her = sorted(t for e, _c, n, t, *_ in graph["entity_sources"] if n == "Ada" and e == full)
+        return sorted((v[0], v[1]) for v in graph["entities"].values() if v[0] == "Ada"), under_her
+
+    steps = [lambda: add(lang, "Ada is a programming language. We wrote the parser in Ada.\n"),
+             lambda: add(daily, "Met with Ada at the engine house.\n"),
+             lambda: daily.unlink()]
+    assert await _through_the_vault(tmp_path, kept, steps, look) == [
+        ([("Ada", "person")], []), ([("Ada", "geo")], ["person", "person"]), ([("Ada", "person")], [])]
+
+
+@pytest.mark.anyio
 async def test_a_document_reading_a_short_name_as_a_place_is_no_sign_it_says_her(tmp_path):
     # Two notes' "Met with Ada" (a person), and a note saying "Ada Lovelace" and "the parser in
     # Ada" (a place): no document says her and the person "Ada" both, so "Ada" stays apart.
