@@ -558,7 +558,7 @@ class GraphState:
 
     def _own_names(self, store: Store, wanted: set[str], old: dict[str, str], removed: set[str],
                    added: list[merge.EntityMention], settings: Settings
-                   ) -> tuple[list[Entity], dict[str, set[str]], dict[str, set[str]]]:
+                   ) -> tuple[list[Entity], dict[str, set[str]], dict[str, Counter[str]]]:
         """Each of the names (entity ids, as written) of ``wanted`` still said after the change,
         merged from its own mentions alone (a full name's entity holds those of the short names
         joined to it, under ``old`` joins), the chunks saying each (a short name's: as a person,
