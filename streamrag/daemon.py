@@ -97,7 +97,8 @@ from streamrag.config import Settings, find_config, load_settings, without_secre
 from streamrag.errors import (LLMError, LLMRequestError, LLMUnavailableError, RejectedFirstIndex, StreamragError,
                               UnusableFirstIndex, disk_full)
 from streamrag.loader import (DOCUMENT_SUFFIXES, conflict_copies_line, file_of, leads_outside, left_out_lines,
-                              scan_order, shown, unstorable_folder, why_unusable, written_by_export_line)
+                              read_documents, scan_order, shown, unstorable_folder, why_unusable,
+                              written_by_export_line)
 from streamrag.notices import sharing_notices
 from streamrag.on_disk import is_file
 from streamrag.outage import Outage
@@ -479,10 +480,10 @@ class Daemon:
         # ... and the renames among them, each new name's old one (``_queue``): a rename is synced
         # whole or not at all (``_split``).
         self._renamed_from: dict[str, str] = {}
-        # ... and the files a batch added with those it deleted that no rename matched (``_queue``):
-        # ``mv a.txt b.txt`` with b.txt written before the batch was looked at differs from
-        # a.txt's indexed text, though the watcher handed both names over together. The old names
-        # wait with a new one left as indexed (``_with_renames``).
+        # ... and the files a batch added that begin with the indexed text of one it deleted that
+        # no rename matched (``_queue``, ``_written_on``): ``mv a.txt b.txt`` with b.txt written
+        # before the batch was looked at differs from a.txt's indexed text. The old name waits
+        # with the new one left as indexed (``_with_renames``).
         self._tied: list[tuple[frozenset[str], frozenset[str]]] = []
 
     # -- control -------------------------------------------------------------------------
@@ -1262,8 +1263,9 @@ class Daemon:
         """``busy`` and the other names of its renames (``_renamed_from``, each way, chained):
         ``mv a.txt b.txt`` then a log written as b.txt. Synced apart, a.txt settled and went,
         its text with it, until b.txt's own sync, and the sync said "0 files added and deleted".
-        With the names deleted in a batch that added one of ``busy`` (``_tied``): b.txt written
-        before its batch was looked at is no rename by content, and a.txt went as before."""
+        With the names deleted in a batch that added one of ``busy`` beginning with their text
+        (``_tied``): b.txt written before its batch was looked at is no rename by content, and
+        a.txt went as before."""
         busy = set(busy)
         while True:
             more = {old for new, old in self._renamed_from.items() if new in busy} | \
@@ -1684,11 +1686,12 @@ class Daemon:
             if self.pending.get(source) == "deleted":
                 self.pending[source] = "renamed away"
         self._renamed_from.update(renamed)
-        # (the watcher cannot say a rename from a deletion and a new file: a batch is the tie)
-        added = frozenset(rel for rel, kind in files.items() if kind == "added" and rel not in renamed)
-        gone = frozenset(rel for rel in files if self.pending.get(rel) == "deleted")
+        # (a rename written on before its batch was looked at: no rename by content, ``_written_on``)
+        added = [rel for rel, kind in files.items() if kind == "added" and rel not in renamed]
+        gone = [rel for rel in files if self.pending.get(rel) == "deleted"]
         if added and gone:
-            self._tied.append((added, gone))
+            tied = await anyio.to_thread.run_sync(self._written_on, added, gone, abandon_on_cancel=True)
+            self._tied.extend((frozenset({new}), frozenset({old})) for new, old in tied.items())
         kinds = Counter(kind for rel, kind in files.items()
                         if rel not in renamed and rel not in renamed.values() and rel not in came_and_went)
         kinds["renamed"] += len(renamed)
@@ -1719,6 +1722,44 @@ class Daemon:
             await self._extract_ahead(files, renamed, again)
         finally:
             self._extracting_ahead = False
+
+    def _written_on(self, added: list[str], gone: list[str]) -> dict[str, str]:
+        """Those of the files ``added`` that begin with the indexed text of one of the files
+        ``gone`` (its first document's first chunk, in the store), each with that file: ``mv a.txt
+        b.txt``, then a log written on as b.txt before the batch was looked at, differs from
+        a.txt's text, and is no rename by content (``WatchedFolder.renames``). The watcher's events
+        do not pair the names of a rename (a deletion and an addition, in whatever batch), so a
+        batch alone tied every deletion to every file it added: ``rm old.txt`` beside a new log
+        waited with the log, up to its cap. Reads the folder and the index: a worker thread's."""
+        firsts: dict[str, str] = {}   # deleted file -> the text its index begins with
+        with reading(self.db_path) as store:
+            if store is None:
+                return {}
+            for rel in sorted(gone):
+                rows = index_rows.file_rows(store, rel)
+                if not rows:
+                    continue
+                doc_id = rows[min(rows, key=lambda p: (p != rel, len(p), p))][0]   # (itself, or its first row)
+                text = store.scalar("SELECT c.text FROM document_chunks dc JOIN chunks c ON c.id = dc.chunk_id "
+                                    "WHERE dc.doc_id = ? ORDER BY dc.idx LIMIT 1", (doc_id,))
+                if text:
+                    firsts[rel] = text
+        out: dict[str, str] = {}
+        for rel in sorted(added):
+            if not firsts or self._stop_looking.is_set():
+                break
+            try:
+                docs, _warnings = read_documents(self.root / rel, root=self.root,
+                                                 text_field=self.settings.index.text_field)
+            except (OSError, StreamragError):
+                continue
+            if not docs:
+                continue
+            begins = docs[0].text.lstrip()
+            if old := next((old for old, text in firsts.items() if begins.startswith(text)), None):
+                out[rel] = old
+                del firsts[old]
+        return out
 
     async def _extract_ahead(self, files: dict[str, str], renamed: dict[str, str], again: set[str]) -> None:
         """Extracts the files of a batch just queued (``_queue``), so that the sync finds them extracted."""

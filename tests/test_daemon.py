@@ -1438,6 +1438,52 @@ async def test_a_file_renamed_and_written_before_its_batch_is_left_with_its_old_
     assert not syncs[-1][1] and "b.txt" in syncs[-1][2] and "a.txt" not in syncs[-1][2]   # (the source ended)
 
 
+async def test_a_deletion_beside_a_new_file_written_on_is_not_held_with_it(corpus, tmp_path, monkeypatch):
+    # `rm old.txt` while a new log.txt is written every 0.1 s, both handed over in one batch: the
+    # batch tied every deletion to every file it added (as a rename written on is: the test
+    # above), so old.txt's deletion waited with the log, up to its cap (published at 25.9 s, not
+    # 7.5 s, with the real watcher). The log does not begin with old.txt's indexed text: no
+    # rename, and old.txt's deletion is synced apart once settled, the log left as indexed.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.5, "debounce_ms": 0})
+    db = tmp_path / "r.db"
+    old, log = corpus / "old.txt", corpus / "log.txt"
+    old.write_text("Mira Osk opened the harbor ledger at Port Vell.\n")
+    syncs: list[tuple[str, frozenset, set[str]]] = []
+
+    async with running(settings, db, corpus) as (daemon, events, send):
+        assert "old.txt" in _indexed_paths(db)
+        clock, wall = DaemonClock(monkeypatch), WallClock(monkeypatch, time.time())
+        sync_ = daemon._sync
+
+        async def syncing(reason, **kwargs):
+            ok = await sync_(reason, **kwargs)
+            syncs.append((reason, kwargs.get("left_as_indexed", frozenset()), _indexed_paths(db)))
+            return ok
+
+        daemon._sync = syncing
+        async with send:
+            old.unlink()
+            _written_at(log, "Entry 0: Bo Lund paid the toll.\n", wall)
+            for n, batch in enumerate([{(Change.deleted, str(old)), (Change.added, str(log))},
+                                       {(Change.modified, str(log))}]):
+                if n == 1:
+                    _written_at(log, "Entry 1: Bo Lund paid the toll.\n", wall)
+                mark = len(events)
+                await send.send(batch)
+                await until(lambda: "queued" in events.states(mark))
+                clock.now += 0.2
+                wall.now += 0.2
+            clock.now += 0.4
+            wall.now += 0.4
+            _written_at(log, "Entry 2: Bo Lund paid the toll.\n", wall)
+            await until(lambda: syncs, timeout=10)   # (the look, within a second: _LOOK_S)
+            reason, left, indexed = syncs[0]
+            assert left == {"log.txt"} and "old.txt" not in indexed and "log.txt" not in indexed, syncs
+            assert reason == "1 changed file; log.txt still written, synced once quiet", reason
+            assert daemon.pending.keys() == {"log.txt"}, daemon.pending
+    assert "log.txt" in syncs[-1][2]   # (the source ended)
+
+
 async def test_a_file_deleted_beside_the_only_other_one_written_on_is_synced_without_a_warning(
         corpus, tmp_path, monkeypatch):
     # The sync of the files that settled beside a log written on and on leaves the log as
