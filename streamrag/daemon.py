@@ -436,7 +436,7 @@ class Daemon:
         self.warned: set[str] = set()  # the warnings of the last sync, already printed
         self._copies: list[str] = []   # the conflict copies the last sync's scan named, and those met since
         # The kinds of file left out that were said (``left_out_lines``): the initial sync's, and
-        # each new one when its first file appears (``_left_out_kinds``), once (a .pdf dropped into a
+        # each new one when its first files appear (``_left_out_files``), once (a .pdf dropped into a
         # watched folder was said by no line, as `index` says it).
         self._kinds_said_left_out: set[str] = set()
         from streamrag.graph_state import GraphCache
@@ -716,29 +716,37 @@ class Daemon:
             self.warned.add(line)
             self.emit("warning", line, warning=line)
 
-    def _left_out_kinds(self, named: list[tuple[int, str]]) -> list[str]:
-        """The kinds, not said yet, of the files of the events ``named`` that the scan leaves out
-        and says what to do about (the initial sync said those the folder held): a .pdf dropped
-        into the folder was said by no line, `index` says "left out 1 .pdf (... convert it ...)".
-        Nothing for hidden, excluded or temporary files (``WatchedFolder.left_out_kind``). Only
-        reads (the file's first bytes too): ``_classify``'s, in a worker thread for a large batch
-        (0.9 s of the event loop per 100,000 events, on it)."""
-        kinds = []
+    def _left_out_files(self, named: list[tuple[int, str]]) -> set[str]:
+        """The files (paths from the root) of the events ``named`` that the scan leaves out and
+        says what to do about, of kinds not said yet (the initial sync said those the folder
+        held): a .pdf dropped into the folder was said by no line, `index` says "left out 1 .pdf
+        (... convert it ...)". Nothing for hidden, excluded or temporary files
+        (``WatchedFolder.left_out_kind``). Only reads (the file's first bytes too):
+        ``_classify``'s, in a worker thread for a large batch (0.9 s of the event loop per
+        100,000 events, on it)."""
+        files = set()
         for change, path in named:
             if change == DELETED or os.path.splitext(path)[1].lower() in self._kinds_said_left_out:
                 continue
-            if (kind := self.folder.left_out_kind(path)) is not None:
-                kinds.append(kind)
-        return kinds
+            if self.folder.left_out_kind(path) is not None:
+                files.add(os.path.relpath(path, self.root))
+        return files
 
-    def _say_left_out_kinds(self, kinds: Iterable[str]) -> None:
-        """Says the left-out line of each kind in ``kinds`` not said yet, once: those of
-        ``_left_out_kinds``, and those found in a folder made or moved in, which is one event
-        (``WatchedFolder.files_in``)."""
-        for kind in sorted(set(kinds) - self._kinds_said_left_out):
+    def _say_left_out(self, files: Iterable[str]) -> None:
+        """Says the left-out line of each kind of the files ``files`` (paths from the root) not
+        said yet, once, counting them and naming the first three: those of ``_left_out_files``,
+        and those found in a folder made or moved in, which is one event
+        (``WatchedFolder.files_in``). Three PDFs dropped in were said "left out 1 .pdf", none named."""
+        by_kind: dict[str, list[str]] = {}
+        for rel in files:
+            if (kind := os.path.splitext(rel)[1].lower()) not in self._kinds_said_left_out:
+                by_kind.setdefault(kind, []).append(rel)
+        for kind, rels in sorted(by_kind.items()):
             self._kinds_said_left_out.add(kind)
-            for line in left_out_lines({kind: 1}, self.settings.index.include):
-                self.emit("warning", f"left out {line}", warning=f"left out {line}")
+            rels.sort()
+            named = ", ".join(map(shown, rels[:3])) + (f" and {len(rels) - 3} more" if len(rels) > 3 else "")
+            for line in left_out_lines({kind: len(rels)}, self.settings.index.include):
+                self.emit("warning", f"left out {line}: {named}", warning=f"left out {line}: {named}")
 
     def _name_copies(self, appeared: set[str]) -> None:
         """Says the scan's line on sync conflict copies when one appears (Dropbox's, Syncthing's):
@@ -812,24 +820,25 @@ class Daemon:
         # are looked at on the loop, at once: the hop to a thread may take longer on a busy
         # machine, and the quiet period of the batch before it runs meanwhile.
         apart = len(named) >= _LOOK_APART
-        self._say_left_out_kinds(await self._reading(apart, self._left_out_kinds, named))
+        left_out: set[str] = await self._reading(apart, self._left_out_files, named)
         pending = dict(self.pending) if apart else self.pending
         kinds, copies, stats = await self._reading(apart, self._kinds, named, pending)
         if copies:
             self._name_copies(copies)
         if not kinds:
+            self._say_left_out(left_out)
             return out
         # A folder made or moved in may hold 100,000 files: it is listed in a worker thread (two
         # to three seconds of a stalled event loop, signals and progress held, measured), which
         # returns the names and changes nothing; what they mean is decided by ``_look``.
         listed: dict[str, list[str] | None] = {}
-        left_out: set[str] = set()   # (the kinds left out among their files, said as a file's)
+        found_left_out: set[str] = set()   # (the files left out among theirs, said with the batch's)
         for rel, stat in stats.items():
             # (a link elsewhere is not walked)
             if stat is not None and stat[0] and not leads_outside(self.root / rel, self.root):
-                listed[rel] = await anyio.to_thread.run_sync(self.folder.files_in, self.root / rel, left_out,
+                listed[rel] = await anyio.to_thread.run_sync(self.folder.files_in, self.root / rel, found_left_out,
                                                              abandon_on_cancel=True)
-        self._say_left_out_kinds(left_out)
+        self._say_left_out(left_out | {os.path.relpath(path, self.root) for path in found_left_out})
         looked = await self._reading(apart, self._look, kinds, stats, listed, pending)
         for line in looked.warnings:
             self._warn_once(line)

@@ -314,8 +314,8 @@ class WatchedFolder:
         """The regular files under ``folder`` that the scan would index, relative to the root;
         ``None`` if it cannot be entered. Runs in a worker thread: it only reads the file system
         and what the daemon never changes in place (its settings; the link map is replaced whole).
-        Given ``left_out``, adds to it the kinds of the files it holds that the scan leaves out
-        and says (``left_out_kind``): a folder of PDFs moved in is one event, the folder's.
+        Given ``left_out``, adds to it the files it holds that the scan leaves out and says
+        (``left_out_kind``), by their full paths: a folder of PDFs moved in is one event, the folder's.
 
         A file is looked at once (an ``lstat``): its path from the root is its folder's and its
         name, and a regular file lies where its folder does (``os.walk`` follows no link), so
@@ -344,8 +344,8 @@ class WatchedFolder:
                         rel = self.relevant(ADDED, full)   # (an added path: no index read)
                         if rel is not None and self.takes(Path(full)):
                             out.append(rel)
-                        elif left_out is not None and (kind := self.left_out_kind(full, look=False)):
-                            left_out.add(kind)
+                        elif left_out is not None and self.left_out_kind(full, look=False):
+                            left_out.add(full)
                     elif self._regular(full) or self.takes(Path(full)):   # (a link: where it leads)
                         out.append(rel)
         except OSError:

@@ -840,18 +840,22 @@ async def test_a_file_of_a_kind_left_out_that_appears_is_said_once_per_kind(corp
         assert not daemon.worth_holding({(Change.modified, str(corpus / "memo.docx"))})
     warnings = [e["message"] for e in events if e["state"] == "warning"][said:]
     assert warnings == ["left out 1 .docx (not plain text: convert it to .txt or .md, with pdftotext "
-                        "or pandoc for example, to index it)",
+                        "or pandoc for example, to index it): report.docx",
                         "left out 1 .rst (plain text that index.include leaves out; to index it, set include = "
-                        "[\"*.txt\", \"*.md\", \"*.markdown\", \"*.jsonl\", \"*.csv\", \"*.rst\"] under [index])"], warnings
+                        "[\"*.txt\", \"*.md\", \"*.markdown\", \"*.jsonl\", \"*.csv\", \"*.rst\"] under [index]): "
+                        "guide.rst"], warnings
 
 
-async def test_a_folder_moved_in_says_the_kinds_left_out_that_it_holds(corpus, tmp_path):
+@pytest.mark.parametrize("pdfs_alone", [False, True])
+async def test_a_folder_moved_in_says_the_kinds_left_out_that_it_holds(corpus, tmp_path, pdfs_alone):
     # A folder moved in (`mv ~/Downloads/scans notes/`) is one event, the folder's: the files in
     # it were listed for those the scan takes, and its .pdf files got no line (82b2826 said only
-    # a file's own event), though `index` of the same folder says "left out 2 .pdf".
+    # a file's own event), though `index` of the same folder says "left out 2 .pdf". They are
+    # counted (the line said "1 .pdf" of any number) and named; so are those of a folder of
+    # PDFs alone (no file to sync: no sync comes).
     outside = tmp_path / "scans"
     outside.mkdir()
-    for name in ("a.pdf", "b.pdf", "c.txt"):
+    for name in ("a.pdf", "b.pdf", *(() if pdfs_alone else ("c.txt",))):
         (outside / name).write_bytes(b"%PDF-1.4" if name.endswith(".pdf") else b"Mira Osk met Bo Lund.\n")
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
     async with running(settings, tmp_path / "m.db", corpus) as (daemon, events, send):
@@ -859,10 +863,27 @@ async def test_a_folder_moved_in_says_the_kinds_left_out_that_it_holds(corpus, t
         os.rename(outside, corpus / "scans")
         async with send:
             await send.send({(Change.added, str(corpus / "scans"))})
-            await until(lambda: daemon.syncs == 2)
+            await until(lambda: daemon.syncs == 2 or pdfs_alone and ".pdf" in daemon._kinds_said_left_out)
     warnings = [e["message"] for e in events if e["state"] == "warning"][said:]
-    assert warnings == ["left out 1 .pdf (not plain text: convert it to .txt or .md, with pdftotext "
-                        "or pandoc for example, to index it)"], warnings
+    assert warnings == ["left out 2 .pdf (not plain text: convert them to .txt or .md, with pdftotext "
+                        "or pandoc for example, to index them): scans/a.pdf, scans/b.pdf"], warnings
+
+
+async def test_files_of_a_kind_left_out_dropped_in_together_are_counted_and_named(corpus, tmp_path):
+    # Five PDFs dropped in (one batch) were said "left out 1 .pdf (... convert it ...)", none
+    # named: now counted, the first three named, as the scan's line on conflict copies names them.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
+    names = [f"scan{n}.pdf" for n in range(5)]
+    async with running(settings, tmp_path / "p.db", corpus) as (daemon, events, send):
+        said = len([e for e in events if e["state"] == "warning"])
+        for name in names:
+            (corpus / name).write_bytes(b"%PDF-1.4")
+        async with send:
+            await send.send({(Change.added, str(corpus / name)) for name in names})
+            await until(lambda: ".pdf" in daemon._kinds_said_left_out)
+    warnings = [e["message"] for e in events if e["state"] == "warning"][said:]
+    assert warnings == ["left out 5 .pdf (not plain text: convert them to .txt or .md, with pdftotext "
+                        "or pandoc for example, to index them): scan0.pdf, scan1.pdf, scan2.pdf and 2 more"], warnings
 
 
 class DaemonClock:
@@ -3526,7 +3547,7 @@ def test_the_watcher_holds_only_the_writes_that_may_change_the_index(corpus, tmp
     kept = {(Change.modified, str(corpus / "new.txt")), (Change.deleted, str(corpus / "gone.log")),
             (Change.added, str(corpus / "sub")), (Change.modified, str(toml)),
             (Change.added, str(corpus / "notes (conflicted copy).txt"))}
-    # (a file of a kind left out that was not said yet is kept, for its line: ``_left_out_kinds``)
+    # (a file of a kind left out that was not said yet is kept, for its line: ``_left_out_files``)
     assert daemon.worth_holding({(Change.added, str(corpus / "app.log"))}) == {(Change.added, str(corpus / "app.log"))}
     daemon._kinds_said_left_out.add(".log")   # (as the initial sync says it of an app.log already there)
     assert daemon.worth_holding(left_out | kept) == kept
