@@ -583,15 +583,17 @@ class Daemon:
         the one whose chunk failed counted twice)."""
         return self._retry_items - (self._retry_chunks if self._files_listed else self._pending_chunks())
 
-    def _why_sync(self, left_as_indexed: Iterable[str] = (),
-                  watched: dict[str, str] | None = None) -> tuple[str, dict[str, Any]]:
+    def _why_sync(self, left_as_indexed: Iterable[str] = (), watched: dict[str, str] | None = None,
+                  held_renames: dict[str, str] | None = None) -> tuple[str, dict[str, Any]]:
         """What the next sync is for, ``2 changed files, retrying 3 failed items``, and its counts
         as its first line gives them: ``files``, ``whole_folder``, and ``failed_items`` and
         ``claims_failed`` (of them, the chunks indexed without their claims) when it retries.
         ``left_as_indexed``: the files it leaves for a later sync, still written (``_split``,
         and those the watcher holds, ``watched``: ``_held_by_watcher``):
         ``1 changed file; log.txt still written, synced once quiet`` (their count ``held``), or
-        deleted as they were written (``held_deleted``)."""
+        deleted as they were written (``held_deleted``). A new name left with its old one (a rename
+        queued, ``_renamed_from`` and ``_tied``, or held, ``held_renames``) is said so:
+        ``b.txt (renamed from a.txt) still written``."""
         parts = []
         left = sorted(left_as_indexed)
         kinds = {**(watched or {}), **self.pending}
@@ -601,6 +603,8 @@ class Daemon:
         files = self._files_pending() - sum(rel in self.pending for rel in there)
         tied = {old for new, olds in self._tied if new & set(left) for old in olds}
         there = [rel for rel in there if rel not in tied]
+        was = {**{n: o for new, olds in self._tied for n in new for o in olds}, **self._renamed_from,
+               **(held_renames or {})}   # (new name -> old)
         held: list[str] = []
         left_why: dict[str, Any] = {}
         if left:
@@ -611,7 +615,9 @@ class Daemon:
             for named, how in ((written, "still written"), (gone, "deleted as it was written")):
                 if named:
                     more = f" and {_n(len(named) - 1, 'more file')}" if len(named) > 1 else ""
-                    held.append(f"{shown(named[0])}{more} {how}")
+                    old = was.get(named[0])
+                    renamed = f" (renamed from {shown(old)})" if old in left and how == "still written" else ""
+                    held.append(f"{shown(named[0])}{renamed}{more} {how}")
             left_why = {"held": len(written), **({"held_deleted": len(gone)} if gone else {})}
         if left and "." not in self.pending:   # (a whole folder or a retry: below, the held files after it)
             came = sum(kind == "added and deleted" for rel, kind in self.pending.items() if rel not in left)
@@ -1284,10 +1290,11 @@ class Daemon:
                 return busy
             busy |= more
 
-    async def _held_by_watcher(self) -> dict[str, str]:
+    async def _held_by_watcher(self) -> tuple[dict[str, str], dict[str, str]]:
         """The files the watcher holds back, not queued (``FolderWatch.held``: the burst of a file
         written on and on, or of one still copied, when the files settled beside it were handed
-        over alone), each ``"modified"``, or ``"deleted"`` if gone. A sync leaves them as
+        over alone), each ``"modified"``, or ``"deleted"`` if gone (``_held_files``, with the renames
+        among them). A sync leaves them as
         indexed and says them still written, as a busy file the daemon saw (``_split``): they
         are synced once their burst ends. A sync scans the whole folder, and read them as they
         were then: a log half-written, indexed (its calls paid) at each note saved beside it.
@@ -1296,19 +1303,39 @@ class Daemon:
         apart on it)."""
         raw = getattr(self._source, "held", None)
         if not raw:
-            return {}
+            return {}, {}
         return await anyio.to_thread.run_sync(self._held_files, set(raw), dict(self.pending), abandon_on_cancel=True)
 
-    def _held_files(self, raw: set[tuple[int, str]], pending: dict[str, str]) -> dict[str, str]:
-        """``_held_by_watcher`` of the events ``raw`` (a worker thread's: reads, changes nothing)."""
+    def _held_files(self, raw: set[tuple[int, str]], pending: dict[str, str]
+                    ) -> tuple[dict[str, str], dict[str, str]]:
+        """``_held_by_watcher`` of the events ``raw`` (a worker thread's: reads, changes nothing):
+        the held files, each ``"modified"``, ``"deleted"``, or ``"renamed away"``, the old name of a
+        rename among them (``WatchedFolder.renames``, or a new name beginning with its indexed
+        text, ``_written_on``: ``mv a.txt b.txt`` then b.txt written on, its burst held, was said
+        "a.txt deleted as it was written"); and those renames, each new name's old one."""
         raw = self._of_files(raw)
         if not raw or not self.root.is_dir():
-            return {}
+            return {}, {}
+        rels: set[str] = set()
+        made: set[str] = set()   # (those made: a rename's new name)
         with self.folder.batch(lambda rel: _queued(pending, rel)) as relevant:
-            rels = {rel for change, path in raw if (rel := relevant(change, path)) not in (None, ".")}
+            for change, path in raw:
+                if (rel := relevant(change, path)) not in (None, "."):
+                    rels.add(rel)
+                    if change == ADDED:
+                        made.add(rel)
         self._folders_as_files(rels)
-        return {rel: "modified" if os.path.lexists(self.root / rel) else "deleted"
+        held = {rel: "modified" if os.path.lexists(self.root / rel) else "deleted"
                 for rel in rels if rel not in pending}
+        gone = [rel for rel, kind in held.items() if kind == "deleted"]
+        made = [rel for rel in made if held.get(rel) == "modified"]
+        renamed: dict[str, str] = {}
+        if gone and made:
+            renamed = self.folder.renames({**dict.fromkeys(made, "added"), **dict.fromkeys(gone, "deleted")})
+            if left := [rel for rel in gone if rel not in renamed.values()]:
+                renamed.update(self._written_on([rel for rel in made if rel not in renamed], left))
+            held.update(dict.fromkeys(renamed.values(), "renamed away"))
+        return held, renamed
 
     async def _follow(self, recv) -> None:
         """Queues batches as they come, prefetching; syncs after ``quiet_s`` with no batch and no
@@ -1346,11 +1373,11 @@ class Daemon:
             settled, busy = settled - young, busy | (young & settled)
             if not settled or self.stopping:
                 return False
-            watched = await self._held_by_watcher()
+            watched, renamed = await self._held_by_watcher()
             if self.stopping:
                 return False
             busy |= watched.keys()
-            reason, why = self._why_sync(left_as_indexed=busy, watched=watched)
+            reason, why = self._why_sync(left_as_indexed=busy, watched=watched, held_renames=renamed)
             ok = await self._sync(reason, why=why, left_as_indexed=frozenset(busy))
             failures_in_row = _failures_after(failures_in_row, ok=ok, only_retry=False)
             if ok:
@@ -1469,10 +1496,10 @@ class Daemon:
                 # and kept the pause where it was (16 s all weekend) until the endpoint was back.
                 only_retry, edited = not edited, False
                 # (the files the watcher holds, not handed over yet: left as indexed, ``_held_by_watcher``)
-                watched = await self._held_by_watcher()
+                watched, renamed = await self._held_by_watcher()
                 if self.stopping:
                     return
-                reason, why = self._why_sync(left_as_indexed=watched, watched=watched)
+                reason, why = self._why_sync(left_as_indexed=watched, watched=watched, held_renames=renamed)
                 ok = await self._sync(reason, why=why, left_as_indexed=frozenset(watched))
                 failures_in_row = _failures_after(failures_in_row, ok=ok, only_retry=only_retry)
                 if not ok:  # retry later, backing off, unless new events come first
@@ -1740,7 +1767,7 @@ class Daemon:
         do not pair the names of a rename (a deletion and an addition, in whatever batch), so a
         batch alone tied every deletion to every file it added: ``rm old.txt`` beside a new log
         waited with the log, up to its cap. Reads the folder and the index: a worker thread's."""
-        firsts: dict[str, str] = {}   # deleted file -> the text its index begins with
+        firsts: dict[str, tuple[str, int]] = {}   # deleted file -> the text its index begins with, its size
         with reading(self.db_path) as store:
             if store is None:
                 return {}
@@ -1748,24 +1775,29 @@ class Daemon:
                 rows = index_rows.file_rows(store, rel)
                 if not rows:
                     continue
-                doc_id = rows[min(rows, key=lambda p: (p != rel, len(p), p))][0]   # (itself, or its first row)
+                # (itself, or its first row)
+                doc_id, size, _stamp = rows[min(rows, key=lambda p: (p != rel, len(p), p))]
                 text = store.scalar("SELECT c.text FROM document_chunks dc JOIN chunks c ON c.id = dc.chunk_id "
                                     "WHERE dc.doc_id = ? ORDER BY dc.idx LIMIT 1", (doc_id,))
                 if text:
-                    firsts[rel] = text
+                    firsts[rel] = (text, size)
         out: dict[str, str] = {}
         for rel in sorted(added):
             if not firsts or self._stop_looking.is_set():
                 break
+            path = self.root / rel
             try:
-                docs, _warnings = read_documents(self.root / rel, root=self.root,
-                                                 text_field=self.settings.index.text_field)
+                # (a file written on after its rename has grown: one smaller than each is not read)
+                if (st := path.stat()).st_size < min(size for _text, size in firsts.values()):
+                    continue
+                docs, _warnings = read_documents(path, root=self.root, text_field=self.settings.index.text_field,
+                                                 st=st)
             except (OSError, StreamragError):
                 continue
             if not docs:
                 continue
             begins = docs[0].text.lstrip()
-            if old := next((old for old, text in firsts.items() if begins.startswith(text)), None):
+            if old := next((old for old, (text, _size) in firsts.items() if begins.startswith(text)), None):
                 out[rel] = old
                 del firsts[old]
         return out

@@ -1144,6 +1144,43 @@ async def test_a_file_the_watcher_holds_is_left_as_indexed_by_the_sync_of_a_note
     assert left == frozenset() and chars == len(log.read_text()) and reason == "1 changed file", syncs
 
 
+@pytest.mark.parametrize("written_before_look", [False, True])
+async def test_a_rename_the_watcher_holds_is_said_renamed_not_deleted(corpus, tmp_path, written_before_look):
+    # `mv a.txt b.txt`, b.txt then written on: the watcher holds the burst (a.txt's deletion and
+    # b.txt's making), a note saved beside is handed over alone. Its sync left both names as
+    # indexed, but said a.txt "deleted as it was written": it was renamed. Now the held names of
+    # a rename (by content, or b.txt beginning with a.txt's indexed text) are said as one.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.3, "debounce_ms": 0})
+    db = tmp_path / "n.db"
+    old, new, note = corpus / "a.txt", corpus / "b.txt", corpus / "note.txt"
+    old.write_text("Mira Osk opened the harbor ledger at Port Vell.\n")   # (indexed by the initial sync)
+    held: set = set()
+    syncs: list[tuple[str, dict, frozenset]] = []
+    async with running(settings, db, corpus, held=held) as (daemon, _events, send):
+        sync_ = daemon._sync
+
+        async def syncing(reason, **kwargs):
+            ok = await sync_(reason, **kwargs)
+            syncs.append((reason, kwargs["why"], kwargs.get("left_as_indexed", frozenset())))
+            return ok
+
+        daemon._sync = syncing
+        async with send:
+            old.rename(new)
+            if written_before_look:
+                with new.open("a") as f:
+                    f.write("Line 1: Captain Oskar Lind logged the tide at Port Vell.\n")
+            held.update({(Change.deleted, str(old)), (Change.added, str(new))})
+            note.write_text("Mira Osk sold the Blue Heron to Bo Lund at Kessel.\n")
+            await send.send({(Change.added, str(note))})
+            await until(lambda: syncs, timeout=30)
+            reason, why, left = syncs[0]
+            assert left == {"a.txt", "b.txt"} and {"a.txt", "note.txt"} <= _indexed_paths(db), syncs
+            assert reason == "1 changed file; b.txt (renamed from a.txt) still written, synced once quiet", reason
+            assert why["files"] == 1 and why["held"] == 1 and "held_deleted" not in why, why
+            held.clear()
+
+
 async def test_the_files_the_watcher_holds_are_told_apart_off_the_event_loop(corpus, tmp_path):
     # A copy under way holds thousands of paths at each sync beside it: telling the settings
     # files among them apart (a Path made and looked up for each) took 0.7-1.3 s of the event
@@ -1402,7 +1439,7 @@ async def test_a_file_renamed_then_written_on_is_left_with_its_old_name(corpus, 
             if note_beside:
                 reason, left, indexed = syncs[0]
                 assert left == {"a.txt", "b.txt"} and {"a.txt", "note.txt"} <= indexed, syncs
-                assert "b.txt" not in indexed and reason == "1 changed file; b.txt still written, synced once quiet"
+                assert "b.txt" not in indexed and reason == "1 changed file; b.txt (renamed from a.txt) still written, synced once quiet"
                 assert daemon.pending == {"a.txt": "renamed away", "b.txt": "modified"}
             else:
                 assert [got for w, got in splits if "b.txt" in w] == [None], splits   # no sync apart
@@ -1451,7 +1488,7 @@ async def test_a_file_renamed_and_written_before_its_batch_is_left_with_its_old_
             if note_beside:
                 reason, left, indexed = syncs[0]
                 assert left == {"a.txt", "b.txt"} and {"a.txt", "note.txt"} <= indexed, syncs
-                assert "b.txt" not in indexed and reason == "1 changed file; b.txt still written, synced once quiet"
+                assert "b.txt" not in indexed and reason == "1 changed file; b.txt (renamed from a.txt) still written, synced once quiet"
                 assert daemon.pending == {"a.txt": "deleted", "b.txt": "modified"}, daemon.pending
             else:
                 assert [got for w, got in splits if "b.txt" in w] == [None], splits   # no sync apart
