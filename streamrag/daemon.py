@@ -611,12 +611,19 @@ class Daemon:
             # A file deleted as it was written (its last batch a deletion) is left too, but is
             # not "still written": it was counted so, and named as such when it came first.
             gone = [rel for rel in there if kinds.get(rel) == "deleted"]
-            written = [rel for rel in there if rel not in gone] or ([] if gone else left)
+            written = [rel for rel in there if rel not in gone]
+            if not there:
+                # Only the names of renames and files come and gone: the new name of a rename
+                # deleted since (`mv a.txt b.txt`, b.txt written, then deleted) was deleted as it
+                # was written; the old name, renamed away, is not written (this fell back on
+                # every name left: "a.txt and 1 more file still written").
+                gone = [rel for rel in left if kinds.get(rel) == "added and deleted"]
+                written = [] if gone else [rel for rel in left if kinds.get(rel) != "renamed away"] or left
             for named, how in ((written, "still written"), (gone, "deleted as it was written")):
                 if named:
                     more = f" and {_n(len(named) - 1, 'more file')}" if len(named) > 1 else ""
                     old = was.get(named[0])
-                    renamed = f" (renamed from {shown(old)})" if old in left and how == "still written" else ""
+                    renamed = f" (renamed from {shown(old)})" if old in left else ""
                     held.append(f"{shown(named[0])}{renamed}{more} {how}")
             left_why = {"held": len(written), **({"held_deleted": len(gone)} if gone else {})}
         if left and "." not in self.pending:   # (a whole folder or a retry: below, the held files after it)

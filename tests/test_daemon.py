@@ -1468,7 +1468,8 @@ async def test_a_file_renamed_then_written_on_is_left_with_its_old_name(corpus, 
             if note_beside:
                 reason, left, indexed = syncs[0]
                 assert left == {"a.txt", "b.txt"} and {"a.txt", "note.txt"} <= indexed, syncs
-                assert "b.txt" not in indexed and reason == "1 changed file; b.txt (renamed from a.txt) still written, synced once quiet"
+                assert "b.txt" not in indexed, indexed
+                assert reason == "1 changed file; b.txt (renamed from a.txt) still written, synced once quiet", reason
                 assert daemon.pending == {"a.txt": "renamed away", "b.txt": "modified"}
             else:
                 assert [got for w, got in splits if "b.txt" in w] == [None], splits   # no sync apart
@@ -1517,12 +1518,61 @@ async def test_a_file_renamed_and_written_before_its_batch_is_left_with_its_old_
             if note_beside:
                 reason, left, indexed = syncs[0]
                 assert left == {"a.txt", "b.txt"} and {"a.txt", "note.txt"} <= indexed, syncs
-                assert "b.txt" not in indexed and reason == "1 changed file; b.txt (renamed from a.txt) still written, synced once quiet"
+                assert "b.txt" not in indexed, indexed
+                assert reason == "1 changed file; b.txt (renamed from a.txt) still written, synced once quiet", reason
                 assert daemon.pending == {"a.txt": "deleted", "b.txt": "modified"}, daemon.pending
             else:
                 assert [got for w, got in splits if "b.txt" in w] == [None], splits   # no sync apart
                 assert not syncs and "a.txt" in _indexed_paths(db), syncs
     assert not syncs[-1][1] and "b.txt" in syncs[-1][2] and "a.txt" not in syncs[-1][2]   # (the source ended)
+
+
+async def test_a_rename_whose_new_name_was_deleted_as_it_was_written_is_not_said_still_written(
+        corpus, tmp_path, monkeypatch):
+    # `mv a.txt b.txt` (a rename by content), b.txt written on, then deleted, a note saved
+    # beside: the note's sync leaves both names as indexed (a rename is synced whole), and its
+    # line fell back on naming every name left, "a.txt and 1 more file still written": a.txt was
+    # renamed away, b.txt deleted. Now b.txt is said deleted as it was written, renamed from a.txt.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.5, "debounce_ms": 0})
+    db = tmp_path / "r.db"
+    old, new, note = corpus / "a.txt", corpus / "b.txt", corpus / "note.txt"
+    old.write_text("Mira Osk opened the harbor ledger at Port Vell.\n")
+    syncs: list[tuple[str, dict, frozenset]] = []
+
+    async with running(settings, db, corpus) as (daemon, events, send):
+        clock, wall = DaemonClock(monkeypatch), WallClock(monkeypatch, time.time())
+        sync_ = daemon._sync
+
+        async def syncing(reason, **kwargs):
+            ok = await sync_(reason, **kwargs)
+            syncs.append((reason, kwargs["why"], kwargs.get("left_as_indexed", frozenset())))
+            return ok
+
+        async def step(batch: set, seconds: float) -> None:
+            mark = len(events)
+            await send.send(batch)
+            await until(lambda: "queued" in events.states(mark))
+            clock.now += seconds
+            wall.now += seconds
+
+        daemon._sync = syncing
+        async with send:
+            old.rename(new)
+            await step({(Change.deleted, str(old)), (Change.added, str(new))}, 0.2)
+            assert daemon.pending == {"a.txt": "renamed away", "b.txt": "added"}, daemon.pending
+            _written_at(new, "Entry 1: Bo Lund paid the toll.\n", wall)
+            await step({(Change.modified, str(new))}, 0.2)
+            _written_at(new, "Entry 2: Bo Lund paid the toll.\n", wall)
+            _written_at(note, "Mira Osk sold the Blue Heron to Bo Lund at Kessel.\n", wall)
+            await step({(Change.modified, str(new)), (Change.added, str(note))}, 0.2)
+            new.unlink()
+            await step({(Change.deleted, str(new))}, 0.35)   # (the note settled, b.txt not: a sync apart)
+            await until(lambda: syncs, timeout=10)   # (the look, within a second: _LOOK_S)
+            reason, why, left = syncs[0]
+            assert left == {"a.txt", "b.txt"}, syncs
+            assert reason == "1 changed file; b.txt (renamed from a.txt) deleted as it was written, synced once quiet", \
+                reason
+            assert why["held"] == 0 and why["held_deleted"] == 1, why
 
 
 async def test_a_deletion_beside_a_new_file_written_on_is_not_held_with_it(corpus, tmp_path, monkeypatch):
