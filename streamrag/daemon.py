@@ -2656,13 +2656,6 @@ def cmd_watch(args: argparse.Namespace) -> int:
     if indexed is not None and indexed != root.resolve():
         raise StreamragError(f"{db} is the index of {indexed}; watch that folder, or give this one "
                              "its own index with --db FILE")
-    # A model-built index with no endpoint now is refused before the first line: it said
-    # "starting ..., offline (NLP extraction, extractive reports)" and then refused to run offline.
-    with reading(db) as store:
-        if store is not None:
-            from streamrag.pipeline import check_not_downgraded
-
-            check_not_downgraded(settings, store, db)
     # Said as `index` says them, but as warning events: with --json, on stdout with the others.
     notes = (file_base_unused(settings),)
     daemon = Daemon(settings, db, root, report=Reporter(json_lines=args.json),
@@ -2673,4 +2666,14 @@ def cmd_watch(args: argparse.Namespace) -> int:
                                                       by_folder=not (args.config or settings.store.path)))
     source = None if args.once else watch_folder(daemon.root, settings.watch, daemon.stop_event, keep=daemon.worth_holding)
     with one_writer(db, f"streamrag watch {shell_word(given)}", given=db_given(args, settings)) as daemon.writer_lock:
+        # A model-built index with no endpoint now is refused before the first line: it said
+        # "starting ..., offline (NLP extraction, extractive reports)" and then refused to run offline.
+        # Read under the lock: an older index is upgraded by this reading, which then says so in
+        # the lock (``store.upgrading_note``); before the lock, a reader meanwhile met the write
+        # lock alone and waited 30 s for "another streamrag may be upgrading it".
+        with reading(db) as store:
+            if store is not None:
+                from streamrag.pipeline import check_not_downgraded
+
+                check_not_downgraded(settings, store, db)
         return anyio.run(serve, daemon, source)

@@ -971,8 +971,9 @@ class Store:
                 return
             # Written by an older streamrag: bring the schema forward (a short write), then read;
             # not under a writer at work (an older `watch` left running across an upgrade failed
-            # every sync after a new `status` upgraded its index).
-            held = _held_lines(self.path)
+            # every sync after a new `status` upgraded its index). A writer lock this process holds
+            # is no other's: it upgrades under it, noted there (`watch` reads before it writes).
+            held = None if lock_path(self.path) in _writer_locks else _held_lines(self.path)
             if held is not None:
                 holder = _holder_of(held)
                 if (to := _upgrading_to(held)) is not None:

@@ -278,6 +278,78 @@ async def test_a_watched_folder_deleted_is_not_made_again_by_the_lock(corpus, mo
     assert not [e for e in events if e["state"] == "warning" and "replaced" in e["message"]]
 
 
+def test_watch_upgrades_an_older_index_under_its_writer_lock_saying_so(tmp_path, corpus, monkeypatch):
+    # watch read the index (check_not_downgraded) before it took the writer lock, and that read
+    # upgraded an older index: the lock said nothing of it, and a reader meanwhile met the write
+    # lock alone and waited 30 s for "another streamrag may be upgrading it". The upgrade is made
+    # under watch's lock now, which says "upgrading" as index's does. (A child watch, its last
+    # step held until told to go.)
+    import streamrag
+    import streamrag.store as store_module
+    from streamrag.errors import WriterBusyError
+    from streamrag.store import SCHEMA_VERSION, lock_path
+
+    db = tmp_path / "w.db"
+    assert main(["index", str(corpus), "--offline", "-q", "--db", str(db)]) == 0
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:   # (the last step may be applied again)
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION - 1),))
+    started, go = tmp_path / "started", tmp_path / "go"
+    script = ("import sys, time, streamrag\n"
+              "from pathlib import Path\n"
+              "from streamrag import store\n"
+              "from streamrag.cli import main\n"
+              "print(streamrag.__file__, flush=True)\n"
+              "db, corpus, started, go = sys.argv[1:]\n"
+              "name, real = store.MIGRATIONS[-1]\n"
+              "def step(conn):\n"
+              "    Path(started).touch()\n"
+              "    while not Path(go).exists():\n"
+              "        time.sleep(0.02)\n"
+              "    real(conn)\n"
+              "store.MIGRATIONS[-1] = (name, step)\n"
+              "raise SystemExit(main(['watch', '--once', '--offline', '--db', db, corpus]))\n")
+    child = subprocess.Popen([sys.executable, "-c", script, str(db), str(corpus), str(started), str(go)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        while not started.exists() and child.poll() is None:
+            time.sleep(0.02)
+        assert started.exists(), child.communicate()
+        holder = f"pid {child.pid}: streamrag watch {corpus}"
+        assert lock_path(db).read_text() == f"{holder}\nupgrading to schema {SCHEMA_VERSION}\n"
+        monkeypatch.setattr(store_module, "_BUSY_S", 0)   # (met its write lock: refused at once)
+        with pytest.raises(WriterBusyError) as refused:
+            Store(db, readonly=True)
+        assert str(refused.value) == (f"{db} is being upgraded for this streamrag by another ({holder}; once, and "
+                                      "an upgrade of a large index takes a while); run this again once it is done")
+    finally:
+        go.touch()
+        out, err = child.communicate(timeout=60)
+    assert child.returncode == 0, err
+    assert out.splitlines()[0] == streamrag.__file__   # (this checkout's streamrag)
+    assert "upgrading the index at" in err and "idle " in err, err
+    assert db_count(db, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'schema_version'") == SCHEMA_VERSION
+
+
+def test_watch_refuses_an_older_model_built_index_without_an_endpoint_before_its_first_line(tmp_path, corpus,
+                                                                                             cli_run):
+    # Its read for check_not_downgraded is made under the writer lock now, where an older index
+    # is upgraded by it, and the refusal still comes before "starting ...", as of a current one.
+    from streamrag.store import SCHEMA_VERSION
+
+    db = tmp_path / "m.db"
+    assert main(["index", str(corpus), "--offline", "-q", "--db", str(db)]) == 0
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute("UPDATE meta SET value = 'llm-m1' WHERE key = 'extractor'")   # (a model's)
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION - 1),))
+    out = cli_run("watch", "--once", "--db", str(db), str(corpus))
+    assert out.returncode == 1, out
+    assert [line for line in out.stderr.splitlines() if "upgrading the index" not in line] == [
+        f"streamrag: error: {db}: this index was built with a model, and no endpoint is set now (llm.api_base, "
+        "STREAMRAG_API_BASE or --api-base): set one to update it, or pass --offline to rebuild it offline (the "
+        "NLP extractor's graph and extractive reports replace the model's)"], out.stderr
+    assert db_count(db, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'schema_version'") == SCHEMA_VERSION
+
+
 async def test_an_index_deleted_with_its_folder_is_not_held_while_the_folder_is_gone(corpus, monkeypatch):
     # `rm -rf notes` under watch, the index inside: the daemon's handle on the index file (to tell
     # a move from a deletion) held it, deleted, its space taken, for as long as notes was gone.

@@ -153,17 +153,24 @@ def test_a_reader_does_not_upgrade_an_index_an_older_writer_holds(tmp_path):
     from streamrag.config import load_settings
     from streamrag.errors import WriterBusyError
     from streamrag.estimate import estimate
-    from streamrag.store import one_writer
 
     db = tmp_path / "old.db"
     _old_index(db)
-    with one_writer(db, "streamrag watch notes"):
-        with pytest.raises(WriterBusyError, match=r"old\.db is being written by another streamrag \(pid \d+: "
+    # (the writer another process: a lock this one holds is its own, under which it upgrades)
+    older = subprocess.Popen([sys.executable, "-c", "import sys; from streamrag.store import one_writer\n"
+                              "with one_writer(sys.argv[1], 'streamrag watch notes'):\n"
+                              "    print('held', flush=True); sys.stdin.read()", str(db)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert older.stdout.readline() == "held\n"
+        with pytest.raises(WriterBusyError, match=rf"old\.db is being written by another streamrag \(pid {older.pid}: "
                                                   r"streamrag watch notes\).*older version.*stop it and start it again"):
             Store(db, readonly=True)
         # nor does index --estimate, which spends nothing: it reads an upgraded copy (it refused,
         # as a reader that would upgrade the index does)
         assert estimate([tmp_path], load_settings(None, env={}), db, root=tmp_path)["offline"]
+    finally:
+        older.communicate("")
     import sqlite3
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("1",)
@@ -280,6 +287,32 @@ def test_an_upgrade_under_the_writer_lock_leaves_its_note_as_it_was(tmp_path):
         assert lock_path(db).read_text().splitlines()[1:] == ["updating since 1.000: 2 files"]
         Store(db).close()   # (nothing to upgrade: nothing noted)
         assert lock.noted == "updating since 1.000: 2 files"
+
+
+def test_a_reader_in_the_process_holding_the_writer_lock_upgrades_under_it(tmp_path, monkeypatch):
+    # `watch` reads the index (is it a model's?) once it holds the writer lock: a reader of an
+    # older index there refused it as "being written by another streamrag (pid <its own>...)".
+    # The lock is its own: it upgrades the index under it, saying so there meanwhile.
+    import streamrag.store as store_module
+    from streamrag.store import lock_path, one_writer
+
+    db = tmp_path / "index.db"
+    Store(db).close()
+    _one_step_back(db)
+    name, real = store_module.MIGRATIONS[-1]
+    seen = []
+
+    def step(conn):
+        seen.append(lock_path(db).read_text())
+        real(conn)
+
+    monkeypatch.setattr(store_module, "MIGRATIONS", [*store_module.MIGRATIONS[:-1], (name, step)])
+    with one_writer(db, "streamrag watch notes"):
+        reader = Store(db, readonly=True)
+        assert reader.get_meta("schema_version") == str(SCHEMA_VERSION)
+        reader.close()
+        assert lock_path(db).read_text() == f"pid {os.getpid()}: streamrag watch notes\n"
+    assert seen == [f"pid {os.getpid()}: streamrag watch notes\nupgrading to schema {SCHEMA_VERSION}\n"]
 
 
 @pytest.mark.parametrize("case, reads", [
