@@ -2139,16 +2139,19 @@ def _holder_of(lines: list[str]) -> str:
 
 def _being_upgraded(path: Path, holder: str, to: int) -> str:
     """The refusal of a reader of the index at ``path`` (an older schema) while ``holder``, its
-    writer, upgrades it to schema ``to``."""
+    writer, upgrades it to schema ``to``. The schemas are said as a newer index's refusal says them
+    (``_check_version``: "this one knows 32"); the holder (``pid 12: streamrag watch notes``) is
+    set off by a semicolon, as its own colon is there."""
     if to == SCHEMA_VERSION:
         return (f"{path} is being upgraded for this streamrag by another ({holder}; once, and an upgrade of "
                 "a large index takes a while); run this again once it is done")
+    schemas = f"({holder}; to schema {to}, this one knows {SCHEMA_VERSION})"
     if to > SCHEMA_VERSION:
-        return (f"{path} is being upgraded by a newer streamrag ({holder}: to schema {to}, this one reads "
-                f"{SCHEMA_VERSION}), which this one cannot read once it is done; upgrade streamrag")
-    return (f"{path} is being upgraded by an older streamrag ({holder}: to schema {to}, this one reads "
-            f"{SCHEMA_VERSION}), and this one would have to upgrade it further while that one writes it: "
-            "stop that one and start it again with this version; then run this again")
+        return (f"{path} is being upgraded by a newer streamrag {schemas}, which this one cannot read once it "
+                "is done; upgrade streamrag")
+    return (f"{path} is being upgraded by an older streamrag {schemas}, and this one would have to upgrade it "
+            "further while that one writes it: stop that one and start it again with this version; then run "
+            "this again")
 
 
 def _held_lines(db_path: Path | str) -> list[str] | None:

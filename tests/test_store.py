@@ -147,6 +147,23 @@ def test_an_older_index_is_migrated_forward(tmp_path):
     s.close()
 
 
+@contextlib.contextmanager
+def _held_by_another(db, what: str, note: str | None = None):
+    """The writer lock of ``db`` held for the block by another process (a lock this one holds is
+    its own, under which its reader upgrades), as ``what``, ``note`` on its second line; yields
+    its pid."""
+    child = subprocess.Popen([sys.executable, "-c", "import sys; from streamrag.store import one_writer\n"
+                              "with one_writer(sys.argv[1], sys.argv[2]) as lock:\n"
+                              "    lock.note(sys.argv[3] or None); print('held', flush=True); sys.stdin.read()",
+                              str(db), what, note or ""],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline() == "held\n"
+        yield child.pid
+    finally:
+        child.communicate("")
+
+
 def test_a_reader_does_not_upgrade_an_index_an_older_writer_holds(tmp_path):
     # An older `watch` left running across an upgrade: a new `status` upgraded its index, and
     # the daemon failed every sync after ("written by a newer streamrag") until it was stopped.
@@ -156,21 +173,13 @@ def test_a_reader_does_not_upgrade_an_index_an_older_writer_holds(tmp_path):
 
     db = tmp_path / "old.db"
     _old_index(db)
-    # (the writer another process: a lock this one holds is its own, under which it upgrades)
-    older = subprocess.Popen([sys.executable, "-c", "import sys; from streamrag.store import one_writer\n"
-                              "with one_writer(sys.argv[1], 'streamrag watch notes'):\n"
-                              "    print('held', flush=True); sys.stdin.read()", str(db)],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert older.stdout.readline() == "held\n"
-        with pytest.raises(WriterBusyError, match=rf"old\.db is being written by another streamrag \(pid {older.pid}: "
+    with _held_by_another(db, "streamrag watch notes") as pid:
+        with pytest.raises(WriterBusyError, match=rf"old\.db is being written by another streamrag \(pid {pid}: "
                                                   r"streamrag watch notes\).*older version.*stop it and start it again"):
             Store(db, readonly=True)
         # nor does index --estimate, which spends nothing: it reads an upgraded copy (it refused,
         # as a reader that would upgrade the index does)
         assert estimate([tmp_path], load_settings(None, env={}), db, root=tmp_path)["offline"]
-    finally:
-        older.communicate("")
     import sqlite3
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("1",)
@@ -272,6 +281,41 @@ def test_a_writer_whose_upgrade_meets_a_write_lock_does_not_name_itself_as_the_u
     assert f"pid {os.getpid()}" not in str(refused.value)
     assert str(refused.value).endswith("; another streamrag may be upgrading it (an upgrade of a large index takes "
                                        "a while): run the command again once it is done")
+
+
+@pytest.mark.parametrize("upgrader", ["this", "newer", "older"])
+def test_a_reader_is_told_which_streamrag_upgrades_the_index_and_what_to_do(tmp_path, upgrader):
+    # The writer's note names the schema it upgrades to: this streamrag's, a newer one's (this one
+    # cannot read the index once it is done) or an older one's (it would have to upgrade it
+    # further under that writer). The newer and older wordings were tested by none, said "this
+    # one reads 32" where the newer index's refusal says "this one knows 32", and "(pid N:
+    # streamrag watch notes: to schema 33, ...)" with two colons.
+    import sqlite3
+
+    from streamrag.errors import WriterBusyError
+    from streamrag.store import upgrading_note
+
+    to = {"this": SCHEMA_VERSION, "newer": SCHEMA_VERSION + 1, "older": SCHEMA_VERSION - 1}[upgrader]
+    at = str(min(to, SCHEMA_VERSION) - 1)   # (the index the writer upgrades: a schema before its)
+    db = tmp_path / "index.db"
+    Store(db).close()
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (at,))
+    with _held_by_another(db, "streamrag watch notes", upgrading_note(to)) as pid:
+        with pytest.raises(WriterBusyError) as refused:
+            Store(db, readonly=True)
+    holder = f"pid {pid}: streamrag watch notes"
+    assert str(refused.value) == {
+        "this": f"{db} is being upgraded for this streamrag by another ({holder}; once, and an upgrade of a large "
+                "index takes a while); run this again once it is done",
+        "newer": f"{db} is being upgraded by a newer streamrag ({holder}; to schema {to}, this one knows "
+                 f"{SCHEMA_VERSION}), which this one cannot read once it is done; upgrade streamrag",
+        "older": f"{db} is being upgraded by an older streamrag ({holder}; to schema {to}, this one knows "
+                 f"{SCHEMA_VERSION}), and this one would have to upgrade it further while that one writes it: stop "
+                 "that one and start it again with this version; then run this again",
+    }[upgrader]
+    with contextlib.closing(sqlite3.connect(db)) as conn:   # (nothing written)
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (at,)
 
 
 def test_an_upgrade_under_the_writer_lock_leaves_its_note_as_it_was(tmp_path):
