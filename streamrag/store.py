@@ -25,8 +25,11 @@ applied again to an index that has them (tables, indexes and columns made only i
 triggers and counts made again), as tests do that set an index's version back a step. Each
 step commits with its version, so an upgrade stopped anywhere is finished by the next open. A
 reader that cannot write an older index reads it as it lies only where every step it lacks proves
-it would change no row of it (``_NO_OP_WHEN``); a writer that upgrades says "upgrading" in its
-lock meanwhile (``upgrading_note``), for readers that meet it.
+it would change no row of it (``_NO_OP_WHEN``) and its failure keys are not marked stale (the last
+step would count them again). An upgrade made under the writer lock its process holds (``index``,
+``watch``, ``demo``: a reader of theirs too, the lock being its own) says "upgrading" in the lock
+meanwhile (``upgrading_note``), for readers and writers that meet it; one made by a process that
+holds none (``ask``, ``status``, and ``vacuum``'s look before it takes the lock) says nothing there.
 Writers go through ``writer.Writer`` (one task owns the write connection); readers open their own
 ``Store(path, readonly=True)``.
 
