@@ -15,6 +15,7 @@ import re
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -111,33 +112,76 @@ def news(tmp_path) -> Path:
     return news_copy(tmp_path, 10)
 
 
+class Indexed(NamedTuple):
+    """Ten articles indexed through the simulator with ``make_settings``' defaults: the folder
+    (``tmp_path/news``), the index (``tmp_path/index.db``) and what its first sync did."""
+
+    news: Path
+    db: Path
+    first: SyncResult
+
+
+@pytest.fixture(scope="module")
+def _ten_indexed_once(tmp_path_factory, simulator) -> tuple[Path, SyncResult]:
+    """The ``news`` articles indexed once for the module (the sync most tests here begin with,
+    3 s each): the folder holding ``news`` and ``index.db``, and the sync's result."""
+    import anyio
+
+    base = tmp_path_factory.mktemp("ten_indexed")
+    docs = news_copy(base, 10)
+    with pytest.MonkeyPatch.context() as m:   # (as the autouse fixture has it for a test's own sync)
+        m.setattr(Indexer, "check_shortcuts", True)
+        first = anyio.run(functools.partial(sync, [docs], make_settings(simulator.base_url), base / "index.db",
+                                            root=docs))
+    return base, first
+
+
+@pytest.fixture
+def ten_indexed(_ten_indexed_once, tmp_path) -> Indexed:
+    """A copy of the module's indexed ``news`` for the test to change, as if indexed where it
+    lies: the index records the folder's absolute path (meta ``root``) and each file's change
+    stamp, and a copied file has a new status-change time, which the run would take for a
+    `cp -a` (read again, ``documents_new_times``, and the read text's tokens counted in place of
+    the stored ones). Both are set to the copy's, as a sync of the copy would have recorded."""
+    from streamrag.on_disk import change_stamp
+
+    base, first = _ten_indexed_once
+    news, db = tmp_path / "news", tmp_path / "index.db"
+    shutil.copytree(base / "news", news)
+    shutil.copy2(base / "index.db", db)   # (a closed index: no -wal beside it)
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'root'", (str(news.resolve()),))
+        conn.executemany("UPDATE files SET stamp = ? WHERE path = ?",
+                         [(change_stamp(os.stat(news / path)), path)
+                          for (path,) in conn.execute("SELECT path FROM files")])
+    return Indexed(news, db, first)
+
+
 async def index_and_estimate(news: Path, settings, db: Path):
     est = estimate([news], settings, db, root=news)
     return est, await sync([news], settings, db, root=news)
 
 
 async def test_an_update_counts_the_summaries_and_reports_of_what_its_new_chunks_name(
-        news, tmp_path, simulator):
+        ten_indexed, simulator):
     # New articles name people and bodies the index holds: their summaries are written again,
     # and their communities' reports. Counted per new chunk, the estimate said 3 summaries and
     # 1 report for one article of synth_small where the run made 14 and 14.
+    news, db, _ = ten_indexed
     settings = make_settings(simulator.base_url)
-    db = tmp_path / "index.db"
-    await sync([news], settings, db, root=news)
     add_articles(news, 10, 16)
     est, done = await index_and_estimate(news, settings, db)
     assert paid(done.llm, "summarize") > 20 and paid(done.llm, "report") > 10, done.llm
     assert not close(est, done, 1.35)
 
 
-async def test_an_update_s_report_prompts_show_the_summaries_a_model_writes_as_long_as_one(news, tmp_path, simulator):
+async def test_an_update_s_report_prompts_show_the_summaries_a_model_writes_as_long_as_one(ten_indexed, simulator):
     # A summary written anew stands in a report's context as long as a model's summary, not as
     # its descriptions joined: 31 articles added to ten were estimated 1,769 prompt tokens a
     # report for the run's 1,296 (a 200-document corpusgen index, 40 added: 2,993 for 2,519);
     # now 1,632 (2,589). (What is left: the offline extractor's pairs, more than a model's.)
+    news, db, _ = ten_indexed
     settings = make_settings(simulator.base_url)
-    db = tmp_path / "index.db"
-    await sync([news], settings, db, root=news)
     add_articles(news, 10)
     est, done = await index_and_estimate(news, settings, db)
     assert paid(done.llm, "report") > 30 and not close(est, done, 1.35), (est["llm"], done.llm)
@@ -145,10 +189,9 @@ async def test_an_update_s_report_prompts_show_the_summaries_a_model_writes_as_l
     assert off_by(*per_call) <= 0.3, per_call
 
 
-async def test_a_deleted_file_counts_the_summaries_and_reports_of_what_it_named(news, tmp_path, simulator):
+async def test_a_deleted_file_counts_the_summaries_and_reports_of_what_it_named(ten_indexed, simulator):
+    news, db, _ = ten_indexed
     settings = make_settings(simulator.base_url)
-    db = tmp_path / "index.db"
-    await sync([news], settings, db, root=news)
     (news / "doc_00004.txt").unlink()
     est, done = await index_and_estimate(news, settings, db)
     assert est["chunks_to_extract"] == 0
@@ -157,10 +200,9 @@ async def test_a_deleted_file_counts_the_summaries_and_reports_of_what_it_named(
 
 
 async def test_an_edited_file_counts_what_its_new_passage_names_not_every_name_it_holds(
-        news, tmp_path, simulator):
+        ten_indexed, simulator):
+    news, db, _ = ten_indexed
     settings = make_settings(simulator.base_url)
-    db = tmp_path / "index.db"
-    await sync([news], settings, db, root=news)
     # A passage quoted from another article, into the middle of one: every name of the file is
     # merged again, but only those of the passage are said anew. Counted per new chunk, the
     # estimate said 1 report where the run wrote 5.
@@ -205,13 +247,12 @@ async def test_a_report_prompt_is_counted_from_its_communitys_context(news, tmp_
     assert actual / 1.25 <= tokens <= actual * 1.25, (tokens, actual)
 
 
-async def test_chunks_published_again_after_an_offline_run_are_not_called_unpublished(news, tmp_path, simulator):
+async def test_chunks_published_again_after_an_offline_run_are_not_called_unpublished(ten_indexed, simulator):
     # A model index, updated offline (its graph now the offline extractor's), indexed with the
     # model again: the model's stored extractions go back in. The estimate said they were
     # "extracted by an earlier run, not yet published": they were, and then replaced.
+    news, db, first = ten_indexed
     settings = make_settings(simulator.base_url)
-    db = tmp_path / "index.db"
-    first = await sync([news], settings, db, root=news)
     await sync([news], make_settings("", index={"extractor": "nlp"}), db, root=news)   # --offline
     est, done = await index_and_estimate(news, settings, db)
     assert done.chunks_extracted == 0 and first.chunks_extracted > 5
@@ -235,12 +276,11 @@ async def test_documents_are_counted_as_index_counts_them_a_copy_once(news, tmp_
     assert "Estimate for 10 documents" in format_estimate(est)
 
 
-async def test_an_update_s_estimate_says_the_documents_it_works_on(news, tmp_path, simulator):
+async def test_an_update_s_estimate_says_the_documents_it_works_on(ten_indexed, simulator):
     # Two articles added, one edited, one deleted of ten: the estimate said "Estimate for 11
     # documents", the whole folder, where the run works on four of them.
+    news, db, _ = ten_indexed
     settings = make_settings(simulator.base_url)
-    db = tmp_path / "index.db"
-    await sync([news], settings, db, root=news)
     add_articles(news, 10, 12)
     edited = news / "doc_00005.txt"
     edited.write_text(edited.read_text().rstrip("\n") + " Katja Wexstad later left Port Ruvickton.\n")
@@ -255,11 +295,10 @@ async def test_an_update_s_estimate_says_the_documents_it_works_on(news, tmp_pat
         f"{est['chunks_to_extract']} chunks to extract:")
 
 
-async def test_an_unchanged_index_s_estimate_says_there_is_nothing_to_do(news, tmp_path, simulator):
+async def test_an_unchanged_index_s_estimate_says_there_is_nothing_to_do(ten_indexed, simulator):
     # It printed "total 0 calls" and "answers, summaries and reports are estimated".
+    news, db, _ = ten_indexed
     settings = make_settings(simulator.base_url)
-    db = tmp_path / "index.db"
-    await sync([news], settings, db, root=news)
     est, done = await index_and_estimate(news, settings, db)
     assert not done.published and llm_calls(done) == 0, done.llm
     assert est["llm"]["calls"] == 0
@@ -593,14 +632,12 @@ async def test_extraction_settings_changed_back_are_said_to_extract_no_chunk(tmp
         "settings are stored" in said[0], said
 
 
-async def test_a_file_with_only_a_new_status_change_time_is_estimated_as_one_unchanged(tmp_path, simulator):
+async def test_a_file_with_only_a_new_status_change_time_is_estimated_as_one_unchanged(ten_indexed, simulator):
     # After llm.extraction_model changed, a file as indexed (not read: its chunks the index's
     # backlog) stood in with the offline extractor's names, as a file of no name; the same file
     # chmod'ed (read again: a new ctime) with what the model said of it before. Ten articles:
     # 35 summaries and 26 reports, or 27 and 24 with one file chmod'ed (now 0 and 7 either way).
-    news = news_copy(tmp_path, 10)
-    db = tmp_path / "index.db"
-    await sync([news], make_settings(simulator.base_url), db, root=news)
+    news, db, _ = ten_indexed
     other = make_settings(simulator.base_url, llm={"extraction_model": "other-model"})
 
     def figures() -> dict:
@@ -747,14 +784,13 @@ async def test_an_update_takes_completion_lengths_and_the_gleaning_rate_from_the
     assert "estimated, from stand-in ratios" not in format_estimate(est)
 
 
-async def test_the_calls_folded_into_the_archive_still_measure_the_ratios(news, tmp_path, simulator):
+async def test_the_calls_folded_into_the_archive_still_measure_the_ratios(ten_indexed, simulator):
     import time
 
     from streamrag import index_rows
     from streamrag.store import Store
+    news, db, _ = ten_indexed
     settings = make_settings(simulator.base_url)
-    db = tmp_path / "index.db"
-    await sync([news], settings, db, root=news)
     (news / "extra.txt").write_text((NEWS / "doc_00040.txt").read_text())
     before = estimate([news], settings, db, root=news)
     store = Store(db)
@@ -805,13 +841,12 @@ def test_the_archive_measures_the_usable_answers_alone_as_llm_calls_does(tmp_pat
         store.close()
 
 
-async def test_the_figures_of_a_stage_the_run_does_not_ask_are_not_said_measured(news, tmp_path, simulator):
+async def test_the_figures_of_a_stage_the_run_does_not_ask_are_not_said_measured(ten_indexed, simulator):
     # With index.max_gleanings 0 the estimate counted no gleaning, yet said "the gleaning rate,
     # gleaning prompt lengths ... from this index's 327 earlier calls", the checks counted in
     # (and with index.glean_check off, "the gleaning rate", no check asked).
+    news, db, _ = ten_indexed
     settings = make_settings(simulator.base_url)
-    db = tmp_path / "index.db"
-    await sync([news], settings, db, root=news)
     (news / "extra.txt").write_text((NEWS / "doc_00040.txt").read_text())
     with sqlite3.connect(db) as conn:   # (twenty calls more of each, as a larger index has)
         conn.executemany(
@@ -1138,13 +1173,11 @@ async def test_gleanings_adding_something_are_counted_after_index_max_gleanings_
     assert off_by(asked(est, "glean_check"), paid(done.llm, "glean_check")) <= 0.1, (est["llm"], done.llm)
 
 
-async def test_gleaning_answers_in_the_cache_are_not_counted_after_index_max_gleanings_rose(tmp_path, simulator):
+async def test_gleaning_answers_in_the_cache_are_not_counted_after_index_max_gleanings_rose(ten_indexed, simulator):
     # Built gleaning one round at most, then estimated with two: the first extraction answers
     # were found in the cache, the first round's checks and gleanings, in it too, counted as
     # paid (synth_small: 202 calls estimated for the run's 43 paid, all second-round checks).
-    docs = news_copy(tmp_path, 10)
-    db = tmp_path / "index.db"
-    await sync([docs], make_settings(simulator.base_url), db, root=docs)
+    docs, db, _ = ten_indexed
     settings = make_settings(simulator.base_url, index={"max_gleanings": 2})
     est, done = await index_and_estimate(docs, settings, db)
     by_stage = est["llm"]["by_stage"]
@@ -1185,14 +1218,13 @@ def test_a_first_index_s_summaries_and_reports_are_whole_calls_and_their_tokens_
 
 
 async def test_a_word_changed_in_a_sentence_counts_the_names_of_that_sentence_not_of_its_paragraph(
-        news, tmp_path, simulator):
+        ten_indexed, simulator):
     # One word changed in a sentence of each of three articles: told apart by paragraph, every
     # name of the paragraph was said anew and its every two names paired by the offline
     # extractor, new edges that moved the partition (synth_small, two such edits: 9 reports
     # estimated for the run's 2).
+    news, db, _ = ten_indexed
     settings = make_settings(simulator.base_url)
-    db = tmp_path / "index.db"
-    await sync([news], settings, db, root=news)
     for name in ("doc_00003.txt", "doc_00006.txt", "doc_00008.txt"):
         path = news / name
         path.write_text(path.read_text().replace(" the ", " a ", 1))
@@ -1307,13 +1339,12 @@ def test_a_name_an_appended_sentence_says_again_keeps_what_the_model_said_of_it(
 
 
 async def test_an_updates_estimate_reads_only_the_relationship_descriptions_it_compares_or_shows(
-        news, tmp_path, simulator, monkeypatch):
+        ten_indexed, simulator, monkeypatch):
     # The estimate of an update read every relationship's description to compare the lines of
     # the few an edit changes (202,662 on an index of 10,000 documents); the run reads those it
     # merges, publishes changed or shows in a report. Read so, the estimate is the same.
+    news, db, _ = ten_indexed
     settings = make_settings(simulator.base_url)
-    db = tmp_path / "index.db"
-    await sync([news], settings, db, root=news)
     path = news / "doc_00005.txt"
     path.write_text(path.read_text().rstrip("\n") + " Later the harbor board met the ministry again.\n")
     read: list[str] = []
@@ -1338,20 +1369,19 @@ async def test_an_updates_estimate_reads_only_the_relationship_descriptions_it_c
     assert estimate([news], settings, db, root=news) == got
 
 
-async def appended_and_estimated(news: Path, tmp_path: Path, simulator, sentence: str):
+async def appended_and_estimated(indexed: Indexed, simulator, sentence: str):
     """The estimate and the run of an update appending ``sentence`` to an indexed article."""
+    news, db, _ = indexed
     settings = make_settings(simulator.base_url)
-    db = tmp_path / "index.db"
-    await sync([news], settings, db, root=news)
     path = news / "doc_00005.txt"
     path.write_text(path.read_text().rstrip("\n") + f" {sentence}\n")
     return await index_and_estimate(news, settings, db)
 
 
-async def test_a_sentence_appended_counts_the_summaries_of_the_names_it_says_first(news, tmp_path, simulator):
+async def test_a_sentence_appended_counts_the_summaries_of_the_names_it_says_first(ten_indexed, simulator):
     # A sentence appended to an article, naming a body and two people the article names: the
     # run writes no summary again (the model describes each where the chunk names it first).
-    est, done = await appended_and_estimated(news, tmp_path, simulator, (
+    est, done = await appended_and_estimated(ten_indexed, simulator, (
         "Port Ruvickton Transit Authority later hired Katja Wexstad and Bastian Caelberg from New "
         "Drumanti Falls University."))
     assert est["chunks_to_extract"] == 1
@@ -1517,12 +1547,12 @@ def test_the_shares_cut_off_of_every_report_prompt_are_those_of_a_scan_for_each(
     assert compared > 1000
 
 
-async def test_a_report_whose_context_comes_out_as_stored_is_not_counted(news, tmp_path, simulator):
+async def test_a_report_whose_context_comes_out_as_stored_is_not_counted(ten_indexed, simulator):
     # A sentence appended naming an article's own body and person: their degrees change, and a
     # relationship between two communities, but no line of a report context; the run builds
     # each context as its stored report's and keeps the report. Counted by what changed, the
     # estimate said 4 reports for the run's 0 (synth_small, such a sentence: 5 for 0).
-    est, done = await appended_and_estimated(news, tmp_path, simulator, (
+    est, done = await appended_and_estimated(ten_indexed, simulator, (
         "Port Ruvickton Transit Authority later hired Katja Wexstad from New Drumanti Falls University."))
     assert est["chunks_to_extract"] == 1 and done.reports_kept > 20
     assert asked(est, "report") == paid(done.llm, "report"), (est["llm"], done.llm)
@@ -1925,16 +1955,14 @@ async def test_claims_answers_the_cache_holds_are_counted_free(tmp_path, simulat
         f"so are {ran['cached']} claims answers)" in format_estimate(est).splitlines()
 
 
-async def test_claims_turned_on_count_the_run_s_summaries_and_say_their_reports_stand_claims_in(tmp_path, simulator):
+async def test_claims_turned_on_count_the_run_s_summaries_and_say_their_reports_stand_claims_in(ten_indexed, simulator):
     # index.extract_claims turned on for an index built without: every chunk is extracted again,
     # its first round and gleanings from the cache, and asked for its claims. The estimate stood
     # the offline extractor's names in for the whole extraction: 35 summaries and 26 reports for
     # the run's 0 and 11 (ten news articles), said as if they were the run's. Now the names from
     # the cache, and its claims about any of them: the reports likely more than the run's, said
     # so (it said "an upper bound", which they are not: a claim may name what is no entity yet).
-    docs = news_copy(tmp_path, 10)
-    db = tmp_path / "index.db"
-    await sync([docs], make_settings(simulator.base_url), db, root=docs)
+    docs, db, _ = ten_indexed
     claims = make_settings(simulator.base_url, index={"extract_claims": True})
     est, done = await index_and_estimate(docs, claims, db)
     assert paid(done.llm, "claims") == done.chunks_extracted > 0 and paid(done.llm, "report") > 0, done.llm
@@ -1981,12 +2009,13 @@ async def estimated_and_summarized_again(docs: Path, settings: Settings, db: Pat
 
 
 async def test_a_summary_setting_changed_and_back_is_estimated_as_the_run_summarizes_from_the_cache(
-        tmp_path, simulator):
+        ten_indexed, simulator):
     # index.summary_max_tokens 150 -> 100 -> 150: the run says every merged description is
     # summarized again and asks the cache for each summary a model wrote (10 of ten news
     # articles), free; the estimate said 'Nothing to do'. Now it counts them as the run does,
     # answered by the cache, and says why.
-    docs, db, settings = await news_indexed(tmp_path, simulator, 10)
+    docs, db, _ = ten_indexed
+    settings = make_settings(simulator.base_url)
     await sync([docs], make_settings(simulator.base_url, index={"summary_max_tokens": 100}), db, root=docs)
     est, done, _ = await estimated_and_summarized_again(docs, settings, db)
     ran = done.llm["summarize"]
@@ -2712,7 +2741,7 @@ async def test_a_sampled_first_gleaning_takes_on_only_what_its_stand_ins_alone_a
 @pytest.mark.parametrize("changed", [{"summary_max_tokens": 100}, {"summary_max_tokens": 40},
                                      {"summary_join_tokens": 0}])
 async def test_a_summary_setting_changed_counts_the_reports_that_may_show_a_summary_written_again(
-        tmp_path, simulator, changed):
+        ten_indexed, simulator, changed):
     # index.summary_max_tokens 150 -> 100 with llm.cache off: the 10 summaries a model writes
     # again (counted as the run asks them) may change the contexts showing them, and no other:
     # every report was counted (26 of ten articles), now the 10 of communities holding one. (The
@@ -2720,9 +2749,7 @@ async def test_a_summary_setting_changed_counts_the_reports_that_may_show_a_summ
     # count is an upper bound (README): so also where the run writes reports, 150 -> 40 (the
     # descriptions of one truncated shorter, 34 summaries: 16 reports, the run's 16) and
     # summary_join_tokens 60 -> 0 (every several summarized: 73; 25 reports for the run's 22).
-    docs = news_copy(tmp_path, 10)
-    db = tmp_path / "index.db"
-    await sync([docs], make_settings(simulator.base_url), db, root=docs)
+    docs, db, _ = ten_indexed
     settings = make_settings(simulator.base_url, index=changed, llm={"cache": False})
     with contextlib.closing(Store(db, readonly=True)) as store:
         # (the communities big enough for a report, every one counted before f6bc13a)
@@ -2735,15 +2762,13 @@ async def test_a_summary_setting_changed_counts_the_reports_that_may_show_a_summ
     assert paid(done.llm, "report") > 0 or changed == {"summary_max_tokens": 100}, done.llm
 
 
-async def test_documents_cut_again_to_a_new_chunk_size_count_their_names_described_anew(tmp_path, simulator):
+async def test_documents_cut_again_to_a_new_chunk_size_count_their_names_described_anew(ten_indexed, simulator):
     # index.chunk_size 1,200 -> 600: every chunk is new, and its text the file's earlier chunks
     # held; each stood in for with what the model said of them, as an edit's unchanged passage is,
     # so nothing changed: 0 summaries and 7 reports for the run's 12 and 22. The model reads
     # each new chunk on its own, and describes its names anew: 29 summaries, an upper bound
     # (the simulator repeats a description for the same first sentence), and 25 reports (the run 22).
-    docs = news_copy(tmp_path, 10)
-    db = tmp_path / "index.db"
-    await sync([docs], make_settings(simulator.base_url), db, root=docs)
+    docs, db, _ = ten_indexed
     est, done = await index_and_estimate(docs, make_settings(simulator.base_url, index={"chunk_size": 600}), db)
     assert est["read_again_because"] and est["chunks_to_extract"] == paid(done.llm, "extract") > 12, est
     assert paid(done.llm, "summarize") > 0 and paid(done.llm, "report") > 0, done.llm
