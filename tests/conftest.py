@@ -148,11 +148,29 @@ def wal_tries(monkeypatch) -> list[int]:
     return tried
 
 
+CALLERS_VARIABLES = ("STREAMRAG_", "OPENAI_")   # (the prefixes of a user's own settings and key)
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment for a process a test starts: this one's without the caller's
+    ``STREAMRAG_*`` and ``OPENAI_*`` variables (a key, an endpoint or a setting of the user's
+    running the suite must not reach the command), ``extra`` set over it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(CALLERS_VARIABLES)}
+    env.update(extra)
+    return env
+
+
+def unset_callers_variables(monkeypatch) -> None:
+    """``clean_env`` for a command run in the test's own process: the caller's ``STREAMRAG_*``
+    and ``OPENAI_*`` variables unset for the test's duration."""
+    for name in os.environ.keys() - clean_env().keys():
+        monkeypatch.delenv(name)
+
+
 def python_probe(code: str, cwd: Path) -> list[str]:
     """The lines ``code`` prints, run by a fresh Python in ``cwd`` with no STREAMRAG_/OPENAI_
     variables (what a command imports is seen in its own ``sys.modules``); a failure raises."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
-    out = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=clean_env(), capture_output=True, text=True)
     assert out.returncode == 0, out.stdout[-300:] + out.stderr
     return out.stdout.splitlines()
 
@@ -162,11 +180,10 @@ def index_under_way(corpus: Path, db: Path, latency_ms: float):
     """A `streamrag index` of ``corpus`` into ``db`` in a process of its own, through a simulator
     ``latency_ms`` slow to answer, yielded once its first model call has reached it (its stderr
     piped; killed at the end if still running)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
     with Simulator(SimulatorConfig(latency_ms=latency_ms)) as sim:
         proc = subprocess.Popen([sys.executable, "-m", "streamrag", "index", str(corpus), "-q",
                                  "--api-base", sim.base_url, "--db", str(db)],
-                                env={**env, "STREAMRAG_API_KEY": "x"}, stderr=subprocess.PIPE, text=True)
+                                env=clean_env(STREAMRAG_API_KEY="x"), stderr=subprocess.PIPE, text=True)
         try:
             deadline = time.monotonic() + 60
             while sim.requests == 0 and time.monotonic() < deadline:
@@ -495,9 +512,7 @@ def cli_run(capsys, monkeypatch):
 
     from streamrag.cli import main
 
-    for name in list(os.environ):
-        if name.startswith(("STREAMRAG_", "OPENAI_")):
-            monkeypatch.delenv(name)
+    unset_callers_variables(monkeypatch)
 
     def run(*args: str, cwd=None, env: dict | None = None) -> subprocess.CompletedProcess:
         capsys.readouterr()   # (what the test printed before is not this call's output)

@@ -21,12 +21,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import clean_env
+
 
 def run(*args: str, cwd=None, env: dict | None = None) -> subprocess.CompletedProcess:
-    full_env = {k: v for k, v in os.environ.items()
-                if not k.startswith(("STREAMRAG_", "OPENAI_"))}
-    full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "streamrag", *args], cwd=cwd, env=full_env,
+    return subprocess.run([sys.executable, "-m", "streamrag", *args], cwd=cwd, env=clean_env(**(env or {})),
                           capture_output=True, text=True, errors="surrogateescape", timeout=120)
 
 
@@ -1636,7 +1635,7 @@ def test_a_signal_stops_ask_and_its_run_is_recorded_as_interrupted(cli_run, corp
     # (slow enough that the answer is still streaming when the signal comes on a loaded machine:
     # at 30 ms a token it had ended once, under CI)
     with Simulator(SimulatorConfig(per_token_ms=200)) as slow:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+        env = clean_env()
         def as_from_a_terminal() -> None:
             # (a suite run in the background has SIGINT ignored, which its children inherit, as
             # they do a blocked one: the child then never saw the signal, twice in such a run)
@@ -1694,7 +1693,7 @@ runpy.run_module(main, run_name="__main__", alter_sys=True)
                                           ("streamrag.cli", "streamrag.config")])   # (a traceback)
 def test_a_ctrl_c_while_the_program_loads_is_one_line_and_130(tmp_path, main, module):
     # Ctrl-C in the first 0.2 s of any command (its imports) printed a traceback.
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+    env = clean_env()
     env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent.parent), env.get("PYTHONPATH", "")])
     def as_from_a_terminal() -> None:   # (a suite run in the background ignores SIGINT, or blocks it)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -1808,7 +1807,7 @@ def test_a_signal_once_index_has_published_leaves_its_exit_status(cli_run, corpu
               f"    atexit.register(lambda: {late})   # as the process ends\n"
               f"sys.argv = ['streamrag', 'index', '.', '--offline', '--json', '-q']\n"
               f"raise SystemExit(cli.main())\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+    env = clean_env()
     out = subprocess.run([sys.executable, "-c", script], cwd=corpus, env=env, capture_output=True,
                          text=True, timeout=120,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
@@ -1821,7 +1820,7 @@ def test_a_signal_once_index_has_published_leaves_its_exit_status(cli_run, corpu
 def test_a_sigterm_as_index_shuts_down_leaves_its_exit_status(corpus):
     # Python puts back the signals' default action as it shuts down: a SIGTERM in the 0.1 s
     # after the JSON was printed killed the published run (-15), though its handler was set.
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+    env = clean_env()
     codes = []
     for delay in (0.0, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.12):
         proc = subprocess.Popen([sys.executable, "-m", "streamrag", "index", ".", "--offline", "--json", "-q"],
@@ -2360,7 +2359,7 @@ def test_ask_refuses_a_folder_it_cannot_ask_in_one_line(cli_run, corpus, tmp_pat
 
 def test_a_second_writer_of_one_index_is_refused_naming_the_first(cli_run, corpus):
     # Two indexers on one index each paid for the same calls, and one threw its version away.
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+    env = clean_env()
     watcher = subprocess.Popen([sys.executable, "-m", "streamrag", "watch", "."], cwd=corpus, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
@@ -2401,7 +2400,7 @@ def test_a_second_writer_names_the_first_in_one_line_whatever_its_folder_is_name
     # writer's "being written by another streamrag (...)" two lines, the index's path too.
     folder = tmp_path / "x\ny"
     shutil.copytree(corpus, folder)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+    env = clean_env()
     watcher = subprocess.Popen([sys.executable, "-m", "streamrag", "watch", "--offline", "x\ny"], cwd=tmp_path,
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lock = folder / ".streamrag" / "index.db.lock"
@@ -2512,7 +2511,7 @@ def _loaded_by(calls: str, modules: tuple[str, ...], cwd: Path | None = None) ->
     the command line, and which of ``modules`` it has loaded after them."""
     probe = ("import sys; from streamrag.cli import build_parser, main; "
              f"codes = [{calls}]; print(repr((codes, sorted(m for m in {modules!r} if m in sys.modules))))")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+    env = clean_env()
     out = subprocess.run([sys.executable, "-c", probe], cwd=cwd, env=env, capture_output=True, text=True,
                          check=True)
     return ast.literal_eval(out.stdout.splitlines()[-1])

@@ -16,17 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA, KeyRefusedMidway
+from conftest import DATA, KeyRefusedMidway, clean_env, unset_callers_variables
 from streamrag.cli import main
 from streamrag.config import load_settings
 from streamrag.errors import ConfigError, FlagError
 
 
 def run(*args: str, cwd=None, env: dict | None = None, stdout=subprocess.PIPE) -> subprocess.CompletedProcess:
-    full_env = {k: v for k, v in os.environ.items()
-                if not k.startswith(("STREAMRAG_", "OPENAI_"))}
-    full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "streamrag", *args], cwd=cwd, env=full_env,
+    return subprocess.run([sys.executable, "-m", "streamrag", *args], cwd=cwd, env=clean_env(**(env or {})),
                           stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=120)
 
 
@@ -45,9 +42,7 @@ def one_line(out: subprocess.CompletedProcess, code: int, *fragments: str) -> st
 @pytest.fixture
 def cli(capsys, monkeypatch, tmp_path):
     """``main(argv)`` in this process, in ``tmp_path``: returns (exit code, stderr)."""
-    for name in list(os.environ):
-        if name.startswith(("STREAMRAG_", "OPENAI_")):
-            monkeypatch.delenv(name)
+    unset_callers_variables(monkeypatch)
     monkeypatch.chdir(tmp_path)
 
     def call(*argv: str, code: int, fragments: tuple[str, ...] = ()) -> str:
@@ -74,9 +69,7 @@ def indexed(tmp_path_factory) -> Path:
     err = io.StringIO()
     with (pytest.MonkeyPatch.context() as m, contextlib.redirect_stdout(io.StringIO()),
           contextlib.redirect_stderr(err)):   # (in this process: no start-up to pay)
-        for name in list(os.environ):
-            if name.startswith(("STREAMRAG_", "OPENAI_")):
-                m.delenv(name)
+        unset_callers_variables(m)
         assert main(["index", str(dest), "-q"]) == 0, err.getvalue()
     return dest
 
@@ -937,9 +930,7 @@ def test_index_stopped_by_a_refused_key_says_the_warnings_of_what_it_extracted_f
     # answers no more and never says them.
     from streamrag import gleaner, pipeline
 
-    for name in list(os.environ):
-        if name.startswith(("STREAMRAG_", "OPENAI_")):
-            monkeypatch.delenv(name)
+    unset_callers_variables(monkeypatch)
     monkeypatch.setenv("STREAMRAG_API_KEY", "sk-spent")
     # (the second chunk's call refused once the first is stored; the run after is answered, its
     # claims in the format)
@@ -1211,9 +1202,7 @@ def test_both_simulator_commands_take_the_same_flags():
 def test_index_publishes_what_worked_and_exits_1_when_items_failed(tmp_path, capsys, monkeypatch):
     from streamrag.simulator import Simulator, SimulatorConfig
 
-    for name in list(os.environ):
-        if name.startswith(("STREAMRAG_", "OPENAI_")):
-            monkeypatch.delenv(name)
+    unset_callers_variables(monkeypatch)
     corpus = tmp_path / "corpus"
     shutil.copytree(DATA / "harbor", corpus)
     config = tmp_path / "streamrag.toml"
@@ -1386,7 +1375,7 @@ def _as_a_user(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     drop = [] if os.geteuid() != 0 else ["setpriv", "--inh-caps=-all", "--bounding-set=-all"]
     if drop and not shutil.which("setpriv"):
         pytest.skip("root, and no setpriv to drop its capabilities")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+    env = clean_env()
     return subprocess.run([*drop, sys.executable, "-m", "streamrag", *args], cwd=cwd, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
 

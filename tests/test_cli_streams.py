@@ -14,13 +14,15 @@ from pathlib import Path
 
 import pytest
 
+from conftest import clean_env
+
 REPO = Path(__file__).resolve().parent.parent
 
 
 def run(*args: str, cwd=None, close: tuple[int, ...] = (), stderr=subprocess.PIPE,
         timeout: float = 120) -> subprocess.CompletedProcess:
     """``python -m streamrag ARGS`` with the descriptors ``close`` closed in the child."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+    env = clean_env()
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
 
     def closing() -> None:
@@ -94,7 +96,7 @@ def test_losing_stderr_does_not_end_the_run(corpus):
 def test_losing_stderr_does_not_end_watch(corpus, cli_run):
     # `streamrag watch w 2>&1 >/dev/null | head -1` ended with 141 at its second line.
     (corpus / "streamrag.toml").write_text("[watch]\ndebounce_ms = 50\nquiet_s = 0.2\n")   # (its waits)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+    env = clean_env()
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     proc = subprocess.Popen([sys.executable, "-m", "streamrag", "watch", str(corpus), "--offline"],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -128,7 +130,7 @@ def test_watch_json_ends_when_its_reader_goes_away_while_it_idles(corpus, tmp_pa
     # on, printing nothing on a quiet folder, holding the writer lock, so the next `watch` of
     # the index was refused (exit 75) until a file changed. It ends as a line to the closed
     # pipe would end it: exit 141, quietly; and the index is free for the next writer.
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+    env = clean_env()
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     proc = subprocess.Popen([sys.executable, "-m", "streamrag", "watch", str(corpus), "--offline", "--json"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -20,7 +20,7 @@ from typing import NamedTuple
 import pytest
 
 import streamrag.estimate as estimate_module
-from conftest import claims_answered, make_settings, unsearchable
+from conftest import claims_answered, clean_env, make_settings, unsearchable
 from streamrag import ids, index_rows, nlp
 from streamrag.config import Settings
 from streamrag.estimate import _grown, _stand_in, estimate, first_graph, format_estimate
@@ -2346,9 +2346,8 @@ def held_estimate(corpus: Path, db: Path, temp: Path):
     held = ("import sys, time\nimport streamrag.estimate as e\n"
             "def held(*a, **k):\n    print('estimating', flush=True)\n    time.sleep(60)\n"
             "e._estimate = held\nfrom streamrag.cli import main\nsys.exit(main(sys.argv[1:]))\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
     proc = subprocess.Popen([sys.executable, "-c", held, "index", str(corpus), "--estimate", "--offline",
-                             "--db", str(db)], env={**env, "TMPDIR": str(temp)},
+                             "--db", str(db)], env=clean_env(TMPDIR=str(temp)),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if proc.stdout.readline() != "estimating\n":
         proc.kill()
