@@ -7,7 +7,9 @@ A daemon (offline, default ``watch`` settings: debounce_ms 500, quiet_s 2) follo
 the real file system (``watch_events.watch_folder``) while a thread appends a line to log.txt
 every ``--interval-s``. After a few of the log's writes, note.txt is saved; ``handed_s`` is the
 time from that save to the watcher handing over a batch that holds it, ``synced_s`` to the end of
-the first sync whose index holds it. Each run is a fresh folder; the figures are per run.
+the first sync whose index holds it. Each run is a fresh folder, a temporary one or with
+``--keep DIR`` ``DIR/run-N``, kept (the watched ``root`` and its ``index.db``); the figures are
+per run.
 """
 
 from __future__ import annotations
@@ -91,13 +93,19 @@ async def _one(base: Path, interval_s: float) -> dict:
     return {"handed_s": round(handed[0] - saved[0], 2), "synced_s": round(synced[0] - saved[0], 2)}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--interval-s", type=float, default=1.0, help="the log's writes, this far apart")
-    args = ap.parse_args()
+    ap.add_argument("--keep", type=Path, metavar="DIR",
+                    help="run in DIR/run-1, run-2 ... (made, and kept: the folder and its index)")
+    args = ap.parse_args(argv)
     runs = []
-    for _ in range(args.runs):
+    for n in range(1, args.runs + 1):
+        if args.keep is not None:
+            (args.keep / f"run-{n}").mkdir(parents=True)
+            runs.append(anyio.run(_one, args.keep / f"run-{n}", args.interval_s))
+            continue
         with tempfile.TemporaryDirectory() as tmp:
             runs.append(anyio.run(_one, Path(tmp), args.interval_s))
     emit({"bench": "watch_note_beside_log", "interval_s": args.interval_s, "runs": runs})

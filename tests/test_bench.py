@@ -753,3 +753,23 @@ def test_incremental_explains_each_sampled_change_it_counts(tmp_path):
         told = summed(explained[kind])
         assert told["changes"] == 1 and told["rewritten"] == sum(told["by_cause"].values())
         assert all(r["cause"] not in ("document", "new community") for r in told["not_the_document"])
+
+
+def test_watch_note_beside_log_says_how_long_a_run_s_note_waited_once_it_is_synced(tmp_path, capsys):
+    # One run of the bench (its own main, in this process) beside a log written every 0.2 s, its
+    # folder kept: its one line, and the note in the index the daemon built.
+    import contextlib
+    import sqlite3
+
+    from watch_note_beside_log import main
+
+    main(["--runs", "1", "--interval-s", "0.2", "--keep", str(tmp_path)])
+    line = json.loads(capsys.readouterr().out)
+    assert sorted(line) == ["bench", "interval_s", "runs"] and line["bench"] == "watch_note_beside_log"
+    assert line["interval_s"] == 0.2 and [sorted(run) for run in line["runs"]] == [["handed_s", "synced_s"]]
+    assert 0 <= line["runs"][0]["handed_s"] <= line["runs"][0]["synced_s"]
+    with contextlib.closing(sqlite3.connect(tmp_path / "run-1" / "index.db")) as conn:
+        texts = [text for (text,) in conn.execute(
+            "SELECT c.text FROM documents d JOIN document_chunks dc ON dc.doc_id = d.id "
+            "JOIN chunks c ON c.id = dc.chunk_id WHERE d.path = 'note.txt'")]
+    assert texts == [(tmp_path / "run-1" / "root" / "note.txt").read_text().strip()], texts
