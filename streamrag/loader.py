@@ -34,7 +34,7 @@ from pathlib import Path
 
 from streamrag.config import CONFIG_NAME, DEFAULT_INCLUDE, from_folder
 from streamrag.errors import EmptyInput, InputError, NoTextField, NotText, UnreadableFile
-from streamrag.exported import exported_head, is_export, written_by_export  # (told there, for export too)
+from streamrag.exported import UNFINISHED, WHOLE, export_state, exported_head, written_by_export  # (told there, for export too)
 from streamrag.ids import document_id
 from streamrag.invisible import visible
 from streamrag.records import Document
@@ -106,7 +106,9 @@ TITLE_CHARS = 100
 # document and the entities), is read (a user's notes dumped with indent=1 were refused for ever).
 # 23: an export is told by its whole content (``exported``: its seal, or an older export's form
 # throughout), not its opening: a user's file that opened as one did was left out, never indexed.
-VERSION = "23"
+# 24: an export cut short (no seal, no end, laid out as one as far as it goes) is left out: 23 read
+# it as a document (22 did not).
+VERSION = "24"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
 # to this many (and 1% of the bytes) are a text file's stray ones, dropped (one NUL in a file's
@@ -256,10 +258,32 @@ class WrittenByExport(EmptyInput):
     again = False
 
 
+class UnfinishedExport(WrittenByExport):
+    """The start of an export cut short (``exported.UNFINISHED``): the index's output all the same."""
+
+
+_EXPORT_SAID = ": written by `streamrag export`, the index's own output, not a document; nothing to index"
+_UNFINISHED_SAID = (": written by `streamrag export` and cut short (no end: stopped, or still written), the "
+                    "index's own output, not a document; nothing to index")
+
+
 def written_by_export_line(label: str) -> str:
     """What is said of a file `streamrag export` wrote, read as a document (``label``: its path as
     messages show it): said when it is read, not again while it stays as it was (``again``)."""
-    return f"{label}: written by `streamrag export`, the index's own output, not a document; nothing to index"
+    return label + _EXPORT_SAID
+
+
+def unfinished_export_line(label: str) -> str:
+    """What is said of the start of an export cut short, read as a document (as ``written_by_export_line``)."""
+    return label + _UNFINISHED_SAID
+
+
+def export_said(line: str) -> str | None:
+    """The label of the file a warning ``line`` says is an export, whole or cut short, else ``None``."""
+    for said in (_EXPORT_SAID, _UNFINISHED_SAID):
+        if line.endswith(said):
+            return line[:-len(said)]
+    return None
 
 
 # What a sync tool leaves beside a file edited in two places at once: the version that lost, as
@@ -688,8 +712,12 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
             # first bytes end with (a short file's may be its crash's end).
             if _clearly_binary(_without_trailing_nuls(head)[0]):
                 _binary(label)
-            if not start and exported_head(head) and is_export(f):   # (under a name index.include takes: x.txt)
-                raise WrittenByExport(written_by_export_line(label))
+            if not start and exported_head(head):   # (under a name index.include takes: x.txt)
+                told = export_state(f)
+                if told == WHOLE:
+                    raise WrittenByExport(written_by_export_line(label))
+                if told == UNFINISHED:   # (indexed, it cost a model's calls; the next export replaces it)
+                    raise UnfinishedExport(unfinished_export_line(label))
             f.seek(start)   # (the whole read at once: the head and the rest joined were a second copy)
             data = f.read()
     except OSError as e:

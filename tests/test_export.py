@@ -848,3 +848,91 @@ def test_an_export_written_before_the_seal_is_told_by_its_whole_form(offline_db,
     for changed in (added, older + "Mara Voss kept the ledger.\n"):
         path.write_text(changed, encoding="utf-8")
         assert not written_by_export(path), changed[-80:]
+
+
+# --------------------------------------------------------------------------------------------
+# An export cut short: the index's output still
+# --------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def news_exports(tmp_path_factory):
+    """A real export of each format over 200 KB (tests/data/news41 indexed offline): name -> bytes."""
+    path = tmp_path_factory.mktemp("news")
+    corpus = path / "news"
+    shutil.copytree(DATA / "news41", corpus)
+    db = path / "index.db"
+    anyio.run(partial(sync, [corpus], make_settings(""), db, root=corpus))
+    store = Store(db, readonly=True)
+    try:
+        for fmt in ("json", "graphml"):
+            export(store, path / f"graph.{fmt}", fmt)
+    finally:
+        store.close()
+    return {fmt: (path / f"graph.{fmt}").read_bytes() for fmt in ("json", "graphml")}
+
+
+@pytest.mark.parametrize("fmt", ["json", "graphml"])
+def test_an_export_cut_short_is_left_out_and_replaced_without_force(news_exports, cli_run, corpus, fmt):
+    # `export - > notes/x.txt` killed (or a full disk, or read by watch mid-write) leaves no seal
+    # and no end: ee6ac50 indexed it as a document (with a model, calls paid for the index's own
+    # output), and `export` refused to replace it without --force. Laid out as an export as far as
+    # it goes, it is an unfinished one: left out, said so, replaced.
+    from streamrag import loader
+    from streamrag.errors import EmptyInput
+
+    whole = news_exports[fmt]
+    assert len(whole) > 200_000
+    cut = whole[:200_000]
+    assert cli_run("index", "--offline", str(corpus)).returncode == 0
+    db = corpus / ".streamrag" / "index.db"
+    other = f"graph.{fmt}"
+    for name in ("x.txt", other):   # a name index.include takes, and one it leaves out
+        (corpus / name).write_bytes(cut)
+    assert loader.written_by_export(corpus / "x.txt")
+    with pytest.raises(EmptyInput, match="written by `streamrag export` and cut short"):
+        loader.read_documents(corpus / "x.txt", root=corpus)
+    done = cli_run("index", "--offline", str(corpus))
+    assert done.returncode == 0, done.stderr
+    assert ("x.txt: written by `streamrag export` and cut short (no end: stopped, or still written), the "
+            "index's own output, not a document; nothing to index") in done.stderr, done.stderr
+    assert "left out" not in done.stdout + done.stderr, done.stdout   # (graph.json: no file of the user's)
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM files WHERE path LIKE 'x.txt%'").fetchone()[0] == 0
+    # Replaced without --force, the indexed folder's rule and the user's files' alike.
+    for name in ("x.txt", other):
+        done = cli_run("export", "--format", fmt, name, cwd=corpus)
+        assert done.returncode == 0, done.stderr
+        assert loader.written_by_export(corpus / name) and (corpus / name).read_bytes() != cut
+    # Cut within its seal, or one line of it not an export's: as before.
+    seal = whole.rindex(b"export_checksum")
+    assert loader.exported_head(whole[:seal + 20])
+    (corpus / "y.txt").write_bytes(whole[:seal + 20])
+    assert loader.written_by_export(corpus / "y.txt")
+    line = cut.rindex(b"\n", 0, 150_000) + 1
+    mine = cut[:line] + b"<p>Mara Voss kept the harbor ledger.</p>\n" + cut[line:]
+    (corpus / "y.txt").write_bytes(mine)
+    assert not loader.written_by_export(corpus / "y.txt")
+    docs, _ = loader.read_documents(corpus / "y.txt", root=corpus)
+    assert "Mara Voss" in docs[0].text
+
+
+@pytest.mark.parametrize("fmt", ["json", "graphml"])
+def test_every_cut_of_an_export_is_unfinished_and_its_older_form_whole(news_exports, fmt):
+    # Each cut of a real export (every line's end, and within lines) is unfinished; as an older
+    # streamrag wrote it (no seal; "\r\n" too), whole only at its end (with or without its last "\n").
+    import io
+
+    from streamrag.exported import UNFINISHED, WHOLE, export_state, exported_head
+
+    whole = news_exports[fmt]
+    older = _as_older(whole.decode("utf-8")).encode("utf-8")
+    seal = whole.find(b"<!-- export_checksum")   # (GraphML: cut before its seal, an older export whole)
+    for text in (whole, older, older.replace(b"\n", b"\r\n")):
+        ends = {len(text), len(text) - 1, len(text.rstrip(b"\r\n"))} | ({seal, seal - 1} if seal > 0 and text is whole else set())
+        lines = [i for i in range(len(text)) if text[i:i + 1] == b"\n"][::50]
+        cuts = set(range(0, len(text), 211)) | set(lines) | {i + 1 for i in lines}
+        for cut in sorted(cuts | ends):
+            if not exported_head(text[:cut][:2048]):
+                continue
+            want = WHOLE if cut in ends else UNFINISHED
+            assert export_state(io.BytesIO(text[:cut])) == want, (cut, len(text), text[max(cut - 80, 0):cut])
+
