@@ -286,8 +286,11 @@ def export(store: Store, out: Path, fmt: str, *, settings_files: Iterable[Path] 
             sys.stdout.buffer.flush()
     # A link to a file: a file written beside the file it leads to and renamed over that, the link
     # kept (written into in place, a watch read the file empty, then again). /dev/stdout (a link to
-    # the shell's file or pipe), a named pipe, a device: written into.
+    # the shell's file or pipe), a named pipe, a device: written into. A file whose folder refuses
+    # a file beside it (read-only, or another's file in a sticky folder): written into in place, as
+    # before 68fce74 (a reader may meet it empty, or cut short: told so, ``exported.UNFINISHED``).
     landing = _landing(out)
+    renamed = landing is not None   # (else written into)
     target = out if landing is None else landing.with_name(f".{landing.name}.{os.getpid()}.tmp")
     if landing is not None:
         _remove_left_behind(landing)
@@ -296,24 +299,44 @@ def export(store: Store, out: Path, fmt: str, *, settings_files: Iterable[Path] 
         # Bytes: "\n" on every system (Windows' text mode wrote "\r\n"), as the seal counted them.
         # Written into: appended, as `export - >> log` appends ("wb" through /proc/self/fd/1 emptied
         # the shell's file first: `export /dev/stdout >> log` lost the log, no --force asked).
-        with open(target, "wb" if landing is not None else "ab") as raw, store.snapshot():
-            if landing is not None:
+        try:
+            raw = open(target, "wb" if renamed else "ab")
+        except PermissionError:
+            if landing is None or not landing.is_file():
+                raise
+            raw, target, renamed = open(landing, "wb"), landing, False
+        with raw, store.snapshot():
+            if renamed:
                 _hold(raw)
             f = _Sealing(raw)
             counts = write(store, f)
             f.flush()
-        if landing is not None:
+        if renamed:
             _keep_mode(landing, target)
-            os.replace(target, landing)
+            try:
+                os.replace(target, landing)
+            except PermissionError:   # (a sticky folder: another's file, written into)
+                _write_into(target, landing)
     except BrokenPipeError:
         raise  # OUT is a pipe (/dev/stdout) whose reader left: the CLI exits quietly
     except OSError as e:
-        raise StreamragError(f"{out}: cannot write the export ({e.strerror or e}); give a file "
+        # (a link's: where it leads, whose folder refused; not the link's own folder)
+        at = f" to {landing}, where the link leads" if landing is not None and landing != out else ""
+        raise StreamragError(f"{out}: cannot write the export{at} ({e.strerror or e}); give a file "
                              "in a folder you can write to") from None
     finally:
-        if landing is not None and target.exists():
+        if renamed and target.exists():
             target.unlink()
     return counts
+
+
+def _write_into(written: Path, landing: Path) -> None:
+    """Copies the file ``written`` into ``landing`` in place (a folder that lets no file be
+    renamed over it), then removes ``written``."""
+    with open(written, "rb") as src, open(landing, "wb") as dst:
+        while block := src.read(1 << 20):
+            dst.write(block)
+    written.unlink()
 
 
 def _landing(out: Path) -> Path | None:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from functools import partial
+from pathlib import Path
 
 import anyio
 import pytest
@@ -936,3 +937,69 @@ def test_every_cut_of_an_export_is_unfinished_and_its_older_form_whole(news_expo
             want = WHOLE if cut in ends else UNFINISHED
             assert export_state(io.BytesIO(text[:cut])) == want, (cut, len(text), text[max(cut - 80, 0):cut])
 
+
+def _refusing_folder(monkeypatch, folder, *, file_too=False):
+    """Makes ``folder`` refuse new files (and, ``file_too``, its files refuse writes) to
+    ``export``'s opens, as a folder without write permission does to a user other than root
+    (a test run as root, chmod does not bind)."""
+    real_open = open
+
+    def refusing(path, mode="r", *args, **kwargs):
+        path = Path(path)
+        if path.parent == folder and "r" not in mode and (not path.exists() or file_too):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, mode, *args, **kwargs)
+    monkeypatch.setattr(export_module, "open", refusing, raising=False)
+
+
+def test_a_link_to_a_writable_file_in_a_folder_that_refuses_new_files_is_written_into(
+        offline_db, tmp_path, monkeypatch):
+    # 68fce74 replaced a link's target whole: a file written beside it, which its folder must
+    # allow; a writable file in a read-only folder (written into in place before) was refused, the
+    # error naming the link. Now written into in place there; an error names where the link leads.
+    shut = tmp_path / "shut"
+    shut.mkdir()
+    mine = shut / "graph.json"
+    mine.write_bytes(b"")
+    mine.chmod(0o640)
+    link = tmp_path / "link.json"
+    link.symlink_to(mine)
+    inode = mine.stat().st_ino
+    _refusing_folder(monkeypatch, shut)
+    store = Store(offline_db, readonly=True)
+    try:
+        export(store, link, "json")
+        assert link.is_symlink() and mine.stat().st_ino == inode and mine.stat().st_mode & 0o777 == 0o640
+        assert json.loads(mine.read_text(encoding="utf-8"))["entities"] and [p.name for p in shut.iterdir()] == ["graph.json"]
+        export(store, link, "json")   # (an export now: written over, in place again)
+        assert mine.stat().st_ino == inode and json.loads(mine.read_text(encoding="utf-8"))["entities"]
+        _refusing_folder(monkeypatch, shut, file_too=True)
+        for out in (link, tmp_path / "new.json"):
+            if out.name == "new.json":
+                out.symlink_to(shut / "none.json")   # (a link to a file not there yet)
+            with pytest.raises(StreamragError) as e:
+                export(store, out, "json")
+            lands = Path(os.path.realpath(out))
+            assert str(e.value) == (f"{out}: cannot write the export to {lands}, where the link leads (Permission "
+                                    "denied); give a file in a folder you can write to"), e.value
+    finally:
+        store.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0,
+                    reason="root writes into a folder whatever its permissions")
+def test_a_link_into_a_read_only_folder_is_written_into(offline_db, tmp_path):
+    shut = tmp_path / "shut"
+    shut.mkdir()
+    mine = shut / "graph.json"
+    mine.write_bytes(b"")
+    link = tmp_path / "link.json"
+    link.symlink_to(mine)
+    shut.chmod(0o555)
+    store = Store(offline_db, readonly=True)
+    try:
+        export(store, link, "json")
+    finally:
+        store.close()
+        shut.chmod(0o755)
+    assert link.is_symlink() and json.loads(mine.read_text(encoding="utf-8"))["entities"]
