@@ -97,10 +97,9 @@ from streamrag.config import Settings, find_config, load_settings, without_secre
 from streamrag.errors import (LLMError, LLMRequestError, LLMUnavailableError, RejectedFirstIndex, StreamragError,
                               UnusableFirstIndex, disk_full)
 from streamrag.loader import (DOCUMENT_SUFFIXES, conflict_copies_line, file_of, leads_outside, left_out_lines,
-                              read_documents, scan_order, shown, unstorable_folder, why_unusable,
-                              written_by_export_line)
+                              export_said, read_documents, scan_order, shown, unstorable_folder, why_unusable)
 from streamrag.notices import sharing_notices
-from streamrag.on_disk import is_file
+from streamrag.on_disk import covered, is_file
 from streamrag.outage import Outage
 from streamrag.run_progress import Progress
 from streamrag.settings_edits import SettingsEdits
@@ -2273,10 +2272,16 @@ class Daemon:
         """The warnings of a sync that published, and the files the initial sync left out.
         ``changed``: the files this sync was for."""
         # Skipped and unreadable files, each said once (not again by every sync that meets it). An
-        # export is said only when read, written anew: each time (said once for two writes in a row).
-        again = {written_by_export_line(shown(rel)) for rel in changed}
+        # export is said only when read, written anew: each time (said once for two writes in a row),
+        # a file this sync was for, or one in a folder it was for (".": the whole folder's).
+        changed = list(changed)
+        named = {shown(rel) for rel in changed}   # (as the lines show them)
+
+        def anew(label: str | None) -> bool:
+            return label is not None and (label in named or covered(label, changed))
+
         for line in result.warnings:
-            if line not in self.warned or line in again:
+            if line not in self.warned or anew(export_said(line)):
                 self.emit("warning", line, warning=line)
         said, self.warned = self.warned, set(result.warnings)
         if self._copies and (line := conflict_copies_line(self._copies)) in said:

@@ -45,3 +45,30 @@ async def test_an_export_written_again_into_the_watched_folder_is_said_again(cor
     assert warnings == [SAID, SAID], warnings
     assert [e["message"] for e in events if "blank.txt" in e["message"]] == ["blank.txt: empty file, nothing to index"], events
     assert "x.txt" not in _indexed_paths(db) and "notes.txt" in _indexed_paths(db)
+
+
+async def test_an_export_written_again_is_said_again_by_a_sync_of_the_whole_folder(corpus, tmp_path):
+    # 7f97e32 said an export again only when its own name was queued: a sync of the whole folder
+    # (".": the watcher restarted, the folder back) read an export written again and said nothing.
+    from streamrag.watch_events import RESCAN
+
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.3})
+    db = tmp_path / "b.db"
+    async with running(settings, db, corpus) as (daemon, events, send):
+        start = len(events)
+        async with send:
+            for syncs, change in ((2, (Change.added, str(corpus / "x.txt"))), (3, (RESCAN, "boom"))):
+                store = Store(db, readonly=True)
+                try:
+                    export(store, corpus / "x.txt", "json")
+                finally:
+                    store.close()
+                old = time.time() - 10 * syncs
+                os.utime(corpus / "x.txt", (old, old))
+                await send.send({change})
+                await until(lambda: daemon.syncs == syncs)
+            await send.send({(RESCAN, "boom again")})   # (x.txt as it was: not said again)
+            await until(lambda: daemon.syncs == 4)
+    warnings = [e["message"] for e in events[start:] if e["state"] == "warning"]
+    assert warnings == [SAID, SAID], warnings
+    assert "x.txt" not in _indexed_paths(db)
