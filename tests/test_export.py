@@ -984,22 +984,3 @@ def test_a_link_to_a_writable_file_in_a_folder_that_refuses_new_files_is_written
                                     "denied); give a file in a folder you can write to"), e.value
     finally:
         store.close()
-
-
-@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0,
-                    reason="root writes into a folder whatever its permissions")
-def test_a_link_into_a_read_only_folder_is_written_into(offline_db, tmp_path):
-    shut = tmp_path / "shut"
-    shut.mkdir()
-    mine = shut / "graph.json"
-    mine.write_bytes(b"")
-    link = tmp_path / "link.json"
-    link.symlink_to(mine)
-    shut.chmod(0o555)
-    store = Store(offline_db, readonly=True)
-    try:
-        export(store, link, "json")
-    finally:
-        store.close()
-        shut.chmod(0o755)
-    assert link.is_symlink() and json.loads(mine.read_text(encoding="utf-8"))["entities"]
