@@ -157,6 +157,21 @@ def _stdout_is(path: Path) -> bool:
         return False
 
 
+def _stdout_file() -> Path | None:
+    """The regular file standard output writes to, where the system names it (Linux's
+    /proc/self/fd, as /dev/stdout leads there: `export - >> note.md`); else None (a pipe, a
+    terminal, no such naming)."""
+    try:
+        fd = sys.stdout.fileno()
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        path = Path(os.readlink(f"/proc/self/fd/{fd}"))
+        return path if os.path.samestat(st, path.stat()) else None   # (not a deleted file's "(deleted)")
+    except (OSError, ValueError, AttributeError):  # no /proc, no real stdout (captured, closed)
+        return None
+
+
 def writes_to_stdout(out: Path | str) -> bool:
     """Whether an export to ``out`` lands on standard output: ``-``, or a name of the file or
     pipe standard output is (`export /dev/stdout`, `export - > FILE` given FILE)."""
@@ -201,22 +216,30 @@ def check_not_input(store: Store, out: Path | str, fmt: str, settings_files: Ite
         raise StreamragError(f"{shown}: is the name streamrag reads its settings from (here and in "
                              f"the folders below); {fix}")
     if stdout:
-        return
+        # (its file's documents checks as `export /dev/stdout` has them: `export - >> note.md`
+        # appended the export to a note, which the next index read as its text)
+        found = _stdout_file()
+        if found is None:
+            return
+        out, landing = found, found
     root = _index_root(store)
     held = _held_document(store, out, root)
     if held is not None:
         named = "" if held == out.as_posix() else f" (as {held})"
-        raise StreamragError(f"{out}: is a document the index holds{named}; {fix}")
+        raise StreamragError(f"{shown}: is a document the index holds{named}; {fix}")
     patterns = include_patterns(include) if include else []
     # Where the file lands (through a linked file or folder too), not where a link leading out of
     # the folder points (the scan does not follow it). A regular file: a named pipe is no document,
     # and opening one to read its first bytes waited for a writer that never came.
     if patterns and root is not None and root in landing.parents \
             and not any(part.startswith(".") for part in landing.relative_to(root).parts) \
-            and matches(landing, root, patterns) and landing.is_file() and not written_by_export(landing):
-        raise StreamragError(f"{out}: is a file of the indexed folder {root} that index.include takes, not "
+            and matches(landing, root, patterns) and landing.is_file() and not written_by_export(landing) \
+            and (not stdout or _holds_something(landing)):   # (`export - > x.md`: the shell's new file, empty)
+        raise StreamragError(f"{shown}: is a file of the indexed folder {root} that index.include takes, not "
                              f"an earlier export: a document the index does not hold yet, which the export "
-                             f"would replace; {fix}")
+                             f"would {'write into' if stdout else 'replace'}; {fix}")
+    if stdout:
+        return
     # (only a file the export replaces: `export /dev/stdout >> log` writes after what log holds)
     replaced = _landing(out)
     if not force and replaced is not None and _holds_something(replaced) and not written_by_export(replaced):

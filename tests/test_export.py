@@ -363,6 +363,30 @@ def test_export_to_standard_output_refuses_when_it_is_appended_to_the_index(note
     assert db.read_bytes() == before
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/fd"), reason="no /proc/self/fd to name standard output's file")
+@pytest.mark.parametrize("name", ["-", "/dev/stdout"])
+def test_export_to_standard_output_refuses_when_it_is_appended_to_a_document(notes, name):
+    # `export /dev/stdout >> note.md` was refused (a document the index holds) but `export - >>
+    # note.md` appended the export to the note, which the next index read as its text (a
+    # newcomer's finding); so for a new note not indexed yet, which index.include takes.
+    (notes / "new.md").write_text("A note not indexed yet.\n", encoding="utf-8")
+    doc = sorted(p for p in notes.iterdir() if p.suffix in (".md", ".txt") and p.name != "new.md")[0]
+    for target, said in ((doc, "is a document the index holds"), (notes / "new.md", "is a file of the indexed folder")):
+        before = target.read_bytes()
+        with open(target, "ab") as appended:
+            done = subprocess.run([sys.executable, "-m", "streamrag", "export", name], stdout=appended,
+                                  stderr=subprocess.PIPE, text=True, cwd=notes, timeout=120)
+        assert done.returncode == 1, done.stderr
+        shown = "standard output" if name == "-" else name
+        assert done.stderr.startswith(f"streamrag: error: {shown}: {said}"), done.stderr
+        assert target.read_bytes() == before
+    with open(notes / "fresh.md", "wb") as emptied:   # `export - > fresh.md`: a new export, written
+        done = subprocess.run([sys.executable, "-m", "streamrag", "export", "-"], stdout=emptied,
+                              stderr=subprocess.PIPE, text=True, cwd=notes, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((notes / "fresh.md").read_text(encoding="utf-8"))["entities"]
+
+
 # --------------------------------------------------------------------------------------------
 # The format follows OUT's extension
 # --------------------------------------------------------------------------------------------
