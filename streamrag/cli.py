@@ -863,8 +863,13 @@ def _format_sync(r, db: Path, include: list[str], status: str | None = None) -> 
     u = llm_summary(r.llm)
     calls, cached, tokens = u["calls"], u["cached"], u["prompt_tokens"] + u["completion_tokens"]
     mode = "offline: NLP extraction, extractive reports" if r.offline else "LLM"   # (no parentheses in its own)
+    # (items left out: failed, not in the version, as a chunk without its claims is; the run's
+    # changes that failed were said "Nothing changed" beside "left out of this version", exit 1)
+    left_out = r.failed_items - r.claims_failed
     lines = [
         (f"Indexed into {db} (version {r.version}, {mode}) in {r.wall_s:.1f} s" if r.published else
+         f"Nothing published: {db} stays at version {r.version} ({mode}), {_n(left_out, 'item')} failed "
+         f"(left out); {_applied(r)}{_reclustered(r)}checked in {r.wall_s:.1f} s" if left_out else
          f"Nothing changed: {db} stays at version {r.version} ({mode}); {_applied(r)}{_reclustered(r)}checked in "
          f"{r.wall_s:.1f} s"),
         f"  documents      {number(r.documents)} ({_changed(r)}"

@@ -2623,6 +2623,25 @@ def test_chunks_whose_claims_failed_are_said_indexed_without_their_claims(cli_ru
     assert "left out of this version" not in said, said
 
 
+def test_a_run_whose_changes_all_failed_is_not_said_to_have_changed_nothing(cli_run, corpus, simulator, monkeypatch):
+    # A file added and its extraction failed: the run published nothing, exit 1, and its first
+    # line read "Nothing changed: ... stays at version 1" beside "1 item failed and is left out
+    # of this version" (a newcomer's finding, with a simulator made to fail).
+    from streamrag import simulator as sim_module
+
+    common = ("--api-base", simulator.base_url)
+    assert cli_run("index", str(corpus), "-q", *common).returncode == 0
+    monkeypatch.setitem(sim_module.ANSWERS, "extract", lambda messages: "I cannot help with that.")
+    (corpus / "added.txt").write_text("Margaret Hollis met Tomas Brenner at Bergen Harbour.\n")
+    out = cli_run("index", str(corpus), *common)
+    assert out.returncode == 1, out.stderr
+    head = out.stdout.splitlines()[0]
+    assert head.startswith(f"Nothing published: {corpus / '.streamrag' / 'index.db'} stays at version 1 (LLM), "
+                           "1 item failed (left out); checked in "), head
+    done = json.loads(cli_run("index", str(corpus), "--json", *common).stdout)
+    assert done["published"] is False and done["failed_items"] == 1 and done["claims_failed"] == 0, done
+
+
 def test_settings_changed_and_back_say_they_applied_to_the_same_index(cli_run, corpus, simulator):
     # A run whose redone work comes out as the index holds it publishes no version (aae4ec5,
     # 8fcc38e): it said "Nothing changed: ... stays at version 1 (LLM); checked in 1.1 s" after
