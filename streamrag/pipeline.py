@@ -580,9 +580,10 @@ class Indexer:
         # (path, chunk) of the chunks lacking an extraction whose documents stay out or as they
         # were (``_keep_previous_versions``), for ``_fail_unaccounted``
         self.held_back: list[tuple[str, Chunk]] = []
-        # (a kept document opening with a heading, of a file left as indexed, not found in it: the
-        # mark not written, ``_code_headings_published``)
-        self.code_headings_not_found = False
+        # (the kept documents opening with a heading, of files left as indexed, not found in them:
+        # looked at again by the next run, meta ``name_code_headings_pending``,
+        # ``_code_headings_published``)
+        self.code_headings_pending: list[str] = []
         self.settled = 0
         self.unreadable: list[str] = []  # why files could not be indexed, one line each
         self.unreadable_kinds: Counter[str] = Counter()   # and of which kind (``InputError.kind``)
@@ -1300,7 +1301,8 @@ class Indexer:
     def _code_headings_read(self, store: Store, scan: Scan, change: Change) -> dict[str, bool]:
         """Fills in ``change`` whether each document indexed opens with code that reads as a
         heading (``Change.code_headings``): those this run read, and once, in an index without the
-        mark, the kept ones opening with a heading; returns these (``_code_headings_published``).
+        mark, the kept ones opening with a heading (later, those left pending); returns those of
+        these whose mark changes (``_code_headings_published``).
         Every run, a model's too: its mark is the next offline run's, which may leave as indexed
         a file whose text as indexed is gone (deleted, rewritten) and none could read again."""
         # (of the documents indexed: a new one none of whose chunks was extracted is left out)
@@ -1313,10 +1315,11 @@ class Indexer:
     def _join_bookkeeping(self, store: Store, scan: Scan, change: Change, found: dict[str, bool]) -> None:
         """Fills in ``change`` what an offline run's joins read of the documents beside their
         chunks: the titles of those it read (``Change.titles``), the kept ones whose titles now say
-        another full name (``Change.retitled``; ``found``: those found opening with code, no
-        heading, ``_code_headings_read``) and those it cut into other chunks (``Change.recut``)."""
+        another full name (``Change.retitled``; ``found``: those whose mark of opening with code,
+        no heading, this run changes, ``_code_headings_read``) and those it cut into other chunks
+        (``Change.recut``)."""
         change.titles = self._titles_read(scan)
-        change.retitled |= titled_anew(store, change) | {d for d, code in found.items() if code}
+        change.retitled |= titled_anew(store, change) | found.keys()
         # (found once: the check of nothing to redo and the joins' merge both read it)
         change.recut = frozenset(find_recut(store, change))
 
@@ -1338,20 +1341,28 @@ class Indexer:
         (no ``name_code_headings``: ``GraphState.code_headings``; published before it existed, or
         by older code's run with a model, which dropped it), the kept documents
         this run did not read whose first chunk opens with a heading naming someone: whether each
-        opens with code (``joins.code_heading``), read from the file it is shown with, as its
+        whose mark this changes opens with code (``joins.code_heading``), read from the file it is shown with, as its
         chunk lost the indent. A document is found in its file as it is now (its id), or, the
         file's one document, as the start of it (``_as_indexed``: a log appended to since). Once:
-        the run writes the mark, unless a document of a file it leaves as indexed
-        (``left_with_links``) is not found (``code_headings_not_found``): the next run looks
-        at it again. One not found in another file (unreadable now, or changed outside this
-        run's paths: ids are text hashes) is marked as no code.
+        the run writes the mark; those of a file it leaves as indexed (``left_with_links``) not
+        found (a busy log rewritten since) are left pending (``code_headings_pending``, meta
+        ``name_code_headings_pending``), and the next runs read their files alone until each is
+        found or gone (its file's own sync reads it). One not found in another file (unreadable
+        now, or changed outside this run's paths: ids are text hashes) is marked as no code.
         (Else "    # Ada Lovelace" kept titling its note after the upgrade, where a fresh index
         reads it as code; and a busy log left as indexed, not read, was titled by its code for
-        the sync's joins, where a fresh index of the folder, the log as indexed, reads it as code.)"""
-        if store.get_meta("name_code_headings") is not None:
-            return {}
+        the sync's joins, where a fresh index of the folder, the log as indexed, reads it as code.
+        And while a busy log was not found the mark stayed unwritten: every sync read every
+        headed note again.)"""
+        marked = store.get_meta("name_code_headings")
+        unread = change.kept_docs - change.code_headings.keys()
+        if marked is not None:
+            pending = store.get_meta("name_code_headings_pending")
+            if not pending:
+                return {}
+            unread &= set(msgspec.json.decode(pending, type=list[str]))
         first: dict[str, set[str]] = {}
-        for d in change.kept_docs - change.code_headings.keys():
+        for d in unread:
             if cs := change.doc_chunks.get(d):
                 first.setdefault(cs[0], set()).add(d)
         headed = {d for chunk_id, text in index_rows.opening_headings(store, sorted(first))
@@ -1369,10 +1380,12 @@ class Indexer:
             out.update((d, joins.code_heading(text)) for d, text in texts.items())
         # (one read but not found, its file unreadable now or changed outside this run's paths,
         # is marked as no code: waiting for it, every run read every headed file again; one of a
-        # file left as indexed, its own sync reads it)
-        self.code_headings_not_found = any(loader.file_of(paths.get(d, "")) in self.left_with_links
-                                           for d in headed - out.keys())
-        return dict(sorted(out.items()))
+        # file left as indexed, its own sync reads it: until then each run looks for it again)
+        self.code_headings_pending = sorted(d for d in headed - out.keys()
+                                            if loader.file_of(paths.get(d, "")) in self.left_with_links)
+        # (the marks this run changes: of an index without the mark, those found opening with code)
+        was = set(msgspec.json.decode(marked, type=list[str])) if marked is not None else set()
+        return {d: code for d, code in sorted(out.items()) if code != (d in was)}
 
     def _read_stored(self, path: str) -> list[Document]:
         """The documents of the file a stored ``path`` names, read now; none when it is gone or
@@ -1668,9 +1681,11 @@ class Indexer:
                   "report_unusable_held": msgspec.json.encode(dict(sorted(state.report_held.items()))).decode()}
         if self.root is not None:
             counts["root"] = str(Path(self.root).resolve())
-        # (marked by every run, a model's too: ``_code_headings_read``)
-        counts["name_code_headings"] = msgspec.json.encode(sorted(state.code_headings)).decode() \
-            if not self.code_headings_not_found else None
+        # (marked by every run, a model's too: ``_code_headings_read``; those it could not mark, to
+        # look at again, beside: ``_code_headings_published``)
+        counts["name_code_headings"] = msgspec.json.encode(sorted(state.code_headings)).decode()
+        counts["name_code_headings_pending"] = msgspec.json.encode(self.code_headings_pending).decode() \
+            if self.code_headings_pending else None
         if state.joins is not None:
             # The rule the joins were made by (a query reads the joins alone): an index joined by
             # an earlier rule to the joins this one makes published version 2 of its mark alone.

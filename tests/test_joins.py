@@ -950,8 +950,8 @@ async def test_a_log_left_as_indexed_keeps_its_code_mark(tmp_path, monkeypatch):
     # folder, the log as indexed, has it). a5f3f79 left the log unread and the mark unwritten,
     # and the sync's joins read the log's first chunk as a heading. Now the log's document is
     # found as the start of it (the text as indexed, hashed to its id) and marked as a fresh
-    # index marks it; a log rewritten since, its document not found, leaves the mark unwritten
-    # until the next run reads it.
+    # index marks it; a log rewritten since, its document not found, is left pending (the mark
+    # written without it) until the next run reads it.
     from streamrag.pipeline import Indexer
 
     corpus = tmp_path / "c"
@@ -976,13 +976,64 @@ async def test_a_log_left_as_indexed_keeps_its_code_mark(tmp_path, monkeypatch):
         (tmp_path / "fresh.db").unlink(missing_ok=True)
         await sync([fresh], make_settings(), tmp_path / "fresh.db", root=fresh)
         assert len(json.loads(_code_meta(tmp_path / "fresh.db"))) == 1
-        assert _code_meta(db) == (None if busy is None else _code_meta(tmp_path / "fresh.db")), step
+        # (rewritten: marked without it, which is left pending, the next run to look at it again)
+        assert _code_meta(db) == ("[]" if busy is None else _code_meta(tmp_path / "fresh.db")), step
+        assert (_meta(db, "name_code_headings_pending") is None) == (busy is not None), step
         # (the next run reads the log as it is: marked as a fresh index of the folder marks it)
         await sync([corpus], make_settings(), db, root=corpus)
         shutil.copy(corpus / "log.md", fresh / "log.md")
         await sync([fresh], make_settings(), tmp_path / "fresh.db", root=fresh)
         assert _code_meta(db) == _code_meta(tmp_path / "fresh.db"), step
         assert len(json.loads(_code_meta(db))) == (busy is not None), step
+
+
+@pytest.mark.anyio
+async def test_a_log_rewritten_while_left_as_indexed_leaves_only_its_document_to_read_again(tmp_path, monkeypatch):
+    # An index without the mark of the documents opening with code (older code), a watch's
+    # syncs leaving as indexed a busy log rewritten since (its text as indexed nowhere): the mark
+    # stayed unwritten, so every sync read again the file of every headed note, as well as the
+    # log. Now the mark is written for the documents found and the log's alone is left to look
+    # at again (``name_code_headings_pending``): the next sync reads the log alone, and the sync
+    # that reads the log as it is marks as a fresh index of the folder marks.
+    from streamrag import loader
+    from streamrag.pipeline import Indexer
+
+    corpus = tmp_path / "c"
+    _vault(corpus)
+    for name in ("Bo Lund", "Tova Rask"):
+        (corpus / "People" / f"{name.split()[0]}.md").write_text(f"# {name}\n\n{name.split()[0]} rowed to Kessel.\n")
+    (corpus / "People" / "code.md").write_text("    # Ada Lovelace\n\n" + _NOTE)
+    (corpus / "log.md").write_text("    # Mira Osk\n\nMira Osk opened the harbor ledger at Port Vell.\n")
+    db = tmp_path / "i.db"
+    await sync([corpus], make_settings(), db, root=corpus)
+    marked = json.loads(_code_meta(db))
+    log_doc = _meta_doc(db, "log.md")
+    assert log_doc in marked and len(marked) == 2
+    execute_on(db, "DELETE FROM meta WHERE key = 'name_code_headings'")
+    (corpus / "log.md").write_text("Entry 0: rewritten.\n")
+    read: list[str] = []
+    real = loader.read_documents
+    monkeypatch.setattr(loader, "read_documents", lambda file, **kw: read.append(file.name) or real(file, **kw))
+    for step in range(2):
+        read.clear()
+        (corpus / "Daily" / f"2024-05-0{step + 2}.md").write_text(f"Mira sold boat {step} at Kessel.\n")
+        await Indexer(make_settings(), db, root=corpus, left_as_indexed=frozenset({"log.md"})).run([corpus])
+        assert json.loads(_code_meta(db)) == [d for d in marked if d != log_doc], step   # (code.md's)
+        assert json.loads(_meta(db, "name_code_headings_pending") or "null") == [log_doc], step
+    assert sorted(read) == ["2024-05-03.md", "log.md"], read   # (no headed note read again)
+    await sync([corpus], make_settings(), db, root=corpus)   # (the log read as it is)
+    assert _meta(db, "name_code_headings_pending") is None
+    await _as_a_fresh_index(tmp_path, corpus, db, make_settings())
+    assert _code_meta(db) == _code_meta(tmp_path / "fresh.db")
+
+
+def _meta_doc(db: Path, path: str) -> str:
+    """The id of the document the file ``path`` of the index ``db`` holds."""
+    store = Store(db, readonly=True)
+    try:
+        return store.scalar("SELECT doc_id FROM files WHERE path = ?", (path,))
+    finally:
+        store.close()
 
 
 @pytest.mark.anyio
