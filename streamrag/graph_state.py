@@ -66,8 +66,8 @@ class Change:
     titles: dict[str, str] = field(default_factory=dict)
     # The documents this run read, and whether each opens with a line of code that reads as a
     # heading in its first chunk (``joins.code_heading``): no heading to title it; once, in an
-    # index from before they were marked, the kept ones opening with a heading (read again:
-    # ``Indexer._code_headings_published``)
+    # index from before they were marked, the kept ones opening with a heading whose mark this
+    # changes (read again, then those left pending: ``Indexer._code_headings_published``)
     code_headings: dict[str, bool] = field(default_factory=dict)
     # The kept documents this run cut into other chunks than published (``find_recut``), found
     # once by an offline run (``Indexer._join_bookkeeping``) for its check of nothing to redo and
