@@ -32,6 +32,7 @@ import itertools
 import json
 import logging
 import os
+import re
 import time
 import uuid
 from collections import Counter
@@ -495,6 +496,25 @@ def _as_indexed(doc_ids: set[str], chars: dict[str, int], docs: list[Document]) 
             if 0 < n < len(text) and ids.document_id(text[:n]) == doc_id:
                 out[doc_id] = text[:n]
     return out
+
+
+def _opening_as_now(headings: dict[str, str], docs: list[Document]) -> dict[str, bool]:
+    """Of documents not found in their file (``headings``: the heading title each one's first
+    chunk opens with, its indent lost), whether each opens with code, taken from the file's one
+    document as read now (``docs``) where it opens with the same heading: a note edited below
+    its first line, a log rewritten under its header, most likely opened as it opens now. None
+    of the others: an opening changed or gone says nothing of the indent, and the chunk's
+    heading, a note's common opening, stands."""
+    if len(docs) != 1:
+        return {}
+    now = docs[0].text
+    # (its opening as a chunk has it: ``index_rows.opening_headings``; not a copy of the text)
+    start = _LEADING_BLANKS.match(now).end()
+    title = joins.heading_title(now[start:start + 300])
+    return {d: joins.code_heading(now) for d, t in headings.items() if title is not None and t == title}
+
+
+_LEADING_BLANKS = re.compile(r"[ \t\n\r]*")
 
 
 class Indexer:
@@ -1339,16 +1359,20 @@ class Indexer:
     def _code_headings_published(self, store: Store, change: Change) -> dict[str, bool]:
         """Of an index without the mark of the documents opening with code that reads as a heading
         (no ``name_code_headings``: ``GraphState.code_headings``; published before it existed, or
-        by older code's run with a model, which dropped it), the kept documents
-        this run did not read whose first chunk opens with a heading naming someone: whether each
-        whose mark this changes opens with code (``joins.code_heading``), read from the file it is shown with, as its
-        chunk lost the indent. A document is found in its file as it is now (its id), or, the
-        file's one document, as the start of it (``_as_indexed``: a log appended to since). Once:
-        the run writes the mark; those of a file it leaves as indexed (``left_with_links``) not
-        found (a busy log rewritten since) are left pending (``code_headings_pending``, meta
-        ``name_code_headings_pending``), and the next runs read their files alone until each is
-        found or gone (its file's own sync reads it). One not found in another file (unreadable
-        now, or changed outside this run's paths: ids are text hashes) is marked as no code.
+        by older code's run with a model, which dropped it), the kept documents this run did not
+        read whose first chunk opens with a heading naming someone: whether each opens with code
+        (``joins.code_heading``), read from the file it is shown with, as its chunk lost the
+        indent; returned for those whose mark this changes. A document is found in its file as it
+        is now (its id), or, the file's one document, as the start of it (``_as_indexed``: a log
+        appended to since). Once: the run writes the mark; those of a file it leaves as indexed
+        (``left_with_links``) not found (a busy log rewritten since) are left pending
+        (``code_headings_pending``, meta ``name_code_headings_pending``), and the next runs read
+        their files alone until each is found or gone (its file's own sync reads it).
+        One not found (its text as indexed nowhere: ids are text hashes) is taken to open as its
+        file's one document opens now where that opens with the same heading
+        (``_opening_as_now``), else as a heading, no code: the likelier guess, a note's common
+        opening. That guess is the mark of one whose file changed outside this run's paths or
+        cannot be read now, and of one pending until the next run looks again.
         (Else "    # Ada Lovelace" kept titling its note after the upgrade, where a fresh index
         reads it as code; and a busy log left as indexed, not read, was titled by its code for
         the sync's joins, where a fresh index of the folder, the log as indexed, reads it as code.
@@ -1365,8 +1389,8 @@ class Indexer:
         for d in unread:
             if cs := change.doc_chunks.get(d):
                 first.setdefault(cs[0], set()).add(d)
-        headed = {d for chunk_id, text in index_rows.opening_headings(store, sorted(first))
-                  if joins.heading_title(text) is not None for d in first[chunk_id]}
+        headed = {d: title for chunk_id, text in index_rows.opening_headings(store, sorted(first))
+                  if (title := joins.heading_title(text)) is not None for d in first[chunk_id]}
         paths = index_rows.document_paths(store) if headed else {}
         chars = index_rows.document_chars(store, headed) if headed else {}
         # (each file read once: the rows of a .jsonl or .csv are documents of one file, which was
@@ -1375,14 +1399,17 @@ class Indexer:
         for doc_id in headed:
             by_file.setdefault(self._stored_file(paths.get(doc_id, "")), set()).add(doc_id)
         out: dict[str, bool] = {}
+        guessed: dict[str, bool] = {}
         for file, doc_ids in by_file.items():
-            texts = _as_indexed(doc_ids, chars, self._read_file(file))
+            texts = _as_indexed(doc_ids, chars, docs := self._read_file(file))
             out.update((d, joins.code_heading(text)) for d, text in texts.items())
+            guessed.update(_opening_as_now({d: headed[d] for d in doc_ids - texts.keys()}, docs))
         # (one read but not found, its file unreadable now or changed outside this run's paths,
-        # is marked as no code: waiting for it, every run read every headed file again; one of a
+        # is marked as guessed: waiting for it, every run read every headed file again; one of a
         # file left as indexed, its own sync reads it: until then each run looks for it again)
-        self.code_headings_pending = sorted(d for d in headed - out.keys()
+        self.code_headings_pending = sorted(d for d in headed.keys() - out.keys()
                                             if loader.file_of(paths.get(d, "")) in self.left_with_links)
+        out |= guessed
         # (the marks this run changes: of an index without the mark, those found opening with code)
         was = set(msgspec.json.decode(marked, type=list[str])) if marked is not None else set()
         return {d: code for d, code in sorted(out.items()) if code != (d in was)}

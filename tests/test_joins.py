@@ -1027,6 +1027,41 @@ async def test_a_log_rewritten_while_left_as_indexed_leaves_only_its_document_to
     assert _code_meta(db) == _code_meta(tmp_path / "fresh.db")
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("opening, now", [("    # Ida Berg", "    # Ida Berg"), ("# Ida Berg", "# Ida Berg"),
+                                          ("# Ida Berg", "Entry 0: rewritten.")])
+async def test_a_log_rewritten_under_its_opening_while_left_as_indexed_opens_as_it_does_now(tmp_path, opening, now):
+    # An index without the mark of the documents opening with code (older code), a watch's sync
+    # leaving as indexed a busy log rewritten since: its text as indexed is nowhere, and its
+    # first chunk says "# Ida Berg", its indent lost. It was titled her name whatever the file
+    # now says, joining the "Ida" of a note the sync added to "Ida Berg", where a fresh index of
+    # the folder (the log as indexed, "    # Ida Berg": code) keeps them apart. Now a file that
+    # still opens with the same heading (a log rewritten under it, a note edited below it) is
+    # taken to have opened as it opens now, code or heading; one opening otherwise (or gone)
+    # says nothing of it, and the chunk's heading, a note's common opening, titles it as before.
+    from streamrag.pipeline import Indexer
+
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    indexed = f"{opening}\n\nIda opened the harbor ledger at Port Vell.\n"
+    (corpus / "log.md").write_text(indexed)
+    (corpus / "crew.txt").write_text("Ida Berg and Tova Rask met at Kessel.\n")
+    db = tmp_path / "i.db"
+    await sync([corpus], make_settings(), db, root=corpus)
+    execute_on(db, "DELETE FROM meta WHERE key = 'name_code_headings'")
+    (corpus / "log.md").write_text(f"{now}\n\nEntry 0: Bo Lund paid the toll.\n")
+    (corpus / "note.txt").write_text("Tova and Ida sold the Blue Heron to Bo Lund at Kessel.\n")
+    await Indexer(make_settings(), db, root=corpus, left_as_indexed=frozenset({"log.md"})).run([corpus])
+    fresh = tmp_path / "fresh"
+    shutil.copytree(corpus, fresh, ignore=shutil.ignore_patterns(".streamrag"))
+    (fresh / "log.md").write_text(indexed)
+    await sync([fresh], make_settings(), tmp_path / "fresh.db", root=fresh)
+    assert ("Ida" in {v[0] for v in _graph(tmp_path / "fresh.db")["entities"].values()}) == opening.startswith(" ")
+    assert _graph(db) == _graph(tmp_path / "fresh.db")
+    assert _joins_meta(db) == _joins_meta(tmp_path / "fresh.db")
+    assert _meta(db, "name_code_headings_pending") is not None   # (looked at again by the next sync)
+
+
 def _meta_doc(db: Path, path: str) -> str:
     """The id of the document the file ``path`` of the index ``db`` holds."""
     store = Store(db, readonly=True)
