@@ -877,10 +877,6 @@ class Sampled(NamedTuple):
     element_scale: float = 1.0
     community_scale: float = 1.0
     chunks: frozenset[str] = frozenset()
-    # (each element's sampled chunks touching it, and the chunks a first gleaning is expected of
-    # beyond the sample per chunk of it: ``_several_scale``)
-    seen: dict[str, int] = {}
-    rest: float = 0.0
 
 
 def _add_missed(from_cache: dict[str, Extraction], first_only: dict[str, bool], chunks: dict[str, Chunk],
@@ -943,31 +939,7 @@ def _add_missed(from_cache: dict[str, Extraction], first_only: dict[str, bool], 
 
     def scale(seen: dict[str, int]) -> float:
         return grown_union(list(seen.values()), len(taken), more) / len(seen) if seen else 1.0
-    return Sampled(set(elements), entities, scale(elements), scale(communities), frozenset(taken), elements,
-                   more / len(taken))
-
-
-def _several_scale(seen: list[int], rest: float) -> float:
-    """How many times more elements are named by two chunks or more, of every chunk's stand-ins,
-    than of a sample's (``seen``: how many of the sample's chunks name each element; ``rest``:
-    the chunks beyond the sample per chunk of it). An element new to the graph asks a model for
-    its summary only with two descriptions or more, and a sample of a half holds both of an
-    element named twice a quarter of the time: a sampled first gleaning of synth_small (every new
-    name and pair's summary counted at the scale of all elements) came out at 7 x 1.68 summaries
-    of new elements for every chunk's 35, those of elements the graph held 46 x 1.68 for 77.
-
-    Each chunk taken as in the sample alike (at 1 / (1 + r), r: ``rest``), an element named by K
-    chunks is named by k of the sample's at binomial odds; those named twice or more of which
-    the sample names one or none are, in expectation, (2 r + r^2) of those it names twice: exact
-    where K is 2, high where more (2 r of them is the count of the descriptions beyond the sample
-    of those it names once, Good and Turing's; r^2 the share of those named by two chunks that
-    it misses). (A correction by those named three times came out 8-10% low in simulated halves,
-    and lower than this one on every corpus measured: the share of such elements that asks a
-    model, the sample's, is low too, its elements named twice having fewer descriptions than
-    they will: 27% of them for 44% of every chunk's on synth_small.)"""
-    several = sum(1 for k in seen if k >= 2)
-    twice = sum(1 for k in seen if k == 2)
-    return (several + (2 * rest + rest ** 2) * twice) / several if several else 1.0
+    return Sampled(set(elements), entities, scale(elements), scale(communities), frozenset(taken))
 
 
 def _missed_stand_in(first: Extraction, text: str, entity_types: list[str]) -> Extraction:
@@ -1173,10 +1145,6 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     # 3,216 tokens each for the run's 2,519, and more of them counted cut off and asked again).
     summaries = 0.0
     cached_summaries = 0
-    # (an element new to the graph asks a model with two descriptions, more of which come from
-    # chunks beyond the sample than its count of elements says: ``_several_scale``)
-    several = _several_scale([k for e, k in sampled.seen.items() if e not in before], sampled.rest) \
-        if sampled is not None else 1.0
     for element, name, descriptions in jobs:
         chosen = summary_input(descriptions, ix.summary_max_descriptions)
         # (a summary the cache answers, an interrupted run's, costs nothing, and is what the run
@@ -1189,8 +1157,8 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
                 if resummarize and element in before:   # (asked again whatever the sample adds)
                     other.add(element)
                 summaries += (1.0 if element not in guessed else stand_ins()[0 if element.startswith("ent-") else 1]) \
-                    * ((sampled.element_scale if element in before else several)
-                       if sampled is not None and element in sampled.elements and element not in other else 1.0)
+                    * (sampled.element_scale if sampled is not None and element in sampled.elements
+                       and element not in other else 1.0)
                 written = _summary_stand_in(chosen, settings, summary_tokens)
         if (e := state.entities.get(element) or state.relationships.get(element)) is not None:
             e.description = written

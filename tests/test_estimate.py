@@ -3002,27 +3002,3 @@ async def test_a_sampled_first_gleaning_takes_on_no_report_the_run_writes_anyway
 
     assert reports(1.0) < reports(3.0), "the scale is not taken on at all"
     assert 0 < reports(1.0, summary_max_tokens=40) == reports(3.0, summary_max_tokens=40)
-
-
-def test_the_elements_named_twice_of_every_chunk_are_told_from_those_of_a_half_sample():
-    # An element new to the graph asks a model for its summary only with two descriptions or
-    # more: a half sample of the chunks holds both of an element two chunks name a quarter of the
-    # time. Its summaries of new elements, taken on at the scale of all the elements it touches,
-    # were 7 x 1.68 for every chunk's 35 (synth_small). ``_several_scale``: 200 chunks, elements
-    # each named by one or two of them (then by up to four: high), a random half sampled.
-    from statistics import mean
-
-    from streamrag.estimate import _several_scale
-    rng = random.Random(7)
-    for counts, within in (([1, 1, 1, 1, 2], (0.93, 1.07)), ([1, 1, 1, 1, 1, 1, 2, 2, 2, 3, 4], (1.0, 1.35))):
-        named = [rng.choice(counts) for _ in range(600)]
-        several = sum(1 for k in named if k >= 2)
-        got, plain = [], []
-        for _ in range(40):
-            sample = set(rng.sample(range(200), 100))
-            seen = [k for k in (sum(1 for c in rng.sample(range(200), n) if c in sample) for n in named) if k]
-            plain.append(sum(1 for k in seen if k >= 2))
-            got.append(plain[-1] * _several_scale(seen, 1.0))
-        assert within[0] * several < mean(got) < within[1] * several, (counts, mean(got), several)
-        assert mean(plain) < 0.5 * several, (mean(plain), several)
-    assert _several_scale([1, 1, 3], 1.0) == 1.0 and _several_scale([1, 1], 1.0) == 1.0
