@@ -2669,7 +2669,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
                     # (the folder as given, when it is the one watched: `watch notes`, `watch .`)
                     failures_command=failures_command(db, given if same_path(given, root) else root,
                                                       by_folder=not (args.config or settings.store.path)))
-    source = None if args.once else watch_folder(daemon.root, settings.watch, daemon.stop_event, keep=daemon.worth_holding)
+    source = None if args.once else watch_folder(daemon.root, settings.watch, daemon.stop_event, keep=daemon.worth_holding,
+                                                 renamed_from=daemon._written_on)
     with one_writer(db, f"streamrag watch {shell_word(given)}", given=db_given(args, settings)) as daemon.writer_lock:
         # A model-built index with no endpoint now is refused before the first line: it said
         # "starting ..., offline (NLP extraction, extractive reports)" and then refused to run offline.

@@ -7,7 +7,10 @@ watchfiles' own kinds (1 added, 2 modified, 3 deleted) the iterator says two of 
 ``RESCAN`` (watchfiles failed and was restarted). Which events count is the daemon's: it
 gives ``watch_folder`` a ``keep`` that drops, from each raw batch, the writes of files the scan
 leaves out, before the burst gathers them (a hidden or excluded file written on and on kept
-the burst open, and held every other file's batch back with it, up to ``10 x debounce_ms``).
+the burst open, and held every other file's batch back with it, up to ``10 x debounce_ms``),
+and a ``renamed_from`` that says which files a raw batch added are one it deleted, renamed
+(beginning with its indexed text): watchfiles' events do not pair a rename's names, and a burst
+keeps a deletion with an added file only when it may be its new name (``_Burst``).
 """
 
 from __future__ import annotations
@@ -78,10 +81,18 @@ def folder_identity(path: Path) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
+RenamedFrom = Callable[[list[str], list[str]], dict[str, str]]
+"""Given the files a raw batch added and those it deleted (paths relative to the folder), those
+added that are one deleted, renamed (maybe written on since), each with that one."""
+
+
 def watch_folder(root: Path, settings: WatchSettings, stop_event: anyio.Event,
-                 keep: Callable[[ChangeSet], ChangeSet] | None = None) -> AsyncIterator[ChangeSet]:
+                 keep: Callable[[ChangeSet], ChangeSet] | None = None,
+                 renamed_from: RenamedFrom | None = None) -> AsyncIterator[ChangeSet]:
     """Batches of file events under ``root`` from watchfiles (which count is the daemon's: ``keep``,
-    given, takes each raw batch's events that may count, before they are gathered into bursts).
+    given, takes each raw batch's events that may count, before they are gathered into bursts;
+    ``renamed_from``, given, says which deleted file a burst keeps with which added one, as a
+    rename's names: without it, each with every file its raw batch added).
 
     A burst ends after ``debounce_ms`` without an event (a batch lasts ten times that at most),
     so an editor saving every few hundred milliseconds makes one batch, not one per save; a file
@@ -95,7 +106,7 @@ def watch_folder(root: Path, settings: WatchSettings, stop_event: anyio.Event,
     ``RESCAN`` event makes the daemon sync the whole folder, so nothing it missed is lost.
     What it has seen of a burst not ended yet is its ``held``: a stop drops it, and says it.
     """
-    return FolderWatch(Path(root).resolve(), settings, stop_event, keep)
+    return FolderWatch(Path(root).resolve(), settings, stop_event, keep, renamed_from)
 
 
 class FolderWatch:
@@ -104,9 +115,12 @@ class FolderWatch:
     handed over, and the daemon's stopped line said "index is current"."""
 
     def __init__(self, root: Path, settings: WatchSettings, stop_event: anyio.Event,
-                 keep: Callable[[ChangeSet], ChangeSet] | None = None) -> None:
+                 keep: Callable[[ChangeSet], ChangeSet] | None = None,
+                 renamed_from: RenamedFrom | None = None) -> None:
         self.burst: _Burst | None = None
         self.keep = keep
+        self.renamed_from = renamed_from
+        self.root = root
         self.filtering: ChangeSet = set()   # a raw batch ``keep`` is looking at
         self._batches = _watch(root, settings, stop_event, self)
 
@@ -117,6 +131,24 @@ class FolderWatch:
     def held(self) -> ChangeSet:
         """The changes seen and not handed over yet (none once the burst is)."""
         return (set(self.burst.changes) if self.burst is not None else set()) | self.filtering
+
+    def renames(self, changes: ChangeSet) -> list[tuple[str, str]]:
+        """The (deleted, added) paths of the raw batch ``changes`` that may be a rename's names,
+        as ``renamed_from`` says (a worker thread's: it reads the files added, and the index).
+        What it cannot say of (a folder added, ``mv dir1 dir2``; a path outside the folder, where
+        a link leads) is tied as before: with each path of the other kind."""
+        deleted = sorted(path for kind, path in changes if kind == DELETED)
+        added = sorted(path for kind, path in changes if kind == ADDED)
+        rels = {path: rel for path in deleted + added
+                if (rel := os.path.relpath(path, self.root)) != os.pardir and not rel.startswith(os.pardir + os.sep)}
+        files = [path for path in added if path in rels and not os.path.isdir(path)]
+        pairs = {(old, new) for old in deleted for new in added if old not in rels or new not in files}
+        gone = [rels[path] for path in deleted if path in rels]
+        if files and gone and self.renamed_from is not None:
+            paths = {rel: path for path, rel in rels.items()}
+            found = self.renamed_from([rels[path] for path in files], gone)
+            pairs.update((paths[old], paths[new]) for new, old in found.items())
+        return sorted(pairs)
 
 
 class _Burst:
@@ -130,8 +162,10 @@ class _Burst:
     after ``quiet_s`` without a change of theirs: a note saved beside such a log waited for
     the log's cap (``10 * quiet_s``, 5 s by default), the log kept its own. While a path new in
     the last ``quiet_s`` is unsettled (a ``cp -r`` under way), the burst stays whole, and so do
-    the paths of a raw batch that deleted some and added others (a rename: its old name left
-    alone was synced as deleted, its text gone from the index until the new one's sync)."""
+    a rename's names, a path deleted and one added in one raw batch (its old name left alone
+    was synced as deleted, its text gone from the index until the new one's sync): the pairs
+    ``add`` is given (``FolderWatch.renames``), else each deleted path with each added one (an
+    unrelated ``rm old.txt`` beside a new log written every 0.3 s then waited for its cap)."""
 
     def __init__(self, quiet_s: float) -> None:
         self.quiet_s = quiet_s
@@ -145,7 +179,8 @@ class _Burst:
         self._newest = 0.0   # when a path new to the burst came last
         self._tied: dict[str, set[str]] = {}   # path -> the paths that end with it (a rename's names)
 
-    def add(self, changes: ChangeSet, now: float) -> ChangeSet | None:
+    def add(self, changes: ChangeSet, now: float,
+            renames: list[tuple[str, str]] | None = None) -> ChangeSet | None:
         if changes:
             if not self.changes:
                 self.first = now
@@ -156,7 +191,7 @@ class _Burst:
                 self._newest = now
                 self._first.update(dict.fromkeys(new, now))
             self._recent.append((now, paths))
-            self._tie(changes)
+            self._tie(changes, renames)
         if not self.changes:
             return None
         if now - self.last >= self.quiet_s or now - self.first >= 10 * self.quiet_s:
@@ -166,15 +201,19 @@ class _Burst:
             return burst
         return self._settled(now)
 
-    def _tie(self, changes: ChangeSet) -> None:
-        """Ties the deleted and the added paths of one raw batch together (maybe a rename)."""
-        deleted = {path for kind, path in changes if kind == DELETED}   # (a Change is an IntEnum)
-        added = {path for kind, path in changes if kind == ADDED} if deleted else ()
-        if not deleted or not added:
-            return
-        group = set().union(*(self._tied.get(path, {path}) for path in deleted | added))
-        for path in group:
-            self._tied[path] = group
+    def _tie(self, changes: ChangeSet, renames: list[tuple[str, str]] | None) -> None:
+        """Ties the names of each rename of one raw batch together: ``renames`` (deleted, added),
+        given, else its deleted and added paths, all (any of them may be one)."""
+        if renames is None:
+            deleted = {path for kind, path in changes if kind == DELETED}   # (a Change is an IntEnum)
+            added = {path for kind, path in changes if kind == ADDED} if deleted else set()
+            groups = [deleted | added] if deleted and added else []
+        else:
+            groups = [set(names) for names in renames]
+        for names in groups:
+            group = set().union(*(self._tied.get(path, {path}) for path in names))
+            for path in group:
+                self._tied[path] = group
 
     def _settled(self, now: float) -> ChangeSet | None:
         """The changes of the paths that settled beside others written on and on (taken out of
@@ -250,7 +289,13 @@ async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event,
                         watch.filtering = changes   # (held meanwhile: a stop may come)
                         changes = await anyio.to_thread.run_sync(watch.keep, changes, abandon_on_cancel=True)
                         watch.filtering = set()
-                    if (ended := burst.add(changes, time.monotonic())) is not None:
+                    renames = None   # (no renamed_from: each deletion with each added path)
+                    if watch.renamed_from is not None and {ADDED, DELETED} <= {int(kind) for kind, _ in changes}:
+                        # In a worker thread: it reads the files added, and the index.
+                        watch.filtering = changes
+                        renames = await anyio.to_thread.run_sync(watch.renames, changes, abandon_on_cancel=True)
+                        watch.filtering = set()
+                    if (ended := burst.add(changes, time.monotonic(), renames)) is not None:
                         yield ended
             finally:
                 with anyio.CancelScope(shield=True), contextlib.suppress(Exception):

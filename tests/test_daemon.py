@@ -3741,10 +3741,11 @@ def test_the_watcher_holds_only_the_writes_that_may_change_the_index(corpus, tmp
     assert daemon.worth_holding(left_out | kept) == kept
 
 
-async def _first_burst(tmp_path, monkeypatch, raw: list[set]) -> tuple[set, int]:
+async def _first_burst(tmp_path, monkeypatch, raw: list[set], daemon: Daemon | None = None) -> tuple[set, int]:
     """The first burst ``watch_folder`` hands on (the daemon's ``keep`` filtering) of the raw
     batches ``raw`` (scripted: watchfiles' batches, 0.3 s of the watcher's clock apart), and how
-    many raw batches it had taken by then."""
+    many raw batches it had taken by then. ``daemon``, given: the watch of its folder, with its
+    ``renamed_from`` as `streamrag watch` gives it."""
     import types
 
     import watchfiles
@@ -3767,9 +3768,11 @@ async def _first_burst(tmp_path, monkeypatch, raw: list[set]) -> tuple[set, int]
 
     monkeypatch.setattr(watchfiles, "awatch", awatch)
     stop = anyio.Event()
-    daemon = Daemon(make_settings(), tmp_path / "w.db", tmp_path, report=Events())
+    renamed_from = None if daemon is None else daemon._written_on
+    daemon = daemon or Daemon(make_settings(), tmp_path / "w.db", tmp_path, report=Events())
     with anyio.fail_after(10):
-        async for batch in watch_folder(tmp_path, WatchSettings(debounce_ms=500), stop, keep=daemon.worth_holding):
+        async for batch in watch_folder(daemon.root, WatchSettings(debounce_ms=500), stop, keep=daemon.worth_holding,
+                                        renamed_from=renamed_from):
             return batch, len(sent)
     raise AssertionError("the watcher handed on no burst")
 
@@ -3832,6 +3835,58 @@ async def test_a_rename_then_written_on_is_handed_over_with_its_old_name(tmp_pat
     raw = [{(Change.deleted, str(old)), (Change.added, str(new))}] + [{(Change.modified, str(new))}] * 30
     first, sent = await _first_burst(tmp_path, monkeypatch, raw)
     assert (Change.deleted, str(old)) in first and (Change.added, str(new)) in first, first
+
+
+async def test_a_deletion_beside_a_new_file_written_on_is_handed_over_without_it(corpus, tmp_path, monkeypatch):
+    # The burst tied each path a raw batch deleted to each it added (maybe a rename's names): an
+    # unrelated `rm old.txt` as a new log.txt began, written every 0.3 s, waited with the log for
+    # its cap (10 x debounce_ms; its sync 7.6-7.9 s after the rm, real watcher, defaults). Told
+    # the renames (the daemon's: an added file beginning with a deleted one's indexed text), the
+    # deletion is handed over alone once settled; `mv a.txt b.txt`, b.txt written on, in the same
+    # raw batch, keeps a.txt with b.txt (its text would go from the index until b.txt's sync).
+    settings = make_settings(index=SMALL)
+    db = tmp_path / "r.db"
+    old, log, a, b = (corpus / name for name in ("old.txt", "log.txt", "a.txt", "b.txt"))
+    old.write_text("Bo Lund paid the toll at Kessel.\n")
+    a.write_text("Mira Osk opened the harbor ledger at Port Vell.\n")
+    await sync([corpus], settings, db, root=corpus)
+    assert {"old.txt", "a.txt"} <= _indexed_paths(db)
+    old.unlink()
+    log.write_text("Entry 0: Captain Oskar Lind logged the tide at Port Vell.\n")
+    a.rename(b)
+    with b.open("a") as f:
+        f.write("Entry 1: Mira Osk closed the ledger.\n")
+    written = {(Change.modified, str(log)), (Change.modified, str(b))}
+    raw = [{(Change.deleted, str(old)), (Change.added, str(log)), (Change.deleted, str(a)), (Change.added, str(b))}]
+    daemon = Daemon(settings, db, corpus, report=Events())
+    first, sent = await _first_burst(tmp_path, monkeypatch, raw + [written] * 30, daemon=daemon)
+    assert first == {(Change.deleted, str(old))}, first
+    assert sent <= 3, sent   # (0.6 s of the clock: not the burst's cap, 17 batches)
+
+
+async def test_what_the_watcher_cannot_ask_of_a_rename_it_ties_as_before(tmp_path):
+    # ``renamed_from`` reads files under the folder: a folder added (`mv docs docs2`: its files
+    # are not read) and a path outside the folder (where a link leads) are tied with each path
+    # of the other kind, as every raw batch's were; the files are asked of by their relative paths.
+    from streamrag.config import WatchSettings
+    from streamrag.watch_events import FolderWatch
+
+    (tmp_path / "docs2").mkdir()
+    (tmp_path / "log.txt").write_text("Entry 0\n")
+    asked = []
+
+    def renamed_from(added: list[str], gone: list[str]) -> dict[str, str]:
+        asked.append((added, gone))
+        return {}
+
+    watch = FolderWatch(tmp_path, WatchSettings(debounce_ms=500), anyio.Event(), renamed_from=renamed_from)
+    at = {name: str(tmp_path / name) for name in ("docs", "docs2", "old.txt", "log.txt")}
+    outside = str(tmp_path.parent / "elsewhere.txt")
+    changes = {(Change.deleted, at["docs"]), (Change.added, at["docs2"]), (Change.deleted, at["old.txt"]),
+               (Change.added, at["log.txt"]), (Change.deleted, outside)}
+    assert set(watch.renames(changes)) == {(at["docs"], at["docs2"]), (at["old.txt"], at["docs2"]),
+                                           (outside, at["docs2"]), (outside, at["log.txt"])}
+    assert asked == [(["log.txt"], ["docs", "old.txt"])]
 
 
 @pytest.mark.parametrize("when", ["prefetch", "sync"])
