@@ -136,7 +136,8 @@ class FolderWatch:
         """The (deleted, added) paths of the raw batch ``changes`` that may be a rename's names,
         as ``renamed_from`` says (a worker thread's: it reads the files added, and the index).
         What it cannot say of (a folder added, ``mv dir1 dir2``; a path outside the folder, where
-        a link leads) is tied as before: with each path of the other kind."""
+        a link leads) is tied as before: with each path of the other kind, as is every pair when
+        ``renamed_from`` fails (an index locked or damaged a moment: the tie only delays)."""
         deleted = sorted(path for kind, path in changes if kind == DELETED)
         added = sorted(path for kind, path in changes if kind == ADDED)
         rels = {path: rel for path in deleted + added
@@ -146,8 +147,14 @@ class FolderWatch:
         gone = [rels[path] for path in deleted if path in rels]
         if files and gone and self.renamed_from is not None:
             paths = {rel: path for path, rel in rels.items()}
-            found = self.renamed_from([rels[path] for path in files], gone)
-            pairs.update((paths[old], paths[new]) for new, old in found.items())
+            try:
+                found = self.renamed_from([rels[path] for path in files], gone)
+            except Exception:   # (the index unreadable a moment, say: a watcher never stops for it)
+                found = None
+            if found is None:   # ... and what cannot be asked is tied as before
+                pairs.update((old, new) for old in deleted for new in files)
+            else:
+                pairs.update((paths[old], paths[new]) for new, old in found.items())
         return sorted(pairs)
 
 

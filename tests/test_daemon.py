@@ -3889,6 +3889,22 @@ async def test_what_the_watcher_cannot_ask_of_a_rename_it_ties_as_before(tmp_pat
     assert asked == [(["log.txt"], ["docs", "old.txt"])]
 
 
+def test_a_rename_check_that_fails_ties_every_pair_and_the_watcher_goes_on(tmp_path):
+    # ``renamed_from`` reads the index: one it cannot read (locked, damaged) raised out of the
+    # watcher's loop and stopped the watch; now the raw batch is tied as before the check was.
+    from streamrag.config import WatchSettings
+    from streamrag.watch_events import FolderWatch
+
+    (tmp_path / "log.txt").write_text("Entry 0\n")
+
+    def renamed_from(added: list[str], gone: list[str]) -> dict[str, str]:
+        raise sqlite3.OperationalError("database disk image is malformed")
+
+    watch = FolderWatch(tmp_path, WatchSettings(debounce_ms=500), anyio.Event(), renamed_from=renamed_from)
+    old, log = str(tmp_path / "old.txt"), str(tmp_path / "log.txt")
+    assert watch.renames({(Change.deleted, old), (Change.added, log)}) == [(old, log)]
+
+
 @pytest.mark.parametrize("when", ["prefetch", "sync"])
 async def test_stop_finishes_the_work_under_way(corpus, tmp_path, when):
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
