@@ -941,6 +941,38 @@ async def test_a_folder_moved_in_says_the_kinds_left_out_that_it_holds(corpus, t
                         "or pandoc for example, to index them): scans/a.pdf, scans/b.pdf"], warnings
 
 
+async def test_the_files_left_out_of_a_folder_moved_in_are_told_apart_off_the_event_loop(
+        corpus, tmp_path, monkeypatch):
+    # A folder of 100,000 PDFs moved in: counting and naming them (d30225c) made each one's path
+    # from the root and its kind on the event loop, which it held 1.2 s (0.1 s before), its
+    # signals and progress with it. Now in the worker threads that list the folder and count them.
+    outside = tmp_path / "scans"
+    outside.mkdir()
+    for n in range(300):   # (past _LOOK_APART)
+        (outside / f"scan{n:03}.pdf").write_bytes(b"%PDF-1.4")
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
+    on_loop: list[str] = []
+    async with running(settings, tmp_path / "m.db", corpus) as (daemon, events, send):
+        said = len([e for e in events if e["state"] == "warning"])
+        loop_thread = threading.current_thread()
+        for name in ("relpath", "splitext"):
+            def recording(path, *args, _real=getattr(os.path, name), _name=name):
+                if threading.current_thread() is loop_thread and os.fspath(path).endswith(".pdf"):
+                    on_loop.append(_name)
+                return _real(path, *args)
+            monkeypatch.setattr(os.path, name, recording)
+        os.rename(outside, corpus / "scans")
+        async with send:
+            await send.send({(Change.added, str(corpus / "scans"))})
+            await until(lambda: ".pdf" in daemon._kinds_said_left_out)
+        monkeypatch.undo()
+    warnings = [e["message"] for e in events if e["state"] == "warning"][said:]
+    assert warnings == ["left out 300 .pdf (not plain text: convert them to .txt or .md, with pdftotext or pandoc "
+                        "for example, to index them): scans/scan000.pdf, scans/scan001.pdf, scans/scan002.pdf "
+                        "and 297 more"], warnings
+    assert not on_loop, f"{len(on_loop)} on the loop: {sorted(set(on_loop))}"
+
+
 async def test_files_of_a_kind_left_out_dropped_in_together_are_counted_and_named(corpus, tmp_path):
     # Five PDFs dropped in (one batch) were said "left out 1 .pdf (... convert it ...)", none
     # named: now counted, the first three named, as the scan's line on conflict copies names them.
