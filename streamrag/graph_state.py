@@ -20,7 +20,7 @@ from pathlib import Path
 
 import msgspec
 
-from streamrag import ids, index_rows, joins, merge
+from streamrag import ids, index_rows, joins, merge, nlp
 from streamrag.communities import GraphEdges
 from streamrag.config import Settings
 from streamrag.graph import neighbour_counts
@@ -562,8 +562,9 @@ class GraphState:
         """Each of the names (entity ids, as written) of ``wanted`` still said after the change,
         merged from its own mentions alone (a full name's entity holds those of the short names
         joined to it, under ``old`` joins), the chunks saying each (a short name's: as a person,
-        or untyped, ``joins.JOINING``) and the chunks reading its mentions as each type (a join
-        asks most of a short name's to read it as a person: ``joins.read_as_person``)."""
+        or untyped, ``joins.JOINING``, or read there as a full name it fits) and the chunks
+        reading its mentions as each type (a join asks most of a short name's to read it as a
+        person: ``joins.read_as_person``)."""
         own: dict[str, list[merge.EntityMention]] = defaultdict(list)
         stored = wanted | {old[s] for s in wanted if s in old}
         for rs in index_rows.sources(store, "entity_sources", "entity_id", stored).values():
@@ -573,11 +574,21 @@ class GraphState:
         for m in added:
             if m.entity_id in wanted:
                 own[m.entity_id].append(m)
+        chunks = {eid: {m.chunk_id for m in ms if m.type in joins.JOINING or joins.short_key(m.name) is None}
+                  for eid, ms in own.items()}
+        # (a chunk saying a short name beside a full name it fits says it as a person, though the
+        # extractor resolved it there, "Margaret Hollis ... told Margaret": the full name's
+        # description names it, ``nlp.also_called``)
+        for ms in own.values():
+            if (ends := joins.full_name_ends(ms[0].name)) is None:   # (one name: its mentions key alike)
+                continue
+            for m in ms:
+                for alias in nlp.also_called(m.description) if m.type == joins.PERSON else ():
+                    if joins.short_key(alias) in ends and (eid := ids.entity_id(alias)) in chunks:
+                        chunks[eid].add(m.chunk_id)
         # (its name and type alone: a name said in 3,000 chunks had their descriptions sorted)
         return ([merge.merge_entity(eid, ms, settings.index.entity_types, []) for eid, ms in sorted(own.items())],
-                {eid: {m.chunk_id for m in ms if m.type in joins.JOINING or joins.short_key(m.name) is None}
-                 for eid, ms in own.items()},
-                {eid: Counter(t for _c, t in {(m.chunk_id, m.type) for m in ms}) for eid, ms in own.items()})
+                chunks, {eid: Counter(t for _c, t in {(m.chunk_id, m.type) for m in ms}) for eid, ms in own.items()})
 
     def _mentions_again(self, store: Store, chunks: set[str]) -> tuple[list[merge.EntityMention],
                                                                         list[merge.RelationshipMention]]:

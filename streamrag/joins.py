@@ -11,9 +11,11 @@ capitalised words after any title: "Ebenezer Scrooge") ending with it, or starti
 first name: "Ebenezer"), if a document says both. Two such names ("Bob Cratchit", "Belinda
 Cratchit"), or none, leave it as written; so does one no document says beside it: "Joe", the
 dealer in rags and bones of A Christmas Carol's fourth stave, is not "Joe Miller", the jester
-its fifth names once. (No chunk says both: the offline extractor joins them within a chunk. A
-document is the nearest sign left that they are one. How often each is said is no sign of which
-full name a short one means: "Scrooge" outnumbers "Ebenezer Scrooge", whom it means, 38 chunks
+its fifth names once. (A document says both in two chunks or in one: there the offline
+extractor reads the short name as the full one, which leaves the short name no mention of that
+chunk but a note in the full name's description, "Margaret Hollis ... (Also called Margaret.)",
+read back by ``nlp.also_called``. How often each is said is no sign of which full name a short
+one means: "Scrooge" outnumbers "Ebenezer Scrooge", whom it means, 38 chunks
 to 2.) A title and one word ("Uncle Scrooge", "Mrs. Cratchit", "Old Marley") is no full name:
 it neither takes a join nor stops one. Organisations, places and events never join, nor does a
 word the extractor reads as a title or an institution's head ("Spirit", "King"), which names a
@@ -74,7 +76,9 @@ JOINING = frozenset({PERSON, ""})
 # 7: a short name joins when more chunks read it as a person than as anything else
 #    (``read_as_person``); only its mentions read as a person (or untyped) join, and only their
 #    documents count (``JOINING``).
-RULE = "7"
+# 8: a chunk says a short name that its extractor resolved there to a full name it fits
+#    ("Margaret Hollis ... told Margaret": ``nlp.also_called``), for the document holding it.
+RULE = "8"
 # Words before a name that are no part of the person's own name (the extractor keeps them in it).
 _TITLES = nlp.KEEP_TITLES | nlp.ADJECTIVES
 # Words that are a role, not a name, alone.

@@ -196,6 +196,9 @@ from streamrag.sentences import TITLE_SMALL, is_title, joined, table_row_text, t
 VERSION = "26"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
+# The note closing a description of a name its chunk also said shorter ("Margaret Hollis ...
+# (Also called Margaret.)"), read back by ``also_called``.
+_ALSO_CALLED = " (Also called "
 MAX_DESCRIPTION_WORDS = 40
 MAX_RELATIONSHIPS_PER_ENTITY = 10
 # A lone word capitalised this often in one chunk names a character even after "the" ("the
@@ -876,11 +879,23 @@ def extract_offline(chunk_text: str, *, entity_types: list[str] | None = None) -
         where = [s for s in mentioned_in[name] if s not in headlines] or list(mentioned_in[name])
         desc = _trim(joined([_DATELINE.sub("", shown[s]) for s in where[:2]]))
         if name in aliases:
-            desc += " (Also called " + ", ".join(aliases[name]) + ".)"
+            desc += _ALSO_CALLED + ", ".join(aliases[name]) + ".)"
         entities.append(EntityRecord(name=name, type=_emit_type(types[name], allowed), description=desc))
     relationships = _relationships({s: list(names) for s, names in per_sentence.items()},
                                    shown, blocks, headlines, list(mentioned_in))
     return Extraction(entities=entities, relationships=relationships, openers=openers)
+
+
+def also_called(description: str) -> list[str]:
+    """The names as written that an entity's chunk resolved to it, as its description's closing
+    note says them ("... told Margaret the figures. (Also called Margaret.)": ``extract_offline``;
+    its whitespace collapsed or not); none for a description without that note. ``joins`` reads a
+    chunk so as saying each of them beside the name (``GraphState._own_names``)."""
+    text = " ".join(description.split())
+    at = text.rfind(_ALSO_CALLED.strip())
+    if at < 0 or not text.endswith(".)"):
+        return []
+    return [n for n in text[at + len(_ALSO_CALLED) - 1:-2].split(", ") if n]
 
 
 # --- sentences ---

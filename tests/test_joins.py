@@ -229,22 +229,96 @@ async def test_a_short_name_joins_a_full_name_while_a_document_says_both_its_chu
 @pytest.mark.anyio
 async def test_documents_chunked_again_join_names_as_a_fresh_index_of_their_chunks(tmp_path):
     # At index.chunk_size 1200 each file is one chunk, and "Joe" beside "Joe Miller" in one chunk
-    # is hers alone (the extractor's); chunked again at 50, "both.txt" is the chunks of the other
-    # two, and "Joe" (its own chunk now) joins "Joe Miller" through it.
+    # the extractor reads as her ("Also called Joe"): "both.txt" says both, and the "Joe" of
+    # "joe.txt" joins her (it stayed apart, though README says a document saying both joins them:
+    # joins.RULE 8). Chunked again at 50, "both.txt" is the chunks of the other two, and "Joe" (its
+    # own chunk now) joins "Joe Miller" through it; back at 1200, through its one chunk again.
     corpus = tmp_path / "c"
     corpus.mkdir()
     for name, text in {"joe.txt": _JOE, "miller.txt": _MILLER, "both.txt": _JOE + _MILLER}.items():
         (corpus / name).write_text(text)
     db = tmp_path / "i.db"
-    await sync([corpus], make_settings(), db, root=corpus)
-    assert "Joe" in {v[0] for v in _graph(db)["entities"].values()}
     small = make_settings(index={"chunk_size": 50, "chunk_overlap": 0})
-    await sync([corpus], small, db, root=corpus)
-    copy = tmp_path / "fresh"
-    shutil.copytree(corpus, copy)
-    await sync([copy], small, tmp_path / "fresh.db", root=copy)
-    assert _graph(db) == _graph(tmp_path / "fresh.db")
-    assert "Joe" not in {v[0] for v in _graph(db)["entities"].values()}
+    for i, settings in enumerate([make_settings(), small, make_settings()]):
+        await sync([corpus], settings, db, root=corpus)
+        copy = tmp_path / f"fresh{i}"
+        shutil.copytree(corpus, copy)
+        await sync([copy], settings, tmp_path / f"fresh{i}.db", root=copy)
+        assert _graph(db) == _graph(tmp_path / f"fresh{i}.db"), i
+        assert "Joe" not in {v[0] for v in _graph(db)["entities"].values()}, i
+
+
+# One note says a colleague's full name and her first name in one paragraph (one chunk); another
+# says her first name alone.
+_HOLLIS = ("Margaret Hollis chaired the budget meeting on Monday. Afterwards Priya told Margaret the "
+           "figures were late.\n")
+_SEND = "Please send the budget to Margaret before Friday.\n"
+
+
+def test_the_names_a_chunk_resolved_are_read_back_from_its_full_names_description():
+    from streamrag import nlp
+
+    by_name = {e.name: e for e in nlp.extract_offline(_HOLLIS + _JOE + _MILLER).entities}
+    assert nlp.also_called(by_name["Margaret Hollis"].description) == ["Margaret"]
+    assert nlp.also_called(by_name["Joe Miller"].description) == ["Joe"]
+    assert nlp.also_called(by_name["Priya"].description) == []
+    assert nlp.also_called("Ada Osk keeps the ledger. (Also called Ada,\n  Osk.)") == ["Ada", "Osk"]
+    assert nlp.also_called("Ada Osk (Also called Ada) keeps the ledger.") == []
+
+
+@pytest.mark.anyio
+async def test_an_index_whose_rule_left_a_resolved_short_name_apart_joins_it_once_upgraded(tmp_path, monkeypatch):
+    # An index joined by rule 7 (a chunk's resolved short name no sign of a document saying it)
+    # looks at every name once, no chunk extracted again, and joins as a fresh index does.
+    from streamrag import nlp
+
+    settings = make_settings()
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / "send.md").write_text(_SEND)
+    (corpus / "meeting.md").write_text(_HOLLIS)
+    db = tmp_path / "i.db"
+    with monkeypatch.context() as earlier:
+        earlier.setattr(joins_module, "RULE", "7")
+        earlier.setattr(nlp, "also_called", lambda description: [])
+        await sync([corpus], settings, db, root=corpus)
+    assert "Margaret" in {v[0] for v in _graph(db)["entities"].values()}
+    extracted = []
+    monkeypatch.setattr(nlp, "extract_offline", lambda *a, **k: extracted.append(a) or nlp.Extraction())
+    await sync([corpus], settings, db, root=corpus)
+    assert extracted == []
+    monkeypatch.undo()
+    await _as_a_fresh_index(tmp_path, corpus, db, settings)
+    assert "Margaret" not in {v[0] for v in _graph(db)["entities"].values()}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kept", [False, True])
+async def test_a_short_name_the_extractor_resolved_in_a_chunk_joins_it_for_its_document(tmp_path, kept):
+    # "Margaret Hollis ... told Margaret" in one note, "send the budget to Margaret" in another: the
+    # extractor read the first note's "Margaret" as her, leaving no mention of "Margaret" there,
+    # and the second note's "Margaret" stayed a name of its own though a document says both.
+    # Each step equals a fresh index of the folder: the note added, edited apart, back, deleted.
+    settings = make_settings()
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    db = tmp_path / "i.db"
+    cache = GraphCache() if kept else None
+    meeting = corpus / "meeting.md"
+    steps = [
+        lambda: (corpus / "send.md").write_text(_SEND),
+        lambda: meeting.write_text(_HOLLIS),
+        lambda: meeting.write_text(_HOLLIS.replace("told Margaret", "told her")),
+        lambda: meeting.write_text(_HOLLIS + "\n" + _FILLER_JOINS),
+        lambda: meeting.unlink(),
+    ]
+    apart = []
+    for i, step in enumerate(steps):
+        step()
+        await sync([corpus], settings, db, root=corpus, graph_cache=cache)
+        await _as_a_fresh_index(tmp_path, corpus, db, settings, i)
+        apart.append("Margaret" in {v[0] for v in _graph(db)["entities"].values()})
+    assert apart == [True, False, True, False, True]
 
 
 @pytest.mark.anyio
@@ -362,10 +436,11 @@ def test_a_documents_title_says_the_full_name_it_is():
 
 
 # One note per person: "Ada" in her own note and in the letters, "Ada Lovelace" only in the
-# engine's note, which names her in full.
+# engine's note, which names her in full. (It said "the work of Ada, and Ada Lovelace": a
+# document saying both, though its chunk's extractor read "Ada" as her: joins.RULE 8.)
 _VAULT = {
     "People/Ada Lovelace.md": "Charles Babbage worked with Ada in London. Ada wrote the first program.\n",
-    "Projects/Engine.md": "Charles Babbage designed the Engine. Its first program was the work of Ada, and Ada "
+    "Projects/Engine.md": "Charles Babbage designed the Engine. Its first program was her work, and Ada "
                           "Lovelace published her notes in 1843.\n",
     "Projects/Letters.md": "Mary Somerville met Ada in London. Somerville taught Ada.\n",
 }
