@@ -2031,19 +2031,21 @@ async def test_a_short_name_joins_a_full_name_the_full_text_table_writes_uncasef
 
 @pytest.mark.parametrize("kept", [False, True])
 async def test_a_document_recut_into_chunks_other_files_hold_is_joined_as_a_fresh_index_joins_it(tmp_path, kept):
-    # A chunk overlap set gives the document's second chunk the first one's last words, "Ebenezer
-    # Scrooge" with them: its "Scrooge" is his within that chunk, and no document says the lone
-    # "Scrooge" (of the office paragraph, a file of its own) beside him any more. Each chunk of
-    # the document before and after is live in another file ("tail.txt" is its second chunk), so
-    # the run adds and removes none: the join the document's published chunks made was kept.
+    # A chunk overlap set gives the document's second chunk the first one's last words, "Scrooge
+    # Holdings" with them: its "Scrooge" is the firm's within that chunk, and no document says the
+    # lone "Scrooge" (of the office paragraph, a file of its own) as a person beside "Ebenezer
+    # Scrooge" any more. Each chunk of the document before and after is live in another file
+    # ("tail.txt" is its second chunk), so the run adds and removes none: the join the document's
+    # published chunks made was kept. (The tail said "by Ebenezer Scrooge.": its "Scrooge", his
+    # within that chunk, says both since joins.RULE 8, and the join no longer moved.)
     ledger = ("Fred walked through the fog to the market and bought bread and candles for the long winter "
-              "night ahead. The coins were counted in the cold office by Ebenezer Scrooge.")
+              "night ahead. The coins were counted by Ebenezer Scrooge in the office of Scrooge Holdings.")
     office = "Fred met Scrooge at the office door. Scrooge sat down by the small fire and read."
     overlap = {"chunk_size": 50, "chunk_overlap": 10}
     settings = make_settings(index=overlap)
     [first, second] = [c.text for c in chunk_document(Document(id="d", path="d", title="d", text=f"{ledger}\n\n{office}"),
                                                       chunk_size=50, overlap=10, encoding=settings.index.encoding)]
-    assert first == ledger and second.startswith("the cold office by Ebenezer Scrooge.") and second.endswith(office)
+    assert first == ledger and second.startswith("in the office of Scrooge Holdings.") and second.endswith(office)
     corpus = tmp_path / "c"
     corpus.mkdir()
     for name, text in {"both.txt": f"{ledger}\n\n{office}", "ledger.txt": ledger, "office.txt": office,
