@@ -231,9 +231,16 @@ def check_not_input(store: Store, out: Path | str, fmt: str, settings_files: Ite
     # Where the file lands (through a linked file or folder too), not where a link leading out of
     # the folder points (the scan does not follow it). A regular file: a named pipe is no document,
     # and opening one to read its first bytes waited for a writer that never came.
-    if patterns and root is not None and root in landing.parents \
-            and not any(part.startswith(".") for part in landing.relative_to(root).parts) \
-            and matches(landing, root, patterns) and landing.is_file() and not written_by_export(landing) \
+    taken = patterns and root is not None and root in landing.parents \
+        and not any(part.startswith(".") for part in landing.relative_to(root).parts) \
+        and matches(landing, root, patterns) and landing.is_file()
+    if taken and (stdout or _landing(out) is None) and _holds_something(landing) and written_by_export(landing):
+        # (appended to, an export is none: its seal, or its end, no longer the file's last; the
+        # next index read both as a document)
+        raise StreamragError(f"{shown}: is an earlier export in the indexed folder {root}, which index.include "
+                             f"takes: the export would be appended to it, and the next index would read "
+                             f"both as a document; write it with `>`, not `>>`, or {fix}")
+    if taken and not written_by_export(landing) \
             and (not stdout or _holds_something(landing)):   # (`export - > x.md`: the shell's new file, empty)
         raise StreamragError(f"{shown}: is a file of the indexed folder {root} that index.include takes, not "
                              f"an earlier export: a document the index does not hold yet, which the export "

@@ -18,6 +18,7 @@ import pytest
 
 from conftest import DATA, make_settings
 from streamrag import export as export_module
+from streamrag import loader
 from streamrag.errors import StreamragError
 from streamrag.export import export
 from streamrag.pipeline import sync
@@ -385,6 +386,27 @@ def test_export_to_standard_output_refuses_when_it_is_appended_to_a_document(not
                               stderr=subprocess.PIPE, text=True, cwd=notes, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads((notes / "fresh.md").read_text(encoding="utf-8"))["entities"]
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/fd"), reason="no /proc/self/fd to name standard output's file")
+@pytest.mark.parametrize("name", ["-", "/dev/stdout"])
+def test_export_to_standard_output_refuses_to_append_to_an_earlier_export_in_the_folder(notes, name):
+    # `export - > graph.txt` then `export - >> graph.txt` (">>" for ">") appended the export to
+    # the earlier one: the two together are no export (a seal over the first alone), so the next
+    # index read 2x the index's output as a document, the cost the cut-short rule avoids.
+    earlier = notes / "graph.txt"   # (a name index.include takes)
+    with open(earlier, "wb") as written:
+        done = subprocess.run([sys.executable, "-m", "streamrag", "export", "-"], stdout=written,
+                              stderr=subprocess.PIPE, text=True, cwd=notes, timeout=120)
+    assert done.returncode == 0 and loader.written_by_export(earlier), done.stderr
+    before = earlier.read_bytes()
+    with open(earlier, "ab") as appended:
+        done = subprocess.run([sys.executable, "-m", "streamrag", "export", name], stdout=appended,
+                              stderr=subprocess.PIPE, text=True, cwd=notes, timeout=120)
+    assert done.returncode == 1, done.stderr
+    shown = "standard output" if name == "-" else name
+    assert done.stderr.startswith(f"streamrag: error: {shown}: is an earlier export in the indexed folder"), done.stderr
+    assert earlier.read_bytes() == before and loader.written_by_export(earlier)
 
 
 # --------------------------------------------------------------------------------------------
