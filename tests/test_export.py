@@ -1030,3 +1030,27 @@ def test_a_link_to_a_writable_file_in_a_folder_that_refuses_new_files_is_written
                                     "denied); give a file in a folder you can write to"), e.value
     finally:
         store.close()
+
+
+def test_a_file_a_sticky_folder_lets_no_export_be_renamed_over_is_written_into(offline_db, tmp_path, monkeypatch):
+    # d57fcc9: another's file in a sticky folder (/tmp) takes no rename over it, its folder a new
+    # file: the export written beside it is copied into it in place (mode and inode kept) and
+    # removed. No test took this branch (root renames anything: the refusal is simulated).
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    theirs = shared / "graph.json"
+    theirs.write_bytes(b"")
+    theirs.chmod(0o604)
+    inode = theirs.stat().st_ino
+
+    def refused(src, dst):
+        raise PermissionError(1, "Operation not permitted", str(src), None, str(dst))
+    monkeypatch.setattr(export_module.os, "replace", refused)
+    store = Store(offline_db, readonly=True)
+    try:
+        export(store, theirs, "json")
+    finally:
+        store.close()
+    assert theirs.stat().st_ino == inode and theirs.stat().st_mode & 0o777 == 0o604
+    assert loader.written_by_export(theirs) and json.loads(theirs.read_text(encoding="utf-8"))["entities"]
+    assert [p.name for p in shared.iterdir()] == ["graph.json"]
