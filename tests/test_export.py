@@ -1054,3 +1054,22 @@ def test_a_file_a_sticky_folder_lets_no_export_be_renamed_over_is_written_into(o
     assert theirs.stat().st_ino == inode and theirs.stat().st_mode & 0o777 == 0o604
     assert loader.written_by_export(theirs) and json.loads(theirs.read_text(encoding="utf-8"))["entities"]
     assert [p.name for p in shared.iterdir()] == ["graph.json"]
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0,
+                    reason="root writes into a folder whatever its permissions")
+def test_a_link_into_a_read_only_folder_is_written_into(offline_db, tmp_path):
+    shut = tmp_path / "shut"
+    shut.mkdir()
+    mine = shut / "graph.json"
+    mine.write_bytes(b"")
+    link = tmp_path / "link.json"
+    link.symlink_to(mine)
+    shut.chmod(0o555)
+    store = Store(offline_db, readonly=True)
+    try:
+        export(store, link, "json")
+    finally:
+        store.close()
+        shut.chmod(0o755)
+    assert link.is_symlink() and json.loads(mine.read_text(encoding="utf-8"))["entities"]
