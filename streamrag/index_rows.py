@@ -10,6 +10,7 @@ in-memory graph (``graph_state``), not here.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import sqlite3
 import time
@@ -186,23 +187,25 @@ def chunks_of(store: Store, doc_id: str, head: int, tail: int, of: str, moved: i
         "SELECT dc.idx, dc.chunk_id, c.tokens, c.encoding FROM document_chunks dc JOIN chunks c ON c.id = dc.chunk_id "
         "WHERE dc.doc_id = ? AND (dc.idx < ? OR dc.idx >= ?) ORDER BY dc.idx", (doc_id, head, tail)).fetchall()
     other = [chunk_id for _i, chunk_id, _n, stored in rows if stored != encoding]
-    counted = _in_encoding(dict(chunk_texts(store, other)) if other else {}, encoding)
+    counted = _in_encoding(chunk_texts(store, other), encoding)
     return [Chunk(id=chunk_id, doc_id=of, idx=idx if idx < head else idx + moved, text="",
                   tokens=counted.get(chunk_id, tokens)) for idx, chunk_id, tokens, _e in rows]
 
 
-def _in_encoding(texts: dict[str, str], encoding: str) -> dict[str, int]:
-    """The tokens of chunks (id -> text) whose stored count is another encoding's: a run of
-    another index.encoding that published nothing (interrupted, or failed) stored them so, and
-    the index, back at its encoding, does not cut them again. (None a document uses is of no
-    recorded encoding: those from before ``chunks.encoding`` are counted by the upgrade,
+def _in_encoding(texts: Iterable[tuple[str, str]], encoding: str) -> dict[str, int]:
+    """The tokens of chunks ((id, text) pairs, taken one at a time: read from the store as they
+    are counted, no text is held after its count) whose stored count is another encoding's: a
+    run of another index.encoding that published nothing (interrupted, or failed) stored them
+    so, and the index, back at its encoding, does not cut them again. (None a document uses is
+    of no recorded encoding: those from before ``chunks.encoding`` are counted by the upgrade,
     ``store._chunks_counted``, and every chunk a publish gives a document since is one its run
     stored with its encoding, ``save_chunks``, or a document's already.)"""
-    if not texts:
+    pairs = iter(texts)
+    if (first := next(pairs, None)) is None:
         return {}
     from streamrag.tokens import count_tokens   # (not built to read counts that are this encoding's)
 
-    return {chunk_id: count_tokens(text, encoding) for chunk_id, text in texts.items()}
+    return {chunk_id: count_tokens(text, encoding) for chunk_id, text in itertools.chain((first,), pairs)}
 
 
 def chunk_ids_of(store: Store, doc_ids: set[str]) -> dict[str, list[str]]:
@@ -249,7 +252,7 @@ def backlog(store: Store, doc_ids: list[str], key: str, encoding: str) -> list[C
             out.append(Chunk(id=r["id"], doc_id=r["doc_id"], idx=r["idx"], text=r["text"], tokens=r["tokens"]))
             if r["encoding"] != encoding:
                 other[r["id"]] = r["text"]
-    counted = _in_encoding(other, encoding)
+    counted = _in_encoding(other.items(), encoding)
     return [msgspec.structs.replace(c, tokens=counted[c.id]) if c.id in counted else c for c in out]
 
 
@@ -398,21 +401,26 @@ def gleaning_rounds(store: Store, key: str) -> dict[int, int]:
         "SELECT max(rounds - 1, 0), count(*) FROM extractions WHERE extractor = ? GROUP BY 1", (key,))}
 
 
-def gleaning_rounds_by_tokens(store: Store, key: str, encoding: str) -> list[tuple[int, int]]:
+def gleaning_rounds_by_tokens(store: Store, key: str, encoding: str,
+                              known: dict[str, int] | None = None) -> list[tuple[int, int]]:
     """(the chunk's tokens in ``encoding``, the times it was gleaned) of each of extractor
     ``key``'s stored extractions whose chunk the index holds, by tokens (``gleaning_rounds``,
-    chunk by chunk). A count not marked ``encoding``'s is counted again (``_in_encoding``): after
-    index.encoding changed, the new chunks, counted in the new one, are set beside these by size.
+    chunk by chunk). A count not marked ``encoding``'s is taken from ``known`` (chunk id -> its
+    tokens in ``encoding``: the caller's own cut, a chunk id being its text's digest), else
+    counted again (``_in_encoding``, the texts read one at a time): after index.encoding
+    changed, the new chunks, counted in the new one, are set beside these by size.
     (A chunk no document uses is one a run that never published extracted, a measure of the
     model as good as the others: after an interrupted recut, of the very size asked. A published
     deletion leaves none: ``publish`` drops them. Its count may be of no recorded encoding: the
     upgrade counted only those a document uses, ``store._chunks_counted``.)"""
+    known = known or {}
     rows = store.conn.execute(
         "SELECT c.id, c.tokens, c.encoding, max(e.rounds - 1, 0) FROM extractions e JOIN chunks c "
         "ON c.id = e.chunk_id WHERE e.extractor = ?", (key,)).fetchall()
-    other = [chunk_id for chunk_id, _n, stored, _g in rows if stored != encoding]
-    counted = _in_encoding(dict(chunk_texts(store, other)) if other else {}, encoding)
-    return sorted((int(counted.get(chunk_id, tokens)), int(g)) for chunk_id, tokens, _e, g in rows)
+    other = [chunk_id for chunk_id, _n, stored, _g in rows if stored != encoding and chunk_id not in known]
+    counted = _in_encoding(chunk_texts(store, other), encoding)
+    return sorted((int(known[chunk_id] if stored != encoding and chunk_id in known else
+                       counted.get(chunk_id, tokens)), int(g)) for chunk_id, tokens, stored, g in rows)
 
 
 def gleanings_stopped(store: Store, key: str, max_gleanings: int) -> tuple[int, int]:

@@ -3002,3 +3002,34 @@ async def test_a_sampled_first_gleaning_takes_on_no_report_the_run_writes_anyway
 
     assert reports(1.0) < reports(3.0), "the scale is not taken on at all"
     assert 0 < reports(1.0, summary_max_tokens=40) == reports(3.0, summary_max_tokens=40)
+
+
+async def test_a_stored_chunk_the_recut_cuts_again_is_not_counted_again(tmp_path, simulator, monkeypatch):
+    # After index.encoding changed, every stored chunk (its count the old encoding's) was counted
+    # again from its text to be set beside the recut's by size (``_gleaned_near``): those the
+    # recut cuts again (a chunk id is its text's digest) already had their count in the new
+    # encoding. Now only the others are; the sizes compared are the same.
+    docs = news_copy(tmp_path, 30)
+    db = tmp_path / "index.db"
+    await sync([docs], make_settings(simulator.base_url), db, root=docs)
+    settings = make_settings(simulator.base_url, index={"encoding": "cl100k_base"})
+    import streamrag.tokens
+    counted: list[str] = []   # (every text counted through tokens.count_tokens, as index_rows counts)
+    real = streamrag.tokens.count_tokens
+    monkeypatch.setattr(streamrag.tokens, "count_tokens", lambda text, *a: counted.append(text) or real(text, *a))
+    seen: list[list[tuple[int, int]]] = []
+    near = estimate_module._gleaned_near
+    monkeypatch.setattr(estimate_module, "_gleaned_near", lambda sized, *a: seen.append(sized) or near(sized, *a))
+    est = estimate([docs], settings, db, root=docs)
+    assert est["read_again_because"] and seen, est
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        stored = dict(conn.execute("SELECT c.id, c.text FROM extractions e JOIN chunks c ON c.id = e.chunk_id "
+                                   "WHERE e.extractor = ?", (extractor_key(settings),)))
+    assert all(sized == sorted(seen[0]) for sized in seen)
+    assert sorted(t for t, _g in seen[0]) == sorted(real(t, "cl100k_base") for t in stored.values())
+    counted_again = {chunk_id for chunk_id, text in stored.items() if text in set(counted)}
+    await sync([docs], settings, db, root=docs)
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        recut = {c for (c,) in conn.execute("SELECT chunk_id FROM document_chunks")}
+    assert recut & stored.keys() and stored.keys() - recut, "no chunk cut again, or every one"
+    assert counted_again == stored.keys() - recut
