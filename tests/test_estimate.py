@@ -141,8 +141,8 @@ def ten_indexed(_ten_indexed_once, tmp_path) -> Indexed:
     """A copy of the module's indexed ``news`` for the test to change, as if indexed where it
     lies: the index records the folder's absolute path (meta ``root``) and each file's change
     stamp, and a copied file has a new status-change time, which the run would take for a
-    `cp -a` (read again, ``documents_new_times``, and the read text's tokens counted in place of
-    the stored ones). Both are set to the copy's, as a sync of the copy would have recorded."""
+    `cp -a` (read again, ``documents_new_times``). Both are set to the copy's, as a sync of the
+    copy would have recorded."""
     from streamrag.on_disk import change_stamp
 
     base, first = _ten_indexed_once
@@ -341,14 +341,15 @@ async def test_stored_chunks_are_not_counted_again_where_their_count_is_of_the_e
     await sync([corpus], make_settings(index={"extractor": "nlp", **small}), db, root=corpus)
     with contextlib.closing(sqlite3.connect(db)) as conn:
         stored = {text for (text,) in conn.execute("SELECT text FROM chunks")}
-    counted: list[str] = []
-    real = estimate_module.count_tokens
+    import streamrag.tokens
+    counted: list[str] = []   # (every text counted whole: index_rows._in_encoding's, the prompts')
+    real = streamrag.tokens.count_tokens
 
     def count_tokens(text, encoding="o200k_base"):
         counted.append(text)
         return real(text, encoding)
 
-    monkeypatch.setattr(estimate_module, "count_tokens", count_tokens)
+    monkeypatch.setattr(streamrag.tokens, "count_tokens", count_tokens)
     settings = make_settings(simulator.base_url, index=small)
     est = estimate([corpus], settings, db, root=corpus)
     assert est["chunks_to_extract"] == len(stored) > 1
@@ -3033,3 +3034,36 @@ async def test_a_stored_chunk_the_recut_cuts_again_is_not_counted_again(tmp_path
         recut = {c for (c,) in conn.execute("SELECT chunk_id FROM document_chunks")}
     assert recut & stored.keys() and stored.keys() - recut, "no chunk cut again, or every one"
     assert counted_again == stored.keys() - recut
+
+
+async def test_the_corpus_tokens_are_the_same_whether_the_files_are_read_or_not(ten_indexed, simulator,
+                                                                               monkeypatch):
+    # A file as indexed is not read: its document counted as the index holds it (documents.tokens,
+    # its chunks' tokens). A file read again counted the text's own tokens, so touching the
+    # folder's files (`cp -a`, `chmod`, `touch`) changed "(N tokens)": 9,806 for 9,613 here. Now
+    # both count the chunks' tokens, which the run stores.
+    from streamrag import loader
+    news, db, _ = ten_indexed
+    settings = make_settings(simulator.base_url)
+    reads: list[Path] = []
+    real = loader.read_documents
+    monkeypatch.setattr(loader, "read_documents", lambda path, **kw: reads.append(path) or real(path, **kw))
+
+    def stored() -> int:
+        with contextlib.closing(sqlite3.connect(db)) as conn:
+            return conn.execute("SELECT sum(tokens) FROM documents").fetchone()[0]
+
+    before = estimate([news], settings, db, root=news)
+    assert not reads and before["corpus_tokens"] == stored()
+    files = sorted(news.iterdir())
+    for f in files:
+        os.utime(f, (f.stat().st_atime, f.stat().st_mtime + 60))
+    files[0].chmod(0o600)
+    touched = estimate([news], settings, db, root=news)
+    assert len(reads) == len(files) and touched["corpus_tokens"] == before["corpus_tokens"]
+    # ... and what it counts is what the run stores, of documents edited and added too
+    with files[1].open("a") as f:
+        f.write("\nThe harbor council met again on Tuesday to read the tide tables aloud.\n")
+    add_articles(news, 10, 13)
+    est, _done = await index_and_estimate(news, settings, db)
+    assert est["corpus_tokens"] == stored() != before["corpus_tokens"]
