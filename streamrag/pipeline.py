@@ -1409,8 +1409,11 @@ class Indexer:
         # file left as indexed, its own sync reads it: until then each run looks for it again)
         self.code_headings_pending = sorted(d for d in headed.keys() - out.keys()
                                             if loader.file_of(paths.get(d, "")) in self.left_with_links)
-        out |= guessed
-        # (the marks this run changes: of an index without the mark, those found opening with code)
+        # (one neither found nor guessed opens with a heading, whatever an earlier run guessed of
+        # it: each run's guess is its own, from the file as it is now)
+        out = {d: False for d in headed} | guessed | out
+        # (the marks this run changes, found or guessed: of an index without the mark, those
+        # opening with code; of one pending, those whose mark an earlier run's guess set otherwise)
         was = set(msgspec.json.decode(marked, type=list[str])) if marked is not None else set()
         return {d: code for d, code in sorted(out.items()) if code != (d in was)}
 

@@ -1338,3 +1338,38 @@ def test_index_and_watch_say_the_joins_a_run_moved_in_one_wording():
 
     assert joins_moved_said(1, 1) == "1 short name joined to a full name"
     assert joins_moved_said(1200, 3) == "1,200 short names joined to a full name anew, or parted"
+
+
+@pytest.mark.anyio
+async def test_a_pending_log_no_longer_opening_with_its_heading_opens_with_it_whatever_a_run_guessed(tmp_path):
+    # An index without the mark of the documents opening with code (older code), a busy log left
+    # as indexed by two syncs, its text as indexed ("# Ida Berg") nowhere. The first sync saw it
+    # rewritten under "    # Ida Berg" and took it to have opened so (code); the second saw it
+    # open "Entry 0" and kept the first's guess, where a log no longer opening with its heading
+    # is taken to open with it (no code): each sync guesses from the file as it is now, and
+    # this one's index is a fresh index's of the folder, the log as indexed.
+    from streamrag.pipeline import Indexer
+
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    indexed = "# Ida Berg\n\nIda opened the harbor ledger at Port Vell.\n"
+    (corpus / "log.md").write_text(indexed)
+    (corpus / "crew.txt").write_text("Ida Berg and Tova Rask met at Kessel.\n")
+    db = tmp_path / "i.db"
+    await sync([corpus], make_settings(), db, root=corpus)
+    log_doc = _meta_doc(db, "log.md")
+    execute_on(db, "DELETE FROM meta WHERE key = 'name_code_headings'")
+    (corpus / "log.md").write_text("    # Ida Berg\n\nEntry 0: Bo Lund paid the toll.\n")
+    (corpus / "note.txt").write_text("Tova and Ida sold the Blue Heron to Bo Lund at Kessel.\n")
+    await Indexer(make_settings(), db, root=corpus, left_as_indexed=frozenset({"log.md"})).run([corpus])
+    assert json.loads(_code_meta(db)) == [log_doc]   # (the first sync's guess: code)
+    (corpus / "log.md").write_text("Entry 0: Bo Lund paid the toll.\n")
+    await Indexer(make_settings(), db, root=corpus, left_as_indexed=frozenset({"log.md"})).run([corpus])
+    assert json.loads(_meta(db, "name_code_headings_pending") or "null") == [log_doc]   # (still not found)
+    fresh = tmp_path / "fresh"
+    shutil.copytree(corpus, fresh, ignore=shutil.ignore_patterns(".streamrag"))
+    (fresh / "log.md").write_text(indexed)
+    await sync([fresh], make_settings(), tmp_path / "fresh.db", root=fresh)
+    assert _code_meta(db) == _code_meta(tmp_path / "fresh.db") == "[]"
+    assert _graph(db) == _graph(tmp_path / "fresh.db")
+    assert _joins_meta(db) == _joins_meta(tmp_path / "fresh.db")
