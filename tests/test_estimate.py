@@ -122,31 +122,36 @@ class Indexed(NamedTuple):
 
 
 @pytest.fixture(scope="module")
-def _ten_indexed_once(tmp_path_factory, simulator) -> tuple[Path, SyncResult]:
+def _ten_indexed_once(tmp_path_factory, simulator) -> tuple[Path, SyncResult, dict]:
     """The ``news`` articles indexed once for the module (the sync most tests here begin with,
-    3 s each): the folder holding ``news`` and ``index.db``, and the sync's result."""
+    3 s each): the folder holding ``news`` and ``index.db``, the sync's result, and the estimate
+    of the next run there (each copy's must be the same: ``ten_indexed``)."""
     import anyio
 
     base = tmp_path_factory.mktemp("ten_indexed")
     docs = news_copy(base, 10)
+    settings = make_settings(simulator.base_url)
     with pytest.MonkeyPatch.context() as m:   # (as the autouse fixture has it for a test's own sync)
         m.setattr(Indexer, "check_shortcuts", True)
-        first = anyio.run(functools.partial(sync, [docs], make_settings(simulator.base_url), base / "index.db",
-                                            root=docs))
-    return base, first
+        first = anyio.run(functools.partial(sync, [docs], settings, base / "index.db", root=docs))
+    as_indexed = estimate([docs], settings, base / "index.db", root=docs)
+    # A copy made as each test's is taken for the folder as indexed: a sync of it reads nothing
+    # again (without the stamps set to the copy's, it read all ten for their new times).
+    news, db = _copy_indexed(base, tmp_path_factory.mktemp("ten_checked"))
+    again = anyio.run(functools.partial(sync, [news], settings, db, root=news))
+    assert (again.documents_new_times, again.documents_read_again, again.published) == (0, 0, False), again
+    return base, first, as_indexed
 
 
-@pytest.fixture
-def ten_indexed(_ten_indexed_once, tmp_path) -> Indexed:
-    """A copy of the module's indexed ``news`` for the test to change, as if indexed where it
+def _copy_indexed(base: Path, to: Path) -> tuple[Path, Path]:
+    """A copy of ``base``'s indexed ``news`` and ``index.db`` under ``to``, as if indexed where it
     lies: the index records the folder's absolute path (meta ``root``) and each file's change
     stamp, and a copied file has a new status-change time, which the run would take for a
     `cp -a` (read again, ``documents_new_times``). Both are set to the copy's, as a sync of the
-    copy would have recorded."""
+    copy would have recorded (``_ten_indexed_once`` checks it with a sync of one copy)."""
     from streamrag.on_disk import change_stamp
 
-    base, first = _ten_indexed_once
-    news, db = tmp_path / "news", tmp_path / "index.db"
+    news, db = to / "news", to / "index.db"
     shutil.copytree(base / "news", news)
     shutil.copy2(base / "index.db", db)   # (a closed index: no -wal beside it)
     with contextlib.closing(sqlite3.connect(db)) as conn, conn:
@@ -154,6 +159,20 @@ def ten_indexed(_ten_indexed_once, tmp_path) -> Indexed:
         conn.executemany("UPDATE files SET stamp = ? WHERE path = ?",
                          [(change_stamp(os.stat(news / path)), path)
                           for (path,) in conn.execute("SELECT path FROM files")])
+    return news, db
+
+
+@pytest.fixture
+def ten_indexed(_ten_indexed_once, tmp_path, simulator) -> Indexed:
+    """A copy of the module's indexed ``news`` for the test to change (``_copy_indexed``);
+    checked (read only, a few ms): the copy records its folder, and its estimate is the
+    original's."""
+    from streamrag.store import recorded_root
+
+    base, first, as_indexed = _ten_indexed_once
+    news, db = _copy_indexed(base, tmp_path)
+    assert recorded_root(db) == str(news.resolve())
+    assert estimate([news], make_settings(simulator.base_url), db, root=news) == as_indexed
     return Indexed(news, db, first)
 
 
