@@ -16,7 +16,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from conftest import DATA, make_settings
+from conftest import DATA, clean_env, make_settings
 from streamrag import export as export_module
 from streamrag import loader
 from streamrag.errors import StreamragError
@@ -461,7 +461,7 @@ def test_an_export_in_the_indexed_folder_is_written_and_the_next_index_leaves_it
 
     corpus = tmp_path / "notes"
     shutil.copytree(DATA / "harbor", corpus)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+    env = clean_env()
     db = corpus / ".streamrag" / "index.db"
 
     def run(*args, cwd=corpus):
@@ -739,7 +739,7 @@ def test_an_export_into_a_named_pipe_of_the_indexed_folder_is_written_into_it(cl
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+    env = clean_env()
     try:
         done = subprocess.run([sys.executable, "-m", "streamrag", "export", "feed.txt"], cwd=corpus, env=env,
                               capture_output=True, text=True, timeout=20)

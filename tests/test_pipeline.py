@@ -14,7 +14,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from conftest import KeyRefusedMidway, chat_answer, claims_answered, simulated_transport
+from conftest import KeyRefusedMidway, chat_answer, claims_answered, clean_env, simulated_transport
 from conftest import index_snapshot as snapshot, lose_extraction, make_settings, status_info, unsearchable
 from streamrag.config import Settings
 from streamrag.pipeline import sync
@@ -2132,8 +2132,7 @@ def test_an_offline_index_loads_no_http_client(corpus):
     probe = ("import sys\nfrom streamrag import cli\n"
              "code = cli.main(['index', '.', '--offline', '-q'])\n"
              "print(code, sorted(m for m in ('httpx', 'click', 'pygments', 'rich') if m in sys.modules))\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)   # (this code, not an installed one)
+    env = clean_env(PYTHONPATH=str(Path(__file__).resolve().parent.parent))   # (this code, not an installed one)
     out = subprocess.run([sys.executable, "-c", probe], cwd=corpus, env=env, capture_output=True, text=True,
                          timeout=120)
     assert out.stdout.split("\n")[-2] == "0 []", out

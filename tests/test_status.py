@@ -9,7 +9,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from conftest import LINUX_FLOCK, execute_on, index_under_way, make_settings, status_info
+from conftest import (LINUX_FLOCK, clean_env, execute_on, index_under_way, make_settings, status_info,
+                      unset_callers_variables)
 from streamrag.index_rows import prune
 from streamrag.pipeline import sync
 from streamrag.status import format_status, gather_status, llm_summary
@@ -973,13 +974,10 @@ def test_a_settled_report_is_not_said_settled_once_its_output_budget_is_raised(c
     # still said it "no longer asked for", held below index.report_min_members or not.
     import json
 
-    import os
-
     from streamrag.cli import main
 
     monkeypatch.chdir(tmp_path)   # (no streamrag.toml here, no setting from the environment)
-    for name in [n for n in os.environ if n.startswith(("STREAMRAG_", "OPENAI_"))]:
-        monkeypatch.delenv(name)
+    unset_callers_variables(monkeypatch)
     db = tmp_path / "r.db"
     _garbled_report_runs(corpus, db, 3)
     raised = tmp_path / "raised.toml"
@@ -1070,7 +1068,7 @@ def test_status_says_a_run_killed_with_sigkill_was_killed(corpus, tmp_path):
     assert not_indexed == ("  not indexed    the new or changed files the killed update was taking, if any: it "
                            "published nothing and had not recorded which they are; the next update finds them "
                            "and indexes them"), not_indexed
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+    env = clean_env()
     out = subprocess.run([sys.executable, "-m", "streamrag", "status", "--json", "--db", str(db)],
                          env=env, capture_output=True, text=True, timeout=60)
     assert json.loads(out.stdout)["last_run"]["killed"] is True, out.stderr
@@ -1119,7 +1117,6 @@ def test_an_ask_killed_with_sigkill_is_not_said_to_be_asking(corpus, tmp_path, s
     # An ask takes no writer lock, and one killed with -9 left its run "running" for good: its
     # row names its process now, and status says the asks under way by it, not that one.
     # (Run with PYTHONPATH at the checkout: the subprocess imports streamrag.)
-    import os
     import signal
     import subprocess
     import sys
@@ -1128,11 +1125,10 @@ def test_an_ask_killed_with_sigkill_is_not_said_to_be_asking(corpus, tmp_path, s
 
     db = tmp_path / "a.db"
     anyio.run(lambda: sync([corpus], make_settings(simulator.base_url), db, root=corpus))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
     with Simulator(SimulatorConfig(latency_ms=30_000)) as slow:
         proc = subprocess.Popen([sys.executable, "-m", "streamrag", "ask", "What does the Harbor Council do?",
                                  "--mode", "global", "--db", str(db), "--api-base", slow.base_url],
-                                env={**env, "STREAMRAG_API_KEY": "x"}, stdout=subprocess.PIPE,
+                                env=clean_env(STREAMRAG_API_KEY="x"), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
         try:
             deadline = time.monotonic() + 60
@@ -2241,7 +2237,6 @@ def test_a_watch_retry_sync_killed_before_it_published_names_the_files_it_left_u
     # about to publish: its update's run before it had ended "ok", so `status` had no files of it
     # to name, and said "the new or changed files the killed update was taking, if any". The sync
     # records those it takes as it starts on them (``runs.taking``): named, as a failed run's are.
-    import os
     import signal
     import subprocess
     import sys
@@ -2264,7 +2259,7 @@ def test_a_watch_retry_sync_killed_before_it_published_names_the_files_it_left_u
         "settings = load_settings(None, env={}, overrides={'llm': {'api_base': ''}})\n"
         "corpus, db, update = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]\n"
         "anyio.run(Indexer(settings, db, root=corpus, command='watch', update_of=update).run, [corpus])\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+    env = clean_env()
     killed = subprocess.run([sys.executable, "-c", script, str(corpus), str(db), first.run_id], env=env,
                             capture_output=True, text=True, timeout=120)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
