@@ -796,6 +796,18 @@ def _unchanged(r) -> str:
     return f"{number(r.documents_unchanged)} unchanged, {number(r.documents_new_times)} read again for new file times"
 
 
+def _failed_docs(r) -> str:
+    """The documents line's files whose new text failed (their chunks' extractions did): "2 (0
+    added, 0 removed, 2 unchanged)" was said of a run whose one new and one edited file both
+    failed, as if they were not there. A new one is left out; an edited one keeps its previous
+    version indexed, and is among the unchanged, as published."""
+    added, edited = r.documents_failed_added, r.documents_failed_edited
+    parts = ([f"{number(added)} new failed, left out"] if added else []) + (
+        [f"{number(edited)} edited failed, {'its' if edited == 1 else 'their'} previous "
+         f"{'version' if edited == 1 else 'versions'} kept"] if edited else [])
+    return "".join(f"; {part}" for part in parts)
+
+
 def _reclustered(r) -> str:
     """The clause of a run that published nothing on the graph it clustered afresh all the same
     (`--recluster`): "Nothing changed" alone read as if it had not, beside --json's reclustered
@@ -873,7 +885,7 @@ def _format_sync(r, db: Path, include: list[str], status: str | None = None) -> 
          f"Nothing changed: {db} stays at version {r.version} ({mode}); {_applied(r)}{_reclustered(r)}checked in "
          f"{r.wall_s:.1f} s"),
         f"  documents      {number(r.documents)} ({_changed(r)}"
-        f"{_read_again(r.documents_read_again)}{_unchanged(r)}{_repeats(r.files - r.documents)})",
+        f"{_read_again(r.documents_read_again)}{_unchanged(r)}{_failed_docs(r)}{_repeats(r.files - r.documents)})",
         f"  chunks         {number(r.chunks)} ({number(r.chunks_extracted)} extracted now, "
         f"{number(max(r.chunks - r.chunks_extracted, 0))} already extracted)",
         f"  entities       {number(r.entities)}",

@@ -303,6 +303,12 @@ class SyncResult(msgspec.Struct):
     # Short names joined to a full name, parted from one or joined to another by this run (offline:
     # ``joins``): a new rule or a file renamed moves joins, and the version said nothing of them
     joins_moved: int = 0
+    # Files of this run whose new text could not be published, their chunks' extractions failed
+    # (``Indexer._keep_previous_versions``), in none of the counts above as changed: new texts
+    # with no chunk extracted, left out (the next run reads them again) ...
+    documents_failed_added: int = 0
+    # ... and edited files whose previous version stays indexed (counted in ``documents_unchanged``)
+    documents_failed_edited: int = 0
 
 
 # --------------------------------------------------------------------------------------------
@@ -600,6 +606,10 @@ class Indexer:
         # (path, chunk) of the chunks lacking an extraction whose documents stay out or as they
         # were (``_keep_previous_versions``), for ``_fail_unaccounted``
         self.held_back: list[tuple[str, Chunk]] = []
+        # (the new texts left out and the edited files kept at their previous version by it: the
+        # result's ``documents_failed_added`` and ``documents_failed_edited``)
+        self.failed_added: set[str] = set()
+        self.failed_edited: set[str] = set()
         # (the kept documents opening with a heading, of files left as indexed, not found in them:
         # looked at again by the next run, meta ``name_code_headings_pending``,
         # ``_code_headings_published``)
@@ -958,7 +968,8 @@ class Indexer:
             if self.failed_items else 0,
             warnings=self.unreadable + scan.warnings, left_out=dict(sorted(scan.left_out.items())),
             llm=llm_stats, wall_s=round(time.monotonic() - started, 3), offline=self.settings.offline,
-            settings_changed=self.settings_changed, reading_upgraded=self.reading_upgraded)
+            settings_changed=self.settings_changed, reading_upgraded=self.reading_upgraded,
+            documents_failed_added=len(self.failed_added), documents_failed_edited=len(self.failed_edited))
 
     # -- a run with nothing to redo: the published graph stands, unread -----------------------
     def _nothing_to_redo(self, store: Store, change: Change, state: GraphState,
@@ -1483,6 +1494,7 @@ class Indexer:
                                      "settings could not be extracted; it stays indexed as it was until they can")
             else:   # the file shows the old text, and with it the old title
                 scan.files[path] = old
+                self.failed_edited.add(path)
                 title = index_rows.document_title(store, old[0])
                 if title is None:
                     scan.titles.pop(path, None)
@@ -1494,6 +1506,7 @@ class Indexer:
         done |= self._claimless(store, set().union(*new_texts.values()) - done) if new_texts else set()
         unread = {d for d, chunk_ids in new_texts.items() if chunk_ids and not chunk_ids & done}   # nothing extracted
         unread_chunks = {doc_id: scan.doc_chunks.pop(doc_id) for doc_id in unread}
+        self.failed_added |= unread
         for path, (doc_id, _size, _stamp) in sorted(scan.files.items()):
             if doc_id in unread:
                 self.held_back += [(path, c) for c in unread_chunks[doc_id]]

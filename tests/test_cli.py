@@ -748,6 +748,39 @@ def test_the_index_summary_counts_one_llm_call_as_one_call(tmp_path):
 
 
 
+@pytest.mark.anyio
+async def test_the_index_summary_counts_the_files_whose_new_text_failed(tmp_path, simulator):
+    # A file added and one edited, both failing, read "2 (0 added, 0 removed, 2 unchanged)", in
+    # --json alike: the failed ones vanished. As published: the new one left out, the edited
+    # one's previous version kept (among the unchanged).
+    import msgspec
+
+    from conftest import failing_for, make_settings
+    from streamrag.cli import _format_sync
+    from streamrag.pipeline import sync
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    town = folder / "town.txt"
+    town.write_text("Mayor Anna Berg met Captain Olaf Lind in Port Vell.")
+    (folder / "other.txt").write_text("Mira Osk chaired the Harbor Council in Port Vell.")
+    settings = make_settings(simulator.base_url, llm={"max_retries": 0})
+    db = tmp_path / "x.db"
+    await sync([folder], settings, db, root=folder)
+    town.write_text("Mayor Anna Berg met Doctor Zebulon Holm in Port Vell.")
+    (folder / "harbor.txt").write_text("Zebulon Quarry joined the Harbor Council in Port Vell.")
+    async with failing_for("Zebulon", simulator.base_url) as transport:
+        r = await sync([folder], settings, db, root=folder, transport=transport)
+    said = msgspec.to_builtins(r)   # (what `index --json` prints)
+    assert (said["documents"], said["documents_added"], said["documents_unchanged"]) == (2, 0, 2)
+    assert (said["documents_failed_added"], said["documents_failed_edited"]) == (1, 1), said
+    assert ("  documents      2 (0 added, 0 removed, 2 unchanged; 1 new failed, left out; 1 edited failed, "
+            "its previous version kept)") in _format_sync(r, db, ["*.txt"]).splitlines()
+    again = await sync([folder], settings, db, root=folder)   # the endpoint answers: none failed
+    assert (again.documents_failed_added, again.documents_failed_edited) == (0, 0)
+    assert "failed" not in _format_sync(again, db, ["*.txt"]).splitlines()[1]
+
+
 def test_the_index_summary_groups_its_counts_by_thousands_as_status_does(tmp_path):
     # `status` said "chunks         123,456"; the summary of the `index` that made them said
     # "chunks         123456 (123456 extracted now, 0 already extracted)".
