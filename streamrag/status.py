@@ -16,6 +16,9 @@ from streamrag.words import counted, number
 
 LLM_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "cached", "errors", "cancelled")
 _LIST_THEM = " (list them with --failures)"   # said once, on the first line with items to list
+# What "recorded over all runs" counts beside the items failing now: each update's failures, an
+# item fixed since (indexed, or its file removed) as well: "5" read as five things still wrong.
+_SINCE = ", including any since indexed or removed"
 
 FAILURES = "streamrag status --failures"
 """The command that lists what failed, run in the indexed folder; a command's lines name the one
@@ -616,17 +619,23 @@ def _failures_line(last: int, total: int, last_run: dict | None, told: bool) -> 
     nothing had gone wrong. Its line is all runs' alone then, or none. A last update whose run has
     not ended (``failures_under_way``) is said as what it met so far, and all runs' count as
     leaving out its chunks: "2 in the last update (1 recorded over all runs)" read as a
-    contradiction, the total not counting the chunks its end decides."""
+    contradiction, the total not counting the chunks its end decides. All runs' count says it
+    holds items since fixed (``_SINCE``); ``told``: how to list them is said here, in the same
+    bracket."""
     if not last and last_run is not None and last_run["status"] == "failed":
-        return [f"  failures       {number(total)} recorded over all runs"] if total else []
+        return [f"  failures       {number(total)} recorded over all runs{_SINCE}"] if total else []
     running = last_run is not None and last_run["status"] == "running"
     killed = running and last_run.get("killed")
     of_it = ("in the last update" if not running or killed else "so far in this update")
     but = ("" if not running else ", not counting its chunks: it did not end" if killed
            else ", not counting its chunks until it ends")
-    return [f"  failures       {number(last)} {of_it}"
-            + (f" ({number(total)} recorded over all runs{but})" if total != last else "")
-            + (_LIST_THEM if told else "")]
+    # (one bracket: "(5 recorded over all runs) (list them with --failures)" had two in a row,
+    # and --failures lists the last update's alone)
+    said = [f"{number(total)} recorded over all runs{_SINCE}{but}"] if total != last else []
+    if told:
+        whose = "them" if not said else "this update's" if running and not killed else "the last update's"
+        said.append(f"list {whose} with --failures")
+    return [f"  failures       {number(last)} {of_it}" + (f" ({'; '.join(said)})" if said else "")]
 
 
 def _none_to_list(info: dict) -> str | None:

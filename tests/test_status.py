@@ -52,6 +52,22 @@ def last_update_line(text: str) -> str:
     return line
 
 
+def test_the_failures_line_says_all_runs_count_and_how_to_list_in_one_bracket(corpus, tmp_path):
+    # "1 in the last update (2 recorded over all runs) (list them with --failures)": two brackets
+    # in a row, the 2 counting a file removed since, and --failures lists the last update's alone.
+    db = tmp_path / "s.db"
+    (corpus / "scan.txt").write_bytes(b"\x00\x01PK\x03\x04 not text")
+    anyio.run(lambda: sync([corpus], make_settings(), db, root=corpus))
+    (corpus / "scan.txt").unlink()
+    (corpus / "other.txt").write_bytes(b"\x00\x02PK\x03\x04 not text either")
+    anyio.run(lambda: sync([corpus], make_settings(), db, root=corpus))
+    info, text = status_of(db)
+    assert (info["failures_last_run"], info["failures_total"]) == (1, 2), info
+    assert ("  failures       1 in the last update (2 recorded over all runs, including any since indexed or "
+            "removed; list the last update's with --failures)") in text.splitlines(), text
+    assert text.count("--failures") == 1, text
+
+
 def test_an_unreadable_file_is_said_beside_ok(corpus, tmp_path):
     (corpus / "scan.txt").write_bytes(b"\x00\x01PK\x03\x04 not text")
     db = tmp_path / "s.db"
@@ -885,7 +901,7 @@ def test_what_the_last_update_settled_is_said_settled_not_failed(corpus, tmp_pat
     assert info["failures"] == [] and info["failures_last_run"] == 0 and info["settled"] == 1
     assert [i["item"] for i in info["settled_items"]] == [said["item"]]
     assert _said_once(text, said["message"].split(": ", 1)[1]) == 1, text
-    assert "  failures       0 in the last update (3 recorded over all runs)" in text.splitlines()
+    assert "  failures       0 in the last update (3 recorded over all runs, including any since indexed or removed)" in text.splitlines()
     assert last_update_line(text).endswith(": ok"), text
     assert last_update_line(status_of(db)[1]).endswith(": ok")
 
@@ -1384,7 +1400,7 @@ def test_a_first_run_that_failed_says_no_failures_line_of_none(corpus, tmp_path)
     assert "failures       " not in text, text
     # With failures of earlier runs, the line says those alone.
     text = format_status({**info, "failures_total": 2}, db)
-    assert "  failures       2 recorded over all runs" in text.splitlines(), text
+    assert "  failures       2 recorded over all runs, including any since indexed or removed" in text.splitlines(), text
 
 
 def test_a_failed_update_counts_a_chunk_of_an_unchanged_file_as_a_failure(corpus, tmp_path, simulator):
@@ -1652,21 +1668,22 @@ def test_an_update_under_way_says_its_failures_so_far_beside_a_total_that_leaves
         info, text = status_of(db)
     assert (info["failures_last_run"], info["failures_total"], info["failures_under_way"]) == (2, 1, True), info
     (line,) = [line for line in text.splitlines() if line.startswith("  failures ")]
-    assert line.startswith("  failures       2 so far in this update (1 recorded over all runs, not counting "
-                           "its chunks until it ends)"), text
+    assert line == ("  failures       2 so far in this update (1 recorded over all runs, including any since "
+                    "indexed or removed, not counting its chunks until it ends; list this update's with --failures)"), text
     # Killed before it ended: the last update's, whose chunks the total does not count.
     _killed(db, "i2")
     info, text = status_of(db)
     assert info["last_run"]["killed"] is True and info["failures_under_way"] is True, info
-    assert "  failures       2 in the last update (1 recorded over all runs, not counting its chunks: " \
-           "it did not end)" in text, text
+    assert "  failures       2 in the last update (1 recorded over all runs, including any since indexed or " \
+           "removed, not counting its chunks: it did not end; list the last update's with --failures)" in text, text
     # Ended: the total counts them, and the line is as before.
     store = Store(db)
     store.finish_run("i2", "ok")
     store.close()
     info, text = status_of(db)
     assert (info["failures_last_run"], info["failures_total"], info["failures_under_way"]) == (2, 3, False), info
-    assert "  failures       2 in the last update (3 recorded over all runs)" in text, text
+    assert ("  failures       2 in the last update (3 recorded over all runs, including any since indexed or removed; "
+            "list the last update's with --failures)") in text, text
 
 
 def test_a_retry_sync_under_way_after_one_that_failed_says_the_files_left_unindexed(tmp_path):
