@@ -124,16 +124,21 @@ def _passed_over(here: Path, near: Path, settings: Settings) -> str:
     lack is said: without it the run went offline, and said nothing more."""
     import tomllib
 
-    given = shell_word(CONFIG_NAME if here.parent == Path.cwd().resolve() else here)
+    # (named as the working folder's: "streamrag.toml is not read for /tmp/x" read as if it meant
+    # /tmp/x/streamrag.toml)
+    in_cwd = here.parent == Path.cwd().resolve()
+    given = shell_word(CONFIG_NAME if in_cwd else here)
+    named = (f"the {CONFIG_NAME} here (./{CONFIG_NAME})" if in_cwd
+             else f"the {CONFIG_NAME} above this folder ({shown(here)})")
     try:
         names_model = bool(tomllib.loads(here.read_text(encoding="utf-8")).get("llm", {}).get("api_base"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, AttributeError):
         names_model = False
     applied = ("the defaults apply: no model, so offline, though it names one"
                if names_model and not settings.has_endpoint else "the defaults apply")
-    return (f"{given} is not read for {shown(near)}: a folder's settings are the {CONFIG_NAME} in it "
-            f"or a folder above it, and it has none ({applied}); pass --config {given} to "
-            "use that one")
+    return (f"{named} is not read for {shown(near)}: a folder's settings are the {CONFIG_NAME} in it "
+            f"or a folder above it, and that folder has none ({applied}); pass --config {given} to "
+            "use this one")
 
 
 def reading_settings(args: argparse.Namespace, *, models_for: tuple[str, ...] = ("ask",),

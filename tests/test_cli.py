@@ -2129,7 +2129,7 @@ def test_ask_with_db_of_an_index_whose_folder_is_gone_reads_the_settings_beside_
     (kept / "streamrag.toml").unlink()
     out = cli_run("ask", "--json", "--db", str(db), "What did Anton Heller do?", cwd=project)
     assert out.returncode == 0 and json.loads(out.stdout)["extractive"], out.stderr
-    assert f"streamrag.toml is not read for {kept.resolve()}: " in out.stderr, out.stderr
+    assert f"the streamrag.toml here (./streamrag.toml) is not read for {kept.resolve()}: " in out.stderr, out.stderr
 
 
 def test_ask_takes_the_indexed_folder_after_the_question(cli_run, corpus, tmp_path, simulator):
@@ -2317,9 +2317,12 @@ def test_a_folder_named_is_run_with_its_own_settings_not_the_working_folders(cor
     project = tmp_path / "project"
     project.mkdir()
     (project / "streamrag.toml").write_text('[llm]\napi_base = "http://127.0.0.1:9/v1"\nmax_retries = 0\n')
-    said = ("streamrag: warning: streamrag.toml is not read for {}: a folder's settings are the "
-            "streamrag.toml in it or a folder above it, and it has none (the defaults apply: no model, "
-            "so offline, though it names one); pass --config streamrag.toml to use that one")
+    # (the file named as the working folder's: "streamrag.toml is not read for ../corpus" read as
+    # if it meant ../corpus/streamrag.toml)
+    said = ("streamrag: warning: the streamrag.toml here (./streamrag.toml) is not read for {}: a folder's "
+            "settings are the streamrag.toml in it or a folder above it, and that folder has none (the "
+            "defaults apply: no model, so offline, though it names one); pass --config streamrag.toml to use "
+            "this one")
     indexed = run("index", "-q", "--json", "../corpus", cwd=project)
     assert indexed.returncode == 0, indexed.stderr
     assert json.loads(indexed.stdout)["documents"] == 4
@@ -2340,6 +2343,13 @@ def test_a_folder_named_is_run_with_its_own_settings_not_the_working_folders(cor
     (project / "streamrag.toml").write_text("[index]\nchunk_size = 800\n")
     indexed = run("index", "-q", "../corpus", cwd=project)
     assert indexed.returncode == 0 and "(the defaults apply); pass --config" in indexed.stderr, indexed.stderr
+    # Found in a folder above the working one: named by its path.
+    (project / "sub").mkdir()
+    indexed = run("index", "-q", "../../corpus", cwd=project / "sub")
+    toml = (project / "streamrag.toml").resolve()
+    assert indexed.returncode == 0 and (f"the streamrag.toml above this folder ({toml}) is not read for "
+                                        "../../corpus: ") in indexed.stderr, indexed.stderr
+    assert f"pass --config {toml} to use this one" in indexed.stderr, indexed.stderr
 
 
 @pytest.mark.parametrize("kind", ["folder", "broken link"])
