@@ -903,7 +903,7 @@ def _format_sync(r, db: Path, include: list[str], status: str | None = None) -> 
     if r.joins_moved:   # (a first index, version 1, has every join new: none parted)
         from streamrag.pipeline import joins_moved_said
 
-        lines.append(f"  name joins     {joins_moved_said(r.joins_moved, r.version)}")
+        lines.append(f"  name joins     {joins_moved_said(r.joins_moved, r.version, r.joins_joined, r.joins_parted)}")
     for i, line in enumerate(left_out_lines(r.left_out, include)):
         lines.append(f"  {'left out' if i == 0 else '':<15}{line}")
     if calls:

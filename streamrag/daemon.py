@@ -141,14 +141,14 @@ def _failures_after(failures: int, *, ok: bool, only_retry: bool) -> int:
     return failures + 1 if only_retry or not failures else failures
 
 
-def _joins_moved_said(moved: int, version: int) -> str:
-    """The idle line's clause of the short names a sync publishing ``version`` joined to a full
-    name or parted (none: ""); of a first index (version 1), every one joined, none parted."""
-    if not moved:
+def _joins_moved_said(result: SyncResult) -> str:
+    """The idle line's clause of the short names a sync's ``result`` joined to a full name or
+    parted (none: ""); of a first index (version 1), every one joined, none parted."""
+    if not result.joins_moved:
         return ""
     from streamrag.pipeline import joins_moved_said
 
-    return f"; {joins_moved_said(moved, version)}"
+    return f"; {joins_moved_said(result.joins_moved, result.version, result.joins_joined, result.joins_parted)}"
 
 
 def _news(health: dict[str, Any], last: dict[str, Any] | None) -> bool:
@@ -2334,7 +2334,7 @@ class Daemon:
                               f"{_n(result.entities, 'entity')}, {_n(result.communities, 'community')}; "
                               f"{_n(result.reports_generated, 'report')} written, {number(result.reports_kept)} "
                               f"kept; {calls_said(calls, cached, spent)}; sync {seconds_said(took)}"
-                              f"{_joins_moved_said(result.joins_moved, result.version)}",
+                              f"{_joins_moved_said(result)}",
                       version=result.version, documents=result.documents,
                       documents_added=result.documents_added, documents_removed=result.documents_removed,
                       documents_edited=result.documents_edited,

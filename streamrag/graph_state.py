@@ -323,6 +323,8 @@ class GraphState:
         self.rejoined: set[str] = set()          # live chunks merged again for a join that moved
         self.openers_added: dict[str, list[str]] = {}   # added chunk -> its ``Extraction.openers``
         self.joins_moved = 0                     # short names joined anew, parted or joined to another
+        self.joins_joined = 0                    # ... of them, joined anew (none before)
+        self.joins_parted = 0                    # ... and parted (joined to none now)
         # the documents whose first chunk opens with a heading their text indents as code
         # ("    # Ada Lovelace", ``joins.code_heading``: the chunk lost the indent), no title;
         # every run keeps them, a model's too (meta ``name_code_headings``)
@@ -535,6 +537,8 @@ class GraphState:
         moved = {s for s in old.keys() | now.keys() if old.get(s) != now.get(s)}
         self.joins = dict(sorted(now.items()))
         self.joins_moved = len(moved)
+        self.joins_joined = sum(1 for s in moved if s not in old)
+        self.joins_parted = sum(1 for s in moved if s not in now)
         if not moved:
             return set()
         rows = index_rows.sources(store, "entity_sources", "entity_id", {old.get(s, s) for s in moved})

@@ -90,7 +90,7 @@ from streamrag.status import FAILURES   # (the default of the lines below that n
 from streamrag.store import Store, index_files, without_index_files
 from streamrag.summarizer import SentenceCounts, extractive_summary, summarize, summarizer_key
 from streamrag.watch_lines import answered
-from streamrag.words import counted
+from streamrag.words import counted, number
 from streamrag.writer import Writer
 
 _T = TypeVar("_T")
@@ -118,11 +118,16 @@ def settled_line(items: int, status: str = FAILURES) -> str:
             "says which and why); a change to them or to their settings asks again")
 
 
-def joins_moved_said(moved: int, version: int) -> str:
+def joins_moved_said(moved: int, version: int, joined: int, parted: int) -> str:
     """What ``index`` and ``watch`` say of the short names a run publishing ``version`` joined
-    to a full name or parted (``SyncResult.joins_moved``); of a first index (version 1), every
-    one joined, none parted."""
-    return f"{counted(moved, 'short name')} joined to a full name{'' if version == 1 else ' anew, or parted'}"
+    to a full name or parted (``SyncResult.joins_moved``, ``joins_joined``, ``joins_parted``; the
+    others joined to another full name); of a first index (version 1), every one joined, none
+    parted. ("1 short name joined to a full name anew, or parted" did not say which: the run knows.)"""
+    if version == 1:
+        return f"{counted(moved, 'short name')} joined to a full name"
+    other = moved - joined - parted
+    return (f"{counted(joined, 'short name')} joined to a full name, {number(parted)} parted from one"
+            + (f", {number(other)} joined to another" if other > 0 else ""))
 
 
 def nothing_indexed_line(items: int, last: str, status: str = FAILURES) -> str:
@@ -303,6 +308,9 @@ class SyncResult(msgspec.Struct):
     # Short names joined to a full name, parted from one or joined to another by this run (offline:
     # ``joins``): a new rule or a file renamed moves joins, and the version said nothing of them
     joins_moved: int = 0
+    # ... of them, those joined anew and those parted (the others joined to another full name)
+    joins_joined: int = 0
+    joins_parted: int = 0
     # Files of this run whose new text could not be published, their chunks' extractions failed
     # (``Indexer._keep_previous_versions``), in none of the counts above as changed: new texts
     # with no chunk extracted, left out (the next run reads them again) ...
@@ -936,7 +944,8 @@ class Indexer:
                                  entities=len(state.entities), relationships=len(state.relationships),
                                  claims=len(state.claims), communities=len(communities), reports=len(assignments),
                                  reports_generated=generated, reports_kept=kept, reclustered=reclustered,
-                                 joins_moved=state.joins_moved)
+                                 joins_moved=state.joins_moved, joins_joined=state.joins_joined,
+                                 joins_parted=state.joins_parted)
 
     async def _ended(self, store: Store, writer: Writer, scan: Scan, change: Change, version: int,
                      worked_from: int, started: float, **graph) -> SyncResult:

@@ -836,10 +836,12 @@ def test_index_says_how_many_joins_a_run_moved(cli_run, tmp_path):
     assert "version 1" in first.stdout and "name joins     1 short name joined to a full name\n" in first.stdout
     (corpus / "People" / "Ada Lovelace.md").rename(corpus / "People" / "ada.md")
     renamed = cli_run("index", "--offline", "-q", "--db", str(db), str(corpus))
-    assert "name joins     1 short name joined to a full name anew, or parted\n" in renamed.stdout
+    # (it said "1 short name joined to a full name anew, or parted": the rename parts it)
+    assert "name joins     0 short names joined to a full name, 1 parted from one\n" in renamed.stdout, renamed.stdout
     (corpus / "People" / "ada.md").rename(corpus / "People" / "Ada Lovelace.md")
     back = cli_run("index", "--offline", "-q", "--json", "--db", str(db), str(corpus))
-    assert json.loads(back.stdout)["joins_moved"] == 1
+    said = json.loads(back.stdout)
+    assert (said["joins_moved"], said["joins_joined"], said["joins_parted"]) == (1, 1, 0), said
     (corpus / "Daily" / "more.md").write_text("Charles Babbage built the engine in London.\n")
     again = cli_run("index", "--offline", "-q", "--db", str(db), str(corpus))
     assert again.returncode == 0 and "version 4" in again.stdout and "name joins" not in again.stdout
@@ -870,7 +872,7 @@ async def test_watch_says_how_many_joins_a_sync_moved(tmp_path):
                     await anyio.sleep(0.01)
     idle = [e for e in events[mark:] if e["state"] == "idle"]
     assert [e["joins_moved"] for e in idle] == [1]
-    assert "; 1 short name joined to a full name anew, or parted" in idle[0]["message"]
+    assert idle[0]["message"].endswith("; 0 short names joined to a full name, 1 parted from one"), idle
     first = [e for e in events[:mark] if e["state"] == "idle"]
     assert first[-1]["joins_moved"] == 1
     assert first[-1]["message"].endswith("; 1 short name joined to a full name")   # (a first index)
@@ -1336,8 +1338,11 @@ def test_index_and_watch_say_the_joins_a_run_moved_in_one_wording():
     # (one function for the index summary's line and the watch idle line's clause)
     from streamrag.pipeline import joins_moved_said
 
-    assert joins_moved_said(1, 1) == "1 short name joined to a full name"
-    assert joins_moved_said(1200, 3) == "1,200 short names joined to a full name anew, or parted"
+    assert joins_moved_said(1, 1, 1, 0) == "1 short name joined to a full name"
+    # (it said "1,200 short names joined to a full name anew, or parted", not which: the run knows)
+    assert joins_moved_said(1200, 3, 1000, 150) == ("1,000 short names joined to a full name, 150 parted from "
+                                                    "one, 50 joined to another")
+    assert joins_moved_said(1, 3, 0, 1) == "0 short names joined to a full name, 1 parted from one"
 
 
 @pytest.mark.anyio
