@@ -199,8 +199,10 @@ class Outage:
         if was is None:
             return
         down = time.time() - was["since"]
-        self.emit("recovered", f"{was['endpoint']} answers again, after {span(down)} down "
-                               f"(since {clock(was['since'])})",
+        # (to the second, as the error line and a short outage's lines gave it: "since 08:31"
+        # followed lines saying 08:31:08; and in whole seconds, as they say how long: "7.52 s")
+        self.emit("recovered", f"{was['endpoint']} answers again, after {span(round(down))} down "
+                               f"(since {clock(was['since'], seconds=True)})",
                   outage=False, endpoint=was["endpoint"], since=round(was["since"], 3),
                   down_s=round(down, 3))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import shutil
 import types
@@ -2606,6 +2607,24 @@ def test_a_short_outage_is_said_since_the_second_it_began_in_whole_seconds(down,
     [line] = lines
     assert line.startswith(f"http://127.0.0.1:9/v1 still down since {clock(outage.failing_since, seconds=since)} "
                            f"({lasted}); retrying 2 s after each failed sync"), line
+
+
+def test_the_recovered_line_says_since_to_the_second_as_the_outage_lines_did():
+    # "still down since 08:31:08" was followed by "answers again, after 7.52 s down (since 08:31)":
+    # the seconds the outage's lines showed were dropped, and its span was not in whole seconds.
+    from streamrag.outage import Outage
+
+    lines = []
+    outage = Outage(make_settings("http://127.0.0.1:9/v1"), emit=lambda state, message, **_: lines.append(message))
+    outage.failing_since = time.time() - 7.52
+    outage.began()
+    outage.still_down(1)
+    outage.still_down(2)
+    outage.recovered()
+    down, back = lines
+    since = clock(outage.failing_since, seconds=True)
+    assert f"still down since {since} " in down, down
+    assert re.fullmatch(rf"http://127\.0\.0\.1:9/v1 answers again, after \d+ s down \(since {since}\)", back), back
 
 
 async def _watch_indexed_folder(settings: Settings, db: Path, folder: Path, **kwargs) -> tuple[Events, BaseException | None]:
