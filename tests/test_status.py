@@ -901,7 +901,8 @@ def test_what_the_last_update_settled_is_said_settled_not_failed(corpus, tmp_pat
     assert info["failures"] == [] and info["failures_last_run"] == 0 and info["settled"] == 1
     assert [i["item"] for i in info["settled_items"]] == [said["item"]]
     assert _said_once(text, said["message"].split(": ", 1)[1]) == 1, text
-    assert "  failures       0 in the last update (3 recorded over all runs, including any since indexed or removed)" in text.splitlines()
+    assert ("  failures       0 in the last update (3 recorded over all runs, including any since indexed or "
+            "removed)") in text.splitlines()
     assert last_update_line(text).endswith(": ok"), text
     assert last_update_line(status_of(db)[1]).endswith(": ok")
 
@@ -1400,7 +1401,8 @@ def test_a_first_run_that_failed_says_no_failures_line_of_none(corpus, tmp_path)
     assert "failures       " not in text, text
     # With failures of earlier runs, the line says those alone.
     text = format_status({**info, "failures_total": 2}, db)
-    assert "  failures       2 recorded over all runs, including any since indexed or removed" in text.splitlines(), text
+    assert "  failures       2 recorded over all runs, including any since indexed or removed" \
+        in text.splitlines(), text
 
 
 def test_a_failed_update_counts_a_chunk_of_an_unchanged_file_as_a_failure(corpus, tmp_path, simulator):
@@ -1669,7 +1671,8 @@ def test_an_update_under_way_says_its_failures_so_far_beside_a_total_that_leaves
     assert (info["failures_last_run"], info["failures_total"], info["failures_under_way"]) == (2, 1, True), info
     (line,) = [line for line in text.splitlines() if line.startswith("  failures ")]
     assert line == ("  failures       2 so far in this update (1 recorded over all runs, including any since "
-                    "indexed or removed, not counting its chunks until it ends; list this update's with --failures)"), text
+                    "indexed or removed, not counting its chunks until it ends; list this update's with "
+                    "--failures)"), text
     # Killed before it ended: the last update's, whose chunks the total does not count.
     _killed(db, "i2")
     info, text = status_of(db)
