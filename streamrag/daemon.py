@@ -78,6 +78,7 @@ import contextlib
 import ctypes
 import gc
 import heapq
+import re
 import logging
 import math
 import os
@@ -227,6 +228,54 @@ about 0.1-0.2 ms an event (``relevant``, a stat or two, an index query), a few m
 _MAX_WAIT_QUIETS = 10
 """Events that never pause for ``quiet_s`` delay a sync this many times ``quiet_s`` at most."""
 _NOT_THERE = ("deleted", "renamed away", "added and deleted")
+# A file added beside a deletion is read as far as its first ``_TIE_READ`` x chunk_size bytes
+# to tell whether it begins with the deleted file's indexed text (``_written_on``): a chunk of
+# chunk_size tokens is about 4 x chunk_size bytes of English, a few times that of other text.
+_TIE_READ = 32
+_TIE_MIN_CHARS = 32
+"""The least indexed text of a deleted file an added one beginning with it is tied to."""
+_TIE_CUT = 16
+"""The characters of an opening's text not compared at its end: its last character may be cut,
+a line end's half, a mark that closes further on."""
+_WORD = re.compile(r"[A-Za-z0-9]{3,}")
+_BLANKS = re.compile(r"\s*")
+
+
+def _probe(text: str) -> bytes | None:
+    """A word of ``text``'s opening (ASCII: the same bytes in UTF-8 and the legacy code pages
+    the loader reads) that a file's bytes hold if its text begins with ``text``; ``None`` if
+    it has none."""
+    word = _WORD.search(text, 0, 200)
+    return word.group()[:16].encode() if word else None
+
+
+def _may_hold(head: bytes, probe: bytes | None) -> bool:
+    """Whether a file whose bytes begin ``head`` may begin with a text holding ``probe``
+    (``_probe``): wide text (UTF-16 and UTF-32, NULs or a byte-order mark) may, as ever."""
+    return probe is None or probe in head or b"\0" in head[:4096] or head[:2] in (b"\xff\xfe", b"\xfe\xff")
+
+
+def _begins_with(text: str, chunks: list[str], *, cut: bool) -> bool:
+    """Whether ``text`` (a file's first document; ``cut``: the opening of it) begins with the
+    text whose chunks are ``chunks`` (in order, each its part stripped, beginning within the one
+    before, its overlap, or after blanks past its end): whole, or, ``cut``, as far as ``text``
+    goes but its last ``_TIE_CUT`` characters, its first chunk at least; and that text is
+    ``_TIE_MIN_CHARS`` long at least."""
+    text = text.lstrip()
+    end = len(text) - (_TIE_CUT if cut else 0)
+    if not text.startswith(chunks[0]) or len(chunks[0]) > end:
+        return False
+    at, done = 0, len(chunks[0])   # where the chunk last matched begins, ends
+    for chunk in chunks[1:]:
+        stop = _BLANKS.match(text, done).end()   # (where it begins at the latest)
+        if stop + len(chunk) > end and cut:
+            break   # (beyond what was read: matched as far as it goes)
+        found = text.rfind(chunk, at + 1, min(stop + len(chunk), end))
+        if found < 0:
+            return False
+        at, done = found, found + len(chunk)
+    return done >= _TIE_MIN_CHARS
+
 """The kinds of a file queued (``Daemon.pending``) that is not there to extract: deleted, renamed
 away (its new name queued beside it), or added and deleted before its sync (``_queue``)."""
 _UPDATING = frozenset({"queued", "settling", "extracting", "waiting", "merging", "clustering", "reporting",
@@ -1807,14 +1856,25 @@ class Daemon:
             self._extracting_ahead = False
 
     def _written_on(self, added: list[str], gone: list[str]) -> dict[str, str]:
-        """Those of the files ``added`` that begin with the indexed text of one of the files
-        ``gone`` (its first document's first chunk, in the store), each with that file: ``mv a.txt
-        b.txt``, then a log written on as b.txt before the batch was looked at, differs from
-        a.txt's text, and is no rename by content (``WatchedFolder.renames``). The watcher's events
-        do not pair the names of a rename (a deletion and an addition, in whatever batch), so a
-        batch alone tied every deletion to every file it added: ``rm old.txt`` beside a new log
-        waited with the log, up to its cap. Reads the folder and the index: a worker thread's."""
-        firsts: dict[str, tuple[str, int]] = {}   # deleted file -> the text its index begins with, its size
+        """Those of the files ``added`` that begin with the whole indexed text of one of the files
+        ``gone`` (its first document's: a CSV's or a JSONL's first row with text), each with that
+        file: ``mv a.txt b.txt``, then a log written on as b.txt before the batch was looked at,
+        differs from a.txt's text, and is no rename by content (``WatchedFolder.renames``). The
+        watcher's events do not pair the names of a rename (a deletion and an addition, in
+        whatever batch), so a batch alone tied every deletion to every file it added: ``rm
+        old.txt`` beside a new log waited with the log, up to its cap. Reads the folder and the
+        index: a worker thread's.
+
+        An added file's opening alone is read (``_TIE_READ``: a 71 MB CSV was read and parsed
+        whole, 8 s of CPU and 700 MB, beside an unrelated ``rm``), and only when it holds the
+        first word of an old text (``_probe``: 10,000 new files beside one ``rm`` were each
+        read as the loader reads them). An old text longer than that opening is matched as far
+        as it goes, its first chunk at least (``_begins_with``). An old text shorter than
+        ``_TIE_MIN_CHARS`` ties nothing: a one-line ``# TODO`` deleted beside a new plan.md
+        beginning so is no evidence of a rename (a rename of it written on is synced as a
+        deletion, and the new name when it settles)."""
+        limit = _TIE_READ * self.settings.index.chunk_size
+        olds: dict[str, tuple[list[str], int, bytes | None]] = {}   # deleted file -> its chunks, size, probe
         with reading(self.db_path) as store:
             if store is None:
                 return {}
@@ -1824,29 +1884,43 @@ class Daemon:
                     continue
                 # (itself, or its first row)
                 doc_id, size, _stamp = rows[min(rows, key=lambda p: (p != rel, len(p), p))]
-                text = store.scalar("SELECT c.text FROM document_chunks dc JOIN chunks c ON c.id = dc.chunk_id "
-                                    "WHERE dc.doc_id = ? ORDER BY dc.idx LIMIT 1", (doc_id,))
-                if text:
-                    firsts[rel] = (text, size)
+                chunks, chars = [], 0
+                # (those an opening can hold: the text of ``limit`` bytes is no longer, each chunk
+                # overlapping the one before by half of it at most)
+                for (text,) in store.conn.execute(
+                        "SELECT c.text FROM document_chunks dc JOIN chunks c ON c.id = dc.chunk_id "
+                        "WHERE dc.doc_id = ? ORDER BY dc.idx", (doc_id,)):
+                    chunks.append(text)
+                    chars += len(text)
+                    if chars > 2 * limit:
+                        break
+                if chunks and chunks[0]:
+                    olds[rel] = (chunks, size, _probe(chunks[0]))
         out: dict[str, str] = {}
         for rel in sorted(added):
-            if not firsts or self._stop_looking.is_set():
+            if not olds or self._stop_looking.is_set():
                 break
             path = self.root / rel
             try:
                 # (a file written on after its rename has grown: one smaller than each is not read)
-                if (st := path.stat()).st_size < min(size for _text, size in firsts.values()):
+                if (st := path.stat()).st_size < min(size for _chunks, size, _probe in olds.values()):
+                    continue
+                with path.open("rb") as f:
+                    head = f.read(limit)
+                # (a probe in none of them: no old text begins this one, read as text)
+                if not any(_may_hold(head, probe) for _chunks, _size, probe in olds.values()):
                     continue
                 docs, _warnings = read_documents(path, root=self.root, text_field=self.settings.index.text_field,
-                                                 st=st)
+                                                 st=st, limit=limit)
             except (OSError, StreamragError):
                 continue
             if not docs:
                 continue
-            begins = docs[0].text.lstrip()
-            if old := next((old for old, (text, _size) in firsts.items() if begins.startswith(text)), None):
+            cut = max(st.st_size, len(head)) >= limit   # (read as far as it goes, not whole)
+            if old := next((old for old, (chunks, _size, _probe) in olds.items()
+                            if _begins_with(docs[0].text, chunks, cut=cut)), None):
                 out[rel] = old
-                del firsts[old]
+                del olds[old]
         return out
 
     async def _extract_ahead(self, files: dict[str, str], renamed: dict[str, str], again: set[str]) -> None:

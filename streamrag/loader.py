@@ -692,11 +692,13 @@ def _lead(top: Path, top_real: str, root: Path | None) -> str:
 
 
 def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
-                   st: os.stat_result | None = None) -> tuple[list[Document], list[str]]:
+                   st: os.stat_result | None = None, limit: int | None = None) -> tuple[list[Document], list[str]]:
     """The documents in one file and any warnings; ``InputError`` if the file cannot be used.
 
     ``st``: the file's ``os.stat`` as the caller has just taken it (the loader, which compares
-    it with the index first), not taken again; else it is taken here."""
+    it with the index first), not taken again; else it is taken here. ``limit``: at most that
+    many bytes read (the opening of a file, read as the whole would be as far as it goes: its
+    last document, and character, may be cut short)."""
     path = Path(path)
     shown = stored_path(path, root)   # the path stored; ``label``: it as messages show it
     label = _safe(shown)
@@ -719,7 +721,7 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
                 if told == UNFINISHED:   # (indexed, it cost a model's calls; the next export replaces it)
                     raise UnfinishedExport(unfinished_export_line(label))
             f.seek(start)   # (the whole read at once: the head and the rest joined were a second copy)
-            data = f.read()
+            data = f.read() if limit is None else f.read(limit)
     except OSError as e:
         why = e.strerror or str(e)
         raise UnreadableFile(unreadable_line(label, why, kept=False), why=why) from None

@@ -3921,6 +3921,50 @@ async def test_what_the_watcher_cannot_ask_of_a_rename_it_ties_as_before(tmp_pat
     assert asked == [(["log.txt"], ["docs", "old.txt"])]
 
 
+async def test_an_added_file_is_tied_to_a_deleted_one_only_if_it_begins_with_all_of_its_text(corpus, tmp_path):
+    # ``_written_on`` tied an added file beginning with a deleted one's first chunk alone: a new
+    # file opening with the same first chunk as a deleted long one (a template, a copied
+    # preamble) and going on otherwise was tied (and waited with it), and so was a new plan.md
+    # beginning with the one line of a deleted todo.md. Now the whole indexed text counts (as far
+    # as an opening read goes), and a text too short to tell a rename is no tie.
+    settings = make_settings(index=SMALL)
+    db = tmp_path / "r.db"
+    paragraphs = [f"Entry {n}: Mira Osk logged the {n}th barge of salt at Port Vell, and Bo Lund paid its toll "
+                  f"at Kessel before the tide turned on day {n}." for n in range(60)]
+    long_text = "\n\n".join(paragraphs) + "\n"
+    (corpus / "journal.txt").write_text(long_text)
+    (corpus / "todo.md").write_text("# TODO\n")
+    note = "Bo Lund closed the harbor ledger at Kessel on the last night of the fair."
+    (corpus / "short.txt").write_text(note + "\n")
+    await sync([corpus], settings, db, root=corpus)
+    with contextlib.closing(Store(db, readonly=True)) as store:
+        (first, chunks), = store.conn.execute(
+            "SELECT c.text, (SELECT count(*) FROM document_chunks WHERE doc_id = f.doc_id) FROM files f "
+            "JOIN document_chunks dc ON dc.doc_id = f.doc_id AND dc.idx = 0 JOIN chunks c ON c.id = dc.chunk_id "
+            "WHERE f.path = 'journal.txt'")
+    assert chunks > 20 and len(long_text.encode()) > 32 * SMALL["chunk_size"]   # (longer than the opening read)
+    for name in ("journal.txt", "todo.md", "short.txt"):
+        (corpus / name).unlink()
+    daemon = Daemon(settings, db, corpus, report=Events())
+    gone = ["journal.txt", "todo.md", "short.txt"]
+
+    def tied(name: str, text: str) -> dict[str, str]:
+        (corpus / name).write_text(text)
+        try:
+            return daemon._written_on([name], gone)
+        finally:
+            (corpus / name).unlink()
+
+    # A rename written on: tied, the long text matched as far as its opening goes.
+    assert tied("journal2.txt", long_text + "Entry 60: the ledger closed.\n" * 40) == {"journal2.txt": "journal.txt"}
+    assert tied("short2.txt", note + "\nEntry 1: the ledger closed.\n") == {"short2.txt": "short.txt"}
+    # The first chunk alone, then another text: no tie.
+    other = long_text[:long_text.index(first) + len(first)] + "\n\nThe council met at noon about the railway.\n" * 80
+    assert tied("copy.txt", other) == {}
+    # A one-line file's text beginning a new file: too short to tell a rename.
+    assert tied("plan.md", "# TODO\n\n- buy salt at Kessel\n- ask Bo Lund about the toll\n") == {}
+
+
 def test_a_rename_check_that_fails_ties_every_pair_and_the_watcher_goes_on(tmp_path):
     # ``renamed_from`` reads the index: one it cannot read (locked, damaged) raised out of the
     # watcher's loop and stopped the watch; now the raw batch is tied as before the check was.
