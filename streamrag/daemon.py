@@ -1916,7 +1916,8 @@ class Daemon:
                 continue
             if not docs:
                 continue
-            cut = max(st.st_size, len(head)) >= limit   # (read as far as it goes, not whole)
+            # (read as far as it goes, not whole: the last document is cut short, not those before)
+            cut = max(st.st_size, len(head)) >= limit and len(docs) == 1
             if old := next((old for old, (chunks, _size, _probe) in olds.items()
                             if _begins_with(docs[0].text, chunks, cut=cut)), None):
                 out[rel] = old

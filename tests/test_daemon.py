@@ -3965,6 +3965,45 @@ async def test_an_added_file_is_tied_to_a_deleted_one_only_if_it_begins_with_all
     assert tied("plan.md", "# TODO\n\n- buy salt at Kessel\n- ask Bo Lund about the toll\n") == {}
 
 
+async def test_an_added_file_is_read_for_a_rename_only_if_it_may_be_one_and_only_its_opening(
+        corpus, tmp_path, monkeypatch):
+    # ``_written_on`` read and parsed every added file at least as large as a deleted one, whole:
+    # a 71 MB CSV beside an unrelated `rm` took 8 s of CPU and 700 MB, 10,000 new files beside
+    # one `rm` a second, before the queued line, before each sync while a copy was held, and in
+    # the watcher. Now a file whose opening holds no word an old text begins with is not read as
+    # text, and one that does is read as far as its opening: a CSV renamed and written on is
+    # still tied (its first document: its first row's text).
+    import streamrag.daemon as daemon_module
+    from streamrag.loader import read_documents
+
+    settings = make_settings(index=SMALL)
+    db = tmp_path / "r.db"
+    rows = "".join(f'{n},"Row {n}: Mira Osk weighed the salt barge at Port Vell."\n' for n in range(3))
+    (corpus / "data.csv").write_text("id,text\n" + rows)
+    (corpus / "old.txt").write_text("Bo Lund paid the toll at Kessel before the tide turned.\n")
+    await sync([corpus], settings, db, root=corpus)
+    (corpus / "old.txt").unlink()
+    (corpus / "data.csv").rename(corpus / "data2.csv")
+    with (corpus / "data2.csv").open("a") as f:   # (written on)
+        f.write("".join(f'{n},"Row {n}: the council met at noon about the railway."\n' for n in range(3, 30_000)))
+    for n in range(20):
+        (corpus / f"new{n}.txt").write_text("The council met at noon about the railway and the fair.\n" * 5)
+    (corpus / "big.log").write_text("Entry: the railway council met at noon.\n" * 50_000)
+    read: list[tuple[str, int]] = []
+
+    def reading(path, **options):
+        docs, warnings = read_documents(path, **options)
+        read.append((Path(path).name, sum(len(doc.text) for doc in docs)))
+        return docs, warnings
+
+    monkeypatch.setattr(daemon_module, "read_documents", reading)
+    daemon = Daemon(settings, db, corpus, report=Events())
+    added = sorted(p.name for p in corpus.iterdir() if p.name.startswith(("new", "big", "data2")))
+    assert daemon._written_on(added, ["old.txt", "data.csv"]) == {"data2.csv": "data.csv"}
+    assert [name for name, _chars in read] == ["data2.csv"], read
+    assert read[0][1] <= 32 * SMALL["chunk_size"] < (corpus / "data2.csv").stat().st_size, read
+
+
 def test_a_rename_check_that_fails_ties_every_pair_and_the_watcher_goes_on(tmp_path):
     # ``renamed_from`` reads the index: one it cannot read (locked, damaged) raised out of the
     # watcher's loop and stopped the watch; now the raw batch is tied as before the check was.
