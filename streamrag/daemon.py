@@ -540,10 +540,14 @@ class Daemon:
         # whole or not at all (``_split``).
         self._renamed_from: dict[str, str] = {}
         # ... and the files a batch added that begin with the indexed text of one it deleted that
-        # no rename matched (``_queue``, ``_written_on``): ``mv a.txt b.txt`` with b.txt written
+        # no rename matched (``_tie``, ``_written_on``): ``mv a.txt b.txt`` with b.txt written
         # before the batch was looked at differs from a.txt's indexed text. The old name waits
         # with the new one left as indexed (``_with_renames``).
         self._tied: list[tuple[frozenset[str], frozenset[str]]] = []
+        # ... and, not asked yet (``_tie``), the files a batch added beside those it deleted: they
+        # are read only once a sync would leave one as indexed (10,000 files copied in beside an
+        # ``rm`` were read before the batch's queued line, none of them left).
+        self._may_tie: list[tuple[frozenset[str], frozenset[str]]] = []
 
     # -- control -------------------------------------------------------------------------
     @property
@@ -745,6 +749,7 @@ class Daemon:
         self._queued_at.clear()
         self._renamed_from.clear()
         self._tied.clear()
+        self._may_tie.clear()
         self._retries = self._retry_items = self._retry_chunks = self._retry_claims = 0
         self._retry_files = {}
         self._given_up = (0, 0)
@@ -1458,6 +1463,10 @@ class Daemon:
             now = anyio.current_time()
             if failures_in_row or first_batch is None or now >= first_batch + max_wait or self.stopping:
                 return False
+            # (the files a split would leave as indexed, if others settled, tied first to the deletions they are)
+            busy = {rel for rel, (_first, last, _n) in self._queued_at.items() if last + quiet > now} | written
+            if self._may_tie and "." not in self.pending and self.pending.keys() - busy:
+                await self._tie(busy)
             split = self._split(now, quiet, written)
             if split is None:
                 return False
@@ -1465,7 +1474,9 @@ class Daemon:
             # A settled file written since its batch (the watcher holds a write back) is not settled.
             paths = [self.root / rel for rel in sorted(settled)]
             seen = await anyio.to_thread.run_sync(_modified, paths, abandon_on_cancel=True)
-            young = self._with_renames(_young(self.root, seen, quiet, time.time()))
+            young = _young(self.root, seen, quiet, time.time())
+            await self._tie(young)
+            young = self._with_renames(young)
             settled, busy = settled - young, busy | (young & settled)
             if not settled or self.stopping:
                 return False
@@ -1482,6 +1493,7 @@ class Daemon:
                     self._queued_at.pop(rel, None)
                     self._renamed_from.pop(rel, None)
                 self._tied = [(new, old) for new, old in self._tied if not new <= settled]
+                self._may_tie = [(added - settled, gone) for added, gone in self._may_tie if added - settled]
                 self._unsettled = {p for p in self._unsettled if p.relative_to(self.root).as_posix() in busy}
                 first_batch = min((self._queued_at[rel][0] for rel in busy if rel in self._queued_at),
                                   default=first_batch)
@@ -1588,6 +1600,7 @@ class Daemon:
                 self._queued_at.clear()
                 self._renamed_from.clear()
                 self._tied.clear()
+                self._may_tie.clear()
                 # Retrying what failed, files among it: an edit whose sync failed stays pending,
                 # and kept the pause where it was (16 s all weekend) until the endpoint was back.
                 only_retry, edited = not edited, False
@@ -1818,12 +1831,11 @@ class Daemon:
             if self.pending.get(source) == "deleted":
                 self.pending[source] = "renamed away"
         self._renamed_from.update(renamed)
-        # (a rename written on before its batch was looked at: no rename by content, ``_written_on``)
+        # (a rename written on before its batch was looked at: no rename by content, ``_tie``)
         added = [rel for rel, kind in files.items() if kind == "added" and rel not in renamed]
         gone = [rel for rel in files if self.pending.get(rel) == "deleted"]
-        if added and gone:
-            tied = await anyio.to_thread.run_sync(self._written_on, added, gone, abandon_on_cancel=True)
-            self._tied.extend((frozenset({new}), frozenset({old})) for new, old in tied.items())
+        if added and gone:   # (told apart once a sync would leave one of them: ``_tie``)
+            self._may_tie.append((frozenset(added), frozenset(gone)))
         kinds = Counter(kind for rel, kind in files.items()
                         if rel not in renamed and rel not in renamed.values() and rel not in came_and_went)
         kinds["renamed"] += len(renamed)
@@ -1854,6 +1866,24 @@ class Daemon:
             await self._extract_ahead(files, renamed, again)
         finally:
             self._extracting_ahead = False
+
+    async def _tie(self, names: set[str]) -> bool:
+        """Ties each of ``names`` that a batch added beside files it deleted (``_may_tie``) to the
+        one of them whose indexed text it begins with (``_written_on``, in a worker thread), if
+        any; whether it tied one. Asked of the files a sync would leave as indexed alone."""
+        asked = [(added & names, gone) for added, gone in self._may_tie if added & names]
+        if not asked:
+            return False
+        self._may_tie = [(added - names, gone) for added, gone in self._may_tie if added - names]
+        found = False
+        for added, gone in asked:
+            gone = [rel for rel in sorted(gone) if self.pending.get(rel) == "deleted"]   # (not synced yet)
+            if not gone or self.stopping:
+                continue
+            tied = await anyio.to_thread.run_sync(self._written_on, sorted(added), gone, abandon_on_cancel=True)
+            self._tied.extend((frozenset({new}), frozenset({old})) for new, old in tied.items())
+            found = found or bool(tied)
+        return found
 
     def _written_on(self, added: list[str], gone: list[str]) -> dict[str, str]:
         """Those of the files ``added`` that begin with the whole indexed text of one of the files

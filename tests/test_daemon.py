@@ -3921,6 +3921,40 @@ async def test_what_the_watcher_cannot_ask_of_a_rename_it_ties_as_before(tmp_pat
     assert asked == [(["log.txt"], ["docs", "old.txt"])]
 
 
+async def test_files_added_beside_a_deletion_are_read_for_a_rename_only_when_a_sync_leaves_one(corpus, tmp_path):
+    # The files a batch added beside a deletion were each read for a rename written on
+    # (``_written_on``) before its queued line: 10,000 files copied in beside one `rm`, 1.3 s,
+    # though a tie counts only for a file a sync leaves as indexed (written on), and none was.
+    # Now they are read once a sync would leave one of them (the rename tests above), not before.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.3, "debounce_ms": 0})
+    db = tmp_path / "r.db"
+    old = corpus / "old.txt"
+    old.write_text("Mira Osk opened the harbor ledger at Port Vell.\n")
+
+    async with running(settings, db, corpus) as (daemon, events, send):
+        asked: list[list[str]] = []
+        written_on = daemon._written_on
+
+        def asking(added: list[str], gone: list[str]) -> dict[str, str]:
+            asked.append(sorted(added))
+            return written_on(added, gone)
+
+        daemon._written_on = asking
+        async with send:
+            old.unlink()
+            batch = {(Change.deleted, str(old))}
+            for n in range(30):   # (each would be read: it begins with old.txt's text)
+                (corpus / f"copy{n}.txt").write_text(f"Mira Osk opened the harbor ledger at Port Vell.\nCopy {n}.\n")
+                batch.add((Change.added, str(corpus / f"copy{n}.txt")))
+            mark = len(events)
+            await send.send(batch)
+            await until(lambda: "queued" in events.states(mark))
+            assert asked == [], asked
+            await until(lambda: "idle" in events.states(mark), timeout=30)
+        assert asked == [], asked
+        assert "old.txt" not in _indexed_paths(db) and "copy0.txt" in _indexed_paths(db)
+
+
 async def test_an_added_file_is_tied_to_a_deleted_one_only_if_it_begins_with_all_of_its_text(corpus, tmp_path):
     # ``_written_on`` tied an added file beginning with a deleted one's first chunk alone: a new
     # file opening with the same first chunk as a deleted long one (a template, a copied
