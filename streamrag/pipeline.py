@@ -315,7 +315,8 @@ class SyncResult(msgspec.Struct):
     # (``Indexer._keep_previous_versions``), in none of the counts above as changed: new texts
     # with no chunk extracted, left out (the next run reads them again) ...
     documents_failed_added: int = 0
-    # ... and edited files whose previous version stays indexed (counted in ``documents_unchanged``)
+    # ... and the new texts of edited files whose previous version stays indexed (counted in
+    # ``documents_unchanged``; two copies edited alike are one, as in ``documents_edited``)
     documents_failed_edited: int = 0
 
 
@@ -614,8 +615,8 @@ class Indexer:
         # (path, chunk) of the chunks lacking an extraction whose documents stay out or as they
         # were (``_keep_previous_versions``), for ``_fail_unaccounted``
         self.held_back: list[tuple[str, Chunk]] = []
-        # (the new texts left out and the edited files kept at their previous version by it: the
-        # result's ``documents_failed_added`` and ``documents_failed_edited``)
+        # (the new texts left out and the new texts of edited files kept at their previous version
+        # by it: the result's ``documents_failed_added`` and ``documents_failed_edited``)
         self.failed_added: set[str] = set()
         self.failed_edited: set[str] = set()
         # (the kept documents opening with a heading, of files left as indexed, not found in them:
@@ -1503,7 +1504,7 @@ class Indexer:
                                      "settings could not be extracted; it stays indexed as it was until they can")
             else:   # the file shows the old text, and with it the old title
                 scan.files[path] = old
-                self.failed_edited.add(path)
+                self.failed_edited.add(doc_id)   # (a text, as documents_edited counts: two copies are one)
                 title = index_rows.document_title(store, old[0])
                 if title is None:
                     scan.titles.pop(path, None)
