@@ -2451,7 +2451,10 @@ class Daemon:
                       reports_generated=result.reports_generated, reports_kept=result.reports_kept,
                       chunks_extracted=extracted, chunks_reused=reused,
                       llm=llm_summary(spent), failures=result.failures, took_s=self.last_sync_s,
-                      asked_again=asked_again(spent), joins_moved=result.joins_moved)
+                      asked_again=asked_again(spent), joins_moved=result.joins_moved,
+                      joins_joined=result.joins_joined, joins_parted=result.joins_parted,
+                      documents_failed_added=result.documents_failed_added,
+                      documents_failed_edited=result.documents_failed_edited)
         return spent
 
     def _say_settled(self, result: SyncResult) -> None:

@@ -417,6 +417,9 @@ async def test_burst_is_prefetched_then_synced_once(corpus, tmp_path, simulator)
     assert (idle["documents_added"], idle["documents_edited"], idle["documents_removed"]) == (1, 1, 0)
     assert idle["documents_added"] + idle["documents_edited"] + idle["documents_unchanged"] == idle["documents"]
     assert idle["version"] == 2 and daemon.pending == {}
+    # (the counts `index --json` has beside them: the idle line said "1 parted from one" with no key)
+    beside = ("joins_joined", "joins_parted", "documents_failed_added", "documents_failed_edited")
+    assert [idle[k] for k in beside] == [0, 0, 0, 0]
 
     # The graph equals a fresh index of the folder as it now is (the partition may differ:
     # Leiden starts from the previous one).
