@@ -129,7 +129,7 @@ def _passed_over(here: Path, near: Path, settings: Settings) -> str:
     in_cwd = here.parent == Path.cwd().resolve()
     given = shell_word(CONFIG_NAME if in_cwd else here)
     named = (f"the {CONFIG_NAME} here (./{CONFIG_NAME})" if in_cwd
-             else f"the {CONFIG_NAME} above this folder ({shown(here)})")
+             else f"the {CONFIG_NAME} above the working folder ({shown(here)})")
     try:
         names_model = bool(tomllib.loads(here.read_text(encoding="utf-8")).get("llm", {}).get("api_base"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, AttributeError):

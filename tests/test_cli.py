@@ -2374,7 +2374,7 @@ def test_a_folder_named_is_run_with_its_own_settings_not_the_working_folders(cor
     (project / "sub").mkdir()
     indexed = run("index", "-q", "../../corpus", cwd=project / "sub")
     toml = (project / "streamrag.toml").resolve()
-    assert indexed.returncode == 0 and (f"the streamrag.toml above this folder ({toml}) is not read for "
+    assert indexed.returncode == 0 and (f"the streamrag.toml above the working folder ({toml}) is not read for "
                                         "../../corpus: ") in indexed.stderr, indexed.stderr
     assert f"pass --config {toml} to use this one" in indexed.stderr, indexed.stderr
 
