@@ -1365,21 +1365,13 @@ async def test_a_copy_syncs_without_the_file_still_copied_the_watcher_holds(corp
     copied, names = corpus / "copied", [f"c{n}.txt" for n in range(3)]
     slow = copied / "slow.txt"
     held: set = set()
-    syncs: list[tuple[str, frozenset, set[str]]] = []
     async with running(settings, db, corpus, held=held) as (daemon, _events, send):
         copied.mkdir()   # (after the initial sync)
         for n, name in enumerate(names):
             (copied / name).write_text(f"Bo Lund paid toll {n} at the bridge of Kessel.\n")
         slow.write_text("Captain Oskar Lind sailed")   # (half copied)
         held.add((Change.added, str(slow)))
-        sync_ = daemon._sync
-
-        async def syncing(reason, **kwargs):
-            ok = await sync_(reason, **kwargs)
-            syncs.append((reason, kwargs.get("left_as_indexed", frozenset()), _indexed_paths(db)))
-            return ok
-
-        daemon._sync = syncing
+        syncs = _record_syncs(daemon, db)
         async with send:
             await send.send({(Change.added, str(copied / name)) for name in names})
             await until(lambda: syncs, timeout=30)
@@ -1516,24 +1508,34 @@ def _files(db: Path) -> dict:
         store.close()
 
 
-def _record_syncs_and_splits(daemon, db):
-    """Wraps ``daemon``'s sync and split to record each sync (its reason, the files it left as
-    indexed, the paths indexed after it) and each split (the files written, what it chose)."""
+def _record_syncs(daemon, db) -> list[tuple[str, frozenset, set[str]]]:
+    """Wraps ``daemon``'s sync to record each sync: its reason, the files it left as indexed,
+    the paths indexed after it."""
     syncs: list[tuple[str, frozenset, set[str]]] = []
-    splits: list[tuple[set[str], object]] = []
-    sync_, split_ = daemon._sync, daemon._split
+    sync_ = daemon._sync
 
     async def syncing(reason, **kwargs):
         ok = await sync_(reason, **kwargs)
         syncs.append((reason, kwargs.get("left_as_indexed", frozenset()), _indexed_paths(db)))
         return ok
 
+    daemon._sync = syncing
+    return syncs
+
+
+def _record_syncs_and_splits(daemon, db):
+    """Wraps ``daemon``'s sync and split to record each sync (as ``_record_syncs``) and each
+    split (the files written, what it chose)."""
+    syncs = _record_syncs(daemon, db)
+    splits: list[tuple[set[str], object]] = []
+    split_ = daemon._split
+
     def splitting(now, quiet, written):
         got = split_(now, quiet, written)
         splits.append((set(written), got))
         return got
 
-    daemon._sync, daemon._split = syncing, splitting
+    daemon._split = splitting
     return syncs, splits
 
 
@@ -1692,19 +1694,11 @@ async def test_a_deletion_beside_a_new_file_written_on_is_not_held_with_it(corpu
     db = tmp_path / "r.db"
     old, log = corpus / "old.txt", corpus / "log.txt"
     old.write_text("Mira Osk opened the harbor ledger at Port Vell.\n")
-    syncs: list[tuple[str, frozenset, set[str]]] = []
 
     async with running(settings, db, corpus) as (daemon, events, send):
         assert "old.txt" in _indexed_paths(db)
         clock, wall = DaemonClock(monkeypatch), WallClock(monkeypatch, time.time())
-        sync_ = daemon._sync
-
-        async def syncing(reason, **kwargs):
-            ok = await sync_(reason, **kwargs)
-            syncs.append((reason, kwargs.get("left_as_indexed", frozenset()), _indexed_paths(db)))
-            return ok
-
-        daemon._sync = syncing
+        syncs = _record_syncs(daemon, db)
         async with send:
             old.unlink()
             _written_at(log, "Entry 0: Bo Lund paid the toll.\n", wall)
