@@ -147,10 +147,11 @@ def _as_older(text: str) -> str:
     return text[:sealed.start()] + ("\n}\n" if text.startswith("{") else "")
 
 
-def _exported(db, out) -> str:
+def _exported(db, out, fmt="json", **options) -> str:
+    """Exports the index ``db`` to ``out`` (``options`` as ``export`` takes them); its text."""
     store = Store(db, readonly=True)
     try:
-        export(store, out, "json")
+        export(store, out, fmt, **options)
     finally:
         store.close()
     return out.read_text(encoding="utf-8")
@@ -763,12 +764,7 @@ def test_an_export_an_older_streamrag_wrote_on_windows_is_told(offline_db, tmp_p
     from streamrag.errors import EmptyInput
     from streamrag.loader import read_documents, written_by_export
 
-    store = Store(offline_db, readonly=True)
-    try:
-        export(store, tmp_path / f"graph.{fmt}", fmt)
-    finally:
-        store.close()
-    text = (tmp_path / f"graph.{fmt}").read_text(encoding="utf-8")
+    text = _exported(offline_db, tmp_path / f"graph.{fmt}", fmt)
     old = tmp_path / "notes"
     old.mkdir()
     path = old / "x.txt"
@@ -776,12 +772,7 @@ def test_an_export_an_older_streamrag_wrote_on_windows_is_told(offline_db, tmp_p
     assert written_by_export(path)
     with pytest.raises(EmptyInput, match="written by `streamrag export`"):
         read_documents(path, root=old)
-    store = Store(offline_db, readonly=True)
-    try:   # an earlier export: written over
-        export(store, path, fmt, include=["*.txt"])
-    finally:
-        store.close()
-    assert path.read_text(encoding="utf-8") == text
+    assert _exported(offline_db, path, fmt, include=["*.txt"]) == text   # an earlier export: written over
 
 
 # --------------------------------------------------------------------------------------------
@@ -877,12 +868,7 @@ def test_a_link_into_dev_that_leads_to_a_file_is_a_link_to_a_file(offline_db, tm
 def test_an_export_written_before_the_seal_is_told_by_its_whole_form(offline_db, tmp_path, fmt):
     from streamrag.loader import written_by_export
 
-    store = Store(offline_db, readonly=True)
-    try:
-        export(store, tmp_path / f"graph.{fmt}", fmt)
-    finally:
-        store.close()
-    text = (tmp_path / f"graph.{fmt}").read_text(encoding="utf-8")
+    text = _exported(offline_db, tmp_path / f"graph.{fmt}", fmt)
     older = _as_older(text)
     assert older != text and ("export_checksum" in text) and "export_checksum" not in older
     path = tmp_path / "x.txt"
