@@ -273,15 +273,9 @@ async def test_an_index_whose_rule_left_a_resolved_short_name_apart_joins_it_onc
     from streamrag import nlp
 
     settings = make_settings()
-    corpus = tmp_path / "c"
-    corpus.mkdir()
-    (corpus / "send.md").write_text(_SEND)
-    (corpus / "meeting.md").write_text(_HOLLIS)
-    db = tmp_path / "i.db"
-    with monkeypatch.context() as earlier:
-        earlier.setattr(joins_module, "RULE", "7")
-        earlier.setattr(nlp, "also_called", lambda description: [])
-        await sync([corpus], settings, db, root=corpus)
+    corpus, db = await _indexed_before(tmp_path, settings, {"send.md": _SEND, "meeting.md": _HOLLIS},
+                                       (joins_module, "RULE", "7"),
+                                       (nlp, "also_called", lambda description: []))
     assert "Margaret" in {v[0] for v in _graph(db)["entities"].values()}
     extracted = []
     monkeypatch.setattr(nlp, "extract_offline", lambda *a, **k: extracted.append(a) or nlp.Extraction())
@@ -343,25 +337,18 @@ async def test_a_question_names_a_joined_short_name_with_quotes_and_a_hyphen_who
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("change", ["other file", "nothing"])
-async def test_joins_made_by_an_earlier_rule_are_made_again_as_a_fresh_index_makes_them(tmp_path, monkeypatch,
-                                                                                        change):
+async def test_joins_made_by_an_earlier_rule_are_made_again_as_a_fresh_index_makes_them(tmp_path, change):
     # An index whose joins an earlier rule made ("Joe" joined to "Joe Miller", no document saying
     # both, before d43f1e3) kept them through every run whose change touched neither name: an
     # update, or a run with nothing to do, left it unlike a fresh index of its folder.
     from streamrag import joins as joins_module
 
     settings = make_settings(index={"chunk_size": 50, "chunk_overlap": 0})
-    corpus = tmp_path / "c"
-    corpus.mkdir()
-    (corpus / "joe.txt").write_text(_JOE)
-    (corpus / "miller.txt").write_text(_MILLER)
-    db = tmp_path / "i.db"
-    with monkeypatch.context() as earlier:
-        earlier.setattr(joins_module, "RULE", "1", raising=False)
-        earlier.setattr(joins_module, "joins",
-                        lambda names, documents, titles=None, opened=None, types=None:
-                        joins(names, {e.id: {"d"} for e in names}))
-        await sync([corpus], settings, db, root=corpus)
+    corpus, db = await _indexed_before(tmp_path, settings, {"joe.txt": _JOE, "miller.txt": _MILLER},
+                                       (joins_module, "RULE", "1"),
+                                       (joins_module, "joins",
+                                        lambda names, documents, titles=None, opened=None, types=None:
+                                        joins(names, {e.id: {"d"} for e in names})))
     assert "Joe" not in {v[0] for v in _graph(db)["entities"].values()}   # (joined, as that rule joined it)
     if change == "other file":
         (corpus / "other.txt").write_text(_FILLER_JOINS)
@@ -385,14 +372,8 @@ async def test_joins_looked_at_again_under_a_new_rule_to_the_same_joins_publish_
     from streamrag import joins as joins_module
 
     settings = make_settings(index={"chunk_size": 50, "chunk_overlap": 0})
-    corpus = tmp_path / "c"
-    corpus.mkdir()
-    (corpus / "joe.txt").write_text(_JOE + _MILLER)
-    (corpus / "miller.txt").write_text(_MILLER)
-    db = tmp_path / "i.db"
-    with monkeypatch.context() as earlier:
-        earlier.setattr(joins_module, "RULE", "1")
-        await sync([corpus], settings, db, root=corpus)
+    corpus, db = await _indexed_before(tmp_path, settings, {"joe.txt": _JOE + _MILLER, "miller.txt": _MILLER},
+                                       (joins_module, "RULE", "1"))
     before = _graph(db)
     assert "Joe" not in {v[0] for v in before["entities"].values()}
     looked = []
@@ -527,24 +508,18 @@ async def test_a_note_opening_with_her_short_name_joins_it_as_the_index_changes_
 
 
 @pytest.mark.anyio
-async def test_an_index_extracted_before_openers_were_kept_joins_her_short_name_once_upgraded(tmp_path, monkeypatch):
+async def test_an_index_extracted_before_openers_were_kept_joins_her_short_name_once_upgraded(tmp_path):
     # Chunks extracted by an earlier extractor keep no openers: the upgrade extracts them again
     # and merges again those whose openers differ, and joins as a fresh index of the folder.
     from streamrag import nlp
 
-    corpus = tmp_path / "c"
-    for path, text in {"People/Ada Lovelace.md": _NOTE, "Daily/2024-05-01.md": "Met with Ada about the engine.\n",
-                       "Projects/Engine.md": "Ada Lovelace published her notes in 1843.\n"}.items():
-        (corpus / path).parent.mkdir(parents=True, exist_ok=True)
-        (corpus / path).write_text(text)
-    db = tmp_path / "i.db"
     extract = nlp.extract_offline
-    with monkeypatch.context() as earlier:
-        earlier.setattr(nlp, "VERSION", "24")
-        earlier.setattr(joins_module, "RULE", "3")
-        earlier.setattr(nlp, "extract_offline", lambda text, **kw: msgspec.structs.replace(extract(text, **kw),
-                                                                                               openers=[]))
-        await sync([corpus], make_settings(), db, root=corpus)
+    corpus, db = await _indexed_before(
+        tmp_path, make_settings(),
+        {"People/Ada Lovelace.md": _NOTE, "Daily/2024-05-01.md": "Met with Ada about the engine.\n",
+         "Projects/Engine.md": "Ada Lovelace published her notes in 1843.\n"},
+        (nlp, "VERSION", "24"), (joins_module, "RULE", "3"),
+        (nlp, "extract_offline", lambda text, **kw: msgspec.structs.replace(extract(text, **kw), openers=[])))
     assert not _ada_apart(db)
     await sync([corpus], make_settings(), db, root=corpus)
     copy = tmp_path / "fresh"
@@ -565,6 +540,22 @@ def _meta(db: Path, key: str) -> str | None:
 
 def _joins_meta(db: Path) -> str | None:
     return _meta(db, "name_joins")
+
+
+async def _indexed_before(tmp_path: Path, settings, files: dict[str, str], *patches) -> tuple[Path, Path]:
+    """A folder ``c`` under ``tmp_path`` of ``files`` (path -> text) indexed into ``i.db`` as
+    earlier code did: each of ``patches`` (object, name, value) set for that run alone. Returns
+    the folder and the index."""
+    corpus = tmp_path / "c"
+    for path, text in files.items():
+        (corpus / path).parent.mkdir(parents=True, exist_ok=True)
+        (corpus / path).write_text(text)
+    db = tmp_path / "i.db"
+    with pytest.MonkeyPatch.context() as earlier:
+        for target, name, value in patches:
+            earlier.setattr(target, name, value)
+        await sync([corpus], settings, db, root=corpus)
+    return corpus, db
 
 
 async def _as_a_fresh_index(tmp_path: Path, corpus: Path, db: Path, settings, i: int | str = "", *,
