@@ -425,6 +425,29 @@ async def failing_for(marker: str, base_url: str) -> AsyncIterator[httpx.MockTra
         await client.aclose()
 
 
+async def failed_edit_and_addition(tmp_path: Path, base_url: str, others: dict[str, str] | None = None):
+    """A folder ``notes`` whose town.txt (and ``others``: name -> text) is indexed into ``x.db``
+    through the simulator at ``base_url`` (no retries); then town.txt edited and harbor.txt added,
+    both naming Zebulon, and synced through ``failing_for("Zebulon")``. Returns the folder, its
+    settings, the index and that sync's result."""
+    from streamrag.pipeline import sync
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    town = folder / "town.txt"
+    town.write_text("Mayor Anna Berg met Captain Olaf Lind in Port Vell.")
+    for name, text in (others or {}).items():
+        (folder / name).write_text(text)
+    settings = make_settings(base_url, llm={"max_retries": 0})
+    db = tmp_path / "x.db"
+    await sync([folder], settings, db, root=folder)
+    town.write_text("Mayor Anna Berg met Doctor Zebulon Holm in Port Vell.")
+    (folder / "harbor.txt").write_text("Zebulon Quarry joined the Harbor Council in Port Vell.")
+    async with failing_for("Zebulon", base_url) as transport:
+        result = await sync([folder], settings, db, root=folder, transport=transport)
+    return folder, settings, db, result
+
+
 def unsearchable(monkeypatch, folder: Path) -> None:
     """``folder`` as a folder without execute (search) permission shows: its names are listed
     (read permission), but nothing in it can be looked at. Tests run as root, so chmod 644 cannot

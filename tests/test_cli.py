@@ -755,22 +755,12 @@ async def test_the_index_summary_counts_the_files_whose_new_text_failed(tmp_path
     # one's previous version kept (among the unchanged).
     import msgspec
 
-    from conftest import failing_for, make_settings
+    from conftest import failed_edit_and_addition
     from streamrag.cli import _format_sync
     from streamrag.pipeline import sync
 
-    folder = tmp_path / "notes"
-    folder.mkdir()
-    town = folder / "town.txt"
-    town.write_text("Mayor Anna Berg met Captain Olaf Lind in Port Vell.")
-    (folder / "other.txt").write_text("Mira Osk chaired the Harbor Council in Port Vell.")
-    settings = make_settings(simulator.base_url, llm={"max_retries": 0})
-    db = tmp_path / "x.db"
-    await sync([folder], settings, db, root=folder)
-    town.write_text("Mayor Anna Berg met Doctor Zebulon Holm in Port Vell.")
-    (folder / "harbor.txt").write_text("Zebulon Quarry joined the Harbor Council in Port Vell.")
-    async with failing_for("Zebulon", simulator.base_url) as transport:
-        r = await sync([folder], settings, db, root=folder, transport=transport)
+    folder, settings, db, r = await failed_edit_and_addition(
+        tmp_path, simulator.base_url, {"other.txt": "Mira Osk chaired the Harbor Council in Port Vell."})
     said = msgspec.to_builtins(r)   # (what `index --json` prints)
     assert (said["documents"], said["documents_added"], said["documents_unchanged"]) == (2, 0, 2)
     assert (said["documents_failed_added"], said["documents_failed_edited"]) == (1, 1), said

@@ -190,19 +190,9 @@ async def test_files_held_back_for_chunks_left_without_an_extraction_unsaid_coun
 async def test_a_file_held_back_for_a_failed_call_counts_that_failure_once(tmp_path, simulator):
     # A held-back chunk whose call failed is said by that failure alone: not a second time as a
     # chunk left without an extraction "and nothing said why" (``_fail_unaccounted``).
-    from conftest import failing_for
+    from conftest import failed_edit_and_addition
 
-    folder = tmp_path / "notes"
-    folder.mkdir()
-    town = folder / "town.txt"
-    town.write_text("Mayor Anna Berg met Captain Olaf Lind in Port Vell.")
-    settings = make_settings(simulator.base_url, llm={"max_retries": 0})
-    db = tmp_path / "x.db"
-    await sync([folder], settings, db, root=folder)
-    town.write_text("Mayor Anna Berg met Doctor Zebulon Holm in Port Vell.")
-    (folder / "harbor.txt").write_text("Zebulon Quarry joined the Harbor Council in Port Vell.")
-    async with failing_for("Zebulon", simulator.base_url) as transport:
-        result = await sync([folder], settings, db, root=folder, transport=transport)
+    _folder, _settings, db, result = await failed_edit_and_addition(tmp_path, simulator.base_url)
     assert result.documents == 1 and result.failures == result.failed_items == 2, result
     messages = [f["message"] for f in status_info(db, failures=True)["failures"]]
     assert len(messages) == 2 and not [m for m in messages if "nothing said why" in m], messages
