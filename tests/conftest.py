@@ -448,6 +448,45 @@ async def failed_edit_and_addition(tmp_path: Path, base_url: str, others: dict[s
     return folder, settings, db, result
 
 
+class HeldUpgrade:
+    """The child ``upgrade_held`` started (``process``); once it is let go, what it wrote."""
+
+    def __init__(self, process: subprocess.Popen):
+        self.process, self.out, self.err = process, "", ""
+
+
+@contextlib.contextmanager
+def upgrade_held(tmp_path: Path, code: str, *args: str):
+    """A child Python that prints the ``streamrag`` it imports (this checkout's, it should be) and
+    runs ``code`` (its ``sys.argv[1:]``: ``args``) with the last migration step held: entered once
+    that step has begun; on leaving, the step goes on and the child is waited for (its output then
+    in ``out`` and ``err``)."""
+    started, go = tmp_path / "started", tmp_path / "go"
+    script = ("import sys, time, streamrag\n"
+              "from pathlib import Path\n"
+              "from streamrag import store\n"
+              "print(streamrag.__file__, flush=True)\n"
+              "started, go = map(Path, sys.argv[1:3])\n"
+              "del sys.argv[1:3]\n"
+              "name, real = store.MIGRATIONS[-1]\n"
+              "def step(conn):\n"
+              "    started.touch()\n"
+              "    while not go.exists():\n"
+              "        time.sleep(0.02)\n"
+              "    real(conn)\n"
+              "store.MIGRATIONS[-1] = (name, step)\n" + code)
+    child = HeldUpgrade(subprocess.Popen([sys.executable, "-c", script, str(started), str(go), *args],
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    try:
+        while not started.exists() and child.process.poll() is None:
+            time.sleep(0.02)
+        assert started.exists(), child.process.communicate()
+        yield child
+    finally:
+        go.touch()
+        child.out, child.err = child.process.communicate(timeout=60)
+
+
 def unsearchable(monkeypatch, folder: Path) -> None:
     """``folder`` as a folder without execute (search) permission shows: its names are listed
     (read permission), but nothing in it can be looked at. Tests run as root, so chmod 644 cannot

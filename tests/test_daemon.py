@@ -286,6 +286,7 @@ def test_watch_upgrades_an_older_index_under_its_writer_lock_saying_so(tmp_path,
     # step held until told to go.)
     import streamrag
     import streamrag.store as store_module
+    from conftest import upgrade_held
     from streamrag.errors import WriterBusyError
     from streamrag.store import SCHEMA_VERSION, lock_path
 
@@ -293,40 +294,20 @@ def test_watch_upgrades_an_older_index_under_its_writer_lock_saying_so(tmp_path,
     assert main(["index", str(corpus), "--offline", "-q", "--db", str(db)]) == 0
     with contextlib.closing(sqlite3.connect(db)) as conn, conn:   # (the last step may be applied again)
         conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION - 1),))
-    started, go = tmp_path / "started", tmp_path / "go"
-    script = ("import sys, time, streamrag\n"
-              "from pathlib import Path\n"
-              "from streamrag import store\n"
-              "from streamrag.cli import main\n"
-              "print(streamrag.__file__, flush=True)\n"
-              "db, corpus, started, go = sys.argv[1:]\n"
-              "name, real = store.MIGRATIONS[-1]\n"
-              "def step(conn):\n"
-              "    Path(started).touch()\n"
-              "    while not Path(go).exists():\n"
-              "        time.sleep(0.02)\n"
-              "    real(conn)\n"
-              "store.MIGRATIONS[-1] = (name, step)\n"
-              "raise SystemExit(main(['watch', '--once', '--offline', '--db', db, corpus]))\n")
-    child = subprocess.Popen([sys.executable, "-c", script, str(db), str(corpus), str(started), str(go)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        while not started.exists() and child.poll() is None:
-            time.sleep(0.02)
-        assert started.exists(), child.communicate()
-        holder = f"pid {child.pid}: streamrag watch {corpus}"
+    watch = ("from streamrag.cli import main\n"
+             "db, corpus = sys.argv[1:]\n"
+             "raise SystemExit(main(['watch', '--once', '--offline', '--db', db, corpus]))\n")
+    with upgrade_held(tmp_path, watch, str(db), str(corpus)) as child:
+        holder = f"pid {child.process.pid}: streamrag watch {corpus}"
         assert lock_path(db).read_text() == f"{holder}\nupgrading to schema {SCHEMA_VERSION}\n"
         monkeypatch.setattr(store_module, "_BUSY_S", 0)   # (met its write lock: refused at once)
         with pytest.raises(WriterBusyError) as refused:
             Store(db, readonly=True)
         assert str(refused.value) == (f"{db} is being upgraded for this streamrag by another ({holder}; once, and "
                                       "an upgrade of a large index takes a while); run this again once it is done")
-    finally:
-        go.touch()
-        out, err = child.communicate(timeout=60)
-    assert child.returncode == 0, err
-    assert out.splitlines()[0] == streamrag.__file__   # (this checkout's streamrag)
-    assert "upgrading the index at" in err and "idle " in err, err
+    assert child.process.returncode == 0, child.err
+    assert child.out.splitlines()[0] == streamrag.__file__   # (this checkout's streamrag)
+    assert "upgrading the index at" in child.err and "idle " in child.err, child.err
     assert db_count(db, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'schema_version'") == SCHEMA_VERSION
 
 

@@ -205,34 +205,18 @@ def test_a_writer_upgrading_the_index_says_so_to_readers_and_writers_that_meet_i
     # upgrading it". The lock file says "upgrading" meanwhile, and each says what is under way.
     import streamrag
     import streamrag.store as store_module
+    from conftest import upgrade_held
     from streamrag.errors import StoreBusyError, WriterBusyError
     from streamrag.store import lock_path, one_writer
 
     db = tmp_path / "index.db"
     Store(db).close()
     _one_step_back(db)
-    started, go = tmp_path / "started", tmp_path / "go"
-    script = ("import sys, time, streamrag\n"
-              "from pathlib import Path\n"
-              "from streamrag import store\n"
-              "print(streamrag.__file__, flush=True)\n"
-              "db, started, go = map(Path, sys.argv[1:])\n"
-              "name, real = store.MIGRATIONS[-1]\n"
-              "def step(conn):\n"
-              "    started.touch()\n"
-              "    while not go.exists():\n"
-              "        time.sleep(0.02)\n"
-              "    real(conn)\n"
-              "store.MIGRATIONS[-1] = (name, step)\n"
-              "with store.one_writer(db, 'streamrag index notes'):\n"
-              "    store.Store(db).close()\n")
-    child = subprocess.Popen([sys.executable, "-c", script, str(db), str(started), str(go)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        while not started.exists() and child.poll() is None:
-            time.sleep(0.02)
-        assert started.exists(), child.communicate()
-        holder = f"pid {child.pid}: streamrag index notes"
+    index = ("db = Path(sys.argv[1])\n"
+             "with store.one_writer(db, 'streamrag index notes'):\n"
+             "    store.Store(db).close()\n")
+    with upgrade_held(tmp_path, index, str(db)) as child:
+        holder = f"pid {child.process.pid}: streamrag index notes"
         assert lock_path(db).read_text() == f"{holder}\nupgrading to schema {SCHEMA_VERSION}\n"
         with pytest.raises(WriterBusyError) as refused:
             Store(db, readonly=True)
@@ -247,11 +231,8 @@ def test_a_writer_upgrading_the_index_says_so_to_readers_and_writers_that_meet_i
                                                             "a large index takes a while); stop that one first")):
             with one_writer(db, "streamrag index notes"):
                 pass
-    finally:
-        go.touch()
-        out, err = child.communicate(timeout=60)
-    assert child.returncode == 0, err
-    assert out.strip() == streamrag.__file__   # (this checkout's streamrag)
+    assert child.process.returncode == 0, child.err
+    assert child.out.strip() == streamrag.__file__   # (this checkout's streamrag)
     reader = Store(db, readonly=True)   # (done: read)
     assert reader.get_meta("schema_version") == str(SCHEMA_VERSION)
     reader.close()
