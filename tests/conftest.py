@@ -225,6 +225,22 @@ def chat_answer(text: str) -> httpx.Response:
         "role": "assistant", "content": text}}], "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
 
 
+def llm_transport(monkeypatch, transport: httpx.MockTransport) -> dict[str, httpx.MockTransport]:
+    """Every ``LLMClient`` made from now on (a command's too, run in this process) talks through
+    ``transport``; or, once the test puts another in the dict returned (``["now"]``), through
+    that one."""
+    from streamrag.llm import LLMClient
+
+    real_init = LLMClient.__init__
+    now = {"now": transport}
+
+    def through(self, *args, **kwargs):
+        real_init(self, *args, **{**kwargs, "transport": now["now"]})
+
+    monkeypatch.setattr(LLMClient, "__init__", through)
+    return now
+
+
 def simulated_transport(*, claims_work: bool = True, asked: list[str] | None = None) -> httpx.MockTransport:
     """The simulator's answers through a ``MockTransport`` (a 404 for ``GET /models``, which
     `watch` asks first); with ``claims_work`` False, an unusable answer to every claims call, so

@@ -2868,16 +2868,9 @@ def test_error_lines_name_the_status_command_that_reads_the_index(cli_run, tmp_p
     # given --config (the folder's own are not read then; with store.path, it is kept elsewhere).
     import httpx
 
-    from conftest import chat_answer, simulated_transport
-    from streamrag.llm import LLMClient
+    from conftest import chat_answer, llm_transport, simulated_transport
 
-    real_init = LLMClient.__init__
-    transport = {"now": httpx.MockTransport(lambda request: chat_answer("I cannot help."))}
-
-    def answering(self, *args, **kwargs):
-        real_init(self, *args, **{**kwargs, "transport": transport["now"]})
-
-    monkeypatch.setattr(LLMClient, "__init__", answering)
+    transport = llm_transport(monkeypatch, httpx.MockTransport(lambda request: chat_answer("I cannot help.")))
     notes = tmp_path / "notes"
     notes.mkdir()
     given, expected = _FAILURES_FORMS[form]

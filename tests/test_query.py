@@ -3657,16 +3657,9 @@ def test_ask_of_an_index_with_nothing_to_read_names_the_failures_command_that_re
     # command that reads this index from here, as `index notes` does: that command lists them.
     import shlex
 
-    from conftest import chat_answer, simulated_transport
-    from streamrag.llm import LLMClient
+    from conftest import chat_answer, llm_transport, simulated_transport
 
-    real_init = LLMClient.__init__
-    transport = {"now": httpx.MockTransport(lambda request: chat_answer("I cannot help."))}
-
-    def answering(self, *args, **kwargs):
-        real_init(self, *args, **{**kwargs, "transport": transport["now"]})
-
-    monkeypatch.setattr(LLMClient, "__init__", answering)
+    transport = llm_transport(monkeypatch, httpx.MockTransport(lambda request: chat_answer("I cannot help.")))
     notes = tmp_path / "notes"
     notes.mkdir()
     (notes / "streamrag.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\nmax_retries = 0\n")
