@@ -3705,12 +3705,9 @@ def test_ask_given_another_settings_file_names_the_index_by_db(cli_run, tmp_path
     # the index by --db; export's check too. Given the folder's own file, the folder still.
     import shlex
 
-    from conftest import chat_answer
-    from streamrag.llm import LLMClient
+    from conftest import chat_answer, llm_transport
 
-    real_init = LLMClient.__init__
-    monkeypatch.setattr(LLMClient, "__init__", lambda self, *a, **k: real_init(
-        self, *a, **{**k, "transport": httpx.MockTransport(lambda request: chat_answer("I cannot help."))}))
+    llm_transport(monkeypatch, httpx.MockTransport(lambda request: chat_answer("I cannot help.")))
     notes = tmp_path / "notes"
     notes.mkdir()
     (notes / "streamrag.toml").write_text('[store]\npath = "elsewhere.db"\n')
@@ -3741,12 +3738,9 @@ def test_ask_of_an_index_with_nothing_to_read_loads_no_pipeline(cli_run, tmp_pat
     # The failures command ask names was read from streamrag.pipeline (cli.failures_command's
     # import), which ask loads nowhere else: its error of an index with nothing to read took
     # 0.15 s more processor time (0.35 -> 0.49 s). It is status.FAILURES now.
-    from conftest import chat_answer, python_probe
-    from streamrag.llm import LLMClient
+    from conftest import chat_answer, llm_transport, python_probe
 
-    real_init = LLMClient.__init__
-    monkeypatch.setattr(LLMClient, "__init__", lambda self, *a, **k: real_init(
-        self, *a, **{**k, "transport": httpx.MockTransport(lambda request: chat_answer("I cannot help."))}))
+    llm_transport(monkeypatch, httpx.MockTransport(lambda request: chat_answer("I cannot help.")))
     notes = tmp_path / "notes"
     notes.mkdir()
     (notes / "streamrag.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\nmax_retries = 0\n")
