@@ -1947,10 +1947,12 @@ class Daemon:
                 continue
             if not docs:
                 continue
-            # (read as far as it goes, not whole: the last document is cut short, not those before)
+            # (read as far as it goes, not whole: the last document is cut short, not those before;
+            # a lone one may be whole, though, a .jsonl's cut last line skipped: matched whole first)
             cut = max(st.st_size, len(head)) >= limit and len(docs) == 1
             if old := next((old for old, (chunks, _size, _probe) in olds.items()
-                            if _begins_with(docs[0].text, chunks, cut=cut)), None):
+                            if _begins_with(docs[0].text, chunks, cut=False)
+                            or cut and _begins_with(docs[0].text, chunks, cut=True)), None):
                 out[rel] = old
                 del olds[old]
         return out

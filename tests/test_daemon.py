@@ -4016,6 +4016,28 @@ async def test_an_added_file_is_read_for_a_rename_only_if_it_may_be_one_and_only
     assert read[0][1] <= 32 * SMALL["chunk_size"] < (corpus / "data2.csv").stat().st_size, read
 
 
+async def test_a_jsonl_renamed_and_written_on_is_tied_when_its_opening_cuts_its_second_row(corpus, tmp_path):
+    # ``_written_on`` compares an opening's lone document but its last 16 characters (it may be
+    # cut short); a .jsonl whose second row the opening cut has that line skipped, not cut, so
+    # its whole first row was its lone document: `mv a.jsonl b.jsonl`, b.jsonl written on, was
+    # not tied, and a real `watch` published a version without a.jsonl's text for 10 s.
+    settings = make_settings(index=SMALL)
+    db = tmp_path / "r.db"
+    first = json.dumps({"text": "Mira Osk weighed the salt barge at Port Vell and logged it by lamplight."}) + "\n"
+    second = json.dumps({"text": "Second row: " + "the council met at noon about the railway. " * 100}) + "\n"
+    (corpus / "a.jsonl").write_text(first + second)
+    await sync([corpus], settings, db, root=corpus)
+    (corpus / "a.jsonl").rename(corpus / "b.jsonl")
+    with (corpus / "b.jsonl").open("a") as f:   # (written on)
+        f.write(json.dumps({"text": "Row three: Bo Lund paid the toll at Kessel."}) + "\n")
+    assert len(first) < 32 * SMALL["chunk_size"] < len(first + second)   # (the opening cuts the second row)
+    daemon = Daemon(settings, db, corpus, report=Events())
+    assert daemon._written_on(["b.jsonl"], ["a.jsonl"]) == {"b.jsonl": "a.jsonl"}
+    # (a first row beginning the old one, shorter: no tie, cut or not)
+    (corpus / "b.jsonl").write_text(json.dumps({"text": json.loads(first)["text"][:40]}) + "\n" + second)
+    assert daemon._written_on(["b.jsonl"], ["a.jsonl"]) == {}
+
+
 def test_a_rename_check_that_fails_ties_every_pair_and_the_watcher_goes_on(tmp_path):
     # ``renamed_from`` reads the index: one it cannot read (locked, damaged) raised out of the
     # watcher's loop and stopped the watch; now the raw batch is tied as before the check was.
