@@ -228,6 +228,8 @@ about 0.1-0.2 ms an event (``relevant``, a stat or two, an index query), a few m
 _MAX_WAIT_QUIETS = 10
 """Events that never pause for ``quiet_s`` delay a sync this many times ``quiet_s`` at most."""
 _NOT_THERE = ("deleted", "renamed away", "added and deleted")
+"""The kinds of a file queued (``Daemon.pending``) that is not there to extract: deleted, renamed
+away (its new name queued beside it), or added and deleted before its sync (``_queue``)."""
 # A file added beside a deletion is read as far as its first ``_TIE_READ`` x chunk_size bytes
 # to tell whether it begins with the deleted file's indexed text (``_written_on``): a chunk of
 # chunk_size tokens is about 4 x chunk_size bytes of English, a few times that of other text.
@@ -277,8 +279,7 @@ def _begins_with(text: str, chunks: list[str], *, cut: bool) -> bool:
         at, done = found, found + len(chunk)
     return done >= _TIE_MIN_CHARS
 
-"""The kinds of a file queued (``Daemon.pending``) that is not there to extract: deleted, renamed
-away (its new name queued beside it), or added and deleted before its sync (``_queue``)."""
+
 _UPDATING = frozenset({"queued", "settling", "extracting", "waiting", "merging", "clustering", "reporting",
                        "publishing"})
 """The states of an update under way, from a batch queued (or a sync begun) to the idle line of
