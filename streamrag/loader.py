@@ -725,6 +725,8 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
     except OSError as e:
         why = e.strerror or str(e)
         raise UnreadableFile(unreadable_line(label, why, kept=False), why=why) from None
+    if limit is not None and len(data) >= limit:
+        data = _without_cut_character(data)
     warnings: list[str] = []
     data, end = _without_trailing_nuls(data)
     if start or end:
@@ -755,6 +757,32 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
         title = title[:TITLE_CHARS] if title else _title(text, path.stem)
         return [Document(id=document_id(text), path=shown, title=title, text=text)], warnings
     return _row_documents(rows, shown, path.stem, text_field, warnings), warnings
+
+
+def _without_cut_character(data: bytes) -> bytes:
+    """``data``, a file's opening cut short, without the character its end cut in two: half a
+    UTF-16 surrogate pair (or unit) or UTF-32 unit, as its byte-order mark says (or, without
+    one, wide text's NULs), else a UTF-8 sequence's first bytes. Read as a whole file is
+    (``_decode``), the cut UTF-16 was refused ("not UTF-16, so it is not indexed"), and the cut
+    UTF-8 read as stray cp1252 bytes."""
+    for bom, codec in _BOMS:
+        if data.startswith(bom):
+            width = 4 if codec == "utf-32" else 2
+            data = data[:len(data) - len(data) % width]
+            if width == 2 and len(data) > 2:
+                high = data[-1] if bom == codecs.BOM_UTF16_LE else data[-2]
+                if 0xD8 <= high <= 0xDB:   # (a pair's first half: its second was cut off)
+                    data = data[:-2]
+            return data
+    if _many_nuls(data[:_SNIFF]):   # (UTF-16 without a mark, either byte order: a character more may go)
+        data = data[:len(data) - len(data) % 2]
+        return data[:-2] if len(data) > 2 and (0xD8 <= data[-1] <= 0xDB or 0xD8 <= data[-2] <= 0xDB) else data
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 != 0x80:   # (not a continuation byte: a sequence's first)
+            need = 2 if byte & 0xE0 == 0xC0 else 3 if byte & 0xF0 == 0xE0 else 4 if byte & 0xF8 == 0xF0 else 1
+            return data[:-back] if need > back else data
+    return data
 
 
 def stored_path(path: Path, root: Path | None) -> str:

@@ -2310,3 +2310,23 @@ def test_an_export_in_the_indexed_folder_is_said_once_until_it_changes(cli_run, 
     # named on the command line, it is said each time: the user asked for that file
     named = cli_run("index", "--offline", str(corpus / "x.txt"))
     assert named.returncode == 0 and said in named.stderr, named.stderr
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16", "utf-16-le"])
+def test_an_opening_cut_inside_a_character_reads_as_the_whole_file_does_as_far_as_it_goes(tmp_path, encoding):
+    # ``read_documents(limit=)`` (the daemon's look at a file added beside a deletion) read the
+    # bytes as a whole file: cut in a UTF-16 surrogate pair it refused the file ("not UTF-16, so
+    # it is not indexed"), and cut in a UTF-8 sequence read its first bytes as stray cp1252 with
+    # a warning; the rename it was asked about was then not tied. Now the cut character is left out.
+    line = "Mira Osk weighed the salt barge \U0001f9c2 at Port Vell and Ærø \u6e2f.\n"
+    path = tmp_path / "log.txt"
+    path.write_bytes((line * 100).encode(encoding))
+    whole = read_documents(path, root=tmp_path)[0][0].text
+    data = path.read_bytes()
+    for limit in range(2048, 2048 + 256):
+        if encoding != "utf-8" and limit % 2:
+            continue   # (the daemon's limit is 32 x chunk_size: even)
+        docs, warnings = read_documents(path, root=tmp_path, limit=limit)
+        text = docs[0].text
+        read = data[:limit].decode(encoding, errors="ignore").lstrip("\ufeff")   # (all but the cut character)
+        assert warnings == [] and text.rstrip() == read.rstrip() and whole.startswith(text), (limit, text[-20:])
