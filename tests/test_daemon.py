@@ -1521,22 +1521,31 @@ def _record_syncs_and_splits(daemon, db):
 
 
 @pytest.mark.parametrize("note_beside", [False, True])
-async def test_a_file_renamed_then_written_on_is_left_with_its_old_name(corpus, tmp_path, monkeypatch, note_beside):
+@pytest.mark.parametrize("written_before", [False, True])
+async def test_a_file_renamed_then_written_on_is_left_with_its_old_name(
+        corpus, tmp_path, monkeypatch, note_beside, written_before):
     # `mv a.txt b.txt`, then b.txt written on and on: a.txt, its batch over, settled beside it,
     # and a sync took it alone ("0 files added and deleted; b.txt still written"), dropping its
     # text until b.txt's own sync. Now a rename is on one side: with nothing else settled there
     # is no sync apart; with a note saved beside it, the note's sync leaves both names as
     # indexed. Scripted as the tests above: both clocks moved by the test.
+    # ``written_before``: with the real watcher, the batch of the rename was looked at after the
+    # first write (b.txt written every 0.1 s), so b.txt's text differed from a.txt's indexed one
+    # and no rename was found by content; a.txt, settled, was synced alone as deleted. Now a
+    # deletion handed over with a new name beginning with its text is kept with it (the tie).
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.5, "debounce_ms": 0})
     db = tmp_path / "r.db"
     old, new, note = corpus / "a.txt", corpus / "b.txt", corpus / "note.txt"
     old.write_text("Mira Osk opened the harbor ledger at Port Vell.\n")
+    gone = "deleted" if written_before else "renamed away"   # (a rename by content, or the tie)
 
     async with running(settings, db, corpus) as (daemon, events, send):
         clock, wall = DaemonClock(monkeypatch), WallClock(monkeypatch, time.time())
         syncs, splits = _record_syncs_and_splits(daemon, db)
         async with send:
             old.rename(new)
+            if written_before:
+                _written_at(new, "Entry 0: Bo Lund paid the toll.\n", wall)   # (before the batch is looked at)
             batches = [{(Change.deleted, str(old)), (Change.added, str(new))}, {(Change.modified, str(new))}]
             for n, batch in enumerate(batches):   # the rename, then b.txt written (and the note)
                 if n == 1:
@@ -1549,7 +1558,7 @@ async def test_a_file_renamed_then_written_on_is_left_with_its_old_name(corpus, 
                 await until(lambda: "queued" in events.states(mark))
                 clock.now += 0.2
                 wall.now += 0.2
-            assert daemon.pending.get("a.txt") == "renamed away"   # (found a rename)
+            assert daemon.pending.get("a.txt") == gone
             clock.now += 0.4
             wall.now += 0.4
             _written_at(new, "Entry 2: Bo Lund paid the toll.\n", wall)
@@ -1560,57 +1569,7 @@ async def test_a_file_renamed_then_written_on_is_left_with_its_old_name(corpus, 
                 assert left == {"a.txt", "b.txt"} and {"a.txt", "note.txt"} <= indexed, syncs
                 assert "b.txt" not in indexed, indexed
                 assert reason == "1 changed file; b.txt (renamed from a.txt) still written, synced once quiet", reason
-                assert daemon.pending == {"a.txt": "renamed away", "b.txt": "modified"}
-            else:
-                assert [got for w, got in splits if "b.txt" in w] == [None], splits   # no sync apart
-                assert not syncs and "a.txt" in _indexed_paths(db), syncs
-    assert not syncs[-1][1] and "b.txt" in syncs[-1][2] and "a.txt" not in syncs[-1][2]   # (the source ended)
-
-
-@pytest.mark.parametrize("note_beside", [False, True])
-async def test_a_file_renamed_and_written_before_its_batch_is_left_with_its_old_name(
-        corpus, tmp_path, monkeypatch, note_beside):
-    # `mv note.txt renamed.txt`, renamed.txt written every 0.1 s: with the real watcher, the
-    # batch of the rename was looked at after the first write, so renamed.txt's text differed
-    # from note.txt's indexed one and no rename was found; note.txt, settled, was synced alone as
-    # deleted, its text gone until renamed.txt's own sync. Now a deletion handed over with a new
-    # name is kept with it (the batch ties them): no sync apart, or a note saved beside them
-    # synced alone, both names left as indexed. Scripted as the test above.
-    settings = make_settings(index=SMALL, watch={"quiet_s": 0.5, "debounce_ms": 0})
-    db = tmp_path / "r.db"
-    old, new, note = corpus / "a.txt", corpus / "b.txt", corpus / "note.txt"
-    old.write_text("Mira Osk opened the harbor ledger at Port Vell.\n")
-
-    async with running(settings, db, corpus) as (daemon, events, send):
-        clock, wall = DaemonClock(monkeypatch), WallClock(monkeypatch, time.time())
-        syncs, splits = _record_syncs_and_splits(daemon, db)
-        async with send:
-            old.rename(new)
-            _written_at(new, "Entry 0: Bo Lund paid the toll.\n", wall)   # (before the batch is looked at)
-            batches = [{(Change.deleted, str(old)), (Change.added, str(new))}, {(Change.modified, str(new))}]
-            for n, batch in enumerate(batches):
-                if n == 1:
-                    _written_at(new, "Entry 1: Bo Lund paid the toll.\n", wall)
-                    if note_beside:
-                        _written_at(note, "Mira Osk sold the Blue Heron to Bo Lund at Kessel.\n", wall)
-                        batch.add((Change.added, str(note)))
-                mark = len(events)
-                await send.send(batch)
-                await until(lambda: "queued" in events.states(mark))
-                clock.now += 0.2
-                wall.now += 0.2
-            assert daemon.pending.get("a.txt") == "deleted"   # (no rename by content)
-            clock.now += 0.4
-            wall.now += 0.4
-            _written_at(new, "Entry 2: Bo Lund paid the toll.\n", wall)
-            # (the look, within a second: _LOOK_S)
-            await until(lambda: any("b.txt" in w for w, _ in splits) and (syncs or not note_beside), timeout=10)
-            if note_beside:
-                reason, left, indexed = syncs[0]
-                assert left == {"a.txt", "b.txt"} and {"a.txt", "note.txt"} <= indexed, syncs
-                assert "b.txt" not in indexed, indexed
-                assert reason == "1 changed file; b.txt (renamed from a.txt) still written, synced once quiet", reason
-                assert daemon.pending == {"a.txt": "deleted", "b.txt": "modified"}, daemon.pending
+                assert daemon.pending == {"a.txt": gone, "b.txt": "modified"}, daemon.pending
             else:
                 assert [got for w, got in splits if "b.txt" in w] == [None], splits   # no sync apart
                 assert not syncs and "a.txt" in _indexed_paths(db), syncs
