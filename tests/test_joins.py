@@ -559,12 +559,15 @@ async def _indexed_before(tmp_path: Path, settings, files: dict[str, str], *patc
 
 
 async def _as_a_fresh_index(tmp_path: Path, corpus: Path, db: Path, settings, i: int | str = "", *,
-                            naming: str | None = None) -> None:
+                            naming: str | None = None, as_indexed: dict[str, str] | None = None) -> None:
     """Asserts the index ``db`` of ``corpus`` (after step ``i``) equals a fresh index of a copy of
-    the folder as it now is: its graph and its joins; and first, given ``naming``, that the fresh
-    index has an entity of that name."""
+    the folder as it now is (its files ``as_indexed`` holding the text a sync left them indexed
+    with: a busy log): its graph and its joins; and first, given ``naming``, that the fresh index
+    has an entity of that name."""
     copy = tmp_path / f"fresh{i}"
     shutil.copytree(corpus, copy, ignore=shutil.ignore_patterns(".streamrag"))
+    for name, text in (as_indexed or {}).items():
+        (copy / name).write_text(text)
     await sync([copy], settings, tmp_path / f"fresh{i}.db", root=copy)
     if naming is not None:
         assert naming in {v[0] for v in _graph(tmp_path / f"fresh{i}.db")["entities"].values()}
@@ -1120,13 +1123,8 @@ async def test_a_log_rewritten_under_its_opening_while_left_as_indexed_opens_as_
     (corpus / "log.md").write_text(f"{now}\n\nEntry 0: Bo Lund paid the toll.\n")
     (corpus / "note.txt").write_text("Tova and Ida sold the Blue Heron to Bo Lund at Kessel.\n")
     await Indexer(make_settings(), db, root=corpus, left_as_indexed=frozenset({"log.md"})).run([corpus])
-    fresh = tmp_path / "fresh"
-    shutil.copytree(corpus, fresh, ignore=shutil.ignore_patterns(".streamrag"))
-    (fresh / "log.md").write_text(indexed)
-    await sync([fresh], make_settings(), tmp_path / "fresh.db", root=fresh)
+    await _as_a_fresh_index(tmp_path, corpus, db, make_settings(), as_indexed={"log.md": indexed})
     assert ("Ida" in {v[0] for v in _graph(tmp_path / "fresh.db")["entities"].values()}) == opening.startswith(" ")
-    assert _graph(db) == _graph(tmp_path / "fresh.db")
-    assert _joins_meta(db) == _joins_meta(tmp_path / "fresh.db")
     assert _meta(db, "name_code_headings_pending") is not None   # (looked at again by the next sync)
 
 
@@ -1162,13 +1160,7 @@ async def test_a_log_left_as_indexed_opening_with_code_titles_no_one_in_a_syncs_
     (corpus / "note.txt").write_text("Tova and Ida sold the Blue Heron to Bo Lund at Kessel.\n")
     await Indexer(make_settings(), db, root=corpus, left_as_indexed=frozenset({"log.md"}),
                   graph_cache=GraphCache() if kept else None).run([corpus])
-    fresh = tmp_path / "fresh"
-    shutil.copytree(corpus, fresh, ignore=shutil.ignore_patterns(".streamrag"))
-    (fresh / "log.md").write_text(indexed)
-    await sync([fresh], make_settings(), tmp_path / "fresh.db", root=fresh)
-    assert "Ida" in {v[0] for v in _graph(tmp_path / "fresh.db")["entities"].values()}
-    assert _graph(db) == _graph(tmp_path / "fresh.db")
-    assert _joins_meta(db) == _joins_meta(tmp_path / "fresh.db")
+    await _as_a_fresh_index(tmp_path, corpus, db, make_settings(), naming="Ida", as_indexed={"log.md": indexed})
 
 
 @pytest.mark.anyio
@@ -1199,13 +1191,7 @@ async def test_a_log_left_as_indexed_after_a_model_run_keeps_its_code_mark(tmp_p
         (corpus / "log.md").write_text("Entry 0: rewritten.\n")
     (corpus / "note.txt").write_text("Tova and Ida sold the Blue Heron to Bo Lund at Kessel.\n")
     await Indexer(offline, db, root=corpus, left_as_indexed=frozenset({"log.md"})).run([corpus])
-    fresh = tmp_path / "fresh"
-    shutil.copytree(corpus, fresh, ignore=shutil.ignore_patterns(".streamrag"))
-    (fresh / "log.md").write_text(indexed)
-    await sync([fresh], offline, tmp_path / "fresh.db", root=fresh)
-    assert "Ida" in {v[0] for v in _graph(tmp_path / "fresh.db")["entities"].values()}
-    assert _graph(db) == _graph(tmp_path / "fresh.db")
-    assert _joins_meta(db) == _joins_meta(tmp_path / "fresh.db")
+    await _as_a_fresh_index(tmp_path, corpus, db, offline, naming="Ida", as_indexed={"log.md": indexed})
     assert _code_meta(db) == _code_meta(tmp_path / "fresh.db")
 
 
@@ -1362,10 +1348,5 @@ async def test_a_pending_log_no_longer_opening_with_its_heading_opens_with_it_wh
     (corpus / "log.md").write_text("Entry 0: Bo Lund paid the toll.\n")
     await Indexer(make_settings(), db, root=corpus, left_as_indexed=frozenset({"log.md"})).run([corpus])
     assert json.loads(_meta(db, "name_code_headings_pending") or "null") == [log_doc]   # (still not found)
-    fresh = tmp_path / "fresh"
-    shutil.copytree(corpus, fresh, ignore=shutil.ignore_patterns(".streamrag"))
-    (fresh / "log.md").write_text(indexed)
-    await sync([fresh], make_settings(), tmp_path / "fresh.db", root=fresh)
+    await _as_a_fresh_index(tmp_path, corpus, db, make_settings(), as_indexed={"log.md": indexed})
     assert _code_meta(db) == _code_meta(tmp_path / "fresh.db") == "[]"
-    assert _graph(db) == _graph(tmp_path / "fresh.db")
-    assert _joins_meta(db) == _joins_meta(tmp_path / "fresh.db")
