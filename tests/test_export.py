@@ -365,6 +365,13 @@ def test_export_to_standard_output_refuses_when_it_is_appended_to_the_index(note
     assert db.read_bytes() == before
 
 
+def _export_into(target: Path, name: str, notes: Path, *, append: bool) -> subprocess.CompletedProcess:
+    """`streamrag export NAME >> target` (``append``) or `> target`, run in ``notes``."""
+    with open(target, "ab" if append else "wb") as out:
+        return subprocess.run([sys.executable, "-m", "streamrag", "export", name], stdout=out,
+                              stderr=subprocess.PIPE, text=True, cwd=notes, timeout=120)
+
+
 @pytest.mark.skipif(not os.path.exists("/proc/self/fd"), reason="no /proc/self/fd to name standard output's file")
 @pytest.mark.parametrize("name", ["-", "/dev/stdout"])
 def test_export_to_standard_output_refuses_when_it_is_appended_to_a_document(notes, name):
@@ -375,16 +382,12 @@ def test_export_to_standard_output_refuses_when_it_is_appended_to_a_document(not
     doc = sorted(p for p in notes.iterdir() if p.suffix in (".md", ".txt") and p.name != "new.md")[0]
     for target, said in ((doc, "is a document the index holds"), (notes / "new.md", "is a file of the indexed folder")):
         before = target.read_bytes()
-        with open(target, "ab") as appended:
-            done = subprocess.run([sys.executable, "-m", "streamrag", "export", name], stdout=appended,
-                                  stderr=subprocess.PIPE, text=True, cwd=notes, timeout=120)
+        done = _export_into(target, name, notes, append=True)
         assert done.returncode == 1, done.stderr
         shown = "standard output" if name == "-" else name
         assert done.stderr.startswith(f"streamrag: error: {shown}: {said}"), done.stderr
         assert target.read_bytes() == before
-    with open(notes / "fresh.md", "wb") as emptied:   # `export - > fresh.md`: a new export, written
-        done = subprocess.run([sys.executable, "-m", "streamrag", "export", "-"], stdout=emptied,
-                              stderr=subprocess.PIPE, text=True, cwd=notes, timeout=120)
+    done = _export_into(notes / "fresh.md", "-", notes, append=False)   # `export - > fresh.md`: a new export, written
     assert done.returncode == 0, done.stderr
     assert json.loads((notes / "fresh.md").read_text(encoding="utf-8"))["entities"]
 
@@ -396,14 +399,10 @@ def test_export_to_standard_output_refuses_to_append_to_an_earlier_export_in_the
     # the earlier one: the two together are no export (a seal over the first alone), so the next
     # index read 2x the index's output as a document, the cost the cut-short rule avoids.
     earlier = notes / "graph.txt"   # (a name index.include takes)
-    with open(earlier, "wb") as written:
-        done = subprocess.run([sys.executable, "-m", "streamrag", "export", "-"], stdout=written,
-                              stderr=subprocess.PIPE, text=True, cwd=notes, timeout=120)
+    done = _export_into(earlier, "-", notes, append=False)
     assert done.returncode == 0 and loader.written_by_export(earlier), done.stderr
     before = earlier.read_bytes()
-    with open(earlier, "ab") as appended:
-        done = subprocess.run([sys.executable, "-m", "streamrag", "export", name], stdout=appended,
-                              stderr=subprocess.PIPE, text=True, cwd=notes, timeout=120)
+    done = _export_into(earlier, name, notes, append=True)
     assert done.returncode == 1, done.stderr
     shown = "standard output" if name == "-" else name
     assert done.stderr.startswith(f"streamrag: error: {shown}: is an earlier export in the indexed folder"), done.stderr
