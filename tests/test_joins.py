@@ -1098,6 +1098,19 @@ async def test_a_log_rewritten_while_left_as_indexed_leaves_only_its_document_to
     assert _code_meta(db) == _code_meta(tmp_path / "fresh.db")
 
 
+async def _a_log_indexed(tmp_path: Path, opening: str, settings=None) -> tuple[Path, Path, str]:
+    """A folder ``tmp_path / "c"`` indexed (``tmp_path / "i.db"``) with a log opening ``opening``
+    ("# Ida Berg", or indented as code) beside a crew note naming Ida Berg: the folder, the index
+    and the log's text as indexed."""
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    indexed = f"{opening}\n\nIda opened the harbor ledger at Port Vell.\n"
+    (corpus / "log.md").write_text(indexed)
+    (corpus / "crew.txt").write_text("Ida Berg and Tova Rask met at Kessel.\n")
+    await sync([corpus], settings or make_settings(), tmp_path / "i.db", root=corpus)
+    return corpus, tmp_path / "i.db", indexed
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("opening, now", [("    # Ida Berg", "    # Ida Berg"), ("# Ida Berg", "# Ida Berg"),
                                           ("# Ida Berg", "Entry 0: rewritten.")])
@@ -1112,13 +1125,7 @@ async def test_a_log_rewritten_under_its_opening_while_left_as_indexed_opens_as_
     # says nothing of it, and the chunk's heading, a note's common opening, titles it as before.
     from streamrag.pipeline import Indexer
 
-    corpus = tmp_path / "c"
-    corpus.mkdir()
-    indexed = f"{opening}\n\nIda opened the harbor ledger at Port Vell.\n"
-    (corpus / "log.md").write_text(indexed)
-    (corpus / "crew.txt").write_text("Ida Berg and Tova Rask met at Kessel.\n")
-    db = tmp_path / "i.db"
-    await sync([corpus], make_settings(), db, root=corpus)
+    corpus, db, indexed = await _a_log_indexed(tmp_path, opening)
     execute_on(db, "DELETE FROM meta WHERE key = 'name_code_headings'")
     (corpus / "log.md").write_text(f"{now}\n\nEntry 0: Bo Lund paid the toll.\n")
     (corpus / "note.txt").write_text("Tova and Ida sold the Blue Heron to Bo Lund at Kessel.\n")
@@ -1147,13 +1154,7 @@ async def test_a_log_left_as_indexed_opening_with_code_titles_no_one_in_a_syncs_
     # folder (the log as indexed) reads the line as code and keeps them apart.
     from streamrag.pipeline import Indexer
 
-    corpus = tmp_path / "c"
-    corpus.mkdir()
-    indexed = "    # Ida Berg\n\nIda opened the harbor ledger at Port Vell.\n"
-    (corpus / "log.md").write_text(indexed)
-    (corpus / "crew.txt").write_text("Ida Berg and Tova Rask met at Kessel.\n")
-    db = tmp_path / "i.db"
-    await sync([corpus], make_settings(), db, root=corpus)
+    corpus, db, indexed = await _a_log_indexed(tmp_path, "    # Ida Berg")
     execute_on(db, "DELETE FROM meta WHERE key = 'name_code_headings'")
     with (corpus / "log.md").open("a") as f:
         f.write("Entry 1: Bo Lund paid the toll.\n")
@@ -1174,13 +1175,7 @@ async def test_a_log_left_as_indexed_after_a_model_run_keeps_its_code_mark(tmp_p
     from streamrag.pipeline import Indexer
 
     offline = make_settings(index={"extractor": "nlp"})   # (a model's index, updated offline)
-    corpus = tmp_path / "c"
-    corpus.mkdir()
-    indexed = "    # Ida Berg\n\nIda opened the harbor ledger at Port Vell.\n"
-    (corpus / "log.md").write_text(indexed)
-    (corpus / "crew.txt").write_text("Ida Berg and Tova Rask met at Kessel.\n")
-    db = tmp_path / "i.db"
-    await sync([corpus], offline, db, root=corpus)
+    corpus, db, indexed = await _a_log_indexed(tmp_path, "    # Ida Berg", offline)
     marked = _code_meta(db)
     (corpus / "more.txt").write_text("Bo Lund rowed the ferry to Kessel.\n")
     await sync([corpus], make_settings("http://llm.test/v1"), db, root=corpus, transport=simulated_transport())
@@ -1332,13 +1327,7 @@ async def test_a_pending_log_no_longer_opening_with_its_heading_opens_with_it_wh
     # this one's index is a fresh index's of the folder, the log as indexed.
     from streamrag.pipeline import Indexer
 
-    corpus = tmp_path / "c"
-    corpus.mkdir()
-    indexed = "# Ida Berg\n\nIda opened the harbor ledger at Port Vell.\n"
-    (corpus / "log.md").write_text(indexed)
-    (corpus / "crew.txt").write_text("Ida Berg and Tova Rask met at Kessel.\n")
-    db = tmp_path / "i.db"
-    await sync([corpus], make_settings(), db, root=corpus)
+    corpus, db, indexed = await _a_log_indexed(tmp_path, "# Ida Berg")
     log_doc = _meta_doc(db, "log.md")
     execute_on(db, "DELETE FROM meta WHERE key = 'name_code_headings'")
     (corpus / "log.md").write_text("    # Ida Berg\n\nEntry 0: Bo Lund paid the toll.\n")
