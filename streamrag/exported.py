@@ -201,11 +201,6 @@ def export_state(f: BinaryIO) -> str | None:
     return _form(f, _crlf(head))
 
 
-def is_export(f: BinaryIO) -> bool:
-    """Whether the open file ``f`` is one `streamrag export` wrote whole (see the module's note)."""
-    return export_state(f) == WHOLE
-
-
 # Verdicts on files read whole, by path and stat: a scan (each watch batch) asks of each export
 # in the folder, and reading a large one through each time is the cost of an export's size.
 _told: dict[tuple, str | None] = {}
