@@ -234,7 +234,10 @@ def check_not_input(store: Store, out: Path | str, fmt: str, settings_files: Ite
     taken = patterns and root is not None and root in landing.parents \
         and not any(part.startswith(".") for part in landing.relative_to(root).parts) \
         and matches(landing, root, patterns) and landing.is_file()
-    if taken and (stdout or _landing(out) is None) and _holds_something(landing) and written_by_export(landing):
+    # The file the export replaces; None: written into (standard output, /dev/stdout, a pipe),
+    # which `export /dev/stdout >> log` appends to, after what log holds.
+    replaced = None if stdout else _landing(out)
+    if taken and replaced is None and _holds_something(landing) and written_by_export(landing):
         # (appended to, an export is none: its seal, or its end, no longer the file's last; the
         # next index read both as a document)
         raise StreamragError(f"{shown}: is an earlier export in the indexed folder {root}, which index.include "
@@ -245,10 +248,6 @@ def check_not_input(store: Store, out: Path | str, fmt: str, settings_files: Ite
         raise StreamragError(f"{shown}: is a file of the indexed folder {root} that index.include takes, not "
                              f"an earlier export: a document the index does not hold yet, which the export "
                              f"would {'write into' if stdout else 'replace'}; {fix}")
-    if stdout:
-        return
-    # (only a file the export replaces: `export /dev/stdout >> log` writes after what log holds)
-    replaced = _landing(out)
     if not force and replaced is not None and _holds_something(replaced) and not written_by_export(replaced):
         raise StreamragError(f"{out}: is a file `streamrag export` did not write (or one changed since), which "
                              f"the export would replace; {fix}, or pass --force to replace it")
