@@ -976,7 +976,7 @@ class Store:
             # not under a writer at work (an older `watch` left running across an upgrade failed
             # every sync after a new `status` upgraded its index). A writer lock this process holds
             # is no other's: it upgrades under it, noted there (`watch` reads before it writes).
-            held = None if lock_path(self.path) in _writer_locks else _held_lines(self.path)
+            held = _others_lock(self.path)
             if held is not None:
                 holder = _holder_of(held)
                 if (to := _upgrading_to(held)) is not None:
@@ -1127,7 +1127,7 @@ class Store:
         if self._upgrade_due():
             # (said in the writer lock: not this process's own, noted by its ``migrate`` that met
             # the lock, which named itself as the other streamrag upgrading it)
-            lines = None if lock_path(self.path) in _writer_locks else _held_lines(self.path)
+            lines = _others_lock(self.path)
             if lines is not None and _upgrading_to(lines) is not None:
                 return StoreBusyError(f"{held}{why}; another streamrag ({_holder_of(lines)}) is upgrading it "
                                       "(an upgrade of a large index takes a while): run the command again once "
@@ -2155,6 +2155,12 @@ def _being_upgraded(path: Path, holder: str, to: int) -> str:
     return (f"{path} is being upgraded by an older streamrag {schemas}, and this one would have to upgrade it "
             "further while that one writes it: stop that one and start it again with this version; then run "
             "this again")
+
+
+def _others_lock(db_path: Path | str) -> list[str] | None:
+    """``_held_lines``, but ``None`` for a writer lock this process holds (``_writer_locks``):
+    an upgrade under its own lock is no other streamrag's."""
+    return None if lock_path(db_path) in _writer_locks else _held_lines(db_path)
 
 
 def _held_lines(db_path: Path | str) -> list[str] | None:
