@@ -2004,11 +2004,12 @@ class WriterLock:
                         raise
                     time.sleep(wait)
         except OSError:
-            holder = _holder(f)
             f.seek(0)
-            upgrading = _upgrading_to((f.read(4096).split("\n", 1) + [""])[:2]) is not None
+            lines = _lock_lines(f.read(4096))
             f.close()
-            doing = ", which is upgrading it (an upgrade of a large index takes a while)" if upgrading else ""
+            holder = _holder_of(lines)
+            doing = (", which is upgrading it (an upgrade of a large index takes a while)"
+                     if _upgrading_to(lines) is not None else "")
             raise WriterBusyError(f"{shown(self.db_path)} is being written by another streamrag ({holder}){doing}; "
                                   f"{_busy_advice(self.what, holder)}") from None
         try:
@@ -2181,7 +2182,12 @@ def _held_lines(db_path: Path | str) -> list[str] | None:
                        for fields in map(str.split, f))
     except OSError:
         held = queried if queried is not None else found is not None and alive(int(found[1]))
-    return (line.split("\n", 1) + [""])[:2] if held else None
+    return _lock_lines(line) if held else None
+
+
+def _lock_lines(text: str) -> list[str]:
+    """A lock file's text as its holder's line and the note below it ("" for none)."""
+    return (text.split("\n", 1) + [""])[:2]
 
 
 # ``struct flock`` as fcntl's F_GETLK reads and writes it (its format and field names, in order),
@@ -2267,12 +2273,6 @@ def process_gone(pid: int | None, stamp: str | None) -> bool | None:
         # os.kill still finds it, and /proc still has its start time
         return True
     return bool(stamp) and fields is not None and fields[19] != stamp
-
-
-def _holder(f) -> str:
-    """What the lock file ``f`` says holds it (``pid 12: streamrag watch notes``)."""
-    f.seek(0)
-    return " ".join(f.read().split("\n", 1)[0].split()) or "another process"   # (not the note)
 
 
 def vacuum(store: Store) -> bool:
