@@ -436,11 +436,9 @@ def unknown_model(code: str, message: str, model: str) -> bool:
 
 
 def error_code(resp: httpx.Response) -> str:
-    try:
-        body = msgspec.json.decode(resp.content)
-        return str(body["error"].get("code") or body["error"].get("type") or "")
-    except (msgspec.DecodeError, KeyError, TypeError, AttributeError):
-        return ""
+    """The code (else the type) of a provider's JSON error answer (``error_object``), or ""."""
+    error = error_object(resp)
+    return str(error.get("code") or error.get("type") or "") if error is not None else ""
 
 
 def model_settings(settings: LLMSettings, model: str) -> list[str]:
