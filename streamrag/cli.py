@@ -583,9 +583,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         return 0
     for line in settings.unused_by_indexing():
         print(f"streamrag: warning: {line}", file=sys.stderr)
-    # (the folder as given, when it is the index's)
-    status = failures_command(db, given_root if same_path(given_root, root) else root,
-                              by_folder=not (args.config or settings.store.path))
+    status = failures_command_given(args, db, given_root, root, settings)
     prog = Progress()
     indexer = pipeline.Indexer(settings, db, root=root, progress=prog, command="index",
                                recluster=args.recluster, failures_command=status)
@@ -864,6 +862,14 @@ def failures_command(db: Path, root: Path, by_folder: bool = True) -> str:
     if not by_folder or not same_path(db, default_db_path(root)):
         return f"{FAILURES} --db {shell_word(db)}"
     return FAILURES + ("" if same_path(root, Path.cwd()) else f" {shell_word(root)}")
+
+
+def failures_command_given(args: argparse.Namespace, db: Path, given: Path, root: Path, settings: Settings) -> str:
+    """``failures_command`` for `index` and `watch`: the folder as given (`watch .`, `index notes`)
+    when it is the index's, else ``root``; --db when the index was found through settings
+    (--config, store.path)."""
+    return failures_command(db, given if same_path(given, root) else root,
+                            by_folder=not (args.config or settings.store.path))
 
 
 def same_path(a: Path, b: Path) -> bool:

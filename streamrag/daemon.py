@@ -2764,8 +2764,8 @@ async def serve(daemon: Daemon, source: AsyncIterable[ChangeSet] | None) -> int:
 
 def cmd_watch(args: argparse.Namespace) -> int:
     """``streamrag watch DIR``: initial sync, then keep the index current until a signal."""
-    from streamrag.cli import (command_settings, db_for_index, db_given, failures_command, file_base_unused,
-                               not_documents, same_path)
+    from streamrag.cli import (command_settings, db_for_index, db_given, failures_command_given, file_base_unused,
+                               not_documents)
 
     given = Path(args.dir)
     if (why := not_documents(given, "watch")) is not None:   # (`watch DIR/.streamrag`: an index in it)
@@ -2790,9 +2790,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     daemon = Daemon(settings, db, root, report=Reporter(json_lines=args.json),
                     reload=lambda: command_settings(args, given, models_for=("index",), quiet=True),
                     warnings=tuple(note for note in notes if note is not None),
-                    # (the folder as given, when it is the one watched: `watch notes`, `watch .`)
-                    failures_command=failures_command(db, given if same_path(given, root) else root,
-                                                      by_folder=not (args.config or settings.store.path)))
+                    failures_command=failures_command_given(args, db, given, root, settings))
     source = None if args.once else watch_folder(daemon.root, settings.watch, daemon.stop_event, keep=daemon.worth_holding,
                                                  renamed_from=daemon._written_on)
     with one_writer(db, f"streamrag watch {shell_word(given)}", given=db_given(args, settings)) as daemon.writer_lock:
