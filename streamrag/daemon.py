@@ -856,7 +856,6 @@ class Daemon:
             self._check_root(replaced=True)
             out["."] = "rescan"
         named: list[tuple[int, str]] = []   # the events on paths, which ``relevant`` decides (``_look``)
-        followed = self._settings_edits.names
         for change, path in changes:
             if change == REPLACED or (int(change) == DELETED and Path(path) == self.root):
                 # The folder was deleted, and is there again: the watcher (ours restarts on the
@@ -889,7 +888,7 @@ class Daemon:
                 self._watcher_failures.add(path)
                 out["."] = "rescan"
                 continue
-            if os.path.basename(path) in followed and self._settings_edits.edited(Path(path)):
+            if self._settings_edits.edited(path):
                 continue   # (no document: nothing to sync)
             named.append((int(change), path))
         if not named:
@@ -1206,7 +1205,7 @@ class Daemon:
         """``events`` without rescans, replacements and the settings files' (a stop's and a
         held burst's count of the files they name)."""
         return {(int(change), path) for change, path in events
-                if int(change) not in (RESCAN, REPLACED) and not self._settings_edits.follows(Path(path))}
+                if int(change) not in (RESCAN, REPLACED) and not self._settings_edits.follows(path)}
 
     def _without_children(self, raw: set[tuple[int, str]]) -> set[tuple[int, str]]:
         """``raw`` without the events that made paths under a folder it made that is a folder now

@@ -82,21 +82,21 @@ class SettingsEdits:
         # and the folder's streamrag.toml, which a restart may read though none was there.
         self._reload = reload
         self._seen = {p: _digest(p) for p in (*self._own, root / CONFIG_NAME)}
-        # Their names: a batch's events are sifted by them first (a ``Path`` made of each of
+        # Their names: an event's path is sifted by them first (a ``Path`` made of each of
         # 100,000 events, to ask ``edited``, took 2 s of the daemon's event loop).
-        self.names = frozenset(p.name for p in self._seen)
+        self._names = frozenset(p.name for p in self._seen)
         self._said: set[Path] = set()   # settings files an edit of was said
 
-    def follows(self, path: Path) -> bool:
+    def follows(self, path: str | Path) -> bool:
         """Whether ``path`` is one of the settings files (or prompts) followed: no document."""
-        return path in self._seen
+        return os.path.basename(path) in self._names and Path(path) in self._seen
 
-    def edited(self, path: Path) -> bool:
+    def edited(self, path: str | Path) -> bool:
         """Says what watch does about an edit of a settings file (or prompt) it follows, once per
         content: it goes on with the settings it started with, which a restart replaces. False
         when ``path`` is none of the settings, then or now (``--config`` elsewhere left the
         folder's streamrag.toml a file like any other)."""
-        if path not in self._seen:
+        if os.path.basename(path) not in self._names or (path := Path(path)) not in self._seen:
             return False
         state = _digest(path)
         if state == self._seen[path]:

@@ -127,7 +127,7 @@ class WatchedFolder:
             yield lambda change, path: self.relevant(change, where_it_lies(path), indexed_under=indexed_under,
                                                      copies=copies)
 
-    def worth_holding(self, changes: set[tuple[int, str]], follows: Callable[[Path], bool]) -> set[tuple[int, str]]:
+    def worth_holding(self, changes: set[tuple[int, str]], follows: Callable[[str], bool]) -> set[tuple[int, str]]:
         """Those of the watcher's raw ``changes`` that may change the index, before it gathers them
         into bursts (``watch_events.watch_folder``'s ``keep``): all but the writes the scan leaves
         out, whatever the index holds (a hidden or excluded file, the index's own, a name
@@ -144,7 +144,7 @@ class WatchedFolder:
         with self.batch(lambda rel: {rel}, copies=copies) as relevant:
             for change, path in changes:
                 named = len(copies)
-                if follows(Path(path)) or relevant(change, path) is not None or len(copies) > named:
+                if follows(path) or relevant(change, path) is not None or len(copies) > named:
                     kept.add((change, path))
         return kept
 

@@ -3694,7 +3694,7 @@ def test_the_watcher_holds_only_the_writes_that_may_change_the_index(corpus, tmp
     (corpus / "build").mkdir()
     (corpus / "sub").mkdir()
     toml = corpus / "streamrag.toml"
-    daemon._settings_edits.follows = lambda path: path == toml
+    daemon._settings_edits.follows = lambda path: Path(path) == toml
     left_out = {(Change.modified, str(corpus / ".app.log")), (Change.modified, str(corpus / "build" / "out.txt")),
                 (Change.modified, f"{db}-wal"), (Change.added, str(corpus / "app.log")),
                 (Change.modified, str(corpus / ".git" / "index")),
