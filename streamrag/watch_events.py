@@ -143,7 +143,8 @@ class FolderWatch:
         rels = {path: rel for path in deleted + added
                 if (rel := os.path.relpath(path, self.root)) != os.pardir and not rel.startswith(os.pardir + os.sep)}
         files = [path for path in added if path in rels and not os.path.isdir(path)]
-        pairs = {(old, new) for old in deleted for new in added if old not in rels or new not in files}
+        asked = set(files)   # (a list looked up for each pair: quadratic in a copy's thousands)
+        pairs = {(old, new) for old in deleted for new in added if old not in rels or new not in asked}
         gone = [rels[path] for path in deleted if path in rels]
         if files and gone and self.renamed_from is not None:
             paths = {rel: path for path, rel in rels.items()}
