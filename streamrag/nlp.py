@@ -30,8 +30,9 @@ How a chunk is read:
   when it is a common word (English, or a French or Russian opener: "Selon", "Mais", "Вчера",
   "В") or appears in lower case elsewhere in the chunk, in any alphabet; alone, it counts
   only if the chunk also capitalises it mid-sentence. A list item's first word is dropped so
-  when it is a verb giving an order ("- [ ] Email Babbage", "- Call Ada"), and any sentence's
-  when it is such a verb's past tense before a name ("Met Ada again."). ALL-CAPS words are
+  when it is a verb giving an order ("- [ ] Email Babbage", "- Call Ada"), any sentence's when
+  it is one before a name no verb follows ("Ask Margaret about the demo."; not "Read Hollis
+  wrote"), or such a verb's past tense before a name ("Met Ada again."). ALL-CAPS words are
   acronyms only alone and up to 6 letters.
 * Mid-sentence, a lone capitalised word without a type cue is a common noun in capitals (Dickens'
   "a Glee or Catch", "the Parrot", "another Hope") when the chunk also writes it in lower case
@@ -193,7 +194,9 @@ from streamrag.sentences import TITLE_SMALL, is_title, joined, table_row_text, t
 #     visited ...": ``sentences.joined``). 26: a sentence a description quotes ending with a colon
 #     or semicolon ends with a full stop before one it does not lead into ("Ada Osk wrote to the
 #     board. Ada Osk stayed", not "board: Ada Osk stayed": ``sentences.joined``).
-VERSION = "26"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
+# 27: a sentence opening with an order before a name no verb follows starts no name ("Ask
+#     Margaret about the demo.", not only a list item's), and then loses the name's honorific.
+VERSION = "27"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
 # The note closing a description of a name its chunk also said shorter ("Margaret Hollis ...
@@ -253,11 +256,15 @@ sous sur toutefois tous toute toutes très une vous
 # Verbs a list item opens with as an order to oneself ("- [ ] Email Babbage", "- Call Ada"): the
 # item's first word, no name's ("Email Babbage" was a person, and "Babbage" his short name).
 # Verbs that are also first names ("Mark", "Bill", "Pat", "Sue", "Rob", "Will") are left out.
+# Any sentence opening with one before a name is an order too ("Ask Margaret about the demo.")
+# when no verb follows the name: an order has no subject, so the name is its object ("Read
+# Hollis wrote the memo", "Ping An reported" keep their first word: ``_mention_from_run``).
 _IMPERATIVES = _words("""
 email e-mail call phone ring text ping message ask tell send forward reply respond answer write
 draft review check confirm cancel schedule reschedule book invite remind thank pay invoice buy
 order pick meet visit contact follow discuss talk update fix finish submit share sign print read
 prepare plan arrange introduce return collect deliver lend borrow congratulate interview hire
+give bring show help warn notify brief nudge remember
 """)
 
 # ... and their past tenses, which open a note's sentences with the subject left out ("Met Ada
@@ -1184,7 +1191,8 @@ def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int
         common = not (first in _GEO_PREFIXES and len(words) > 1) and first not in _HONORIFICS \
             and first not in _KEEP_TITLES \
             and (first in _COMMON or first in _NOISE or first in lower_words
-                 or (order and first in _IMPERATIVES and "of" not in words
+                 or (first in _IMPERATIVES and "of" not in words
+                     and (order or (len(words) > 1 and not _verb_after(sentence, toks, parts[-1])))
                      and _cue_type(" ".join(words)) not in ("organization", "event"))
                  or (de is not None and (first in _DE_DETERMINERS or first in _DE_FUNCTION
                                          or first in _DE_OPENERS)))
@@ -1194,7 +1202,8 @@ def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int
                 skipped.append(words[0])
             return None
     honorific = title = False
-    lead = 0
+    # (an opening word read as common goes first: "Ask Dr. Ada Osk" then loses its honorific)
+    lead = 1 if parts[0] in initial and common else 0
     # Leading honorifics go; leading common words ("Every One", "A Merry Christmas") and
     # noise ("Chapter") go; connectors left dangling at either edge go.
     while lead < len(words) - 1:
@@ -1205,8 +1214,6 @@ def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int
                   or (low in _COMMON and low not in _ADJECTIVES)):
             break
         lead += 1
-    if lead == 0 and parts[0] in initial and common:
-        lead = 1
     if lead < len(words) - 1 and words[lead].lower() in _GREETINGS \
             and _cue_type(" ".join(words[lead + 1:])) == "event":
         lead += 1               # "Merry Christmas" is Christmas, "A Happy New Year" the New Year

@@ -1149,6 +1149,21 @@ def test_a_name_a_places_word_ends_that_goes_or_speaks_is_a_person_and_the_word_
     assert names("Kim Lowe moved to Notting Hill. Later the Hill was quiet.")["Notting Hill"] == "geo"
 
 
+def test_a_sentences_opening_order_is_no_part_of_the_name_after_it():
+    # "Ask Margaret about the board demo." gave a person "Ask Margaret": an order opening a
+    # sentence, not a list item only, has the name for its object.
+    for verb in ("Ask", "Call", "Email", "Invite", "Remind", "Give", "Meet"):
+        assert names(f"{verb} Margaret about the board demo.") == {"Margaret": "person"}, verb
+    assert names("Tell Margaret Hollis the figures. Thank Bob Lin for the demo.") == {
+        "Margaret Hollis": "person", "Bob Lin": "person"}
+    # ... and loses its honorific as the name alone would ("Dr. Ada Osk" is "Ada Osk").
+    assert names("Ask Dr. Ada Osk about it.") == {"Ada Osk": "person"}
+    # A name followed by its verb is the sentence's subject, no order's object; a body's or an
+    # event's name keeps its first word.
+    assert names("Read Hollis wrote the memo.") == {"Read Hollis": "person"}
+    assert names("Review Board approved the plan.") == {"Review Board": "organization"}
+
+
 def test_a_notes_past_tense_opening_a_sentence_is_no_part_of_the_name_after_it():
     # "Met Ada again." gave a person "Met Ada": a list item's opening order was dropped
     # ("- Call Ada"), not a note's past tense with its subject left out.
