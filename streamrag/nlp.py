@@ -82,7 +82,8 @@ How a chunk is read:
   where so placed, that person elsewhere ("walked beyond Highgate" ... "Ann Highgate" ...
   "Highgate said no").
 * Types come from cues: event words at the end (holidays too: "Easter"), organisation words
-  anywhere, place suffixes and prefixes, a small gazetteer, "in"/"near"/"à"/"в" before the
+  anywhere, a capital inside a word, as firms and products write it ("GitHub", "PayPal"; not a
+  surname's prefix nor a given name: "McDonald", "LeBron", "JoAnn"; a person's cue beats it), place suffixes and prefixes, a small gazetteer, "in"/"near"/"à"/"в" before the
   name, honorifics, a building's head after a determiner ("the Mansion House", "at the Lantern
   Hall", "the Golden Temple"); otherwise a multi-word name is a person, and so is a lone word. A lone word ending as places do ("Bradford",
   "Whitechapel") is a place unless the chunk gives it a person's cue: an honorific ("Ms.
@@ -195,7 +196,8 @@ from streamrag.sentences import TITLE_SMALL, is_title, joined, table_row_text, t
 #     or semicolon ends with a full stop before one it does not lead into ("Ada Osk wrote to the
 #     board. Ada Osk stayed", not "board: Ada Osk stayed": ``sentences.joined``).
 # 27: a sentence opening with an order before a name no verb follows starts no name ("Ask
-#     Margaret about the demo.", not only a list item's), and then loses the name's honorific.
+#     Margaret about the demo.", not only a list item's), and then loses the name's honorific;
+#     a word with a capital inside it is a firm's or a product's ("GitHub", "PayPal"; not "McDonald").
 VERSION = "27"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
@@ -407,6 +409,9 @@ vs etc e.g i.e a.m p.m u.s u.k fig vol
 
 # Lower-case words that may join capitalised words inside one name.
 _PARTICLES = _words("van von der den de du da di del della la le ten ter bin al el y zu")
+# ... and the prefixes a surname or a given name glues to a capital ("McDonald", "MacArthur",
+# "FitzGerald", "VanderMeer", "DeShawn", "LeBron", "DiCaprio", "JaVale"): no firm's capital inside a word.
+_GLUED_PREFIXES = _PARTICLES | _words("mc mac fitz vander st o ja ka ke sha ta")
 # German capitalises every noun, so a capital there says little (see the module notes). A chunk
 # is German when these words (none of them common in English) make up enough of it.
 _DE_FUNCTION = _words("""
@@ -721,6 +726,7 @@ _WORD = re.compile(r"[^\W_]+(?:['\u2019\-][^\W_]+)*(?:['\u2019]s?)?")
 _MARKS = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
 _MARK = re.compile(f"[{_MARKS}]")
 _MARKED_WORD = re.compile(rf"(?:[^\W_][{_MARKS}]*)+(?:['\u2019\-](?:[^\W_][{_MARKS}]*)+)*(?:['\u2019]s?)?")
+_CAMEL_PART = re.compile(r"[^\W\d_][^\W\d_A-Z]*")   # "Ann" of "JoAnn" (``_camel``)
 _LOWER_WORD = re.compile(r"(?<![\w'\u2019\-])[a-z][a-z\-]*")
 # a word with a letter beyond ASCII ("déjà", "вчера")
 _WIDE_WORD = re.compile(r"(?<![\w'\u2019\-])[^\W\d_]*[^\x00-\x7f\W\d_][^\W\d_]*(?:-[^\W\d_]+)*")
@@ -1558,6 +1564,19 @@ def _cue_type(name: str) -> str | None:
     return None
 
 
+def _camel(word: str) -> bool:
+    """Whether a word bears a capital inside it, right after a lower-case letter, as a firm's or
+    a product's name does ("GitHub", "PayPal", "SpaceX"); a person's does so only after a
+    surname's prefix ("McDonald", "MacArthur", "LeBron", "DeShawn", "VanDyke": _GLUED_PREFIXES)
+    or before a given name ("JoAnn", "RuPaul")."""
+    for k in range(1, len(word)):
+        if word[k].isupper() and word[k - 1].islower():
+            given = _CAMEL_PART.match(word, k)
+            if word[:k].lower() not in _GLUED_PREFIXES and given.group().lower() not in _FIRST_NAMES:
+                return True
+    return False
+
+
 def _place_word(name: str) -> str | None:
     """Whether a lone word ends as a place's name does: "place" ("Bradford", "Portsmouth"),
     "surname" for the endings surnames share ("Cornhill", "Ashbury": ``_SURNAME_PLACE_ENDINGS``),
@@ -1591,6 +1610,10 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
     for m in mentions:
         by_name[m.name].append(m)
     cue = {name: _cue_type(name) for name in by_name}
+    # A name with a word that bears a capital inside it ("GitHub", "PayPal", "YouTube Music",
+    # "Azure OpenAI") is a firm's or a product's, unless a person's cue says otherwise ("JaVale said").
+    cue.update((n, "organization") for n, ms in by_name.items() if cue[n] is None and any(map(_camel, n.split()))
+               and not any(m.honorific or m.title or m.speaks for m in ms))
     if german:      # a lone German noun is no body for being an English one ("Gas", "Post")
         cue.update((n, None) for n, c in cue.items()
                    if c in ("organization", "event") and " " not in n and n.lower() not in _DE_BODIES)

@@ -1164,6 +1164,20 @@ def test_a_sentences_opening_order_is_no_part_of_the_name_after_it():
     assert names("Review Board approved the plan.") == {"Review Board": "organization"}
 
 
+def test_a_word_with_a_capital_inside_it_names_a_firm_or_a_product_not_a_person():
+    # "GitHub", "PayPal" were people: a lone word with no cue is a person's name by default.
+    assert names("We moved the code from GitLab to GitHub and pay by PayPal.") == {
+        "GitLab": "organization", "GitHub": "organization", "PayPal": "organization"}
+    assert names("Kim Lowe opened an issue on the GitHub tracker. YouTube Music played.") == {
+        "Kim Lowe": "person", "GitHub": "organization", "YouTube Music": "organization"}
+    # A surname's or a given name's glued prefix is a person's capital inside a word, and so is
+    # a given name glued to another; a person's cue beats the shape.
+    assert names("Ronald McDonald met LeBron James, Douglas MacArthur and JoAnn Smith.") == {
+        "Ronald McDonald": "person", "LeBron James": "person", "Douglas MacArthur": "person",
+        "JoAnn Smith": "person"}
+    assert names("We met DeShawn at noon. Ms. QuinTara smiled.") == {"DeShawn": "person", "QuinTara": "person"}
+
+
 def test_a_notes_past_tense_opening_a_sentence_is_no_part_of_the_name_after_it():
     # "Met Ada again." gave a person "Met Ada": a list item's opening order was dropped
     # ("- Call Ada"), not a note's past tense with its subject left out.
