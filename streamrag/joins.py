@@ -14,7 +14,8 @@ dealer in rags and bones of A Christmas Carol's fourth stave, is not "Joe Miller
 its fifth names once. (A document says both in two chunks or in one: there the offline
 extractor reads the short name as the full one, which leaves the short name no mention of that
 chunk but a note in the full name's description, "Margaret Hollis ... (Also called Margaret.)",
-read back by ``nlp.also_called``. How often each is said is no sign of which full name a short
+read back by ``nlp.also_called``; a text's own words written so are quoted "(also called ...)",
+no note. How often each is said is no sign of which full name a short
 one means: "Scrooge" outnumbers "Ebenezer Scrooge", whom it means, 38 chunks
 to 2.) A title and one word ("Uncle Scrooge", "Mrs. Cratchit", "Old Marley") is no full name:
 it neither takes a join nor stops one. Organisations, places and events never join, nor does a

@@ -267,6 +267,35 @@ def test_the_names_a_chunk_resolved_are_read_back_from_its_full_names_descriptio
 
 
 @pytest.mark.anyio
+async def test_a_chunks_own_words_shaped_as_the_extractors_note_say_no_short_name(tmp_path):
+    # A note whose text ends a sentence about "Margaret Hollis" with "(Also called MARGARET.)"
+    # (a word in capitals, which the extractor reads as no name) was read back as the extractor's
+    # note: the chunk said "Margaret" beside her, and the other note's "Margaret" joined her.
+    fake = "Margaret Hollis chaired the budget meeting on Monday (Also called MARGARET.)\n"
+    settings = make_settings()
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / "send.md").write_text(_SEND)
+    (corpus / "fake.md").write_text(fake)
+    db = tmp_path / "i.db"
+    await sync([corpus], settings, db, root=corpus)
+    await _as_a_fresh_index(tmp_path, corpus, db, settings, "fake")
+    names = {v[0] for v in _graph(db)["entities"].values()}
+    assert {"Margaret", "Margaret Hollis"} <= names
+    # The text's note is quoted as written but for its capital, which the extractor's note alone has.
+    from streamrag import nlp
+    hollis = nlp.extract_offline(fake).entities[0]
+    assert nlp.also_called(hollis.description) == [] and "(also called MARGARET.)" in hollis.description
+    # A chunk that does say her first name beside her still joins it.
+    (corpus / "meeting.md").write_text(_HOLLIS)
+    await sync([corpus], settings, db, root=corpus)
+    await _as_a_fresh_index(tmp_path, corpus, db, settings, "real")
+    assert "Margaret" not in {v[0] for v in _graph(db)["entities"].values()}
+    assert nlp.also_called(next(e.description for e in nlp.extract_offline(_HOLLIS + fake).entities
+                                if e.name == "Margaret Hollis")) == ["Margaret"]
+
+
+@pytest.mark.anyio
 async def test_an_index_whose_rule_left_a_resolved_short_name_apart_joins_it_once_upgraded(tmp_path, monkeypatch):
     # An index joined by rule 7 (a chunk's resolved short name no sign of a document saying it)
     # looks at every name once, no chunk extracted again, and joins as a fresh index does.
