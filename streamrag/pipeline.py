@@ -1381,37 +1381,55 @@ class Indexer:
         """Of an index without the mark of the documents opening with code that reads as a heading
         (no ``name_code_headings``: ``GraphState.code_headings``; published before it existed, or
         by older code's run with a model, which dropped it), the kept documents this run did not
-        read whose first chunk opens with a heading naming someone: whether each opens with code
-        (``joins.code_heading``), read from the file it is shown with, as its chunk lost the
-        indent; returned for those whose mark this changes. A document is found in its file as it
-        is now (its id), or, the file's one document, as the start of it (``_as_indexed``: a log
-        appended to since). Once: the run writes the mark; those of a file it leaves as indexed
-        (``left_with_links``) not found (a busy log rewritten since) are left pending
+        read whose first chunk opens with a heading naming someone (``_unmarked_headings``):
+        whether each opens with code (``joins.code_heading``), read from the file it is shown
+        with, as its chunk lost the indent, or guessed (``_opening_code``); returned for those
+        whose mark this changes. Once: the run writes the mark; those of a file it leaves as
+        indexed (``left_with_links``) not found (a busy log rewritten since) are left pending
         (``code_headings_pending``, meta ``name_code_headings_pending``), and the next runs read
         their files alone until each is found or gone (its file's own sync reads it).
-        One not found (its text as indexed nowhere: ids are text hashes) is taken to open as its
-        file's one document opens now where that opens with the same heading
-        (``_opening_as_now``), else as a heading, no code: the likelier guess, a note's common
-        opening. That guess is the mark of one whose file changed outside this run's paths or
-        cannot be read now, and of one pending until the next run looks again.
         (Else "    # Ada Lovelace" kept titling its note after the upgrade, where a fresh index
         reads it as code; and a busy log left as indexed, not read, was titled by its code for
         the sync's joins, where a fresh index of the folder, the log as indexed, reads it as code.
         And while a busy log was not found the mark stayed unwritten: every sync read every
         headed note again.)"""
         marked = store.get_meta("name_code_headings")
+        headed = self._unmarked_headings(store, change, marked)
+        if headed is None:
+            return {}
+        out = self._opening_code(store, headed)
+        # (the marks this run changes, found or guessed: of an index without the mark, those
+        # opening with code; of one pending, those whose mark an earlier run's guess set otherwise)
+        was = set(msgspec.json.decode(marked, type=list[str])) if marked is not None else set()
+        return {d: code for d, code in sorted(out.items()) if code != (d in was)}
+
+    def _unmarked_headings(self, store: Store, change: Change, marked: str | None) -> dict[str, str] | None:
+        """The documents ``_code_headings_published`` looks at, each with the full name its first
+        chunk's heading says (``joins.heading_title``): the kept ones this run did not read, of an
+        index without the mark (``marked``: meta ``name_code_headings``), else those left pending;
+        None for an index with the mark and none pending. Read from the index alone."""
         unread = change.kept_docs - change.code_headings.keys()
         if marked is not None:
             pending = store.get_meta("name_code_headings_pending")
             if not pending:
-                return {}
+                return None
             unread &= set(msgspec.json.decode(pending, type=list[str]))
         first: dict[str, set[str]] = {}
         for d in unread:
             if cs := change.doc_chunks.get(d):
                 first.setdefault(cs[0], set()).add(d)
-        headed = {d: title for chunk_id, text in index_rows.opening_headings(store, sorted(first))
-                  if (title := joins.heading_title(text)) is not None for d in first[chunk_id]}
+        return {d: title for chunk_id, text in index_rows.opening_headings(store, sorted(first))
+                if (title := joins.heading_title(text)) is not None for d in first[chunk_id]}
+
+    def _opening_code(self, store: Store, headed: dict[str, str]) -> dict[str, bool]:
+        """Whether each document of ``headed`` (``_unmarked_headings``) opens with code, and sets
+        ``code_headings_pending``. A document is found in its file as it is now (its id), or, the
+        file's one document, as the start of it (``_as_indexed``: a log appended to since).
+        One not found (its text as indexed nowhere: ids are text hashes) is taken to open as its
+        file's one document opens now where that opens with the same heading
+        (``_opening_as_now``), else as a heading, no code: the likelier guess, a note's common
+        opening. That guess is the mark of one whose file changed outside this run's paths or
+        cannot be read now, and of one pending until the next run looks again."""
         paths = index_rows.document_paths(store) if headed else {}
         chars = index_rows.document_chars(store, headed) if headed else {}
         # (each file read once: the rows of a .jsonl or .csv are documents of one file, which was
@@ -1432,11 +1450,7 @@ class Indexer:
                                             if loader.file_of(paths.get(d, "")) in self.left_with_links)
         # (one neither found nor guessed opens with a heading, whatever an earlier run guessed of
         # it: each run's guess is its own, from the file as it is now)
-        out = {d: False for d in headed} | guessed | out
-        # (the marks this run changes, found or guessed: of an index without the mark, those
-        # opening with code; of one pending, those whose mark an earlier run's guess set otherwise)
-        was = set(msgspec.json.decode(marked, type=list[str])) if marked is not None else set()
-        return {d: code for d, code in sorted(out.items()) if code != (d in was)}
+        return {d: False for d in headed} | guessed | out
 
     def _read_stored(self, path: str) -> list[Document]:
         """The documents of the file a stored ``path`` names, read now; none when it is gone or
