@@ -280,6 +280,23 @@ def _begins_with(text: str, chunks: list[str], *, cut: bool) -> bool:
     return done >= _TIE_MIN_CHARS
 
 
+def _rows_begin(docs: list, rows: list[tuple[str, str]], *, cut: bool) -> bool:
+    """Whether the documents ``docs`` (a .csv's or .jsonl's rows, read as far as its opening goes;
+    ``cut``: the last may be cut short, so it is not compared) begin with the rows ``rows`` (a
+    deleted file's, each its row number and document id, in order): each at its number, all of
+    them or as many as were read, and ``_TIE_MIN_CHARS`` of text at least. A file whose first row
+    is short (a name, a date) is told by the rows after it (``_begins_with`` reads the first)."""
+    whole = docs[:-1] if cut else docs
+    if len(whole) < len(rows) and not cut:
+        return False
+    chars = 0
+    for doc, (row, doc_id) in zip(whole, rows):
+        if doc.id != doc_id or doc.path.rpartition("#")[2] != row:
+            return False
+        chars += len(doc.text)
+    return chars >= _TIE_MIN_CHARS
+
+
 _UPDATING = frozenset({"queued", "settling", "extracting", "waiting", "merging", "clustering", "reporting",
                        "publishing"})
 """The states of an update under way, from a batch queued (or a sync begun) to the idle line of
@@ -1888,9 +1905,10 @@ class Daemon:
 
     def _written_on(self, added: list[str], gone: list[str]) -> dict[str, str]:
         """Those of the files ``added`` that begin with the whole indexed text of one of the files
-        ``gone`` (its first document's: a CSV's or a JSONL's first row with text), each with that
-        file: ``mv a.txt b.txt``, then a log written on as b.txt before the batch was looked at,
-        differs from a.txt's text, and is no rename by content (``WatchedFolder.renames``). The
+        ``gone`` (its first document's: a CSV's or a JSONL's first row with text, or, that row
+        short, its rows as far as they go, ``_rows_begin``), each with that file: ``mv a.txt
+        b.txt``, then a log written on as b.txt before the batch was looked at, differs from
+        a.txt's text, and is no rename by content (``WatchedFolder.renames``). The
         watcher's events do not pair the names of a rename (a deletion and an addition, in
         whatever batch), so a batch alone tied every deletion to every file it added: ``rm
         old.txt`` beside a new log waited with the log, up to its cap. Reads the folder and the
@@ -1903,9 +1921,13 @@ class Daemon:
         as it goes, its first chunk at least (``_begins_with``). An old text shorter than
         ``_TIE_MIN_CHARS`` ties nothing: a one-line ``# TODO`` deleted beside a new plan.md
         beginning so is no evidence of a rename (a rename of it written on is synced as a
-        deletion, and the new name when it settles)."""
+        deletion, and the new name when it settles: a few words out of the index for a while, as
+        against a deletion held with an unrelated file; nothing in the index, its size or its
+        stamp, tells the two apart, and watchfiles does not pair a move's events)."""
         limit = _TIE_READ * self.settings.index.chunk_size
-        olds: dict[str, tuple[list[str], int, bytes | None]] = {}   # deleted file -> its chunks, size, probe
+        # deleted file -> its (first) document's chunks, its size, probe, and its rows (a .csv's or
+        # .jsonl's: each row's number and document id, in order; none for a file of one document)
+        olds: dict[str, tuple[list[str], int, bytes | None, list[tuple[str, str]]]] = {}
         with reading(self.db_path) as store:
             if store is None:
                 return {}
@@ -1926,7 +1948,9 @@ class Daemon:
                     if chars > 2 * limit:
                         break
                 if chunks and chunks[0]:
-                    olds[rel] = (chunks, size, _probe(chunks[0]))
+                    numbered = sorted((int(number), doc) for p, (doc, _size, _stamp) in rows.items()
+                                      if (number := p.rpartition("#")[2]).isdigit() and p != rel)
+                    olds[rel] = (chunks, size, _probe(chunks[0]), [(str(n), doc) for n, doc in numbered])
         out: dict[str, str] = {}
         for rel in sorted(added):
             if not olds or self._stop_looking.is_set():
@@ -1934,12 +1958,12 @@ class Daemon:
             path = self.root / rel
             try:
                 # (a file written on after its rename has grown: one smaller than each is not read)
-                if (st := path.stat()).st_size < min(size for _chunks, size, _probe in olds.values()):
+                if (st := path.stat()).st_size < min(size for _chunks, size, _probe, _rows in olds.values()):
                     continue
                 with path.open("rb") as f:
                     head = f.read(limit)
                 # (a probe in none of them: no old text begins this one, read as text)
-                if not any(_may_hold(head, probe) for _chunks, _size, probe in olds.values()):
+                if not any(_may_hold(head, probe) for _chunks, _size, probe, _rows in olds.values()):
                     continue
                 docs, _warnings = read_documents(path, root=self.root, text_field=self.settings.index.text_field,
                                                  st=st, limit=limit)
@@ -1949,10 +1973,12 @@ class Daemon:
                 continue
             # (read as far as it goes, not whole: the last document is cut short, not those before;
             # a lone one may be whole, though, a .jsonl's cut last line skipped: matched whole first)
-            cut = max(st.st_size, len(head)) >= limit and len(docs) == 1
-            if old := next((old for old, (chunks, _size, _probe) in olds.items()
+            opening = max(st.st_size, len(head)) >= limit
+            cut = opening and len(docs) == 1
+            if old := next((old for old, (chunks, _size, _probe, old_rows) in olds.items()
                             if _begins_with(docs[0].text, chunks, cut=False)
-                            or cut and _begins_with(docs[0].text, chunks, cut=True)), None):
+                            or cut and _begins_with(docs[0].text, chunks, cut=True)
+                            or old_rows and _rows_begin(docs, old_rows, cut=opening)), None):
                 out[rel] = old
                 del olds[old]
         return out

@@ -3997,6 +3997,48 @@ async def test_a_jsonl_renamed_and_written_on_is_tied_when_its_opening_cuts_its_
     assert daemon._written_on(["b.jsonl"], ["a.jsonl"]) == {}
 
 
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+async def test_a_rows_file_whose_first_row_is_short_renamed_and_written_on_is_tied(corpus, tmp_path, suffix):
+    # ``_written_on`` compared an added file's first document with a deleted one's first row alone,
+    # and a text under 32 characters ties nothing: `mv a.csv b.csv`, b.csv written on, a.csv's
+    # first row a name or a date, was never tied, and every row of a.csv went out of the index
+    # until b.csv settled. Now the rows after a short first one count: each as the deleted file
+    # held it, at its number. A short file of one document is still not tied (nothing tells its
+    # rename from a new file beginning as it did; a few words are out of the index a while).
+    settings = make_settings(index=SMALL)
+    db = tmp_path / "r.db"
+
+    def rows(texts: list[str]) -> str:
+        if suffix == ".csv":
+            return "id,text\n" + "".join(f"{n},{text}\n" for n, text in enumerate(texts))
+        return "".join(json.dumps({"text": text}) + "\n" for text in texts)
+
+    texts = [f"Barge {n}: salt" for n in range(4)]   # (each under 32 characters)
+    (corpus / f"a{suffix}").write_text(rows(texts))
+    (corpus / "short.txt").write_text("Mira Osk at Port Vell.\n")
+    await sync([corpus], settings, db, root=corpus)
+    assert sum(p.startswith(f"a{suffix}#") for p in _indexed_paths(db)) == len(texts)   # (a row each)
+    (corpus / f"a{suffix}").unlink()
+    (corpus / "short.txt").unlink()
+    daemon = Daemon(settings, db, corpus, report=Events())
+    gone = [f"a{suffix}", "short.txt"]
+
+    def tied(name: str, text: str) -> dict[str, str]:
+        (corpus / name).write_text(text)
+        try:
+            return daemon._written_on([name], gone)
+        finally:
+            (corpus / name).unlink()
+
+    # Renamed and written on: its rows, then new ones.
+    assert tied(f"b{suffix}", rows(texts + ["Barge 4: tar", "Barge 5: rope"])) == {f"b{suffix}": f"a{suffix}"}
+    # Beginning with its first row, then others: no tie; nor with its rows alone, fewer of them.
+    assert tied(f"c{suffix}", rows(texts[:1] + ["Barge 9: wool"] + texts[1:])) == {}
+    assert tied(f"d{suffix}", rows(texts[:2])) == {}
+    # A short file of one document renamed and written on: not tied (the behaviour chosen).
+    assert tied("short2.txt", "Mira Osk at Port Vell.\nEntry 1: Bo Lund paid the toll.\n") == {}
+
+
 def test_a_rename_check_that_fails_ties_every_pair_and_the_watcher_goes_on(tmp_path):
     # ``renamed_from`` reads the index: one it cannot read (locked, damaged) raised out of the
     # watcher's loop and stopped the watch; now the raw batch is tied as before the check was.
