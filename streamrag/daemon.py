@@ -98,8 +98,10 @@ from streamrag import index_rows
 from streamrag.config import Settings, find_config, load_settings, without_secrets
 from streamrag.errors import (LLMError, LLMRequestError, LLMUnavailableError, RejectedFirstIndex, StreamragError,
                               UnusableFirstIndex, disk_full)
-from streamrag.loader import (DOCUMENT_SUFFIXES, conflict_copies_line, file_of, leads_outside, left_out_lines,
-                              export_said, read_documents, scan_order, shown, unstorable_folder, why_unusable)
+from streamrag.exported import HEAD_BYTES, WHOLE, export_state_of, exported_head
+from streamrag.loader import (DOCUMENT_SUFFIXES, EXPORT_LOOKS, conflict_copies_line, file_of, leads_outside,
+                              left_out_lines, export_said, read_documents, scan_order, shown, unstorable_folder,
+                              why_unusable, written_by_export_line)
 from streamrag.notices import sharing_notices
 from streamrag.on_disk import covered, is_file
 from streamrag.outage import Outage
@@ -430,6 +432,23 @@ class _Looked:
     touched: dict[str, dict[str, tuple[str, int, float]]]  # indexed files written, maybe as indexed: their rows
     warnings: list[str]                                    # lines to say once (``_warn_once``)
     broken: list[str]                                      # broken links to note (``note_broken``)
+    exported: dict[str, str]                               # files that open as an export: path -> kind
+
+
+def _opens_as_export(path: Path) -> bool:
+    """Whether the file ``path`` opens as one `streamrag export` wrote (``exported_head``: needed,
+    not enough; an unreadable one does not)."""
+    try:
+        with path.open("rb") as f:
+            return exported_head(f.read(HEAD_BYTES))
+    except OSError:
+        return False
+
+
+def _whole_exports(root: Path, rels: list[str]) -> set[str]:
+    """Those of the files ``rels`` (paths from ``root``) that are an export written whole (a
+    worker thread's: one is read through for its checksum)."""
+    return {rel for rel in rels if export_state_of(root / rel) == WHOLE}
 
 
 def _left_out_by_kind(files: Iterable[str], said: frozenset[str]) -> dict[str, tuple[int, list[str]]]:
@@ -941,6 +960,18 @@ class Daemon:
         for rel in looked.broken:
             self.folder.note_broken(rel)
         out.update(looked.out)
+        if looked.exported:   # (a whole one is read through for its checksum: in a worker thread)
+            whole = await anyio.to_thread.run_sync(_whole_exports, self.root, list(looked.exported),
+                                                   abandon_on_cancel=True)
+            for rel, kind in looked.exported.items():
+                if rel not in whole:   # (one cut short, still written: the sync after it settles tells)
+                    out[rel] = kind
+                    continue
+                # Said as the scan says it, at each write (not again by the next sync, ``warned``),
+                # and nothing queued: the index is as it was.
+                line = written_by_export_line(shown(rel))
+                self.warned.add(line)
+                self.emit("warning", line, warning=line)
         if looked.touched:   # (it may read them: in a worker thread, as a folder is listed)
             same = await anyio.to_thread.run_sync(self.folder.as_indexed, looked.touched, abandon_on_cancel=True)
             out.update((rel, "modified") for rel in looked.touched if rel not in same and rel not in out)
@@ -1006,6 +1037,7 @@ class Daemon:
         # batch, the watcher may miss a file's making (a `git checkout` of 200 new files said
         # "199 added, 1 modified").
         unheld: set[str] = set()
+        new: list[str] = []   # files queued that the index does not hold, nor the queue
         with reading(self.db_path) as store:
             failed = self.folder.failed_now(store) if not all(exists for _d, exists in looked.values()) else set()
             for rel, (is_dir, exists) in looked.items():
@@ -1047,8 +1079,10 @@ class Daemon:
                         warnings.append(line)
                 elif not (rows := {} if store is None else index_rows.file_rows(store, rel)):
                     out[rel] = "added" if ADDED in kinds[rel] else "modified"
-                    if out[rel] == "modified" and rel not in pending:
-                        unheld.add(rel)
+                    if rel not in pending:
+                        new.append(rel)
+                        if out[rel] == "modified":
+                            unheld.add(rel)
                 elif rel in pending:   # as queued: what it is now is the sync's to find
                     out[rel] = "modified"
                 else:
@@ -1080,7 +1114,13 @@ class Daemon:
                         out[rel] = "modified"
                     else:
                         touched[rel] = rows
-        return _Looked(out, {rel: rows for rel, rows in touched.items() if rel not in out}, warnings, broken)
+        # Of those, the ones that open as an export does (`streamrag export x.txt` into the folder:
+        # not indexed, yet queued, said "1 file (1 added)" and synced for nothing at each export),
+        # as many as a scan opens (``EXPORT_LOOKS``): ``_classify`` tells whether they are.
+        exported = {rel: out.pop(rel) for rel in [rel for rel in new if rel in out][:EXPORT_LOOKS]
+                    if _opens_as_export(self.root / rel)}
+        return _Looked(out, {rel: rows for rel, rows in touched.items() if rel not in out}, warnings, broken,
+                       exported)
 
     # -- the run ---------------------------------------------------------------------------
     async def run(self, source: AsyncIterable[ChangeSet] | None = None) -> None:

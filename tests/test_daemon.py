@@ -738,7 +738,8 @@ async def test_an_export_written_into_the_watched_folder_is_said_once(corpus, tm
     # `export x.txt` into the folder a watch runs on: the batch's extraction ahead read it,
     # remembered it as an export said once (``WrittenByExport.again``), and said nothing (its
     # warnings are a sync's); the sync found it so remembered and unchanged, and said nothing
-    # either: the warning `index` gives was never given.
+    # either: the warning `index` gives was never given. (Now a whole export queues nothing, and
+    # its line is said at its event: test_export_watch.)
     from streamrag.export import export
 
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.3})   # offline: fast
@@ -754,8 +755,8 @@ async def test_an_export_written_into_the_watched_folder_is_said_once(corpus, tm
         start = len(events)
         async with send:
             await send.send({(Change.added, str(corpus / "x.txt"))})
-            await until(lambda: daemon.syncs == 2)
-    assert "waiting" in events.states(start), events.states(start)   # (extracted ahead, then synced)
+            await until(lambda: "warning" in events.states(start))
+    assert events.states(start) == ["warning", "stopped"] and daemon.syncs == 1, events[start:]   # (nothing queued)
     warnings = [e["message"] for e in events[start:] if e["state"] == "warning"]
     assert warnings == ["x.txt: written by `streamrag export`, the index's own output, not a document; "
                         "nothing to index"], warnings

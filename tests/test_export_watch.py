@@ -21,26 +21,30 @@ SAID = "x.txt: written by `streamrag export`, the index's own output, not a docu
 async def test_an_export_written_again_into_the_watched_folder_is_said_again(corpus, tmp_path):
     # The watch said no warning the last sync had said, to keep a file that cannot be indexed from
     # being named by every sync: an export written again (a cron job's `export x.txt`) was said
-    # for its first write only. Now a file the sync was for is said again; one unchanged is not.
+    # for its first write only. Now each write of it is said again; a sync for another file is not.
+    # An export was also queued, though never indexed: "1 file (1 added); 1 pending", and a sync
+    # for nothing, at each export. Now it queues nothing and its line is said at once.
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.3})   # offline: fast
     db = tmp_path / "b.db"
     (corpus / "blank.txt").write_text("", encoding="utf-8")   # (said by every sync's scan)
     async with running(settings, db, corpus) as (daemon, events, send):
         start = len(events)
         async with send:
-            for syncs, change in ((2, Change.added), (3, Change.modified)):
+            for said, change in ((1, Change.added), (2, Change.modified)):
                 store = Store(db, readonly=True)
                 try:
                     export(store, corpus / "x.txt", "json")
                 finally:
                     store.close()
-                old = time.time() - 10 * syncs   # (saved a while ago: not waited on as still written)
+                old = time.time() - 10 * said   # (saved a while ago: not waited on as still written)
                 os.utime(corpus / "x.txt", (old, old))
                 await send.send({(change, str(corpus / "x.txt"))})
-                await until(lambda: daemon.syncs == syncs)
+                await until(lambda: [e["message"] for e in events[start:] if e["state"] == "warning"] == [SAID] * said)
+            assert daemon.syncs == 1 and not daemon.pending, (daemon.syncs, daemon.pending)
+            assert "queued" not in events.states(start), events[start:]
             (corpus / "notes.txt").write_text("Mira Osk chaired the Harbor Council meeting.\n", encoding="utf-8")
             await send.send({(Change.added, str(corpus / "notes.txt"))})
-            await until(lambda: daemon.syncs == 4)
+            await until(lambda: daemon.syncs == 2)
     warnings = [e["message"] for e in events[start:] if e["state"] == "warning"]
     assert warnings == [SAID, SAID], warnings
     assert [e["message"] for e in events if "blank.txt" in e["message"]] == ["blank.txt: empty file, nothing to index"], events
@@ -57,18 +61,46 @@ async def test_an_export_written_again_is_said_again_by_a_sync_of_the_whole_fold
     async with running(settings, db, corpus) as (daemon, events, send):
         start = len(events)
         async with send:
-            for syncs, change in ((2, (Change.added, str(corpus / "x.txt"))), (3, (RESCAN, "boom"))):
+            # (its own event said at once, no sync; a sync of the whole folder says it again)
+            for said, syncs, change in ((1, 1, (Change.added, str(corpus / "x.txt"))), (2, 2, (RESCAN, "boom"))):
                 store = Store(db, readonly=True)
                 try:
                     export(store, corpus / "x.txt", "json")
                 finally:
                     store.close()
-                old = time.time() - 10 * syncs
+                old = time.time() - 10 * said
                 os.utime(corpus / "x.txt", (old, old))
                 await send.send({change})
-                await until(lambda: daemon.syncs == syncs)
+                await until(lambda: daemon.syncs == syncs
+                            and [e["message"] for e in events[start:] if e["state"] == "warning"] == [SAID] * said)
             await send.send({(RESCAN, "boom again")})   # (x.txt as it was: not said again)
-            await until(lambda: daemon.syncs == 4)
+            await until(lambda: daemon.syncs == 3)
     warnings = [e["message"] for e in events[start:] if e["state"] == "warning"]
     assert warnings == [SAID, SAID], warnings
+    assert "x.txt" not in _indexed_paths(db)
+
+
+async def test_an_export_cut_short_in_the_watched_folder_is_queued_for_the_sync_to_tell(corpus, tmp_path):
+    # Only a whole export is passed over at its event: one cut short (`export - > x.txt` still
+    # written, or stopped) may be written on yet, so it is queued, and the sync after it settles
+    # says what it is then.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.3})
+    db = tmp_path / "b.db"
+    async with running(settings, db, corpus) as (daemon, events, send):
+        store = Store(db, readonly=True)
+        try:
+            export(store, tmp_path / "whole.json", "json")
+        finally:
+            store.close()
+        data = (tmp_path / "whole.json").read_bytes()
+        (corpus / "x.txt").write_bytes(data[:len(data) // 2])
+        old = time.time() - 10
+        os.utime(corpus / "x.txt", (old, old))
+        start = len(events)
+        async with send:
+            await send.send({(Change.added, str(corpus / "x.txt"))})
+            await until(lambda: daemon.syncs == 2)
+    assert "queued" in events.states(start)
+    warnings = [e["message"] for e in events[start:] if e["state"] == "warning"]
+    assert len(warnings) == 1 and "x.txt: written by `streamrag export` and cut short" in warnings[0], warnings
     assert "x.txt" not in _indexed_paths(db)
