@@ -99,6 +99,7 @@ from streamrag.config import Settings, find_config, load_settings, without_secre
 from streamrag.errors import (LLMError, LLMRequestError, LLMUnavailableError, RejectedFirstIndex, StreamragError,
                               UnusableFirstIndex, disk_full)
 from streamrag.exported import HEAD_BYTES, WHOLE, export_state_of, exported_head
+from streamrag.invisible import BREAK_HINTS
 from streamrag.loader import (DOCUMENT_SUFFIXES, EXPORT_LOOKS, conflict_copies_line, file_of, leads_outside,
                               left_out_lines, export_said, read_documents, scan_order, shown, unstorable_folder,
                               why_unusable, written_by_export_line)
@@ -248,16 +249,28 @@ _BLANKS = re.compile(r"\s*")
 def _probe(text: str) -> bytes | None:
     """A word of ``text``'s opening (ASCII: the same bytes in UTF-8 and the legacy code pages
     the loader reads) that a file's bytes hold if its text begins with ``text``; ``None`` if
-    it has none. (Written with a character no reader sees inside it, a soft hyphen, the loader
-    drops, it is missed: no tie, the deletion synced apart, as without ``_written_on``.)"""
+    it has none."""
     word = _WORD.search(text, 0, 200)
     return word.group()[:16].encode() if word else None
 
 
+# The characters no reader sees, in UTF-8, that the loader drops (``invisible.visible``): one
+# inside the probe's word ("Mi\u00adra", a soft hyphen pasted from the web) hid the word from
+# the file's bytes, and a rename written on was not tied. (A legacy code page's soft hyphen,
+# one byte, 0xAD, also ends many a UTF-8 letter: not looked for.)
+_UNSEEN = tuple(ch.encode() for ch in BREAK_HINTS + "\u200c\u200d")
+
+
 def _may_hold(head: bytes, probe: bytes | None) -> bool:
     """Whether a file whose bytes begin ``head`` may begin with a text holding ``probe``
-    (``_probe``): wide text (UTF-16 and UTF-32, NULs or a byte-order mark) may, as ever."""
-    return probe is None or probe in head or b"\0" in head[:4096] or head[:2] in (b"\xff\xfe", b"\xfe\xff")
+    (``_probe``), the characters no reader sees in it left out (``_UNSEEN``): wide text (UTF-16
+    and UTF-32, NULs or a byte-order mark) may, as ever."""
+    if probe is None or probe in head or b"\0" in head[:4096] or head[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return True
+    unseen = [mark for mark in _UNSEEN if mark in head]   # (most files: none, one scan each)
+    for mark in unseen:
+        head = head.replace(mark, b"")
+    return bool(unseen) and probe in head
 
 
 def _begins_with(text: str, chunks: list[str], *, cut: bool) -> bool:

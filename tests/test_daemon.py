@@ -4040,6 +4040,27 @@ async def test_a_rows_file_whose_first_row_is_short_renamed_and_written_on_is_ti
     assert tied("short2.txt", "Mira Osk at Port Vell.\nEntry 1: Bo Lund paid the toll.\n") == {}
 
 
+@pytest.mark.parametrize("name, first", [("shy.txt", "Mi\u00adra"), ("zwsp.txt", "Mi\u200bra"),
+                                         ("bold.md", "**Mira**"), ("split.md", "Mi**ra**")])
+async def test_a_rename_written_on_is_tied_whatever_hides_in_its_first_word(corpus, tmp_path, name, first):
+    # ``_written_on`` reads an added file only if its bytes hold the first word of a deleted one's
+    # indexed text (``_probe``): a soft hyphen or a zero-width space inside that word (pasted
+    # from the web), which the loader drops, hid the word from the bytes, and `mv`, then written
+    # on, was not tied (its text out of the index until the new name settled). Markdown's marks
+    # stay in the text as written, so a word they wrap or split is found as it is.
+    settings = make_settings(index=SMALL)
+    db = tmp_path / "r.db"
+    text = f"{first} Osk opened the harbor ledger at Port Vell and counted the barges.\n"
+    (corpus / name).write_text(text)
+    await sync([corpus], settings, db, root=corpus)
+    new = "2".join(os.path.splitext(name))
+    (corpus / name).rename(corpus / new)
+    with (corpus / new).open("a") as f:   # (written on)
+        f.write("\nEntry 1: Bo Lund paid the toll at Kessel.\n")
+    daemon = Daemon(settings, db, corpus, report=Events())
+    assert daemon._written_on([new], [name]) == {new: name}
+
+
 def test_a_rename_check_that_fails_ties_every_pair_and_the_watcher_goes_on(tmp_path):
     # ``renamed_from`` reads the index: one it cannot read (locked, damaged) raised out of the
     # watcher's loop and stopped the watch; now the raw batch is tied as before the check was.
