@@ -1938,23 +1938,19 @@ class Daemon:
         finally:
             self._extracting_ahead = False
 
-    async def _tie(self, names: set[str]) -> bool:
+    async def _tie(self, names: set[str]) -> None:
         """Ties each of ``names`` that a batch added beside files it deleted (``_may_tie``) to the
         one of them whose indexed text it begins with (``_written_on``, in a worker thread), if
-        any; whether it tied one. Asked of the files a sync would leave as indexed alone."""
+        any (``_tied``). Asked of the files a sync would leave as indexed alone."""
         asked = [(added & names, gone) for added, gone in self._may_tie if added & names]
         if not asked:
-            return False
+            return
         self._may_tie = [(added - names, gone) for added, gone in self._may_tie if added - names]
-        found = False
         for added, gone in asked:
             gone = [rel for rel in sorted(gone) if self.pending.get(rel) == "deleted"]   # (not synced yet)
-            if not gone or self.stopping:
-                continue
-            tied = await anyio.to_thread.run_sync(self._written_on, sorted(added), gone, abandon_on_cancel=True)
-            self._tied.extend((frozenset({new}), frozenset({old})) for new, old in tied.items())
-            found = found or bool(tied)
-        return found
+            if gone and not self.stopping:
+                tied = await anyio.to_thread.run_sync(self._written_on, sorted(added), gone, abandon_on_cancel=True)
+                self._tied.extend((frozenset({new}), frozenset({old})) for new, old in tied.items())
 
     def _written_on(self, added: list[str], gone: list[str]) -> dict[str, str]:
         """Those of the files ``added`` that begin with the whole indexed text of one of the files
