@@ -1986,16 +1986,9 @@ class Daemon:
                     continue
                 # (itself, or its first row)
                 doc_id, size, _stamp = rows[min(rows, key=lambda p: (p != rel, len(p), p))]
-                chunks, chars = [], 0
                 # (those an opening can hold: the text of ``limit`` bytes is no longer, each chunk
                 # overlapping the one before by half of it at most)
-                for (text,) in store.conn.execute(
-                        "SELECT c.text FROM document_chunks dc JOIN chunks c ON c.id = dc.chunk_id "
-                        "WHERE dc.doc_id = ? ORDER BY dc.idx", (doc_id,)):
-                    chunks.append(text)
-                    chars += len(text)
-                    if chars > 2 * limit:
-                        break
+                chunks = index_rows.chunk_texts_of(store, doc_id, 2 * limit)
                 if chunks and chunks[0]:
                     numbered = sorted((int(number), doc) for p, (doc, _size, _stamp) in rows.items()
                                       if (number := p.rpartition("#")[2]).isdigit() and p != rel)

@@ -379,6 +379,19 @@ def chunk_texts(store: Store, chunk_ids: list[str]) -> Iterator[tuple[str, str]]
         yield from store.conn.execute(f"SELECT id, text FROM chunks WHERE {_in('id', part)}", part)
 
 
+def chunk_texts_of(store: Store, doc_id: str, chars: int) -> list[str]:
+    """The texts of the document ``doc_id``'s chunks, in order, until they hold more than ``chars``
+    characters (its opening's)."""
+    texts, held = [], 0
+    for (text,) in store.conn.execute("SELECT c.text FROM document_chunks dc JOIN chunks c ON c.id = dc.chunk_id "
+                                      "WHERE dc.doc_id = ? ORDER BY dc.idx", (doc_id,)):
+        texts.append(text)
+        held += len(text)
+        if held > chars:
+            break
+    return texts
+
+
 def opening_headings(store: Store, chunk_ids: list[str]) -> Iterator[tuple[str, str]]:
     """(id, first 300 characters) of the stored chunks of ``chunk_ids`` whose text opens with a
     Markdown heading's "#" (``joins.heading_title``: a document's title; the texts of the others,
