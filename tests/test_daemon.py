@@ -3705,7 +3705,7 @@ def test_the_watcher_holds_only_the_writes_that_may_change_the_index(corpus, tmp
     kept = {(Change.modified, str(corpus / "new.txt")), (Change.deleted, str(corpus / "gone.log")),
             (Change.added, str(corpus / "sub")), (Change.modified, str(toml)),
             (Change.added, str(corpus / "notes (conflicted copy).txt"))}
-    # (a file of a kind left out that was not said yet is kept, for its line: ``_left_out_files``)
+    # (a file of a kind left out that was not said yet is kept, for its line: ``_left_out_to_say``)
     assert daemon.worth_holding({(Change.added, str(corpus / "app.log"))}) == {(Change.added, str(corpus / "app.log"))}
     daemon._kinds_said_left_out.add(".log")   # (as the initial sync says it of an app.log already there)
     assert daemon.worth_holding(left_out | kept) == kept
