@@ -122,12 +122,19 @@ def joins_moved_said(moved: int, version: int, joined: int, parted: int) -> str:
     """What ``index`` and ``watch`` say of the short names a run publishing ``version`` joined
     to a full name or parted (``SyncResult.joins_moved``, ``joins_joined``, ``joins_parted``; the
     others joined to another full name); of a first index (version 1), every one joined, none
-    parted. ("1 short name joined to a full name anew, or parted" did not say which: the run knows.)"""
+    parted. ("1 short name joined to a full name anew, or parted" did not say which: the run knows.)
+    Only the clauses with a count are said, the first naming what they count: "0 short names
+    joined to a full name, 1 parted from one" was said of a run that only parted one."""
     if version == 1:
         return f"{counted(moved, 'short name')} joined to a full name"
-    other = moved - joined - parted
-    return (f"{counted(joined, 'short name')} joined to a full name, {number(parted)} parted from one"
-            + (f", {number(other)} joined to another" if other > 0 else ""))
+    # (count, as the first clause, as a later one)
+    clauses = ((joined, "joined to a full name", ""), (parted, "parted from a full name", "parted from one"),
+               (moved - joined - parted, "joined to another full name", "joined to another"))
+    said = [(n, first, later) for n, first, later in clauses if n > 0]
+    if not said:   # (no caller asks of a run that moved none)
+        return f"{counted(0, 'short name')} joined to a full name"
+    (n, first, _), rest = said[0], said[1:]
+    return ", ".join([f"{counted(n, 'short name')} {first}"] + [f"{number(m)} {later}" for m, _, later in rest])
 
 
 def nothing_indexed_line(items: int, last: str, status: str = FAILURES) -> str:

@@ -859,8 +859,9 @@ def test_index_says_how_many_joins_a_run_moved(cli_run, tmp_path):
     assert "version 1" in first.stdout and "name joins     1 short name joined to a full name\n" in first.stdout
     (corpus / "People" / "Ada Lovelace.md").rename(corpus / "People" / "ada.md")
     renamed = cli_run("index", "--offline", "-q", "--db", str(db), str(corpus))
-    # (it said "1 short name joined to a full name anew, or parted": the rename parts it)
-    assert "name joins     0 short names joined to a full name, 1 parted from one\n" in renamed.stdout, renamed.stdout
+    # (it said "1 short name joined to a full name anew, or parted": the rename parts it; then "0
+    # short names joined to a full name, 1 parted from one", a clause of none)
+    assert "name joins     1 short name parted from a full name\n" in renamed.stdout, renamed.stdout
     (corpus / "People" / "ada.md").rename(corpus / "People" / "Ada Lovelace.md")
     back = cli_run("index", "--offline", "-q", "--json", "--db", str(db), str(corpus))
     said = json.loads(back.stdout)
@@ -895,7 +896,7 @@ async def test_watch_says_how_many_joins_a_sync_moved(tmp_path):
                     await anyio.sleep(0.01)
     idle = [e for e in events[mark:] if e["state"] == "idle"]
     assert [e["joins_moved"] for e in idle] == [1]
-    assert idle[0]["message"].endswith("; 0 short names joined to a full name, 1 parted from one"), idle
+    assert idle[0]["message"].endswith("; 1 short name parted from a full name"), idle
     first = [e for e in events[:mark] if e["state"] == "idle"]
     assert first[-1]["joins_moved"] == 1
     assert first[-1]["message"].endswith("; 1 short name joined to a full name")   # (a first index)
@@ -1343,7 +1344,13 @@ def test_index_and_watch_say_the_joins_a_run_moved_in_one_wording():
     # (it said "1,200 short names joined to a full name anew, or parted", not which: the run knows)
     assert joins_moved_said(1200, 3, 1000, 150) == ("1,000 short names joined to a full name, 150 parted from "
                                                     "one, 50 joined to another")
-    assert joins_moved_said(1, 3, 0, 1) == "0 short names joined to a full name, 1 parted from one"
+    # Only the clauses with a count, the first naming what they count (it said "0 short names
+    # joined to a full name, 1 parted from one")
+    assert joins_moved_said(1, 3, 0, 1) == "1 short name parted from a full name"
+    assert joins_moved_said(3, 3, 0, 0) == "3 short names joined to another full name"
+    assert joins_moved_said(3, 3, 0, 2) == "2 short names parted from a full name, 1 joined to another"
+    assert joins_moved_said(3, 3, 1, 0) == "1 short name joined to a full name, 2 joined to another"
+    assert joins_moved_said(2, 3, 1, 1) == "1 short name joined to a full name, 1 parted from one"
 
 
 @pytest.mark.anyio
