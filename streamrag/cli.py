@@ -803,11 +803,13 @@ def _failed_docs(r) -> str:
     """The documents line's files whose new text failed (their chunks' extractions did): "2 (0
     added, 0 removed, 2 unchanged)" was said of a run whose one new and one edited file both
     failed, as if they were not there. A new one is left out; an edited one keeps its previous
-    version indexed, and is among the unchanged, as published."""
+    version indexed, and is among the unchanged, as published. Both count new texts, as the
+    counts beside them do; of edits, the previous versions kept are the files' ("2 edited failed,
+    their previous versions kept" was said of two copies of one text edited apart: one was kept)."""
     added, edited = r.documents_failed_added, r.documents_failed_edited
     parts = ([f"{number(added)} new failed, left out"] if added else []) + (
-        [f"{number(edited)} edited failed, {'its' if edited == 1 else 'their'} previous "
-         f"{'version' if edited == 1 else 'versions'} kept"] if edited else [])
+        [f"{number(edited)} edited failed, " + ("its" if edited == 1 else "each file's") + " previous version kept"]
+        if edited else [])
     return "".join(f"; {part}" for part in parts)
 
 

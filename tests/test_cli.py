@@ -798,6 +798,31 @@ async def test_the_index_summary_counts_a_failed_edit_of_two_copies_as_one_docum
     assert (again.documents_edited, again.documents_failed_edited) == (1, 0), again
 
 
+@pytest.mark.anyio
+async def test_the_index_summary_of_two_copies_edited_apart_failing_keeps_one_previous_version(tmp_path, simulator):
+    # Two copies of a note edited to two new texts, both failing, read "2 edited failed, their
+    # previous versions kept": the two files keep the one text they had.
+    from conftest import failing_for, make_settings
+    from streamrag.cli import _format_sync
+    from streamrag.pipeline import sync
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for name in ("town.txt", "copy.txt"):
+        (folder / name).write_text("Mayor Anna Berg met Captain Olaf Lind in Port Vell.")
+    (folder / "other.txt").write_text("Mira Osk chaired the Harbor Council in Port Vell.")
+    settings = make_settings(simulator.base_url, llm={"max_retries": 0})
+    db = tmp_path / "x.db"
+    await sync([folder], settings, db, root=folder)
+    (folder / "town.txt").write_text("Mayor Anna Berg met Doctor Zebulon Holm in Port Vell.")
+    (folder / "copy.txt").write_text("Mayor Anna Berg met Zebulon Quill, a Doctor, in Port Vell.")
+    async with failing_for("Zebulon", simulator.base_url) as transport:
+        r = await sync([folder], settings, db, root=folder, transport=transport)
+    assert (r.documents, r.documents_unchanged, r.documents_failed_edited) == (2, 2, 2), r
+    line = _format_sync(r, db, ["*.txt"]).splitlines()[1]
+    assert "; 2 edited failed, each file's previous version kept;" in line, line
+
+
 def test_the_index_summary_groups_its_counts_by_thousands_as_status_does(tmp_path):
     # `status` said "chunks         123,456"; the summary of the `index` that made them said
     # "chunks         123456 (123456 extracted now, 0 already extracted)".
