@@ -42,7 +42,8 @@ class Outage:
         self.emit = emit
         # The endpoint is down (no call of the last sync got an answer): since, endpoint, the
         # pause last said ("every", None: the full line only), when ("at"), "owed": a sync's
-        # lines were shown without saying it is still down.
+        # lines were shown without saying it is still down, "to_second": its lines last gave
+        # "since" to the second (``down_since``; the error line that began it gave its time so).
         self.current: dict[str, Any] | None = None
         # The last sync or extraction ahead got HTTP answers, errors too: during an outage, the
         # endpoint answers with errors only (an HTTP 500 to every request), rather than not at all.
@@ -81,7 +82,7 @@ class Outage:
         endpoint = without_secrets(self.settings.llm.api_base) or f"({self.base_setting()} not set)"
         since = self.failing_since or time.time()
         self.current = {"since": since, "endpoint": endpoint, "every": None,
-                        "at": time.monotonic(), "owed": False}
+                        "at": time.monotonic(), "owed": False, "to_second": True}
         self.notices.held = True   # the outage lines say it from now on
         return self.fields()
 
@@ -150,7 +151,8 @@ class Outage:
         o = self.current
         assert o is not None
         # Under a minute, to the second: the error line just before gave 00:38:19, this one 00:38.
-        since = clock(o["since"], seconds=time.time() - o["since"] < 60)
+        o["to_second"] = time.time() - o["since"] < 60
+        since = clock(o["since"], seconds=o["to_second"])
         own = answering(self.proxy, self.settings.llm.api_base)   # (not an https:// server's, tunnelled)
         if self.server_errors and behind_a_proxy(self.statuses) and own is not None:
             return f"{o['endpoint']} behind {through(own)} still down since {since}"
@@ -199,10 +201,12 @@ class Outage:
         if was is None:
             return
         down = time.time() - was["since"]
-        # (to the second, as the error line and a short outage's lines gave it: "since 08:31"
-        # followed lines saying 08:31:08; and in whole seconds, as they say how long: "7.52 s")
+        # (as the outage's lines last gave it: to the second after the error line and a short
+        # outage's, "since 08:31" followed lines saying 08:31:08; to the minute after a long one's,
+        # "since 08:31:08" followed "still down since 08:31 (12 min)"; and in whole seconds, as
+        # they say how long: "7.52 s")
         self.emit("recovered", f"{was['endpoint']} answers again, after {span(round(down))} down "
-                               f"(since {clock(was['since'], seconds=True)})",
+                               f"(since {clock(was['since'], seconds=was['to_second'])})",
                   outage=False, endpoint=was["endpoint"], since=round(was["since"], 3),
                   down_s=round(down, 3))
 

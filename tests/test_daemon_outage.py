@@ -2609,22 +2609,37 @@ def test_a_short_outage_is_said_since_the_second_it_began_in_whole_seconds(down,
                            f"({lasted}); retrying 2 s after each failed sync"), line
 
 
-def test_the_recovered_line_says_since_to_the_second_as_the_outage_lines_did():
+@pytest.mark.parametrize("down, seconds, lasted", [(7.52, True, r"\d+ s"), (720, False, r"1[23] min")])
+def test_the_recovered_line_says_since_as_the_outage_lines_did(down, seconds, lasted):
     # "still down since 08:31:08" was followed by "answers again, after 7.52 s down (since 08:31)":
     # the seconds the outage's lines showed were dropped, and its span was not in whole seconds.
+    # After a long one, "still down since 08:31 (12 min)" was followed by "(since 08:31:08)".
     from streamrag.outage import Outage
 
     lines = []
     outage = Outage(make_settings("http://127.0.0.1:9/v1"), emit=lambda state, message, **_: lines.append(message))
-    outage.failing_since = time.time() - 7.52
+    outage.failing_since = time.time() - down
     outage.began()
     outage.still_down(1)
     outage.still_down(2)
     outage.recovered()
-    down, back = lines
-    since = clock(outage.failing_since, seconds=True)
-    assert f"still down since {since} " in down, down
-    assert re.fullmatch(rf"http://127\.0\.0\.1:9/v1 answers again, after \d+ s down \(since {since}\)", back), back
+    still, back = lines
+    since = clock(outage.failing_since, seconds=seconds)
+    assert f"still down since {since} " in still, still
+    assert re.fullmatch(rf"http://127\.0\.0\.1:9/v1 answers again, after {lasted} down \(since {since}\)", back), back
+
+
+def test_the_recovered_line_of_an_outage_said_only_by_its_error_line_says_since_to_the_second():
+    # (the error line that began it gave its time to the second; no shorter line followed)
+    from streamrag.outage import Outage
+
+    lines = []
+    outage = Outage(make_settings("http://127.0.0.1:9/v1"), emit=lambda state, message, **_: lines.append(message))
+    outage.failing_since = time.time() - 120
+    outage.began()
+    outage.recovered()
+    [back] = lines
+    assert back.endswith(f"(since {clock(outage.failing_since, seconds=True)})"), back
 
 
 async def _watch_indexed_folder(settings: Settings, db: Path, folder: Path, **kwargs) -> tuple[Events, BaseException | None]:
