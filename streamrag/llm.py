@@ -1169,17 +1169,24 @@ class LLMClient:
         answers only so: more retries wait longer (llm.give_up_after_s ends calls sooner, never
         later: it is no help to this one). Through the environment's proxy, it names the proxy
         when the last try got no answer or one a proxy gives of a server it cannot reach (502, 503:
-        an http:// endpoint's; an https:// one's come from behind the proxy's tunnel)."""
+        an http:// endpoint's; an https:// one's come from behind the proxy's tunnel).
+        Whether more retries would help is said by one rule for every call of the client (a run,
+        a sync): they only wait longer while no try of it was answered usably, and may see a call
+        through once one was (a flaky server). One run said "raising llm.max_retries only waits
+        longer" of one item and "raise llm.max_retries" of another, a dropped connection among
+        its tries the only difference."""
         setting = self._replies.setting
+        limited = self.settings.requests_per_minute > 0
         if e.fix:   # (what its last try's error says to change: llama.cpp's KV cache full, not the server down)
-            return advice(e, setting, self.settings.requests_per_minute > 0)
+            return advice(e, setting, limited)
         own = answering(self._proxy, self.chat_url)   # (an https:// server's statuses come through its tunnel)
-        said = only_errors(statuses, setting, own) if self.settings.max_retries > 0 else None
+        flaky = self._health.usable
+        said = only_errors(statuses, setting, own) if self.settings.max_retries > 0 and not flaky else None
         suspect = self._proxy if e.status is None else own if e.status in PROXY_STATUSES else None
         if said is None and suspect is not None:   # (no HTTP answer, or the proxy's own: maybe its fault)
-            return f"{advice(e, setting, self.settings.requests_per_minute > 0)}; {proxy_failed(self._proxy)}"
+            return f"{advice(e, setting, limited, flaky=flaky)}; {proxy_failed(self._proxy)}"
         if said is None:
-            return advice(e, setting, self.settings.requests_per_minute > 0)
+            return advice(e, setting, limited, flaky=flaky)
         return f"{said}; raising llm.max_retries only waits longer"
 
     def _tried(self, kind: str, status: int | None = None, fix: str = "") -> None:

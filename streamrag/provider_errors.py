@@ -245,9 +245,10 @@ class Retryable(Exception):
                                 # free, its refused tries in a row): the backoff's exponent
 
 
-def advice(e: Retryable, setting: str = "llm.api_base", limited: bool = True) -> str:
+def advice(e: Retryable, setting: str = "llm.api_base", limited: bool = True, *, flaky: bool = True) -> str:
     """What to do about a call that kept failing the same way (``setting``: what set the endpoint;
-    ``limited``: llm.requests_per_minute is set)."""
+    ``limited``: llm.requests_per_minute is set; ``flaky``: the server answered some other try
+    usably, so more retries may see a call through, not only wait longer)."""
     if e.fix:
         return e.fix if e.tries > 1 else f"not retried as llm.max_retries = 0 (a retry may fit): {e.fix}"
     if e.status == 429:
@@ -258,6 +259,8 @@ def advice(e: Retryable, setting: str = "llm.api_base", limited: bool = True) ->
     if e.status is not None and e.status >= 500:
         if e.tries <= 1:   # llm.max_retries = 0
             return "the server answered with an error, not retried as llm.max_retries = 0: check its logs, or raise llm.max_retries"
+        if not flaky:
+            return "the server kept answering with errors: check its logs; raising llm.max_retries only waits longer"
         return "the server kept answering with errors: check its logs, or raise llm.max_retries"
     if e.status == 200:
         return f"the server's answers could not be read: check that {setting} is an OpenAI-compatible endpoint"

@@ -274,6 +274,30 @@ async def test_a_call_whose_tries_were_not_all_http_errors_keeps_its_advice(tmp_
                 await llm.chat(ask(), model="m1", stage="s")
 
 
+@pytest.mark.parametrize("answered_before", [False, True], ids=["down", "flaky"])
+async def test_calls_of_one_client_are_told_alike_whether_more_retries_help(tmp_path, answered_before):
+    """One run said "raising llm.max_retries only waits longer" of a call whose tries all got HTTP
+    500 and "raise llm.max_retries" of one with a dropped connection among them. Now one rule for
+    both: more retries only wait longer while no call was answered, and may help once one was."""
+    boom = httpx.Response(500, text="boom")
+    script = ([lambda _body: httpx.Response(200, json=chat_body("hi"))] if answered_before else []) + \
+        [boom, boom, httpx.ReadError(""), boom]
+    endpoint = Endpoint(*script)
+    said = []
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, max_retries=1) as (llm, _):
+            if answered_before:
+                await llm.chat(ask("first"), model="m1", stage="s")
+            for text in ("one", "two"):
+                with pytest.raises(LLMUnavailableError) as err:
+                    await llm.chat(ask(text), model="m1", stage="s")
+                said.append(str(err.value))
+    assert all("last: HTTP 500: boom; " in s for s in said), said
+    waits = ["only waits longer" in s for s in said]
+    raise_it = ["or raise llm.max_retries" in s for s in said]
+    assert waits == [not answered_before] * 2 and raise_it == [answered_before] * 2, said
+
+
 async def test_one_server_error_under_max_retries_0_is_not_said_to_repeat(tmp_path):
     endpoint = Endpoint(httpx.Response(500, text="boom"))
     with anyio.fail_after(5):
