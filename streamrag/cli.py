@@ -603,8 +603,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     if args.json:
         # asked_again: of llm.errors, the unusable answers a later try answered, as watch's idle
         # line and status count them (a script saw errors 39 and could not tell 14 left nothing out)
-        _print_json({"db": os.path.abspath(db), **_struct_dict(result), "llm": llm_summary(result.llm),
-                     "asked_again": asked_again(result.llm)})
+        _print_json({"db": os.path.abspath(db), **_struct_dict(result), "outcome": outcome(result),
+                     "llm": llm_summary(result.llm), "asked_again": asked_again(result.llm)})
     else:
         print(_format_sync(result, db, settings.index.include, status=status))
         _print_warnings(result.warnings)
@@ -879,6 +879,18 @@ def same_path(a: Path, b: Path) -> bool:
     return Path(os.path.abspath(a)).resolve() == Path(os.path.abspath(b)).resolve()
 
 
+def outcome(r) -> str:
+    """What the run ``r`` came to, as ``index``'s summary heads it and ``index --json``'s
+    ``outcome`` says it: ``published`` ("Indexed into ..."), ``nothing_published`` (its changes
+    all failed: "Nothing published: ... 2 items failed (left out)") or ``nothing_changed`` (its
+    work came out as the index holds it). --json had ``published: false`` for both of the last
+    two, told apart only by adding up failed_items and claims_failed."""
+    if r.published:
+        return "published"
+    # (items left out: failed, not in the version, as a chunk without its claims is)
+    return "nothing_published" if r.failed_items - r.claims_failed else "nothing_changed"
+
+
 def _format_sync(r, db: Path, include: list[str], status: str | None = None) -> str:
     """``index``'s summary of the run ``r`` into ``db``; ``status``: the command its failures line
     names (``failures_command``; None: ``status.FAILURES``, run in the indexed folder)."""
@@ -891,12 +903,13 @@ def _format_sync(r, db: Path, include: list[str], status: str | None = None) -> 
     # (items left out: failed, not in the version, as a chunk without its claims is; the run's
     # changes that failed were said "Nothing changed" beside "left out of this version", exit 1)
     left_out = r.failed_items - r.claims_failed
+    came_to = outcome(r)
     lines = [
-        (f"Indexed into {db} (version {r.version}, {mode}) in {r.wall_s:.1f} s" if r.published else
+        (f"Indexed into {db} (version {r.version}, {mode}) in {r.wall_s:.1f} s" if came_to == "published" else
          f"Nothing published: {db} stays at version {r.version} ({mode}), {_n(left_out, 'item')} failed "
-         f"(left out); {_applied(r)}{_reclustered(r)}checked in {r.wall_s:.1f} s" if left_out else
-         f"Nothing changed: {db} stays at version {r.version} ({mode}); {_applied(r)}{_reclustered(r)}checked in "
-         f"{r.wall_s:.1f} s"),
+         f"(left out); {_applied(r)}{_reclustered(r)}checked in {r.wall_s:.1f} s" if came_to == "nothing_published"
+         else f"Nothing changed: {db} stays at version {r.version} ({mode}); {_applied(r)}{_reclustered(r)}"
+              f"checked in {r.wall_s:.1f} s"),
         f"  documents      {number(r.documents)} ({_changed(r)}"
         f"{_read_again(r.documents_read_again)}{_unchanged(r)}{_failed_docs(r)}{_repeats(r.files - r.documents)})",
         f"  chunks         {number(r.chunks)} ({number(r.chunks_extracted)} extracted now, "

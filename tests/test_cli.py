@@ -2728,6 +2728,27 @@ def test_a_run_whose_changes_all_failed_is_not_said_to_have_changed_nothing(cli_
     assert done["published"] is False and done["failed_items"] == 1 and done["claims_failed"] == 0, done
 
 
+def test_index_json_says_what_the_run_came_to_as_the_summary_heads_it(cli_run, corpus, simulator, monkeypatch):
+    # --json said "published": false both of a run that changed nothing and of one whose changes
+    # all failed ("Nothing published", exit 1): a script told them apart by adding up counts.
+    from streamrag import simulator as sim_module
+
+    def run() -> tuple[int, str, bool]:
+        out = cli_run("index", str(corpus), "-q", "--json", "--api-base", simulator.base_url)
+        said = json.loads(out.stdout)
+        return out.returncode, said["outcome"], said["published"]
+
+    assert run() == (0, "published", True)
+    assert run() == (0, "nothing_changed", False)
+    monkeypatch.setitem(sim_module.ANSWERS, "extract", lambda messages: "I cannot help with that.")
+    (corpus / "added.txt").write_text("Margaret Hollis met Tomas Brenner at Bergen Harbour.\n")
+    assert run() == (1, "nothing_published", False)
+    head = cli_run("index", str(corpus), "-q", "--api-base", simulator.base_url).stdout.splitlines()[0]
+    assert head.startswith("Nothing published: "), head   # (the summary's head, from the same outcome)
+    monkeypatch.undo()
+    assert run() == (0, "published", True)
+
+
 def test_settings_changed_and_back_say_they_applied_to_the_same_index(cli_run, corpus, simulator):
     # A run whose redone work comes out as the index holds it publishes no version (aae4ec5,
     # 8fcc38e): it said "Nothing changed: ... stays at version 1 (LLM); checked in 1.1 s" after
