@@ -866,12 +866,30 @@ def failures_command(db: Path, root: Path, by_folder: bool = True) -> str:
     return FAILURES + ("" if same_path(root, Path.cwd()) else f" {shell_word(root)}")
 
 
-def failures_command_given(args: argparse.Namespace, db: Path, given: Path, root: Path, settings: Settings) -> str:
-    """``failures_command`` for `index` and `watch`: the folder as given (`watch .`, `index notes`)
-    when it is the index's, else ``root``; --db when the index was found through settings
-    (--config, store.path)."""
+def failures_command_given(args: argparse.Namespace | None, db: Path, given: Path, root: Path,
+                           settings: Settings | None) -> str:
+    """``failures_command`` as every command's lines name it (`index`, `watch`; `ask` and `export`
+    of an index with nothing to read, through ``query``, with no ``args``): the folder as given
+    (`watch .`, `index notes`) when it is the index's, else ``root``; --db when ``settings``
+    (those the command read; None: the folder's own) are not what `status ROOT` reads
+    (``folders_own``). One rule: `index --config notes/streamrag.toml notes` named `--db
+    notes/.streamrag/index.db` (any --config), where `ask` given the same named `notes`. ``args``
+    is no part of it (what the settings read are tells: --config naming the folder's own file
+    reads as the folder does)."""
     return failures_command(db, given if same_path(given, root) else root,
-                            by_folder=not (args.config or settings.store.path))
+                            by_folder=settings is None or folders_own(settings, root))
+
+
+def folders_own(settings: Settings, root: Path) -> bool:
+    """Whether ``settings`` are those `status ROOT` reads, the streamrag.toml found from ``root``
+    (or none), and give no store.path: then it finds the index by the folder. Of --config naming
+    another file, `status --failures notes` read notes' own, whose store.path named another index
+    ("no index at ...")."""
+    if settings.store.path:
+        return False
+    found = find_config(root)
+    given = Path(settings.source) if settings.source not in ("", "defaults") else None
+    return found is None if given is None else found is not None and found.resolve() == given.resolve()
 
 
 def same_path(a: Path, b: Path) -> bool:

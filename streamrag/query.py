@@ -47,7 +47,7 @@ import msgspec
 
 from streamrag import citations, extractive, global_search, index_rows, local_search
 from streamrag.collector import fewer_collections
-from streamrag.config import MODES, Settings, find_config
+from streamrag.config import MODES, Settings
 from streamrag.errors import IndexMissingError, StoreBusyError, StreamragError, user_errors_unwrapped
 from streamrag.parsing import has_text
 from streamrag.prompts import load_prompt
@@ -236,27 +236,16 @@ def _failures_command(store: Store, db_path: Path, settings: Settings | None) ->
     """The command that lists what failed in the index at ``db_path`` (as the command was given
     it) from here, as `index` and `watch` name it (``cli.failures_command``): its folder, as
     recorded and given here (else the one of its .streamrag), or --db when ``settings`` (those
-    the command read; None: the folder's own) are not what `status FOLDER` reads (``_folders_own``).
-    `ask notes` said a bare `streamrag status --failures`, which run there found no index."""
-    from streamrag.cli import failures_command
+    the command read; None: the folder's own) are not what `status FOLDER` reads, by the one rule
+    of every command (``cli.failures_command_given``). `ask notes` said a bare `streamrag status
+    --failures`, which run there found no index."""
+    from streamrag.cli import failures_command_given
 
     folder = store.get_meta("root")   # (none before a first publish: the folder of its .streamrag)
     if not folder and db_path.parent.name == ".streamrag":
         folder = str(db_path.parent.parent.resolve())
     root = Path(_as_given(folder)) if folder else db_path.parent
-    return failures_command(db_path, root, settings is None or _folders_own(settings, root))
-
-
-def _folders_own(settings: Settings, root: Path) -> bool:
-    """Whether ``settings`` are those `status ROOT` reads, the streamrag.toml found from ``root``
-    (or none), and give no store.path: then it finds the index by the folder. Of --config naming
-    another file (as `index` judges it: ``cmd_index``), `status --failures notes` read notes' own,
-    whose store.path named another index ("no index at ...")."""
-    if settings.store.path:
-        return False
-    found = find_config(root)
-    given = Path(settings.source) if settings.source not in ("", "defaults") else None
-    return found is None if given is None else found is not None and found.resolve() == given.resolve()
+    return failures_command_given(None, db_path, root, root, settings)
 
 
 def check_not_empty(store: Store, db_path: Path, include: list[str], *, settings: Settings | None = None) -> None:

@@ -2901,6 +2901,8 @@ def test_the_failures_command_is_written_once(monkeypatch, tmp_path):
 _FAILURES_FORMS = {"folder": ((), "streamrag status --failures notes"),
                    "db": (("--db", "other.db"), "streamrag status --failures --db other.db"),
                    "config": (("--config", "cfg.toml"), "streamrag status --failures --db notes/.streamrag/index.db"),
+                   # (the folder's own file: as ask and export name it, the folder; it said --db)
+                   "own config": (("--config", "notes/streamrag.toml"), "streamrag status --failures notes"),
                    "store.path": (("--config", "cfg.toml"), None)}
 
 
@@ -2924,7 +2926,7 @@ def test_error_lines_name_the_status_command_that_reads_the_index(cli_run, tmp_p
                 "[index]\nextract_claims = true\n")
     if form == "store.path":
         settings += '[store]\npath = "kept/index.db"\n'
-    (tmp_path / "cfg.toml" if "--config" in given else notes / "streamrag.toml").write_text(settings)
+    (tmp_path / given[1] if "--config" in given else notes / "streamrag.toml").write_text(settings)
     (notes / "a.txt").write_text("Ada Osk met Bram Lind at the quay in Port Vell.\n")
 
     def listed_as_said(stderr: str) -> str:

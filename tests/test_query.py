@@ -3732,6 +3732,11 @@ def test_ask_given_another_settings_file_names_the_index_by_db(cli_run, tmp_path
     (notes / "streamrag.toml").write_text((tmp_path / "cfg.toml").read_text())
     assert named("ask", *api, "--config", "notes/streamrag.toml", "Who met Bram Lind?", "notes") \
         == "streamrag status --failures notes"
+    # (one rule with index and watch, cli.failures_command_given: they said --db of this one)
+    assert named("export", "--config", "notes/streamrag.toml", "x.json", "notes") == "streamrag status --failures notes"
+    out = cli_run("index", "-q", *api, "--config", "notes/streamrag.toml", "notes", cwd=tmp_path)
+    assert re.findall(r"`(streamrag status --failures[^`]*)` lists", out.stderr) == ["streamrag status --failures notes"], \
+        out.stderr
 
 
 def test_ask_of_an_index_with_nothing_to_read_loads_no_pipeline(cli_run, tmp_path, monkeypatch):
