@@ -15,9 +15,9 @@ before. Against it count the signs of a server that is up and working: an answer
 max_tokens (a thinking model's first answers, asked again with more room), a 429, a 503 that is
 busy, overloaded or loading or says when to come back (Ollama with its queue full: "server busy,
 please try again"), llama.cpp's 500 "Context size has been exceeded." (its KV cache filled by the
-requests in progress: ``provider_errors.KV_CACHE_FULL``). Neither way: a timeout (a slow model's first answers: its timeouts grow; a
+requests in progress: ``provider_errors.KV_CACHE_FULL``; so in any 5xx that relays it). Neither way: a timeout (a slow model's first answers: its timeouts grow; a
 host taking no connection for a while times out connecting), a gateway's timeout (504,
-Cloudflare's 524: a slow model behind a proxy), a refused connection (the client's
+Cloudflare's 524: a slow model behind a proxy; not one that quotes llama.cpp's KV cache full), a refused connection (the client's
 ``_never_answered``'s). A flaky endpoint answers one usably long before (with 30% of tries
 failing, the first 12 all fail once in 2 million runs); an outage at the start shorter than
 HOPELESS_S is waited out as before. Unusable answers alone never make it (a model that cannot
@@ -245,10 +245,11 @@ def failure(e: Retryable) -> str:
     """What a failed try says of the endpoint (``hopeless``): "hard", it is not serving (an HTTP
     error of the server: 500, 502, a bare 503; a dropped connection; an answer that is not JSON);
     "wait", it is up and asks to wait (429, a busy or loading 503), or is crowded (llama.cpp's
-    KV cache full, ``Retryable.busy``); "timeout", nothing either way
+    KV cache full, ``Retryable.busy``, in whatever status relays it: a gateway's 504 quoting it
+    is the server's answer, and its advice the crowded one); "timeout", nothing either way
     (a timeout, a gateway's, a refused connection: the client's ``_never_answered``'s); "loading",
     it is up and loading its model (a 503 that says so: the client waits for it apart)."""
-    if e.refused or e.unconnected or e.timed_out or e.status in GATEWAY_TIMEOUTS:
+    if e.refused or e.unconnected or e.timed_out or (e.status in GATEWAY_TIMEOUTS and not e.busy):
         return "timeout"
     if e.loading:
         return "loading"

@@ -2306,15 +2306,16 @@ async def test_a_server_error_after_a_cut_is_retried_with_the_larger_max(tmp_pat
     assert 0 <= waits[0][1] <= llm._retry_base_s   # (the first retry's: jittered up to the base)
 
 
-def kv_cache_full(style: str, words: str = KV_CACHE_FULL["error"]["message"]) -> httpx.Response:
+def kv_cache_full(style: str, words: str = KV_CACHE_FULL["error"]["message"], status: int = 500) -> httpx.Response:
     """llama.cpp's 500 when its KV cache fills as it decodes (server-context.cpp), as each request
-    in progress gets it: an error status, or an ``error:`` event of a stream under way."""
+    in progress gets it: an error status, or an ``error:`` event of a stream under way; ``status``:
+    another that relays its body (a gateway's)."""
     error = {**KV_CACHE_FULL["error"], "message": words}
     if style == "stream-error-event":
         return httpx.Response(200, content=b'data: {"choices": [{"index": 0, "delta": {"content": "(Par"}}]}\n\n'
                               b"error: " + json.dumps(error).encode() + b"\n\n",
                               headers={"content-type": "text/event-stream"})
-    return httpx.Response(500, json={"error": error})
+    return httpx.Response(status, json={"error": error})
 
 
 @pytest.mark.parametrize("style", ["status", "streamed-status", "stream-error-event"])
@@ -2451,14 +2452,17 @@ async def _four_calls_given_up(tmp_path, endpoint, *, give_up_after_s: float) ->
     return errors
 
 
-async def test_a_kv_cache_full_to_every_try_for_give_up_after_s_is_given_up_on_with_its_advice(tmp_path, monkeypatch):
+@pytest.mark.parametrize("status", [500, 504])
+async def test_a_kv_cache_full_to_every_try_for_give_up_after_s_is_given_up_on_with_its_advice(tmp_path, monkeypatch,
+                                                                                             status):
     # Counted as requests to wait (a crowded server, up), tries all so for llm.give_up_after_s end
     # every call (``EndpointHealth``'s span of tries answered only with errors and requests to wait).
     # The client's error said "the server at llm.api_base answers only HTTP 500: check its logs",
-    # which say only that its context filled: now what every try's error said to change.
+    # which say only that its context filled: now what every try's error said to change. (A
+    # gateway's 504 relaying it was a timeout, neither way: each call spent all its retries.)
     monkeypatch.setattr(llm_module, "MAX_BACKOFF_S", 0.02)
     endpoint = Endpoint(httpx.Response(200, json=chat_body("fine")),
-                        *[lambda _body: kv_cache_full("status")] * 10_000)
+                        *[lambda _body: kv_cache_full("status", status=status)] * 10_000)
     errors = await _four_calls_given_up(tmp_path, endpoint, give_up_after_s=0.3)
     assert all(" asked to wait): the server's context filled with the requests it was answering at once "
                "(llama.cpp: -c is split among its -np slots, or shared by them all with --kv-unified): raise -c or "

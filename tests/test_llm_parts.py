@@ -487,13 +487,15 @@ def litellm_500(upstream: str) -> dict:
     (500, litellm_500(f"{'x' * 300} {KV_WORDS}")),                         # (past the 200 characters said)
     (502, {"error": LLAMA_KV_ERROR}),                                      # a gateway passing its JSON on
     (503, {"error": LLAMA_KV_ERROR}),
+    (504, {"error": LLAMA_KV_ERROR}),
     (503, {"error": {"message": f"upstream said: {KV_WORDS}"}}),
     (500, {"error": KV_WORDS}),                                            # an error given as a string
     (500, {"error": {"message": KV_WORDS}}),                               # another server's shape
     (500, {"error": {"code": 500, "message": KV_WORDS, "type": "invalid_request_error"}}),
     (500, {"error": {"code": 500, "message": f"{KV_WORDS} (8192 tokens)", "type": "server_error"}}),
     (500, f"Internal error: {KV_WORDS}"),                                  # no JSON at all
-], ids=["litellm", "litellm-body", "litellm-2024", "litellm-long", "502-relayed", "503-relayed", "503-quoting",
+], ids=["litellm", "litellm-body", "litellm-2024", "litellm-long", "502-relayed", "503-relayed", "504-relayed",
+         "503-quoting",
         "500-string", "500-no-type", "500-other-type", "500-more-words", "500-text"])
 def test_llama_cpps_kv_cache_full_is_crowded_in_any_shape(status, body):
     # llama.cpp's KV-cache-full sentence was known only in its own error object, a 500 of
@@ -506,12 +508,17 @@ def test_llama_cpps_kv_cache_full_is_crowded_in_any_shape(status, body):
         replies().check_status(resp, "http://x/v1/chat/completions", "m1", "report")
     assert e.value.status == status and e.value.busy, (e.value.detail, e.value.fix)
     assert e.value.fix == crowded_advice("report", 16), e.value.fix
+    # The endpoint's health counts it as the advice says it: a crowded server, up, asking to wait
+    # (a gateway's 504 quoting it counted as a timeout, neither way, while its advice was the
+    # crowded one: tries all so were never given up on after llm.give_up_after_s).
+    assert failure(e.value) == "wait"
     # ... and an error event of a stream so (LiteLLM's: {"error": its ProxyException's dict}).
     error = body["error"] if isinstance(body, dict) else body
     error = {**error, "code": str(status)} if isinstance(error, dict) and "code" not in error else error
     with pytest.raises(Retryable) as e:
         replies().stream_error(json.dumps({"error": error}), "m1", "report")
     assert e.value.busy and e.value.fix == crowded_advice("report", 16), (e.value.detail, e.value.fix)
+    assert failure(e.value) == "wait"
 
 
 @pytest.mark.parametrize("status, body, final", [
