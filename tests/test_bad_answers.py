@@ -10,7 +10,7 @@ import httpx
 import msgspec
 import pytest
 
-from conftest import index_snapshot, make_settings
+from conftest import index_snapshot, llm_transport, make_settings
 from streamrag.answer_cache import unpack
 from streamrag.config import LLMSettings
 from streamrag.errors import LLMOutputError, LLMUnavailableError
@@ -247,14 +247,7 @@ def test_a_first_index_the_model_answered_unusably_publishes_nothing(cli_run, tm
     # Every chunk's answers unusable, fewer chunks than make `index` give up: both published an
     # empty version 1 ("nothing was indexed: 1 item(s) failed ..."), which `ask` answered from.
     # An empty folder, no chunk failed, still gets its empty version.
-    from streamrag.llm import LLMClient
-
-    real_init = LLMClient.__init__
-
-    def answering_unusably(self, *args, **kwargs):
-        real_init(self, *args, **{**kwargs, "transport": httpx.MockTransport(Script(("I cannot help.", "stop")))})
-
-    monkeypatch.setattr(LLMClient, "__init__", answering_unusably)
+    llm_transport(monkeypatch, httpx.MockTransport(Script(("I cannot help.", "stop"))))
     folder = tmp_path / "notes"
     folder.mkdir()
     (folder / "streamrag.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\n")
@@ -278,14 +271,7 @@ def test_a_first_index_whose_answers_were_all_cut_off_says_so(cli_run, tmp_path,
     # A server whose own limit cuts every extraction answer (no max_tokens is sent): the run's
     # line said to "try a model that follows the extraction format", the cut-off in
     # `status --failures` alone.
-    from streamrag.llm import LLMClient
-
-    real_init = LLMClient.__init__
-
-    def cutting_off(self, *args, **kwargs):
-        real_init(self, *args, **{**kwargs, "transport": httpx.MockTransport(Script(("(Ada Osk", "length")))})
-
-    monkeypatch.setattr(LLMClient, "__init__", cutting_off)
+    llm_transport(monkeypatch, httpx.MockTransport(Script(("(Ada Osk", "length"))))
     folder = tmp_path / "notes"
     folder.mkdir()
     (folder / "streamrag.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\n")
@@ -304,18 +290,11 @@ def test_a_first_index_whose_answers_were_cut_off_in_part_is_not_said_all_cut_of
     # One chunk's answers not in the extraction format, the last chunk's cut off by the server:
     # the run's line said "the model's answers were cut off" of them all, by the last failure
     # alone, and left out the format's advice that the other chunk needed.
-    from streamrag.llm import LLMClient
-
-    real_init = LLMClient.__init__
-
     def answer(request: httpx.Request) -> httpx.Response:
         cut = "Kim Lo" in request.content.decode()
         return httpx.Response(200, json=body("(Kim Lo" if cut else "I cannot help.", "length" if cut else "stop"))
 
-    def answering(self, *args, **kwargs):
-        real_init(self, *args, **{**kwargs, "transport": httpx.MockTransport(answer)})
-
-    monkeypatch.setattr(LLMClient, "__init__", answering)
+    llm_transport(monkeypatch, httpx.MockTransport(answer))
     folder = tmp_path / "notes"
     folder.mkdir()
     (folder / "streamrag.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\n"
@@ -410,14 +389,7 @@ def test_a_first_index_answered_with_a_web_page_says_so_not_refused(cli_run, tmp
 def _first_index_of_two_notes(cli_run, tmp_path, monkeypatch, command, answer):
     """``command`` run on a new folder of two notes (one naming Bram Lind), each call answered by
     ``answer`` (an httpx handler; no retries): the folder, and the command's result."""
-    from streamrag.llm import LLMClient
-
-    real_init = LLMClient.__init__
-
-    def answering(self, *args, **kwargs):
-        real_init(self, *args, **{**kwargs, "transport": httpx.MockTransport(answer)})
-
-    monkeypatch.setattr(LLMClient, "__init__", answering)
+    llm_transport(monkeypatch, httpx.MockTransport(answer))
     folder = tmp_path / "notes"
     folder.mkdir()
     (folder / "streamrag.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\nmax_retries = 0\n")
