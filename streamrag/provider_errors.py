@@ -18,6 +18,7 @@ import os
 import re
 from base64 import b64encode
 from collections.abc import Iterable
+from typing import NamedTuple
 
 import httpx
 import msgspec
@@ -125,17 +126,13 @@ class Refused(Exception):
         self.param, self.status, self.message = param, status, message
 
 
-def refused_param(resp: httpx.Response, message: str) -> str | None:
+def refused_param(resp: httpx.Response, message: str, error: dict | None) -> str | None:
     """The parameter of ``_ADAPTABLE`` a 400 says the model does not take, if it says so and
-    the request held it."""
+    the request held it (``error``: the answer's error object, ``ErrorAnswer.error``)."""
     refused = [p for p in _ADAPTABLE if _names_refused(message, p)]
     if not refused:
         return None
-    try:
-        body = msgspec.json.decode(resp.content)
-        named = body["error"].get("param")
-    except (msgspec.DecodeError, KeyError, TypeError, AttributeError):
-        named = None
+    named = error.get("param") if error is not None else None
     # The error's own 'param', when it gives one, must be the parameter the message refuses.
     param = next((p for p in refused if named in (None, p)), None)
     if param is None:
@@ -153,16 +150,6 @@ def overflow_advice(stage: str) -> str:
         return _STAGE_FIXES[stage]
     budget = _STAGE_BUDGETS.get(stage)
     return f"lower {budget}" if budget else "lower index.chunk_size or query.*_max_tokens"
-
-
-def error_object(resp: httpx.Response) -> dict | None:
-    """The error object of a provider's JSON answer (its "error"), or None when it has none."""
-    try:
-        body = msgspec.json.decode(resp.content)
-    except msgspec.DecodeError:
-        return None
-    error = body.get("error") if isinstance(body, dict) else None
-    return error if isinstance(error, dict) else None
 
 
 def _llama_server_error(status: int, error: object) -> str | None:
@@ -300,20 +287,38 @@ def html_page(text: str) -> str | None:
     return one_line(f"an HTML page: {said}" if said else "an HTML page")
 
 
-def provider_message(resp: httpx.Response, *, whole: bool = False) -> str:
-    """The error message in a provider's answer, one line, at most ~200 characters (``whole``:
-    all of it, to read a wait or a parameter from: OpenAI's say them after 200 characters)."""
+class ErrorAnswer(NamedTuple):
+    """A provider's error answer, its body decoded once (``read_error``): what ``Replies.check_status``
+    reads of it (it was decoded three times, once for each)."""
+
+    said: str            # its message whole, on one line (``provider_message``'s ``whole``)
+    error: dict | None   # its error object (its JSON's "error", when an object), else None
+    code: str            # that object's code, else its type, or ""
+
+
+def read_error(resp: httpx.Response) -> ErrorAnswer:
+    """What a provider's error answer says (``ErrorAnswer``); a body that is not JSON: its text
+    (an HTML page's title), no error object."""
     try:
         body = msgspec.json.decode(resp.content)
     except msgspec.DecodeError:
-        text = html_page(resp.text) or resp.text
+        return ErrorAnswer(" ".join((html_page(resp.text) or resp.text).split()), None, "")
+    err = body.get("error", body) if isinstance(body, dict) else body
+    if isinstance(err, dict):
+        text = err.get("message") or err.get("detail") or msgspec.json.encode(err).decode()
     else:
-        err = body.get("error", body) if isinstance(body, dict) else body
-        if isinstance(err, dict):
-            text = err.get("message") or err.get("detail") or msgspec.json.encode(err).decode()
-        else:
-            text = str(err)
-    return " ".join(str(text).split()) if whole else one_line(text)
+        text = str(err)
+    error = body.get("error") if isinstance(body, dict) else None
+    error = error if isinstance(error, dict) else None
+    code = str(error.get("code") or error.get("type") or "") if error is not None else ""
+    return ErrorAnswer(" ".join(str(text).split()), error, code)
+
+
+def provider_message(resp: httpx.Response, *, whole: bool = False) -> str:
+    """The error message in a provider's answer, one line, at most ~200 characters (``whole``:
+    all of it, to read a wait or a parameter from: OpenAI's say them after 200 characters)."""
+    said = read_error(resp).said
+    return said if whole else one_line(said)
 
 
 # What a transport error that gives no words of its own was (httpx's ReadError: "").
@@ -436,12 +441,6 @@ def unknown_model(code: str, message: str, model: str) -> bool:
     if re.search(r"model[_ ]not[_ ]found", code, re.IGNORECASE):
         return True
     return bool(model) and model.casefold() in message.casefold() and bool(_UNKNOWN_MODEL.search(message))
-
-
-def error_code(resp: httpx.Response) -> str:
-    """The code (else the type) of a provider's JSON error answer (``error_object``), or ""."""
-    error = error_object(resp)
-    return str(error.get("code") or error.get("type") or "") if error is not None else ""
 
 
 def model_settings(settings: LLMSettings, model: str) -> list[str]:

@@ -30,10 +30,10 @@ from streamrag.call_log import UNUSABLE
 from streamrag.config import LLMSettings, without_secrets
 from streamrag.errors import LLMRequestError, WebPageAnswer
 from streamrag.provider_errors import (AZURE_HOST, CONTEXT_OVERFLOW, Refused, Retryable, aside, base_setting,
-                                       batch_advice, batch_too_small, crowded_advice, duration, error_code,
-                                       error_object, forbidden_reason, hidden, html_page, http_said, key_advice,
-                                       kv_cache_full, model_settings, one_line, overflow_advice, provider_message,
-                                       refused_param, sent_secrets, unknown_model, versioned, web_page)
+                                       batch_advice, batch_too_small, crowded_advice, duration, forbidden_reason,
+                                       hidden, html_page, http_said, key_advice, kv_cache_full, model_settings,
+                                       one_line, overflow_advice, provider_message, read_error, refused_param,
+                                       sent_secrets, unknown_model, versioned, web_page)
 from streamrag.proxies import Proxy, proxy_refused
 from streamrag.ratelimit import MAX_RETRY_AFTER_S, asked_wait
 
@@ -73,19 +73,20 @@ class Replies:
         status = resp.status_code
         if 200 <= status < 300:
             return
+        answer = read_error(resp)   # (its body decoded once)
         # (All of it: a wait, a parameter may come late in it.)
-        said = hidden(provider_message(resp, whole=True), self.secrets)
+        said = hidden(answer.said, self.secrets)
         message = one_line(said)
-        if status == 429 and error_code(resp) == "insufficient_quota":
+        if status == 429 and answer.code == "insufficient_quota":
             raise LLMRequestError(f"the account behind the API key has no quota left ({message}); "
                                   "add credit or use another key", status, every_call=True)
-        if status == 400 and error_code(resp) == "content_filter":   # Azure's filter, on the prompt
+        if status == 400 and answer.code == "content_filter":   # Azure's filter, on the prompt
             raise LLMRequestError(f"the provider's content filter refused the request to {model} (stage "
                                   f"{stage or '-'}: {message}); the same request is refused again, so it is "
                                   "not retried in this run (each run asks once): change the deployment's "
                                   "content filter, or use another model", status)
         if status in (400, 422) and url == self.chat_url and not CONTEXT_OVERFLOW.search(said) \
-                and (param := refused_param(resp, said)) is not None:
+                and (param := refused_param(resp, said, answer.error)) is not None:
             raise Refused(param, status, message)
         retry_after = asked_wait(resp, said) if status in (429, 503) else None
         if status == 429 and retry_after is not None and retry_after > MAX_RETRY_AFTER_S:
@@ -97,8 +98,7 @@ class Replies:
                                   "limit with the provider", status, every_call=True)
         if retry_after is not None:
             retry_after = min(retry_after, MAX_RETRY_AFTER_S)
-        self.reject(status, message, url, model, stage, retry_after, code=error_code(resp), error=error_object(resp),
-                    said=said)
+        self.reject(status, message, url, model, stage, retry_after, code=answer.code, error=answer.error, said=said)
 
     def reject(self, status: int, message: str, url: str, model: str, stage: str,
                 retry_after: float | None = None, *, code: str = "", error: dict | None = None,
