@@ -108,7 +108,10 @@ TITLE_CHARS = 100
 # throughout), not its opening: a user's file that opened as one did was left out, never indexed.
 # 24: an export cut short (no seal, no end, laid out as one as far as it goes) is left out: 23 read
 # it as a document (22 did not).
-VERSION = "24"
+# 25: CJK text in UTF-16 without a byte-order mark a fifth of whose 16-bit units hold a byte no
+# Western text holds is read (``_not_western``: Japanese repeating a few kanji whose low bytes
+# are under 0x80 was Latin-1 garbage, or a binary file, while its first 2 KB alone were read).
+VERSION = "25"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
 # to this many (and 1% of the bytes) are a text file's stray ones, dropped (one NUL in a file's
@@ -1403,9 +1406,33 @@ def _reads_as_cjk(text: str | None, head: bytes) -> bool:
         return False
     # (Paired-up 8-bit text has no zero byte: text a tenth of whose characters have one, ASCII
     # in UTF-16, is no such pairs, however its few ideographs fall: an English text naming
-    # 中国一汽 and 长春 was a binary file.)
+    # 中国一汽 and 长春 was a binary file. Nor is text a fifth of whose 16-bit units hold a byte
+    # no Western text holds, however few its ideographs: ``_not_western``.)
     return len(letters) < 8 or sum(ord(ch) & 0x80 != 0 for ch in letters) >= 0.25 * len(letters) or \
-        len(_ZERO_BYTE.findall(text)) >= 0.1 * n
+        len(_ZERO_BYTE.findall(text)) >= 0.1 * n or _not_western(head) >= 0.2
+
+
+# _WESTERN's bytes, as a table for bytes.translate: 1 for each of them, 0 for any other byte.
+_WESTERN_BYTES = bytes(_WESTERN.fullmatch(chr(b)) is not None for b in range(256))
+
+
+def _not_western(head: bytes) -> float:
+    """The share of the 16-bit units of ``head`` (a file's first bytes, read as UTF-16) that hold
+    a byte no Western 8-bit text holds (``_WESTERN``): a control byte, or most of 0x80-0xBF.
+
+    Paired up, Western text makes next to none: a symbol now and then (€, °, ©), under a fifth of
+    its units in a line of numbers each ending in one. CJK text's low bytes are any of 256, so a
+    fourth to half of its units hold one, however it repeats its words. (The share of its
+    ideographs with a low byte of 0x80 or more, ``_reads_as_cjk``'s other test, is a few words'
+    in Japanese of kana and a few kanji repeated, and it fell under a quarter in one file's first
+    8 KB where its first 2 KB were over: read whole, the file was cp1252 garbage, its opening
+    Japanese.)"""
+    odd = head[1::2].translate(_WESTERN_BYTES)
+    if not odd:
+        return 0.0
+    even = head[0:2 * len(odd):2].translate(_WESTERN_BYTES)
+    both = (int.from_bytes(even, "big") & int.from_bytes(odd, "big")).bit_count()   # (0 or 1 a byte)
+    return 1 - both / len(odd)
 
 
 def _newlines(held: list[str]) -> str:

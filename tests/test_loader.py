@@ -1197,6 +1197,29 @@ def test_cjk_text_in_utf16_without_a_byte_order_mark_is_read_and_8_bit_text_is_n
         assert len(data) % 2 == 0 and said in warnings[0], (name, doc.text[:20], warnings)
 
 
+def test_utf16_without_a_byte_order_mark_reads_alike_whole_and_cut_to_its_opening(tmp_path):
+    # Japanese whose first lines name places (東京, 大阪: ideographs with a low byte of 0x80 or
+    # more) and whose rest repeats a few kanji with low bytes under 0x80 (名, 入): a quarter of its
+    # ideographs in the first 2,400 bytes had such a byte, a ninth in the first 8 KB, and that
+    # share said whether they were pairs of ASCII letters. Its first 2,400 bytes were read as
+    # Japanese, the whole 9,600 as Latin-1 garbage ("qg¬No0åe,gn0"). Every size, cut short or
+    # whole, now reads as what it holds, as do Chinese, Russian and English text so written.
+    texts = {"ja": "東京は日本の首都です。大阪は商業の都市です。" * 18 + "ユーザー名を入れてください。グループに入れます。" * 300,
+             "zh": "我们在北京工作。上海是中国最大的城市，人口很多。" * 200,
+             "ru": "Москва - столица России. Мы живём в большом городе, где много людей.\n" * 100,
+             "en": "Ada Osk met Bo Lund in Oslo. The quay was rebuilt in 1911.\n" * 200}
+    for lang, text in texts.items():
+        for codec in ("utf-16-le", "utf-16-be"):
+            data = text.encode(codec)
+            for size in (64, 600, 2400, 9600, 20000):
+                f = write(tmp_path / f"{lang}-{size}.txt", data[:size])
+                [doc], warnings = read_documents(f, root=tmp_path)
+                assert (doc.text, warnings) == (data[:size].decode(codec), []), (lang, codec, size, doc.text[:20])
+                if size > 2400:   # its opening read as the whole is, as far as it goes
+                    [opening], warnings = read_documents(f, root=tmp_path, limit=2400)
+                    assert (opening.text, warnings) == (data[:2400].decode(codec), []), (lang, codec, size)
+
+
 def test_utf16_or_utf32_with_its_byte_order_mark_cut_short_or_broken_is_said_so(tmp_path):
     # A download cut one byte short: a short file was read as cp1252 ("ÿþAB", a NUL dropped), a
     # long one said to be "UTF-16 without a byte-order mark by its first bytes".
