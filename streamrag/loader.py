@@ -884,7 +884,10 @@ def _decode(data: bytes, label: str, warnings: list[str], read_from: str) -> str
             text = _escaped(data, label, warnings, read_from) or text
         # (Judged once the error is let go: it holds a copy of the whole file's bytes.)
         if first is not None:   # (CJK in UTF-16 may hold no NUL at all: it was read as Latin-1)
-            text = _utf16_without_bom(data, label) or _utf8_or_cp1252(data, label, warnings, first, read_from)
+            text = _utf16_without_bom(data, label)
+            if text is None:
+                text = _utf8_or_cp1252(data, label, warnings, first, read_from)
+                _unread_escapes(data, label, warnings, read_from)
     controls = _controls(text)
     if controls > max(16, 0.05 * len(text)):
         _binary(label)
@@ -1072,10 +1075,33 @@ def _escaped(data: bytes, label: str, warnings: list[str], read_from: str) -> st
 
     reading = legacy.escaped(data)
     if reading is None:
+        _unread_escapes(data, label, warnings, read_from)
         return None
     warnings.append(f"{label}: written in {reading.encoding.name}, read as such by its escape sequences; "
                     f"to be sure of it, save it as UTF-8 (the output of {_iconv(reading.encoding.iconv, read_from)})")
     return reading.text
+
+
+# An ISO-2022 escape sequence that switches to a CJK character set: ESC $ B (JIS X 0208), ESC $ @,
+# ESC $ A, ESC $ ( D, ESC $ ) C (KS C 5601), ESC ( I (half-width katakana), ESC ( J. No other text
+# holds one (a log's colours are ESC [ ...; ESC ( B, back to ASCII, switches to none).
+_ISO2022_SWITCH = re.compile(rb"\x1b(?:\$[@AB]|\$[()*+][@-Z]|\([IJ])")
+
+
+def _unread_escapes(data: bytes, label: str, warnings: list[str], read_from: str) -> None:
+    """Says so of ``data``, read as 8-bit text (``legacy.escaped`` read it in no 7-bit CJK
+    encoding), when it holds ISO-2022 escape sequences (``_ISO2022_SWITCH``): one cut short
+    within a sequence, mixed with UTF-8 or cp1252 bytes, using half-width katakana (ESC ( I,
+    which ISO-2022-JP has not) or Greek (ISO-2022-JP-2) was indexed as its escape codes
+    ("\x1b$BEl5~"), garbage, without a word."""
+    if b"\x1b" not in data or (switch := _ISO2022_SWITCH.search(data)) is None:
+        return
+    iconv = "ISO-2022-KR" if b"\x1b$)C" in data else "ISO-2022-JP-2"
+    warnings.append(f"{label}: holds ISO-2022 escape sequences (Japanese or Korean in 7 bits, the first at byte "
+                    f"{switch.start():,}) but does not read as ISO-2022-JP or ISO-2022-KR text throughout (cut "
+                    "short, mixed with other bytes, or a variant's characters), so they are indexed as written, "
+                    f"garbage; save it as UTF-8 (the output of {_iconv(iconv, read_from)}, whose errors say where "
+                    "it breaks)")
 
 
 # iconv's names of the encodings a file is read in when its letters name no other.

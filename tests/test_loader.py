@@ -343,14 +343,41 @@ def test_ascii_text_with_escapes_or_tildes_is_not_taken_for_a_7_bit_cjk_encoding
 
     # "~{" in code or LaTeX, HZ's segments unclosed or of rare characters (two lower-case letters),
     # a log in colour (tput's ESC ( B before ESC [ m), ASCII after ESC $ B, and ISO-2022-JP-2's
-    # Greek (not mostly CJK): read as they are, ASCII.
+    # Greek (not mostly CJK): read as they are, ASCII; the last two, which hold ESC $ B, said so
+    # (``_unread_escapes``).
     garbage = bytes(random.Random(3).choices(range(0x21, 0x7F), k=40))
     for data in (b"Use a tie: Dr.~{Smith} and x = ~{1, 2}\n", b"ls ~/{a,b} and ~{VP~} then ~x\n",
                  b"Hello ~{VP and more text\n", b"see ~{ab~} here\n",
                  b"\x1b(B\x1b[mok \x1b[31mred\x1b(B\x1b[m\n", b"\x1b$B" + garbage + b"\x1b(B\n",
                  "\u0391\u03b8\u03ae\u03bd\u03b1 \u6771\u4eac\n".encode("iso2022_jp_2")):
         [doc], warnings = read_documents(write(tmp_path / "a.txt", data), root=tmp_path)
-        assert (doc.text, warnings) == (data.decode(), []), data
+        said = [w for w in warnings if "holds ISO-2022 escape sequences" in w]
+        assert (doc.text, len(said), len(warnings)) == (data.decode(), b"\x1b$B" in data, len(said)), data
+
+
+def test_a_file_holding_iso_2022_escapes_it_does_not_read_in_is_said_so_not_indexed_as_garbage_silently(tmp_path):
+    # Cut short within an escape sequence, mixed with UTF-8 or cp1252 bytes, with half-width
+    # katakana (ESC ( I, which Python's ISO-2022-JP has not): read as its escape codes
+    # ("\x1b$BEl5~"), garbage, and said nothing of. It is read so still, and said, the file named.
+    text = _LEGACY["ja"] * 3
+    for name, data in (("cut.txt", text.encode("iso2022_jp")[:-2]),
+                       ("utf8.txt", text.encode("iso2022_jp") + "Caf\u00e9\n".encode()),
+                       ("cp1252.txt", text.encode("iso2022_jp") + "Caf\u00e9\n".encode("cp1252")),
+                       ("kana.txt", "\uff76\uff80\uff76\uff85 \u6771\u4eac\n".encode("iso2022_jp_ext"))):
+        f = write(tmp_path / name, data)
+        [doc], warnings = read_documents(f, root=tmp_path)
+        assert "\x1b$B" in doc.text or "\x1b(I" in doc.text, name
+        assert warnings[-1].startswith(f"{name}: holds ISO-2022 escape sequences (Japanese or Korean in 7 bits, the "
+                                       "first at byte 0) but does not read as ISO-2022-JP or ISO-2022-KR text "
+                                       "throughout") and f"`iconv -f ISO-2022-JP-2 -t UTF-8 {shell_word(f)}`" in warnings[-1], name
+    # A Korean one names ISO-2022-KR (a long one broken is a binary file, its shifts control
+    # characters); a file read in one says only that (as before).
+    ko = "\uc11c\uc6b8\uc740 \uc218\ub3c4\uc785\ub2c8\ub2e4 Caf\u00e9\n"
+    [doc], warnings = read_documents(write(tmp_path / "ko.txt", ko.encode("iso2022_kr", errors="ignore")
+                                           + "\u00e9".encode()), root=tmp_path)
+    assert "holds ISO-2022 escape sequences" in warnings[-1] and "iconv -f ISO-2022-KR" in warnings[-1]
+    [doc], warnings = read_documents(write(tmp_path / "ok.txt", text.encode("iso2022_jp")), root=tmp_path)
+    assert doc.text == text and len(warnings) == 1 and "read as such by its escape sequences" in warnings[0]
 
 
 def test_a_large_ascii_file_holding_a_tilde_brace_is_judged_not_hz_in_little_memory():
