@@ -731,6 +731,7 @@ _MARKS = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
 _MARK = re.compile(f"[{_MARKS}]")
 _MARKED_WORD = re.compile(rf"(?:[^\W_][{_MARKS}]*)+(?:['\u2019\-](?:[^\W_][{_MARKS}]*)+)*(?:['\u2019]s?)?")
 _CAMEL_PART = re.compile(r"[^\W\d_][^\W\d_A-Z]*")   # "Ann" of "JoAnn" (``_camel``)
+_PART_BREAK = re.compile(r"['\u2019\-]")   # where a double-barrelled name's parts meet (``_camel``)
 _LOWER_WORD = re.compile(r"(?<![\w'\u2019\-])[a-z][a-z\-]*")
 # a word with a letter beyond ASCII ("déjà", "вчера")
 _WIDE_WORD = re.compile(r"(?<![\w'\u2019\-])[^\W\d_]*[^\x00-\x7f\W\d_][^\W\d_]*(?:-[^\W\d_]+)*")
@@ -1577,7 +1578,9 @@ def _camel(word: str) -> bool:
     for k in range(1, len(word)):
         if word[k].isupper() and word[k - 1].islower():
             given = _CAMEL_PART.match(word, k)
-            if word[:k].lower() not in _GLUED_PREFIXES and given.group().lower() not in _FIRST_NAMES:
+            # (the prefix of the part the capital is in: "Mc" of "Smith-McKay" and "O'Brien-McKay")
+            prefix = _PART_BREAK.split(word[:k])[-1]
+            if prefix.lower() not in _GLUED_PREFIXES and given.group().lower() not in _FIRST_NAMES:
                 return True
     return False
 

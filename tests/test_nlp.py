@@ -1178,6 +1178,16 @@ def test_a_word_with_a_capital_inside_it_names_a_firm_or_a_product_not_a_person(
     assert names("We met DeShawn at noon. Ms. QuinTara smiled.") == {"DeShawn": "person", "QuinTara": "person"}
 
 
+def test_a_double_barrelled_surnames_glued_prefix_after_its_hyphen_is_a_persons_capital():
+    # "Ann Smith-McKay" was a firm: the prefix before the inner capital was read as "Smith-Mc",
+    # not "Mc", the part after the hyphen (or apostrophe: "O'Brien-McKay").
+    assert names("We met Ann Smith-McKay at noon.") == {"Ann Smith-McKay": "person"}
+    assert names("We met Ann Smith-DeVries and Tom O'Brien-McKay at noon.") == {
+        "Ann Smith-DeVries": "person", "Tom O'Brien-McKay": "person"}
+    # A firm's capital after a hyphen is still one.
+    assert names("We moved the code to Acme-GitHub at noon.") == {"Acme-GitHub": "organization"}
+
+
 def test_a_notes_past_tense_opening_a_sentence_is_no_part_of_the_name_after_it():
     # "Met Ada again." gave a person "Met Ada": a list item's opening order was dropped
     # ("- Call Ada"), not a note's past tense with its subject left out.
