@@ -650,6 +650,10 @@ procession parade
 """)
 _AUXILIARIES = _words("was were is are am had has have be been will would did does do")
 _GOER_ADVERBS = _words("all both then also just soon later finally eventually once never")
+# ... those between a subject and its verb ("Ring Lardner never wrote", not "all": "Tell Ann Lo
+# all details"), and modals _IRREGULAR_VERBS lacks (``_verb_beyond``)
+_SUBJECT_ADVERBS = _GOER_ADVERBS - {"all", "both"} | _words("not still already often always ever")
+_MODALS = _words("could should shall")
 # Of _GEO_PREPOSITIONS, those that take someone as readily ("bumped into Ravi", "sat near
 # Priya"): a place's cue by most mentions as ever, not by one (``_locus_before``: "near").
 _NEAR_PREPOSITIONS = _words("into near")
@@ -1204,7 +1208,7 @@ def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int
             and first not in _KEEP_TITLES \
             and (first in _COMMON or first in _NOISE or first in lower_words
                  or (first in _IMPERATIVES and "of" not in words
-                     and (order or (len(words) > 1 and not _verb_after(sentence, toks, parts[-1])))
+                     and (order or (len(words) > 1 and not _verb_beyond(sentence, toks, parts[-1])))
                      and _cue_type(" ".join(words)) not in ("organization", "event"))
                  or (de is not None and (first in _DE_DETERMINERS or first in _DE_FUNCTION
                                          or first in _DE_OPENERS)))
@@ -1305,6 +1309,20 @@ def _verb_after(sentence: str, toks: list[_Token], last: int) -> bool:
     w = toks[j][_TEXT]
     return w.islower() and not w.endswith("ly") and w not in _NO_NOUNS \
         and (_verb_form(w) or w.endswith("s") and w not in _COMMON)
+
+
+def _verb_beyond(sentence: str, toks: list[_Token], last: int) -> bool:
+    """Whether a verb follows the name ending at token ``last``, at once or past an adverb ("Ring
+    Lardner never wrote", "Ask Jeeves quickly became", "Ask Jeeves could not"): the name is then
+    the subject, no order's object (``_mention_from_run``; not "Call Margaret Hollis soon.")."""
+    j = last + 1
+    if j < len(toks) and _plain_gap(sentence, toks[last], toks[j]):
+        w = toks[j][_TEXT]
+        if w in _MODALS:
+            return True
+        if w in _SUBJECT_ADVERBS or (w.islower() and w.endswith("ly")):
+            last = j
+    return _verb_after(sentence, toks, last)
 
 
 def _noun_at(sentence: str, toks: list[_Token], j: int) -> bool:

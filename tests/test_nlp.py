@@ -1164,6 +1164,19 @@ def test_a_sentences_opening_order_is_no_part_of_the_name_after_it():
     assert names("Review Board approved the plan.") == {"Review Board": "organization"}
 
 
+def test_a_name_whose_verb_comes_after_an_adverb_keeps_an_opening_orders_word():
+    # "Ring Lardner never wrote a novel." gave "Lardner": the verb was looked for right after the
+    # name only, so an adverb or a modal between made the subject an order's object.
+    assert names("Ring Lardner never wrote a novel.") == {"Ring Lardner": "person"}
+    assert names("Read Hollis also wrote the memo.") == {"Read Hollis": "person"}
+    assert names("Ask Jeeves quickly became popular.") == {"Ask Jeeves": "person"}
+    assert names("Ask Jeeves could not compete.") == {"Ask Jeeves": "person"}
+    # An order's object followed by an adverb and no verb is still one.
+    assert names("Call Margaret Hollis soon.") == {"Margaret Hollis": "person"}
+    assert names("Email Margaret Hollis directly.") == {"Margaret Hollis": "person"}
+    assert names("Tell Margaret Hollis never to call.") == {"Margaret Hollis": "person"}
+
+
 def test_a_word_with_a_capital_inside_it_names_a_firm_or_a_product_not_a_person():
     # "GitHub", "PayPal" were people: a lone word with no cue is a person's name by default.
     assert names("We moved the code from GitLab to GitHub and pay by PayPal.") == {
