@@ -544,6 +544,10 @@ class Daemon:
         self.last_sync_s: float | None = None
         self.last_result: SyncResult | None = None
         self.warned: set[str] = set()  # the warnings of the last sync, already printed
+        # The lines of exports said at their event (``_classify``) since the last sync's warnings:
+        # one written while a sync ran, after its scan, is not in that sync's lines, and the next
+        # sync said it again (``_say_warnings``).
+        self._exports_said: set[str] = set()
         self._copies: list[str] = []   # the conflict copies the last sync's scan named, and those met since
         # The kinds of file left out that were said (``left_out_lines``): the initial sync's, and
         # each new one when its first files appear (``_left_out_to_say``), once (a .pdf dropped into a
@@ -976,6 +980,7 @@ class Daemon:
                 # and nothing queued: the index is as it was.
                 line = written_by_export_line(shown(rel))
                 self.warned.add(line)
+                self._exports_said.add(line)
                 self.emit("warning", line, warning=line)
         if looked.touched:   # (it may read them: in a worker thread, as a folder is listed)
             same = await anyio.to_thread.run_sync(self.folder.as_indexed, looked.touched, abandon_on_cancel=True)
@@ -2469,7 +2474,8 @@ class Daemon:
         for line in result.warnings:
             if line not in self.warned or anew(export_said(line)):
                 self.emit("warning", line, warning=line)
-        said, self.warned = self.warned, set(result.warnings)
+        said, self.warned = self.warned, set(result.warnings) | self._exports_said
+        self._exports_said = set()
         if self._copies and (line := conflict_copies_line(self._copies)) in said:
             self.warned.add(line)   # (a batch's, naming a copy this sync's scan did not meet: ``_synced``)
         if initial:   # the one sync that scans the whole folder

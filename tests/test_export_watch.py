@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 
+import anyio
 import pytest
 from watchfiles import Change
 
@@ -104,3 +105,44 @@ async def test_an_export_cut_short_in_the_watched_folder_is_queued_for_the_sync_
     warnings = [e["message"] for e in events[start:] if e["state"] == "warning"]
     assert len(warnings) == 1 and "x.txt: written by `streamrag export` and cut short" in warnings[0], warnings
     assert "x.txt" not in _indexed_paths(db)
+
+
+async def test_an_export_written_while_a_sync_runs_is_said_once(corpus, tmp_path, monkeypatch):
+    # An export's line is said at its event, and the next sync's scan, which meets it, does not
+    # say it again (``warned``). One written while a sync ran, after its scan, was said again by the
+    # next sync, for another file: that sync replaced ``warned`` with its own scan's lines.
+    from streamrag.pipeline import Indexer
+
+    gate = anyio.Event()
+    real_run = Indexer.run
+
+    async def held_run(self, paths):   # (the sync's scan done, held before it is said)
+        result = await real_run(self, paths)
+        await gate.wait()
+        return result
+
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.3})   # offline: fast
+    db = tmp_path / "b.db"
+    async with running(settings, db, corpus) as (daemon, events, send):
+        monkeypatch.setattr(Indexer, "run", held_run)
+        start = len(events)
+        async with send:
+            (corpus / "n1.txt").write_text("Mira Osk chaired the Harbor Council meeting.\n", encoding="utf-8")
+            await send.send({(Change.added, str(corpus / "n1.txt"))})
+            await until(lambda: daemon._syncing)   # (a sync under way, n1.txt's)
+            store = Store(db, readonly=True)
+            try:
+                export(store, corpus / "x.txt", "json")
+            finally:
+                store.close()
+            old = time.time() - 10
+            os.utime(corpus / "x.txt", (old, old))
+            await send.send({(Change.added, str(corpus / "x.txt"))})
+            await until(lambda: "warning" in events.states(start))
+            gate.set()
+            await until(lambda: daemon.syncs == 2)
+            (corpus / "n2.txt").write_text("Bo Lund paid the toll at Kessel.\n", encoding="utf-8")
+            await send.send({(Change.added, str(corpus / "n2.txt"))})
+            await until(lambda: daemon.syncs == 3)
+    warnings = [e["message"] for e in events[start:] if e["state"] == "warning"]
+    assert warnings == [SAID], warnings
