@@ -4033,9 +4033,14 @@ async def test_a_rows_file_whose_first_row_is_short_renamed_and_written_on_is_ti
 
     # Renamed and written on: its rows, then new ones.
     assert tied(f"b{suffix}", rows(texts + ["Barge 4: tar", "Barge 5: rope"])) == {f"b{suffix}": f"a{suffix}"}
-    # Beginning with its first row, then others: no tie; nor with its rows alone, fewer of them.
+    # Beginning with its first row, then others: no tie; nor with its rows alone, fewer of them
+    # (three: 32 characters and more, so the rows missing decide it, not the text's length); nor
+    # with its rows, the same texts in the same order, one at another number (a row without text
+    # inserted, skipped).
     assert tied(f"c{suffix}", rows(texts[:1] + ["Barge 9: wool"] + texts[1:])) == {}
-    assert tied(f"d{suffix}", rows(texts[:2])) == {}
+    assert sum(map(len, texts[:3])) >= 32
+    assert tied(f"d{suffix}", rows(texts[:3])) == {}
+    assert tied(f"e{suffix}", rows(texts[:1] + [""] + texts[1:] + ["Barge 4: tar"])) == {}
     # A short file of one document renamed and written on: not tied (the behaviour chosen).
     assert tied("short2.txt", "Mira Osk at Port Vell.\nEntry 1: Bo Lund paid the toll.\n") == {}
 
