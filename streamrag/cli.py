@@ -42,8 +42,8 @@ from streamrag.errors import (ConfigError, IndexMissingError, StoreError, Stream
                               user_error)
 from streamrag.signals import Terminated, until_sigterm
 from streamrag.status import format_status, gather_status, llm_summary, unusable_said, without_claims_said
-from streamrag.store import (Store, bound_wal, database_of, default_db_path, foreign_file_error, holds_documents,
-                             indexed_root, last_opened, one_writer, read_as_unchanging, reading_root,
+from streamrag.store import (Store, bound_wal, check_readable, database_of, default_db_path, foreign_file_error,
+                             holds_documents, indexed_root, last_opened, one_writer, read_as_unchanging, reading_root,
                              recorded_extractor, recorded_root, remember_wal_tried, unchanging_why, vacuum,
                              wal_kept_line, wal_past_bound, wal_tried)
 from streamrag.terminal import shell_word, shown
@@ -1034,8 +1034,10 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
     settings = reading_settings(args, models_for=())
     db = db_for_reading(args, settings)
     # Refused as status refuses it before anything is made: where no index was, vacuum made an
-    # empty one (its folders, its lock file) and said it had shrunk it.
-    Store(db, readonly=True).close()
+    # empty one (its folders, its lock file) and said it had shrunk it. An older streamrag's index
+    # is upgraded by the Store below, under the writer lock (said "upgrading" there), not by this
+    # look before it, which upgraded it with no lock held.
+    check_readable(db)
     with one_writer(db_as_named(args, settings, db), "streamrag vacuum"), _sigterm_as_interrupt():
         store = Store(db)
         try:

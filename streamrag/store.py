@@ -883,7 +883,9 @@ def default_db_path(root: Path) -> Path:
 class Store:
     """One SQLite connection with the project's schema. Not shared across threads."""
 
-    def __init__(self, path: Path | str, *, readonly: bool = False) -> None:
+    def __init__(self, path: Path | str, *, readonly: bool = False, upgrade: bool = True) -> None:
+        """``upgrade=False`` (a reader's, for ``check_readable`` alone): an older streamrag's index
+        is left as it lies, not read."""
         self.path = Path(path)
         self.readonly = readonly
         # (an index in memory, ``estimate.first_graph``'s: no file, so none said opened, no WAL to fold)
@@ -939,7 +941,7 @@ class Store:
             _opened(self.path)
         try:
             if readonly:
-                self._check_version()
+                self._check_version(upgrade)
             else:
                 self.migrate()
         except BaseException:
@@ -957,7 +959,7 @@ class Store:
             raise _open_error(self.path, e) from None
         return int(row[0]) if row else 0
 
-    def _check_version(self) -> None:
+    def _check_version(self, upgrade: bool = True) -> None:
         applied = self._applied()
         if applied > SCHEMA_VERSION:
             raise StoreError(f"{self.path} was written by a newer streamrag (schema {applied}, "
@@ -967,7 +969,7 @@ class Store:
             # then refused it)
             raise self._foreign_tables_error() or IndexMissingError(
                 f"{self.path} holds no index yet; run `streamrag index DIR`")
-        if applied < SCHEMA_VERSION:
+        if applied < SCHEMA_VERSION and upgrade:
             if _read_only_here(self.path) is not None and self._upgrade_changes_nothing():
                 # (it was refused until copied, where the copy's upgrade changed no row of it)
                 log.debug("%s: read at schema %s, as the steps after would leave it", self.path, applied)
@@ -1845,6 +1847,15 @@ def _split_sql(script: str) -> list[str]:
 
 def _only_comments(s: str) -> bool:
     return all(not line.strip() or line.strip().startswith("--") for line in s.splitlines())
+
+
+def check_readable(path: Path | str) -> None:
+    """Raises what a reader (``Store(path, readonly=True)``) raises of an index it cannot read:
+    none there, none yet, another program's database, a newer streamrag's, a damaged file; but
+    leaves an older streamrag's as it lies. For a writer's look before it takes the writer lock
+    (``vacuum``): the reader's look upgraded the index there, with no lock held to say
+    "upgrading" to others meanwhile; the writer's own ``Store`` upgrades it under the lock."""
+    Store(path, readonly=True, upgrade=False).close()
 
 
 @contextlib.contextmanager

@@ -238,6 +238,35 @@ def test_a_writer_upgrading_the_index_says_so_to_readers_and_writers_that_meet_i
     reader.close()
 
 
+def test_vacuum_upgrades_an_older_index_under_its_writer_lock_saying_so(tmp_path):
+    # `vacuum` looked at the index as a reader before it took the writer lock, and that look
+    # upgraded an older index: no "upgrading" in the lock meanwhile (a reader was left to wait on
+    # the write lock, an `index` started then to begin its own upgrade). It upgrades under the
+    # lock now, as `index` and `watch` do, and vacuums the upgraded index.
+    import streamrag
+    from conftest import upgrade_held
+    from streamrag.errors import WriterBusyError
+    from streamrag.store import lock_path
+
+    db = tmp_path / "index.db"
+    Store(db).close()
+    _one_step_back(db)
+    vacuum = ("from streamrag.cli import main\n"
+              "sys.exit(main(['vacuum', '--db', sys.argv[1]]))\n")
+    with upgrade_held(tmp_path, vacuum, str(db)) as child:
+        holder = f"pid {child.process.pid}: streamrag vacuum"
+        assert lock_path(db).read_text() == f"{holder}\nupgrading to schema {SCHEMA_VERSION}\n"
+        with pytest.raises(WriterBusyError, match=re.escape(f"is being upgraded for this streamrag by another "
+                                                            f"({holder}; once")):
+            Store(db, readonly=True)
+    assert child.process.returncode == 0, child.err
+    assert child.out.splitlines()[0] == streamrag.__file__   # (this checkout's streamrag)
+    assert child.out.splitlines()[1].startswith(f"{db}: ")   # (vacuumed)
+    reader = Store(db, readonly=True)
+    assert reader.get_meta("schema_version") == str(SCHEMA_VERSION)
+    reader.close()
+
+
 def test_a_writer_whose_upgrade_meets_a_write_lock_does_not_name_itself_as_the_upgrader(tmp_path, monkeypatch):
     # An `index` holding the writer lock notes "upgrading" in it as its upgrade begins; when the
     # upgrade's first write then found another program's write lock held throughout, it read its
