@@ -29,7 +29,7 @@ it would change no row of it (``_NO_OP_WHEN``) and its failure keys are not mark
 step would count them again). An upgrade made under the writer lock its process holds (``index``,
 ``watch``, ``demo``: a reader of theirs too, the lock being its own) says "upgrading" in the lock
 meanwhile (``upgrading_note``), for readers and writers that meet it; one made by a process that
-holds none (``ask``, ``status``, and ``vacuum``'s look before it takes the lock) says nothing there.
+holds none (``ask``, ``status``) says nothing there.
 Writers go through ``writer.Writer`` (one task owns the write connection); readers open their own
 ``Store(path, readonly=True)``.
 
