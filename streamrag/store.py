@@ -1028,7 +1028,10 @@ class Store:
             raise foreign
         # A writer lock this process holds says "upgrading" meanwhile (``upgrading_note``), for a
         # reader that meets it to say so, not "if that one is an older version, stop it".
-        lock = _writer_locks.get(lock_path(self.path)) if 0 < applied < SCHEMA_VERSION and not self._memory else None
+        lock = _writer_locks.get(lock_path(self.path)) if not self._memory else None
+        if lock is not None and not 0 < applied < SCHEMA_VERSION:
+            lock.upgraded()
+            lock = None
         noted = lock.noted if lock is not None else None
         if lock is not None:
             lock.note(upgrading_note(SCHEMA_VERSION))
@@ -1982,6 +1985,7 @@ class WriterLock:
         self.path = lock_path(db_path)
         self.file = None
         self.noted: str | None = None   # the note on the second line (``note``), written again by ``take``
+        self._upgrade_noted = False     # the file says "upgrading" for ``take`` alone (``upgraded``)
 
     def take(self) -> None:
         """Locks, or raises WriterBusyError naming the holder; StoreError if no lock file can be made."""
@@ -2027,7 +2031,12 @@ class WriterLock:
             f.truncate(0)
             # (the note too: a lock taken again, its file deleted, lost it, and `ask` said no
             # update was under way during one)
-            f.write(self._holder_line() + (f"{self.noted}\n" if self.noted else ""))
+            # An older index is said "upgrading" from the start: this writer upgrades it once its
+            # Store opens (``migrate``), and meanwhile (0.15 s of an `index`) a reader that met the
+            # lock with no note advised stopping it as "an older version".
+            self._upgrade_noted = self.noted is None and _older_schema(Path(self.db_path))
+            noted = upgrading_note(SCHEMA_VERSION) if self._upgrade_noted else self.noted
+            f.write(self._holder_line() + (f"{noted}\n" if noted else ""))
             f.flush()
         except OSError as e:   # (it was "cannot write the output")
             with contextlib.suppress(OSError):
@@ -2051,6 +2060,7 @@ class WriterLock:
         cut to nothing and written again, a second writer reading the file between the two was
         refused as "being written by another streamrag (another process)"."""
         self.noted = one_line(words) if words else None
+        self._upgrade_noted = False
         if self.file is None:
             return
         holder = self._holder_line()
@@ -2060,6 +2070,12 @@ class WriterLock:
             if self.noted:
                 self.file.write(f"{self.noted}\n")   # (appended: the file is opened a+)
             self.file.flush()
+
+    def upgraded(self) -> None:
+        """The index needs no upgrade (any more): the "upgrading" ``take`` said of it goes (found
+        older as the lock was taken, upgraded since by a reader of no lock, it stayed said)."""
+        if self._upgrade_noted:
+            self.note(self.noted)
 
     def check(self, *, make_folder: bool = True) -> None:
         """Takes the lock again if its file was deleted (the index's folder deleted and made
@@ -2133,6 +2149,18 @@ def update_under_way(db_path: Path | str) -> dict | None:
     if not found:
         return None
     return {"since": float(found[1]), "files": int(found[2]), **(writer_said(lines[0]) or {})}
+
+
+def _older_schema(db_path: Path) -> bool:
+    """Whether the index at ``db_path`` is an older streamrag's (its committed schema), looked at
+    as ``root_and_paths`` looks; False when there is none, or it cannot be read so."""
+    if not db_path.is_file():
+        return False
+    try:
+        schema = _recorded(db_path, "schema_version")
+        return schema is not None and 0 < int(schema) < SCHEMA_VERSION
+    except (sqlite3.Error, ValueError):
+        return False
 
 
 def upgrading_note(schema: int) -> str:

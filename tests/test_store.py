@@ -267,6 +267,60 @@ def test_vacuum_upgrades_an_older_index_under_its_writer_lock_saying_so(tmp_path
     reader.close()
 
 
+def test_a_writer_that_has_not_yet_opened_an_older_index_says_it_will_upgrade_it(tmp_path):
+    # `index` takes the writer lock, then opens the index (0.15 s later), which upgrades it: a
+    # reader meanwhile found the lock with no note and advised stopping the writer as "an older
+    # version". The lock says "upgrading" from the moment it is taken.
+    from streamrag.errors import WriterBusyError
+    from streamrag.store import lock_path
+
+    db = tmp_path / "index.db"
+    Store(db).close()
+    _one_step_back(db)
+    child = subprocess.Popen([sys.executable, "-c", "import sys; from streamrag.store import Store, one_writer\n"
+                              "with one_writer(sys.argv[1], 'streamrag index notes'):\n"
+                              "    print('held', flush=True); sys.stdin.readline(); Store(sys.argv[1]).close()\n"
+                              "    print(open(sys.argv[1] + '.lock').read(), end='', flush=True)",
+                              str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline() == "held\n"
+        holder = f"pid {child.pid}: streamrag index notes"
+        assert lock_path(db).read_text() == f"{holder}\nupgrading to schema {SCHEMA_VERSION}\n"
+        with pytest.raises(WriterBusyError, match=re.escape(f"is being upgraded for this streamrag by another "
+                                                            f"({holder}; once")):
+            Store(db, readonly=True)
+    finally:
+        out, _ = child.communicate("go\n", timeout=60)
+    assert child.returncode == 0
+    assert out == f"{holder}\n"   # (upgraded: the note gone with it)
+    reader = Store(db, readonly=True)
+    assert reader.get_meta("schema_version") == str(SCHEMA_VERSION)
+    reader.close()
+
+
+def test_an_upgrade_said_as_the_writer_lock_is_taken_is_unsaid_when_another_made_it_first(tmp_path):
+    # A reader of no lock (`status`) may upgrade the index after the writer found it older:
+    # its Store, finding nothing to upgrade, takes the note back, and a note of its own stays.
+    import sqlite3
+
+    from streamrag.store import lock_path, one_writer
+
+    db = tmp_path / "index.db"
+    Store(db).close()
+    _one_step_back(db)
+    for note in (None, "updating since 1.000: 2 files"):
+        with one_writer(db, "streamrag watch notes") as lock:
+            holder = f"pid {os.getpid()}: streamrag watch notes\n"
+            assert lock_path(db).read_text() == f"{holder}upgrading to schema {SCHEMA_VERSION}\n"
+            with contextlib.closing(sqlite3.connect(db)) as conn, conn:   # (upgraded by another)
+                conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+            if note:
+                lock.note(note)
+            Store(db).close()
+            assert lock_path(db).read_text() == holder + (f"{note}\n" if note else "")
+        _one_step_back(db)
+
+
 def test_a_writer_whose_upgrade_meets_a_write_lock_does_not_name_itself_as_the_upgrader(tmp_path, monkeypatch):
     # An `index` holding the writer lock notes "upgrading" in it as its upgrade begins; when the
     # upgrade's first write then found another program's write lock held throughout, it read its
