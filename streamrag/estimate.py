@@ -106,7 +106,8 @@ from streamrag.reports import ReportContext, build_context, claim_lines_redone, 
 from streamrag.records import Chunk, Claim, ClaimRecord, Community, Extraction, Relationship, RelationshipRecord
 from streamrag.sentences import sentences_of
 from streamrag.status import llm_summary, unusable_said
-from streamrag.store import SCHEMA_VERSION, Store, _uri_path, alive, as_it_lies, index_files, without_index_files
+from streamrag.store import (SCHEMA_VERSION, Store, _uri_path, alive, as_it_lies, index_files, reader_in_place,
+                             without_index_files)
 from streamrag.summarizer import (SUMMARY_HEADROOM, asks_model, new_summary_input, summary_input, summary_messages,
                                   within_budget, without_model)
 from streamrag.terminal import shell_word
@@ -154,12 +155,13 @@ def _named_exports(paths: list[Path], root: Path | None) -> list[str]:
 def _published(db: Path, stack: contextlib.ExitStack) -> Store | None:
     """The index at ``db`` opened as a reader (the estimate spends nothing and writes nothing),
     or None when there is none yet: no file, or an empty one ``index`` would make it in. One an
-    older streamrag made is read from an upgraded copy (``_upgraded_copy``), left as it is."""
+    older streamrag made is left as it is: read in place where its upgrade would change no row of
+    it (``reader_in_place``), else from an upgraded copy (``_upgraded_copy``)."""
     if not db.exists():
         return None
     try:
         if 0 < (_schema_of(db) or SCHEMA_VERSION) < SCHEMA_VERSION:
-            return _upgraded_copy(db, stack)
+            return reader_in_place(db) or _upgraded_copy(db, stack)
         return Store(db, readonly=True)
     except IndexMissingError:
         return None

@@ -2280,10 +2280,11 @@ async def test_an_estimate_of_an_index_an_older_streamrag_made_leaves_its_file_a
     db = tmp_path / "index.db"
     await sync([docs], settings, db, root=docs)
     add_articles(docs, 4, 6)
-    with contextlib.closing(sqlite3.connect(db)) as conn, conn:   # the schema before its last step
+    # (two steps back: the step before the last adds a column, an upgrade no reader may skip)
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
         conn.execute("DROP INDEX IF EXISTS llm_calls_usage")
         conn.execute("DROP INDEX IF EXISTS llm_calls_failed")
-        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION - 1),))
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION - 2),))
     files = sorted(f.name for f in tmp_path.iterdir())
     digest = hashlib.sha256(db.read_bytes()).hexdigest()
     out = cli_run("index", str(docs), "--estimate", "--json", "--db", str(db), "--api-base", simulator.base_url)
@@ -2310,8 +2311,8 @@ def test_an_older_index_whose_copy_cannot_be_made_is_said_so_alone_and_left_as_i
 
     db = tmp_path / "index.db"
     assert cli_run("index", str(corpus), "--offline", "-q", "--db", str(db)).returncode == 0
-    with contextlib.closing(sqlite3.connect(db)) as conn, conn:   # (as an older streamrag left it)
-        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION - 1),))
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:   # (as an older streamrag left it: read from a copy)
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION - 2),))
     digest = hashlib.sha256(db.read_bytes()).hexdigest()
     temp = tmp_path / "temp"
     temp.mkdir()
@@ -2343,18 +2344,46 @@ def test_an_older_index_whose_copy_cannot_be_made_is_said_so_alone_and_left_as_i
         assert conn.execute("SELECT count(*) FROM runs").fetchone() == runs
 
 
-async def older_index(corpus: Path, tmp_path: Path) -> tuple[Path, Path]:
-    """``corpus`` indexed offline, its schema marked as an older streamrag left it, and an empty
-    folder to be an estimate's TMPDIR."""
+async def older_index(corpus: Path, tmp_path: Path, back: int = 2) -> tuple[Path, Path]:
+    """``corpus`` indexed offline, its schema marked as an older streamrag left it (``back`` steps
+    short: two, an upgrade an estimate reads a copy for), and an empty folder to be an estimate's
+    TMPDIR."""
     from streamrag.store import SCHEMA_VERSION
 
     db = tmp_path / "index.db"
     await sync([corpus], make_settings(), db, root=corpus)
     with contextlib.closing(sqlite3.connect(db)) as conn, conn:
-        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION - 1),))
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION - back),))
     temp = tmp_path / "temp"
     temp.mkdir()
     return db, temp
+
+
+async def test_an_estimate_reads_an_older_index_in_place_where_its_upgrade_would_change_nothing(
+        cli_run, corpus, tmp_path, monkeypatch):
+    # It read an upgraded copy of every older index, the whole index copied into the temporary
+    # folder (a 372 MB index: 4.8 s, 2.8 s in place), even where the steps it lacks would change
+    # no row of it (its chunks all counted), as a reader that cannot write it reads it in place.
+    import hashlib
+    import tempfile
+
+    from streamrag.store import SCHEMA_VERSION
+
+    db, temp = await older_index(corpus, tmp_path, back=1)
+    (corpus / "added.txt").write_text("Mayor Anna Berg met Captain Olaf Lind in Port Vell.")
+    digest = hashlib.sha256(db.read_bytes()).hexdigest()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))   # (TMPDIR, as this process read it)
+    out = cli_run("index", str(corpus), "--estimate", "--offline", "--json", "--db", str(db))
+    assert out.returncode == 0, out.stderr
+    assert "upgraded copy" not in out.stderr and list(temp.iterdir()) == [], out.stderr
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == digest
+    in_place = json.loads(out.stdout)
+    assert in_place["documents_added"] == 1, in_place
+    assert cli_run("status", "--db", str(db)).returncode == 0   # (upgraded: the same estimate)
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
+    out = cli_run("index", str(corpus), "--estimate", "--offline", "--json", "--db", str(db))
+    assert json.loads(out.stdout) == in_place
 
 
 def held_estimate(corpus: Path, db: Path, temp: Path):
