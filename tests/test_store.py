@@ -553,12 +553,13 @@ def test_an_upgrade_stopped_in_any_step_leaves_the_index_as_the_step_before_left
 
 
 @pytest.mark.parametrize("step", [2, 3, SCHEMA_VERSION])
-@pytest.mark.parametrize("at", ["its end", "its version"])
+@pytest.mark.parametrize("at", ["its end", "its version", "its commit"])
 def test_an_upgrade_killed_in_a_step_is_finished_by_the_next_open(tmp_path, step, at):
     # As above, killed (no rollback run, the process gone mid-transaction): in the second step,
     # which cannot be applied twice, in the one after it, and in the last; at the end of its
     # work, or as its version is written (after its work: were the two committed apart, the
-    # next open would apply the step again).
+    # next open would apply the step again); or between two steps, at the first statement after
+    # its commit (the next open goes on from the step after it).
     import sqlite3
 
     import streamrag
@@ -582,15 +583,21 @@ def test_an_upgrade_killed_in_a_step_is_finished_by_the_next_open(tmp_path, step
               "        real(conn)\n"
               "    if sys.argv[3] == 'its end':\n"
               "        os._exit(3)\n"
-              "    conn.set_trace_callback(lambda sql: 'schema_version' in sql and os._exit(3))\n"
+              "    committed = []\n"
+              "    def kill(sql):\n"
+              "        if sys.argv[3] == 'its version' and 'schema_version' in sql or committed:\n"
+              "            os._exit(3)\n"
+              "        committed.extend(['COMMIT'] if sql == 'COMMIT' else [])\n"
+              "    conn.set_trace_callback(kill)\n"
               "store.MIGRATIONS[n - 1] = (name, killed)\n"
-              "store.Store(sys.argv[1])\n")
+              "store.Store(sys.argv[1]).conn.execute('SELECT 1')\n")   # (after the last step's commit)
     out = subprocess.run([sys.executable, "-c", script, str(db), str(step), at], capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 3, out.stderr
     assert out.stdout.strip() == streamrag.__file__   # (this checkout's streamrag)
     with contextlib.closing(sqlite3.connect(db)) as conn:
-        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(step - 1),)
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (
+            str(step if at == "its commit" else step - 1),)
     Store(db).close()
     assert _every_row(db) == _every_row(whole)
 
@@ -2420,3 +2427,4 @@ async def test_an_index_from_before_chunks_encoding_has_its_chunks_counted_in_it
                 "SELECT id, text FROM chunks WHERE id IN (SELECT chunk_id FROM document_chunks)")}
     finally:
         store.close()
+
