@@ -774,6 +774,15 @@ def delete_in(store: Store, table: str, column: str, values: set[str]) -> None:
         store.conn.execute(f"DELETE FROM {table} WHERE {_in(column, part)}", part)
 
 
+def delete_fts(store: Store, table: str, ids: set[str]) -> None:
+    """Deletes the rows of ``ids`` from the full-text ``table``, in one look at its rows: its
+    ``id`` has no index, and ``delete_in`` scanned every row once per 500 ids (removing 2,000
+    files of 6,000, 14,159 entities: 29 scans of entities_fts, 1.0 to 2.1 s; one, 0.35 to 0.8 s)."""
+    if ids:
+        store.conn.execute(f"DELETE FROM {table} WHERE id IN (SELECT value FROM json_each(?))",
+                           (json.dumps(sorted(ids)),))
+
+
 _ENTITY_COLUMNS = ("id", "name", "type", "description", "mentions", "degree")
 _RELATIONSHIP_COLUMNS = ("id", "source", "target", "description", "weight", "mentions", "combined_degree")
 
@@ -1476,7 +1485,8 @@ def _write_chunks(store: Store, change: Change, state: GraphState, key: str) -> 
     if most:
         _delete_most(store, of_chunks, change.removed_chunks)
     else:
-        for table, column in of_chunks:
+        delete_fts(store, "chunks_fts", change.removed_chunks)
+        for table, column in of_chunks[1:]:
             delete_in(store, table, column, change.removed_chunks)
     # Live chunks and provenance. A chunk that leaves keeps its extractions (a file changed back
     # costs nothing), dated from now for ``prune`` in extractions_left (dated in their own rows,
@@ -1572,7 +1582,7 @@ def _write_elements(store: Store, state: GraphState) -> None:
         for eid in sorted(state.changed_entities) if (e := state.entities.get(eid))])
     gone_e = state.deleted_entities | {row[0] for row in changed}
     delete_in(store, "entities", "id", gone_e)
-    delete_in(store, "entities_fts", "id", gone_e)
+    delete_fts(store, "entities_fts", gone_e)
     conn.executemany(f"INSERT INTO entities({', '.join(_ENTITY_COLUMNS)}) VALUES (?,?,?,?,?,?)", changed)
     conn.executemany("INSERT INTO entities_fts(id, name, description) VALUES (?,?,?)",
                      [(eid, fts_text(name), fts_text(description)) for eid, name, _t, description, *_ in changed])

@@ -2428,3 +2428,35 @@ async def test_an_index_from_before_chunks_encoding_has_its_chunks_counted_in_it
     finally:
         store.close()
 
+
+def test_deleting_many_full_text_rows_looks_at_the_table_once(tmp_path):
+    # A full-text table's id has no index: its rows were deleted 500 ids at a time, each a look
+    # at every row of the table (removing 2,000 files of 6,000: 29 looks at entities_fts). The
+    # work a delete of 1,500 ids does grows with the rows the table holds beside them as one
+    # look's does, not three looks'. (SQLite's work counted in its program's steps, not timed.)
+    from streamrag.index_rows import _write_elements
+    from streamrag.graph_state import GraphState
+
+    def steps_to_delete(kept: int, gone: int) -> int:
+        store = Store(tmp_path / f"{kept}-{gone}.db")
+        try:
+            rows = [(f"ent-{i:05d}", f"name {i}", f"what entity {i} did") for i in range(kept + gone)]
+            store.conn.executemany("INSERT INTO entities_fts(id, name, description) VALUES (?,?,?)", rows)
+            state = GraphState()
+            state.deleted_entities = {row[0] for row in rows[:gone]}
+            steps = [0]
+
+            def count() -> int:
+                steps[0] += 1
+                return 0
+            with store.transaction():
+                store.conn.set_progress_handler(count, 100)   # (each 100 steps)
+                _write_elements(store, state)
+                store.conn.set_progress_handler(None, 1)
+            assert store.scalar("SELECT count(*) FROM entities_fts") == kept
+            return steps[0]
+        finally:
+            store.close()
+
+    one_look = steps_to_delete(6000, 1) - steps_to_delete(3000, 1)   # (3,000 rows more, looked at once)
+    assert steps_to_delete(6000, 1500) - steps_to_delete(3000, 1500) < 1.5 * one_look
