@@ -984,7 +984,8 @@ class Store:
                 if (to := _upgrading_to(held)) is not None:
                     raise WriterBusyError(_being_upgraded(self.path, holder, to))
                 # (a writer of this version upgrades the index before it writes, saying so in the
-                # lock: ``migrate``; one that does not say so is older, or has just started)
+                # lock from the moment it takes it: ``WriterLock.take``, ``migrate``; one that does
+                # not say so is older)
                 raise WriterBusyError(
                     f"{self.path} is being written by another streamrag ({holder}), and this one would "
                     "have to upgrade it first: if that one is an older version (a `watch` left running "
