@@ -26,10 +26,12 @@ triggers and counts made again), as tests do that set an index's version back a 
 step commits with its version, so an upgrade stopped anywhere is finished by the next open. A
 reader that cannot write an older index reads it as it lies only where every step it lacks proves
 it would change no row of it (``_NO_OP_WHEN``) and its failure keys are not marked stale (the last
-step would count them again). An upgrade made under the writer lock its process holds (``index``,
-``watch``, ``demo``: a reader of theirs too, the lock being its own) says "upgrading" in the lock
-meanwhile (``upgrading_note``), for readers and writers that meet it; one made by a process that
-holds none (``ask``, ``status``) says nothing there.
+step would count them again); so does ``index --estimate``, which writes nothing
+(``reader_in_place``; else it reads an upgraded copy). An upgrade made under the writer lock its
+process holds (``index``, ``watch``, ``demo``, ``vacuum``: a reader of theirs too, the lock being
+its own) says "upgrading" in the lock from the moment the lock is taken (``upgrading_note``), for
+readers and writers that meet it; one made by a process that holds none (``ask``, ``status``) says
+nothing there.
 Writers go through ``writer.Writer`` (one task owns the write connection); readers open their own
 ``Store(path, readonly=True)``.
 
