@@ -2171,13 +2171,17 @@ def update_under_way(db_path: Path | str) -> dict | None:
 
 
 def _older_schema(db_path: Path) -> bool:
-    """Whether the index at ``db_path`` is an older streamrag's (its committed schema), looked at
-    as ``root_and_paths`` looks; False when there is none, or it cannot be read so."""
+    """Whether the index at ``db_path`` is an older streamrag's, by the schema its file holds, read
+    as an unchanging file: no lock, nothing made beside it (a reader's look left a -wal beside an
+    index whose -shm is a folder, which the writer then refuses: ``_side_folder``). A schema its
+    log alone holds newer is not read (``Store.migrate`` then takes the note back). False when
+    there is none, or it cannot be read so."""
     if not db_path.is_file():
         return False
     try:
-        schema = _recorded(db_path, "schema_version")
-        return schema is not None and 0 < int(schema) < SCHEMA_VERSION
+        with contextlib.closing(sqlite3.connect(_reader_uri(db_path, unchanging=True), uri=True)) as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        return row is not None and 0 < int(row[0]) < SCHEMA_VERSION
     except (sqlite3.Error, ValueError):
         return False
 
