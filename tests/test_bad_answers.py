@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 
+import anyio
 import httpx
 import msgspec
 import pytest
@@ -386,9 +387,28 @@ def test_a_first_index_answered_with_a_web_page_says_so_not_refused(cli_run, tmp
             or "the answer was an HTML page: Sign in, not JSON" in last), last
 
 
+# How long a `watch` run by ``_first_index_of_two_notes`` may go on (it stops by itself in a
+# second or two): a guard, not a measure of speed. A plain `watch` whose first index failed and
+# that did not stop went on until a signal, and the test hung CI instead of failing.
+WATCH_GUARD_S = 60.0
+
+
 def _first_index_of_two_notes(cli_run, tmp_path, monkeypatch, command, answer):
     """``command`` run on a new folder of two notes (one naming Bram Lind), each call answered by
-    ``answer`` (an httpx handler; no retries): the folder, and the command's result."""
+    ``answer`` (an httpx handler; no retries): the folder, and the command's result. A `watch`
+    still running after WATCH_GUARD_S fails the test (``AssertionError``)."""
+    from streamrag import daemon
+
+    serve = daemon.serve
+
+    async def within_the_guard(*args):
+        try:
+            with anyio.fail_after(WATCH_GUARD_S):
+                return await serve(*args)
+        except TimeoutError:
+            raise AssertionError(f"`{' '.join(command)}` did not stop by itself within {WATCH_GUARD_S:g} s") from None
+
+    monkeypatch.setattr(daemon, "serve", within_the_guard)
     llm_transport(monkeypatch, httpx.MockTransport(answer))
     folder = tmp_path / "notes"
     folder.mkdir()
