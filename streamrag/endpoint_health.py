@@ -15,9 +15,10 @@ before. Against it count the signs of a server that is up and working: an answer
 max_tokens (a thinking model's first answers, asked again with more room), a 429, a 503 that is
 busy, overloaded or loading or says when to come back (Ollama with its queue full: "server busy,
 please try again"), llama.cpp's 500 "Context size has been exceeded." (its KV cache filled by the
-requests in progress: ``provider_errors.KV_CACHE_FULL``; so in any 5xx that relays it). Neither way: a timeout (a slow model's first answers: its timeouts grow; a
-host taking no connection for a while times out connecting), a gateway's timeout (504,
-Cloudflare's 524: a slow model behind a proxy; not one that quotes llama.cpp's KV cache full), a refused connection (the client's
+requests in progress: ``provider_errors.KV_CACHE_FULL``; so in any 5xx that relays it). Neither
+way: a timeout (a slow model's first answers: its timeouts grow; a host taking no connection for
+a while times out connecting), a gateway's timeout (504, Cloudflare's 524: a slow model behind a
+proxy; not one that quotes llama.cpp's KV cache full), a refused connection (the client's
 ``_never_answered``'s). A flaky endpoint answers one usably long before (with 30% of tries
 failing, the first 12 all fail once in 2 million runs); an outage at the start shorter than
 HOPELESS_S is waited out as before. Unusable answers alone never make it (a model that cannot
