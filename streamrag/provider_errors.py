@@ -234,8 +234,8 @@ class Retryable(Exception):
 
 def advice(e: Retryable, setting: str = "llm.api_base", limited: bool = True, *, flaky: bool = True) -> str:
     """What to do about a call that kept failing the same way (``setting``: what set the endpoint;
-    ``limited``: llm.requests_per_minute is set; ``flaky``: the server answered some other try
-    usably, so more retries may see a call through, not only wait longer)."""
+    ``limited``: llm.requests_per_minute is set; ``flaky``: the server has answered a try begun
+    after one failed, so more retries may see a call through, not only wait longer)."""
     if e.fix:
         return e.fix if e.tries > 1 else f"not retried as llm.max_retries = 0 (a retry may fit): {e.fix}"
     if e.status == 429:

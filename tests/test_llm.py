@@ -274,28 +274,56 @@ async def test_a_call_whose_tries_were_not_all_http_errors_keeps_its_advice(tmp_
                 await llm.chat(ask(), model="m1", stage="s")
 
 
-@pytest.mark.parametrize("answered_before", [False, True], ids=["down", "flaky"])
-async def test_calls_of_one_client_are_told_alike_whether_more_retries_help(tmp_path, answered_before):
+@pytest.mark.parametrize("case", ["down", "died", "flaky"])
+async def test_more_retries_are_said_to_help_only_when_other_calls_were_answered_meanwhile(tmp_path, case):
     """One run said "raising llm.max_retries only waits longer" of a call whose tries all got HTTP
-    500 and "raise llm.max_retries" of one with a dropped connection among them. Now one rule for
-    both: more retries only wait longer while no call was answered, and may help once one was."""
-    boom = httpx.Response(500, text="boom")
-    script = ([lambda _body: httpx.Response(200, json=chat_body("hi"))] if answered_before else []) + \
-        [boom, boom, httpx.ReadError(""), boom]
-    endpoint = Endpoint(*script)
-    said = []
+    500 and "raise llm.max_retries" of one with a dropped connection among them: both are told
+    alike. More retries may see a call through once the server answered a try begun after one
+    failed (a flaky server); not while none was, whether the server never answered ("down") or
+    answered before and then stopped ("died": it was told to raise llm.max_retries, and lost
+    "answers only HTTP 500", once any try of the run had been answered)."""
+    count = {"one": 0, "two": 0}
+    failed_once = {text: anyio.Event() for text in count}
+    answered = {text: anyio.Event() for text in count}
+
+    async def endpoint(request: httpx.Request) -> httpx.Response:
+        text = json.loads(request.content)["messages"][-1]["content"]
+        if text not in count:
+            return httpx.Response(200, json=chat_body("hi"))
+        n, count[text] = count[text], count[text] + 1
+        if n == 0:
+            failed_once[text].set()
+        elif case == "flaky":
+            await answered[text].wait()   # (another call answered between this call's tries)
+        if text == "two" and n == 0:
+            raise httpx.ReadError("")
+        return httpx.Response(500, text="boom")
+
+    said = {}
+
+    async def fail(llm, text):
+        with pytest.raises(LLMUnavailableError) as err:
+            await llm.chat(ask(text), model="m1", stage="s")
+        said[text] = str(err.value)
+
     with anyio.fail_after(5):
         async with client(tmp_path, endpoint, max_retries=1) as (llm, _):
-            if answered_before:
+            if case == "died":
                 await llm.chat(ask("first"), model="m1", stage="s")
-            for text in ("one", "two"):
-                with pytest.raises(LLMUnavailableError) as err:
-                    await llm.chat(ask(text), model="m1", stage="s")
-                said.append(str(err.value))
-    assert all("last: HTTP 500: boom; " in s for s in said), said
-    waits = ["only waits longer" in s for s in said]
-    raise_it = ["or raise llm.max_retries" in s for s in said]
-    assert waits == [not answered_before] * 2 and raise_it == [answered_before] * 2, said
+            for text in count:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(fail, llm, text)
+                    if case == "flaky":
+                        await failed_once[text].wait()
+                        await anyio.wait_all_tasks_blocked()   # (its first failed try counted)
+                        await llm.chat(ask(f"other {text}"), model="m1", stage="s")
+                        answered[text].set()
+    assert count == {"one": 2, "two": 2}
+    assert all("failed 2 times, last: HTTP 500: boom; " in s for s in said.values()), said
+    down = case != "flaky"
+    assert ["only waits longer" in s for s in said.values()] == [down, down], said
+    assert ["or raise llm.max_retries" in s for s in said.values()] == [not down, not down], said
+    assert ("the server at llm.api_base answers only HTTP 500: check its logs" in said["one"]) == down, said
 
 
 async def test_one_server_error_under_max_retries_0_is_not_said_to_repeat(tmp_path):
