@@ -43,7 +43,8 @@ class Outage:
         # The endpoint is down (no call of the last sync got an answer): since, endpoint, the
         # pause last said ("every", None: the full line only), when ("at"), "owed": a sync's
         # lines were shown without saying it is still down, "to_second": its lines last gave
-        # "since" to the second (``down_since``; the error line that began it gave its time so).
+        # "since" to the second (``down_since``; ``stopped``, to the minute unless in the minute
+        # it last answered; a line that began it with no time, to the second, as a short one's).
         self.current: dict[str, Any] | None = None
         # The last sync or extraction ahead got HTTP answers, errors too: during an outage, the
         # endpoint answers with errors only (an HTTP 500 to every request), rather than not at all.
@@ -128,6 +129,7 @@ class Outage:
         if self.answered_at is None or self.server_errors or self.refused and self.proxy is not None:
             return None   # (a proxy refused: the client's error names it, ``proxies.proxy_down``)
         since, answered_at = clocks(o["since"], self.answered_at)
+        o["to_second"] = since != clock(o["since"])   # (to the minute but in the minute it answered)
         return f"{o['endpoint']} stopped answering at {since}, having answered at {answered_at}"
 
     def fields(self) -> dict[str, Any]:

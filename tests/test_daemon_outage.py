@@ -2629,17 +2629,28 @@ def test_the_recovered_line_says_since_as_the_outage_lines_did(down, seconds, la
     assert re.fullmatch(rf"http://127\.0\.0\.1:9/v1 answers again, after {lasted} down \(since {since}\)", back), back
 
 
-def test_the_recovered_line_of_an_outage_said_only_by_its_error_line_says_since_to_the_second():
-    # (the error line that began it gave its time to the second; no shorter line followed)
+@pytest.mark.parametrize("answered_s", [None, 600, 20], ids=["no time", "minute", "same minute"])
+def test_the_recovered_line_of_an_outage_said_only_by_its_error_line_says_since_as_it_did(answered_s):
+    # (no shorter line followed.) The error line "stopped answering at 10:49, having answered at
+    # 10:41" was followed by "answers again, after 2 min down (since 10:49:21)": to the minute,
+    # as it; to the second when it gave the second (the minute it last answered), or no time.
     from streamrag.outage import Outage
 
     lines = []
     outage = Outage(make_settings("http://127.0.0.1:9/v1"), emit=lambda state, message, **_: lines.append(message))
-    outage.failing_since = time.time() - 120
+    minute = time.time() // 60 * 60 - 120   # (a whole minute, local time zones offset by whole minutes)
+    outage.failing_since = minute + 41
     outage.began()
+    said = None
+    if answered_s is not None:
+        outage.answered_at = outage.failing_since - answered_s
+        said = outage.stopped()   # (the error line's words, ``Daemon._outage_began``)
     outage.recovered()
     [back] = lines
-    assert back.endswith(f"(since {clock(outage.failing_since, seconds=True)})"), back
+    seconds = answered_s != 600
+    since = clock(outage.failing_since, seconds=seconds)
+    assert back.endswith(f"(since {since})"), back
+    assert said is None or f"stopped answering at {since}, " in said, said
 
 
 async def _watch_indexed_folder(settings: Settings, db: Path, folder: Path, **kwargs) -> tuple[Events, BaseException | None]:
