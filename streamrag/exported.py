@@ -146,6 +146,14 @@ def _form(f: BinaryIO, crlf: bool) -> str | None:
     ended = False   # its last line met ("}", "</graphml>")
     rest = b"\n"   # the end of the line before, and the start of the next, not ended yet
     while block := f.read(_BLOCK):
+        if b"\n" not in block:   # within a line longer than a block: read to its end, joined once
+            # (joined to each block as it was read, a 400 MB line took 7.5 s, 200 MB 2.2 s)
+            if not graphml and (rest + block[:1])[1:2] not in (b" ", b"}"):   # (no export's line)
+                return None
+            parts = [block]
+            while b"\n" not in parts[-1] and (block := f.read(_BLOCK)):
+                parts.append(block)
+            block = b"".join(parts)
         data = rest + block
         cut = data.rfind(b"\n")
         lines, rest = data[:cut + 1], data[cut:]   # ("\n", lines each ended by "\n")
