@@ -16,7 +16,13 @@ line ends). An edit inside such an older export that keeps that form cannot be t
 An export cut short (a killed `export - > notes/x.txt`, a full disk, or one a watch reads while
 it is written into) has neither seal nor end: laid out as an export as far as it goes, it is an
 unfinished one (``UNFINISHED``), the index's output all the same: not indexed (it was, and a
-model's calls paid for it), and `export` replaces it without ``--force``.
+model's calls paid for it), and `export` replaces it without ``--force``. Having no seal, it is
+told by the writer's exact layout through the cut: for JSON each row of each section with that
+section's members, in order (``ROW_KEYS``), indented as msgspec indents them (a user's dump with
+indent=1 of a "version" and "documents", missing only its last "}", was one, and was replaced).
+A cut within the opening (before ``_HEAD``'s end, about 80 bytes) is not told from a user's file
+that opens so: it is read as the tiny document it is. No export leaves one: `export FILE` renames
+a whole file over FILE, and `export - > FILE` writes in blocks of 64 KB (a whole small export).
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ import os
 import re
 from pathlib import Path
 from typing import BinaryIO
+
+import msgspec
 
 # The name of the seal, in both forms; "sha256:" names how its digest is made.
 SEAL_KEY = "export_checksum"
@@ -61,6 +69,29 @@ _JSON_KEYS = [b"version", b"documents", b"entities", b"relationships", b"claims"
 _JSON_KEY = re.compile(rb'\n "([a-z_]+)": ')
 # A line of a JSON export's body opens with a space; any other is its end ("}"), or no export's.
 _JSON_NOT_BODY = re.compile(rb"\n(?! )")
+# The members of each row of a JSON export's sections, in the order ``export._sections`` reads
+# them (claims: the claims table's columns): an export cut short is told by them too.
+ROW_KEYS = {
+    b"documents": [b"id", b"path", b"title", b"tokens"],
+    b"entities": [b"id", b"name", b"type", b"description", b"mentions", b"degree", b"documents"],
+    b"relationships": [b"id", b"source", b"target", b"description", b"weight", b"mentions",
+                       b"combined_degree", b"documents"],
+    b"claims": [b"id", b"subject_id", b"object_id", b"type", b"status", b"start_date", b"end_date",
+                b"description", b"source_text", b"chunk_id"],
+    b"communities": [b"id", b"level", b"parent", b"size", b"members"],
+    b"reports": [b"community", b"key", b"title", b"summary", b"rating", b"rating_explanation", b"findings",
+                 b"text", b"extractive"],
+}
+# Rows of each section, one after another, as the writer lays them out: "{", each of its members
+# on its own line (a list's or object's items on lines indented deeper, its end back at the
+# member's), "}". Matched line by line: no backtracking.
+_JSON_ROW = {section: rb"\n  \{" + b"".join(rb'\n   "' + key + rb'": [^\n]*+(?:(?:\n    [^\n]*+)*+\n   [\]}],?)?+'
+                                        for key in keys) + rb"\n  \}"
+             for section, keys in ROW_KEYS.items()}
+_JSON_ROWS = {section: re.compile(row + rb"(?:," + row + rb")*") for section, row in _JSON_ROW.items()}
+_ROW_KEY = re.compile(rb'\n   "([a-z_]+)": ')
+_ROW_CUT = re.compile(rb"\n  \{(?:\n   [^\n]*+)*+(?:\n {0,2})?")   # (its last line cut short)
+_JSON_VERSION = re.compile(rb'\{\n "version": \d+(?=,)')
 # A GraphML export's lines (a value's own line breaks aside, whose text holds no "<": it is
 # escaped, but for the "</data>" that ends it).
 _GRAPHML_LINES = (rb'      <data key="[^\n]*|    </node>|    </edge>|    <node id="[^\n]*|    <edge id="[^\n]*'
@@ -192,7 +223,108 @@ def _form(f: BinaryIO, crlf: bool) -> str | None:
         return WHOLE if ended else UNFINISHED
     if ended:
         return WHOLE if keys == _JSON_KEYS else None
-    return UNFINISHED if keys == (_JSON_KEYS + [SEAL_KEY.encode()])[:len(keys)] else None
+    if keys != (_JSON_KEYS + [SEAL_KEY.encode()])[:len(keys)]:
+        return None
+    return UNFINISHED if _json_laid_out(f, crlf) else None
+
+
+def _json_laid_out(f: BinaryIO, crlf: bool) -> bool:
+    """Whether the JSON file ``f``, cut short, is laid out through the cut as ``export._write_json``
+    lays an export out: its members in their order, each row of a section with that section's
+    members in theirs (``ROW_KEYS``) and indented as msgspec indents them, and what is left after
+    the last whole row the start of what would follow. A user's JSON dumped with indent=1 that
+    only opens as an export does (a "version", a "documents" list) is not; it was taken for one,
+    and `export` replaced it without --force. Read in blocks, rows judged a block's run at a time."""
+    f.seek(0)
+    sections = list(ROW_KEYS)
+    section = b""   # the section whose rows are read
+    state = "start"   # then "member" (after a member), "open" (after its "["), "rows" (after a row)
+    data, pos, eof, held = b"", 0, False, b""
+    while True:
+        m = None
+        if state == "start":
+            m = _JSON_VERSION.match(data, pos)
+            state = "member" if m else state
+        elif state == "member" and sections:
+            want = b',\n "' + sections[0] + b'": ['
+            if data.startswith(want, pos):
+                pos, section, state = pos + len(want), sections.pop(0), "open"
+                continue
+        elif state == "open" and data.startswith(b"]", pos):
+            pos, state = pos + 1, "member"
+            continue
+        elif state == "rows" and data.startswith(b"\n ]", pos):
+            pos, state = pos + 3, "member"
+            continue
+        elif state in ("open", "rows"):
+            m = _JSON_ROWS[section].match(data, pos + (state == "rows" and data.startswith(b",", pos)))
+            if m and (state == "open" or m.start() > pos):
+                if not _rows_laid_out(m.group(), section):
+                    return False
+                state = "rows"
+            else:
+                m = None
+        if m is not None:
+            pos = m.end()
+            continue
+        rest = data[pos:]   # no whole token: the start of one, cut short, or no export's
+        if not _cut_laid_out(rest, state, sections[0] if sections else None, section):
+            return False
+        if eof:
+            return True
+        # More: at least as much as is held (a row longer than a block is copied a few times,
+        # not once for each block: `_form`)
+        parts, more = [rest, held], 0
+        while more <= len(rest):
+            block = f.read(_BLOCK)
+            if not block:
+                eof = True
+                break
+            parts.append(block)
+            more += len(block)
+        data, pos = b"".join(parts), 0
+        held = b""
+        if crlf:
+            if not eof and data.endswith(b"\r"):   # (its "\n" in the next block)
+                data, held = data[:-1], b"\r"
+            data = data.replace(b"\r\n", b"\n")
+            if eof:
+                data = data.removesuffix(b"\r")
+
+
+def _rows_laid_out(rows: bytes, section: bytes) -> bool:
+    """Whether ``rows`` (a run of rows of ``section``, each with its members) are indented as msgspec does."""
+    text = b'{\n "' + section + b'": [' + rows + b"\n ]\n}"   # (the rows' place in an export)
+    try:
+        return msgspec.json.format(text, indent=1) == text
+    except msgspec.DecodeError:
+        return False
+
+
+def _cut_laid_out(rest: bytes, state: str, member: bytes | None, section: bytes) -> bool:
+    """Whether ``rest``, what follows the last whole part (``state``: see ``_json_laid_out``) of a
+    JSON export, is the start of what may follow it there: the next ``member`` (``None``: the seal),
+    a row of ``section``, its end."""
+    if state == "member":
+        if member is not None:
+            return (b',\n "' + member + b'": [').startswith(rest)
+        opening = b',\n "' + SEAL_KEY.encode() + b'": "sha256:'
+        if len(rest) <= len(opening):
+            return opening.startswith(rest)
+        return rest.startswith(opening) and re.fullmatch(rb'[0-9a-f]{0,64}|[0-9a-f]{64}"\n?', rest[len(opening):]) is not None
+    if state == "open":
+        return rest == b"" or _row_cut(rest, section)
+    if state == "rows":
+        return b"\n ]".startswith(rest) or rest.startswith(b",") and _row_cut(rest[1:], section)
+    return rest == b""   # (nothing read yet: its opening is ``exported_head``'s)
+
+
+def _row_cut(rest: bytes, section: bytes) -> bool:
+    """Whether ``rest`` is the start of a row of ``section`` as the writer lays it out, cut short."""
+    if len(rest) <= 4:
+        return b"\n  {".startswith(rest)
+    keys = _ROW_KEY.findall(rest)
+    return _ROW_CUT.fullmatch(rest) is not None and keys == ROW_KEYS[section][:len(keys)]
 
 
 def export_state(f: BinaryIO) -> str | None:

@@ -969,6 +969,47 @@ def test_every_cut_of_an_export_is_unfinished_and_its_older_form_whole(news_expo
             assert export_state(io.BytesIO(text[:cut])) == want, (cut, len(text), text[max(cut - 80, 0):cut])
 
 
+def test_a_users_indent_1_dump_cut_short_is_no_unfinished_export(offline_db, tmp_path, capsys):
+    # A user's json.dump(..., indent=1) that opens as an export does (a "version", documents with
+    # an id and a path), missing only its last "}" or cut anywhere, was an unfinished export:
+    # `export` replaced it without --force, and the loader left it out, never indexed. Only an
+    # export's own layout through the cut is one: its rows' members, in order, indented as written.
+    import io
+
+    from streamrag.errors import EmptyInput
+    from streamrag.exported import UNFINISHED, export_state
+
+    mine = {"version": 2, "documents": [{"id": "doc-1f2e", "path": "ledger.md", "text": "Mara Voss kept the harbor ledger",
+                                         "tags": ["harbor", "ledger"]}],
+            "entities": [{"id": "ent-1", "name": "Mara Voss"}], "relationships": []}
+    text = json.dumps(mine, indent=1).encode()
+    assert loader.exported_head(text) and export_state(io.BytesIO(text)) is None
+    for cut in (len(text) - 1, len(text) - 4, text.index(b"Mara"), text.index(b'"tags"'), text.index(b"ent-1")):
+        assert export_state(io.BytesIO(text[:cut])) is None, text[:cut][-40:]
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for name in ("notes.json", "notes.txt"):
+        (folder / name).write_bytes(text[:-1])
+    rc, _, stderr = _cli(capsys, str(folder / "notes.json"), "--db", str(offline_db))
+    assert rc == 1 and "is a file `streamrag export` did not write" in stderr, stderr
+    assert (folder / "notes.json").read_bytes() == text[:-1]
+    docs, _ = loader.read_documents(folder / "notes.txt", root=folder)   # read as the document it is
+    assert "Mara Voss" in docs[0].text
+    # An export's own cuts are unfinished still: missing its "}", or cut within a row; not once a
+    # row's member is renamed, or a row laid out otherwise.
+    ours = _exported(offline_db, tmp_path / "graph.json").encode()
+    half = ours[:len(ours) // 2]
+    for cut in (ours[:-2], half, half[:half.rindex(b'"id": ') + 3]):
+        assert export_state(io.BytesIO(cut)) == UNFINISHED, cut[-40:]
+    (folder / "cut.txt").write_bytes(half)
+    with pytest.raises(EmptyInput, match="cut short"):
+        loader.read_documents(folder / "cut.txt", root=folder)
+    row = half.index(b'\n   "title": ')
+    for edited in (half[:row] + b'\n   "heading": ' + half[row + 14:], half[:row] + b'\n   "title" : ' + half[row + 14:],
+                   half.replace(b'"tokens": ', b'"tokens":  ', 1)):
+        assert export_state(io.BytesIO(edited)) is None, edited[row - 40:row + 40]
+
+
 class _Counted(bytes):
     """Bytes a file read gives, counting the bytes held before them that a ``+`` copies again."""
     copied = 0
