@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import itertools
@@ -341,11 +342,13 @@ def export(store: Store, out: Path, fmt: str, *, settings_files: Iterable[Path] 
             counts = write(store, f)
             f.flush()
         if renamed:
-            _keep_mode(landing, target)
-            try:
-                os.replace(target, landing)
-            except PermissionError:   # (a sticky folder: another's file, written into)
+            if _kept_in_place(landing, target):
                 _write_into(target, landing)
+            else:
+                try:
+                    os.replace(target, landing)
+                except PermissionError:   # (a sticky folder: another's file, written into)
+                    _write_into(target, landing)
     except BrokenPipeError:
         raise  # OUT is a pipe (/dev/stdout) whose reader left: the CLI exits quietly
     except OSError as e:
@@ -391,13 +394,27 @@ def _landing(out: Path) -> Path | None:
     return None
 
 
-def _keep_mode(landing: Path, written: Path) -> None:
-    """Gives the file ``written`` the permissions of the file ``landing`` it replaces, if any (a
-    private export, mode 600, became readable by all)."""
+def _kept_in_place(landing: Path, written: Path) -> bool:
+    """Gives the file ``written`` the owner and permissions of the file ``landing`` it replaces, if
+    any (a private export, mode 600, became readable by all; root's export over a user's file
+    became root's); whether it is copied into ``landing`` in place instead of renamed over it, as
+    `cp` writes into a file: where ``landing`` has other hard links (renamed over, they kept the
+    old export, the link broken), or an owner ``written`` cannot be given (only root gives a file
+    away), and can be written into (else renamed over, as before: a new owner, the links apart)."""
     try:
-        os.chmod(written, stat.S_IMODE(os.stat(landing).st_mode))
+        st = os.stat(landing)
     except OSError:
-        pass   # (none there yet)
+        return False   # (none there yet)
+    own = os.stat(written)
+    kept = True
+    if (own.st_uid, own.st_gid) != (st.st_uid, st.st_gid):
+        try:
+            os.chown(written, st.st_uid, st.st_gid)
+        except OSError:
+            kept = False
+    with contextlib.suppress(OSError):   # (after chown, which drops a set-id bit)
+        os.chmod(written, stat.S_IMODE(st.st_mode))
+    return (st.st_nlink > 1 or not kept) and os.access(landing, os.W_OK)
 
 
 class _Sealing:

@@ -1133,3 +1133,46 @@ def test_a_link_into_a_read_only_folder_is_written_into(offline_db, tmp_path):
         store.close()
         shut.chmod(0o755)
     assert link.is_symlink() and json.loads(mine.read_text(encoding="utf-8"))["entities"]
+
+
+def test_an_export_over_a_file_with_other_hard_links_writes_into_it(offline_db, tmp_path):
+    # Renamed over, the file's other names kept the old export: `ln graph.json shared/graph.json`
+    # broken by the next export. Now written into in place where the file has other links, as
+    # `cp` writes into a file: every name sees the new export.
+    out = tmp_path / "graph.json"
+    out.write_text('{"older": "export"}\n', encoding="utf-8")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.link(out, shared / "graph.json")
+    out.chmod(0o640)
+    inode = out.stat().st_ino
+    text = _exported(offline_db, out, force=True)
+    assert json.loads(text)["entities"] and loader.written_by_export(out)
+    assert (shared / "graph.json").read_text(encoding="utf-8") == text
+    assert out.stat().st_ino == inode and out.stat().st_nlink == 2 and out.stat().st_mode & 0o777 == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["graph.json", "shared"]   # (no file left beside it)
+    alone = tmp_path / "alone.json"   # one link: renamed over, whole, as ever
+    alone.write_text("", encoding="utf-8")
+    inode = alone.stat().st_ino
+    assert _exported(offline_db, alone) == text and alone.stat().st_ino != inode
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="only root gives a file away")
+@pytest.mark.parametrize("chown_refused", [False, True])
+def test_an_export_over_a_file_keeps_its_owner(offline_db, tmp_path, monkeypatch, chown_refused):
+    # Renamed over, a file of another user's became the exporter's (root's: its owner could no
+    # longer write it). Now the new file is given the old one's owner; where it cannot be (a user
+    # other than root), written into in place, which keeps it.
+    out = tmp_path / "graph.json"
+    out.write_text("", encoding="utf-8")
+    os.chown(out, 12345, 23456)
+    inode = out.stat().st_ino
+    if chown_refused:
+        def refused(*args, **kwargs):
+            raise PermissionError(1, "Operation not permitted")
+        monkeypatch.setattr(export_module.os, "chown", refused)
+    text = _exported(offline_db, out)
+    assert json.loads(text)["entities"] and loader.written_by_export(out)
+    assert (out.stat().st_uid, out.stat().st_gid) == (12345, 23456)
+    assert (out.stat().st_ino == inode) == chown_refused   # (given away: renamed over, whole)
+    assert [p.name for p in tmp_path.iterdir()] == ["graph.json"]
