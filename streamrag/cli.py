@@ -1087,6 +1087,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.json and writes_to_stdout(out):   # (the object would land inside the export)
         raise UsageError(f"--json prints its object on standard output, where `export {args.out}` writes "
                          "the export; give a file to write (e.g. graph.json), or drop --json")
+    if 1 in closed_at_start and writes_to_stdout(out):   # (it went to /dev/null, and said it wrote)
+        raise StreamragError(f"standard output is closed (>&-), where `export {args.out}` writes the export, "
+                             "which would be lost; give a file to write (e.g. graph.json), or redirect "
+                             "standard output to one")
     fmt = format_for(args.out, args.format)
     if args.folder is not None and out.is_dir() and not Path(args.folder).exists():
         # `export notes graph.json`, DIR first as `index notes` has it: check_out's "give the
@@ -1691,18 +1695,23 @@ def _last_watch_line(args: argparse.Namespace, message: str, code: int) -> None:
             pass
 
 
+# The descriptors of the standard streams closed at the start (``_open_closed_std_streams``).
+closed_at_start: set[int] = set()
+
+
 def _open_closed_std_streams() -> None:
     """A standard stream closed at the start (``2>&-``, ``>&-``, ``<&-``) is opened on
     /dev/null, before anything else opens a file: Python leaves ``sys.stderr`` None then, so
     ``print(file=sys.stderr)`` wrote to stdout (into ``--json``'s object), ``sys.stdout.write``
     raised AttributeError, and the next file opened (the index's lock file) took the free
-    descriptor, where any write to the stream would have landed. What is sent to it is dropped."""
+    descriptor, where any write to the stream would have landed. What is sent to it is dropped
+    (a command whose output is the point asks ``closed_at_start``: `export - >&-`)."""
     for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
         try:
             os.fstat(fd)
             continue
         except OSError:
-            pass
+            closed_at_start.add(fd)
         try:
             null = os.open(os.devnull, os.O_RDONLY if fd == 0 else os.O_WRONLY)
             if null != fd:   # (the lowest free descriptor: fd itself unless a lower one is closed too)

@@ -1176,3 +1176,30 @@ def test_an_export_over_a_file_keeps_its_owner(offline_db, tmp_path, monkeypatch
     assert (out.stat().st_uid, out.stat().st_gid) == (12345, 23456)
     assert (out.stat().st_ino == inode) == chown_refused   # (given away: renamed over, whole)
     assert [p.name for p in tmp_path.iterdir()] == ["graph.json"]
+
+
+@pytest.mark.skipif(not os.path.exists("/bin/sh"), reason="no POSIX shell")
+@pytest.mark.parametrize("out", ["-", "/dev/stdout"])
+def test_an_export_to_a_closed_standard_output_fails(offline_db, tmp_path, out):
+    # `export - >&-`: the closed stream was opened on /dev/null (as every command's is), the export
+    # went there, and it said "wrote to standard output" with exit 0.
+    done = subprocess.run(["/bin/sh", "-c", 'exec "$0" -m streamrag export "$1" --db "$2" >&-',
+                           sys.executable, out, str(offline_db)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 1 and done.stderr == (
+        f"streamrag: error: standard output is closed (>&-), where `export {out}` writes the export, which would "
+        "be lost; give a file to write (e.g. graph.json), or redirect standard output to one\n"), done.stderr
+    done = subprocess.run(["/bin/sh", "-c", 'exec "$0" -m streamrag export g.json --db "$1" >&-',
+                           sys.executable, str(offline_db)], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0 and json.loads((tmp_path / "g.json").read_text(encoding="utf-8"))["entities"], done.stderr
+
+
+def test_an_export_to_standard_output_whose_reader_left_ends_quietly(offline_db, tmp_path):
+    # `export - | head -c 10`: the reader gone, it ends as a Unix tool killed by SIGPIPE does
+    # (141), without a word (here the reader leaves before the first byte is written).
+    proc = subprocess.Popen([sys.executable, "-m", "streamrag", "export", "-", "--db", str(offline_db)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    proc.stdout.close()
+    stderr = proc.stderr.read()
+    proc.stderr.close()
+    assert proc.wait(120) == 141 and stderr == b"", stderr
