@@ -316,7 +316,8 @@ def _cut_laid_out(rest: bytes, state: str, member: bytes | None, section: bytes)
         return rest == b"" or _row_cut(rest, section)
     if state == "rows":
         return b"\n ]".startswith(rest) or rest.startswith(b",") and _row_cut(rest[1:], section)
-    return rest == b""   # (nothing read yet: its opening is ``exported_head``'s)
+    opening = b'{\n "version": '   # (its opening, read in part)
+    return opening.startswith(rest) or rest.startswith(opening) and rest[len(opening):].isdigit()
 
 
 def _row_cut(rest: bytes, section: bytes) -> bool:

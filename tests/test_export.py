@@ -1010,6 +1010,26 @@ def test_a_users_indent_1_dump_cut_short_is_no_unfinished_export(offline_db, tmp
         assert export_state(io.BytesIO(edited)) is None, edited[row - 40:row + 40]
 
 
+@pytest.mark.parametrize("block", [7, 4097])
+def test_a_cut_is_told_alike_whatever_the_blocks_it_is_read_in(news_exports, monkeypatch, block):
+    # Read in blocks (8 MB), a file's tokens and lines (and "\r\n") fall across their bounds: the
+    # verdict must not depend on where. (Blocks of 7 bytes: an export's opening was refused.)
+    import io
+
+    from streamrag import exported
+    from streamrag.exported import UNFINISHED, WHOLE, export_state
+
+    whole = news_exports["json"]
+    older = _as_older(whole.decode("utf-8")).encode("utf-8")
+    for text in (whole, older, older.replace(b"\n", b"\r\n")):
+        cuts = list(range(3000, len(text), len(text) // (10 if block < 100 else 40))) + [len(text)]
+        monkeypatch.setattr(exported, "_BLOCK", 1 << 23)
+        told = [export_state(io.BytesIO(text[:cut])) for cut in cuts]
+        assert told == [UNFINISHED] * (len(cuts) - 1) + [WHOLE]
+        monkeypatch.setattr(exported, "_BLOCK", block)
+        assert [export_state(io.BytesIO(text[:cut])) for cut in cuts] == told
+
+
 class _Counted(bytes):
     """Bytes a file read gives, counting the bytes held before them that a ``+`` copies again."""
     copied = 0
