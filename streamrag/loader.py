@@ -1435,9 +1435,12 @@ def _reads_as_cjk(text: str | None, head: bytes) -> bool:
     # (Paired-up 8-bit text has no zero byte: text a tenth of whose characters have one, ASCII
     # in UTF-16, is no such pairs, however its few ideographs fall: an English text naming
     # 中国一汽 and 长春 was a binary file. Nor is text a fifth of whose 16-bit units hold a byte
-    # no Western text holds, however few its ideographs: ``_not_western``.)
+    # no Western text holds, however few its ideographs, when they are common ones: ``_not_western``.
+    # A Western list of numbers each with a symbol, "0€ 10€ 20€" or "10°  20°", or numbers
+    # delimited by ^A, makes a third of such units, but its ideographs and syllables (a digit
+    # paired with a digit or a symbol) are rare ones: it was read as UTF-16, or refused as such.)
     return len(letters) < 8 or sum(ord(ch) & 0x80 != 0 for ch in letters) >= 0.25 * len(letters) or \
-        len(_ZERO_BYTE.findall(text)) >= 0.1 * n or _not_western(head) >= 0.2
+        len(_ZERO_BYTE.findall(text)) >= 0.1 * n or _not_western(head) >= 0.2 and legacy.common(letters) >= 0.8
 
 
 # _WESTERN's bytes, as a table for bytes.translate: 1 for each of them, 0 for any other byte.
@@ -1448,8 +1451,9 @@ def _not_western(head: bytes) -> float:
     """The share of the 16-bit units of ``head`` (a file's first bytes, read as UTF-16) that hold
     a byte no Western 8-bit text holds (``_WESTERN``): a control byte, or most of 0x80-0xBF.
 
-    Paired up, Western text makes next to none: a symbol now and then (€, °, ©), under a fifth of
-    its units in a line of numbers each ending in one. CJK text's low bytes are any of 256, so a
+    Paired up, Western prose makes next to none: a symbol now and then (€, °, ©); a list of
+    numbers each ending in one ("0€ 10€ 20€") makes a third, whose characters are rare ideographs
+    and Hangul (``_reads_as_cjk`` asks for common ones too). CJK text's low bytes are any of 256, so a
     fourth to half of its units hold one, however it repeats its words. (The share of its
     ideographs with a low byte of 0x80 or more, ``_reads_as_cjk``'s other test, is a few words'
     in Japanese of kana and a few kanji repeated, and it fell under a quarter in one file's first

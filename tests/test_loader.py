@@ -1265,6 +1265,23 @@ def test_utf16_without_a_byte_order_mark_reads_alike_whole_and_cut_to_its_openin
                     assert (opening.text, warnings) == (data[:2400].decode(codec), []), (lang, codec, size)
 
 
+def test_a_western_list_of_numbers_each_with_a_symbol_is_not_taken_for_utf16_without_a_mark(tmp_path):
+    # A third of its 16-bit units, paired up, hold a byte no Western text holds (``_not_western``),
+    # as CJK text's do: a cp1252 price list or table of degrees was read as UTF-16 garbage
+    # ("む‱む′"), or refused as UTF-16 cut short when its length was odd; a list of numbers
+    # delimited by ^A, a binary file (its control characters), read so too. Its ideographs and
+    # syllables, a digit paired with a digit or a symbol, are rare ones, a CJK text's common.
+    tables = {"prices.txt": "".join(" ".join(f"{(i * 8 + j) * 10}\u20ac" for j in range(8)) + "\r\n" for i in range(100)),
+              "degrees.txt": "".join("  ".join(f"{(i + j) * 10}\u00b0" for j in range(8)) + "\n" for i in range(100))}
+    for name, text in tables.items():
+        for data in (text.encode("cp1252"), (text + "\n").encode("cp1252")):   # (an even length and an odd)
+            [doc], warnings = read_documents(write(tmp_path / name, data), root=tmp_path)
+            assert doc.text == data.decode("cp1252").replace("\r\n", "\n") and "read as cp1252" in warnings[0], (name, len(data))
+    hive = "".join("\x01".join(str(i * 100 + j * 7) for j in range(5)) + "\n" for i in range(300)) + "caf\u00e9\n"
+    with pytest.raises(InputError, match="binary file"):
+        read_documents(write(tmp_path / "export.txt", hive.encode("cp1252")), root=tmp_path)
+
+
 def test_utf16_or_utf32_with_its_byte_order_mark_cut_short_or_broken_is_said_so(tmp_path):
     # A download cut one byte short: a short file was read as cp1252 ("ÿþAB", a NUL dropped), a
     # long one said to be "UTF-16 without a byte-order mark by its first bytes".
