@@ -1086,6 +1086,11 @@ def _escaped(data: bytes, label: str, warnings: list[str], read_from: str) -> st
 # ESC $ A, ESC $ ( D, ESC $ ) C (KS C 5601), ESC ( I (half-width katakana), ESC ( J. No other text
 # holds one (a log's colours are ESC [ ...; ESC ( B, back to ASCII, switches to none).
 _ISO2022_SWITCH = re.compile(rb"\x1b(?:\$[@AB]|\$[()*+][@-Z]|\([IJ])")
+# Of those, ISO-2022-CN's (and -CN-EXT's): GB 2312, ISO-IR-165 and CNS 11643's planes, each
+# designated to G1, G2 or G3. ``iconv -f ISO-2022-JP-2`` passes them through as ASCII with no
+# error ("$)AVPND2bJT"): that command, once given for such a file, wrote its garbage as UTF-8.
+_ISO2022_CN = re.compile(rb"\x1b\$(?:\)[AEG]|\*H|\+[I-M])")
+_ISO2022_CN_EXT = re.compile(rb"\x1b\$(?:\)E|\+[I-M])")   # (ISO-IR-165, CNS 11643's planes 3 to 7)
 
 
 def _unread_escapes(data: bytes, label: str, warnings: list[str], read_from: str) -> None:
@@ -1093,8 +1098,14 @@ def _unread_escapes(data: bytes, label: str, warnings: list[str], read_from: str
     encoding), when it holds ISO-2022 escape sequences (``_ISO2022_SWITCH``): one cut short
     within a sequence, mixed with UTF-8 or cp1252 bytes, using half-width katakana (ESC ( I,
     which ISO-2022-JP has not) or Greek (ISO-2022-JP-2) was indexed as its escape codes
-    ("\x1b$BEl5~"), garbage, without a word."""
+    ("\x1b$BEl5~"), garbage, without a word. ISO-2022-CN, which is never read, is named as such."""
     if b"\x1b" not in data or (switch := _ISO2022_SWITCH.search(data)) is None:
+        return
+    if _ISO2022_CN.search(data):   # (no codec of Python's reads it: said so, whole or not)
+        iconv = "ISO-2022-CN-EXT" if _ISO2022_CN_EXT.search(data) else "ISO-2022-CN"
+        warnings.append(f"{label}: written in {iconv} (Chinese in 7 bits, by its escape sequences, the first at "
+                        f"byte {switch.start():,}), which is not read, so they are indexed as written, garbage; "
+                        f"save it as UTF-8 (the output of {_iconv(iconv, read_from)})")
         return
     iconv = "ISO-2022-KR" if b"\x1b$)C" in data else "ISO-2022-JP-2"
     warnings.append(f"{label}: holds ISO-2022 escape sequences (Japanese or Korean in 7 bits, the first at byte "
