@@ -110,9 +110,7 @@ TITLE_CHARS = 100
 # it as a document (22 did not).
 # 25: CJK text in UTF-16 without a byte-order mark a fifth of whose 16-bit units hold a byte no
 # Western text holds is read (``_not_western``: Japanese repeating a few kanji whose low bytes
-# are under 0x80 was Latin-1 garbage, or a binary file, while its first 2 KB alone were read);
-# a .csv or .jsonl row with no title but a "name" is titled by it (``_TITLE_FIELDS``: it was its
-# text's first line).
+# are under 0x80 was Latin-1 garbage, or a binary file, while its first 2 KB alone were read).
 VERSION = "25"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
@@ -1626,13 +1624,6 @@ def _whole_characters(value: str) -> tuple[str, bool]:
     return (_LONE_SURROGATE.sub("\ufffd", value) if halves else value).replace("\x00", ""), halves
 
 
-# The fields that title a row, the first of them holding text: a "title", else a "name" (a list of
-# contacts or products names its rows so: they were titled by their text's first line). The row's
-# path stays its number ("contacts.csv#3"): unique however its names repeat, unmoved when one is
-# edited, and read as its file's by every caller (``file_of``, ``joins.file_title``).
-_TITLE_FIELDS = ("title", "name")
-
-
 def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_field: str,
                    warnings: list[str]) -> list[Document]:
     def field(row: dict, wanted: str) -> str | None:
@@ -1668,14 +1659,9 @@ def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_fie
             duplicates += 1
             continue
         seen.add(doc_id)
-        title = ""
-        for wanted in _TITLE_FIELDS:
-            held = field(row, wanted)
-            if held is None or wanted != "title" and held == key:   # (a "name" holding the text titles nothing)
-                continue
-            cell = row.get(held)
-            if title := visible(cell).strip() if isinstance(cell, str) else "":
-                break
+        title_key = field(row, "title")
+        title = row.get(title_key) if title_key is not None else None
+        title = visible(title).strip() if isinstance(title, str) else ""
         title = title or _title(text, f"{stem} #{number}")
         title, title_halves = _whole_characters(title)
         lone += halves or title_halves

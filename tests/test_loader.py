@@ -547,24 +547,6 @@ def test_blank_lines_and_excels_sep_line_before_a_csv_header(tmp_path):
         assert (doc.title, doc.text, warnings) == ("T", "Eve Gold, of Oslo.", []), head
 
 
-def test_a_row_with_a_name_and_no_title_is_titled_by_its_name_and_keeps_its_numbered_path(tmp_path):
-    # A contacts list's rows were titled by their text's first line though a "name" column named
-    # them. A "title" still comes first (an empty one is none); a "name" holding the text (the
-    # text field) or no string titles nothing. Paths stay numbered: two rows of one name are two.
-    f = write(tmp_path / "contacts.csv", 'Name,text\nAda Lovelace,"Wrote the notes.\nIn London."\n'
-                                         "Ada Lovelace,Met Babbage.\n ,Sailed to Oslo.\n")
-    docs, warnings = read_documents(f, root=tmp_path)
-    assert [(d.path, d.title) for d in docs] == [("contacts.csv#1", "Ada Lovelace"), ("contacts.csv#2", "Ada Lovelace"),
-                                                 ("contacts.csv#3", "Sailed to Oslo.")] and warnings == []
-    rows = write(tmp_path / "r.jsonl", '{"text": "Bo Lund sailed.", "title": "Log", "name": "Bo Lund"}\n'
-                                       '{"text": "Bo Lund came back.", "title": " ", "name": "Bo Lund"}\n'
-                                       '{"text": "Eve Gold wrote.", "name": {"first": "Eve"}}\n')
-    assert [d.title for d in read_documents(rows, root=tmp_path)[0]] == ["Log", "Bo Lund", "Eve Gold wrote."]
-    named = write(tmp_path / "n.csv", 'name\n"Eve Gold of Oslo\nwrote the log."\n')
-    [doc], _ = read_documents(named, root=tmp_path, text_field="name")
-    assert doc.title == "Eve Gold of Oslo"
-
-
 def test_csv_missing_column(tmp_path):
     f = write(tmp_path / "t.csv", "title,content\nA,x\n")
     with pytest.raises(InputError, match=r"t\.csv: no 'text' field.*index\.text_field"):
