@@ -20,7 +20,7 @@ from pathlib import Path
 
 import msgspec
 
-from streamrag import ids, index_rows, joins, merge, nlp
+from streamrag import ids, index_rows, joins, merge
 from streamrag.communities import GraphEdges
 from streamrag.config import Settings
 from streamrag.graph import neighbour_counts
@@ -322,6 +322,7 @@ class GraphState:
         self.rejoin_all = False
         self.rejoined: set[str] = set()          # live chunks merged again for a join that moved
         self.openers_added: dict[str, list[str]] = {}   # added chunk -> its ``Extraction.openers``
+        self.called_added: dict[str, dict[str, list[str]]] = {}   # ... -> its ``Extraction.called``
         self.joins_moved = 0                     # short names joined anew, parted or joined to another
         self.joins_joined = 0                    # ... of them, joined anew (none before)
         self.joins_parted = 0                    # ... and parted (joined to none now)
@@ -459,11 +460,13 @@ class GraphState:
         ent_m: list[merge.EntityMention] = []
         rel_m: list[merge.RelationshipMention] = []
         shared: dict[str, str] = {}   # (equal strings of the mentions held once: let go with it)
-        self.openers_added = {}
+        self.openers_added, self.called_added = {}, {}
         for chunk_id in sorted(change.added_chunks):
             extraction = change.extractions.pop(chunk_id)
             if extraction.openers:
                 self.openers_added[chunk_id] = extraction.openers
+            if extraction.called:
+                self.called_added[chunk_id] = extraction.called
             e, r, c = merge.mentions_of(chunk_id, extraction, shared)
             ent_m += e
             rel_m += r
@@ -581,15 +584,19 @@ class GraphState:
         chunks = {eid: {m.chunk_id for m in ms if m.type in joins.JOINING or joins.short_key(m.name) is None}
                   for eid, ms in own.items()}
         # (a chunk saying a short name beside a full name it fits says it as a person, though the
-        # extractor resolved it there, "Margaret Hollis ... told Margaret": the full name's
-        # description names it, ``nlp.also_called``)
-        for ms in own.values():
-            if (ends := joins.full_name_ends(ms[0].name)) is None:   # (one name: its mentions key alike)
-                continue
-            for m in ms:
-                for alias in nlp.also_called(m.description) if m.type == joins.PERSON else ():
-                    if joins.short_key(alias) in ends and (eid := ids.entity_id(alias)) in chunks:
-                        chunks[eid].add(m.chunk_id)
+        # extractor resolved it there, "Margaret Hollis ... told Margaret": its extraction keeps
+        # the short names it read as the full one, ``Extraction.called``; never the description's
+        # text, which a document's own "(Also called MARGARET.)" may end)
+        fits = {eid: ends for eid, ms in own.items() if (ends := joins.full_name_ends(ms[0].name)) is not None}
+        added_chunks = {m.chunk_id for m in added}
+        stored_called = index_rows.called_in(store, {m.chunk_id for eid in fits for m in own[eid]
+                                                     if m.chunk_id not in added_chunks})
+        for eid, ends in fits.items():
+            for m in (m for m in own[eid] if m.type == joins.PERSON):
+                called = (self.called_added if m.chunk_id in added_chunks else stored_called).get(m.chunk_id, {})
+                for alias in called.get(m.name, ()):
+                    if joins.short_key(alias) in ends and (short := ids.entity_id(alias)) in chunks:
+                        chunks[short].add(m.chunk_id)
         # (its name and type alone: a name said in 3,000 chunks had their descriptions sorted)
         return ([merge.merge_entity(eid, ms, settings.index.entity_types, []) for eid, ms in sorted(own.items())],
                 chunks, {eid: Counter(t for _c, t in {(m.chunk_id, m.type) for m in ms}) for eid, ms in own.items()})

@@ -269,8 +269,9 @@ def load_extractions(store: Store, chunk_ids: set[str], key: str) -> dict[str, E
 def same_records(store: Store, published: dict[str, str], key: str) -> set[str]:
     """Those of the live chunks ``published`` (chunk id -> the extractor it is live with) whose
     extraction by ``key`` holds the records their published one holds (entities, relationships,
-    claims; not its counts of calls) and opens its sentences with the same lone words (``openers``,
-    which ``joins`` reads): merged again, they would make the rows and joins they made."""
+    claims; not its counts of calls), opens its sentences with the same lone words and resolves the
+    same shorter names (``openers``, ``called``, which ``joins`` reads): merged again, they would
+    make the rows and joins they made."""
     by_key: dict[str, set[str]] = defaultdict(set)
     for chunk_id, old in published.items():
         by_key[old].add(chunk_id)
@@ -279,8 +280,8 @@ def same_records(store: Store, published: dict[str, str], key: str) -> set[str]:
         for part in _batches(chunk_ids):   # (read 500 at a time, as ``StoredExtractions``)
             now, was = load_extractions(store, set(part), key), load_extractions(store, set(part), old)
             same.update(c for c, e in now.items() if (w := was.get(c)) is not None
-                        and (e.entities, e.relationships, e.claims, e.openers)
-                        == (w.entities, w.relationships, w.claims, w.openers))
+                        and (e.entities, e.relationships, e.claims, e.openers, e.called)
+                        == (w.entities, w.relationships, w.claims, w.openers, w.called))
     return same
 
 
@@ -357,6 +358,19 @@ def opening_words(store: Store, chunk_ids: Iterable[str]) -> set[str]:
             "SELECT DISTINCT j.value FROM live_chunks l JOIN extractions e ON e.chunk_id = l.chunk_id "
             f"AND e.extractor = l.extractor, json_each(e.result, '$.openers') j WHERE {_in('l.chunk_id', part)}",
             part))
+    return out
+
+
+def called_in(store: Store, chunk_ids: Iterable[str]) -> dict[str, dict[str, list[str]]]:
+    """Of the live ``chunk_ids``, those whose published extraction resolved a shorter name to a
+    name: chunk id -> name -> the shorter names as written (``Extraction.called``)."""
+    out: dict[str, dict[str, list[str]]] = defaultdict(dict)
+    for part in _batches(chunk_ids):
+        for chunk_id, name, shorter in store.conn.execute(
+                "SELECT l.chunk_id, j.key, j.value FROM live_chunks l JOIN extractions e ON e.chunk_id = l.chunk_id "
+                f"AND e.extractor = l.extractor, json_each(e.result, '$.called') j WHERE {_in('l.chunk_id', part)}",
+                part):
+            out[chunk_id][name] = msgspec.json.decode(shorter, type=list[str])
     return out
 
 

@@ -13,11 +13,10 @@ Cratchit"), or none, leave it as written; so does one no document says beside it
 dealer in rags and bones of A Christmas Carol's fourth stave, is not "Joe Miller", the jester
 its fifth names once. (A document says both in two chunks or in one: there the offline
 extractor reads the short name as the full one, which leaves the short name no mention of that
-chunk but a note in the full name's description, "Margaret Hollis ... (Also called Margaret.)",
-read back by ``nlp.also_called``; a text's own words written so are quoted "(also called ...)",
-no note. How often each is said is no sign of which full name a short
-one means: "Scrooge" outnumbers "Ebenezer Scrooge", whom it means, 38 chunks
-to 2.) A title and one word ("Uncle Scrooge", "Mrs. Cratchit", "Old Marley") is no full name:
+chunk; its extraction keeps the short names it so read, ``Extraction.called``, data, not the
+"(Also called Margaret.)" closing the full name's description, which a text's own words may
+write too. How often each is said is no sign of which full name a short one means: "Scrooge"
+outnumbers "Ebenezer Scrooge", whom it means, 38 chunks to 2.) A title and one word ("Uncle Scrooge", "Mrs. Cratchit", "Old Marley") is no full name:
 it neither takes a join nor stops one. Organisations, places and events never join, nor does a
 word the extractor reads as a title or an institution's head ("Spirit", "King"), which names a
 character by its role, not a person by name. A short name joins only where it is read as a
@@ -78,7 +77,7 @@ JOINING = frozenset({PERSON, ""})
 #    (``read_as_person``); only its mentions read as a person (or untyped) join, and only their
 #    documents count (``JOINING``).
 # 8: a chunk says a short name that its extractor resolved there to a full name it fits
-#    ("Margaret Hollis ... told Margaret": ``nlp.also_called``), for the document holding it.
+#    ("Margaret Hollis ... told Margaret": ``Extraction.called``), for the document holding it.
 RULE = "8"
 # Words before a name that are no part of the person's own name (the extractor keeps them in it).
 _TITLES = nlp.KEEP_TITLES | nlp.ADJECTIVES

@@ -198,16 +198,14 @@ from streamrag.sentences import TITLE_SMALL, is_title, joined, table_row_text, t
 # 27: a sentence opening with an order before a name no verb follows starts no name ("Ask
 #     Margaret about the demo.", not only a list item's), and then loses the name's honorific;
 #     a word with a capital inside it is a firm's or a product's ("GitHub", "PayPal"; not "McDonald");
-#     a description quotes a text's "(Also called X.)" as "(also called X.)", no note of its own.
+#     the shorter names a chunk resolved to a name are kept as data (``Extraction.called``).
 VERSION = "27"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
 # The note closing a description of a name its chunk also said shorter ("Margaret Hollis ...
-# (Also called Margaret.)"), read back by ``also_called``.
+# (Also called Margaret.)"), for its readers and a search by the short name; never read back: a
+# text's own words may say it too, and ``Extraction.called`` holds those names for ``joins``.
 _ALSO_CALLED = " (Also called "
-# ... as a chunk's own words may write it: quoted with a small "a", so that a text ending a
-# sentence so ("... on Monday (Also called MARGARET.)") says no name the extractor resolved.
-_TEXTS_NOTE = re.compile(r"\(Also(?=\s+called\b)")
 MAX_DESCRIPTION_WORDS = 40
 MAX_RELATIONSHIPS_PER_ENTITY = 10
 # A lone word capitalised this often in one chunk names a character even after "the" ("the
@@ -899,26 +897,14 @@ def extract_offline(chunk_text: str, *, entity_types: list[str] | None = None) -
     for name in mentioned_in:
         # Body sentences describe better than a headline; a headline is the last resort.
         where = [s for s in mentioned_in[name] if s not in headlines] or list(mentioned_in[name])
-        desc = _TEXTS_NOTE.sub("(also", _trim(joined([_DATELINE.sub("", shown[s]) for s in where[:2]])))
+        desc = _trim(joined([_DATELINE.sub("", shown[s]) for s in where[:2]]))
         if name in aliases:
             desc += _ALSO_CALLED + ", ".join(aliases[name]) + ".)"
         entities.append(EntityRecord(name=name, type=_emit_type(types[name], allowed), description=desc))
     relationships = _relationships({s: list(names) for s, names in per_sentence.items()},
                                    shown, blocks, headlines, list(mentioned_in))
-    return Extraction(entities=entities, relationships=relationships, openers=openers)
-
-
-def also_called(description: str) -> list[str]:
-    """The names as written that an entity's chunk resolved to it, as its description's closing
-    note says them ("... told Margaret the figures. (Also called Margaret.)": ``extract_offline``;
-    its whitespace collapsed or not); none for a description without that note (a chunk's text
-    written so is quoted "(also called ...)", no note). ``joins`` reads a chunk so as saying each
-    of them beside the name (``GraphState._own_names``)."""
-    text = " ".join(description.split())
-    at = text.rfind(_ALSO_CALLED.strip())
-    if at < 0 or not text.endswith(".)"):
-        return []
-    return [n for n in text[at + len(_ALSO_CALLED) - 1:-2].split(", ") if n]
+    return Extraction(entities=entities, relationships=relationships, openers=openers,
+                      called={name: list(shorter) for name, shorter in aliases.items()})
 
 
 # --- sentences ---

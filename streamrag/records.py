@@ -73,6 +73,10 @@ class Extraction(msgspec.Struct):
     # Offline only: the lone capitalised words read as no name for opening a sentence alone
     # ("Ada was ..."), as written, sorted; ``joins`` reads them against a document's title
     openers: list[str] = msgspec.field(default_factory=list)
+    # Offline only: each name the chunk also said shorter -> those shorter names as written
+    # ("Margaret Hollis" -> ["Margaret"]), which ``joins`` reads as said beside it (as data: a
+    # description's text is the document's own words, "(Also called X.)" among them)
+    called: dict[str, list[str]] = msgspec.field(default_factory=dict)
 
 
 class Entity(msgspec.Struct):

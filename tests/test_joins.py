@@ -255,23 +255,26 @@ _HOLLIS = ("Margaret Hollis chaired the budget meeting on Monday. Afterwards Pri
 _SEND = "Please send the budget to Margaret before Friday.\n"
 
 
-def test_the_names_a_chunk_resolved_are_read_back_from_its_full_names_description():
+def test_the_names_a_chunk_resolved_are_kept_as_data_beside_its_records():
     from streamrag import nlp
 
-    by_name = {e.name: e for e in nlp.extract_offline(_HOLLIS + _JOE + _MILLER).entities}
-    assert nlp.also_called(by_name["Margaret Hollis"].description) == ["Margaret"]
-    assert nlp.also_called(by_name["Joe Miller"].description) == ["Joe"]
-    assert nlp.also_called(by_name["Priya"].description) == []
-    assert nlp.also_called("Ada Osk keeps the ledger. (Also called Ada,\n  Osk.)") == ["Ada", "Osk"]
-    assert nlp.also_called("Ada Osk (Also called Ada) keeps the ledger.") == []
+    ext = nlp.extract_offline(_HOLLIS + _JOE + _MILLER)
+    assert ext.called["Margaret Hollis"] == ["Margaret"] and ext.called["Joe Miller"] == ["Joe"]
+    assert "Priya" not in ext.called
+    # (the description's closing note says them too, for its readers: never read back)
+    assert next(e.description for e in ext.entities if e.name == "Margaret Hollis").endswith("(Also called Margaret.)")
+    assert msgspec.json.decode(msgspec.json.encode(ext), type=Extraction).called == ext.called
+    # (an extraction stored without them, a model's, reads as resolving none)
+    assert msgspec.json.decode(b'{"entities": []}', type=Extraction).called == {}
 
 
 @pytest.mark.anyio
 async def test_a_chunks_own_words_shaped_as_the_extractors_note_say_no_short_name(tmp_path):
     # A note whose text ends a sentence about "Margaret Hollis" with "(Also called MARGARET.)"
     # (a word in capitals, which the extractor reads as no name) was read back as the extractor's
-    # note: the chunk said "Margaret" beside her, and the other note's "Margaret" joined her.
-    fake = "Margaret Hollis chaired the budget meeting on Monday (Also called MARGARET.)\n"
+    # note: the chunk said "Margaret" beside her, and the other note's "Margaret" joined her. Then
+    # (d39bd0c) descriptions quoted it "(also called MARGARET.)", not as the document wrote it.
+    fake = "Margaret Hollis chaired the budget meeting with Priya Shah on Monday (Also called MARGARET.)\n"
     settings = make_settings()
     corpus = tmp_path / "c"
     corpus.mkdir()
@@ -280,19 +283,31 @@ async def test_a_chunks_own_words_shaped_as_the_extractors_note_say_no_short_nam
     db = tmp_path / "i.db"
     await sync([corpus], settings, db, root=corpus)
     await _as_a_fresh_index(tmp_path, corpus, db, settings, "fake")
-    names = {v[0] for v in _graph(db)["entities"].values()}
-    assert {"Margaret", "Margaret Hollis"} <= names
-    # The text's note is quoted as written but for its capital, which the extractor's note alone has.
-    from streamrag import nlp
-    hollis = nlp.extract_offline(fake).entities[0]
-    assert nlp.also_called(hollis.description) == [] and "(also called MARGARET.)" in hollis.description
+    assert {"Margaret", "Margaret Hollis"} <= {v[0] for v in _graph(db)["entities"].values()}
+    # Descriptions, the entities' and their relationship's, quote the document's words as written.
+    store = Store(db, readonly=True)
+    try:
+        said = [d for (d,) in store.conn.execute("SELECT description FROM entity_sources "
+                                                 "UNION ALL SELECT description FROM relationship_sources")]
+    finally:
+        store.close()
+    quoted = [d for d in said if "MARGARET" in d]
+    assert len(quoted) == 3 and all("(Also called MARGARET.)" in d for d in quoted), said
     # A chunk that does say her first name beside her still joins it.
     (corpus / "meeting.md").write_text(_HOLLIS)
     await sync([corpus], settings, db, root=corpus)
     await _as_a_fresh_index(tmp_path, corpus, db, settings, "real")
     assert "Margaret" not in {v[0] for v in _graph(db)["entities"].values()}
-    assert nlp.also_called(next(e.description for e in nlp.extract_offline(_HOLLIS + fake).entities
-                                if e.name == "Margaret Hollis")) == ["Margaret"]
+
+
+class _CalledUnread:
+    """``GraphState.called_added`` as code before joins.RULE 8 had it: none kept."""
+
+    def __get__(self, obj, owner=None):
+        return {}
+
+    def __set__(self, obj, value):
+        pass
 
 
 @pytest.mark.anyio
@@ -302,9 +317,11 @@ async def test_an_index_whose_rule_left_a_resolved_short_name_apart_joins_it_onc
     from streamrag import nlp
 
     settings = make_settings()
-    corpus, db = await _indexed_before(tmp_path, settings, {"send.md": _SEND, "meeting.md": _HOLLIS},
-                                       (joins_module, "RULE", "7"),
-                                       (nlp, "also_called", lambda description: []))
+    with pytest.MonkeyPatch.context() as earlier:
+        earlier.setattr(GraphState, "called_added", _CalledUnread(), raising=False)
+        corpus, db = await _indexed_before(tmp_path, settings, {"send.md": _SEND, "meeting.md": _HOLLIS},
+                                           (joins_module, "RULE", "7"),
+                                           (index_rows, "called_in", lambda store, chunk_ids: {}))
     assert "Margaret" in {v[0] for v in _graph(db)["entities"].values()}
     extracted = []
     monkeypatch.setattr(nlp, "extract_offline", lambda *a, **k: extracted.append(a) or nlp.Extraction())
