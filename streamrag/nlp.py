@@ -652,6 +652,8 @@ _GOER_ADVERBS = _words("all both then also just soon later finally eventually on
 # all details"), and modals _IRREGULAR_VERBS lacks (``_verb_beyond``)
 _SUBJECT_ADVERBS = _GOER_ADVERBS - {"all", "both"} | _words("not still already often always ever")
 _MODALS = _words("could should shall")
+# Words after an order's object that are no verb of names listed ("Email Ada and Bo asap").
+_AFTER_AN_OBJECT = _words("asap re")
 # Of _GEO_PREPOSITIONS, those that take someone as readily ("bumped into Ravi", "sat near
 # Priya"): a place's cue by most mentions as ever, not by one (``_locus_before``: "near").
 _NEAR_PREPOSITIONS = _words("into near")
@@ -1292,7 +1294,11 @@ def _verb_after(sentence: str, toks: list[_Token], last: int) -> bool:
     j = last + 1
     if j >= len(toks) or not _plain_gap(sentence, toks[last], toks[j]):
         return False
-    w = toks[j][_TEXT]
+    return _verb_word(toks[j][_TEXT])
+
+
+def _verb_word(w: str) -> bool:
+    """Whether a word right after a name reads as its verb (``_verb_after``)."""
     return w.islower() and not w.endswith("ly") and w not in _NO_NOUNS \
         and (_verb_form(w) or w.endswith("s") and w not in _COMMON)
 
@@ -1300,15 +1306,63 @@ def _verb_after(sentence: str, toks: list[_Token], last: int) -> bool:
 def _verb_beyond(sentence: str, toks: list[_Token], last: int) -> bool:
     """Whether a verb follows the name ending at token ``last``, at once or past an adverb ("Ring
     Lardner never wrote", "Ask Jeeves quickly became", "Ask Jeeves could not"): the name is then
-    the subject, no order's object (``_mention_from_run``; not "Call Margaret Hollis soon.")."""
-    j = last + 1
-    if j < len(toks) and _plain_gap(sentence, toks[last], toks[j]):
-        w = toks[j][_TEXT]
-        if w in _MODALS:
-            return True
-        if w in _SUBJECT_ADVERBS or (w.islower() and w.endswith("ly")):
-            last = j
-    return _verb_after(sentence, toks, last)
+    the subject, no order's object (``_mention_from_run``; not "Call Margaret Hollis soon.").
+    Past what it owns ("Ping An's profits rose"; not "Check Margaret Hollis's numbers."), an
+    aside between commas ("Ask Jeeves, the search engine, was renamed"; not "Call Bob Lin, the
+    clerk, about it") and other names it is listed with ("Help Scout and Zendesk compete"; not
+    "Email Ada Osk and Bo Lund about the trip"), whose verb a plural subject leaves bare."""
+    n = len(toks)
+    if toks[last][_POSS]:
+        j = last
+        while j + 1 < n and j - last < 3 and _plain_gap(sentence, toks[j], toks[j + 1]) \
+                and _owned(toks[j + 1][_TEXT]):
+            j += 1
+        return j > last and j + 1 < n and _plain_gap(sentence, toks[j], toks[j + 1]) \
+            and _verb_at(sentence, toks, j + 1, False)
+    listed = False
+    while last + 1 < n:
+        nxt = last + 1
+        gap = sentence[toks[last][_END]:toks[nxt][_START]].strip()
+        if (gap in (",", "&") and toks[nxt][_CAP]) or \
+                (not gap and toks[nxt][_TEXT] in ("and", "or") and nxt + 1 < n and toks[nxt + 1][_CAP]
+                 and _plain_gap(sentence, toks[nxt], toks[nxt + 1])):
+            last = nxt if gap else nxt + 1
+            while last + 1 < n and toks[last + 1][_CAP] and _plain_gap(sentence, toks[last], toks[last + 1]):
+                last += 1
+            listed = True
+        elif gap == ",":
+            close = next((m for m in range(nxt + 1, n)
+                          if sentence[toks[m - 1][_END]:toks[m][_START]].strip() == ","), None)
+            return close is not None and _verb_at(sentence, toks, close, listed)
+        else:
+            break
+    return last + 1 < n and _plain_gap(sentence, toks[last], toks[last + 1]) \
+        and _verb_at(sentence, toks, last + 1, listed)
+
+
+def _owned(w: str) -> bool:
+    """Whether a word after a possessive name is of what it owns ("Hollis's numbers", "Ping An's
+    quarterly profits"), not a verb or a word leading on ("Hollis's report by Friday")."""
+    return w.isalpha() and w.islower() and w not in TITLE_SMALL and w not in _MODALS \
+        and w not in _AUXILIARIES and not _verb_form(w)
+
+
+def _verb_at(sentence: str, toks: list[_Token], j: int, plural: bool) -> bool:
+    """Whether token ``j`` (after a subject) opens its verb: a modal, or a verb at once or past an
+    adverb (``_verb_word``); after names listed (``plural``) an auxiliary or a verb's bare form
+    too ("Help Scout and Zendesk compete"): a word no preposition, article or other common word,
+    nor a plural noun ("Give Ada and Bo tickets")."""
+    w = toks[j][_TEXT]
+    if w in _MODALS or (plural and w in _AUXILIARIES):
+        return True
+    if (w in _SUBJECT_ADVERBS or (w.islower() and w.endswith("ly"))) and j + 1 < len(toks) \
+            and _plain_gap(sentence, toks[j], toks[j + 1]):
+        w = toks[j + 1][_TEXT]
+    if not plural:
+        return _verb_word(w)
+    # (no "-s": "Give Ada and Bo tickets")
+    return w.isalpha() and w.islower() and not w.endswith(("s", "ly")) and w not in _NO_NOUNS \
+        and (_verb_form(w) or (w not in _COMMON and w not in TITLE_SMALL and w not in _AFTER_AN_OBJECT))
 
 
 def _noun_at(sentence: str, toks: list[_Token], j: int) -> bool:

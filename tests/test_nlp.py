@@ -1177,6 +1177,29 @@ def test_a_name_whose_verb_comes_after_an_adverb_keeps_an_opening_orders_word():
     assert names("Tell Margaret Hollis never to call.") == {"Margaret Hollis": "person"}
 
 
+def test_a_name_whose_verb_comes_after_an_aside_a_list_or_what_it_owns_keeps_an_opening_orders_word():
+    # "Ask Jeeves, the search engine, was renamed" gave "Jeeves", "Help Scout and Zendesk compete"
+    # "Scout", "Ping An, the insurer, reported profits" nothing: the verb was looked for right
+    # after the name (or an adverb) only. Now past an aside between commas, the names it is
+    # listed with, and what a possessive name owns.
+    assert set(names("Ask Jeeves, the search engine, was renamed in 2006.")) == {"Ask Jeeves"}
+    assert set(names("Help Scout and Zendesk compete for customers.")) == {"Help Scout", "Zendesk"}
+    assert set(names("Help Scout, Zendesk and Intercom compete.")) == {"Help Scout", "Zendesk", "Intercom"}
+    assert set(names("Ping An, the insurer, reported profits.")) == {"Ping An"}
+    assert set(names("Ping An's profits rose.")) == {"Ping An"}
+    assert set(names("Ring Lardner and Damon Runyon wrote stories.")) == {"Ring Lardner", "Damon Runyon"}
+    # Orders still: no verb after the aside, the names listed or what the name owns.
+    assert set(names("Call Margaret Hollis, the treasurer, about the budget.")) == {"Margaret Hollis"}
+    assert set(names("Call Bob Lin, then leave.")) == {"Bob Lin"}
+    for text in ("Email Ada Osk and Bo Lund about the trip.", "Ask Ada Osk and Bo Lund.",
+                 "Give Ada Osk and Bo Lund tickets.", "Remind Ada Osk and Bo Lund tomorrow."):
+        assert set(names(text)) == {"Ada Osk", "Bo Lund"}, text
+    # A possessive's noun is no verb, "-s" or not (one dropped "Finish", the other kept "Check").
+    for text in ("Finish Margaret Hollis's report by Friday.", "Check Margaret Hollis's numbers.",
+                 "Read Margaret Hollis's new report."):
+        assert set(names(text)) == {"Margaret Hollis"}, text
+
+
 def test_a_word_with_a_capital_inside_it_names_a_firm_or_a_product_not_a_person():
     # "GitHub", "PayPal" were people: a lone word with no cue is a person's name by default.
     assert names("We moved the code from GitLab to GitHub and pay by PayPal.") == {
