@@ -83,9 +83,11 @@ How a chunk is read:
   "Highgate said no").
 * Types come from cues: event words at the end (holidays too: "Easter"), organisation words
   anywhere, a capital inside a word, as firms and products write it ("GitHub", "PayPal"; not a
-  surname's prefix nor a given name: "McDonald", "LeBron", "JoAnn"; a person's cue beats it), place suffixes and prefixes, a small gazetteer, "in"/"near"/"à"/"в" before the
-  name, honorifics, a building's head after a determiner ("the Mansion House", "at the Lantern
-  Hall", "the Golden Temple"); otherwise a multi-word name is a person, and so is a lone word. A lone word ending as places do ("Bradford",
+  surname's prefix nor a given name: "McDonald", "LeBron", "JoAnn"; nor a degree: "PhD"; nor in
+  a name opening with a given name: "Ann AbuBakr"; a person's cue beats it), place suffixes and
+  prefixes, a small gazetteer, "in"/"near"/"à"/"в" before the name, honorifics, a building's head
+  after a determiner ("the Mansion House", "at the Lantern Hall", "the Golden Temple"); otherwise
+  a multi-word name is a person, and so is a lone word. A lone word ending as places do ("Bradford",
   "Whitechapel") is a place unless the chunk gives it a person's cue: an honorific ("Ms.
   Belford") or a kept title ("Mrs. Thornbury"), a verb of speech beside it ("Ruvford said";
   not "said Oxford scored", where a verb after it makes it what was said)
@@ -414,6 +416,8 @@ _PARTICLES = _words("van von der den de du da di del della la le ten ter bin al 
 # ... and the prefixes a surname or a given name glues to a capital ("McDonald", "MacArthur",
 # "FitzGerald", "VanderMeer", "DeShawn", "LeBron", "DiCaprio", "JaVale"): no firm's capital inside a word.
 _GLUED_PREFIXES = _PARTICLES | _words("mc mac fitz vander st o ja ka ke sha ta")
+# Degrees after a person's name ("Kim Lowe PhD"), whose capitals inside say no firm.
+_DEGREES = _words("phd edd psyd dphil mphil dsc msc bsc meng beng mres mst pharmd drph thd dmin llb llm lld")
 # German capitalises every noun, so a capital there says little (see the module notes). A chunk
 # is German when these words (none of them common in English) make up enough of it.
 _DE_FUNCTION = _words("""
@@ -1632,7 +1636,9 @@ def _camel(word: str) -> bool:
     """Whether a word bears a capital inside it, right after a lower-case letter, as a firm's or
     a product's name does ("GitHub", "PayPal", "SpaceX"); a person's does so only after a
     surname's prefix ("McDonald", "MacArthur", "LeBron", "DeShawn", "VanDyke": _GLUED_PREFIXES)
-    or before a given name ("JoAnn", "RuPaul")."""
+    or before a given name ("JoAnn", "RuPaul"); a degree's never ("PhD", "PsyD": ``_DEGREES``)."""
+    if word.rstrip(".,").lower() in _DEGREES:
+        return False
     for k in range(1, len(word)):
         if word[k].isupper() and word[k - 1].islower():
             given = _CAMEL_PART.match(word, k)
@@ -1677,8 +1683,10 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
         by_name[m.name].append(m)
     cue = {name: _cue_type(name) for name in by_name}
     # A name with a word that bears a capital inside it ("GitHub", "PayPal", "YouTube Music",
-    # "Azure OpenAI") is a firm's or a product's, unless a person's cue says otherwise ("JaVale said").
+    # "Azure OpenAI") is a firm's or a product's, unless a person's cue says otherwise ("JaVale
+    # said") or it opens with a given name ("Ann AbuBakr", "Ann DosSantos": a surname's shape).
     cue.update((n, "organization") for n, ms in by_name.items() if cue[n] is None and any(map(_camel, n.split()))
+               and not (" " in n and n.split()[0].lower() in _FIRST_NAMES)
                and not any(m.honorific or m.title or m.speaks for m in ms))
     if german:      # a lone German noun is no body for being an English one ("Gas", "Post")
         cue.update((n, None) for n, c in cue.items()

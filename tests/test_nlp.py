@@ -1224,6 +1224,19 @@ def test_a_double_barrelled_surnames_glued_prefix_after_its_hyphen_is_a_persons_
     assert names("We moved the code to Acme-GitHub at noon.") == {"Acme-GitHub": "organization"}
 
 
+def test_a_name_opening_with_a_given_name_or_ending_with_a_degree_is_a_persons_by_its_shape():
+    # "Ann AbuBakr", "Ann DosSantos", "Kim Lowe PhD" were firms (a capital inside a word): a given
+    # name first says a person's name, and a degree's capitals are no firm's.
+    assert names("We met Ann AbuBakr and Ann DosSantos at noon.") == {
+        "Ann AbuBakr": "person", "Ann DosSantos": "person"}
+    for degree in ("PhD", "EdD", "PsyD", "DPhil", "MSc"):
+        assert names(f"The report was written by Kim Lowe {degree} and Tom Reyes.") == {
+            f"Kim Lowe {degree}": "person", "Tom Reyes": "person"}, degree
+        assert names(f"We met Lowe {degree} at noon.") == {f"Lowe {degree}": "person"}, degree
+    # A firm's name opening with no given name still is one.
+    assert names("We moved the code to Azure OpenAI at noon.") == {"Azure OpenAI": "organization"}
+
+
 def test_a_notes_past_tense_opening_a_sentence_is_no_part_of_the_name_after_it():
     # "Met Ada again." gave a person "Met Ada": a list item's opening order was dropped
     # ("- Call Ada"), not a note's past tense with its subject left out.
