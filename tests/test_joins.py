@@ -300,6 +300,18 @@ async def test_a_chunks_own_words_shaped_as_the_extractors_note_say_no_short_nam
     assert "Margaret" not in {v[0] for v in _graph(db)["entities"].values()}
 
 
+@pytest.mark.anyio
+async def test_a_published_chunks_resolved_short_name_joins_a_note_added_later(tmp_path):
+    # The note saying "Margaret Hollis ... told Margaret" indexed first, the one saying "Margaret"
+    # alone later: the short names its chunk resolved are read from its published extraction.
+    settings = make_settings()
+    corpus, db = await _indexed_before(tmp_path, settings, {"meeting.md": _HOLLIS})
+    (corpus / "send.md").write_text(_SEND)
+    await sync([corpus], settings, db, root=corpus)
+    await _as_a_fresh_index(tmp_path, corpus, db, settings)
+    assert "Margaret" not in {v[0] for v in _graph(db)["entities"].values()}
+
+
 class _CalledUnread:
     """``GraphState.called_added`` as code before joins.RULE 8 had it: none kept."""
 
