@@ -587,10 +587,14 @@ class GraphState:
         # extractor resolved it there, "Margaret Hollis ... told Margaret": its extraction keeps
         # the short names it read as the full one, ``Extraction.called``; never the description's
         # text, which a document's own "(Also called MARGARET.)" may end)
-        fits = {eid: ends for eid, ms in own.items() if (ends := joins.full_name_ends(ms[0].name)) is not None}
+        # (only the full names a short name looked at fits, and their mentions read as a person:
+        # the extractions of those chunks are read whole)
+        short_keys = {k for ms in own.values() if (k := joins.short_key(ms[0].name)) is not None}
+        fits = {eid: ends for eid, ms in own.items()
+                if (ends := joins.full_name_ends(ms[0].name)) is not None and not short_keys.isdisjoint(ends)}
         added_chunks = {m.chunk_id for m in added}
         stored_called = index_rows.called_in(store, {m.chunk_id for eid in fits for m in own[eid]
-                                                     if m.chunk_id not in added_chunks})
+                                                     if m.type == joins.PERSON and m.chunk_id not in added_chunks})
         for eid, ends in fits.items():
             for m in (m for m in own[eid] if m.type == joins.PERSON):
                 called = (self.called_added if m.chunk_id in added_chunks else stored_called).get(m.chunk_id, {})
