@@ -3,6 +3,8 @@ Prints one JSON line.
 
     python bench/crash_fuzz.py --trials 3 --seed 1
     python bench/crash_fuzz.py --trials 20 --seed 7 --port 18500-18509
+    python bench/crash_fuzz.py --trials 20 --offline --docs 150 --delay-scale 0.2
+    python bench/crash_fuzz.py --trials 20 --stages publishing --max-kills 8
 
 Each trial copies a corpus (``../shared/tools/corpusgen.py``'s, or ``--corpus DIR``) to a folder
 pointed at a simulator this script runs in a thread (``--latency-ms`` per answer), then, a few
@@ -11,7 +13,10 @@ own and SIGKILLs it a random moment after it says it entered a stage drawn from 
 summarizing, clustering, reporting and publishing (``index`` says each stage on stderr, ``watch
 --json`` each state on stdout; a watch round may make its changes while the daemon runs, and its
 kill then lands in the sync of them), and may change the folder (add, edit, delete or rename a
-file). A last ``index`` runs to its end. Then:
+file). A last ``index`` runs to its end. ``--offline`` points the folder at no model (the NLP
+extractor, extractive reports: its stages last a fraction of a model's, so give ``--delay-scale``
+below 1 and more ``--docs``); ``--stages`` draws the kills from those named alone (``start`` among them: a kill up to
+1.5 s after the process starts, before it says a stage). Then:
 
 (a) ``status --json`` opens the index and says its last run ``ok``;
 (b) the entities, relationships (weights, mentions, degrees), their sources (provenance), claims,
@@ -54,9 +59,12 @@ from pathlib import Path
 from _harness import ROOT, add_port_option, emit, folder, generate_corpus, simulator_thread
 
 STAGES = ("extracting", "summarizing", "clustering", "reporting", "publishing")
+# Drawn only when --stages names it: a kill a moment after the process starts, before it says a
+# stage (opening, making or upgrading the index; taking the writer lock; the scan).
+START = "start"
 # How long after a stage's line a kill may come, in seconds: about how long the stage lasts on a
 # 40-document corpus (shorter once the cache answers).
-LATEST_S = {"extracting": 3.0, "summarizing": 1.0, "clustering": 0.1, "reporting": 0.6, "publishing": 0.15}
+LATEST_S = {START: 1.5, "extracting": 3.0, "summarizing": 1.0, "clustering": 0.1, "reporting": 0.6, "publishing": 0.15}
 WATCH_STATES = {"summarizing": "merging"}   # watch says a sync's stages in its own words
 _STAGE_LINE = re.compile(r"^\[\s*[\d.]+s\] (\w+)$")   # index's progress line off a terminal
 
@@ -229,6 +237,14 @@ class Run:
         return code
 
 
+def stage_list(text: str) -> tuple[str, ...]:
+    """An argparse type for ``--stages``: names from ``STAGES``, comma-separated."""
+    named = tuple(s.strip() for s in text.split(",") if s.strip())
+    if not named or set(named) - {START, *STAGES}:
+        raise argparse.ArgumentTypeError(f"{text!r}: name stages from {', '.join((START, *STAGES))}")
+    return named
+
+
 def make_corpus(args: argparse.Namespace, work: Path) -> tuple[list[Path], list[Path]]:
     """The corpus's documents, and spare ones the adds bring in."""
     source = work / "source"
@@ -338,12 +354,13 @@ def status_ok(db: Path, log: Path) -> bool:
 
 
 def killed_round(calls: CallLog, rng: random.Random, folder: Path, db: Path, log: Path,
-                 spare: list[Path], watch: bool) -> tuple[str, bool, bool] | None:
+                 spare: list[Path], watch: bool, stages: tuple[str, ...] = STAGES,
+                 delay_scale: float = 1.0) -> tuple[str, bool, bool] | None:
     """One run killed a random moment into a random stage: (the stage it last said, whether the
     version moved, whether the database passes SQLite's quick_check), or None when it ended
     before."""
-    stage = rng.choice(STAGES)
-    delay = rng.uniform(0, LATEST_S[stage])
+    stage = rng.choice(stages)
+    delay = rng.uniform(0, LATEST_S[stage] * delay_scale)
     change_during = watch and rng.random() < 0.5
     version = db_value(db, VERSION)
     calls.epoch += 1
@@ -352,11 +369,11 @@ def killed_round(calls: CallLog, rng: random.Random, folder: Path, db: Path, log
         if change_during and run.wait_for("idle"):
             version = db_value(db, VERSION)
             change_folder(folder, spare, rng, rng.randint(1, 3))
-        said = run.wait_for(WATCH_STATES.get(stage, stage) if watch else stage)
+        said = stage == START or run.wait_for(WATCH_STATES.get(stage, stage) if watch else stage)
         if said:
             time.sleep(delay)
         if said or watch:
-            last = run.last
+            last = run.last or START
             if run.kill():
                 calls.drain()
                 calls.cached_at_kill[calls.epoch] = cached_keys(db)
@@ -375,12 +392,14 @@ def trial(args: argparse.Namespace, calls: CallLog, api_base: str, docs: list[Pa
     folder.mkdir()
     for f in docs:
         shutil.copy(f, folder / f.name)
-    (folder / "streamrag.toml").write_text(f'[llm]\napi_base = "{api_base}"\nrequests_per_minute = 0\n'
+    (folder / "streamrag.toml").write_text("" if args.offline else
+                                           f'[llm]\napi_base = "{api_base}"\nrequests_per_minute = 0\n'
                                            "tokens_per_minute = 0\n")
     calls.clear()
     kills: list[tuple[str, bool, bool]] = []
     for _ in range(rng.randint(1, args.max_kills)):
-        done = killed_round(calls, rng, folder, db, log, spare, watch=rng.random() < args.watch_share)
+        done = killed_round(calls, rng, folder, db, log, spare, watch=rng.random() < args.watch_share,
+                            stages=args.stages, delay_scale=args.delay_scale)
         if done:
             kills.append(done)
         if rng.random() < 0.5:
@@ -413,6 +432,11 @@ def main() -> None:
     ap.add_argument("--max-kills", type=int, default=3, help="kills per trial, at most (default 3)")
     ap.add_argument("--watch-share", type=float, default=0.35, help="share of rounds run by watch")
     ap.add_argument("--latency-ms", type=float, default=20, help="the simulator's latency (default 20)")
+    ap.add_argument("--offline", action="store_true", help="index with no model (NLP extraction)")
+    ap.add_argument("--stages", type=stage_list, default=STAGES, metavar="A,B",
+                    help=f"the stages kills are drawn from (default {','.join(STAGES)})")
+    ap.add_argument("--delay-scale", type=float, default=1.0, metavar="F",
+                    help="times each stage's latest kill (default 1; offline stages are shorter)")
     ap.add_argument("--keep", type=Path, metavar="DIR", help="keep the trials' folders, indexes and logs here")
     add_port_option(ap)
     args = ap.parse_args()
@@ -432,7 +456,7 @@ def main() -> None:
         for n in range(args.start, args.start + args.trials):
             results.append(trial(args, calls, sim.base_url, docs, spare, n, work))
     failed = [r for r in results if not (r["ok"] and r["same"]) or r["repeated"] or r["duplicates"]]
-    emit({"bench": "crash_fuzz", "trials": args.trials, "seed": args.seed,
+    emit({"bench": "crash_fuzz", "trials": args.trials, "seed": args.seed, "offline": args.offline,
           "kills": sum(len(r["kills"]) for r in results),
           "kills_by_stage": dict(Counter(stage for r in results for stage, _, _ in r["kills"])),
           "published_at_kill": sum(moved for r in results for _, moved, _ in r["kills"]),

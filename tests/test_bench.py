@@ -773,3 +773,30 @@ def test_watch_note_beside_log_says_how_long_a_run_s_note_waited_once_it_is_sync
             "SELECT c.text FROM documents d JOIN document_chunks dc ON dc.doc_id = d.id "
             "JOIN chunks c ON c.id = dc.chunk_id WHERE d.path = 'note.txt'")]
     assert texts == [(tmp_path / "run-1" / "root" / "note.txt").read_text().strip()], texts
+
+
+def test_crash_fuzz_kills_an_offline_index_too_and_at_its_start(tmp_path):
+    # crash_fuzz pointed every folder at its simulator: an index built offline (the default mode)
+    # was never killed, nor a process before it said a stage (opening, making or upgrading the
+    # index). --offline writes no endpoint; --stages start kills up to 1.5 s after the start.
+    harbor = BENCH.parent / "tests" / "data" / "harbor"
+    out = subprocess.run([sys.executable, str(BENCH / "crash_fuzz.py"), "--offline", "--corpus", str(harbor),
+                          "--trials", "1", "--max-kills", "3", "--stages", "start,publishing",
+                          "--watch-share", "0", "--keep", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    line = json.loads(out.stdout)
+    assert line["offline"] is True and line["mismatches"] == 0 and line["failed_trials"] == []
+    said = {"start", "scanning", "extracting", "merging", "summarizing", "clustering", "reporting", "embedding",
+            "publishing"}   # (a kill is counted by the stage its process said last)
+    assert set(line["kills_by_stage"]) <= said, line
+    assert (tmp_path / "t0" / "streamrag.toml").read_text() == ""
+    log = (tmp_path / "t0.log").read_text()
+    assert "offline" in log and "LLM" not in log.split("Indexed into")[-1].splitlines()[0]
+
+
+def test_crash_fuzz_names_the_stages_it_may_kill_in():
+    from crash_fuzz import stage_list
+
+    assert stage_list("start, publishing") == ("start", "publishing")
+    with pytest.raises(argparse.ArgumentTypeError, match="name stages from start, extracting"):
+        stage_list("publish")
