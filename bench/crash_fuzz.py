@@ -323,15 +323,24 @@ def duplicates(db: Path) -> dict[str, int]:
 
 
 def cached_keys(db: Path) -> set[str]:
-    """The keys of the answers ``db`` holds."""
+    """The keys of the answers ``db`` holds (none where a process killed at its start made no
+    index, or not yet its tables)."""
+    if not db.exists():
+        return set()
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
     try:
         return {r[0] for r in conn.execute("SELECT key FROM llm_cache")}
+    except sqlite3.OperationalError as e:
+        if "no such table" not in str(e):
+            raise
+        return set()
     finally:
         conn.close()
 
 
 def intact(db: Path) -> bool:
+    if not db.exists():   # (killed before it made one: nothing to be broken)
+        return True
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
     try:
         return conn.execute("PRAGMA quick_check").fetchone()[0] == "ok"

@@ -800,3 +800,16 @@ def test_crash_fuzz_names_the_stages_it_may_kill_in():
     assert stage_list("start, publishing") == ("start", "publishing")
     with pytest.raises(argparse.ArgumentTypeError, match="name stages from start, extracting"):
         stage_list("publish")
+
+
+def test_crash_fuzz_reads_an_index_a_kill_at_the_start_left_unmade(tmp_path):
+    # A kill before the index was made (--stages start) ended the bench with a traceback: the
+    # cache it reads after each kill ("unable to open database file"), or its tables not there.
+    import sqlite3
+
+    from crash_fuzz import cached_keys, intact
+
+    gone, bare = tmp_path / "gone.db", tmp_path / "bare.db"
+    sqlite3.connect(bare).close()
+    assert cached_keys(gone) == set() and intact(gone) and not gone.exists()
+    assert cached_keys(bare) == set() and intact(bare)
