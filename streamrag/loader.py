@@ -888,6 +888,8 @@ def _decode(data: bytes, label: str, warnings: list[str], read_from: str) -> str
                 _unread_escapes(data, label, warnings, read_from)
     controls = _controls(text)
     if controls > max(16, 0.05 * len(text)):
+        if controls - _shifts(text) <= max(16, 0.05 * len(text)):   # (its SO and SI alone make it so)
+            _refuse_unread_escapes(data, label, read_from)
         _binary(label)
     if controls >= _GARBAGE_CONTROLS and not text.isascii():   # (a run is half beyond ASCII)
         _refuse_garbage(text, label)
@@ -1029,6 +1031,8 @@ def _utf8_or_cp1252(data: bytes, label: str, warnings: list[str], first: int, re
     except UnicodeDecodeError:
         text, used = data.decode("latin-1"), "latin-1"
     if _short_and_binary(text):
+        if not _short_and_binary(text.translate(_NO_SHIFTS)):
+            _refuse_unread_escapes(data, label, read_from)
         _binary(label)
     if reading.likely:   # its letters are a legacy code page's, too few (or too mixed) to be sure
         names = " or ".join(e.name for e in reading.likely)
@@ -1097,20 +1101,45 @@ def _unread_escapes(data: bytes, label: str, warnings: list[str], read_from: str
     within a sequence, mixed with UTF-8 or cp1252 bytes, using half-width katakana (ESC ( I,
     which ISO-2022-JP has not) or Greek (ISO-2022-JP-2) was indexed as its escape codes
     ("\x1b$BEl5~"), garbage, without a word. ISO-2022-CN, which is never read, is named as such."""
+    if (line := _unread_escapes_line(data, label, read_from, indexed=True)) is not None:
+        warnings.append(line)
+
+
+def _refuse_unread_escapes(data: bytes, label: str, read_from: str) -> None:
+    """Refuses ``data``, which its shifts (SO and SI: ``_shifts``) alone make a binary file's bytes,
+    with what ``_unread_escapes`` says of its escape sequences when it holds any: ISO-2022-CN
+    in short lines, or ISO-2022-KR broken, shifts in and out every few characters, and was
+    refused as a "binary file" where the iconv command would have converted it."""
+    if (line := _unread_escapes_line(data, label, read_from, indexed=False)) is not None:
+        raise InputError(line)
+
+
+def _unread_escapes_line(data: bytes, label: str, read_from: str, *, indexed: bool) -> str | None:
+    """What ``_unread_escapes`` says of ``data`` (``indexed``: its escape codes are, garbage; else
+    it is not indexed), or None when it holds no ISO-2022 escape sequence."""
     if b"\x1b" not in data or (switch := _ISO2022_SWITCH.search(data)) is None:
-        return
+        return None
+    told = "so they are indexed as written, garbage" if indexed else "so it is not indexed"
     if _ISO2022_CN.search(data):   # (no codec of Python's reads it: said so, whole or not)
         iconv = "ISO-2022-CN-EXT" if _ISO2022_CN_EXT.search(data) else "ISO-2022-CN"
-        warnings.append(f"{label}: written in {iconv} (Chinese in 7 bits, by its escape sequences, the first at "
-                        f"byte {switch.start():,}), which is not read, so they are indexed as written, garbage; "
-                        f"save it as UTF-8 (the output of {_iconv(iconv, read_from)})")
-        return
+        return (f"{label}: written in {iconv} (Chinese in 7 bits, by its escape sequences, the first at "
+                f"byte {switch.start():,}), which is not read, {told}; save it as UTF-8 (the output of "
+                f"{_iconv(iconv, read_from)})")
     iconv = "ISO-2022-KR" if b"\x1b$)C" in data else "ISO-2022-JP-2"
-    warnings.append(f"{label}: holds ISO-2022 escape sequences (Japanese or Korean in 7 bits, the first at byte "
-                    f"{switch.start():,}) but does not read as ISO-2022-JP or ISO-2022-KR text throughout (cut "
-                    "short, mixed with other bytes, or a variant's characters), so they are indexed as written, "
-                    f"garbage; save it as UTF-8 (the output of {_iconv(iconv, read_from)}, whose errors say where "
-                    "it breaks)")
+    return (f"{label}: holds ISO-2022 escape sequences (Japanese or Korean in 7 bits, the first at byte "
+            f"{switch.start():,}) but does not read as ISO-2022-JP or ISO-2022-KR text throughout (cut "
+            f"short, mixed with other bytes, or a variant's characters), {told}; save it as UTF-8 (the "
+            f"output of {_iconv(iconv, read_from)}, whose errors say where it breaks)")
+
+
+# ISO-2022's shifts out to its second character set and back (SO, SI): ``_CONTROL``'s to a binary
+# file's test, and in ISO-2022-KR and -CN around each run of Korean or Chinese characters.
+_NO_SHIFTS = str.maketrans("", "", "\x0e\x0f")
+
+
+def _shifts(text: str) -> int:
+    """How many shifts (SO, SI) ``text`` holds."""
+    return text.count("\x0e") + text.count("\x0f")
 
 
 # iconv's names of the encodings a file is read in when its letters name no other.

@@ -370,8 +370,8 @@ def test_a_file_holding_iso_2022_escapes_it_does_not_read_in_is_said_so_not_inde
         assert warnings[-1].startswith(f"{name}: holds ISO-2022 escape sequences (Japanese or Korean in 7 bits, the "
                                        "first at byte 0) but does not read as ISO-2022-JP or ISO-2022-KR text "
                                        "throughout") and f"`iconv -f ISO-2022-JP-2 -t UTF-8 {shell_word(f)}`" in warnings[-1], name
-    # A Korean one names ISO-2022-KR (a long one broken is a binary file, its shifts control
-    # characters); a file read in one says only that (as before).
+    # A Korean one names ISO-2022-KR (a long one broken, its shifts control characters, is refused
+    # with that command: the test below); a file read in one says only that (as before).
     ko = "\uc11c\uc6b8\uc740 \uc218\ub3c4\uc785\ub2c8\ub2e4 Caf\u00e9\n"
     [doc], warnings = read_documents(write(tmp_path / "ko.txt", ko.encode("iso2022_kr", errors="ignore")
                                            + "\u00e9".encode()), root=tmp_path)
@@ -398,6 +398,73 @@ def test_an_iso_2022_cn_file_is_said_to_be_one_with_iconv_from_iso_2022_cn(tmp_p
                                        "first at byte 0), which is not read") and \
             f"`iconv -f {iconv} -t UTF-8 {shell_word(f)}`" in warnings[-1], (name, warnings)
         assert not any("Japanese or Korean" in w for w in warnings), name
+
+
+def test_a_file_its_iso_2022_shifts_make_binary_gets_iconv_and_true_binaries_stay_binary(tmp_path):
+    import random
+    import sqlite3
+    import struct
+    import sys
+    import zipfile
+    import zlib
+
+    from streamrag.errors import NotText
+
+    # ISO-2022-CN in short lines, or ISO-2022-KR broken (mixed with cp1252 or UTF-8 bytes, short
+    # or long), shifts out and back (SO, SI: control characters) every few characters: refused
+    # as a "binary file, ... move it out of the folder", where iconv converts it. Still not
+    # indexed (read as written its shifts are most of its characters), but said so with iconv's
+    # command (``_unread_escapes``), as one read as written is.
+    def iso_2022_cn(text: str) -> bytes:   # (GB 2312's bytes less 0x80, shifted out; designated each line)
+        return b"\x1b$)A\x0e" + bytes(b & 0x7F for b in text.encode("gb2312")) + b"\x0f\n"
+
+    cn = b"".join(iso_2022_cn(w) for w in ["\u4e2d\u6587", "\u5317\u4eac", "\u6d4b\u8bd5", "\u4e2d\u56fd"] * 6)
+    ko = "\uc11c\uc6b8\uc740 \uc218\ub3c4\uc785\ub2c8\ub2e4 Caf\u00e9\n".encode("iso2022_kr", errors="ignore")
+    for name, data, said in (
+            ("cn.txt", cn, "written in ISO-2022-CN (Chinese in 7 bits"),
+            ("cn utf8.txt", cn + "Caf\u00e9\n".encode(), "written in ISO-2022-CN (Chinese in 7 bits"),
+            ("ko.txt", ko * 40 + "Caf\u00e9\n".encode("cp1252"), "holds ISO-2022 escape sequences (Japanese or Korean in 7 bits"),
+            ("ko utf8.txt", ko * 40 + "Caf\u00e9\n".encode(), "holds ISO-2022 escape sequences (Japanese or Korean in 7 bits"),
+            ("short.txt", ko * 2 + "\u00e9".encode("cp1252"), "holds ISO-2022 escape sequences (Japanese or Korean")):
+        f = write(tmp_path / name, data)
+        iconv = "ISO-2022-CN" if "CN" in said else "ISO-2022-KR"
+        with pytest.raises(InputError) as e:
+            read_documents(f, root=tmp_path)
+        assert str(e.value).startswith(f"{name}: {said}"), str(e.value)
+        assert ", so it is not indexed; save it as UTF-8 (the output of " \
+               f"`iconv -f {iconv} -t UTF-8 {shell_word(f)}`" in str(e.value) and "binary" not in str(e.value), str(e.value)
+    # True binaries are binary still, escape sequences and shifts put in or not: a PNG, a zip, a
+    # SQLite database, this Python's executable (ELF here), a PDF's bytes (compressed streams),
+    # and random bytes without a NUL (to go past the first bytes' test).
+    rng = random.Random(7)
+    noise = bytes(rng.randrange(1, 256) for _ in range(20_000))
+
+    def png_chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    png = (b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", struct.pack(">IIBBBBB", 64, 64, 8, 2, 0, 0, 0))
+           + png_chunk(b"IDAT", zlib.compress(noise[:64 * 193])) + png_chunk(b"IEND", b""))
+    with zipfile.ZipFile(tmp_path / "a.zip", "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("notes.txt", "Ada Lovelace wrote the first program.\n" * 50)
+        z.writestr("blob.bin", noise)
+    db = sqlite3.connect(tmp_path / "a.sqlite")
+    db.execute("CREATE TABLE t (body TEXT)")
+    db.executemany("INSERT INTO t VALUES (?)", [("row %d of the table" % i,) for i in range(500)])
+    db.commit()
+    db.close()
+    stream = zlib.compress(noise)
+    pdf = (b"%%PDF-1.4\n%%\xe2\xe3\xcf\xd3\n1 0 obj\n<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(stream)
+           + stream + b"\nendstream\nendobj\ntrailer\n<< /Root 1 0 R >>\n%%EOF\n")
+    with open(sys.executable, "rb") as exe:
+        elf = exe.read(200_000)
+    binaries = {"png": png, "zip": (tmp_path / "a.zip").read_bytes(), "sqlite": (tmp_path / "a.sqlite").read_bytes(),
+                "exe": elf, "pdf": pdf, "pdf stream": stream, "noise": noise}
+    for kind, data in binaries.items():
+        for escapes in (b"", b"\x1b$)A\x0e", b"\x1b$)C\x0e\x0f\x1b$B"):
+            for at in (0, len(data) // 2):
+                f = write(tmp_path / "blob.txt", data[:at] + escapes + data[at:])
+                with pytest.raises(NotText, match=r"^blob\.txt: binary file, not indexed"):
+                    read_documents(f, root=tmp_path)
 
 
 def test_a_large_ascii_file_holding_a_tilde_brace_is_judged_not_hz_in_little_memory():
