@@ -1653,6 +1653,16 @@ def _whole_characters(value: str) -> tuple[str, bool]:
     return (_LONE_SURROGATE.sub("\ufffd", value) if halves else value).replace("\x00", ""), halves
 
 
+def _one_line_title(cell: str) -> str:
+    """A row's title ``cell`` on one line: its lines (a cell wrapped in a spreadsheet, "Ada\nLovelace")
+    joined by a space, each without the blanks around it. A title is shown on one line, and
+    said a name as a whole (``joins.name_title`` reads "Ada\nLovelace" as "Ada Lovelace"): its
+    first line alone, "Ada", would have been no full name, and the graph's joins would change."""
+    if cell.isprintable():   # (no line break: most cells)
+        return cell.strip()
+    return " ".join(line.strip() for line in cell.splitlines() if line.strip())
+
+
 def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_field: str,
                    warnings: list[str]) -> list[Document]:
     def field(row: dict, wanted: str) -> str | None:
@@ -1690,7 +1700,7 @@ def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_fie
         seen.add(doc_id)
         title_key = field(row, "title")
         title = row.get(title_key) if title_key is not None else None
-        title = visible(title).strip() if isinstance(title, str) else ""
+        title = _one_line_title(visible(title)) if isinstance(title, str) else ""
         title = title or _title(text, f"{stem} #{number}")
         title, title_halves = _whole_characters(title)
         lone += halves or title_halves

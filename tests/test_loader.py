@@ -576,6 +576,25 @@ def test_csv_rows(tmp_path):
     assert warnings == ["t.csv: 1 row without text in the field 'text' (index.text_field), skipped"]
 
 
+def test_a_row_title_over_several_lines_is_one_line_and_the_same_name(tmp_path):
+    from streamrag import joins
+
+    # A title cell holding line breaks (wrapped in a spreadsheet; a JSON "\r\n" or "\u2028") was the
+    # title as it stood, "Ada\nLovelace": a title is shown on one line. Its lines are joined by a
+    # space, not cut to the first: "Ada" is no full name, and the graph's joins read the title as
+    # the name it says (``joins.own_title``), "Ada Lovelace" both before and after.
+    csv_file = write(tmp_path / "t.csv", 'title,text\n"Ada\nLovelace",She wrote the first program.\n'
+                                         '"\n  \n Charles Babbage \nFRS\n",He built the engines.\nPlain,Third row.\n')
+    jsonl = write(tmp_path / "t.jsonl", "".join(json.dumps(row) + "\n" for row in (
+        {"title": "Ada\r\nLovelace", "text": "She wrote the first program."},
+        {"title": "\u2028Ada\rLovelace\u2029", "text": "Another row."},
+        {"title": " \n ", "text": "Untitled\nrow."})))
+    titles = [d.title for f in (csv_file, jsonl) for d in read_documents(f, root=tmp_path)[0]]
+    assert titles == ["Ada Lovelace", "Charles Babbage FRS", "Plain", "Ada Lovelace", "Ada Lovelace", "Untitled"]
+    assert joins.own_title(titles[0], "She wrote the first program.") == \
+        joins.own_title("Ada\nLovelace", "She wrote the first program.") == "ada lovelace"
+
+
 def test_a_csv_quote_that_never_closes_is_said(tmp_path):
     # The rows after it became one field of one document, without a word.
     f = write(tmp_path / "t.csv", 'text,title\nfine,A\n"open quote,B\nnext row,C\nlast,D\n')
