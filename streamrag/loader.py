@@ -2,9 +2,11 @@
 
 A document's id is the hash of its text, so a renamed file keeps its id and an edited one gets
 a new id; the path is metadata. ``.jsonl`` and ``.csv`` files hold one document per row with
-a non-empty text field (``index.text_field``); every other file is one document. A file that
-cannot be used raises ``InputError`` with one line naming the file and the fix; the caller
-records it and goes on. Recoverable oddities (a legacy encoding, skipped rows) come back as
+a non-empty text field (``index.text_field``), titled by its ``title`` field (on one line), else
+its text's first line: a title is read as a name the document says (``joins.own_title``), so no
+other field titles it (a "name" may be a row's author). Every other file is one document. A
+file that cannot be used raises ``InputError`` with one line naming the file and the fix; the
+caller records it and goes on. Recoverable oddities (a legacy encoding, skipped rows) come back as
 warning strings instead. ``scan`` leaves out, with one such line each, names that are not valid
 UTF-8 (no such path reaches the index), symlinks leading outside the indexed folder, broken
 symlinks, symlink loops and entries that are not regular files (pipes, sockets, devices). Every
@@ -109,8 +111,13 @@ TITLE_CHARS = 100
 # 24: an export cut short (no seal, no end, laid out as one as far as it goes) is left out: 23 read
 # it as a document (22 did not).
 # 25: CJK text in UTF-16 without a byte-order mark a fifth of whose 16-bit units hold a byte no
-# Western text holds is read (``_not_western``: Japanese repeating a few kanji whose low bytes
-# are under 0x80 was Latin-1 garbage, or a binary file, while its first 2 KB alone were read).
+# Western text holds, its ideographs common ones, is read (``_not_western``: Japanese repeating a
+# few kanji whose low bytes are under 0x80 was Latin-1 garbage, or a binary file, while its first
+# 2 KB alone were read). A file holding ISO-2022 escape sequences it reads in no 7-bit encoding
+# (ISO-2022-CN, or JP/KR cut short or mixed) is said to, with iconv's command (``_unread_escapes``:
+# its escape codes were indexed, garbage, without a word), and one its shifts (SO, SI) alone made
+# a binary file is refused with that command. A row's title cell over several lines is one line
+# (``_one_line_title``: it was "Ada\nLovelace").
 VERSION = "25"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
@@ -855,7 +862,8 @@ def _decode(data: bytes, label: str, warnings: list[str], read_from: str) -> str
     cp1252, and one with no UTF-8 beyond ASCII is read in the legacy code page its letters say
     (``legacy``), else cp1252 (or Latin-1) throughout. Text full of
     control characters, wherever they begin, is a binary file, and so is text holding a run of
-    binary bytes (``_garbage_run``); a few NULs are dropped."""
+    binary bytes (``_garbage_run``), but for ISO-2022 text whose shifts alone are so many,
+    refused with iconv's command (``_refuse_unread_escapes``); a few NULs are dropped."""
     text = None
     for bom, codec in _BOMS:
         if data.startswith(bom):
