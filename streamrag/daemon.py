@@ -295,12 +295,15 @@ def _begins_with(text: str, chunks: list[str], *, cut: bool) -> bool:
     return done >= _TIE_MIN_CHARS
 
 
-def _rows_begin(docs: list, rows: list[tuple[str, str]], *, cut: bool) -> bool:
+def _rows_begin(docs: list, rows: list[tuple[str, str]], *, cut: bool,
+                chunks_of: Callable[[str], list[str]]) -> bool:
     """Whether the documents ``docs`` (a .csv's or .jsonl's rows, read as far as its opening goes;
-    ``cut``: the last may be cut short, so it is not compared) begin with the rows ``rows`` (a
-    deleted file's, each its row number and document id, in order): each at its number, all of
-    them or as many as were read, and ``_TIE_MIN_CHARS`` of text at least. A file whose first row
-    is short (a name, a date) is told by the rows after it (``_begins_with`` reads the first)."""
+    ``cut``: the last may be cut short) begin with the rows ``rows`` (a deleted file's, each its
+    row number and document id, in order), each at its number: all of them; or, ``cut``, all those
+    read whole and the last as far as it goes (``_cut_row_begins``, the chunks of that row's text
+    from ``chunks_of``, given its document id); and ``_TIE_MIN_CHARS`` of text at least. A file
+    whose first row is short (a name, a date) is told by the rows after it, and one whose first row
+    is long by them too: a new file sharing that row alone (a template's first entry) is no rename."""
     whole = docs[:-1] if cut else docs
     if len(whole) < len(rows) and not cut:
         return False
@@ -309,7 +312,29 @@ def _rows_begin(docs: list, rows: list[tuple[str, str]], *, cut: bool) -> bool:
         if doc.id != doc_id or doc.path.rpartition("#")[2] != row:
             return False
         chars += len(doc.text)
+    if cut and len(whole) < len(rows):   # (the last read, cut short or not, is one of the rows)
+        last, (row, doc_id) = docs[-1], rows[len(whole)]
+        if last.path.rpartition("#")[2] != row:
+            return False
+        held = len(last.text) if last.id == doc_id else _cut_row_begins(last.text, chunks_of(doc_id))
+        if held is None:
+            return False
+        chars += held
     return chars >= _TIE_MIN_CHARS
+
+
+def _cut_row_begins(text: str, chunks: list[str]) -> int | None:
+    """The characters of ``text`` (a row an opening cut short) that begin the text whose chunks
+    are ``chunks`` (as ``_begins_with``), all but its last ``_TIE_CUT``; ``None`` if they do not.
+    Unlike ``_begins_with``, text shorter than the first chunk is matched as far as it goes: an
+    opening cuts a row anywhere, and the rows before it tell the rest."""
+    text = text.lstrip()
+    end = max(len(text) - _TIE_CUT, 0)
+    if not chunks:
+        return None
+    if end <= len(chunks[0]):
+        return end if chunks[0].startswith(text[:end]) else None
+    return end if _begins_with(text, chunks, cut=True) else None
 
 
 _UPDATING = frozenset({"queued", "settling", "extracting", "waiting", "merging", "clustering", "reporting",
@@ -1957,8 +1982,8 @@ class Daemon:
 
     def _written_on(self, added: list[str], gone: list[str]) -> dict[str, str]:
         """Those of the files ``added`` that begin with the whole indexed text of one of the files
-        ``gone`` (its first document's: a CSV's or a JSONL's first row with text, or, that row
-        short, its rows as far as they go, ``_rows_begin``), each with that file: ``mv a.txt
+        ``gone`` (its document's; a CSV's or a JSONL's of more than one row: all its rows, each at
+        its number, as far as an opening goes, ``_rows_begin``), each with that file: ``mv a.txt
         b.txt``, then a log written on as b.txt before the batch was looked at, differs from
         a.txt's text, and is no rename by content (``WatchedFolder.renames``). The
         watcher's events do not pair the names of a rename (a deletion and an addition, in
@@ -1980,6 +2005,7 @@ class Daemon:
         # deleted file -> its (first) document's chunks, its size, probe, and its rows (a .csv's or
         # .jsonl's: each row's number and document id, in order; none for a file of one document)
         olds: dict[str, tuple[list[str], int, bytes | None, list[tuple[str, str]]]] = {}
+        known: dict[str, list[str]] = {}   # document id -> its chunks (``olds``', then rows an opening cut)
         with reading(self.db_path) as store:
             if store is None:
                 return {}
@@ -1996,6 +2022,14 @@ class Daemon:
                     numbered = sorted((int(number), doc) for p, (doc, _size, _stamp) in rows.items()
                                       if (number := p.rpartition("#")[2]).isdigit() and p != rel)
                     olds[rel] = (chunks, size, _probe(chunks[0]), [(str(n), doc) for n, doc in numbered])
+                    known[doc_id] = chunks
+
+        def row_chunks(doc_id: str) -> list[str]:   # (a row after the first, an opening cut: rare)
+            if doc_id not in known:
+                with reading(self.db_path) as store:
+                    known[doc_id] = [] if store is None else index_rows.chunk_texts_of(store, doc_id, 2 * limit)
+            return known[doc_id]
+
         out: dict[str, str] = {}
         for rel in sorted(added):
             if not olds or self._stop_looking.is_set():
@@ -2020,10 +2054,15 @@ class Daemon:
             # a lone one may be whole, though, a .jsonl's cut last line skipped: matched whole first)
             opening = max(st.st_size, len(head)) >= limit
             cut = opening and len(docs) == 1
+
+            def begins_with(chunks: list[str], old_rows: list[tuple[str, str]]) -> bool:
+                if len(old_rows) > 1:   # (all its rows, not its first alone)
+                    return _rows_begin(docs, old_rows, cut=opening, chunks_of=row_chunks)
+                return (_begins_with(docs[0].text, chunks, cut=False)
+                        or cut and _begins_with(docs[0].text, chunks, cut=True))
+
             if old := next((old for old, (chunks, _size, _probe, old_rows) in olds.items()
-                            if _begins_with(docs[0].text, chunks, cut=False)
-                            or cut and _begins_with(docs[0].text, chunks, cut=True)
-                            or old_rows and _rows_begin(docs, old_rows, cut=opening)), None):
+                            if begins_with(chunks, old_rows)), None):
                 out[rel] = old
                 del olds[old]
         return out

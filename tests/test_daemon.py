@@ -4045,6 +4045,61 @@ async def test_a_rows_file_whose_first_row_is_short_renamed_and_written_on_is_ti
     assert tied("short2.txt", "Mira Osk at Port Vell.\nEntry 1: Bo Lund paid the toll.\n") == {}
 
 
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+async def test_a_rows_file_is_tied_only_to_a_new_one_beginning_with_all_its_rows(corpus, tmp_path, suffix):
+    # ``_written_on`` tied a deleted file of rows to an added one whose first document began with
+    # its first row, when that row held 32 characters or more, whatever followed: an unrelated
+    # `rm one.csv` beside a new file sharing its first row (a header line, a template's first
+    # entry) waited with it. Now a file of more than one row is tied by all its rows, each at its
+    # number (as one whose first row is short), or, an opening, by all those it holds whole and
+    # its cut last one as far as it goes.
+    settings = make_settings(index=SMALL)
+    db = tmp_path / "r.db"
+
+    def rows(texts: list[str]) -> str:
+        if suffix == ".csv":
+            return "id,text\n" + "".join(f'{n},"{text}"\n' for n, text in enumerate(texts))
+        return "".join(json.dumps({"text": text}) + "\n" for text in texts)
+
+    first = "Mira Osk weighed the salt barge at Port Vell."   # (32 characters and more)
+    texts = [first, "Bo Lund paid the toll at Kessel.", "The tide turned on day three."]
+    long_texts = [f"Entry {n}: " + f"the council met at noon about the railway and barge {n}. " * 6
+                  for n in range(12)]
+    (corpus / f"one{suffix}").write_text(rows(texts))
+    (corpus / f"big{suffix}").write_text(rows([first] + long_texts))
+    await sync([corpus], settings, db, root=corpus)
+    limit = 32 * SMALL["chunk_size"]
+    assert len(rows(texts)) < limit < len(rows([first] + long_texts))   # (big: longer than an opening)
+    (corpus / f"one{suffix}").unlink()
+    (corpus / f"big{suffix}").unlink()
+    daemon = Daemon(settings, db, corpus, report=Events())
+
+    def tied(gone: str, text: str) -> dict[str, str]:
+        (corpus / f"new{suffix}").write_text(text)
+        try:
+            return daemon._written_on([f"new{suffix}"], [f"{gone}{suffix}"])
+        finally:
+            (corpus / f"new{suffix}").unlink()
+
+    others = ["The council met at noon about the railway.", "Tar and rope came in from Kessel."]
+    # Its first row, then others: no tie (tied before).
+    assert tied("one", rows(texts[:1] + others)) == {}
+    # Renamed and written on: tied.
+    assert tied("one", rows(texts + others)) == {f"new{suffix}": f"one{suffix}"}
+    # Longer than an opening: its first row, then other long ones: no tie (tied before); renamed
+    # and written on, the opening cutting one of its rows: tied.
+    other_long = [text.replace("council", "harbor guild") for text in long_texts]   # (longer: read)
+    assert tied("big", rows([first] + other_long)) == {}
+    assert tied("big", rows([first] + long_texts + others)) == {f"new{suffix}": f"big{suffix}"}
+    # Its rows as far as the opening holds them whole, then the row it cuts another: no tie for a
+    # .csv (its cut row compared as far as it goes); a .jsonl's cut line is skipped, not read, so
+    # the rows it holds whole tell it.
+    held = max(n for n in range(len(long_texts)) if len(rows([first] + long_texts[:n])) + 60 < limit)
+    changed = long_texts[held].replace("the council", "the harbor guild") + " And more." * 60   # (cut)
+    assert tied("big", rows([first] + long_texts[:held] + [changed] + long_texts[held + 1:])) == (
+        {} if suffix == ".csv" else {f"new{suffix}": f"big{suffix}"})
+
+
 @pytest.mark.parametrize("name, first", [("shy.txt", "Mi\u00adra"), ("zwsp.txt", "Mi\u200bra"),
                                          ("bold.md", "**Mira**"), ("split.md", "Mi**ra**")])
 async def test_a_rename_written_on_is_tied_whatever_hides_in_its_first_word(corpus, tmp_path, name, first):
