@@ -146,3 +146,33 @@ async def test_an_export_written_while_a_sync_runs_is_said_once(corpus, tmp_path
             await until(lambda: daemon.syncs == 3)
     warnings = [e["message"] for e in events[start:] if e["state"] == "warning"]
     assert warnings == [SAID], warnings
+
+
+async def test_an_export_among_many_new_notes_queues_nothing_for_it(corpus, tmp_path):
+    # Of a batch's new files, the first 16 (EXPORT_LOOKS) were opened to tell an export, of any
+    # kind: an export written beside 20 new notes (a cron job's export and a sync tool's pull at
+    # once) was past them, queued ("21 files (21 added)") and synced for nothing. Now the notes
+    # do not count: only files that open as an export does.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.3})   # offline: fast
+    db = tmp_path / "b.db"
+    async with running(settings, db, corpus) as (daemon, events, send):
+        store = Store(db, readonly=True)
+        try:
+            export(store, corpus / "x.txt", "json")
+        finally:
+            store.close()
+        notes = [corpus / f"note{n:02}.txt" for n in range(20)]
+        for n, note in enumerate(notes):
+            note.write_text(f"Mira Osk logged barge {n} at Port Vell.\n", encoding="utf-8")
+        old = time.time() - 10   # (saved a while ago: not waited on as still written)
+        for path in (*notes, corpus / "x.txt"):
+            os.utime(path, (old, old))
+        start = len(events)
+        async with send:
+            # (a list, the export last: past the first 16 new files, whatever a set's order)
+            await send.send([*((Change.added, str(note)) for note in notes), (Change.added, str(corpus / "x.txt"))])
+            await until(lambda: daemon.syncs == 2)
+    queued = [e for e in events[start:] if e["state"] == "queued"]
+    assert [e["files"] for e in queued] == [len(notes)], queued
+    assert [e["message"] for e in events[start:] if e["state"] == "warning"] == [SAID]
+    assert "x.txt" not in _indexed_paths(db) and "note19.txt" in _indexed_paths(db)
