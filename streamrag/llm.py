@@ -104,9 +104,9 @@ from streamrag.parsing import ReasoningFilter, split_reasoning, starts_with_reas
 from streamrag.prompts import Prompt
 from streamrag.proxies import (Proxy, answering, proxy_down, proxy_failed, proxy_for, proxy_refused,
                                socks_unreachable, unreadable)
-from streamrag.provider_errors import (AZURE_HOST, CONTEXT_OVERFLOW, Refused, Retryable, advice, html_page,
-                                       key_not_sent, key_source, listing_refused, not_answering, provider_message,
-                                       reason, shorter_answer, stopped_answering, tls_refused)
+from streamrag.provider_errors import (AZURE_HOST, CONTEXT_OVERFLOW, MORE_RETRIES, Refused, Retryable, advice,
+                                       html_page, key_not_sent, key_source, listing_refused, not_answering,
+                                       provider_message, reason, shorter_answer, stopped_answering, tls_refused)
 from streamrag.ratelimit import MinuteBudget, minute_budget
 from streamrag.replies import (CUT_OFF, CUT_OFF_UNASKED, CUT_OFFS, OnLength, Replies, chat_answer, checker,
                                answer_thinking, event_deltas, event_usage, unstreamed)
@@ -403,12 +403,6 @@ class LLMClient:
         # back; set when that try ends (the calls that came meanwhile wait for it)
         self._answers = 0
         self._health = EndpointHealth(settings.give_up_after_s)   # whether every try failed (``hopeless``)
-        # Whether the endpoint came back from a failed try (``_call_advice``'s ``flaky``): the
-        # tries begun, numbered from 0; how many had begun at the first that failed; the
-        # last-begun that got an answer.
-        self._tries_begun = 0
-        self._first_failed: int | None = None
-        self._answered_try = -1
         # Every failed try by HTTP status (None: no answer), a model loading left out, as a call's
         # own (``_call_advice``): what a caller says of calls that all failed (``only_errors``).
         self.failed_statuses: Counter[int | None] = Counter()
@@ -1081,7 +1075,6 @@ class LLMClient:
             nonlocal refused_n, streak, hung, waited, cut
             spent[1] += 1
             timeout = self._timeouts.of(model)
-            begun, self._tries_begun = self._tries_begun, self._tries_begun + 1
             try:
                 result = await self._attempt(tokens, attempt, timeout, risk, guess, streamed)
             except _Silent:
@@ -1089,8 +1082,6 @@ class LLMClient:
             except _Hopeless:
                 raise self._hopeless_error(url) from None
             except Retryable as e:
-                if self._first_failed is None:
-                    self._first_failed = self._tries_begun
                 self._tried(failure(e), e.status, e.fix)
                 if not e.loading:   # (a model loading is waited for apart)
                     statuses[e.status] += 1
@@ -1126,7 +1117,6 @@ class LLMClient:
                         refused_n, streak = 0, None
                 raise
             self._timeouts.answered(model, result[1] / 1000)
-            self._answered_try = max(self._answered_try, begun)
             return result
 
         def stop(state: RetryCallState) -> bool:
@@ -1169,42 +1159,34 @@ class LLMClient:
                     + (f", {self._then}" if self._then else ""), run_again=bool(self._then)) from None
             raise LLMUnavailableError(
                 f"{url} (model {model}) failed {counted(attempts, 'time')}, last: {e.detail}; "
-                f"{self._call_advice(e, statuses, flaky=self._came_back())}") from None
+                f"{self._call_advice(e, statuses)}") from None
         raise AssertionError("unreachable")
 
-    def _call_advice(self, e: Retryable, statuses: Counter[int | None], flaky: bool = False) -> str:
+    def _call_advice(self, e: Retryable, statuses: Counter[int | None]) -> str:
         """What to do about a call whose tries all failed, the last with ``e`` (``statuses``: the
-        call's failed tries by HTTP status; ``flaky``: the endpoint came back from a failed try,
-        ``_came_back``). Answered only with HTTP errors and requests to wait (a proxy whose
-        server behind it is down: a bare 503 to everything), it says that server
+        call's failed tries by HTTP status). Answered only with HTTP errors and requests to wait
+        (a proxy whose server behind it is down: a bare 503 to everything), it says that server
         answers only so: more retries wait longer (llm.give_up_after_s ends calls sooner, never
         later: it is no help to this one). Through the environment's proxy, it names the proxy
         when the last try got no answer or one a proxy gives of a server it cannot reach (502, 503:
         an http:// endpoint's; an https:// one's come from behind the proxy's tunnel).
-        Whether more retries would help is said by one rule for every call of the client (a run,
-        a sync): they may see a call through once the server has answered a try begun after one
-        failed (a flaky server), and only wait longer until then: a server down from the start,
-        or since earlier calls were answered (a server that died mid-run was told "raise
-        llm.max_retries" when the rule was whether any try of the run had been answered). One
-        run said "raising llm.max_retries only waits longer" of one item and "raise
-        llm.max_retries" of another, a dropped connection among its tries the only difference."""
+        Whether more retries would help is said in one wording (``MORE_RETRIES``), whatever the
+        client's other calls got: the advice of a failure is its own tries', not the call order's
+        (one run said "raising llm.max_retries only waits longer" of a call failed before any was
+        answered, "or raise llm.max_retries" of the same failure after; daed40a's rule, whether
+        the server answered a try begun after one failed, told them so too)."""
         setting = self._replies.setting
         limited = self.settings.requests_per_minute > 0
         if e.fix:   # (what its last try's error says to change: llama.cpp's KV cache full, not the server down)
             return advice(e, setting, limited)
         own = answering(self._proxy, self.chat_url)   # (an https:// server's statuses come through its tunnel)
-        said = only_errors(statuses, setting, own) if self.settings.max_retries > 0 and not flaky else None
+        said = only_errors(statuses, setting, own) if self.settings.max_retries > 0 else None
         suspect = self._proxy if e.status is None else own if e.status in PROXY_STATUSES else None
         if said is None and suspect is not None:   # (no HTTP answer, or the proxy's own: maybe its fault)
-            return f"{advice(e, setting, limited, flaky=flaky)}; {proxy_failed(self._proxy)}"
+            return f"{advice(e, setting, limited)}; {proxy_failed(self._proxy)}"
         if said is None:
-            return advice(e, setting, limited, flaky=flaky)
-        return f"{said}; raising llm.max_retries only waits longer"
-
-    def _came_back(self) -> bool:
-        """Whether the endpoint answered a try begun after one had failed (of any call: a try
-        sent before the first failed may be answered after it, by a server that died since)."""
-        return self._first_failed is not None and self._answered_try >= self._first_failed
+            return advice(e, setting, limited)
+        return f"{said}; {MORE_RETRIES}"
 
     def _tried(self, kind: str, status: int | None = None, fix: str = "") -> None:
         """A try's outcome, told to ``health`` (``fix``: what its error says to change); the tries

@@ -232,10 +232,18 @@ class Retryable(Exception):
                                 # free, its refused tries in a row): the backoff's exponent
 
 
-def advice(e: Retryable, setting: str = "llm.api_base", limited: bool = True, *, flaky: bool = True) -> str:
+# Whether more retries would see a call through whose every try got a server error: one wording
+# for every such call, true whatever the run's other calls got. A call cannot know it: a server
+# failing now and then answers the next try, one failing every try (or this input) never does.
+# (It was decided by the client's tries so far: with one server answering b.txt and failing a.txt
+# and c.txt with HTTP 500, one run said "raising llm.max_retries only waits longer" of a.txt, before
+# b.txt was answered, and "or raise llm.max_retries" of c.txt after: the call order decided it.)
+MORE_RETRIES = "raising llm.max_retries helps only a server that fails now and then, not one that fails every try"
+
+
+def advice(e: Retryable, setting: str = "llm.api_base", limited: bool = True) -> str:
     """What to do about a call that kept failing the same way (``setting``: what set the endpoint;
-    ``limited``: llm.requests_per_minute is set; ``flaky``: the server has answered a try begun
-    after one failed, so more retries may see a call through, not only wait longer)."""
+    ``limited``: llm.requests_per_minute is set)."""
     if e.fix:
         return e.fix if e.tries > 1 else f"not retried as llm.max_retries = 0 (a retry may fit): {e.fix}"
     if e.status == 429:
@@ -246,9 +254,7 @@ def advice(e: Retryable, setting: str = "llm.api_base", limited: bool = True, *,
     if e.status is not None and e.status >= 500:
         if e.tries <= 1:   # llm.max_retries = 0
             return "the server answered with an error, not retried as llm.max_retries = 0: check its logs, or raise llm.max_retries"
-        if not flaky:
-            return "the server kept answering with errors: check its logs; raising llm.max_retries only waits longer"
-        return "the server kept answering with errors: check its logs, or raise llm.max_retries"
+        return f"the server kept answering with errors: check its logs; {MORE_RETRIES}"
     if e.status == 200:
         return f"the server's answers could not be read: check that {setting} is an OpenAI-compatible endpoint"
     if "timeout" in e.detail:

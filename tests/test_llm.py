@@ -31,6 +31,7 @@ from streamrag.errors import ConfigError, LLMError, LLMOutputError, LLMRequestEr
 from streamrag.llm import LLMClient
 from streamrag.notices import Notices, sharing_notices
 from streamrag.prompts import Prompt
+from streamrag.provider_errors import MORE_RETRIES
 from streamrag.ratelimit import MinuteBudget, parse_retry_after
 from streamrag.replies import CUT_OFF, CUT_OFF_UNASKED
 from streamrag.store import Store
@@ -249,7 +250,8 @@ async def test_a_call_answered_only_an_empty_502_says_the_answer_was_empty(tmp_p
 ], ids=["bare", "try-again-later"])
 async def test_a_call_answered_only_503_says_the_server_behind_the_endpoint_is_to_check(tmp_path, answer):
     """A proxy whose server behind it is down answers every try 503, bare or "try again later"
-    (a request to wait): the call's error says so, and that more retries only wait longer.
+    (a request to wait): the call's error says so, and that more retries help only a server failing
+    now and then.
     (It said "the server kept answering with errors: check its logs, or raise llm.max_retries".)"""
     endpoint = Endpoint(*[lambda _body: answer()] * 4)
     with anyio.fail_after(5):
@@ -260,7 +262,7 @@ async def test_a_call_answered_only_503_says_the_server_behind_the_endpoint_is_t
     assert len(endpoint.requests) == 4 and "failed 4 times, last: HTTP 503: " in message, message
     assert message.endswith("; the server behind llm.api_base answers only HTTP 503 (a proxy or load balancer "
                             "answers so while the server behind it is down): check that server and its logs; "
-                            "raising llm.max_retries only waits longer"), message
+                            f"{MORE_RETRIES}"), message
     assert "raise llm.max_retries" not in message
 
 
@@ -275,13 +277,13 @@ async def test_a_call_whose_tries_were_not_all_http_errors_keeps_its_advice(tmp_
 
 
 @pytest.mark.parametrize("case", ["down", "died", "flaky"])
-async def test_more_retries_are_said_to_help_only_when_other_calls_were_answered_meanwhile(tmp_path, case):
+async def test_more_retries_are_said_alike_whatever_other_calls_got(tmp_path, case):
     """One run said "raising llm.max_retries only waits longer" of a call whose tries all got HTTP
     500 and "raise llm.max_retries" of one with a dropped connection among them: both are told
-    alike. More retries may see a call through once the server answered a try begun after one
-    failed (a flaky server); not while none was, whether the server never answered ("down") or
-    answered before and then stopped ("died": it was told to raise llm.max_retries, and lost
-    "answers only HTTP 500", once any try of the run had been answered)."""
+    alike, and alike whether the server never answered ("down"), answered before and then stopped
+    ("died": it was told to raise llm.max_retries, and lost "answers only HTTP 500", once any try
+    of the run had been answered) or answered other calls between their tries ("flaky"): one
+    wording, true in each (``MORE_RETRIES``)."""
     count = {"one": 0, "two": 0}
     failed_once = {text: anyio.Event() for text in count}
     answered = {text: anyio.Event() for text in count}
@@ -320,10 +322,33 @@ async def test_more_retries_are_said_to_help_only_when_other_calls_were_answered
                         answered[text].set()
     assert count == {"one": 2, "two": 2}
     assert all("failed 2 times, last: HTTP 500: boom; " in s for s in said.values()), said
-    down = case != "flaky"
-    assert ["only waits longer" in s for s in said.values()] == [down, down], said
-    assert ["or raise llm.max_retries" in s for s in said.values()] == [not down, not down], said
-    assert ("the server at llm.api_base answers only HTTP 500: check its logs" in said["one"]) == down, said
+    assert all(s.endswith(f"; {MORE_RETRIES}") for s in said.values()), said
+    assert not any("only waits longer" in s or "or raise llm.max_retries" in s for s in said.values()), said
+    assert "the server at llm.api_base answers only HTTP 500: check its logs" in said["one"], said
+
+
+async def test_identical_failures_of_one_client_get_one_advice_whatever_the_call_order(tmp_path):
+    """A server answering b.txt and failing a.txt and c.txt with HTTP 500 every try: a.txt, failed
+    before any call was answered, was told "raising llm.max_retries only waits longer", and c.txt,
+    after b.txt's answer, "or raise llm.max_retries" (707c041's rule read the client's state when a
+    call failed). Now both get one advice, and a call with a dropped connection among its 500s the
+    same about retries: what is known of each, every try got a server error."""
+    boom = httpx.Response(500, text="boom")
+    endpoint = Endpoint(boom, boom, lambda _body: httpx.Response(200, json=chat_body("hi")), boom, boom,
+                        httpx.ReadError(""), boom)
+    said = []
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, max_retries=1) as (llm, _):
+            for text in ("a.txt", "b.txt", "c.txt", "d.txt"):
+                try:
+                    await llm.chat(ask(text), model="m1", stage="s")
+                except LLMUnavailableError as e:
+                    said.append(str(e))
+    assert len(said) == 3 and all(" failed 2 times, last: " in s for s in said), said
+    a, c, dropped = (s.split(" failed 2 times, last: ", 1)[1] for s in said)
+    assert a == c, (a, c)
+    assert a.endswith(f"; {MORE_RETRIES}") and dropped.endswith(f"; {MORE_RETRIES}"), (a, dropped)
+    assert "only waits longer" not in a and "or raise llm.max_retries" not in a + dropped, (a, dropped)
 
 
 async def test_one_server_error_under_max_retries_0_is_not_said_to_repeat(tmp_path):
@@ -4395,8 +4420,7 @@ async def test_a_proxys_502_or_503_names_the_proxy(simulator, monkeypatch, statu
     if max_retries:
         assert said.endswith(f"; requests to the server at llm.api_base go through {proxy}, which answers only "
                              f"HTTP {status} (as a proxy does while the server behind it is down or out of its "
-                             f"reach): {bypass}check that server, and the proxy's logs; raising llm.max_retries "
-                             "only waits longer"), said
+                             f"reach): {bypass}check that server, and the proxy's logs; {MORE_RETRIES}"), said
     else:
         assert said.endswith(f"; requests go through {proxy}: check it too; {bypass}check the proxy's logs"), said
     assert "a proxy or load balancer" not in said and PROXY_PASSWORD not in said
