@@ -150,7 +150,9 @@ class EndpointHealth:
         (``proxies.proxy_failed``), but not where the tries' 502s or 503s are said already
         (``only_errors``: as that proxy's, or an https:// server's through its tunnel): one case
         was said twice over, "a proxy or load balancer answers so ..." and "requests go through
-        the proxy ...: check it too; ... check the proxy's logs"."""
+        the proxy ...: check it too; ... check the proxy's logs". Nor where every try's error said
+        what to change (``_fix_said``): the server's own words came through the proxy, which so
+        reached it (a KV cache full relayed in a 500 named the proxy, in a 502, 503 or 504 not)."""
         own = proxies.answering(proxy, url)   # (an https:// server's statuses come through its tunnel)
         if self.waited_out:
             said = self._waited_out(url, setting, own)
@@ -159,7 +161,8 @@ class EndpointHealth:
             said = (f"{url} failed every one of the {failed.total()} tries made in {duration(self.failing_for)} "
                     f"({kinds_said(failed)}) and answered none usably: check the server and the model at "
                     f"{setting}")
-        said_so = self.waited_out and (behind_a_proxy(self.unanswered_statuses) or self._waits_said())
+        said_so = self.waited_out and (bool(self._fix_said()) or behind_a_proxy(self.unanswered_statuses)
+                                       or self._waits_said())
         also = proxies.proxy_failed(proxy) if proxy is not None and not said_so else ""
         return GaveUp(said + (f"; {also}" if also else "") + (f"; {then}" if then else ""), run_again=bool(then))
 
@@ -168,15 +171,19 @@ class EndpointHealth:
         requests to wait for ``give_up_after_s``; ``proxy``: the one that may answer for the
         server (``only_errors``)."""
         tries = self.unanswered
-        # Every try's error said what to change (llama.cpp's KV cache full: a crowded server, up,
-        # whose logs say only that): that, not "answers only HTTP 500: check its logs". (Of
-        # several stages' tries, the words most of them carried.)
-        said_fix = self.unanswered_fixes.most_common(1)[0][0] if "" not in self.unanswered_fixes else ""
-        fix = said_fix or only_errors(self.unanswered_statuses, setting, proxy) or (
+        fix = self._fix_said() or only_errors(self.unanswered_statuses, setting, proxy) or (
             waits_fix(setting, proxy) if self._waits_said() else f"check the server and the model at {setting}")
         return (f"{url} answered none of the {tries.total()} tries of the last {duration(self.failing_for)} "
                 f"({kinds_said(tries)}): {fix}; raising llm.give_up_after_s ({self.give_up_after_s:g} s) "
                 "waits longer")
+
+    def _fix_said(self) -> str:
+        """What every try answered only with errors and requests to wait said to change, or "":
+        llama.cpp's KV cache full, a crowded server, up, whose logs say only that (``_waited_out``
+        says it, not "answers only HTTP 500: check its logs"). Of several stages' tries, the words
+        most of them carried."""
+        fixes = self.unanswered_fixes
+        return fixes.most_common(1)[0][0] if fixes and "" not in fixes else ""
 
     def _waits_said(self) -> bool:
         """Whether ``_waited_out`` says its tries as requests to wait that a proxy or load

@@ -202,6 +202,28 @@ def test_an_endpoint_given_up_on_says_what_every_tries_error_said_to_change(othe
     assert f"): {said}; raising llm.give_up_after_s (60 s) waits longer" in error, error
 
 
+@pytest.mark.parametrize("status", [500, 502, 503, 504])
+def test_an_endpoint_given_up_on_for_what_every_error_said_to_change_names_no_proxy_whatever_its_status(status):
+    """Tries through a proxy answered only with llama.cpp's KV cache full for give_up_after_s: a
+    500's error added "requests go through the proxy ...: check it too", a 502's, 503's or (relayed
+    by a gateway, f99c9a5) 504's did not, for one failure. Now none: the server's own words came
+    through the proxy, which so reached it, as the call's own advice (``LLMClient._call_advice``)
+    names no proxy for them."""
+    from streamrag.proxies import Proxy
+
+    proxy = Proxy("HTTP_PROXY", "http://corp:3128", "x", "")
+    clock = Clock()
+    health = EndpointHealth(60.0, clock)
+    health.tried("usable")
+    fix = "the server's context filled ...: raise -c"
+    while not health.hopeless:
+        health.tried("wait", status, fix)
+        clock.now += 5
+    error = str(health.error("http://x/v1/chat/completions", "llm.api_base", then="", proxy=proxy))
+    assert f"): {fix}; raising llm.give_up_after_s (60 s) waits longer" in error, error
+    assert "corp:3128" not in error and "check it too" not in error, error
+
+
 def test_a_give_up_after_half_a_second_says_its_tenths():
     """llm.give_up_after_s = 0.5 said "answered none of the 13 tries of the last 0 s"."""
     clock = Clock()
