@@ -950,7 +950,7 @@ class LLMClient:
                                        self.settings.request_timeout_s)
         except (Retryable, _Silent, _Hopeless):
             return
-        if resp.status_code in (401, 403) and not listing_refused(provider_message(resp, whole=True)) \
+        if resp.status_code in (401, 403) and not listing_refused(provider_message(resp)) \
                 or resp.status_code == 407 and self._proxy is not None:   # (the proxy's credentials)
             self._check_status(resp, self.models_url, self.settings.extraction_model)
 

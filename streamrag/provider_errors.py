@@ -4,11 +4,13 @@ A failed request is either worth another try (``Retryable``: a rate limit, a ser
 timeout, an answer that could not be read; its ``fix``, what to do should every try fail so),
 a parameter the model does not take (``Refused``: the client asks again without it), or final:
 then the message names the setting to change and how (``advice``, ``overflow_advice``,
-``crowded_advice``, ``batch_advice``, ``shorter_answer``, ``key_advice``, ``forbidden_reason``, ``web_page``). The provider's own words come in one line of at most ~200 characters
-(``provider_message``, ``one_line``), an HTML page by its title (``html_page``). Nothing here
-sends or waits: it reads a response, an exception or the settings (and the environment, for where
-a key or an address came from) and returns words or the exception to raise; the client decides
-what to do.
+``crowded_advice``, ``batch_advice``, ``shorter_answer``, ``key_advice``, ``forbidden_reason``,
+``web_page``). An error answer's body is decoded once (``read_error``: its words whole, its error
+object, its code; ``provider_message``: the words alone); the provider's own words come in one line
+of at most ~200 characters (``one_line``), secrets hidden first (``hidden``), an HTML page by its
+title (``html_page``). Nothing here sends or waits: it reads a response, an exception or the
+settings (and the environment, for where a key or an address came from) and returns words or the
+exception to raise; the client decides what to do.
 """
 
 from __future__ import annotations
@@ -297,7 +299,7 @@ class ErrorAnswer(NamedTuple):
     """A provider's error answer, its body decoded once (``read_error``): what ``Replies.check_status``
     reads of it (it was decoded three times, once for each)."""
 
-    said: str            # its message whole, on one line (``provider_message``'s ``whole``)
+    said: str            # its message whole, on one line (not cut: ``one_line`` after ``hidden``)
     error: dict | None   # its error object (its JSON's "error", when an object), else None
     code: str            # that object's code, else its type, or ""
 
@@ -320,11 +322,11 @@ def read_error(resp: httpx.Response) -> ErrorAnswer:
     return ErrorAnswer(" ".join(str(text).split()), error, code)
 
 
-def provider_message(resp: httpx.Response, *, whole: bool = False) -> str:
-    """The error message in a provider's answer, one line, at most ~200 characters (``whole``:
-    all of it, to read a wait or a parameter from: OpenAI's say them after 200 characters)."""
-    said = read_error(resp).said
-    return said if whole else one_line(said)
+def provider_message(resp: httpx.Response) -> str:
+    """The error message in a provider's answer, whole, on one line (``read_error``'s): to read a
+    wait or a parameter from (OpenAI's say them after 200 characters), hidden and cut by the
+    caller (``hidden``, then ``one_line``: cut first, a key at the cut would show in part)."""
+    return read_error(resp).said
 
 
 # What a transport error that gives no words of its own was (httpx's ReadError: "").

@@ -252,7 +252,7 @@ def chat_answer(body: Any, resp: httpx.Response, secrets: tuple[str, ...]) -> An
         raise Retryable(f"the answer's 'choices' is not a list ({json_kind(choices)})", 200)
     if not choices:
         # (A proxy's error sent as a 200 may quote the request's key back, as an error status does.)
-        raise Retryable(f"answer without choices ({one_line(hidden(provider_message(resp, whole=True), secrets))})",
+        raise Retryable(f"answer without choices ({one_line(hidden(provider_message(resp), secrets))})",
                         200)
     choice = choices[0]
     if not isinstance(choice, dict):

@@ -831,3 +831,18 @@ def test_the_no_proxy_advised_is_one_httpx_takes(monkeypatch, local):
     monkeypatch.setenv("NO_PROXY", advised)
     httpx.Client().close()   # (httpx reads NO_PROXY as a client is made)
     assert proxy_for(local) is None, advised
+
+
+def test_a_providers_message_is_whole_so_a_key_past_200_characters_is_hidden_whole():
+    """``provider_message`` cut the words to ~200 characters unless asked ``whole``: hidden
+    after the cut, a key quoted at the cut showed in part. Now it gives them whole (its callers'
+    form), for ``hidden`` first and ``one_line`` after."""
+    from streamrag.provider_errors import hidden, one_line, provider_message
+
+    key = "sk-" + "k3y" * 10
+    words = "x " * 95 + f"{key} was refused"   # (the key from character 190, across the cut at 197)
+    request = httpx.Request("POST", "http://x/v1/chat/completions")
+    resp = httpx.Response(401, json={"error": {"message": words}}, request=request)
+    said = hidden(provider_message(resp), (key,))
+    assert said == " ".join(words.replace(key, "***").split()), said
+    assert one_line(said).endswith(" *** was..."), one_line(said)
