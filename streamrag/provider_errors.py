@@ -305,11 +305,13 @@ class ErrorAnswer(NamedTuple):
 
 
 def read_error(resp: httpx.Response) -> ErrorAnswer:
-    """What a provider's error answer says (``ErrorAnswer``); a body that is not JSON: its text
+    """What a provider's error answer says (``ErrorAnswer``); a body that is not JSON, or JSON
+    nested deeper than Python's recursion limit (msgspec raised RecursionError out of
+    ``Replies.check_status``, and the run crashed instead of recording the failure): its text
     (an HTML page's title), no error object."""
     try:
         body = msgspec.json.decode(resp.content)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return ErrorAnswer(" ".join((html_page(resp.text) or resp.text).split()), None, "")
     err = body.get("error", body) if isinstance(body, dict) else body
     if isinstance(err, dict):

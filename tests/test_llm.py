@@ -351,6 +351,21 @@ async def test_identical_failures_of_one_client_get_one_advice_whatever_the_call
     assert "only waits longer" not in a and "or raise llm.max_retries" not in a + dropped, (a, dropped)
 
 
+async def test_an_error_answer_nested_too_deep_to_decode_is_a_failed_call_not_a_crash(tmp_path):
+    # A 500 whose JSON is nested deeper than Python's recursion limit: msgspec raised RecursionError
+    # out of check_status (``provider_errors.read_error``), and the run crashed instead of recording
+    # the call's failure. Now its text is its words, as a body that is not JSON.
+    depth = 100_000
+    endpoint = Endpoint(httpx.Response(500, content=b'{"error": ' * depth + b'"deep"' + b"}" * depth))
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, max_retries=0) as (llm, store):
+            with pytest.raises(LLMUnavailableError) as err:
+                await llm.chat(ask(), model="m1", stage="s")
+    message = str(err.value)
+    assert 'failed 1 time, last: HTTP 500: {"error": {"error": ' in message, message
+    assert calls(store)[0]["error"] == message
+
+
 async def test_one_server_error_under_max_retries_0_is_not_said_to_repeat(tmp_path):
     endpoint = Endpoint(httpx.Response(500, text="boom"))
     with anyio.fail_after(5):
