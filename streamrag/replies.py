@@ -190,7 +190,7 @@ class Replies:
         if isinstance(error, str):
             try:
                 error = msgspec.json.decode(error)
-            except msgspec.DecodeError:
+            except (msgspec.DecodeError, RecursionError):
                 pass
         if isinstance(error, dict) and isinstance(error.get("error"), dict):
             error = error["error"]
@@ -214,7 +214,7 @@ class Replies:
         """The reply's JSON; a web page or a truncated body raises what it is."""
         try:
             return msgspec.json.decode(resp.content)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             if page := html_page(resp.text):
                 raise self.web_page(page, "JSON", str(resp.request.url)) from None
             raise Retryable("the answer was not valid JSON (truncated?)", resp.status_code) from None
@@ -231,7 +231,7 @@ class Replies:
         an error event raises what it is (``stream_error``)."""
         try:
             event = msgspec.json.decode(data)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             raise Retryable("a streamed event was not valid JSON (truncated?)",
                             200) from None
         if not isinstance(event, dict):
@@ -274,7 +274,7 @@ def unstreamed(lines: list[str]) -> dict | None:
     answer."""
     try:
         body = msgspec.json.decode("\n".join(lines))
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return None
     return body if isinstance(body, dict) and "choices" in body else None
 

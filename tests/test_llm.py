@@ -366,6 +366,31 @@ async def test_an_error_answer_nested_too_deep_to_decode_is_a_failed_call_not_a_
     assert calls(store)[0]["error"] == message
 
 
+DEEP = 100_000
+
+
+@pytest.mark.parametrize("where", ["answer", "stream event", "stream error"])
+async def test_an_answer_nested_too_deep_to_decode_is_a_failed_call_not_a_crash(tmp_path, where):
+    # As the error answer above: a 200's body, a streamed event, or a stream's error nested deeper
+    # than Python's recursion limit raised RecursionError out of ``Replies`` (json,
+    # stream_event, stream_error), crashing the run. Now each is an answer that cannot be read:
+    # retried, then the call's recorded failure.
+    deep = '{"a": ' * DEEP + '"deep"' + "}" * DEEP
+    if where == "answer":
+        answer = httpx.Response(200, content=deep.encode(), headers={"content-type": "application/json"})
+    else:
+        event = deep if where == "stream event" else json.dumps({"error": deep})
+        answer = httpx.Response(200, content=sse([event]), headers={"content-type": "text/event-stream"})
+    endpoint = Endpoint(answer, answer)
+    stream = {} if where == "answer" else {"on_delta": lambda _t: None}
+    with anyio.fail_after(10):
+        async with client(tmp_path, endpoint, max_retries=1) as (llm, store):
+            with pytest.raises(LLMUnavailableError) as err:
+                await llm.chat(ask(), model="m1", stage="s", **stream)
+    assert " failed 2 times, last: " in str(err.value), err.value
+    assert calls(store)[-1]["error"] == str(err.value)
+
+
 async def test_one_server_error_under_max_retries_0_is_not_said_to_repeat(tmp_path):
     endpoint = Endpoint(httpx.Response(500, text="boom"))
     with anyio.fail_after(5):
