@@ -902,7 +902,8 @@ def outcome(r) -> str:
     ``outcome`` says it: ``published`` ("Indexed into ..."), ``nothing_published`` (its changes
     all failed: "Nothing published: ... 2 items failed (left out)") or ``nothing_changed`` (its
     work came out as the index holds it). --json had ``published: false`` for both of the last
-    two, told apart only by adding up failed_items and claims_failed."""
+    two, told apart only by adding up failed_items and claims_failed. A run that stops on an error
+    prints ``failed`` in its error object instead (``_error_object``)."""
     if r.published:
         return "published"
     # (items left out: failed, not in the version, as a chunk without its claims is)
@@ -1615,9 +1616,9 @@ def _failed(args: argparse.Namespace, message: str, code: int) -> int:
 
 
 def _json_error(args: argparse.Namespace, message: str, code: int) -> None:
-    """A command given --json that fails prints ``{"error": message, "exit_code": code}`` on
-    stdout, as ``watch --json`` ends with its failed line: a script parsing stdout got nothing
-    to parse (`index --json` with a bad streamrag.toml). Not when the command printed anything
+    """A command given --json that fails prints ``_error_object`` on stdout, as ``watch --json``
+    ends with its failed line: a script parsing stdout got nothing to parse (`index --json` with
+    a bad streamrag.toml). Not when the command printed anything
     already (its object, or part of it), nor where stdout is the export's file (`export - --json`,
     `export x.json --json >> x.json`: refused so that no object lands in the export)."""
     if args.command == "watch" or not getattr(args, "json", False) or getattr(sys.stdout, "written", False):
@@ -1628,9 +1629,17 @@ def _json_error(args: argparse.Namespace, message: str, code: int) -> None:
         if writes_to_stdout(args.out):
             return
     try:
-        print(json.dumps({"error": message, "exit_code": code}), flush=True)
+        print(json.dumps(_error_object(message, code)), flush=True)
     except OSError:   # (stdout closed: the message is on stderr)
         pass
+
+
+def _error_object(message: str, code: int) -> dict[str, object]:
+    """The one object every command given --json prints when it fails (``_json_error``,
+    ``_usage_json_error``): the line on stderr, the exit code, and ``outcome`` "failed", the key
+    `index --json` says what a run came to by (``outcome``): a script reading it got a KeyError
+    of a run that failed, whose object had only the other two."""
+    return {"error": message, "exit_code": code, "outcome": "failed"}
 
 
 def _usage_json_error(parser: argparse.ArgumentParser, words: list[str], said: str) -> None:
@@ -1661,7 +1670,7 @@ def _usage_json_error(parser: argparse.ArgumentParser, words: list[str], said: s
         _last_watch_line(argparse.Namespace(command=command, json=True), said, 2)
         return
     with contextlib.suppress(OSError):
-        print(json.dumps({"error": said, "exit_code": 2}), flush=True)
+        print(json.dumps(_error_object(said, 2)), flush=True)
 
 
 def _unwritten_output(e: BaseException) -> OSError | None:

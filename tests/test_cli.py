@@ -981,7 +981,7 @@ def test_init_export_and_demo_print_one_json_object(cli_run, corpus, tmp_path):
     again = cli_run("init", "--json", str(tmp_path))   # an error: the line on stderr, its object on stdout
     assert again.returncode == 1 and "--force" in again.stderr
     assert json.loads(again.stdout) == {"error": again.stderr.removeprefix("streamrag: error: ").rstrip(),
-                                        "exit_code": 1}
+                                        "exit_code": 1, "outcome": "failed"}
     cli_run("index", "-q", str(corpus))
     for name, fmt in (("g.json", "json"), ("g.graphml", "graphml")):
         out = cli_run("export", "--json", str(tmp_path / name), cwd=corpus)

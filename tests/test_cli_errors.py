@@ -1638,7 +1638,8 @@ def test_an_index_deleted_while_index_writes_it_is_said_not_reported_built(cli, 
 def test_a_bad_config_under_json_is_one_json_error_object_on_stdout(cli_run, corpus, command):
     """`index --json` (ask, status, export ...) with a streamrag.toml that is not TOML printed its
     line on stderr and nothing on stdout: a script parsing stdout got nothing to parse. Now it
-    prints one object, {"error": the line, "exit_code": 1}; `watch --json` its failed state line."""
+    prints one object, {"error": the line, "exit_code": 1, "outcome": "failed"} (`outcome`, which
+    `index --json` says of a run, was missing: a KeyError); `watch --json` its failed state line."""
     assert cli_run("index", "-q", "--offline", str(corpus)).returncode == 0
     (corpus / "streamrag.toml").write_text("[index\nchunk_size = 300\n")
     out = cli_run(*command, "--json", str(corpus))
@@ -1650,7 +1651,7 @@ def test_a_bad_config_under_json_is_one_json_error_object_on_stdout(cli_run, cor
     if command[0] == "watch":
         assert (printed["state"], printed["message"], printed["exit_code"]) == ("failed", said, 1), printed
     else:
-        assert printed == {"error": said, "exit_code": 1}, printed
+        assert printed == {"error": said, "exit_code": 1, "outcome": "failed"}, printed
     # without --json, stdout stays empty; and no object lands where `export -` writes the export
     assert cli_run(*command, str(corpus)).stdout == ""
     (corpus / "streamrag.toml").unlink()
@@ -1665,7 +1666,7 @@ def test_a_usage_error_under_json_is_one_json_error_object_on_stdout(cli_run):
         out = cli_run(*args)
         assert out.returncode == 2 and fragment in out.stderr, out.stderr
         said = out.stderr.split(": error: ", 1)[1].rstrip("\n")
-        assert json.loads(out.stdout) == {"error": said, "exit_code": 2}, out.stdout
+        assert json.loads(out.stdout) == {"error": said, "exit_code": 2, "outcome": "failed"}, out.stdout
     out = cli_run("ask", "--", "--json", "/nonexistent")   # (a question, not the option)
     assert out.returncode == 1 and out.stdout == "", out.stdout
     assert cli_run("index").stdout == ""
