@@ -583,7 +583,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         return 0
     for line in settings.unused_by_indexing():
         print(f"streamrag: warning: {line}", file=sys.stderr)
-    status = failures_command_given(args, db, given_root, root, settings)
+    status = failures_command_given(db, given_root, root, settings)
     prog = Progress()
     indexer = pipeline.Indexer(settings, db, root=root, progress=prog, command="index",
                                recluster=args.recluster, failures_command=status)
@@ -866,16 +866,15 @@ def failures_command(db: Path, root: Path, by_folder: bool = True) -> str:
     return FAILURES + ("" if same_path(root, Path.cwd()) else f" {shell_word(root)}")
 
 
-def failures_command_given(args: argparse.Namespace | None, db: Path, given: Path, root: Path,
-                           settings: Settings | None) -> str:
+def failures_command_given(db: Path, given: Path, root: Path, settings: Settings | None) -> str:
     """``failures_command`` as every command's lines name it (`index`, `watch`; `ask` and `export`
-    of an index with nothing to read, through ``query``, with no ``args``): the folder as given
-    (`watch .`, `index notes`) when it is the index's, else ``root``; --db when ``settings``
-    (those the command read; None: the folder's own) are not what `status ROOT` reads
-    (``folders_own``). One rule: `index --config notes/streamrag.toml notes` named `--db
-    notes/.streamrag/index.db` (any --config), where `ask` given the same named `notes`. ``args``
-    is no part of it (what the settings read are tells: --config naming the folder's own file
-    reads as the folder does)."""
+    of an index with nothing to read, through ``query``): the folder as given (`watch .`, `index
+    notes`) when it is the index's, else ``root``; --db when ``settings`` (those the command
+    read; None: the folder's own) are not what `status ROOT` reads (``folders_own``). One rule:
+    `index --config notes/streamrag.toml notes` named `--db notes/.streamrag/index.db` (any
+    --config), where `ask` given the same named `notes`. The command's flags are no part of it
+    (what the settings read are tells: --config naming the folder's own file reads as the folder
+    does)."""
     return failures_command(db, given if same_path(given, root) else root,
                             by_folder=settings is None or folders_own(settings, root))
 
@@ -906,8 +905,13 @@ def outcome(r) -> str:
     prints ``failed`` in its error object instead (``_error_object``)."""
     if r.published:
         return "published"
-    # (items left out: failed, not in the version, as a chunk without its claims is)
-    return "nothing_published" if r.failed_items - r.claims_failed else "nothing_changed"
+    return "nothing_published" if items_left_out(r) else "nothing_changed"
+
+
+def items_left_out(r) -> int:
+    """Of the run ``r``'s failed items, those left out of the version: a chunk whose claims call
+    failed is in it, without its claims."""
+    return r.failed_items - r.claims_failed
 
 
 def _format_sync(r, db: Path, include: list[str], status: str | None = None) -> str:
@@ -919,13 +923,12 @@ def _format_sync(r, db: Path, include: list[str], status: str | None = None) -> 
     u = llm_summary(r.llm)
     calls, cached, tokens = u["calls"], u["cached"], u["prompt_tokens"] + u["completion_tokens"]
     mode = "offline: NLP extraction, extractive reports" if r.offline else "LLM"   # (no parentheses in its own)
-    # (items left out: failed, not in the version, as a chunk without its claims is; the run's
-    # changes that failed were said "Nothing changed" beside "left out of this version", exit 1)
-    left_out = r.failed_items - r.claims_failed
+    # (the run's changes that failed were said "Nothing changed" beside "left out of this
+    # version", exit 1)
     came_to = outcome(r)
     lines = [
         (f"Indexed into {db} (version {r.version}, {mode}) in {r.wall_s:.1f} s" if came_to == "published" else
-         f"Nothing published: {db} stays at version {r.version} ({mode}), {_n(left_out, 'item')} failed "
+         f"Nothing published: {db} stays at version {r.version} ({mode}), {_n(items_left_out(r), 'item')} failed "
          f"(left out); {_applied(r)}{_reclustered(r)}checked in {r.wall_s:.1f} s" if came_to == "nothing_published"
          else f"Nothing changed: {db} stays at version {r.version} ({mode}); {_applied(r)}{_reclustered(r)}"
               f"checked in {r.wall_s:.1f} s"),
