@@ -2921,7 +2921,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     daemon = Daemon(settings, db, root, report=Reporter(json_lines=args.json),
                     reload=lambda: command_settings(args, given, models_for=("index",), quiet=True),
                     warnings=tuple(note for note in notes if note is not None),
-                    failures_command=failures_command_given(args, db, given, root, settings))
+                    failures_command=failures_command_given(db, given, root, settings))
     source = None if args.once else watch_folder(daemon.root, settings.watch, daemon.stop_event, keep=daemon.worth_holding,
                                                  renamed_from=daemon._written_on)
     with one_writer(db, f"streamrag watch {shell_word(given)}", given=db_given(args, settings)) as daemon.writer_lock:

@@ -245,7 +245,7 @@ def _failures_command(store: Store, db_path: Path, settings: Settings | None) ->
     if not folder and db_path.parent.name == ".streamrag":
         folder = str(db_path.parent.parent.resolve())
     root = Path(_as_given(folder)) if folder else db_path.parent
-    return failures_command_given(None, db_path, root, root, settings)
+    return failures_command_given(db_path, root, root, settings)
 
 
 def check_not_empty(store: Store, db_path: Path, include: list[str], *, settings: Settings | None = None) -> None:
