@@ -2570,12 +2570,21 @@ class Daemon:
         if quiet:   # a retry while the endpoint is still down: its calls go to the next idle line's
             self._ahead = {"chunks": extracted, "llm": spent}
         else:
-            self.emit("idle", f"version {result.version}: {_n(result.documents, 'document')}, "
+            from streamrag.cli import items_left_out, outcome
+
+            # (a sync whose changes all failed, or that changed nothing, said "version 1: ..." as
+            # one that published it: said as `index`'s summary heads it, and as its --json has it)
+            came_to = outcome(result)
+            head = (f"version {result.version}:" if came_to == "published" else
+                    f"nothing published: stays at version {result.version}, {_n(items_left_out(result), 'item')} "
+                    "failed (left out);" if came_to == "nothing_published" else
+                    f"nothing changed: stays at version {result.version};")
+            self.emit("idle", f"{head} {_n(result.documents, 'document')}, "
                               f"{_n(result.entities, 'entity')}, {_n(result.communities, 'community')}; "
                               f"{_n(result.reports_generated, 'report')} written, {number(result.reports_kept)} "
                               f"kept; {calls_said(calls, cached, spent)}; sync {seconds_said(took)}"
                               f"{_joins_moved_said(result)}",
-                      version=result.version, documents=result.documents,
+                      version=result.version, outcome=came_to, published=result.published, documents=result.documents,
                       documents_added=result.documents_added, documents_removed=result.documents_removed,
                       documents_edited=result.documents_edited,
                       documents_unchanged=result.documents_unchanged,

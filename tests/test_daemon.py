@@ -4349,6 +4349,34 @@ def test_once_syncs_and_exits(corpus, tmp_path, capsys):
     assert "no such folder" in capsys.readouterr().err
 
 
+def test_the_idle_line_says_what_the_sync_came_to_as_index_does(cli_run, corpus, simulator, monkeypatch):
+    # A sync whose only change failed said "version 1: 4 documents, ..." as one that published
+    # version 1 did, and its --json had neither `outcome` nor `published` (index --json has both).
+    from streamrag import simulator as sim_module
+
+    def idle(*flags: str) -> tuple[int, list]:
+        out = cli_run("watch", str(corpus), "--once", "--api-base", simulator.base_url, *flags)
+        if flags:
+            lines = [json.loads(line) for line in out.stdout.splitlines()]
+            return out.returncode, [(e["outcome"], e["published"], e["version"]) for e in lines if e["state"] == "idle"]
+        return out.returncode, [line.split("idle", 1)[1].strip() for line in out.stderr.splitlines() if " idle " in line]
+
+    assert idle("--json") == (0, [("published", True, 1)])
+    assert idle("--json") == (0, [("nothing_changed", False, 1)])
+    code, (said,) = idle()
+    assert code == 0 and said.startswith("nothing changed: stays at version 1; 4 documents, "), said
+    monkeypatch.setitem(sim_module.ANSWERS, "extract", lambda messages: "I cannot help with that.")
+    (corpus / "added.txt").write_text("Margaret Hollis met Tomas Brenner at Bergen Harbour.\n")
+    assert idle("--json") == (1, [("nothing_published", False, 1)])
+    code, (said,) = idle()
+    assert code == 1 and said.startswith("nothing published: stays at version 1, 1 item failed (left out); "
+                                         "4 documents, "), said
+    monkeypatch.undo()
+    code, (said,) = idle()
+    assert code == 0 and said.startswith("version 2: 5 documents, "), said
+    assert idle("--json") == (0, [("nothing_changed", False, 2)])
+
+
 def test_a_watch_that_fails_ends_its_json_lines_saying_why(corpus, tmp_path, capsys):
     import socket
 
