@@ -2028,6 +2028,13 @@ class WriterLock:
                 raise refusal from None   # (an index there already: named, not its lock file)
             raise StoreError(f"{self.path}: cannot make the index's lock file ({e.strerror or e}); give "
                              f"{self.given} an index in a folder you may write") from None
+        # An older index is said "upgrading" from the start: this writer upgrades it once its
+        # Store opens (``migrate``), and meanwhile (0.15 s of an `index`) a reader that met the
+        # lock with no note advised stopping it as "an older version". Looked at before the lock
+        # is taken: taken, its file names no holder until written, and the look (0.5 to 10 ms) left
+        # a reader or writer meeting it then to name "another process". (An upgrade another made
+        # meanwhile is found by ``migrate``, which takes the note back.)
+        upgrade_noted = self.noted is None and _older_schema(Path(self.db_path))
         try:
             for wait in (0.01, 0.02, 0.04, 0.08, 0):   # an older streamrag's reader looking holds
                 try:                                  # it shared for a moment
@@ -2050,10 +2057,7 @@ class WriterLock:
             f.truncate(0)
             # (the note too: a lock taken again, its file deleted, lost it, and `ask` said no
             # update was under way during one)
-            # An older index is said "upgrading" from the start: this writer upgrades it once its
-            # Store opens (``migrate``), and meanwhile (0.15 s of an `index`) a reader that met the
-            # lock with no note advised stopping it as "an older version".
-            self._upgrade_noted = self.noted is None and _older_schema(Path(self.db_path))
+            self._upgrade_noted = upgrade_noted
             noted = upgrading_note(SCHEMA_VERSION) if self._upgrade_noted else self.noted
             f.write(self._holder_line() + (f"{noted}\n" if noted else ""))
             f.flush()
@@ -2176,13 +2180,13 @@ def _older_schema(db_path: Path) -> bool:
     index whose -shm is a folder, which the writer then refuses: ``_side_folder``). A schema its
     log alone holds newer is not read (``Store.migrate`` then takes the note back). False when
     there is none, or it cannot be read so."""
-    if not db_path.is_file():
-        return False
     try:
+        if not db_path.is_file():
+            return False
         with contextlib.closing(sqlite3.connect(_reader_uri(db_path, unchanging=True), uri=True)) as conn:
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         return row is not None and 0 < int(row[0]) < SCHEMA_VERSION
-    except (sqlite3.Error, ValueError):
+    except (sqlite3.Error, ValueError, OSError):   # (OSError: a folder on the way not searchable)
         return False
 
 

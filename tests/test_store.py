@@ -321,6 +321,32 @@ def test_an_upgrade_said_as_the_writer_lock_is_taken_is_unsaid_when_another_made
         _one_step_back(db)
 
 
+def test_the_writer_lock_names_its_holder_while_its_writer_looks_at_the_schema(tmp_path, monkeypatch):
+    # `take` looked at the index's schema (to say "upgrading" from the start) with the lock held
+    # and its file cut to nothing, until the look ended (0.5 to 10 ms, where a cut and a write take
+    # microseconds): a second writer meeting it then was refused by "another process", and a
+    # reader of the older index was told to stop it as "an older version". It looks first.
+    import streamrag.store as store_module
+    from streamrag.store import lock_path, one_writer, writer_at_work
+
+    db = tmp_path / "index.db"
+    Store(db).close()
+    _one_step_back(db)
+    seen = []
+    real = store_module._older_schema
+
+    def looking(path):
+        seen.append(writer_at_work(db))   # (what a reader or writer meeting the lock then finds)
+        return real(path)
+
+    monkeypatch.setattr(store_module, "_older_schema", looking)
+    lock_path(db).write_text("pid 999999: streamrag watch notes\n")   # (left by a writer killed -9)
+    with one_writer(db, "streamrag index notes"):
+        assert lock_path(db).read_text() == (f"pid {os.getpid()}: streamrag index notes\n"
+                                             f"upgrading to schema {SCHEMA_VERSION}\n")
+    assert seen == [None]
+
+
 def test_a_writer_whose_upgrade_meets_a_write_lock_does_not_name_itself_as_the_upgrader(tmp_path, monkeypatch):
     # An `index` holding the writer lock notes "upgrading" in it as its upgrade begins; when the
     # upgrade's first write then found another program's write lock held throughout, it read its
