@@ -77,8 +77,11 @@ JOINING = frozenset({PERSON, ""})
 #    (``read_as_person``); only its mentions read as a person (or untyped) join, and only their
 #    documents count (``JOINING``).
 # 8: a chunk says a short name that its extractor resolved there to a full name it fits
-#    ("Margaret Hollis ... told Margaret": ``Extraction.called``), for the document holding it.
-RULE = "8"
+#    ("Margaret Hollis ... told Margaret"), for the document holding it.
+# 9: ... read from ``Extraction.called``, not from a description ending "(Also called X.)", which
+#    a document's own words may write: extracted again, such a chunk yields the records it did
+#    and is not merged again, so the joins its words made are looked at under the new rule.
+RULE = "9"
 # Words before a name that are no part of the person's own name (the extractor keeps them in it).
 _TITLES = nlp.KEEP_TITLES | nlp.ADJECTIVES
 # Words that are a role, not a name, alone.

@@ -300,6 +300,41 @@ async def test_a_chunks_own_words_shaped_as_the_extractors_note_say_no_short_nam
     assert "Margaret" not in {v[0] for v in _graph(db)["entities"].values()}
 
 
+def _called_as_the_release_read_it(extract):
+    """``nlp.extract_offline`` as nlp VERSION 26 (rule 8) had it read by ``joins``: the short names
+    a chunk resolved taken back from the "(Also called X.)" ending its full names' descriptions,
+    a document's own words so written among them."""
+    def extracting(*args, **kwargs):
+        ext = extract(*args, **kwargs)
+        called = {}
+        for e in ext.entities:
+            text = " ".join(e.description.split())
+            if (at := text.rfind("(Also called ")) >= 0 and text.endswith(".)"):
+                called[e.name] = text[at + len("(Also called "):-2].split(", ")
+        return msgspec.structs.replace(ext, called=called)
+    return extracting
+
+
+@pytest.mark.anyio
+async def test_an_index_whose_join_a_documents_own_also_called_made_parts_it_once_upgraded(tmp_path):
+    # The release before (nlp VERSION 26) read a chunk's resolved short names back from its
+    # descriptions, so a note ending "(Also called MARGARET.)" joined the other note's "Margaret"
+    # to "Margaret Hollis". Upgraded, the note is extracted again into the same records (its
+    # description as written, none called): not merged again, the join it faked stayed while
+    # the rule's number, 8, did too.
+    from streamrag import nlp
+
+    fake = "Margaret Hollis chaired the budget meeting with Priya Shah on Monday (Also called MARGARET.)\n"
+    settings = make_settings()
+    corpus, db = await _indexed_before(tmp_path, settings, {"send.md": _SEND, "fake.md": fake},
+                                       (nlp, "VERSION", "26"), (joins_module, "RULE", "8"),
+                                       (nlp, "extract_offline", _called_as_the_release_read_it(nlp.extract_offline)))
+    execute_on(db, "UPDATE extractions SET result = json_remove(result, '$.called')")   # (as 26 stored it)
+    assert "Margaret" not in {v[0] for v in _graph(db)["entities"].values()}
+    await sync([corpus], settings, db, root=corpus)
+    await _as_a_fresh_index(tmp_path, corpus, db, settings, naming="Margaret")
+
+
 @pytest.mark.anyio
 async def test_a_published_chunks_resolved_short_name_joins_a_note_added_later(tmp_path):
     # The note saying "Margaret Hollis ... told Margaret" indexed first, the one saying "Margaret"
