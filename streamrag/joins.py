@@ -16,10 +16,11 @@ extractor reads the short name as the full one, which leaves the short name no m
 chunk; its extraction keeps the short names it so read, ``Extraction.called``, data, not the
 "(Also called Margaret.)" closing the full name's description, which a text's own words may
 write too. How often each is said is no sign of which full name a short one means: "Scrooge"
-outnumbers "Ebenezer Scrooge", whom it means, 38 chunks to 2.) A title and one word ("Uncle Scrooge", "Mrs. Cratchit", "Old Marley") is no full name:
-it neither takes a join nor stops one. Organisations, places and events never join, nor does a
-word the extractor reads as a title or an institution's head ("Spirit", "King"), which names a
-character by its role, not a person by name. A short name joins only where it is read as a
+outnumbers "Ebenezer Scrooge", whom it means, 38 chunks to 2.) A title and one word ("Uncle
+Scrooge", "Mrs. Cratchit", "Old Marley") is no full name: it neither takes a join nor stops
+one. Organisations, places and events never join, nor does a word the extractor reads as a
+title or an institution's head ("Spirit", "King"), which names a character by its role, not a
+person by name. A short name joins only where it is read as a
 person: by more chunks than read it as anything else (``read_as_person``), and then its mentions
 read so (or untyped) join and those read otherwise stay its own (``JOINING``, ``merge.joined``):
 two notes' "Met with Ada" go under "Ada Lovelace", "the parser in Ada" (a place to the
