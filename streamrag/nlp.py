@@ -658,6 +658,12 @@ _SUBJECT_ADVERBS = _GOER_ADVERBS - {"all", "both"} | _words("not still already o
 _MODALS = _words("could should shall")
 # Words after an order's object that are no verb of names listed ("Email Ada and Bo asap").
 _AFTER_AN_OBJECT = _words("asap re")
+# Words ending as a verb's "-ing" does that are prepositions or pronouns, no verb of a name
+# before them ("Call Ada Osk, the clerk, during the break", "Ask Ada Osk anything").
+_ING_NO_VERBS = _words("""
+during according regarding concerning including excluding following pending notwithstanding
+anything something nothing everything
+""")
 # Of _GEO_PREPOSITIONS, those that take someone as readily ("bumped into Ravi", "sat near
 # Priya"): a place's cue by most mentions as ever, not by one (``_locus_before``: "near").
 _NEAR_PREPOSITIONS = _words("into near")
@@ -1287,8 +1293,8 @@ def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int
 
 def _verb_form(w: str) -> bool:
     """Whether a word in lower case reads as a verb (or an adverb) after a subject."""
-    return w.endswith(("ed", "ly", "ing")) or w in _IRREGULAR_VERBS or w in _NARRATIVE_VERBS \
-        or w in _SPEECH_VERBS or w in _LIVING_VERBS or w in _ARRIVING
+    return (w.endswith(("ed", "ly", "ing")) and w not in _ING_NO_VERBS) or w in _IRREGULAR_VERBS \
+        or w in _NARRATIVE_VERBS or w in _SPEECH_VERBS or w in _LIVING_VERBS or w in _ARRIVING
 
 
 def _verb_after(sentence: str, toks: list[_Token], last: int) -> bool:

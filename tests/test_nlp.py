@@ -1200,6 +1200,19 @@ def test_a_name_whose_verb_comes_after_an_aside_a_list_or_what_it_owns_keeps_an_
         assert set(names(text)) == {"Margaret Hollis"}, text
 
 
+def test_a_preposition_or_pronoun_ending_in_ing_is_no_verb_of_the_name_before_it():
+    # Every word ending "-ing" read as a verb: "Call Margaret Hollis during the break." gave "Call
+    # Margaret Hollis", and since 5408e7e looked past an aside and a list, "Call Margaret Hollis,
+    # the treasurer, regarding the budget." and "Email Ada Osk and Bo Lund during lunch." too.
+    for text in ("Call Margaret Hollis during the break.", "Ask Margaret Hollis anything.",
+                 "Call Margaret Hollis, the treasurer, regarding the budget.",
+                 "Call Margaret Hollis, the treasurer, during the break.",
+                 "Ask Margaret Hollis, the treasurer, according to the minutes."):
+        assert set(names(text)) == {"Margaret Hollis"}, text
+    for text in ("Email Ada Osk and Bo Lund during lunch.", "Ask Ada Osk and Bo Lund anything."):
+        assert set(names(text)) == {"Ada Osk", "Bo Lund"}, text
+
+
 def test_a_word_with_a_capital_inside_it_names_a_firm_or_a_product_not_a_person():
     # "GitHub", "PayPal" were people: a lone word with no cue is a person's name by default.
     assert names("We moved the code from GitLab to GitHub and pay by PayPal.") == {
