@@ -199,9 +199,10 @@ from streamrag.sentences import TITLE_SMALL, is_title, joined, table_row_text, t
 #     board. Ada Osk stayed", not "board: Ada Osk stayed": ``sentences.joined``).
 # 27: a sentence opening with an order before a name no verb follows starts no name ("Ask
 #     Margaret about the demo.", not only a list item's), and then loses the name's honorific;
-#     a word with a capital inside it is a firm's or a product's ("GitHub", "PayPal"; not "McDonald");
-#     the shorter names a chunk resolved to a name are kept as data (``Extraction.called``).
-VERSION = "27"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
+#     a word with a capital inside it is a firm's or a product's ("GitHub", "PayPal"; not "McDonald").
+# 28: the shorter names a chunk resolved to a name are kept as data (``Extraction.called``), which
+#     a 27 blob (main before a88308d) lacks: read as resolving none, it parted a join it made.
+VERSION = "28"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
 # The note closing a description of a name its chunk also said shorter ("Margaret Hollis ...

@@ -315,24 +315,31 @@ def _called_as_the_release_read_it(extract):
     return extracting
 
 
+_FAKE = "Margaret Hollis chaired the budget meeting with Priya Shah on Monday (Also called MARGARET.)\n"
+
+
 @pytest.mark.anyio
-async def test_an_index_whose_join_a_documents_own_also_called_made_parts_it_once_upgraded(tmp_path):
-    # The release before (nlp VERSION 26) read a chunk's resolved short names back from its
-    # descriptions, so a note ending "(Also called MARGARET.)" joined the other note's "Margaret"
-    # to "Margaret Hollis". Upgraded, the note is extracted again into the same records (its
-    # description as written, none called): not merged again, the join it faked stayed while
-    # the rule's number, 8, did too.
+@pytest.mark.parametrize("version, meeting, apart", [("26", _FAKE, True), ("27", _HOLLIS, False)],
+                         ids=["release", "main before a88308d"])
+async def test_an_index_whose_rule_8_read_descriptions_joins_as_a_fresh_index_once_upgraded(tmp_path, version,
+                                                                                             meeting, apart):
+    # Rule 8 read a chunk's resolved short names back from its descriptions' "(Also called X.)",
+    # its blobs with no ``Extraction.called``: in the release before (nlp VERSION 26), and on main
+    # until a88308d under VERSION 27. A note whose own words end so ("26") was extracted again into
+    # the same records, not merged again, and kept the join it faked while the rule's number, 8,
+    # did too; a note that does say "Margaret" beside her ("27") was not extracted again (its
+    # blob taken as resolving none), and a run looking at her name parted the join.
     from streamrag import nlp
 
-    fake = "Margaret Hollis chaired the budget meeting with Priya Shah on Monday (Also called MARGARET.)\n"
     settings = make_settings()
-    corpus, db = await _indexed_before(tmp_path, settings, {"send.md": _SEND, "fake.md": fake},
-                                       (nlp, "VERSION", "26"), (joins_module, "RULE", "8"),
+    corpus, db = await _indexed_before(tmp_path, settings, {"send.md": _SEND, "meeting.md": meeting},
+                                       (nlp, "VERSION", version), (joins_module, "RULE", "8"),
                                        (nlp, "extract_offline", _called_as_the_release_read_it(nlp.extract_offline)))
-    execute_on(db, "UPDATE extractions SET result = json_remove(result, '$.called')")   # (as 26 stored it)
+    execute_on(db, "UPDATE extractions SET result = json_remove(result, '$.called')")   # (as they stored it)
     assert "Margaret" not in {v[0] for v in _graph(db)["entities"].values()}
     await sync([corpus], settings, db, root=corpus)
-    await _as_a_fresh_index(tmp_path, corpus, db, settings, naming="Margaret")
+    await _as_a_fresh_index(tmp_path, corpus, db, settings)
+    assert ("Margaret" in {v[0] for v in _graph(db)["entities"].values()}) == apart
 
 
 @pytest.mark.anyio
