@@ -1323,15 +1323,8 @@ def _verb_beyond(sentence: str, toks: list[_Token], last: int) -> bool:
     clerk, about it") and other names it is listed with ("Help Scout and Zendesk compete"; not
     "Email Ada Osk and Bo Lund about the trip"), whose verb a plural subject leaves bare."""
     n = len(toks)
-    if toks[last][_POSS]:
-        j = last
-        while j + 1 < n and j - last < 3 and _plain_gap(sentence, toks[j], toks[j + 1]) \
-                and _owned(toks[j + 1][_TEXT]):
-            j += 1
-        return j > last and j + 1 < n and _plain_gap(sentence, toks[j], toks[j + 1]) \
-            and _verb_at(sentence, toks, j + 1, False)
     listed = False
-    while last + 1 < n:
+    while not toks[last][_POSS] and last + 1 < n:
         nxt = last + 1
         gap = sentence[toks[last][_END]:toks[nxt][_START]].strip()
         if (gap in (",", "&") and toks[nxt][_CAP]) or \
@@ -1347,6 +1340,13 @@ def _verb_beyond(sentence: str, toks: list[_Token], last: int) -> bool:
             return close is not None and _verb_at(sentence, toks, close, listed)
         else:
             break
+    if toks[last][_POSS]:   # (the name's, or the last listed one's: "Ask Ada and Bo Lund's team first")
+        j = last
+        while j + 1 < n and j - last < 3 and _plain_gap(sentence, toks[j], toks[j + 1]) \
+                and _owned(toks[j + 1][_TEXT]):
+            j += 1
+        return j > last and j + 1 < n and _plain_gap(sentence, toks[j], toks[j + 1]) \
+            and _verb_at(sentence, toks, j + 1, False)
     return last + 1 < n and _plain_gap(sentence, toks[last], toks[last + 1]) \
         and _verb_at(sentence, toks, last + 1, listed)
 

@@ -1200,6 +1200,16 @@ def test_a_name_whose_verb_comes_after_an_aside_a_list_or_what_it_owns_keeps_an_
         assert set(names(text)) == {"Margaret Hollis"}, text
 
 
+def test_what_the_last_of_names_listed_owns_is_no_verb_of_theirs():
+    # 5408e7e looked past names listed for a bare verb, and past what a possessive name owns, but
+    # not past what the last listed name owns: "Ask Ada Osk and Bo Lund's team about it." gave
+    # "Ask Ada Osk" ("team" their verb). What it owns is skipped as after a name alone.
+    for text in ("Ask Ada Osk and Bo Lund's team about it.", "Email Ada Osk and Bo Lund's assistant today.",
+                 "Call Ada Osk and Bo Lund's lawyer."):
+        assert set(names(text)) == {"Ada Osk", "Bo Lund"}, text
+    assert set(names("Ping An and Zendesk's profits rose.")) == {"Ping An", "Zendesk"}
+
+
 def test_a_preposition_or_pronoun_ending_in_ing_is_no_verb_of_the_name_before_it():
     # Every word ending "-ing" read as a verb: "Call Margaret Hollis during the break." gave "Call
     # Margaret Hollis", and since 5408e7e looked past an aside and a list, "Call Margaret Hollis,
