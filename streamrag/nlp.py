@@ -1327,10 +1327,11 @@ def _verb_beyond(sentence: str, toks: list[_Token], last: int) -> bool:
     while not toks[last][_POSS] and last + 1 < n:
         nxt = last + 1
         gap = sentence[toks[last][_END]:toks[nxt][_START]].strip()
-        if (gap in (",", "&") and toks[nxt][_CAP]) or \
-                (not gap and toks[nxt][_TEXT] in ("and", "or") and nxt + 1 < n and toks[nxt + 1][_CAP]
-                 and _plain_gap(sentence, toks[nxt], toks[nxt + 1])):
-            last = nxt if gap else nxt + 1
+        # (", and Name" too: a serial comma, "Ring Lardner, Damon Runyon, and Ben Hecht wrote")
+        conj = gap in ("", ",") and toks[nxt][_TEXT] in ("and", "or") and nxt + 1 < n and toks[nxt + 1][_CAP] \
+            and _plain_gap(sentence, toks[nxt], toks[nxt + 1])
+        if conj or (gap in (",", "&") and toks[nxt][_CAP]):
+            last = nxt + 1 if conj else nxt
             while last + 1 < n and toks[last + 1][_CAP] and _plain_gap(sentence, toks[last], toks[last + 1]):
                 last += 1
             listed = True

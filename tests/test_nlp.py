@@ -1200,6 +1200,16 @@ def test_a_name_whose_verb_comes_after_an_aside_a_list_or_what_it_owns_keeps_an_
         assert set(names(text)) == {"Margaret Hollis"}, text
 
 
+def test_names_listed_with_a_serial_comma_are_looked_past_as_without_one():
+    # 5408e7e looked past ", Name", "and Name", "& Name" but not ", and Name": "Ring Lardner, Damon
+    # Runyon, and Ben Hecht wrote stories." gave "Lardner", where without the comma "Ring Lardner".
+    assert set(names("Ring Lardner, Damon Runyon, and Ben Hecht wrote stories.")) == {
+        "Ring Lardner", "Damon Runyon", "Ben Hecht"}
+    assert set(names("Help Scout, Zendesk, and Intercom compete.")) == {"Help Scout", "Zendesk", "Intercom"}
+    for text in ("Email Ada Osk, Bo Lund, and Cy Ray about the trip.", "Invite Ada Osk, Bo Lund, and Cy Ray."):
+        assert set(names(text)) == {"Ada Osk", "Bo Lund", "Cy Ray"}, text
+
+
 def test_what_the_last_of_names_listed_owns_is_no_verb_of_theirs():
     # 5408e7e looked past names listed for a bare verb, and past what a possessive name owns, but
     # not past what the last listed name owns: "Ask Ada Osk and Bo Lund's team about it." gave
