@@ -51,7 +51,7 @@ class _Panel:
         if calls:
             table.add_row("LLM", f"{counted(calls, 'call')}, {number(cached)} cached, {number(tokens)} tokens")
         if c["failures"]:
-            table.add_row("failures", f"[red]{c['failures']}[/red] (see `streamrag status`)")
+            table.add_row("failures", f"[red]{c['failures']}[/red] (listed by `streamrag status --failures`)")
         return table
 
 

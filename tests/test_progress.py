@@ -147,3 +147,19 @@ def test_off_a_terminal_rich_is_not_loaded():
     ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True,
                          stdin=subprocess.DEVNULL)
     assert ran.stdout.strip() == "[]" and untimed(ran.stderr) == ["publishing"], (ran.stdout, ran.stderr)
+
+
+def test_the_panel_points_to_the_command_that_lists_failures():
+    # The panel said "failures 2 (see `streamrag status`)": plain `status` only counts them, and
+    # the run's own summary, printed under the panel that stays, names `status --failures`.
+    import io
+
+    from rich.console import Console
+
+    p = Progress()
+    p.set_stage("publishing")
+    p.add("failures", 2)
+    out = io.StringIO()
+    Console(file=out, width=100, color_system=None).print(shown._Panel(p, lambda: {}, time.monotonic()))
+    line = next(ln for ln in out.getvalue().splitlines() if ln.startswith("failures"))
+    assert "streamrag status --failures" in line, line
