@@ -969,6 +969,21 @@ def test_every_cut_of_an_export_is_unfinished_and_its_older_form_whole(news_expo
             assert export_state(io.BytesIO(text[:cut])) == want, (cut, len(text), text[max(cut - 80, 0):cut])
 
 
+def test_an_older_export_cut_within_its_end_is_unfinished(news_exports):
+    # An export written before the seal ends "\n ]\n}\n": cut between its last "\n" and "}" it
+    # was no unfinished export since d75fda6 (nor a whole one): read as a document, and kept
+    # from `export` without --force. ("\r\n" too, as Windows wrote it.)
+    import io
+
+    from streamrag.exported import UNFINISHED, WHOLE, export_state
+
+    older = _as_older(news_exports["json"].decode("utf-8")).encode("utf-8")
+    for text in (older, older.replace(b"\n", b"\r\n")):
+        told = [export_state(io.BytesIO(text[:len(text) - k])) for k in range(8)]
+        crlf = text.endswith(b"\r\n")
+        assert told == [WHOLE] * (3 if crlf else 2) + [UNFINISHED] * (5 if crlf else 6), told
+
+
 def test_a_users_indent_1_dump_cut_short_is_no_unfinished_export(offline_db, tmp_path, capsys):
     # A user's json.dump(..., indent=1) that opens as an export does (a "version", documents with
     # an id and a path), missing only its last "}" or cut anywhere, was an unfinished export:
