@@ -22,7 +22,7 @@ import msgspec
 from streamrag import index_rows
 from streamrag.config import CONFIG_NAME
 from streamrag.errors import StreamragError, UsageError
-from streamrag.exported import graphml_seal, json_seal, written_by_export
+from streamrag.exported import ROW_KEYS, graphml_seal, json_seal, written_by_export
 from streamrag.loader import include_patterns, matches
 from streamrag.store import Store, alive, lock_path, reading_root
 
@@ -67,33 +67,42 @@ def _sections(store: Store, *, entity_documents: bool = True) -> dict:
             yield {**r, "documents": _paths_of(chunks, chunk_paths) if row_id == r["id"] else []}
 
     def entities():
-        yield from with_documents(_rows(store, "SELECT id, name, type, description, mentions, degree "
+        yield from with_documents(_rows(store, f"SELECT {_columns('entities', but=('documents',))} "
                                                "FROM entities ORDER BY id"), "entity_sources", "entity_id")
 
     def relationships():
         # Their provenance as the entities': a relationship's weight alone did not say which
         # documents it came from (relationship_sources held it, and no export did).
-        yield from with_documents(_rows(store, "SELECT id, source, target, description, weight, mentions, "
-                                               "combined_degree FROM relationships ORDER BY id"),
+        yield from with_documents(_rows(store, f"SELECT {_columns('relationships', but=('documents',))} "
+                                               "FROM relationships ORDER BY id"),
                                   "relationship_sources", "relationship_id")
 
     def reports():
-        for r in _rows(store, "SELECT c.id AS community, r.key, r.title, r.summary, r.rating, "
-                              "r.rating_explanation, r.findings, r.text, r.extractive FROM communities c "
-                              "JOIN reports r ON r.key = c.report_key ORDER BY c.level, c.id"):
+        for r in _rows(store, f"SELECT c.id AS community, {_columns('reports', of='r.', but=('community',))} "
+                              "FROM communities c JOIN reports r ON r.key = c.report_key ORDER BY c.level, c.id"):
             r["findings"] = json.loads(r["findings"])
             r["extractive"] = bool(r["extractive"])
             yield r
 
     return {
-        "documents": _rows(store, "SELECT id, path, title, tokens FROM documents ORDER BY path"),
+        "documents": _rows(store, f"SELECT {_columns('documents')} FROM documents ORDER BY path"),
         "entities": entities(),
         "relationships": relationships(),
-        "claims": _rows(store, "SELECT * FROM claims ORDER BY id"),
+        "claims": _rows(store, f"SELECT {_columns('claims')} FROM claims ORDER BY id"),
         "communities": [{**r, "members": members.get(r["id"], [])} for r in _rows(
-            store, "SELECT id, level, parent, size FROM communities ORDER BY level, id")],
+            store, f"SELECT {_columns('communities', but=('members',))} FROM communities ORDER BY level, id")],
         "reports": reports(),
     }
+
+
+def _columns(section: str, *, of: str = "", but: Sequence[str] = ()) -> str:
+    """The columns (of the table ``of`` names, in a join) that read ``section``'s rows: its members
+    as a JSON export's rows hold them, in their order (``exported.ROW_KEYS``, by which an export cut
+    short is told: one list, so a member the export gains is one it is told by; `SELECT *` of the
+    claims would have exported a column a migration added, and no cut export was told), but those
+    ``but`` names, which ``_sections`` gives them in their place (a report's community first, a
+    row's documents and a community's members last: ROW_KEYS has them there)."""
+    return ", ".join(of + key.decode() for key in ROW_KEYS[section.encode()] if key.decode() not in but)
 
 
 def _chunk_paths(store: Store) -> dict[str, list[str]]:

@@ -69,8 +69,8 @@ _JSON_KEYS = [b"version", b"documents", b"entities", b"relationships", b"claims"
 _JSON_KEY = re.compile(rb'\n "([a-z_]+)": ')
 # A line of a JSON export's body opens with a space; any other is its end ("}"), or no export's.
 _JSON_NOT_BODY = re.compile(rb"\n(?! )")
-# The members of each row of a JSON export's sections, in the order ``export._sections`` reads
-# them (claims: the claims table's columns): an export cut short is told by them too.
+# The members of each row of a JSON export's sections, in order: the one list of them, from which
+# ``export._sections`` reads its rows (``export._columns``) and by which an export cut short is told.
 ROW_KEYS = {
     b"documents": [b"id", b"path", b"title", b"tokens"],
     b"entities": [b"id", b"name", b"type", b"description", b"mentions", b"degree", b"documents"],

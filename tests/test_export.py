@@ -985,6 +985,34 @@ def test_an_older_export_cut_within_its_end_is_unfinished(news_exports):
         assert told == [WHOLE] * (3 if crlf else 2) + [UNFINISHED] * (5 if crlf else 6), told
 
 
+def test_each_row_of_an_export_holds_the_members_a_cut_one_is_told_by(offline_db, tmp_path):
+    # A cut export is told by its rows' members (exported.ROW_KEYS), a second list of what the
+    # export reads: claims were `SELECT *`, so a column a migration adds to the claims table was
+    # exported, and no export with claims, cut short, was told (read as a document, kept from
+    # `export` without --force). Now the export reads the columns ROW_KEYS names: one list.
+    import io
+
+    from streamrag.exported import ROW_KEYS, UNFINISHED, export_state
+
+    db = tmp_path / "index.db"
+    shutil.copy(offline_db, db)
+    with sqlite3.connect(db) as conn:
+        ent, chunk = conn.execute("SELECT entity_id, chunk_id FROM entity_sources LIMIT 1").fetchone()
+        conn.execute("INSERT INTO claims VALUES ('clm-1', ?, NULL, 'FACT', 'TRUE', NULL, '2031-01-01', "
+                     "'Mara \"kept\" it\n}\n ],', 'x', ?)", (ent, chunk))
+        conn.execute("ALTER TABLE claims ADD COLUMN confidence REAL")   # (as a migration might)
+    conn.close()
+    text = _exported(db, tmp_path / "graph.json")
+    exported = json.loads(text)
+    for section, keys in ROW_KEYS.items():
+        rows = exported[section.decode()]
+        assert rows and all(list(row) == [k.decode() for k in keys] for row in rows), (section, rows[0])
+    ours = text.encode("utf-8")
+    at = ours.index(b'"claims": [')
+    for cut in (at + 60, ours.index(b'"communities": [') - 10, len(ours) - 90):
+        assert export_state(io.BytesIO(ours[:cut])) == UNFINISHED, ours[cut - 60:cut]
+
+
 def _cuts(text: bytes, fmt: str) -> set[int]:
     """Where ``test_every_cut_of_an_export_is_unfinished_and_its_older_form_whole`` cuts an export:
     GraphML every 211th byte and about every 50th line's first bytes; JSON, each of whose cuts
