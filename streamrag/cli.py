@@ -1175,8 +1175,11 @@ def cmd_ask_checked(args: argparse.Namespace) -> int:
             raise UsageError(f"--level only applies to global search; drop it, or use --mode global "
                              f"instead of --mode {args.mode}")
         args.mode = "global"  # --level asks for static global search, so auto does not pick local
-        if args.level >= 0:
-            _note_clamped_level(args)
+    if 1 in closed_at_start:   # (the answer went to /dev/null, the model's calls paid, and it exited 0)
+        raise StreamragError("standard output is closed (>&-), where `ask` prints its answer, which would be "
+                             "lost; redirect standard output to a file (e.g. > answer.txt)")
+    if args.level is not None and args.level >= 0:
+        _note_clamped_level(args)
     return cmd_ask(args)
 
 
@@ -1717,7 +1720,7 @@ def _open_closed_std_streams() -> None:
     ``print(file=sys.stderr)`` wrote to stdout (into ``--json``'s object), ``sys.stdout.write``
     raised AttributeError, and the next file opened (the index's lock file) took the free
     descriptor, where any write to the stream would have landed. What is sent to it is dropped
-    (a command whose output is the point asks ``closed_at_start``: `export - >&-`)."""
+    (a command whose output is the point asks ``closed_at_start``: `export - >&-`, `ask Q >&-`)."""
     for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
         try:
             os.fstat(fd)

@@ -74,10 +74,13 @@ def indexed(indexed_once, tmp_path) -> Path:
                                   ("export", "-")])
 def test_with_stdout_closed_every_command_ends_alike(indexed, args):
     # ask and export - ended in a traceback (sys.stdout is None), status and --json quietly.
-    # (export -, whose output is the point, now fails with one line: test_export's
-    # test_an_export_to_a_closed_standard_output_fails)
+    # Their output is the point: then it went to /dev/null with exit 0 (ask's answer paid for).
+    # Now each fails with one line (export: test_export's test_an_export_to_a_closed_standard_output_fails).
     out = run(*args, cwd=indexed, close=(1,))
-    assert out.returncode == (1 if args[0] == "export" else 0) and "Traceback" not in out.stderr, out.stderr
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.startswith(f"streamrag: error: standard output is closed (>&-), where `{args[0]}{' -' if args[0] == 'export' else ''}` "
+                               f"{'writes the export' if args[0] == 'export' else 'prints its answer'}, which "
+                               "would be lost"), out.stderr
 
 
 def test_losing_stderr_does_not_end_the_run(corpus):
