@@ -309,7 +309,11 @@ def export(store: Store, out: Path, fmt: str, *, settings_files: Iterable[Path] 
 
     Written as it is read, in one read transaction. A file is written beside ``out`` (beside the
     file it leads to, for a link) and renamed over it at the end, so an export that fails leaves
-    the previous file as it was, and a reader meets the old file or the new one, whole.
+    the previous file as it was, and a reader meets the old file or the new one, whole. But where
+    that file has other hard links, or an owner the new one cannot be given (``_kept_in_place``),
+    the written file is then copied into it in place, as `cp` writes: a reader may meet it
+    part-written, and a stop (or a full disk) during the copy leaves it cut short under every
+    name, the old export lost (told so: ``exported.UNFINISHED``; the next export replaces it).
     """
     check_out(out, fmt)
     check_not_input(store, out, fmt, settings_files, include, force=force)
