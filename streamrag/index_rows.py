@@ -1499,9 +1499,11 @@ def _write_chunks(store: Store, change: Change, state: GraphState, key: str) -> 
     if most:
         _delete_most(store, of_chunks, change.removed_chunks)
     else:
-        delete_fts(store, "chunks_fts", change.removed_chunks)
-        for table, column in of_chunks[1:]:
-            delete_in(store, table, column, change.removed_chunks)
+        for table, column in of_chunks:   # (a full-text table's rows in one look: ``delete_fts``)
+            if table.endswith("_fts"):
+                delete_fts(store, table, change.removed_chunks)
+            else:
+                delete_in(store, table, column, change.removed_chunks)
     # Live chunks and provenance. A chunk that leaves keeps its extractions (a file changed back
     # costs nothing), dated from now for ``prune`` in extractions_left (dated in their own rows,
     # each update changed a page: 18 of the 19.8 MB of WAL a 25 MB file's removal wrote).
