@@ -2175,19 +2175,44 @@ def update_under_way(db_path: Path | str) -> dict | None:
 
 
 def _older_schema(db_path: Path) -> bool:
-    """Whether the index at ``db_path`` is an older streamrag's, by the schema its file holds, read
-    as an unchanging file: no lock, nothing made beside it (a reader's look left a -wal beside an
-    index whose -shm is a folder, which the writer then refuses: ``_side_folder``). A schema its
-    log alone holds newer is not read (``Store.migrate`` then takes the note back). False when
-    there is none, or it cannot be read so."""
+    """Whether the index at ``db_path`` is an older streamrag's, by its committed schema
+    (``committed_schema``); False when it has none, or it cannot be read."""
+    return 0 < (committed_schema(db_path) or SCHEMA_VERSION) < SCHEMA_VERSION
+
+
+def committed_schema(db_path: Path | str) -> int | None:
+    """The schema version the index at ``db_path`` holds committed, read with no lock and nothing
+    made beside it; None when there is none, or it cannot be read so (``Store`` says why).
+
+    Where a -wal holding writes and a -shm lie beside it as files (a writer at work, or one
+    killed), it is read through them, read-only: an upgrade another process made, its log not
+    yet folded in, is the log's alone (the file at 31, the log at 32), and the file read alone
+    judged the index older. Otherwise the file is read as unchanging (``immutable``), the log, if
+    any, ignored: a reader's connection would make a -shm (and a -wal) beside it, and one beside
+    an index whose -shm is a folder was left there, which the writer then refuses
+    (``_side_folder``). An upgrade the log alone holds then goes unread (``Store.migrate`` takes
+    back the "upgrading" said of it)."""
+    path = Path(db_path)
     try:
-        if not db_path.is_file():
-            return False
-        with contextlib.closing(sqlite3.connect(_reader_uri(db_path, unchanging=True), uri=True)) as conn:
-            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        return row is not None and 0 < int(row[0]) < SCHEMA_VERSION
-    except (sqlite3.Error, ValueError, OSError):   # (OSError: a folder on the way not searchable)
-        return False
+        if not path.is_file():
+            return None
+        wal = Path(f"{path}-wal")
+        logged = wal.is_file() and Path(f"{path}-shm").is_file() and wal.stat().st_size > 0
+    except OSError:   # (a folder on the way not searchable)
+        return None
+    # (read through the log where it cannot be, its -shm read-only to the user with no writer
+    # to have set it up: the file's own schema, as before)
+    for unchanging in (False, True) if logged else (True,):
+        try:
+            with contextlib.closing(sqlite3.connect(_reader_uri(path, unchanging=unchanging), uri=True)) as conn:
+                row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        except sqlite3.Error:
+            continue
+        try:
+            return int(row[0]) if row else None
+        except ValueError:
+            return None
+    return None
 
 
 def upgrading_note(schema: int) -> str:

@@ -347,6 +347,82 @@ def test_the_writer_lock_names_its_holder_while_its_writer_looks_at_the_schema(t
     assert seen == [None]
 
 
+def test_an_upgrade_another_process_made_that_its_log_alone_holds_is_not_said_under_way(tmp_path):
+    # The look at the schema as the writer lock is taken read the index file alone (immutable),
+    # so an index another process had upgraded, its write-ahead log not yet folded in (the file
+    # at the schema before, the log at this one), was judged older: the lock said "upgrading"
+    # until the writer's Store opened, and a second writer meeting it was told "which is
+    # upgrading it". With a -wal holding writes and a -shm beside it, it reads through the log.
+    import sqlite3
+
+    from streamrag.errors import WriterBusyError
+    from streamrag.store import committed_schema, lock_path, one_writer
+
+    db = tmp_path / "index.db"
+    Store(db).close()
+    _one_step_back(db)
+    held = sqlite3.connect(db)   # (the other process, at work: its log not folded in at its close)
+    try:
+        held.execute("SELECT 1 FROM meta").fetchone()
+        with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as other:
+            other.execute("PRAGMA wal_autocheckpoint = 0")
+            other.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)) as file_alone:
+            assert file_alone.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (
+                str(SCHEMA_VERSION - 1),)
+        beside = {f.name: (f.stat().st_size, f.stat().st_mtime_ns) for f in tmp_path.iterdir()}
+        assert beside["index.db-wal"][0] > 0 and "index.db-shm" in beside
+        assert committed_schema(db) == SCHEMA_VERSION
+        with one_writer(db, "streamrag index notes"):
+            assert lock_path(db).read_text() == f"pid {os.getpid()}: streamrag index notes\n"
+            with pytest.raises(WriterBusyError) as busy:
+                with one_writer(db, "streamrag vacuum"):
+                    pass
+            assert "upgrading" not in str(busy.value), busy.value
+        lock_path(db).unlink()
+        # (read with nothing made or changed beside it: the log and the file as they were)
+        assert {f.name: (f.stat().st_size, f.stat().st_mtime_ns) for f in tmp_path.iterdir()
+                if f.name != "index.db-shm"} == {n: v for n, v in beside.items() if n != "index.db-shm"}
+    finally:
+        held.close()
+    assert committed_schema(db) == SCHEMA_VERSION   # (folded in)
+
+
+def test_the_committed_schema_is_the_file_s_where_its_log_cannot_be_read_making_nothing(tmp_path):
+    # A -wal with no -shm beside it (or one that is a folder): a reader's connection would make
+    # the -shm, so the file alone is read, as unchanging, and nothing is made.
+    import sqlite3
+
+    from streamrag.store import committed_schema
+
+    db = tmp_path / "index.db"
+    Store(db).close()
+    _one_step_back(db)
+    code = ("import sqlite3, sys, time\n"
+            "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+            "c.execute('PRAGMA wal_autocheckpoint = 0')\n"
+            f"c.execute(\"UPDATE meta SET value = '{SCHEMA_VERSION}' WHERE key = 'schema_version'\")\n"
+            "print('upgraded', flush=True)\n"
+            "time.sleep(60)\n")
+    child = subprocess.Popen([sys.executable, "-c", code, str(db)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline() == "upgraded\n"
+    finally:
+        child.kill()   # (killed -9: its -wal and -shm left)
+        child.wait()
+        child.stdout.close()
+    assert committed_schema(db) == SCHEMA_VERSION   # (read through the log it left)
+    Path(f"{db}-shm").unlink()
+    names = sorted(f.name for f in tmp_path.iterdir())
+    assert committed_schema(db) == SCHEMA_VERSION - 1
+    Path(f"{db}-shm").mkdir()
+    assert committed_schema(db) == SCHEMA_VERSION - 1
+    Path(f"{db}-shm").rmdir()
+    assert sorted(f.name for f in tmp_path.iterdir()) == names
+    with contextlib.closing(sqlite3.connect(db)) as conn:   # (the log read in by a writer: all there)
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
+
+
 def test_a_writer_whose_upgrade_meets_a_write_lock_does_not_name_itself_as_the_upgrader(tmp_path, monkeypatch):
     # An `index` holding the writer lock notes "upgrading" in it as its upgrade begins; when the
     # upgrade's first write then found another program's write lock held throughout, it read its
