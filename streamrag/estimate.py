@@ -106,7 +106,7 @@ from streamrag.reports import ReportContext, build_context, claim_lines_redone, 
 from streamrag.records import Chunk, Claim, ClaimRecord, Community, Extraction, Relationship, RelationshipRecord
 from streamrag.sentences import sentences_of
 from streamrag.status import llm_summary, unusable_said
-from streamrag.store import (SCHEMA_VERSION, Store, _uri_path, alive, as_it_lies, index_files, reader_in_place,
+from streamrag.store import (SCHEMA_VERSION, Store, alive, as_it_lies, committed_schema, index_files, reader_in_place,
                              without_index_files)
 from streamrag.summarizer import (SUMMARY_HEADROOM, asks_model, new_summary_input, summary_input, summary_messages,
                                   within_budget, without_model)
@@ -160,22 +160,10 @@ def _published(db: Path, stack: contextlib.ExitStack) -> Store | None:
     if not db.exists():
         return None
     try:
-        if 0 < (_schema_of(db) or SCHEMA_VERSION) < SCHEMA_VERSION:
+        if 0 < (committed_schema(db) or SCHEMA_VERSION) < SCHEMA_VERSION:
             return reader_in_place(db) or _upgraded_copy(db, stack)
         return Store(db, readonly=True)
     except IndexMissingError:
-        return None
-
-
-def _schema_of(db: Path) -> int | None:
-    """The schema version the index file at ``db`` holds, read as an unchanging file (no lock,
-    nothing made beside it; a write-ahead log is not read: a schema its log alone holds newer is
-    only copied for nothing), or None when it cannot be read so (``Store`` says why)."""
-    try:
-        with contextlib.closing(sqlite3.connect(f"{_uri_path(db)}?mode=ro&immutable=1", uri=True)) as conn:
-            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        return int(row[0]) if row else None
-    except (sqlite3.Error, ValueError):
         return None
 
 
