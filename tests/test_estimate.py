@@ -2359,12 +2359,17 @@ async def older_index(corpus: Path, tmp_path: Path, back: int = 2) -> tuple[Path
     return db, temp
 
 
+@pytest.mark.parametrize("read_only", [False, True], ids=["writable", "file read-only to the user"])
 async def test_an_estimate_reads_an_older_index_in_place_where_its_upgrade_would_change_nothing(
-        cli_run, corpus, tmp_path, monkeypatch):
+        cli_run, corpus, tmp_path, monkeypatch, read_only):
     # It read an upgraded copy of every older index, the whole index copied into the temporary
     # folder (a 372 MB index: 4.8 s, 2.8 s in place), even where the steps it lacks would change
     # no row of it (its chunks all counted), as a reader that cannot write it reads it in place.
+    # The index is left as it was: its bytes, its mtime, and nothing left beside it (a reader of
+    # a file read-only to the user makes no -wal or -shm there, which it could not remove).
     import hashlib
+    import subprocess
+    import sys
     import tempfile
 
     from streamrag.store import SCHEMA_VERSION
@@ -2372,11 +2377,27 @@ async def test_an_estimate_reads_an_older_index_in_place_where_its_upgrade_would
     db, temp = await older_index(corpus, tmp_path, back=1)
     (corpus / "added.txt").write_text("Mayor Anna Berg met Captain Olaf Lind in Port Vell.")
     digest = hashlib.sha256(db.read_bytes()).hexdigest()
-    monkeypatch.setattr(tempfile, "tempdir", str(temp))   # (TMPDIR, as this process read it)
-    out = cli_run("index", str(corpus), "--estimate", "--offline", "--json", "--db", str(db))
+    stamp = db.stat().st_mtime_ns
+    beside = sorted(f.name for f in db.parent.iterdir())
+    args = ["index", str(corpus), "--estimate", "--offline", "--json", "--db", str(db)]
+    if read_only:   # (as a user the file's mode holds: root ignores it, so its capabilities dropped)
+        drop = [] if os.geteuid() != 0 else ["setpriv", "--inh-caps=-all", "--bounding-set=-all"]
+        if drop and not shutil.which("setpriv"):
+            pytest.skip("root, and no setpriv to drop its capabilities")
+        db.chmod(0o444)
+        try:
+            out = subprocess.run([*drop, sys.executable, "-m", "streamrag", *args], env=clean_env(TMPDIR=str(temp)),
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+        finally:
+            db.chmod(0o644)
+    else:
+        monkeypatch.setattr(tempfile, "tempdir", str(temp))   # (TMPDIR, as this process read it)
+        out = cli_run(*args)
     assert out.returncode == 0, out.stderr
     assert "upgraded copy" not in out.stderr and list(temp.iterdir()) == [], out.stderr
     assert hashlib.sha256(db.read_bytes()).hexdigest() == digest
+    assert db.stat().st_mtime_ns == stamp
+    assert sorted(f.name for f in db.parent.iterdir()) == beside
     in_place = json.loads(out.stdout)
     assert in_place["documents_added"] == 1, in_place
     assert cli_run("status", "--db", str(db)).returncode == 0   # (upgraded: the same estimate)
