@@ -657,8 +657,9 @@ _GOER_ADVERBS = _words("all both then also just soon later finally eventually on
 # all details"), and modals _IRREGULAR_VERBS lacks (``_verb_beyond``)
 _SUBJECT_ADVERBS = _GOER_ADVERBS - {"all", "both"} | _words("not still already often always ever")
 _MODALS = _words("could should shall")
-# Words after an order's object that are no verb of names listed ("Email Ada and Bo asap").
-_AFTER_AN_OBJECT = _words("asap re")
+# Bare verbs _verb_form knows, some past tenses too ("Help Ada and Bo set up", "Let Ada and Bo
+# stay"): no past tense after names listed (``_finite_past``).
+_BARE_VERBS = _words("beat hit hurt lay let put quit read set shut spread arrive land dock stop stay live")
 # Words ending as a verb's "-ing" does that are prepositions or pronouns, no verb of a name
 # before them ("Call Ada Osk, the clerk, during the break", "Ask Ada Osk anything").
 _ING_NO_VERBS = _words("""
@@ -1320,8 +1321,9 @@ def _verb_beyond(sentence: str, toks: list[_Token], last: int) -> bool:
     the subject, no order's object (``_mention_from_run``; not "Call Margaret Hollis soon.").
     Past what it owns ("Ping An's profits rose"; not "Check Margaret Hollis's numbers."), an
     aside between commas ("Ask Jeeves, the search engine, was renamed"; not "Call Bob Lin, the
-    clerk, about it") and other names it is listed with ("Help Scout and Zendesk compete"; not
-    "Email Ada Osk and Bo Lund about the trip"), whose verb a plural subject leaves bare."""
+    clerk, about it") and other names it is listed with ("Ring Lardner and Damon Runyon wrote";
+    not "Email Ada Osk and Bo Lund about the trip"; past them an auxiliary or a past tense only:
+    ``_verb_at``)."""
     n = len(toks)
     listed = False
     while not toks[last][_POSS] and last + 1 < n:
@@ -1359,22 +1361,30 @@ def _owned(w: str) -> bool:
         and w not in _AUXILIARIES and not _verb_form(w)
 
 
-def _verb_at(sentence: str, toks: list[_Token], j: int, plural: bool) -> bool:
-    """Whether token ``j`` (after a subject) opens its verb: a modal, or a verb at once or past an
-    adverb (``_verb_word``); after names listed (``plural``) an auxiliary or a verb's bare form
-    too ("Help Scout and Zendesk compete"): a word no preposition, article or other common word,
-    nor a plural noun ("Give Ada and Bo tickets")."""
+def _verb_at(sentence: str, toks: list[_Token], j: int, finite: bool) -> bool:
+    """Whether token ``j`` opens the verb of the subject before it: a modal, or a verb at once or
+    past an adverb (``_verb_word``). After names listed (``finite``), where an order's second
+    object or its adverb follows as readily ("Give Ada and Bo feedback", "Send Ada and Bo home"),
+    only an auxiliary or a past tense (``_finite_past``: "Ask Jeeves and Bing are", "Ring Lardner
+    and Damon Runyon wrote"). Not a bare verb ("Help Scout and Zendesk compete" reads as "Help
+    Ada and Bo move"), nor an "-s" (a plural subject's verb has none, a noun may: "Give Ada and
+    Bo hugs")."""
     w = toks[j][_TEXT]
-    if w in _MODALS or (plural and w in _AUXILIARIES):
+    if w in _MODALS or (finite and w in _AUXILIARIES):
         return True
     if (w in _SUBJECT_ADVERBS or (w.islower() and w.endswith("ly"))) and j + 1 < len(toks) \
             and _plain_gap(sentence, toks[j], toks[j + 1]):
         w = toks[j + 1][_TEXT]
-    if not plural:
+    if not finite:
         return _verb_word(w)
-    # (no "-s": "Give Ada and Bo tickets")
-    return w.isalpha() and w.islower() and not w.endswith(("s", "ly")) and w not in _NO_NOUNS \
-        and (_verb_form(w) or (w not in _COMMON and w not in TITLE_SMALL and w not in _AFTER_AN_OBJECT))
+    return w.isalpha() and w.islower() and _verb_form(w) and _finite_past(w)
+
+
+def _finite_past(w: str) -> bool:
+    """Whether a word read as a verb (``_verb_form``) is a past tense no bare verb, "-s" plural or
+    "-ing" noun shares ("wrote", "merged", "met"; not "set", "stay", "leads", "funding"), nor a
+    common word ending so ("indeed", "hundred")."""
+    return not w.endswith(("s", "ing", "ly")) and w not in _BARE_VERBS and not (w.endswith("ed") and w in _COMMON)
 
 
 def _noun_at(sentence: str, toks: list[_Token], j: int) -> bool:
