@@ -1322,8 +1322,8 @@ def _verb_beyond(sentence: str, toks: list[_Token], last: int) -> bool:
     Past what it owns ("Ping An's profits rose"; not "Check Margaret Hollis's numbers."), an
     aside between commas ("Ask Jeeves, the search engine, was renamed"; not "Call Bob Lin, the
     clerk, about it") and other names it is listed with ("Ring Lardner and Damon Runyon wrote";
-    not "Email Ada Osk and Bo Lund about the trip"; past them an auxiliary or a past tense only:
-    ``_verb_at``)."""
+    not "Email Ada Osk and Bo Lund about the trip"); past names listed or what a name owns an
+    auxiliary or a past tense only (``_verb_at``)."""
     n = len(toks)
     listed = False
     while not toks[last][_POSS] and last + 1 < n:
@@ -1349,7 +1349,7 @@ def _verb_beyond(sentence: str, toks: list[_Token], last: int) -> bool:
                 and _owned(toks[j + 1][_TEXT]):
             j += 1
         return j > last and j + 1 < n and _plain_gap(sentence, toks[j], toks[j + 1]) \
-            and _verb_at(sentence, toks, j + 1, False)
+            and _verb_at(sentence, toks, j + 1, True)
     return last + 1 < n and _plain_gap(sentence, toks[last], toks[last + 1]) \
         and _verb_at(sentence, toks, last + 1, listed)
 
@@ -1363,12 +1363,13 @@ def _owned(w: str) -> bool:
 
 def _verb_at(sentence: str, toks: list[_Token], j: int, finite: bool) -> bool:
     """Whether token ``j`` opens the verb of the subject before it: a modal, or a verb at once or
-    past an adverb (``_verb_word``). After names listed (``finite``), where an order's second
-    object or its adverb follows as readily ("Give Ada and Bo feedback", "Send Ada and Bo home"),
-    only an auxiliary or a past tense (``_finite_past``: "Ask Jeeves and Bing are", "Ring Lardner
-    and Damon Runyon wrote"). Not a bare verb ("Help Scout and Zendesk compete" reads as "Help
-    Ada and Bo move"), nor an "-s" (a plural subject's verb has none, a noun may: "Give Ada and
-    Bo hugs")."""
+    past an adverb (``_verb_word``). After names listed or what a possessive owns (``finite``),
+    where an order's second object or its adverb follows as readily ("Give Ada and Bo feedback",
+    "Send Ada and Bo home"), or the owned noun goes on ("Ask Ada Osk's team leads first", "Send
+    Ada Osk's team meeting notes"), only an auxiliary or a past tense (``_finite_past``: "Ask
+    Jeeves and Bing are", "Ring Lardner and Damon Runyon wrote", "Ping An's profits rose"). Not
+    a bare verb ("Help Scout and Zendesk compete" reads as "Help Ada and Bo move"), nor an "-s"
+    (a plural subject's verb has none, a noun may: "Give Ada and Bo hugs")."""
     w = toks[j][_TEXT]
     if w in _MODALS or (finite and w in _AUXILIARIES):
         return True

@@ -1245,6 +1245,23 @@ def test_after_names_listed_only_an_auxiliary_or_a_past_tense_is_their_verb():
     # move" does, and "Help Scout" loses "Help" as it did before 5408e7e.)
 
 
+def test_after_what_a_possessive_owns_only_an_auxiliary_or_a_past_tense_is_its_verb():
+    # 5408e7e read a verb past what a possessive name owns, any word _verb_word takes for one, so
+    # an "-s" or "-ing" word that goes on with the owned noun made an order's object the subject:
+    # "Ask Ada and Bo Lund's team leads first." gave "Ask Ada", "Ask Ada Osk's team leads first."
+    # "Ask Ada Osk" (orders before 5408e7e). Now, as past names listed, an auxiliary or a past
+    # tense only.
+    for text in ("Ask Ada and Bo Lund's team leads first.", "Send Ada and Bo Lund's team meeting notes."):
+        assert set(names(text)) == {"Ada", "Bo Lund"}, text
+    for text in ("Ask Ada Osk's team leads first.", "Send Ada Osk's team meeting notes.",
+                 "Give Ada Osk's kids hugs."):
+        assert set(names(text)) == {"Ada Osk"}, text
+    # What a name owns, then its verb, is the name's still; and an auxiliary is a verb there too.
+    for text in ("Ping An's profits rose.", "Ping An's profits jumped sharply.", "Ping An's shares were sold."):
+        assert set(names(text)) == {"Ping An"}, text
+    assert set(names("Ping An and Zendesk's profits rose.")) == {"Ping An", "Zendesk"}
+
+
 def test_a_preposition_or_pronoun_ending_in_ing_is_no_verb_of_the_name_before_it():
     # Every word ending "-ing" read as a verb: "Call Margaret Hollis during the break." gave "Call
     # Margaret Hollis", and since 5408e7e looked past an aside and a list, "Call Margaret Hollis,
