@@ -83,11 +83,12 @@ How a chunk is read:
   "Highgate said no").
 * Types come from cues: event words at the end (holidays too: "Easter"), organisation words
   anywhere, a capital inside a word, as firms and products write it ("GitHub", "PayPal"; not a
-  surname's prefix nor a given name: "McDonald", "LeBron", "JoAnn"; nor a degree: "PhD"; nor in
-  a name opening with a given name: "Ann AbuBakr"; a person's cue beats it), place suffixes and
-  prefixes, a small gazetteer, "in"/"near"/"à"/"в" before the name, honorifics, a building's head
-  after a determiner ("the Mansion House", "at the Lantern Hall", "the Golden Temple"); otherwise
-  a multi-word name is a person, and so is a lone word. A lone word ending as places do ("Bradford",
+  surname's prefix nor a given name: "McDonald", "LeBron", "JoAnn"; nor a degree: "PhD"; nor a
+  surname's prefix in a name opening with a given name: "Ann AbuBakr", not "Sam GitHub"; a
+  person's cue beats it), place suffixes and prefixes, a small gazetteer, "in"/"near"/"à"/"в"
+  before the name, honorifics, a building's head after a determiner ("the Mansion House", "at
+  the Lantern Hall", "the Golden Temple"); otherwise a multi-word name is a person, and so is a
+  lone word. A lone word ending as places do ("Bradford",
   "Whitechapel") is a place unless the chunk gives it a person's cue: an honorific ("Ms.
   Belford") or a kept title ("Mrs. Thornbury"), a verb of speech beside it ("Ruvford said";
   not "said Oxford scored", where a verb after it makes it what was said)
@@ -417,6 +418,9 @@ _PARTICLES = _words("van von der den de du da di del della la le ten ter bin al 
 # ... and the prefixes a surname or a given name glues to a capital ("McDonald", "MacArthur",
 # "FitzGerald", "VanderMeer", "DeShawn", "LeBron", "DiCaprio", "JaVale"): no firm's capital inside a word.
 _GLUED_PREFIXES = _PARTICLES | _words("mc mac fitz vander st o ja ka ke sha ta")
+# ... and those a surname glues that a firm's name may open with as well ("AbuBakr", "DosSantos",
+# "IbnSaud", "BenAri"): a person's capital only in a name opening with a given name (``_resolve``).
+_SURNAME_GLUES = _words("abu abd abdel abdul ibn ben bint bar dos das des ap ab ould")
 # Degrees after a person's name ("Kim Lowe PhD"), whose capitals inside say no firm.
 _DEGREES = _words("phd edd psyd dphil mphil dsc msc bsc meng beng mres mst pharmd drph thd dmin llb llm lld")
 # German capitalises every noun, so a capital there says little (see the module notes). A chunk
@@ -1668,6 +1672,18 @@ def _camel(word: str) -> bool:
     return False
 
 
+def _glued_surname(word: str) -> bool:
+    """Whether every capital inside a word follows a prefix a surname glues ("AbuBakr",
+    "DosSantos": ``_SURNAME_GLUES``, besides ``_camel``'s "McKay"), as no firm's does ("HealthTech")."""
+    for k in range(1, len(word)):
+        if word[k].isupper() and word[k - 1].islower():
+            prefix = _PART_BREAK.split(word[:k])[-1].lower()
+            if prefix not in _SURNAME_GLUES and prefix not in _GLUED_PREFIXES \
+                    and _CAMEL_PART.match(word, k).group().lower() not in _FIRST_NAMES:
+                return False
+    return True
+
+
 def _place_word(name: str) -> str | None:
     """Whether a lone word ends as a place's name does: "place" ("Bradford", "Portsmouth"),
     "surname" for the endings surnames share ("Cornhill", "Ashbury": ``_SURNAME_PLACE_ENDINGS``),
@@ -1703,9 +1719,12 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
     cue = {name: _cue_type(name) for name in by_name}
     # A name with a word that bears a capital inside it ("GitHub", "PayPal", "YouTube Music",
     # "Azure OpenAI") is a firm's or a product's, unless a person's cue says otherwise ("JaVale
-    # said") or it opens with a given name ("Ann AbuBakr", "Ann DosSantos": a surname's shape).
+    # said") or it opens with a given name and each such word glues a surname's prefix ("Ann
+    # AbuBakr", "Ann DosSantos"; not "Grace HealthTech", "Sam GitHub": a given name opens firms'
+    # names too).
     cue.update((n, "organization") for n, ms in by_name.items() if cue[n] is None and any(map(_camel, n.split()))
-               and not (" " in n and n.split()[0].lower() in _FIRST_NAMES)
+               and not (" " in n and n.split()[0].lower() in _FIRST_NAMES
+                        and all(_glued_surname(w) for w in n.split()[1:] if _camel(w)))
                and not any(m.honorific or m.title or m.speaks for m in ms))
     if german:      # a lone German noun is no body for being an English one ("Gas", "Post")
         cue.update((n, None) for n, c in cue.items()

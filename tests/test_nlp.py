@@ -1312,6 +1312,18 @@ def test_a_name_opening_with_a_given_name_or_ending_with_a_degree_is_a_persons_b
     assert names("We moved the code to Azure OpenAI at noon.") == {"Azure OpenAI": "organization"}
 
 
+def test_a_firms_name_opening_with_a_given_name_is_a_firms_by_its_capital_inside():
+    # 6691a70 made every name opening with a given name a person's whatever its capital inside,
+    # so firms named so were people: "Grace HealthTech", "Sam GitHub". Now the given name excuses
+    # only a capital after a surname's glued prefix ("Ann AbuBakr", "Ann Smith-AbuBakr").
+    assert names("We met Grace HealthTech at noon.") == {"Grace HealthTech": "organization"}
+    assert names("We moved the code to Sam GitHub at noon.") == {"Sam GitHub": "organization"}
+    assert names("We met Ann Smith-AbuBakr and Tom BenAri at noon.") == {
+        "Ann Smith-AbuBakr": "person", "Tom BenAri": "person"}
+    # A person's cue beats the shape, as ever.
+    assert names("Grace HealthTech said no.") == {"Grace HealthTech": "person"}
+
+
 def test_a_notes_past_tense_opening_a_sentence_is_no_part_of_the_name_after_it():
     # "Met Ada again." gave a person "Met Ada": a list item's opening order was dropped
     # ("- Call Ada"), not a note's past tense with its subject left out.
