@@ -90,6 +90,7 @@ from collections import Counter
 from collections.abc import AsyncIterable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from stat import S_ISREG
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -480,12 +481,15 @@ def _opens_as_export(path: Path) -> bool:
     """Whether the file ``path`` opens as one `streamrag export` wrote (``exported_head``: needed,
     not enough; an unreadable one does not). Asked of every new file of a batch: a descriptor, not
     a file object (half the CPU: 20,000 files, 0.09 s, not 0.2 s); opened without waiting (a FIFO
-    made since its stat does not hold the thread)."""
+    made since its stat does not hold the thread), and read only if a regular file (a FIFO's
+    writer's data was read away from its reader)."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError:
         return False
     try:
+        if not S_ISREG(os.fstat(fd).st_mode):
+            return False
         head = b""
         while len(head) < HEAD_BYTES and (part := os.read(fd, HEAD_BYTES - len(head))):
             head += part

@@ -176,3 +176,24 @@ async def test_an_export_among_many_new_notes_queues_nothing_for_it(corpus, tmp_
     assert [e["files"] for e in queued] == [len(notes)], queued
     assert [e["message"] for e in events[start:] if e["state"] == "warning"] == [SAID]
     assert "x.txt" not in _indexed_paths(db) and "note19.txt" in _indexed_paths(db)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs")
+def test_the_export_check_reads_no_fifo_made_since_the_stat(tmp_path):
+    # Every new file's first bytes are read to tell an export (``_opens_as_export``), opened
+    # without waiting, as a FIFO may have been made under its name since its stat. Opened so, a
+    # FIFO with a writer gave its data to the check, which read it away from its reader: it is
+    # not read now, nor is anything but a regular file.
+    from streamrag.daemon import _opens_as_export
+
+    fifo = tmp_path / "x.txt"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        os.write(writer, b"the reader's data\n")
+        assert not _opens_as_export(fifo)
+        assert os.read(reader, 100) == b"the reader's data\n"
+    finally:
+        os.close(writer)
+        os.close(reader)
