@@ -290,13 +290,31 @@ def _begins_with(text: str, chunks: list[str], *, cut: bool) -> bool:
     at, done = 0, len(chunks[0])   # where the chunk last matched begins, ends
     for chunk in chunks[1:]:
         stop = _BLANKS.match(text, done).end()   # (where it begins at the latest)
-        if stop + len(chunk) > end and cut:
-            break   # (beyond what was read: matched as far as it goes)
         found = text.rfind(chunk, at + 1, min(stop + len(chunk), end))
+        if found < 0 and cut and stop + len(chunk) > end:
+            # (beyond what was read: matched as far as it goes, the chunk it cuts too: a text
+            # differing in that one, up to a chunk's 5,000 characters, was tied)
+            if not _opens_chunk(text, chunk, at + 1, stop, end):
+                return False
+            break
         if found < 0:
             return False
         at, done = found, found + len(chunk)
     return done >= _TIE_MIN_CHARS
+
+
+def _opens_chunk(text: str, chunk: str, first: int, last: int, end: int) -> bool:
+    """Whether ``text[:end]`` ends with the opening of ``chunk``, begun at ``first`` to ``last``
+    (``_begins_with``: within the chunk before, or after blanks past its end); past ``end``: it
+    may."""
+    if last >= end:
+        return True
+    at = text.find(chunk[:1], first, last + 1)
+    while at >= 0:
+        if chunk.startswith(text[at:end]):
+            return True
+        at = text.find(chunk[:1], at + 1, last + 1)
+    return False
 
 
 def _rows_begin(docs: list, rows: list[tuple[str, str]], *, cut: bool,

@@ -4100,6 +4100,42 @@ async def test_a_rows_file_is_tied_only_to_a_new_one_beginning_with_all_its_rows
         {} if suffix == ".csv" else {f"new{suffix}": f"big{suffix}"})
 
 
+@pytest.mark.parametrize("suffix", [".txt", ".csv"])
+async def test_a_text_longer_than_an_opening_is_tied_only_if_it_holds_the_opening_up_to_its_cut(corpus, tmp_path,
+                                                                                                 suffix):
+    # An old text longer than an added file's opening is matched as far as the opening goes,
+    # but its last ``_TIE_CUT`` characters (``_begins_with``, and ``_cut_row_begins`` for a row
+    # an opening cuts). The chunk the opening cut was not compared at all: a file differing
+    # anywhere in it (up to a chunk, 5,000 characters by default) was tied as a rename.
+    settings = make_settings(index=SMALL)
+    db = tmp_path / "r.db"
+    sentences = [f"Entry {n}: the council met at noon about the railway and the salt barge {n}." for n in range(120)]
+    if suffix == ".txt":
+        text = " ".join(sentences) + "\n"
+    else:   # (its rows longer than a chunk, the opening cutting one)
+        text = "id,text\n" + "".join(f'{n},"{" ".join(sentences[n * 12:n * 12 + 12])}"\n' for n in range(10))
+    (corpus / f"old{suffix}").write_text(text)
+    await sync([corpus], settings, db, root=corpus)
+    limit = 32 * SMALL["chunk_size"]
+    assert len(text) > limit + 1000
+    (corpus / f"old{suffix}").unlink()
+    daemon = Daemon(settings, db, corpus, report=Events())
+
+    def tied(new: str) -> dict[str, str]:
+        (corpus / f"new{suffix}").write_text(new)
+        try:
+            return daemon._written_on([f"new{suffix}"], [f"old{suffix}"])
+        finally:
+            (corpus / f"new{suffix}").unlink()
+
+    assert tied(text + "Written on after the rename.\n") == {f"new{suffix}": f"old{suffix}"}
+    # A letter changed before the last 16 characters the opening holds (every 20 characters
+    # over more than a chunk: one falls in the chunk it cuts, wherever it cuts): no tie.
+    for at in range(limit - 300, limit - 20, 20):
+        at = next(n for n in range(at, limit) if text[n].isalpha())
+        assert tied(text[:at] + ("X" if text[at] != "X" else "Y") + text[at + 1:]) == {}, at
+
+
 @pytest.mark.parametrize("name, first", [("shy.txt", "Mi\u00adra"), ("zwsp.txt", "Mi\u200bra"),
                                          ("bold.md", "**Mira**"), ("split.md", "Mi**ra**")])
 async def test_a_rename_written_on_is_tied_whatever_hides_in_its_first_word(corpus, tmp_path, name, first):
