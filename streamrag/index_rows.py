@@ -560,6 +560,21 @@ def built_by_model(store: Store) -> bool:
     return model_extractor(store.get_meta("extractor"))
 
 
+def model_work(store: Store) -> dict[str, int]:
+    """What a model made of the published index, which an offline run replaces: the live chunks
+    a model extracted, the claims it found, the summaries and reports it wrote, and of those
+    last two the answers not in llm_cache (``not_cached``: a run with the model again asks for
+    them anew; the extractions stay stored whatever llm.cache says)."""
+    row = store.conn.execute(
+        "SELECT (SELECT count(*) FROM live_chunks WHERE extractor LIKE 'llm-%'), (SELECT count(*) FROM claims), "
+        "(SELECT count(*) FROM answers WHERE owner IN (SELECT id FROM entities UNION ALL SELECT id FROM relationships)), "
+        "(SELECT count(*) FROM communities c JOIN reports r ON r.key = c.report_key WHERE r.extractive = 0), "
+        "(SELECT count(*) FROM answers a WHERE (a.owner IN (SELECT id FROM entities UNION ALL SELECT id FROM "
+        "relationships) OR a.owner IN (SELECT report_key FROM communities)) AND NOT EXISTS "
+        "(SELECT 1 FROM llm_cache l WHERE l.key = a.key))").fetchone()
+    return dict(zip(("chunks", "claims", "summaries", "reports", "not_cached"), (int(n or 0) for n in row)))
+
+
 def model_extractor(extractor: str | None) -> bool:
     """Whether ``extractor``, an index's or a chunk's ``extractor`` mark (None: none published), is
     a model's (``extractor.extractor_key``: "llm-..."): the rule ``built_by_model`` reads the mark by."""

@@ -250,6 +250,45 @@ def claims_asked(store: Store, key: str, claimless: str | None, free: str = "") 
            f"extracted; the others' extractions with these settings are stored{cost})"
 
 
+def model_work_replaced(work: dict[str, int], keep_days: float) -> str:
+    """The line an offline run of an index a model built says before it starts (``work``:
+    ``index_rows.model_work``; "": nothing a model made): what it replaces, and what a run with
+    the model again gets back free. It said nothing: 22 model reports became 5 extractive ones
+    unannounced, where a model run of an offline index says "this index was built offline: ...".
+    What the model made is kept for ``keep_days`` (store.keep_unused_days; 0: for ever), the
+    answers only where llm.cache stored them (synth_small, 369 calls to build: the run with the
+    model after the offline one made 201 calls, all from the cache, 0 tokens; with llm.cache off,
+    202 paid calls, 168k of the 410k tokens, its extractions still taken as stored)."""
+    chunks, claims, summaries, reports, not_cached = (work[k] for k in ("chunks", "claims", "summaries",
+                                                                         "reports", "not_cached"))
+    if not chunks and not summaries and not reports:
+        return ""
+    made = [part for part in (
+        f"extraction of {_n(chunks, 'chunk')}" + (f" (with {_n(claims, 'claim')}: offline finds none)"
+                                                      if claims else "") if chunks else "",
+        _n(summaries, "summary", "summaries") if summaries else "",
+        _n(reports, "report") if reports else "") if part]
+    replaced = made[0] if len(made) == 1 else f"{', '.join(made[:-1])} and {made[-1]}"
+    written = summaries + reports
+    kept = ("extractions are" if written and not_cached == written else "work is") + \
+        (f" kept {keep_days:g} days (store.keep_unused_days)" if keep_days > 0 else " kept")
+    line = f"this index was built with a model: this offline run replaces the model's {replaced} with the NLP " \
+           f"extractor's{' and extractive ones' if summaries or reports else ''}; the model's {kept}, so a run with the model again" + \
+           (" by then" if keep_days > 0 else "") + " extracts no unchanged chunk again"
+    if not written:
+        return line
+    if not not_cached:
+        return f"{line} and takes its summaries and reports from the cache"
+    if not_cached == written:
+        return f"{line}, but asks for its {written} summaries and reports anew (they are not in the cache: " \
+               "llm.cache was off)"
+    return f"{line}, but asks for {not_cached} of its {written} summaries and reports anew (not in the cache)"
+
+
+def _n(count: int, one: str, many: str = "") -> str:
+    return f"{count} {one if count == 1 else many or one + 's'}"
+
+
 # A failed run names this many of the files it leaves unindexed (it counts them all).
 NOT_INDEXED_NAMED = 50
 log = logging.getLogger(__name__)
@@ -302,6 +341,10 @@ class SyncResult(msgspec.Struct):
     # Of ``settings_changed``, "chunking" is a streamrag upgrade alone, no setting: this
     # streamrag reads (or chunks) documents differently from the one that built the index
     reading_upgraded: bool = False
+    # What a model made of the index that this offline run replaced, as said before it started
+    # (``index_rows.model_work``: "chunks", "claims", "summaries", "reports", "not_cached"); empty
+    # with a model, and offline of an index not built by one
+    model_work_replaced: dict[str, int] = {}
     # Documents of files unchanged but read anew to another text (a loader upgrade, another
     # index.text_field): counted here, not in ``documents_added`` and ``documents_removed``
     documents_read_again: int = 0
@@ -637,6 +680,7 @@ class Indexer:
         self.conflict_copies: list[str] = []   # the scan's sync conflict copies, as stored paths
         self.settings_changed: list[str] = []   # (_say_what_settings_redo's, for the result)
         self.reading_upgraded = False   # (its "chunking" an upgrade's, no setting's)
+        self.model_work_replaced: dict[str, int] = {}   # (an offline run's of a model's index, said before it)
         # Where that line goes: the log (a line on stderr), or a daemon's warning event, which
         # `watch --json` prints on stdout with its other events (a script never saw it).
         self.say = say or log.warning
@@ -986,6 +1030,7 @@ class Indexer:
             warnings=self.unreadable + scan.warnings, left_out=dict(sorted(scan.left_out.items())),
             llm=llm_stats, wall_s=round(time.monotonic() - started, 3), offline=self.settings.offline,
             settings_changed=self.settings_changed, reading_upgraded=self.reading_upgraded,
+            model_work_replaced=self.model_work_replaced,
             documents_failed_added=len(self.failed_added), documents_failed_edited=len(self.failed_edited))
 
     # -- a run with nothing to redo: the published graph stands, unread -----------------------
@@ -1071,7 +1116,13 @@ class Indexer:
         recut yet keeps the old one recorded, and every run would say it again): returns
         whether it was said now."""
         s, said = self.settings, store.get_meta
-        self.settings_changed, self.reading_upgraded = [], False
+        self.settings_changed, self.reading_upgraded, self.model_work_replaced = [], False, {}
+        if store.version and s.offline and index_rows.built_by_model(store):
+            # (free, but it throws away paid work: the reverse of "this index was built offline")
+            work = index_rows.model_work(store)
+            if line := model_work_replaced(work, s.store.keep_unused_days):
+                self.model_work_replaced = work
+                self.say(line)
         if not store.version or s.offline:
             return False
         changes: list[tuple[str, str]] = []

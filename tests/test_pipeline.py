@@ -2126,3 +2126,59 @@ def test_an_offline_index_loads_no_http_client(corpus):
     out = subprocess.run([sys.executable, "-c", probe], cwd=corpus, env=env, capture_output=True, text=True,
                          timeout=120)
     assert out.stdout.split("\n")[-2] == "0 []", out
+
+
+@pytest.mark.parametrize("cache", [True, False])
+async def test_an_offline_run_of_an_index_a_model_built_says_what_it_replaces_and_what_comes_back(
+        corpus, tmp_path, simulator, caplog, cache):
+    # `index --offline` of an index a model built replaced its model reports with extractive ones
+    # and said nothing (the reverse says "this index was built offline: ..."). Now one line before
+    # the run, in --json `model_work_replaced`; what it says a run with the model again gets back
+    # is what that run does: with llm.cache on, no call reaches the endpoint; off, the summaries
+    # and reports are asked anew (the extractions are stored either way).
+    import logging
+
+    from streamrag.status import llm_summary
+
+    sized = {"chunk_size": 80, "chunk_overlap": 10}
+    with_model = make_settings(simulator.base_url, index=sized, llm={"cache": cache})
+    db = tmp_path / "index.db"
+    with anyio.fail_after(120):
+        built = await sync([corpus], with_model, db, root=corpus)
+    store = Store(db, readonly=True)
+    try:
+        summaries = store.scalar("SELECT count(*) FROM answers WHERE owner IN (SELECT id FROM entities "
+                                 "UNION ALL SELECT id FROM relationships)")
+        reports = store.scalar("SELECT count(*) FROM communities c JOIN reports r ON r.key = c.report_key "
+                               "WHERE r.extractive = 0")
+    finally:
+        store.close()
+    assert summaries and reports and built.chunks
+    offline = make_settings("", index={**sized, "extractor": "nlp"})
+    with caplog.at_level(logging.WARNING, logger="streamrag.pipeline"):
+        replaced = await sync([corpus], offline, db, root=corpus)
+    said = [r.getMessage() for r in caplog.records if "built with a model" in r.getMessage()]
+    assert replaced.model_work_replaced == {"chunks": built.chunks, "claims": 0, "summaries": summaries,
+                                            "reports": reports, "not_cached": 0 if cache else summaries + reports}
+    assert said and said[0].startswith(
+        f"this index was built with a model: this offline run replaces the model's extraction of {built.chunks} "
+        f"chunks, {summaries} summaries and {reports} reports with the NLP extractor's and extractive ones; "), said
+    assert len(said) == 1, said
+    assert said[0].endswith("takes its summaries and reports from the cache" if cache else
+                            f"asks for its {summaries + reports} summaries and reports anew (they are not in "
+                            "the cache: llm.cache was off)"), said
+    # Said once: the index is an offline one now.
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="streamrag.pipeline"):
+        again = await sync([corpus], offline, db, root=corpus)
+    assert again.model_work_replaced == {} and not [r for r in caplog.records if "built with a model" in r.getMessage()]
+    # What it said comes back does.
+    asked = simulator.requests
+    with anyio.fail_after(120):
+        back = await sync([corpus], with_model, db, root=corpus)
+    assert back.chunks_extracted == 0 and back.model_work_replaced == {}
+    calls = llm_summary(back.llm)
+    if cache:
+        assert simulator.requests == asked and calls["calls"] == calls["cached"] == summaries + reports
+    else:
+        assert simulator.requests - asked >= summaries + reports and calls["cached"] == 0
