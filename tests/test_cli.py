@@ -2970,3 +2970,17 @@ def test_an_estimate_of_a_named_export_says_it_is_left_out_as_index_does(cli_run
         as_json = json.loads(cli_run("index", "--offline", "--estimate", "--json", *paths).stdout)["warnings"]
         assert [f"streamrag: warning: {line}" for line in as_json if "streamrag export" in line] == estimated
         assert said(cli_run("index", "--offline", "-q", *paths)) == estimated
+
+
+def test_index_offline_of_an_index_a_model_built_says_so_on_stderr_and_in_json(cli_run, corpus, simulator):
+    # `index --offline` of an index a model built replaced its model reports with extractive ones
+    # and printed only its summary. Now a line on stderr first, and --json's model_work_replaced.
+    assert cli_run("index", str(corpus), "-q", "--api-base", simulator.base_url).returncode == 0
+    out = cli_run("index", str(corpus), "--offline", "--json", "-q")
+    assert out.returncode == 0, out.stderr
+    work = json.loads(out.stdout)["model_work_replaced"]
+    assert work["chunks"] > 0 and work["reports"] > 0 and work["not_cached"] == 0, work
+    assert out.stderr.startswith(f"streamrag: this index was built with a model: this offline run replaces the "
+                                 f"model's extraction of {work['chunks']} chunk"), out.stderr
+    again = cli_run("index", str(corpus), "--offline", "--json", "-q")
+    assert json.loads(again.stdout)["model_work_replaced"] == {} and "built with a model" not in again.stderr
