@@ -772,10 +772,20 @@ async def test_the_index_summary_counts_the_files_whose_new_text_failed(tmp_path
 
 
 @pytest.mark.anyio
-async def test_the_index_summary_counts_a_failed_edit_of_two_copies_as_one_document(tmp_path, simulator):
-    # Two copies of a note edited to one new text, failing, read "2 (0 added, 0 removed, 2
-    # unchanged; 2 edited failed, their previous versions kept)": files counted among documents
-    # (distinct texts), where the run that succeeds says "1 edited".
+@pytest.mark.parametrize(("new_texts", "failed", "said"), [
+    # Two copies edited to one new text, failing, read "2 (0 added, 0 removed, 2 unchanged; 2
+    # edited failed, their previous versions kept)": files counted among documents (distinct
+    # texts), where the run that succeeds says "1 edited".
+    (("Mayor Anna Berg met Doctor Zebulon Holm in Port Vell.",) * 2, 1,
+     "; 1 edited failed, its previous version kept;"),
+    # Edited to two new texts, both failing, they read "2 edited failed, their previous versions
+    # kept": the two files keep the one text they had.
+    (("Mayor Anna Berg met Doctor Zebulon Holm in Port Vell.",
+      "Mayor Anna Berg met Zebulon Quill, a Doctor, in Port Vell."), 2,
+     "; 2 edited failed, each file's previous version kept;"),
+], ids=["to one text", "to two texts"])
+async def test_the_index_summary_counts_a_failed_edit_of_two_copies_by_their_new_texts(
+        tmp_path, simulator, new_texts, failed, said):
     from conftest import failing_for, make_settings
     from streamrag.cli import _format_sync
     from streamrag.pipeline import sync
@@ -788,39 +798,17 @@ async def test_the_index_summary_counts_a_failed_edit_of_two_copies_as_one_docum
     settings = make_settings(simulator.base_url, llm={"max_retries": 0})
     db = tmp_path / "x.db"
     await sync([folder], settings, db, root=folder)
-    for name in ("town.txt", "copy.txt"):
-        (folder / name).write_text("Mayor Anna Berg met Doctor Zebulon Holm in Port Vell.")
+    for name, text in zip(("town.txt", "copy.txt"), new_texts):
+        (folder / name).write_text(text)
     async with failing_for("Zebulon", simulator.base_url) as transport:
         r = await sync([folder], settings, db, root=folder, transport=transport)
-    assert (r.documents, r.documents_unchanged, r.documents_failed_edited) == (2, 2, 1), r
-    assert "; 1 edited failed, its previous version kept;" in _format_sync(r, db, ["*.txt"]).splitlines()[1]
-    again = await sync([folder], settings, db, root=folder)
-    assert (again.documents_edited, again.documents_failed_edited) == (1, 0), again
-
-
-@pytest.mark.anyio
-async def test_the_index_summary_of_two_copies_edited_apart_failing_keeps_one_previous_version(tmp_path, simulator):
-    # Two copies of a note edited to two new texts, both failing, read "2 edited failed, their
-    # previous versions kept": the two files keep the one text they had.
-    from conftest import failing_for, make_settings
-    from streamrag.cli import _format_sync
-    from streamrag.pipeline import sync
-
-    folder = tmp_path / "notes"
-    folder.mkdir()
-    for name in ("town.txt", "copy.txt"):
-        (folder / name).write_text("Mayor Anna Berg met Captain Olaf Lind in Port Vell.")
-    (folder / "other.txt").write_text("Mira Osk chaired the Harbor Council in Port Vell.")
-    settings = make_settings(simulator.base_url, llm={"max_retries": 0})
-    db = tmp_path / "x.db"
-    await sync([folder], settings, db, root=folder)
-    (folder / "town.txt").write_text("Mayor Anna Berg met Doctor Zebulon Holm in Port Vell.")
-    (folder / "copy.txt").write_text("Mayor Anna Berg met Zebulon Quill, a Doctor, in Port Vell.")
-    async with failing_for("Zebulon", simulator.base_url) as transport:
-        r = await sync([folder], settings, db, root=folder, transport=transport)
-    assert (r.documents, r.documents_unchanged, r.documents_failed_edited) == (2, 2, 2), r
+    assert (r.documents, r.documents_unchanged, r.documents_failed_edited) == (2, 2, failed), r
     line = _format_sync(r, db, ["*.txt"]).splitlines()[1]
-    assert "; 2 edited failed, each file's previous version kept;" in line, line
+    assert said in line, line
+    again = await sync([folder], settings, db, root=folder)
+    # The run that gets through publishes every new text (the second of two as added: one old text
+    # became two).
+    assert (again.documents_edited + again.documents_added, again.documents_failed_edited) == (failed, 0), again
 
 
 def test_the_index_summary_groups_its_counts_by_thousands_as_status_does(tmp_path):
