@@ -245,8 +245,6 @@ def test_vacuum_upgrades_an_older_index_under_its_writer_lock_saying_so(tmp_path
     # lock now, as `index` and `watch` do, and vacuums the upgraded index.
     import streamrag
     from conftest import upgrade_held
-    from streamrag.errors import WriterBusyError
-    from streamrag.store import lock_path
 
     db = tmp_path / "index.db"
     Store(db).close()
@@ -255,10 +253,7 @@ def test_vacuum_upgrades_an_older_index_under_its_writer_lock_saying_so(tmp_path
               "sys.exit(main(['vacuum', '--db', sys.argv[1]]))\n")
     with upgrade_held(tmp_path, vacuum, str(db)) as child:
         holder = f"pid {child.process.pid}: streamrag vacuum"
-        assert lock_path(db).read_text() == f"{holder}\nupgrading to schema {SCHEMA_VERSION}\n"
-        with pytest.raises(WriterBusyError, match=re.escape(f"is being upgraded for this streamrag by another "
-                                                            f"({holder}; once")):
-            Store(db, readonly=True)
+        _upgrading_said(db, holder)
     assert child.process.returncode == 0, child.err
     assert child.out.splitlines()[0] == streamrag.__file__   # (this checkout's streamrag)
     assert child.out.splitlines()[1].startswith(f"{db}: ")   # (vacuumed)
@@ -267,13 +262,21 @@ def test_vacuum_upgrades_an_older_index_under_its_writer_lock_saying_so(tmp_path
     reader.close()
 
 
+def _upgrading_said(db: Path, holder: str) -> None:
+    """The writer lock of ``db`` says ``holder`` upgrades it, and a reader is told so."""
+    from streamrag.errors import WriterBusyError
+    from streamrag.store import lock_path
+
+    assert lock_path(db).read_text() == f"{holder}\nupgrading to schema {SCHEMA_VERSION}\n"
+    with pytest.raises(WriterBusyError, match=re.escape(f"is being upgraded for this streamrag by another "
+                                                        f"({holder}; once")):
+        Store(db, readonly=True)
+
+
 def test_a_writer_that_has_not_yet_opened_an_older_index_says_it_will_upgrade_it(tmp_path):
     # `index` takes the writer lock, then opens the index (0.15 s later), which upgrades it: a
     # reader meanwhile found the lock with no note and advised stopping the writer as "an older
     # version". The lock says "upgrading" from the moment it is taken.
-    from streamrag.errors import WriterBusyError
-    from streamrag.store import lock_path
-
     db = tmp_path / "index.db"
     Store(db).close()
     _one_step_back(db)
@@ -285,10 +288,7 @@ def test_a_writer_that_has_not_yet_opened_an_older_index_says_it_will_upgrade_it
     try:
         assert child.stdout.readline() == "held\n"
         holder = f"pid {child.pid}: streamrag index notes"
-        assert lock_path(db).read_text() == f"{holder}\nupgrading to schema {SCHEMA_VERSION}\n"
-        with pytest.raises(WriterBusyError, match=re.escape(f"is being upgraded for this streamrag by another "
-                                                            f"({holder}; once")):
-            Store(db, readonly=True)
+        _upgrading_said(db, holder)
     finally:
         out, _ = child.communicate("go\n", timeout=60)
     assert child.returncode == 0
