@@ -492,7 +492,7 @@ class _Looked:
     touched: dict[str, dict[str, tuple[str, int, float]]]  # indexed files written, maybe as indexed: their rows
     warnings: list[str]                                    # lines to say once (``_warn_once``)
     broken: list[str]                                      # broken links to note (``note_broken``)
-    exported: dict[str, str]                               # files that open as an export: path -> kind
+    new: list[str]                                         # files of ``out`` new to the index and the queue
 
 
 def _opens_as_export(path: Path) -> bool:
@@ -518,10 +518,18 @@ def _opens_as_export(path: Path) -> bool:
         os.close(fd)
 
 
-def _whole_exports(root: Path, rels: list[str]) -> set[str]:
-    """Those of the files ``rels`` (paths from ``root``) that are an export written whole (a
-    worker thread's: one is read through for its checksum)."""
-    return {rel for rel in rels if export_state_of(root / rel) == WHOLE}
+def _told_exports(root: Path, rels: list[str], stopped: Callable[[], bool]) -> dict[str, bool]:
+    """The first ``_EXPORTS_TOLD`` of the files ``rels`` (paths from ``root``) that open as an
+    export does (``_opens_as_export``), each with whether it is one written whole (read through
+    for its checksum). A worker thread's, whatever the batch's size: each file is opened and read
+    (a slow mount, each open 0.5 s: 4 new files held the event loop 2 s). Ends at a stop."""
+    told: dict[str, bool] = {}
+    for rel in rels:
+        if len(told) >= _EXPORTS_TOLD or stopped():
+            break
+        if _opens_as_export(root / rel):
+            told[rel] = export_state_of(root / rel) == WHOLE
+    return told
 
 
 def _left_out_by_kind(files: Iterable[str], said: frozenset[str]) -> dict[str, tuple[int, list[str]]]:
@@ -1029,19 +1037,25 @@ class Daemon:
         for rel in looked.broken:
             self.folder.note_broken(rel)
         out.update(looked.out)
-        if looked.exported:   # (a whole one is read through for its checksum: in a worker thread)
-            whole = await anyio.to_thread.run_sync(_whole_exports, self.root, list(looked.exported),
-                                                   abandon_on_cancel=True)
-            for rel, kind in looked.exported.items():
-                if rel not in whole:   # (one cut short, still written: the sync after it settles tells)
-                    out[rel] = kind
-                    continue
-                # Said as the scan says it, at each write (not again by the next sync, ``warned``),
-                # and nothing queued: the index is as it was.
-                line = written_by_export_line(shown(rel))
-                self.warned.add(line)
-                self._exports_said.add(line)
-                self.emit("warning", line, warning=line)
+        # Of the new files, those that open as an export does (`streamrag export x.txt` into the
+        # folder: not indexed, yet queued, said "1 file (1 added)" and synced for nothing at each
+        # export), the first ``_EXPORTS_TOLD``: each new file's first bytes are read for it, one
+        # open of a file index.include takes, which the sync reads whole (the first 16 new files of
+        # any kind were opened, as a scan opens 16 of each kind of file left out: an export beside
+        # 20 new notes was queued and synced for nothing). In one hop to a worker thread, which
+        # reads a whole one through for its checksum too: a small batch's were read on the loop.
+        told = await anyio.to_thread.run_sync(_told_exports, self.root, looked.new, self._stop_looking.is_set,
+                                              abandon_on_cancel=True) if looked.new else {}
+        for rel, whole in told.items():
+            if not whole:   # (one cut short, still written: the sync after it settles tells)
+                continue
+            # Said as the scan says it, at each write (not again by the next sync, ``warned``),
+            # and nothing queued: the index is as it was.
+            del out[rel]
+            line = written_by_export_line(shown(rel))
+            self.warned.add(line)
+            self._exports_said.add(line)
+            self.emit("warning", line, warning=line)
         if looked.touched:   # (it may read them: in a worker thread, as a folder is listed)
             same = await anyio.to_thread.run_sync(self.folder.as_indexed, looked.touched, abandon_on_cancel=True)
             out.update((rel, "modified") for rel in looked.touched if rel not in same and rel not in out)
@@ -1190,21 +1204,9 @@ class Daemon:
                         out[rel] = "modified"
                     else:
                         touched[rel] = rows
-        # Of those, the ones that open as an export does (`streamrag export x.txt` into the folder:
-        # not indexed, yet queued, said "1 file (1 added)" and synced for nothing at each export):
-        # ``_classify`` tells whether they are (read through), the first ``_EXPORTS_TOLD``. Each
-        # new file's first bytes are read for it, one open of a file index.include takes, which
-        # the sync reads whole (the first 16 new files of any kind were opened, as a scan opens
-        # 16 of each kind of file left out: an export beside 20 new notes was queued and synced
-        # for nothing).
-        exported: dict[str, str] = {}
-        for rel in new:
-            if len(exported) >= _EXPORTS_TOLD or stopped():
-                break
-            if rel in out and _opens_as_export(self.root / rel):
-                exported[rel] = out.pop(rel)
+        # (of those, ``_classify`` tells the exports, in a worker thread: ``_told_exports``)
         return _Looked(out, {rel: rows for rel, rows in touched.items() if rel not in out}, warnings, broken,
-                       exported)
+                       [rel for rel in new if rel in out])
 
     # -- the run ---------------------------------------------------------------------------
     async def run(self, source: AsyncIterable[ChangeSet] | None = None) -> None:

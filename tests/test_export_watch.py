@@ -197,3 +197,42 @@ def test_the_export_check_reads_no_fifo_made_since_the_stat(tmp_path):
     finally:
         os.close(writer)
         os.close(reader)
+
+
+async def test_the_export_check_reads_new_files_off_the_event_loop(corpus, tmp_path, monkeypatch):
+    # Each new file's first bytes are read to tell an export (``_opens_as_export``). A batch of
+    # fewer than 100 events was looked at on the event loop, these reads with it: on a slow mount
+    # (each open 0.5 s) 4 new files held the loop, its signals and the other tasks, 2 s. Now they
+    # are read in a worker thread, whatever the batch's size.
+    import threading
+
+    from streamrag import daemon as daemon_module
+
+    read_on: list[int] = []
+    real = daemon_module._opens_as_export
+
+    def opens_as_export(path):
+        read_on.append(threading.get_ident())
+        return real(path)
+
+    monkeypatch.setattr(daemon_module, "_opens_as_export", opens_as_export)
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.3})   # offline: fast
+    db = tmp_path / "b.db"
+    async with running(settings, db, corpus) as (daemon, events, send):
+        loop_thread = threading.get_ident()
+        store = Store(db, readonly=True)
+        try:
+            export(store, corpus / "x.txt", "json")
+        finally:
+            store.close()
+        (corpus / "note.txt").write_text("Mira Osk logged the barge at Port Vell.\n", encoding="utf-8")
+        old = time.time() - 10
+        for path in (corpus / "x.txt", corpus / "note.txt"):
+            os.utime(path, (old, old))
+        start = len(events)
+        async with send:
+            await send.send({(Change.added, str(corpus / "x.txt")), (Change.added, str(corpus / "note.txt"))})
+            await until(lambda: daemon.syncs == 2)
+    assert len(read_on) == 2 and loop_thread not in read_on, (read_on, loop_thread)
+    assert [e["message"] for e in events[start:] if e["state"] == "warning"] == [SAID]
+    assert [e["files"] for e in events[start:] if e["state"] == "queued"] == [1]
