@@ -74,10 +74,12 @@ the settings), ``outage`` (an endpoint that stops answering) and ``watch_lines``
 from __future__ import annotations
 
 import argparse
+import codecs
 import contextlib
 import ctypes
 import gc
 import heapq
+import json
 import re
 import logging
 import math
@@ -86,6 +88,7 @@ import signal
 import sys
 import threading
 import time
+import unicodedata
 from collections import Counter
 from collections.abc import AsyncIterable, Callable, Iterable
 from dataclasses import dataclass
@@ -100,7 +103,8 @@ from streamrag.config import Settings, find_config, load_settings, without_secre
 from streamrag.errors import (LLMError, LLMRequestError, LLMUnavailableError, RejectedFirstIndex, StreamragError,
                               UnusableFirstIndex, disk_full)
 from streamrag.exported import HEAD_BYTES, WHOLE, export_state_of, exported_head
-from streamrag.invisible import BREAK_HINTS
+from streamrag.ids import document_id
+from streamrag.invisible import BREAK_HINTS, visible
 from streamrag.loader import (DOCUMENT_SUFFIXES, conflict_copies_line, file_of, leads_outside,
                               left_out_lines, export_said, read_documents, scan_order, shown, unstorable_folder,
                               why_unusable, written_by_export_line)
@@ -317,32 +321,124 @@ def _opens_chunk(text: str, chunk: str, first: int, last: int, end: int) -> bool
     return False
 
 
-def _rows_begin(docs: list, rows: list[tuple[str, str]], *, cut: bool,
+def _rows_begin(whole: list, rows: list[tuple[str, str]], *, cut: _CutRow | None,
                 chunks_of: Callable[[str], list[str]]) -> bool:
-    """Whether the documents ``docs`` (a .csv's or .jsonl's rows, read as far as its opening goes;
-    ``cut``: the last may be cut short) begin with the rows ``rows`` (a deleted file's, each its
-    row number and document id, in order), each at its number: all of them; or, ``cut``, all those
-    read whole and the last as far as it goes (``_cut_row_begins``, the chunks of that row's text
-    from ``chunks_of``, given its document id); and ``_TIE_MIN_CHARS`` of text at least. A file
-    whose first row is short (a name, a date) is told by the rows after it, and one whose first row
-    is long by them too: a new file sharing that row alone (a template's first entry) is no rename."""
-    whole = docs[:-1] if cut else docs
-    if len(whole) < len(rows) and not cut:
+    """Whether the documents ``whole`` (a .csv's or .jsonl's rows read whole from its opening)
+    and the row ``cut`` after them (an opening's last row, read as far as it goes; ``None``: the
+    file read whole) begin with the rows ``rows`` (a deleted file's, each its row number and
+    document id, in order), each at its number: all of them; or all those read whole and the cut
+    one as far as it goes (``_cut_row_begins``, the chunks of that row's text from ``chunks_of``,
+    given its document id); and ``_TIE_MIN_CHARS`` of text at least. A file whose first row is
+    short (a name, a date) is told by the rows after it, and one whose first row is long by them
+    too: a new file sharing that row alone (a template's first entry) is no rename."""
+    if len(whole) < len(rows) and cut is None:
         return False
     chars = 0
     for doc, (row, doc_id) in zip(whole, rows):
         if doc.id != doc_id or doc.path.rpartition("#")[2] != row:
             return False
         chars += len(doc.text)
-    if cut and len(whole) < len(rows):   # (the last read, cut short or not, is one of the rows)
-        last, (row, doc_id) = docs[-1], rows[len(whole)]
-        if last.path.rpartition("#")[2] != row:
+    if len(whole) < len(rows):   # (the row cut is one of the rows)
+        row, doc_id = rows[len(whole)]
+        if cut.row != row:
             return False
-        held = len(last.text) if last.id == doc_id else _cut_row_begins(last.text, chunks_of(doc_id))
+        if cut.whole:   # (its text whole, the line cut after it: compared whole)
+            held = len(cut.text) if cut.id == doc_id else None
+        else:
+            held = len(cut.text) if cut.id == doc_id else _cut_row_begins(cut.text, chunks_of(doc_id))
         if held is None:
             return False
         chars += held
     return chars >= _TIE_MIN_CHARS
+
+
+@dataclass(frozen=True)
+class _CutRow:
+    """The row an opening of a .csv or .jsonl file cuts short (``_rows_begin``): its number, its
+    text as far as the opening goes, that text's document id (a .csv's cut row may be whole:
+    matched whole first), and whether that text is whole (a .jsonl line cut after its text)."""
+    row: str
+    text: str
+    id: str | None = None
+    whole: bool = False
+
+
+def _cut_line(head: bytes, docs: list, text_field: str) -> _CutRow | None:
+    """The line a .jsonl file's opening ``head`` cuts short, read as far as it goes: the loader
+    skips it (its JSON is not whole), so it was never compared, and a new file holding the old
+    one's first row, then an unrelated line longer than an opening, was tied. Its ``text_field``
+    string, as the loader would read it (``_jsonl_text``): "" if the cut comes before it; a line
+    end just before the cut: the next row, "" of it. ``None`` if it cannot be read so (not UTF-8,
+    not a JSON object so far, the field no string): no rename is told by it."""
+    at = head.rfind(b"\n") + 1
+    row = head.count(b"\n") + 1
+    try:
+        line = codecs.getincrementaldecoder("utf-8-sig" if not at else "utf-8")().decode(head[at:], final=False)
+    except UnicodeDecodeError:
+        return None
+    if docs and docs[-1].path.rpartition("#")[2] == str(row):   # (its JSON whole: the loader read it)
+        return _CutRow(str(row + 1), "")
+    read = _jsonl_text(line, text_field)
+    if read is None:
+        return None
+    text, whole = read
+    text = unicodedata.normalize("NFC", visible(text).replace("\x00", "").replace("\r\n", "\n").replace("\r", "\n"))
+    return _CutRow(str(row), text, document_id(text) if whole else None, whole)
+
+
+def _jsonl_text(line: str, field: str) -> tuple[str, bool] | None:
+    """The string under ``field`` (as the loader finds it: that key, else one equal to it but
+    for case and blanks) of the JSON object ``line`` begins, cut short anywhere, and whether it
+    is whole; ("", False) if the line is cut before it; ``None`` if the line is no JSON object
+    so far or the field no string (a number: its text)."""
+    decoder = json.JSONDecoder()
+    at = _BLANKS.match(line).end()
+    if at == len(line):
+        return "", False
+    if line[at] != "{":
+        return None
+    at += 1
+    while True:
+        at = _BLANKS.match(line, at).end()
+        if at == len(line):
+            return "", False
+        if line[at] == ",":
+            at = _BLANKS.match(line, at + 1).end()
+            if at == len(line):
+                return "", False
+        if line[at] != '"':
+            return None
+        try:
+            key, at = json.decoder.scanstring(line, at + 1)
+        except ValueError:   # (cut within the key, or no JSON: nothing read of the text)
+            return "", False
+        at = _BLANKS.match(line, at).end()
+        if at == len(line):
+            return "", False
+        if line[at] != ":":
+            return None
+        at = _BLANKS.match(line, at + 1).end()
+        if at == len(line):
+            return "", False
+        ours = key == field or key.strip().lower() == field.lower()
+        try:
+            value, at = decoder.raw_decode(line, at)
+        except (ValueError, RecursionError):   # (cut within it)
+            if not ours:
+                return "", False
+            if line[at] != '"':
+                return None
+            for back in range(7):   # (an escape the cut split, or half a surrogate pair: left out)
+                try:
+                    text = json.decoder.scanstring(line[:len(line) - back] + '"', at + 1)[0]
+                except ValueError:
+                    continue
+                return (text[:-1] if text and "\ud800" <= text[-1] <= "\udbff" else text), False
+            return None
+        if ours:
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                return str(value), True
+            return (value, True) if isinstance(value, str) else None
 
 
 def _cut_row_begins(text: str, chunks: list[str]) -> int | None:
@@ -2099,10 +2195,17 @@ class Daemon:
             # a lone one may be whole, though, a .jsonl's cut last line skipped: matched whole first)
             opening = max(st.st_size, len(head)) >= limit
             cut = opening and len(docs) == 1
+            # (a .jsonl's rows read are whole, the line cut skipped: read here; a .csv's last one is cut)
+            whole, cut_row = docs, None
+            if opening and path.suffix.lower() == ".jsonl":
+                cut_row = _cut_line(head, docs, self.settings.index.text_field)
+            elif opening:
+                last = docs[-1]
+                whole, cut_row = docs[:-1], _CutRow(last.path.rpartition("#")[2], last.text, last.id)
 
             def begins_with(chunks: list[str], old_rows: list[tuple[str, str]]) -> bool:
                 if len(old_rows) > 1:   # (all its rows, not its first alone)
-                    return _rows_begin(docs, old_rows, cut=opening, chunks_of=row_chunks)
+                    return _rows_begin(whole, old_rows, cut=cut_row, chunks_of=row_chunks)
                 return (_begins_with(docs[0].text, chunks, cut=False)
                         or cut and _begins_with(docs[0].text, chunks, cut=True))
 

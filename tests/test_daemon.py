@@ -3998,6 +3998,52 @@ async def test_a_jsonl_renamed_and_written_on_is_tied_when_its_opening_cuts_its_
     assert daemon._written_on(["b.jsonl"], ["a.jsonl"]) == {}
 
 
+async def test_a_jsonl_is_not_tied_by_its_rows_before_a_line_its_opening_cuts_that_differs(corpus, tmp_path):
+    # The loader skips the .jsonl line an opening cuts (its JSON is not whole), so ``_written_on``
+    # never compared it: a new .jsonl holding a deleted one's first row, then any line longer than
+    # the opening (an unrelated `rm` beside it), was tied, and the rm waited with it. And the last
+    # line it held whole was compared as if cut, its last 16 characters not. Now the cut line's
+    # text is read as far as it goes and compared, and the lines held whole are compared whole.
+    settings = make_settings(index=SMALL)
+    db = tmp_path / "r.db"
+    limit = 32 * SMALL["chunk_size"]
+
+    def line(text: str, **more) -> str:
+        return json.dumps({**more, "text": text}) + "\n"
+
+    first = line("Mira Osk weighed the salt barge at Port Vell and logged it by lamplight.")
+    second = line("Bo Lund paid the toll at Kessel on the second day of the thaw, in silver.")
+    third = line("The tide turned on day three and the barges went out past the breakwater.")
+    (corpus / "two.jsonl").write_text(first + second)
+    (corpus / "three.jsonl").write_text(first + second + third)
+    await sync([corpus], settings, db, root=corpus)
+    (corpus / "two.jsonl").unlink()
+    (corpus / "three.jsonl").unlink()
+    daemon = Daemon(settings, db, corpus, report=Events())
+
+    def tied(gone: str, text: str) -> dict[str, str]:
+        (corpus / "new.jsonl").write_text(text)
+        try:
+            return daemon._written_on(["new.jsonl"], [gone])
+        finally:
+            (corpus / "new.jsonl").unlink()
+
+    unrelated = "The harbor guild met at noon about the railway. " * (limit // 40)
+    assert len(first + line(unrelated)) > limit
+    # Its first row, then an unrelated line longer than the opening (its text first or not): no tie.
+    assert tied("two.jsonl", first + line(unrelated)) == {}
+    assert tied("two.jsonl", first + line(unrelated, id=7, tags=["x"])) == {}
+    # Renamed, its second row grown past the opening: tied (that row as far as it goes).
+    grown = json.loads(second)["text"] + " And more." * (limit // 10)
+    assert tied("two.jsonl", first + line(grown)) == {"new.jsonl": "two.jsonl"}
+    # Its second line held whole, differing in its last characters, then a line the opening cuts:
+    # no tie (compared whole); as it was: tied.
+    other_end = second.replace("in silver.", "in copper.")
+    assert tied("three.jsonl", first + other_end + line(unrelated)) == {}
+    assert tied("three.jsonl", first + second + line(json.loads(third)["text"] + " x" * limit)) == {
+        "new.jsonl": "three.jsonl"}
+
+
 @pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
 async def test_a_rows_file_whose_first_row_is_short_renamed_and_written_on_is_tied(corpus, tmp_path, suffix):
     # ``_written_on`` compared an added file's first document with a deleted one's first row alone,
@@ -4091,13 +4137,11 @@ async def test_a_rows_file_is_tied_only_to_a_new_one_beginning_with_all_its_rows
     other_long = [text.replace("council", "harbor guild") for text in long_texts]   # (longer: read)
     assert tied("big", rows([first] + other_long)) == {}
     assert tied("big", rows([first] + long_texts + others)) == {f"new{suffix}": f"big{suffix}"}
-    # Its rows as far as the opening holds them whole, then the row it cuts another: no tie for a
-    # .csv (its cut row compared as far as it goes); a .jsonl's cut line is skipped, not read, so
-    # the rows it holds whole tell it.
+    # Its rows as far as the opening holds them whole, then the row it cuts another: no tie (its
+    # cut row compared as far as it goes: a .jsonl's cut line, which the loader skips, too).
     held = max(n for n in range(len(long_texts)) if len(rows([first] + long_texts[:n])) + 60 < limit)
     changed = long_texts[held].replace("the council", "the harbor guild") + " And more." * 60   # (cut)
-    assert tied("big", rows([first] + long_texts[:held] + [changed] + long_texts[held + 1:])) == (
-        {} if suffix == ".csv" else {f"new{suffix}": f"big{suffix}"})
+    assert tied("big", rows([first] + long_texts[:held] + [changed] + long_texts[held + 1:])) == {}
 
 
 @pytest.mark.parametrize("suffix", [".txt", ".csv"])
