@@ -236,3 +236,36 @@ async def test_the_export_check_reads_new_files_off_the_event_loop(corpus, tmp_p
     assert len(read_on) == 2 and loop_thread not in read_on, (read_on, loop_thread)
     assert [e["message"] for e in events[start:] if e["state"] == "warning"] == [SAID]
     assert [e["files"] for e in events[start:] if e["state"] == "queued"] == [1]
+
+
+async def test_past_the_exports_told_at_their_event_the_sync_tells_them(corpus, tmp_path):
+    # A batch's new files that open as an export are told at its event, the first
+    # ``_EXPORTS_TOLD`` (each read through for its checksum); more are queued, and the sync's
+    # scan says them: 17 exports in one batch, 16 said at once, 1 queued and said by the sync.
+    from streamrag.daemon import _EXPORTS_TOLD
+
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.3})   # offline: fast
+    db = tmp_path / "b.db"
+    async with running(settings, db, corpus) as (daemon, events, send):
+        store = Store(db, readonly=True)
+        try:
+            export(store, tmp_path / "graph.json", "json")
+        finally:
+            store.close()
+        names = [f"x{n:02}.txt" for n in range(_EXPORTS_TOLD + 1)]
+        old = time.time() - 10   # (saved a while ago: not waited on as still written)
+        for name in names:
+            (corpus / name).write_bytes((tmp_path / "graph.json").read_bytes())
+            os.utime(corpus / name, (old, old))
+        start = len(events)
+        async with send:
+            await send.send([(Change.added, str(corpus / name)) for name in names])   # (in this order)
+            await until(lambda: daemon.syncs == 2)
+    said = [e["message"] for e in events[start:] if e["state"] == "warning"]
+    queued = [i for i, e in enumerate(events[start:]) if e["state"] == "queued"]
+    assert len(queued) == 1 and events[start + queued[0]]["files"] == 1, events[start:]
+    # (the first 16 before the queued line, the last after it, by the sync)
+    before = [e["message"] for e in events[start:start + queued[0]] if e["state"] == "warning"]
+    assert before == [SAID.replace("x.txt", name) for name in names[:_EXPORTS_TOLD]], before
+    assert said == before + [SAID.replace("x.txt", names[-1])], said
+    assert not any(name in _indexed_paths(db) for name in names)
