@@ -1296,6 +1296,8 @@ class Daemon:
                         rows = index_rows.file_rows(store, rel)
                     if not rows:
                         out[rel] = "added"
+                        if rel not in pending:   # (an export among them: told as one made alone)
+                            new.append(rel)
                     elif rel in pending:
                         out[rel] = "modified"
                     else:

@@ -269,3 +269,31 @@ async def test_past_the_exports_told_at_their_event_the_sync_tells_them(corpus, 
     assert before == [SAID.replace("x.txt", name) for name in names[:_EXPORTS_TOLD]], before
     assert said == before + [SAID.replace("x.txt", names[-1])], said
     assert not any(name in _indexed_paths(db) for name in names)
+
+
+async def test_an_export_in_a_folder_moved_in_queues_nothing_for_it(corpus, tmp_path):
+    # Only files with an event of their own were checked for an export: one inside a folder moved
+    # in (its files have none, the folder is listed) was queued, "2 files (2 added)", and synced
+    # for nothing. Now the folder's new files go through the same check.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.3})   # offline: fast
+    db = tmp_path / "b.db"
+    async with running(settings, db, corpus) as (daemon, events, send):
+        moved = tmp_path / "reports"
+        moved.mkdir()
+        store = Store(db, readonly=True)
+        try:
+            export(store, moved / "x.txt", "json")
+        finally:
+            store.close()
+        (moved / "note.txt").write_text("Mira Osk logged the barge at Port Vell.\n", encoding="utf-8")
+        old = time.time() - 10   # (saved a while ago: not waited on as still written)
+        for path in (moved / "x.txt", moved / "note.txt"):
+            os.utime(path, (old, old))
+        moved.rename(corpus / "reports")
+        start = len(events)
+        async with send:
+            await send.send({(Change.added, str(corpus / "reports"))})
+            await until(lambda: daemon.syncs == 2)
+    assert [e["files"] for e in events[start:] if e["state"] == "queued"] == [1], events[start:]
+    assert [e["message"] for e in events[start:] if e["state"] == "warning"] == [SAID.replace("x.txt", "reports/x.txt")]
+    assert "reports/x.txt" not in _indexed_paths(db) and "reports/note.txt" in _indexed_paths(db)
