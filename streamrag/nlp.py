@@ -664,6 +664,12 @@ _MODALS = _words("could should shall")
 # Bare verbs _verb_form knows, some past tenses too ("Help Ada and Bo set up", "Let Ada and Bo
 # stay"): no past tense after names listed (``_finite_past``).
 _BARE_VERBS = _words("beat hit hurt lay let put quit read set shut spread arrive land dock stop stay live")
+# Words ending "-ed" as a past tense does that are none: bare verbs ("Help Ada and Bo succeed"),
+# nouns and adjectives ("Give Ada and Bo seed funding", "red pens") (``_finite_past``).
+_ED_NO_PAST = _words("""
+need feed seed speed breed bleed heed weed exceed proceed succeed embed shred
+bed red sled greed creed deed steed reed tweed
+""")
 # Words ending as a verb's "-ing" does that are prepositions or pronouns, no verb of a name
 # before them ("Call Ada Osk, the clerk, during the break", "Ask Ada Osk anything").
 _ING_NO_VERBS = _words("""
@@ -1388,8 +1394,10 @@ def _verb_at(sentence: str, toks: list[_Token], j: int, finite: bool) -> bool:
 def _finite_past(w: str) -> bool:
     """Whether a word read as a verb (``_verb_form``) is a past tense no bare verb, "-s" plural or
     "-ing" noun shares ("wrote", "merged", "met"; not "set", "stay", "leads", "funding"), nor a
-    common word ending so ("indeed", "hundred")."""
-    return not w.endswith(("s", "ing", "ly")) and w not in _BARE_VERBS and not (w.endswith("ed") and w in _COMMON)
+    common word ending so ("indeed", "hundred") nor another that is no past tense ("need", "seed":
+    ``_ED_NO_PAST``)."""
+    return not w.endswith(("s", "ing", "ly")) and w not in _BARE_VERBS and w not in _ED_NO_PAST \
+        and not (w.endswith("ed") and w in _COMMON)
 
 
 def _noun_at(sentence: str, toks: list[_Token], j: int) -> bool:

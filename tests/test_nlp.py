@@ -1262,6 +1262,23 @@ def test_after_what_a_possessive_owns_only_an_auxiliary_or_a_past_tense_is_its_v
     assert set(names("Ping An and Zendesk's profits rose.")) == {"Ping An", "Zendesk"}
 
 
+def test_an_ed_word_no_past_tense_is_no_verb_past_names_listed():
+    # _finite_past took every "-ed" word _verb_form reads for a past tense, so a bare verb ("need",
+    # "succeed", "proceed") or a noun or adjective ("seed", "red", "bed") so ending, an order's
+    # second object, made its object the subject: "Give Ada Osk and Bo Lund seed funding." gave
+    # "Give Ada Osk", as "funding" had before 29f090b.
+    for text in ("Give Ada Osk and Bo Lund seed funding.", "Send Ada Osk and Bo Lund red pens.",
+                 "Give Ada Osk and Bo Lund bed linen.", "Email Ada Osk and Bo Lund speed test results.",
+                 "Help Ada Osk and Bo Lund succeed.", "Help Ada Osk and Bo Lund proceed.",
+                 "Send Ada Osk and Bo Lund feed samples."):
+        assert set(names(text)) == {"Ada Osk", "Bo Lund"}, text
+    assert set(names("Send Ada Osk's team seed funding.")) == {"Ada Osk"}
+    # A past tense so ending is their verb still.
+    for text in ("Ring Lardner and Damon Runyon agreed.", "Ring Lardner and Damon Runyon fled.",
+                 "Ring Lardner and Damon Runyon led the way.", "Ring Lardner and Damon Runyon wed."):
+        assert set(names(text)) == {"Ring Lardner", "Damon Runyon"}, text
+
+
 def test_a_preposition_or_pronoun_ending_in_ing_is_no_verb_of_the_name_before_it():
     # Every word ending "-ing" read as a verb: "Call Margaret Hollis during the break." gave "Call
     # Margaret Hollis", and since 5408e7e looked past an aside and a list, "Call Margaret Hollis,
