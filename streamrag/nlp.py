@@ -1230,12 +1230,16 @@ def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int
     honorific = title = False
     # (an opening word read as common goes first: "Ask Dr. Ada Osk" then loses its honorific)
     lead = 1 if parts[0] in initial and common else 0
+    # (no modal follows an order's word: "Ask Will Smith" keeps "Will")
+    order_word = lead == 1 and words[0].lower() in _IMPERATIVES
     # Leading honorifics go; leading common words ("Every One", "A Merry Christmas") and
     # noise ("Chapter") go; connectors left dangling at either edge go.
     while lead < len(words) - 1:
         low = words[lead].lower()
         if low in _HONORIFICS:
             honorific = True
+        elif order_word and lead == 1 and low in _FIRST_NAMES:
+            break
         elif not ((low in _NOISE and low not in _KEEP_TITLES) or words[lead].islower()
                   or (low in _COMMON and low not in _ADJECTIVES)):
             break

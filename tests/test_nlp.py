@@ -1279,6 +1279,19 @@ def test_an_ed_word_no_past_tense_is_no_verb_past_names_listed():
         assert set(names(text)) == {"Ring Lardner", "Damon Runyon"}, text
 
 
+def test_a_given_name_after_an_orders_word_is_no_modal():
+    # 9c5e55c dropped an opening order's word, then the common word after it as a sentence's
+    # opening one: "Ask Will Smith about the contract." gave "Smith" ("will" a modal), though
+    # no modal follows an order's verb. A given name there stays the name's.
+    for text, want in (("Ask Will Smith about the contract.", {"Will Smith"}),
+                       ("Remind Will Lin about the form.", {"Will Lin"}),
+                       ("Email Will Lin and Bo Lund today.", {"Will Lin", "Bo Lund"}),
+                       ("Call Will Smith and Ann Lee about the contract.", {"Will Smith", "Ann Lee"})):
+        assert set(names(text)) == want, text
+    # The order's own word still goes, and an honorific after it.
+    assert set(names("Ask Dr. Ada Osk about it.")) == {"Ada Osk"}
+
+
 def test_a_preposition_or_pronoun_ending_in_ing_is_no_verb_of_the_name_before_it():
     # Every word ending "-ing" read as a verb: "Call Margaret Hollis during the break." gave "Call
     # Margaret Hollis", and since 5408e7e looked past an aside and a list, "Call Margaret Hollis,
