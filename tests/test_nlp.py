@@ -1233,7 +1233,8 @@ def test_after_names_listed_only_an_auxiliary_or_a_past_tense_is_their_verb():
                  "Pay Ada Osk and Bo Lund upfront.", "Help Ada Osk and Bo Lund move.",
                  "Give Ada Osk and Bo Lund funding.", "Send Ada Osk and Bo Lund meeting notes.",
                  "Give Ada Osk and Bo Lund hugs.", "Help Ada Osk and Bo Lund set up.",
-                 "Let Ada Osk and Bo Lund stay.", "Give Ada Osk, Bo Lund and Cy Ray feedback."):
+                 "Help Ada Osk and Bo Lund stay.", "Help Ada Osk and Bo Lund quit smoking.",
+                 "Help Ada Osk and Bo Lund arrive on time.", "Give Ada Osk, Bo Lund and Cy Ray feedback."):
         assert set(names(text)) == {n for n in ("Ada Osk", "Bo Lund", "Cy Ray") if n in text}, text
     assert set(names("Give Ada and Bo feedback.")) == {"Ada", "Bo"}
     # A past tense, an auxiliary or a modal is their verb still.
