@@ -661,7 +661,7 @@ _GOER_ADVERBS = _words("all both then also just soon later finally eventually on
 # all details"), and modals _IRREGULAR_VERBS lacks (``_verb_beyond``)
 _SUBJECT_ADVERBS = _GOER_ADVERBS - {"all", "both"} | _words("not still already often always ever")
 _MODALS = _words("could should shall")
-# Bare verbs _verb_form knows, some past tenses too ("Help Ada and Bo set up", "Let Ada and Bo
+# Bare verbs _verb_form knows, some past tenses too ("Help Ada and Bo set up", "Help Ada and Bo
 # stay"): no past tense after names listed (``_finite_past``).
 _BARE_VERBS = _words("beat hit hurt lay let put quit read set shut spread arrive land dock stop stay live")
 # Words ending "-ed" as a past tense does that are none: bare verbs ("Help Ada and Bo succeed"),
