@@ -250,7 +250,7 @@ def claims_asked(store: Store, key: str, claimless: str | None, free: str = "") 
            f"extracted; the others' extractions with these settings are stored{cost})"
 
 
-def model_work_replaced(work: dict[str, int], keep_days: float) -> str:
+def model_work_replaced(work: dict[str, int], keep_days: float, cache: bool = True) -> str:
     """The line an offline run of an index a model built says before it starts (``work``:
     ``index_rows.model_work``; "": nothing a model made): what it replaces, and what a run with
     the model again gets back free. It said nothing: 22 model reports became 5 extractive ones
@@ -258,7 +258,9 @@ def model_work_replaced(work: dict[str, int], keep_days: float) -> str:
     What the model made is kept for ``keep_days`` (store.keep_unused_days; 0: for ever), the
     answers only where llm.cache stored them (synth_small, 369 calls to build: the run with the
     model after the offline one made 201 calls, all from the cache, 0 tokens; with llm.cache off,
-    202 paid calls, 168k of the 410k tokens, its extractions still taken as stored)."""
+    202 paid calls, 168k of the 410k tokens, its extractions still taken as stored). ``cache``:
+    llm.cache as set now: off, no answer is looked up, and the run with the model asks for all of
+    them anew, in the cache or not (it said "from the cache", and that run paid 202 calls)."""
     chunks, claims, summaries, reports, not_cached = (work[k] for k in ("chunks", "claims", "summaries",
                                                                          "reports", "not_cached"))
     if not chunks and not summaries and not reports:
@@ -270,18 +272,19 @@ def model_work_replaced(work: dict[str, int], keep_days: float) -> str:
         _n(reports, "report") if reports else "") if part]
     replaced = made[0] if len(made) == 1 else f"{', '.join(made[:-1])} and {made[-1]}"
     written = summaries + reports
-    kept = ("extractions are" if written and not_cached == written else "work is") + \
+    anew = not_cached if cache else written
+    kept = ("extractions are" if written and anew == written else "work is") + \
         (f" kept {keep_days:g} days (store.keep_unused_days)" if keep_days > 0 else " kept")
     line = f"this index was built with a model: this offline run replaces the model's {replaced} with the NLP " \
            f"extractor's{' and extractive ones' if summaries or reports else ''}; the model's {kept}, so a run with the model again" + \
            (" by then" if keep_days > 0 else "") + " extracts no unchanged chunk again"
     if not written:
         return line
-    if not not_cached:
+    if not anew:
         return f"{line} and takes its summaries and reports from the cache"
-    if not_cached == written:
-        return f"{line}, but asks for its {written} summaries and reports anew (they are not in the cache: " \
-               "llm.cache was off)"
+    if anew == written:
+        return f"{line}, but asks for its {written} summaries and reports anew (" + \
+            ("they are not in the cache: llm.cache was off)" if cache else "llm.cache is off)")
     return f"{line}, but asks for {not_cached} of its {written} summaries and reports anew (not in the cache)"
 
 
@@ -1120,7 +1123,7 @@ class Indexer:
         if store.version and s.offline and index_rows.built_by_model(store):
             # (free, but it throws away paid work: the reverse of "this index was built offline")
             work = index_rows.model_work(store)
-            if line := model_work_replaced(work, s.store.keep_unused_days):
+            if line := model_work_replaced(work, s.store.keep_unused_days, s.llm.cache):
                 self.model_work_replaced = work
                 self.say(line)
         if not store.version or s.offline:

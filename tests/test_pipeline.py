@@ -2182,3 +2182,33 @@ async def test_an_offline_run_of_an_index_a_model_built_says_what_it_replaces_an
         assert simulator.requests == asked and calls["calls"] == calls["cached"] == summaries + reports
     else:
         assert simulator.requests - asked >= summaries + reports and calls["cached"] == 0
+
+
+async def test_an_offline_run_with_llm_cache_off_says_the_model_run_asks_again(corpus, tmp_path, simulator, caplog):
+    # Built with llm.cache on, then llm.cache set off and an offline run: the line said the run
+    # with the model again "takes its summaries and reports from the cache", but with llm.cache
+    # off no answer is looked up, and that run (same settings) paid for every one of them.
+    import logging
+
+    from streamrag.status import llm_summary
+
+    sized = {"chunk_size": 80, "chunk_overlap": 10}
+    db = tmp_path / "index.db"
+    with anyio.fail_after(120):
+        await sync([corpus], make_settings(simulator.base_url, index=sized), db, root=corpus)
+    with caplog.at_level(logging.WARNING, logger="streamrag.pipeline"):
+        replaced = await sync([corpus], make_settings("", index={**sized, "extractor": "nlp"}, llm={"cache": False}),
+                              db, root=corpus)
+    work = replaced.model_work_replaced
+    written = work["summaries"] + work["reports"]
+    assert written and work["not_cached"] == 0, work
+    said = [r.getMessage() for r in caplog.records if "built with a model" in r.getMessage()]
+    assert len(said) == 1 and said[0].endswith(
+        f"extracts no unchanged chunk again, but asks for its {written} summaries and reports anew "
+        "(llm.cache is off)"), said
+    asked = simulator.requests
+    with anyio.fail_after(120):
+        back = await sync([corpus], make_settings(simulator.base_url, index=sized, llm={"cache": False}), db,
+                          root=corpus)
+    calls = llm_summary(back.llm)
+    assert back.chunks_extracted == 0 and calls["cached"] == 0 and simulator.requests - asked >= written
