@@ -2159,12 +2159,14 @@ async def test_an_offline_run_of_an_index_a_model_built_says_what_it_replaces_an
         replaced = await sync([corpus], offline, db, root=corpus)
     said = [r.getMessage() for r in caplog.records if "built with a model" in r.getMessage()]
     assert replaced.model_work_replaced == {"chunks": built.chunks, "claims": 0, "summaries": summaries,
-                                            "reports": reports, "not_cached": 0 if cache else summaries + reports}
+                                            "reports": reports, "not_cached": 0 if cache else summaries + reports,
+                                            "parent_reports": 0}
     assert said and said[0].startswith(
         f"this index was built with a model: this offline run replaces the model's extraction of {built.chunks} "
         f"chunks, {summaries} summaries and {reports} reports with the NLP extractor's and extractive ones; "), said
     assert len(said) == 1, said
-    assert said[0].endswith("takes its summaries and reports from the cache" if cache else
+    assert said[0].endswith("takes its summaries and reports from the cache, as long as no document changes "
+                            "meanwhile (a change has the graph clustered anew, and most reports asked anew)" if cache else
                             f"asks for its {summaries + reports} summaries and reports anew (they are not in "
                             "the cache: llm.cache was off)"), said
     # Said once: the index is an offline one now.
@@ -2212,3 +2214,32 @@ async def test_an_offline_run_with_llm_cache_off_says_the_model_run_asks_again(c
                           root=corpus)
     calls = llm_summary(back.llm)
     assert back.chunks_extracted == 0 and calls["cached"] == 0 and simulator.requests - asked >= written
+
+
+async def test_an_offline_run_says_the_reports_naming_sub_communities_are_asked_again(
+        corpus, tmp_path, simulator, caplog):
+    # A large community's report context holds its sub-communities' reports, named by community
+    # id; the offline run's partition and the model's run after it give those ids anew, so that
+    # run asked for such reports again, where the line said "takes its summaries and reports
+    # from the cache" (200 synth documents: 12 reports paid of 183). Now it says up to how many.
+    import logging
+
+    from streamrag.status import llm_summary
+
+    sized = {"chunk_size": 80, "chunk_overlap": 10, "report_max_input_tokens": 400, "max_cluster_size": 4}
+    db = tmp_path / "index.db"
+    with anyio.fail_after(120):
+        await sync([corpus], make_settings(simulator.base_url, index=sized), db, root=corpus)
+    with caplog.at_level(logging.WARNING, logger="streamrag.pipeline"):
+        replaced = await sync([corpus], make_settings("", index={**sized, "extractor": "nlp"}), db, root=corpus)
+    parents = replaced.model_work_replaced["parent_reports"]
+    said = [r.getMessage() for r in caplog.records if "built with a model" in r.getMessage()]
+    assert parents and len(said) == 1 and (f"from the cache, but for up to {parents} reports of large "
+                                           "communities (their contexts name sub-communities") in said[0], said
+    asked = simulator.requests
+    with anyio.fail_after(120):
+        back = await sync([corpus], make_settings(simulator.base_url, index=sized), db, root=corpus)
+    paid = simulator.requests - asked
+    calls = llm_summary(back.llm)
+    assert back.chunks_extracted == 0 and 0 < paid <= parents and calls["calls"] - calls["cached"] == paid, \
+        (paid, parents)
