@@ -106,7 +106,8 @@ from streamrag.proxies import (Proxy, answering, proxy_down, proxy_failed, proxy
                                socks_unreachable, unreadable)
 from streamrag.provider_errors import (AZURE_HOST, CONTEXT_OVERFLOW, MORE_RETRIES, Refused, Retryable, advice,
                                        html_page, key_not_sent, key_source, listing_refused, not_answering,
-                                       provider_message, reason, shorter_answer, stopped_answering, tls_refused)
+                                       provider_message, reason, shorter_answer, stopped_answering, tls_refused,
+                                       unknown_model)
 from streamrag.ratelimit import MinuteBudget, minute_budget
 from streamrag.replies import (CUT_OFF, CUT_OFF_UNASKED, CUT_OFFS, OnLength, Replies, chat_answer, checker,
                                answer_thinking, event_deltas, event_usage, unstreamed)
@@ -280,6 +281,20 @@ WAIT_NOTICE_S = 5.0
 # The lines said once per process of a key not sent beside api_base's password (``key_not_sent``):
 # a watch makes a client per sync.
 _KEYS_NOT_SENT: set[str] = set()
+# The (models URL, model) pairs found served (``LLMClient.check_models``), asked once a process:
+# a daemon's every sync makes a client.
+_MODELS_SERVED: set[tuple[str, str]] = set()
+# How many of the models an endpoint lists its "unknown model" line names.
+MODELS_SHOWN = 6
+
+
+def listed(model: str, ids: set[str]) -> bool:
+    """Whether ``GET /models``'s ``ids`` hold ``model``, as servers name them: Ollama lists
+    "llama3:latest" and serves "llama3"; Gemini lists "models/gemini-2.0-flash"."""
+    def plain(name: str) -> str:
+        name = name.casefold().removeprefix("models/")
+        return name.removesuffix(":latest")
+    return model in ids or plain(model) in {plain(i) for i in ids}
 
 
 def request_options(temperature: float, *, max_tokens: int | None = None, logit_bias: dict | None = None,
@@ -953,6 +968,81 @@ class LLMClient:
         if resp.status_code in (401, 403) and not listing_refused(provider_message(resp)) \
                 or resp.status_code == 407 and self._proxy is not None:   # (the proxy's credentials)
             self._check_status(resp, self.models_url, self.settings.extraction_model)
+
+    # -- the models ---------------------------------------------------------------------------
+    async def check_models(self, names: list[str]) -> None:
+        """Stops a run before its first call when one of the settings ``names`` (``"summary_model"``
+        ...) names a model the endpoint does not serve: found only at that model's first call, a
+        run extracted every chunk first (an hour, against Ollama) and then failed at summaries.
+
+        ``GET {api_base}/models`` is asked once (no tokens); a model it lists (``listed``) is
+        served. One it does not list is asked once, as small a request as its route takes, since
+        a listing need not hold every name a server serves (llama.cpp serves any name and lists
+        one; Gemini lists ``models/...``; aliases): only an answer that the model is unknown (a
+        404, or a 400/422 naming it) stops the run; any other answer, an error too, lets it go on
+        to fail, if it does, as it would have. Nothing is asked of Azure's deployments (by
+        llm.api_version), nor more when the listing fails or is not a list of models."""
+        if self.settings.api_version:
+            return
+        models = {getattr(self.settings, name): name for name in reversed(names) if getattr(self.settings, name)}
+        models = {m: n for m, n in models.items() if (self.models_url, m) not in _MODELS_SERVED}
+        if not models:
+            return
+        ids = await self._listed_models()
+        if ids is None:
+            return
+        missing = []
+        for model, name in models.items():
+            if listed(model, ids) or not await self._unknown_model(model, embedding=name == "embedding_model"):
+                _MODELS_SERVED.add((self.models_url, model))
+            else:
+                missing.append((name, model))
+        if missing:
+            shown = ", ".join(sorted(ids)[:MODELS_SHOWN]) + (f" and {len(ids) - MODELS_SHOWN} more"
+                                                             if len(ids) > MODELS_SHOWN else "")
+            said = "; ".join(f"llm.{name} = {model!r}" for name, model in missing)
+            raise LLMRequestError(f"unknown model: {said}: the endpoint does not serve "
+                                  f"{'them' if len(missing) > 1 else 'it'} (not among the models "
+                                  f"{self.models_url} lists: {shown}, and refused by name); give a model "
+                                  "it serves. Stopped before any call of the run", 404, every_call=True)
+
+    async def _listed_models(self) -> set[str] | None:
+        """The ids ``GET {api_base}/models`` lists (None: no listing: an error, no answer, a page
+        that is not OpenAI's list). One try, under a slot and the limits (``check_key``)."""
+        try:
+            resp = await self._attempt(0, lambda: self._http.get(self.models_url),
+                                       self.settings.request_timeout_s)
+        except (Retryable, _Silent, _Hopeless):
+            return None
+        if resp.status_code != 200:
+            return None
+        try:
+            data = msgspec.json.decode(resp.content)
+        except (msgspec.DecodeError, RecursionError):
+            return None
+        data = data.get("data", data.get("models")) if isinstance(data, dict) else None
+        if not isinstance(data, list):
+            return None
+        ids = {str(item["id"]) for item in data if isinstance(item, dict) and isinstance(item.get("id"), str)}
+        return ids or None
+
+    async def _unknown_model(self, model: str, *, embedding: bool) -> bool:
+        """Whether the endpoint answers a request for ``model`` (one try of the smallest one:
+        a word, one token back) that it does not serve it."""
+        if embedding:
+            url, body = self.embeddings_url, {"model": model, "input": ["x"]}
+        else:
+            url, body = self.chat_url, {"model": model, "messages": [{"role": "user", "content": "x"}],
+                                        "max_tokens": 1}
+        try:
+            resp = await self._attempt(1, lambda: self._http.post(url, content=msgspec.json.encode(body)),
+                                       self.settings.request_timeout_s)
+        except (Retryable, _Silent, _Hopeless):
+            return False
+        said = provider_message(resp)
+        if resp.status_code == 404:   # (of the model, not of the route: "no such route" is not)
+            return "model" in said.lower()
+        return resp.status_code in (400, 422) and (unknown_model("", said, model) or "model_not_found" in resp.text)
 
     # -- embeddings --------------------------------------------------------------------------
     async def embed(self, texts: list[str], *, model: str,

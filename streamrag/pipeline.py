@@ -742,7 +742,10 @@ class Indexer:
         ``kind``: what a load failure is of (``InputError.kind``, or "unlisted" for a folder)."""
         if isinstance(error, LLMRequestError) and error.every_call:
             # A rejected key, an unknown model, no quota: every call fails alike, stop at the first.
-            raise LLMRequestError(f"{error}{self._left(reuses=False)}",
+            # The chunks extracted are stored (a run after the fix reuses them, as after an outage):
+            # an unknown llm.summary_model was found once every chunk had been extracted.
+            reuses = not self.retries_itself and self.progress.counts["chunks_extracted"] > 0
+            raise LLMRequestError(f"{error}{self._left(reuses=reuses)}",
                                   error.status, every_call=True) from None
         if isinstance(error, LLMUnavailableError):
             self.unavailable += 1
@@ -813,6 +816,11 @@ class Indexer:
                          encoding=self.settings.index.encoding, base_setting=self.settings.api_base_from,
                          retried=self.retries_itself, answered_at=self.answered_at, stopped=self.stopped)
 
+    def _models_used(self) -> list[str]:
+        """The llm.*_model settings this run may call (``LLMClient.check_models``)."""
+        return [*(() if self.settings.offline else ("extraction_model", "summary_model", "report_model")),
+                *(("embedding_model",) if self.settings.embeds else ())]
+
     # -- the run -------------------------------------------------------------------------------
     async def run(self, paths: list[Path]) -> SyncResult:
         """Brings the index to ``paths`` and publishes it."""
@@ -858,6 +866,12 @@ class Indexer:
                     if self.llm is not None:
                         await self.llm.__aenter__()
                     try:
+                        if self.llm is not None:   # (a model named wrong stops it before any call)
+                            try:
+                                await self.llm.check_models(self._models_used())
+                            except LLMRequestError as e:
+                                raise LLMRequestError(f"{e}{self._left(reuses=False)}", e.status,
+                                                      every_call=True) from None
                         result = await work(store, writer)
                     finally:
                         if self.llm is not None:

@@ -1489,6 +1489,32 @@ def test_an_unknown_model_stops_the_run_at_once(cli_run, corpus, simulator):
         json.loads(cli_run("status", "--json", cwd=corpus).stdout)["documents"] == 0
 
 
+def test_a_summary_model_the_endpoint_does_not_serve_stops_the_run_before_any_call(cli_run, corpus, simulator):
+    # Found at its first summary, after every chunk was extracted (an hour against Ollama).
+    (corpus / "streamrag.toml").write_text('[llm]\nsummary_model = "missing-model"\nextraction_model = "llama3"\n')
+    out = cli_run("index", str(corpus), "-q", "--api-base", simulator.base_url)
+    said = _unwrapped(out.stderr)
+    assert out.returncode == 1 and "Traceback" not in said, said
+    assert "unknown model: llm.summary_model = 'missing-model': " in said and "gpt-4o-mini" in said, said
+    with sqlite3.connect(corpus / ".streamrag" / "index.db") as db:
+        assert db.execute("SELECT count(*) FROM llm_calls").fetchone() == (0,)
+
+
+def test_an_unknown_model_found_at_its_first_call_says_the_extractions_are_kept(cli_run, corpus, simulator):
+    # No listing to check it by before (llm.api_version: Azure's deployments): found at the first
+    # summary, every chunk extracted. It said "Nothing was published; there is no index yet" alone.
+    settings = f'[llm]\napi_version = "2024-10-21"\nsummary_model = "{{}}"\n'
+    (corpus / "streamrag.toml").write_text(settings.format("missing-model"))
+    out = cli_run("index", str(corpus), "-q", "--api-base", simulator.base_url)
+    said = _unwrapped(out.stderr)
+    assert out.returncode == 1 and "llm.summary_model = 'missing-model'" in said, said
+    assert said.rstrip().endswith("Nothing was published; there is no index yet, and a run after the fix "
+                                  "reuses the finished work"), said
+    (corpus / "streamrag.toml").write_text(settings.format("gpt-4o-mini"))
+    out = cli_run("index", str(corpus), "--api-base", simulator.base_url)
+    assert out.returncode == 0 and re.search(r"chunks +\d+ \(0 extracted now, ", out.stdout), out.stdout
+
+
 def test_status_lists_what_failed_in_the_last_update_once(cli_run, corpus):
     (corpus / "broken.txt").write_bytes(b"\x00\x01binary\x00")
     for _ in range(2):

@@ -4581,3 +4581,74 @@ async def test_a_longer_whole_answer_from_the_cache_does_not_disprove_the_server
         result = await llm.chat(ask("long"), model="m1", stage="extract")   # from the cache
         assert result.cached and len(endpoint.requests) == 3
         assert model_quirks.server_cuts(API, "m1")
+
+
+# -- the models a run names, checked before its first call (``LLMClient.check_models``) ----------
+
+def _lists(ids: list[str], sent: list, *, unknown: tuple[str, ...] = (), listing: int = 200):
+    """An endpoint listing ``ids`` at GET /models (``listing``: its status), answering a request
+    for a model of ``unknown`` 404 model_not_found, any other as served; ``sent`` gets each."""
+    def handle(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        if request.method == "GET":
+            return httpx.Response(listing, json={"object": "list", "data": [{"id": i, "object": "model"} for i in ids]})
+        model = json.loads(request.content)["model"]
+        if model in unknown:
+            return httpx.Response(404, json={"error": {"message": f"The model `{model}` does not exist",
+                                                       "code": "model_not_found"}})
+        return httpx.Response(200, json={"choices": [{"message": {"content": "x"}, "finish_reason": "length"}]})
+    return handle
+
+
+async def test_check_models_stops_at_a_model_neither_listed_nor_served(tmp_path):
+    # Only llm.summary_model wrong: a run extracted every chunk, then failed at its first summary.
+    sent: list[httpx.Request] = []
+    handler = _lists([f"model-{i}" for i in range(9)], sent, unknown=("missing-model",))
+    with anyio.fail_after(5):
+        async with client(tmp_path, handler, api_base="http://models-a.test/v1", extraction_model="model-1",
+                          summary_model="missing-model", report_model="model-1") as (llm, store):
+            with pytest.raises(LLMRequestError) as stopped:
+                await llm.check_models(["extraction_model", "summary_model", "report_model"])
+            assert calls(store) == []
+    said = str(stopped.value)
+    assert said.startswith("unknown model: llm.summary_model = 'missing-model': ") and stopped.value.every_call
+    assert "http://models-a.test/v1/models lists: model-0, model-1, model-2, model-3, model-4, model-5 and 3 more" in said
+    assert [(r.method, r.url.path) for r in sent] == [("GET", "/v1/models"), ("POST", "/v1/chat/completions")]
+
+
+@pytest.mark.parametrize("ids, named", [
+    (["llama3:latest", "qwen2:7b"], "llama3"),             # Ollama serves "llama3" as "llama3:latest"
+    (["models/gemini-2.0-flash"], "gemini-2.0-flash"),   # Gemini lists models/...
+])
+async def test_check_models_reads_a_listing_as_servers_name_them(tmp_path, ids, named):
+    sent: list[httpx.Request] = []
+    with anyio.fail_after(5):
+        async with client(tmp_path, _lists(ids, sent), api_base=f"http://{named}.test/v1",
+                          summary_model=named) as (llm, _):
+            await llm.check_models(["summary_model"])
+    assert [r.method for r in sent] == ["GET"]   # listed: nothing asked of the model
+
+
+async def test_check_models_lets_a_model_the_listing_leaves_out_go_on_when_it_is_served(tmp_path):
+    # llama.cpp serves any name and lists one: a refusal would stop a run that works.
+    sent: list[httpx.Request] = []
+    with anyio.fail_after(5):
+        for _ in range(2):
+            async with client(tmp_path, _lists(["ggml-model-q4.gguf"], sent), api_base="http://models-b.test/v1",
+                              summary_model="gpt-4o-mini") as (llm, store):
+                await llm.check_models(["summary_model"])
+                assert calls(store) == []
+    assert [r.method for r in sent] == ["GET", "POST"]   # found served once: not asked again
+    assert json.loads(sent[1].content)["max_tokens"] == 1
+
+
+@pytest.mark.parametrize("listing, version", [(404, ""), (500, ""), (200, "2024-10-21")])
+async def test_check_models_asks_nothing_more_without_a_listing(tmp_path, listing, version):
+    # No /models (some servers), an error, or Azure's deployments (named by llm.api_version).
+    sent: list[httpx.Request] = []
+    with anyio.fail_after(5):
+        async with client(tmp_path, _lists(["other"], sent, unknown=("missing-model",), listing=listing),
+                          api_base="http://models-c.test/v1", api_version=version,
+                          summary_model="missing-model") as (llm, _):
+            await llm.check_models(["summary_model"])
+    assert [r.method for r in sent] == ([] if version else ["GET"])

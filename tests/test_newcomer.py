@@ -247,6 +247,11 @@ def test_index_with_failed_items_names_the_last_reason(tmp_path, capsys, monkeyp
 
     for var in ("STREAMRAG_API_BASE", "STREAMRAG_API_KEY", "OPENAI_API_KEY"):
         monkeypatch.delenv(var, raising=False)
+    from streamrag import llm
+
+    # (a server that lists the model, then refuses it: found at its call, as one failed item;
+    # one that neither lists nor serves it stops the run before any call, test_llm)
+    monkeypatch.setattr(llm, "_MODELS_SERVED", {(f"{simulator.base_url}/models", "missing-model")})
     config = tmp_path / "streamrag.toml"
     config.write_text(f'[llm]\napi_base = "{simulator.base_url}"\nembedding_model = "missing-model"\n'
                       "requests_per_minute = 0\ntokens_per_minute = 0\n")
@@ -291,7 +296,8 @@ async def test_a_400_for_an_unknown_model_stops_the_run_at_once(tmp_path, error)
     assert message.startswith("unknown model: http://llm.test/v1/chat/completions does not serve nope-7b")
     assert "llm.extraction_model = 'nope-7b'" in message and "\n" not in message
     assert message.endswith("Nothing was published; there is no index yet")
-    assert len(asked) == 1
+    # (one call; before it, GET /models, answered 400 too: no listing, nothing checked)
+    assert [r.method for r in asked] == ["GET", "POST"]
     store = Store(db, readonly=True)
     try:
         assert store.version == 0
