@@ -696,6 +696,9 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             # alone, ``ExtractionStage.claims_only``; claims turned on, or a claims call that gave up)
             "chunks_claims_only": len(claims_only),
             "chunks_replacing": len(replacing), "offline": settings.offline, "llm": llm_summary(stages),
+            # (offline for want of an endpoint, not index.extractor = "nlp" or --offline: the
+            # estimate says how to count a model run)
+            "no_endpoint": not settings.has_endpoint,
             # (claims asked of chunks whose names the cache gives, about which of them not known:
             # the reports counted as if about every one, ``_claims_stand_in``: likely more than the
             # run writes, but no bound: a claim about a name that is no entity makes one, and the
@@ -1841,7 +1844,9 @@ def format_estimate(e: dict) -> str:
                     "(no LLM call), to make those names entities.")
     if e["offline"]:
         head = (f"Offline indexing: {counted(e['documents'], 'document')}, {e['corpus_tokens']:,} tokens, "
-                f"{counted(e['chunks_to_extract'], 'chunk')} to extract; no LLM calls, no cost.")
+                f"{counted(e['chunks_to_extract'], 'chunk')} to extract; no LLM calls, no cost"
+                + ("; pass --api-base URL (or set llm.api_base) to count a model run." if e.get("no_endpoint")
+                   else "."))
         return head + because + unreadable
     stored = [f"{e['chunks_unpublished']} extracted by an earlier run, not yet published"] \
         if e["chunks_unpublished"] else []

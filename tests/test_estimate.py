@@ -3136,3 +3136,15 @@ async def test_the_corpus_tokens_are_the_same_whether_the_files_are_read_or_not(
     add_articles(news, 10, 13)
     est, _done = await index_and_estimate(news, settings, db)
     assert est["corpus_tokens"] == stored() != before["corpus_tokens"]
+
+
+def test_an_offline_estimate_for_want_of_an_endpoint_says_how_to_count_a_model_run(tmp_path):
+    # "no LLM calls, no cost" alone: a newcomer read that the run would cost nothing with a model too.
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.txt").write_text("Ada Osk met Bob Tan on the quay.\n")
+    for settings, said in ((make_settings(), True),
+                           (make_settings("http://127.0.0.1:9/v1", index={"extractor": "nlp"}), False)):
+        text = format_estimate(estimate([tmp_path / "d"], settings, tmp_path / "e.db", root=tmp_path / "d"))
+        assert text.startswith("Offline indexing: ") and text.endswith(
+            "no LLM calls, no cost; pass --api-base URL (or set llm.api_base) to count a model run."
+            if said else "no LLM calls, no cost."), text
