@@ -154,7 +154,11 @@ def format_footer(answer: Answer) -> str:
     if answer.auto_choice and answer.search != "none":
         how += f", chosen automatically: {answer.auto_reason}"
     u = answer.llm
+    # (a cached answer's "1 LLM call, 0 prompt + 0 completion tokens, 1 from cache" read as a
+    # call made and paid nothing; --json keeps the counts)
     cost = ("no LLM calls" if not u.get("calls") else
+            "answered from the cache" + (f" ({u['calls']} answers)" if u["calls"] > 1 else "") + ", no LLM call"
+            if u.get("cached") == u["calls"] else
             f"{counted(u['calls'], 'LLM call')}, {u['prompt_tokens']:,} prompt + {u['completion_tokens']:,} "
             f"completion tokens" + (f", {u['cached']} from cache" if u.get("cached") else ""))
     lines.append(f"[{how}; {'extractive, ' if answer.extractive else ''}{cost}]")

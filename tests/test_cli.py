@@ -1515,6 +1515,17 @@ def test_an_unknown_model_found_at_its_first_call_says_the_extractions_are_kept(
     assert out.returncode == 0 and re.search(r"chunks +\d+ \(0 extracted now, ", out.stdout), out.stdout
 
 
+def test_an_answer_from_the_cache_says_no_call_was_made_and_json_keeps_its_counts(cli_run, corpus, simulator):
+    assert cli_run("index", str(corpus), "-q", "--api-base", simulator.base_url).returncode == 0
+    ask = ("ask", "Who chaired the Harbor Council?", str(corpus), "--mode", "local", "--api-base", simulator.base_url)
+    first, again, counts = cli_run(*ask), cli_run(*ask), cli_run(*ask, "--json")
+    assert first.returncode == again.returncode == counts.returncode == 0, again.stderr
+    assert first.stdout.rstrip().endswith(" completion tokens]") and "cache" not in first.stdout, first.stdout
+    assert again.stdout.rstrip().endswith("[local search; answered from the cache, no LLM call]"), again.stdout
+    usage = json.loads(counts.stdout)["llm"]
+    assert (usage["calls"], usage["cached"], usage["prompt_tokens"], usage["completion_tokens"]) == (1, 1, 0, 0)
+
+
 def test_status_lists_what_failed_in_the_last_update_once(cli_run, corpus):
     (corpus / "broken.txt").write_bytes(b"\x00\x01binary\x00")
     for _ in range(2):

@@ -2409,8 +2409,19 @@ def test_the_footer_counts_one_llm_call_as_one_call():
     usage = {"calls": 1, "prompt_tokens": 775, "completion_tokens": 287, "cached": 0}
     answer = Answer(question="q", requested_mode="local", mode="local", search="local", text="x", llm=usage)
     assert "1 LLM call, 775 prompt + 287 completion tokens]" in format_footer(answer)
-    answer.llm = {**usage, "calls": 3, "cached": 3}
-    assert "3 LLM calls, 775 prompt + 287 completion tokens, 3 from cache]" in format_footer(answer)
+    answer.llm = {**usage, "calls": 3, "cached": 1}
+    assert "3 LLM calls, 775 prompt + 287 completion tokens, 1 from cache]" in format_footer(answer)
+
+
+def test_the_footer_of_an_answer_all_from_the_cache_says_no_call_was_made():
+    # "1 LLM call, 0 prompt + 0 completion tokens, 1 from cache" read as a call made for nothing.
+    from streamrag.ask_command import format_footer
+
+    answer = Answer(question="q", requested_mode="local", mode="local", search="local", text="x",
+                    llm={"calls": 1, "prompt_tokens": 0, "completion_tokens": 0, "cached": 1})
+    assert format_footer(answer).endswith("[local search; answered from the cache, no LLM call]")
+    answer.llm = {"calls": 3, "prompt_tokens": 0, "completion_tokens": 0, "cached": 3}
+    assert format_footer(answer).endswith("[local search; answered from the cache (3 answers), no LLM call]")
 
 
 @pytest.mark.parametrize("mode", ["local", "global"])
