@@ -1671,6 +1671,10 @@ def _one_line_title(cell: str) -> str:
     return " ".join(line.strip() for line in cell.splitlines() if line.strip())
 
 
+# How many of a file's fields its "no 'text' field" line names.
+FIELDS_SHOWN = 8
+
+
 def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_field: str,
                    warnings: list[str]) -> list[Document]:
     def field(row: dict, wanted: str) -> str | None:
@@ -1683,8 +1687,13 @@ def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_fie
 
     label = _safe(shown)   # ``shown`` names the documents, ``label`` the file in messages
     if not any(field(row, text_field) is not None for _, row in rows):
+        # (the columns the file has, first seen first: which one holds the text was left to guess)
+        names = list(dict.fromkeys(k for _, row in rows for k in row if isinstance(k, str)))
+        shown_names = ", ".join(repr(_safe(k)) for k in names[:FIELDS_SHOWN]) + \
+            (f" and {len(names) - FIELDS_SHOWN} more" if len(names) > FIELDS_SHOWN else "")
+        has = f" (its fields: {shown_names})" if names else ""
         raise NoTextField(
-            f"{label}: no {text_field!r} field in any row; name the column holding the text "
+            f"{label}: no {text_field!r} field in any row{has}; name the column holding the text "
             f"{text_field!r} or set index.text_field"
         )
     docs: list[Document] = []

@@ -621,6 +621,20 @@ def test_a_csv_row_with_an_unquoted_delimiter_keeps_its_text(tmp_path):
     assert [d.text for d in docs] == ["Quorra Vell opened a ferry office.", "Bo Lund."] and warnings == []
 
 
+def test_a_file_without_the_text_field_names_the_fields_it_has(tmp_path):
+    # "no 'text' field in any row" alone left the column to name to a look inside the file.
+    f = write(tmp_path / "t.csv", "id;body;date\n1;Ada Osk met Bo.;2020\n")
+    with pytest.raises(InputError) as e:
+        read_documents(f, root=tmp_path)
+    assert str(e.value) == ("t.csv: no 'text' field in any row (its fields: 'id', 'body', 'date'); name the "
+                            "column holding the text 'text' or set index.text_field")
+    many = {f"f{i}": i for i in range(10)}
+    f = write(tmp_path / "m.jsonl", json.dumps({"id": 1, **many}) + "\n" + json.dumps({"note": "x"}) + "\n")
+    with pytest.raises(InputError, match=r"^m\.jsonl: no 'text' field in any row \(its fields: 'id', 'f0', 'f1', "
+                                         r"'f2', 'f3', 'f4', 'f5', 'f6' and 4 more\); name"):
+        read_documents(f, root=tmp_path)
+
+
 def test_blank_lines_and_excels_sep_line_before_a_csv_header(tmp_path):
     # Both were "no 'text' field in any row".
     blank = write(tmp_path / "a.csv", '\n\ntext,title\nAda Osk met Bo.,T\n"open,X\n')
