@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from streamrag.terminal import shown
+
 if TYPE_CHECKING:
     from streamrag.config import WatchSettings
 
@@ -327,11 +329,42 @@ async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event,
                 continue
             polling = polling or UNDECODABLE.search(str(e)) is not None
             failed_at_once = failed_at_once + 1 if time.monotonic() - started < _FAILED_AT_ONCE_S else 0
-            yield {(RESCAN, f"{type(e).__name__}: {e}")}
+            yield {(RESCAN, f"{type(e).__name__}: {as_shown(str(e), root)}")}
             with anyio.move_on_after(min(_RESTART_MAX_S, _RESTART_S * 2.0 ** max(0, failed_at_once - 1))):
                 await stop_event.wait()
             continue
         yield {(REPLACED, str(root))}   # the loop watches the new folder
+
+
+# What Rust's Debug form of a path escapes: a byte not UTF-8 (\xE9), a character (\u{1b}) and
+# the usual few (\n, \", \\ ...).
+_RUST_ESCAPE = re.compile(r"\\(?:x([0-9A-Fa-f]{2})|u\{([0-9A-Fa-f]{1,6})\}|(.))", re.DOTALL)
+_RUST_CHARS = {"n": "\n", "t": "\t", "r": "\r", "0": "\0"}
+
+
+def as_shown(error: str, root: Path) -> str:
+    """watchfiles' error with the name it could not decode (``UNDECODABLE``) written as the scan's
+    line names it (``terminal.shown``, from ``root``): its Rust spelling, ``caf\\xE9.txt`` by its
+    whole path, stood beside the scan's ``caf\\xe9.txt`` a line later."""
+    def name(m: re.Match) -> str:
+        path = Path(os.fsdecode(b"".join(_pieces(m.group(1)))))
+        with contextlib.suppress(ValueError):
+            path = path.relative_to(root)
+        return f'Unable to decode path "{shown(path)}"'
+    return UNDECODABLE.sub(name, error)
+
+
+def _pieces(debug: str) -> list[bytes]:
+    """The bytes of a path written in Rust's Debug form (its escapes read back)."""
+    out, at = [], 0
+    for m in _RUST_ESCAPE.finditer(debug):
+        out.append(debug[at:m.start()].encode("utf-8", "surrogateescape"))
+        byte, char, other = m.groups()
+        out.append(bytes([int(byte, 16)]) if byte else chr(int(char, 16)).encode("utf-8", "surrogatepass")
+                   if char else _RUST_CHARS.get(other, other).encode("utf-8", "surrogateescape"))
+        at = m.end()
+    out.append(debug[at:].encode("utf-8", "surrogateescape"))
+    return out
 
 
 async def _wait_for_folder(root: Path, stop_event: anyio.Event) -> tuple[int, int] | None:

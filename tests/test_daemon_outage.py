@@ -659,7 +659,26 @@ async def test_the_real_watcher_survives_a_file_name_it_cannot_decode(tmp_path):
 
     seen = await watch_while(folder, write_then_wait,
                              lambda _seen, changes: any(kind == RESCAN for kind, _ in changes))
-    assert any(kind == RESCAN for batch in seen for kind, _ in batch)
+    failed = [said for batch in seen for kind, said in batch if kind == RESCAN]
+    # Named as the scan's line names it a moment later ("bad\xffname.txt: file name is not valid
+    # UTF-8"), not in watchfiles' Rust spelling by its whole path, "/tmp/.../bad\xFFname.txt".
+    assert failed and 'Unable to decode path "bad\\xffname.txt"' in failed[0], failed
+
+
+def test_a_name_the_watcher_could_not_decode_is_spelled_as_the_scan_spells_it(tmp_path):
+    from streamrag.loader import scan
+    from streamrag.watch_events import as_shown
+
+    raw = os.fsencode(tmp_path) + b"/sub/caf\xe9 \x1b.txt"
+    os.makedirs(os.path.dirname(raw))
+    with open(raw, "w") as f:
+        f.write("Ada Osk met Bo Lund.\n")
+    rust = f'Unable to decode path "{tmp_path}/sub/caf\\xE9 \\u{{1b}}.txt" to string'
+    skipped: list[str] = []
+    scan([tmp_path], ["**/*.txt"], root=tmp_path, skipped=skipped)
+    [line] = skipped
+    assert as_shown(rust, tmp_path) == f'Unable to decode path "{line.split(": ")[0]}" to string', line
+    assert as_shown("some other error", tmp_path) == "some other error"
 
 
 @pytest.mark.parametrize("told", ["by our watcher", "by the folder's deletion"])
