@@ -284,6 +284,9 @@ _KEYS_NOT_SENT: set[str] = set()
 # The (models URL, model) pairs found served (``LLMClient.check_models``), asked once a process:
 # a daemon's every sync makes a client.
 _MODELS_SERVED: set[tuple[str, str]] = set()
+# How long a run waits for the list of models before it goes on without (a listing is quick;
+# a server that hangs on it is found by the run's first call).
+MODELS_TIMEOUT_S = 10.0
 # How many of the models an endpoint lists its "unknown model" line names.
 MODELS_SHOWN = 6
 
@@ -1009,9 +1012,9 @@ class LLMClient:
     async def _listed_models(self) -> set[str] | None:
         """The ids ``GET {api_base}/models`` lists (None: no listing: an error, no answer, a page
         that is not OpenAI's list). One try, under a slot and the limits (``check_key``)."""
+        timeout = min(self.settings.request_timeout_s, MODELS_TIMEOUT_S)
         try:
-            resp = await self._attempt(0, lambda: self._http.get(self.models_url),
-                                       self.settings.request_timeout_s)
+            resp = await self._attempt(0, lambda: self._http.get(self.models_url, timeout=timeout), timeout)
         except (Retryable, _Silent, _Hopeless):
             return None
         if resp.status_code != 200:

@@ -55,6 +55,8 @@ class Script:
         self.max_tokens: list[int | None] = []
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":   # (GET /models, which a run asks first: no listing)
+            return httpx.Response(404)
         self.requests += 1
         self.max_tokens.append(json.loads(request.content).get("max_tokens"))
         text, finish = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
@@ -221,6 +223,8 @@ async def test_a_run_whose_first_calls_all_fail_stops_however_they_failed(corpus
     asked: list[httpx.Request] = []
 
     def failing(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":   # (GET /models, which a run asks first: no listing)
+            return httpx.Response(404)
         asked.append(request)
         if len(asked) == 1:
             return httpx.Response(500, json={"error": {"message": "boom"}})
@@ -587,6 +591,8 @@ def _thinking(request: httpx.Request) -> httpx.Response:
     tokens ends inside the thinking, as a real one does."""
     from streamrag.simulator import ANSWERS, detect_task
 
+    if request.method == "GET":   # (GET /models, which a run asks first: no listing)
+        return httpx.Response(404)
     payload = json.loads(request.content)
     thought = "<think>\nLet me read the text carefully. YES, there are names.\n</think>\n\n"
     if (payload.get("max_tokens") or 1000) <= 12:
@@ -642,6 +648,8 @@ class GarbleOneReport:
 
         from streamrag.simulator import ANSWERS, detect_task
 
+        if request.method == "GET":   # (GET /models, which a run asks first: no listing)
+            return httpx.Response(404)
         payload = json.loads(request.content)
         task = detect_task(payload["messages"])
         if task == "report" and re.search(rf"^ent-\w+ \| {self.name} \|",

@@ -467,6 +467,8 @@ async def test_a_refusal_every_call_would_get_stops_the_run_at_the_first(corpus,
     seen = []
 
     def refuse(request):
+        if request.method == "GET":   # (GET /models, which a run asks first: no listing)
+            return httpx.Response(404)
         seen.append(request)
         return httpx.Response(429, **refusal)
     settings = make_settings("http://llm.test/v1", index={"chunk_size": 80, "chunk_overlap": 10},
@@ -520,6 +522,8 @@ async def test_the_calls_a_run_cancelled_as_it_gave_up_are_recorded_as_cancelled
     seen: list[httpx.Request] = []
 
     async def failing_then_slow(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":   # (GET /models, which a run asks first: no listing)
+            return httpx.Response(404)
         seen.append(request)
         if len(seen) > 3:
             await anyio.sleep(3600)   # still under way when the third failure stops the run

@@ -94,6 +94,8 @@ def mock(overrides: dict | None = None, seen: list | None = None) -> httpx.MockT
     overrides = overrides or {}
 
     def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":   # (GET /models, which a run asks first: no listing)
+            return httpx.Response(404)
         body = json.loads(request.content)
         task = detect_task(body["messages"])
         if seen is not None:
@@ -3616,6 +3618,8 @@ async def test_a_claim_found_by_its_object_is_tagged_with_the_selected_entity(tm
             "The lawsuit named Jane Doe.")
 
     def answer(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":   # (GET /models, which a run asks first: no listing)
+            return httpx.Response(404)
         messages = json.loads(request.content)["messages"]
         task = detect_task(messages)
         if task == "claims":

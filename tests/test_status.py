@@ -672,6 +672,8 @@ class FilterOneReport:
         from streamrag.simulator import ANSWERS, detect_task
         from test_bad_answers import body
 
+        if request.method == "GET":   # (GET /models, which a run asks first: no listing)
+            return httpx.Response(404)
         payload = json.loads(request.content)
         task = detect_task(payload["messages"])
         text = ANSWERS[task](payload["messages"])
