@@ -268,6 +268,8 @@ def test_incremental_counts_report_calls_apart_from_the_reports_they_wrote(tmp_p
     from streamrag.simulator import ANSWERS, detect_task
 
     def answer(request: httpx.Request) -> httpx.Response:   # (every report answer unusable)
+        if request.method == "GET":   # (GET /models, which a run asks first: no listing)
+            return httpx.Response(404)
         messages = json.loads(request.content)["messages"]
         task = detect_task(messages)
         return chat_answer("I cannot summarise this community." if task == "report" else ANSWERS[task](messages))
