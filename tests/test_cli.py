@@ -1503,7 +1503,7 @@ def test_a_summary_model_the_endpoint_does_not_serve_stops_the_run_before_any_ca
 def test_an_unknown_model_found_at_its_first_call_says_the_extractions_are_kept(cli_run, corpus, simulator):
     # No listing to check it by before (llm.api_version: Azure's deployments): found at the first
     # summary, every chunk extracted. It said "Nothing was published; there is no index yet" alone.
-    settings = f'[llm]\napi_version = "2024-10-21"\nsummary_model = "{{}}"\n'
+    settings = '[llm]\napi_version = "2024-10-21"\nsummary_model = "{}"\n'
     (corpus / "streamrag.toml").write_text(settings.format("missing-model"))
     out = cli_run("index", str(corpus), "-q", "--api-base", simulator.base_url)
     said = _unwrapped(out.stderr)
