@@ -4,6 +4,7 @@ subprocesses against a simulator with latency."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import os
@@ -4044,6 +4045,22 @@ async def test_a_jsonl_is_not_tied_by_its_rows_before_a_line_its_opening_cuts_th
         "new.jsonl": "three.jsonl"}
 
 
+def _rows(suffix: str, texts: list[str]) -> str:
+    """A .csv (id, text) or .jsonl file of one row per text."""
+    if suffix == ".csv":
+        return "id,text\n" + "".join(f'{n},"{text}"\n' for n, text in enumerate(texts))
+    return "".join(json.dumps({"text": text}) + "\n" for text in texts)
+
+
+def _tied_as_written(daemon: Daemon, new: Path, gone: list[str], text: str) -> dict[str, str]:
+    """What ``_written_on`` ties of ``gone`` to ``new`` written with ``text`` (then removed)."""
+    new.write_text(text)
+    try:
+        return daemon._written_on([new.name], gone)
+    finally:
+        new.unlink()
+
+
 @pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
 async def test_a_rows_file_whose_first_row_is_short_renamed_and_written_on_is_tied(corpus, tmp_path, suffix):
     # ``_written_on`` compared an added file's first document with a deleted one's first row alone,
@@ -4055,11 +4072,7 @@ async def test_a_rows_file_whose_first_row_is_short_renamed_and_written_on_is_ti
     settings = make_settings(index=SMALL)
     db = tmp_path / "r.db"
 
-    def rows(texts: list[str]) -> str:
-        if suffix == ".csv":
-            return "id,text\n" + "".join(f"{n},{text}\n" for n, text in enumerate(texts))
-        return "".join(json.dumps({"text": text}) + "\n" for text in texts)
-
+    rows = functools.partial(_rows, suffix)
     texts = [f"Barge {n}: salt" for n in range(4)]   # (each under 32 characters)
     (corpus / f"a{suffix}").write_text(rows(texts))
     (corpus / "short.txt").write_text("Mira Osk at Port Vell.\n")
@@ -4071,11 +4084,7 @@ async def test_a_rows_file_whose_first_row_is_short_renamed_and_written_on_is_ti
     gone = [f"a{suffix}", "short.txt"]
 
     def tied(name: str, text: str) -> dict[str, str]:
-        (corpus / name).write_text(text)
-        try:
-            return daemon._written_on([name], gone)
-        finally:
-            (corpus / name).unlink()
+        return _tied_as_written(daemon, corpus / name, gone, text)
 
     # Renamed and written on: its rows, then new ones.
     assert tied(f"b{suffix}", rows(texts + ["Barge 4: tar", "Barge 5: rope"])) == {f"b{suffix}": f"a{suffix}"}
@@ -4102,11 +4111,7 @@ async def test_a_rows_file_is_tied_only_to_a_new_one_beginning_with_all_its_rows
     settings = make_settings(index=SMALL)
     db = tmp_path / "r.db"
 
-    def rows(texts: list[str]) -> str:
-        if suffix == ".csv":
-            return "id,text\n" + "".join(f'{n},"{text}"\n' for n, text in enumerate(texts))
-        return "".join(json.dumps({"text": text}) + "\n" for text in texts)
-
+    rows = functools.partial(_rows, suffix)
     first = "Mira Osk weighed the salt barge at Port Vell."   # (32 characters and more)
     texts = [first, "Bo Lund paid the toll at Kessel.", "The tide turned on day three."]
     long_texts = [f"Entry {n}: " + f"the council met at noon about the railway and barge {n}. " * 6
@@ -4121,11 +4126,7 @@ async def test_a_rows_file_is_tied_only_to_a_new_one_beginning_with_all_its_rows
     daemon = Daemon(settings, db, corpus, report=Events())
 
     def tied(gone: str, text: str) -> dict[str, str]:
-        (corpus / f"new{suffix}").write_text(text)
-        try:
-            return daemon._written_on([f"new{suffix}"], [f"{gone}{suffix}"])
-        finally:
-            (corpus / f"new{suffix}").unlink()
+        return _tied_as_written(daemon, corpus / f"new{suffix}", [f"{gone}{suffix}"], text)
 
     others = ["The council met at noon about the railway.", "Tar and rope came in from Kessel."]
     # Its first row, then others: no tie (tied before).
