@@ -111,6 +111,17 @@ class _Holding:
         return aiter(self.recv)
 
 
+def export_json(db: Path, out: Path) -> None:
+    """``streamrag export OUT`` (JSON) of the index ``db``, as a user's cron job writes one."""
+    from streamrag.export import export
+
+    store = Store(db, readonly=True)
+    try:
+        export(store, out, "json")
+    finally:
+        store.close()
+
+
 @contextlib.asynccontextmanager
 async def running(settings, db, corpus, *, locked: bool = False, held: set | None = None, **kwargs):
     """A daemon on a scripted change source, past its initial sync: (daemon, events, send).
@@ -741,16 +752,10 @@ async def test_an_export_written_into_the_watched_folder_is_said_once(corpus, tm
     # warnings are a sync's); the sync found it so remembered and unchanged, and said nothing
     # either: the warning `index` gives was never given. (Now a whole export queues nothing, and
     # its line is said at its event: test_export_watch.)
-    from streamrag.export import export
-
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.3})   # offline: fast
     db = tmp_path / "b.db"
     async with running(settings, db, corpus) as (daemon, events, send):
-        store = Store(db, readonly=True)
-        try:
-            export(store, corpus / "x.txt", "json")
-        finally:
-            store.close()
+        export_json(db, corpus / "x.txt")
         old = time.time() - 5   # (saved a while ago: not waited on as still written)
         os.utime(corpus / "x.txt", (old, old))
         start = len(events)

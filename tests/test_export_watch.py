@@ -10,9 +10,7 @@ import pytest
 from watchfiles import Change
 
 from conftest import make_settings
-from streamrag.export import export
-from streamrag.store import Store
-from test_daemon import SMALL, _indexed_paths, running, until
+from test_daemon import SMALL, _indexed_paths, export_json, running, until
 
 pytestmark = pytest.mark.anyio
 
@@ -32,11 +30,7 @@ async def test_an_export_written_again_into_the_watched_folder_is_said_again(cor
         start = len(events)
         async with send:
             for said, change in ((1, Change.added), (2, Change.modified)):
-                store = Store(db, readonly=True)
-                try:
-                    export(store, corpus / "x.txt", "json")
-                finally:
-                    store.close()
+                export_json(db, corpus / "x.txt")
                 old = time.time() - 10 * said   # (saved a while ago: not waited on as still written)
                 os.utime(corpus / "x.txt", (old, old))
                 await send.send({(change, str(corpus / "x.txt"))})
@@ -64,11 +58,7 @@ async def test_an_export_written_again_is_said_again_by_a_sync_of_the_whole_fold
         async with send:
             # (its own event said at once, no sync; a sync of the whole folder says it again)
             for said, syncs, change in ((1, 1, (Change.added, str(corpus / "x.txt"))), (2, 2, (RESCAN, "boom"))):
-                store = Store(db, readonly=True)
-                try:
-                    export(store, corpus / "x.txt", "json")
-                finally:
-                    store.close()
+                export_json(db, corpus / "x.txt")
                 old = time.time() - 10 * said
                 os.utime(corpus / "x.txt", (old, old))
                 await send.send({change})
@@ -88,11 +78,7 @@ async def test_an_export_cut_short_in_the_watched_folder_is_queued_for_the_sync_
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.3})
     db = tmp_path / "b.db"
     async with running(settings, db, corpus) as (daemon, events, send):
-        store = Store(db, readonly=True)
-        try:
-            export(store, tmp_path / "whole.json", "json")
-        finally:
-            store.close()
+        export_json(db, tmp_path / "whole.json")
         data = (tmp_path / "whole.json").read_bytes()
         (corpus / "x.txt").write_bytes(data[:len(data) // 2])
         old = time.time() - 10
@@ -130,11 +116,7 @@ async def test_an_export_written_while_a_sync_runs_is_said_once(corpus, tmp_path
             (corpus / "n1.txt").write_text("Mira Osk chaired the Harbor Council meeting.\n", encoding="utf-8")
             await send.send({(Change.added, str(corpus / "n1.txt"))})
             await until(lambda: daemon._syncing)   # (a sync under way, n1.txt's)
-            store = Store(db, readonly=True)
-            try:
-                export(store, corpus / "x.txt", "json")
-            finally:
-                store.close()
+            export_json(db, corpus / "x.txt")
             old = time.time() - 10
             os.utime(corpus / "x.txt", (old, old))
             await send.send({(Change.added, str(corpus / "x.txt"))})
@@ -156,11 +138,7 @@ async def test_an_export_among_many_new_notes_queues_nothing_for_it(corpus, tmp_
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.3})   # offline: fast
     db = tmp_path / "b.db"
     async with running(settings, db, corpus) as (daemon, events, send):
-        store = Store(db, readonly=True)
-        try:
-            export(store, corpus / "x.txt", "json")
-        finally:
-            store.close()
+        export_json(db, corpus / "x.txt")
         notes = [corpus / f"note{n:02}.txt" for n in range(20)]
         for n, note in enumerate(notes):
             note.write_text(f"Mira Osk logged barge {n} at Port Vell.\n", encoding="utf-8")
@@ -220,11 +198,7 @@ async def test_the_export_check_reads_new_files_off_the_event_loop(corpus, tmp_p
     db = tmp_path / "b.db"
     async with running(settings, db, corpus) as (daemon, events, send):
         loop_thread = threading.get_ident()
-        store = Store(db, readonly=True)
-        try:
-            export(store, corpus / "x.txt", "json")
-        finally:
-            store.close()
+        export_json(db, corpus / "x.txt")
         (corpus / "note.txt").write_text("Mira Osk logged the barge at Port Vell.\n", encoding="utf-8")
         old = time.time() - 10
         for path in (corpus / "x.txt", corpus / "note.txt"):
@@ -247,11 +221,7 @@ async def test_past_the_exports_told_at_their_event_the_sync_tells_them(corpus, 
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.3})   # offline: fast
     db = tmp_path / "b.db"
     async with running(settings, db, corpus) as (daemon, events, send):
-        store = Store(db, readonly=True)
-        try:
-            export(store, tmp_path / "graph.json", "json")
-        finally:
-            store.close()
+        export_json(db, tmp_path / "graph.json")
         names = [f"x{n:02}.txt" for n in range(_EXPORTS_TOLD + 1)]
         old = time.time() - 10   # (saved a while ago: not waited on as still written)
         for name in names:
@@ -280,11 +250,7 @@ async def test_an_export_in_a_folder_moved_in_queues_nothing_for_it(corpus, tmp_
     async with running(settings, db, corpus) as (daemon, events, send):
         moved = tmp_path / "reports"
         moved.mkdir()
-        store = Store(db, readonly=True)
-        try:
-            export(store, moved / "x.txt", "json")
-        finally:
-            store.close()
+        export_json(db, moved / "x.txt")
         (moved / "note.txt").write_text("Mira Osk logged the barge at Port Vell.\n", encoding="utf-8")
         old = time.time() - 10   # (saved a while ago: not waited on as still written)
         for path in (moved / "x.txt", moved / "note.txt"):
