@@ -88,7 +88,6 @@ import signal
 import sys
 import threading
 import time
-import unicodedata
 from collections import Counter
 from collections.abc import AsyncIterable, Callable, Iterable
 from dataclasses import dataclass
@@ -104,10 +103,10 @@ from streamrag.errors import (LLMError, LLMRequestError, LLMUnavailableError, Re
                               UnusableFirstIndex, disk_full)
 from streamrag.exported import HEAD_BYTES, WHOLE, export_state_of, exported_head
 from streamrag.ids import document_id
-from streamrag.invisible import BREAK_HINTS, visible
+from streamrag.invisible import BREAK_HINTS
 from streamrag.loader import (DOCUMENT_SUFFIXES, conflict_copies_line, file_of, leads_outside,
-                              left_out_lines, export_said, read_documents, scan_order, shown, unstorable_folder,
-                              why_unusable, written_by_export_line)
+                              left_out_lines, export_said, read_documents, row_text, scan_order, shown,
+                              unstorable_folder, why_unusable, written_by_export_line)
 from streamrag.notices import sharing_notices
 from streamrag.on_disk import covered, is_file
 from streamrag.outage import Outage
@@ -382,7 +381,7 @@ def _cut_line(head: bytes, docs: list, text_field: str) -> _CutRow | None:
     if read is None:
         return None
     text, whole = read
-    text = unicodedata.normalize("NFC", visible(text).replace("\x00", "").replace("\r\n", "\n").replace("\r", "\n"))
+    text = row_text(text)   # (as the loader's: a lone surrogate as U+FFFD, which the hash can encode)
     return _CutRow(str(row), text, document_id(text) if whole else None, whole)
 
 

@@ -1661,6 +1661,12 @@ def _whole_characters(value: str) -> tuple[str, bool]:
     return (_LONE_SURROGATE.sub("\ufffd", value) if halves else value).replace("\x00", ""), halves
 
 
+def row_text(value: str) -> str:
+    """A .jsonl or .csv row's text field ``value`` as a document's text holds it (``_row_documents``):
+    visible characters, a lone surrogate as U+FFFD, no NULs, "\\n" line ends, composed (NFC)."""
+    return _newlines([_whole_characters(visible(value))[0]])
+
+
 def _one_line_title(cell: str) -> str:
     """A row's title ``cell`` on one line: its lines (a cell wrapped in a spreadsheet, "Ada\nLovelace")
     joined by a space, each without the blanks around it. A title is shown on one line, and

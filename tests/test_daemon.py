@@ -4050,6 +4050,28 @@ async def test_a_jsonl_is_not_tied_by_its_rows_before_a_line_its_opening_cuts_th
         "new.jsonl": "three.jsonl"}
 
 
+async def test_a_jsonl_whose_cut_line_holds_half_a_surrogate_pair_whole_is_read_as_the_loader_reads_it(corpus, tmp_path):
+    # ``_cut_line`` hashed a cut line's text read whole (its line cut after it) as JSON gives it:
+    # a "\ud800" escape (half a character) in it raised UnicodeEncodeError out of ``_written_on``.
+    # The loader reads one as U+FFFD; so, now, does ``_cut_line``: a rename is tied by that row too.
+    settings = make_settings(index=SMALL)
+    db = tmp_path / "r.db"
+    limit = 32 * SMALL["chunk_size"]
+    first = json.dumps({"text": "Mira Osk weighed the salt barge at Port Vell and logged it by lamplight."}) + "\n"
+    half = "Bo Lund paid the toll at Kessel \ud800 on the second day of the thaw, in silver."
+    (corpus / "two.jsonl").write_text(first + json.dumps({"text": half}) + "\n")
+    await sync([corpus], settings, db, root=corpus)
+    (corpus / "two.jsonl").unlink()
+    daemon = Daemon(settings, db, corpus, report=Events())
+
+    def tied(text: str) -> dict[str, str]:
+        return _tied_as_written(daemon, corpus / "new.jsonl", ["two.jsonl"], text)
+
+    after = ", \"notes\": \"" + "x" * limit + "\"}\n"   # (the line cut after its text, held whole)
+    assert tied(first + json.dumps({"text": half})[:-1] + after) == {"new.jsonl": "two.jsonl"}
+    assert tied(first + json.dumps({"text": half.replace("silver", "copper")})[:-1] + after) == {}
+
+
 def _rows(suffix: str, texts: list[str]) -> str:
     """A .csv (id, text) or .jsonl file of one row per text."""
     if suffix == ".csv":
