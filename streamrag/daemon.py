@@ -386,45 +386,56 @@ def _cut_line(head: bytes, docs: list, text_field: str) -> _CutRow | None:
 
 
 def _jsonl_text(line: str, field: str) -> tuple[str, bool] | None:
-    """The string under ``field`` (as the loader finds it: that key, else one equal to it but
-    for case and blanks) of the JSON object ``line`` begins, cut short anywhere, and whether it
-    is whole; ("", False) if the line is cut before it; ``None`` if the line is no JSON object
-    so far or the field no string (a number: its text)."""
+    """The string under ``field`` (as the loader finds it: that key, else the first one equal to
+    it but for case and blanks; a key written twice: its last value, as ``json.loads`` keeps) of
+    the JSON object ``line`` begins, cut short anywhere, and whether it is whole; ("", False) if
+    the line is cut before it; ``None`` if the line is no JSON object so far or the field no
+    string (a number: its text). A key the cut leaves out may yet say otherwise: not known here."""
     decoder = json.JSONDecoder()
-    at = _BLANKS.match(line).end()
+    chosen: str | None = None   # (the key the loader takes of those read)
+    found: tuple[str, bool] | None = None   # (its last value read, whole; ``None``: no text)
+
+    def read() -> tuple[str, bool] | None:   # (the line cut here)
+        return ("", False) if chosen is None else found
+
+    at = _JSON_BLANKS.match(line).end()
     if at == len(line):
         return "", False
     if line[at] != "{":
         return None
     at += 1
     while True:
-        at = _BLANKS.match(line, at).end()
+        at = _JSON_BLANKS.match(line, at).end()
         if at == len(line):
-            return "", False
+            return read()
         if line[at] == ",":
-            at = _BLANKS.match(line, at + 1).end()
+            at = _JSON_BLANKS.match(line, at + 1).end()
             if at == len(line):
-                return "", False
+                return read()
+        elif line[at] == "}":   # (its end: the field's last value, if a string)
+            return found
         if line[at] != '"':
             return None
         try:
             key, at = json.decoder.scanstring(line, at + 1)
         except ValueError:   # (cut within the key, or no JSON: nothing read of the text)
-            return "", False
-        at = _BLANKS.match(line, at).end()
+            return read()
+        if key in (field, chosen) or chosen is None and key.strip().lower() == field.lower():
+            chosen, found = key, ("", False)   # (cut before its value: nothing read of it)
+        at = _JSON_BLANKS.match(line, at).end()
         if at == len(line):
-            return "", False
+            return read()
         if line[at] != ":":
             return None
-        at = _BLANKS.match(line, at + 1).end()
+        at = _JSON_BLANKS.match(line, at + 1).end()
         if at == len(line):
-            return "", False
-        ours = key == field or key.strip().lower() == field.lower()
+            return read()
+        ours = key == chosen
         try:
             value, at = decoder.raw_decode(line, at)
         except (ValueError, RecursionError):   # (cut within it)
             if not ours:
-                return "", False
+                return read()
             if line[at] != '"':
                 return None
             for back in range(7):   # (an escape the cut split, or half a surrogate pair: left out)
@@ -435,9 +446,16 @@ def _jsonl_text(line: str, field: str) -> tuple[str, bool] | None:
                 return (text[:-1] if text and "\ud800" <= text[-1] <= "\udbff" else text), False
             return None
         if ours:
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-                return str(value), True
-            return (value, True) if isinstance(value, str) else None
+            if isinstance(value, str):
+                found = value, True
+            elif (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+                  and at < len(line)):   # (a number the cut ends may be cut short: "12" of 125)
+                found = str(value), True
+            else:
+                found = None
+
+
+_JSON_BLANKS = re.compile(r"[ \t\n\r]*")   # (JSON's white space: not \s, which takes U+3000, say)
 
 
 def _cut_row_begins(text: str, chunks: list[str]) -> int | None:

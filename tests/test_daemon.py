@@ -4050,6 +4050,46 @@ async def test_a_jsonl_is_not_tied_by_its_rows_before_a_line_its_opening_cuts_th
         "new.jsonl": "three.jsonl"}
 
 
+
+@pytest.mark.parametrize("line, text", [
+    ('{"text": "old", "text": "new"}', "new"),    # (a key written twice: json.loads keeps the last)
+    ('{"Text": "a", "text": "b"}', "b"),          # (the key itself before one equal but for case)
+    ('{"TEXT": [1], "text": "b"}', "b"),
+    ('{"text": "a", "Text": "b"}', "a"),
+    ('{" Text ": "a", "TEXT": "b"}', "a"),        # (else the first equal but for case and blanks)
+    ('{"text": 125, "id": 1}', "125"),
+])
+def test_jsonl_text_takes_the_value_the_loader_takes(line, text):
+    # ``_cut_line``'s reader of a .jsonl line an opening cuts took the first key equal to the
+    # field but for case, or the first of a key written twice, where the loader (json.loads, then
+    # the key itself first) takes another: a false tie, or a true one missed. Now the value the
+    # loader takes of the keys read (a key the cut leaves out cannot be known).
+    from streamrag.daemon import _jsonl_text
+
+    assert json.loads(line) and _jsonl_text(line, "text") == (text, True)
+
+
+def test_jsonl_text_at_each_cut_is_a_prefix_of_the_loaders():
+    from streamrag.daemon import _jsonl_text
+
+    line = ('{"meta": {"text": "x"}, "title": "\\"text\\": \\"y\\"", '
+            '"text": "z\\u00e9\\ud83d\\ude00\\\\\\"\\/ end", "id": 2}')
+    text = json.loads(line)["text"]
+    for cut in range(len(line) + 1):
+        read = _jsonl_text(line[:cut], "text")
+        assert read is not None and text.startswith(read[0]) and (read[1] is False or read[0] == text), (cut, read)
+    assert _jsonl_text(line, "text") == (text, True)
+
+
+def test_jsonl_text_reads_only_json_of_a_line():
+    from streamrag.daemon import _jsonl_text
+
+    assert _jsonl_text('{\u3000"text": "a"}', "text") is None   # (no JSON: the loader skips the line)
+    assert _jsonl_text('{"text": 12', "text") is None   # (a number the cut may end)
+    assert _jsonl_text('{"text": "ab', "text") == ("ab", False)
+    assert _jsonl_text('{"id": 3, "te', "text") == ("", False)
+    assert _jsonl_text('{"Text": "a", "text": ', "text") == ("", False)   # (not "a": the key itself comes)
+
 async def test_a_jsonl_whose_cut_line_holds_half_a_surrogate_pair_whole_is_read_as_the_loader_reads_it(corpus, tmp_path):
     # ``_cut_line`` hashed a cut line's text read whole (its line cut after it) as JSON gives it:
     # a "\ud800" escape (half a character) in it raised UnicodeEncodeError out of ``_written_on``.
