@@ -232,6 +232,10 @@ _MAX_RETRY_SYNCS = 3
 _EXPORTS_TOLD = 16
 """New files of a batch that open as an export does, told whole or not at its event (each read
 through for its checksum, ``_classify``); more are queued, and the sync tells them."""
+_EXPORT_OPENS = 1000
+"""New files of a batch opened, at most, to find those exports (``_told_exports``): a folder of
+200,000 files moved in had each opened and read before its queued line (2.5 s of CPU, a slow
+mount's 0.5 s an open); past them, the sync's scan tells exports, as past ``_EXPORTS_TOLD``."""
 _LOOK_APART = 100
 """A batch of this many events on paths, or more, is looked at in a worker thread (``_classify``):
 about 0.1-0.2 ms an event (``relevant``, a stat or two, an index query), a few ms on the loop."""
@@ -635,9 +639,10 @@ def _told_exports(root: Path, rels: list[str], stopped: Callable[[], bool]) -> d
     """The first ``_EXPORTS_TOLD`` of the files ``rels`` (paths from ``root``) that open as an
     export does (``_opens_as_export``), each with whether it is one written whole (read through
     for its checksum). A worker thread's, whatever the batch's size: each file is opened and read
-    (a slow mount, each open 0.5 s: 4 new files held the event loop 2 s). Ends at a stop."""
+    (a slow mount, each open 0.5 s: 4 new files held the event loop 2 s). Ends at a stop, and
+    after ``_EXPORT_OPENS`` files."""
     told: dict[str, bool] = {}
-    for rel in rels:
+    for rel in rels[:_EXPORT_OPENS]:
         if len(told) >= _EXPORTS_TOLD or stopped():
             break
         if _opens_as_export(root / rel):

@@ -10,6 +10,7 @@ import pytest
 from watchfiles import Change
 
 from conftest import make_settings
+from streamrag.store import Store
 from test_daemon import SMALL, _indexed_paths, export_json, running, until
 
 pytestmark = pytest.mark.anyio
@@ -263,3 +264,26 @@ async def test_an_export_in_a_folder_moved_in_queues_nothing_for_it(corpus, tmp_
     assert [e["files"] for e in events[start:] if e["state"] == "queued"] == [1], events[start:]
     assert [e["message"] for e in events[start:] if e["state"] == "warning"] == [SAID.replace("x.txt", "reports/x.txt")]
     assert "reports/x.txt" not in _indexed_paths(db) and "reports/note.txt" in _indexed_paths(db)
+
+
+def test_a_batch_opens_at_most_export_opens_of_its_new_files_to_find_exports(corpus, tmp_path, monkeypatch):
+    # A folder of 200,000 files moved in had every file opened and read (up to 2 KB) for an export
+    # before its queued line (2.5 s of CPU; on a slow mount 0.5 s an open): the 16 told counted
+    # exports found, not files opened. Now at most _EXPORT_OPENS are opened; past them the sync's
+    # scan tells exports, as it does past the 16.
+    import streamrag.daemon as daemon_module
+
+    db = tmp_path / "b.db"
+    Store(db).close()
+    for n in range(3):
+        (corpus / f"note{n}.txt").write_text("Mira Osk logged the barge at Port Vell.\n")
+    export_json(db, corpus / "x.txt")
+    rels = ["note0.txt", "note1.txt", "note2.txt", "x.txt"]
+    opened: list[str] = []
+    looks = daemon_module._opens_as_export
+    monkeypatch.setattr(daemon_module, "_opens_as_export", lambda path: opened.append(path.name) or looks(path))
+    assert daemon_module._told_exports(corpus, rels, lambda: False) == {"x.txt": True}
+    monkeypatch.setattr(daemon_module, "_EXPORT_OPENS", 3)
+    opened.clear()
+    assert daemon_module._told_exports(corpus, rels, lambda: False) == {}
+    assert opened == rels[:3]
