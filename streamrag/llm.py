@@ -284,8 +284,9 @@ _KEYS_NOT_SENT: set[str] = set()
 # The (models URL, model) pairs found served (``LLMClient.check_models``), asked once a process:
 # a daemon's every sync makes a client.
 _MODELS_SERVED: set[tuple[str, str]] = set()
-# How long a run waits for the list of models before it goes on without (a listing is quick;
-# a server that hangs on it is found by the run's first call).
+# How long a run waits for the list of models, or for the answer to a model asked by name, before
+# it goes on without (a listing and a refusal are quick; a server that hangs is found by the run's
+# first call, and a run with nothing to ask paid a whole llm.request_timeout_s).
 MODELS_TIMEOUT_S = 10.0
 # How many of the models an endpoint lists its "unknown model" line names.
 MODELS_SHOWN = 6
@@ -1037,9 +1038,10 @@ class LLMClient:
         else:
             url, body = self.chat_url, {"model": model, "messages": [{"role": "user", "content": "x"}],
                                         "max_tokens": 1}
+        timeout = min(self.settings.request_timeout_s, MODELS_TIMEOUT_S)
         try:
-            resp = await self._attempt(1, lambda: self._http.post(url, content=msgspec.json.encode(body)),
-                                       self.settings.request_timeout_s)
+            resp = await self._attempt(1, lambda: self._http.post(url, content=msgspec.json.encode(body),
+                                                                  timeout=timeout), timeout)
         except (Retryable, _Silent, _Hopeless):
             return False
         said = provider_message(resp)

@@ -4652,3 +4652,25 @@ async def test_check_models_asks_nothing_more_without_a_listing(tmp_path, listin
                           summary_model="missing-model") as (llm, _):
             await llm.check_models(["summary_model"])
     assert [r.method for r in sent] == ([] if version else ["GET"])
+
+
+@pytest.mark.parametrize("hangs", ["GET", "POST"])
+async def test_check_models_waits_for_a_hanging_server_no_longer_than_models_timeout(tmp_path, monkeypatch, hangs):
+    # A run with nothing to ask paid the whole llm.request_timeout_s for a listing or a model
+    # asked by name that never came; it goes on after MODELS_TIMEOUT_S, as without a listing.
+    monkeypatch.setattr(llm_module, "MODELS_TIMEOUT_S", 0.2)
+    sent: list[httpx.Request] = []
+    listing = _lists(["listed"], sent)
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == hangs:
+            sent.append(request)
+            await anyio.sleep(60)
+        return listing(request)
+
+    with anyio.fail_after(5):
+        async with client(tmp_path, handler, api_base=f"http://models-hang-{hangs}.test/v1", request_timeout_s=30,
+                          summary_model="unlisted") as (llm, store):
+            await llm.check_models(["summary_model"])
+            assert calls(store) == []
+    assert [r.method for r in sent] == (["GET"] if hangs == "GET" else ["GET", "POST"])
