@@ -106,8 +106,8 @@ from streamrag.proxies import (Proxy, answering, proxy_down, proxy_failed, proxy
                                socks_unreachable, unreadable)
 from streamrag.provider_errors import (AZURE_HOST, CONTEXT_OVERFLOW, MORE_RETRIES, Refused, Retryable, advice,
                                        html_page, key_not_sent, key_source, listing_refused, not_answering,
-                                       provider_message, reason, shorter_answer, stopped_answering, tls_refused,
-                                       unknown_model)
+                                       model_settings, provider_message, reason, shorter_answer, stopped_answering,
+                                       tls_refused, unknown_model)
 from streamrag.ratelimit import MinuteBudget, minute_budget
 from streamrag.replies import (CUT_OFF, CUT_OFF_UNASKED, CUT_OFFS, OnLength, Replies, chat_answer, checker,
                                answer_thinking, event_deltas, event_usage, unstreamed)
@@ -1004,7 +1004,9 @@ class LLMClient:
         if missing:
             shown = ", ".join(sorted(ids)[:MODELS_SHOWN]) + (f" and {len(ids) - MODELS_SHOWN} more"
                                                              if len(ids) > MODELS_SHOWN else "")
-            said = "; ".join(f"llm.{name} = {model!r}" for name, model in missing)
+            # (every setting naming the model, as a call's error says it: one fixed at a time stopped again)
+            said = "; ".join(f"{' / '.join(model_settings(self.settings, model)) or 'llm.' + name} = {model!r}"
+                             for name, model in missing)
             raise LLMRequestError(f"unknown model: {said}: the endpoint does not serve "
                                   f"{'them' if len(missing) > 1 else 'it'} (not among the models "
                                   f"{self.models_url} lists: {shown}, and refused by name); give a model "

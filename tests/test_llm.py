@@ -4674,3 +4674,18 @@ async def test_check_models_waits_for_a_hanging_server_no_longer_than_models_tim
             await llm.check_models(["summary_model"])
             assert calls(store) == []
     assert [r.method for r in sent] == (["GET"] if hangs == "GET" else ["GET", "POST"])
+
+
+async def test_check_models_names_every_setting_of_the_unknown_model(tmp_path):
+    # The same wrong model in three settings was said of llm.extraction_model alone: fixed, the next
+    # run stopped at llm.summary_model, then llm.report_model.
+    sent: list[httpx.Request] = []
+    with anyio.fail_after(5):
+        async with client(tmp_path, _lists(["other"], sent, unknown=("missing-model",)),
+                          api_base="http://models-d.test/v1", extraction_model="missing-model",
+                          summary_model="missing-model", report_model="missing-model") as (llm, _):
+            with pytest.raises(LLMRequestError) as stopped:
+                await llm.check_models(["extraction_model", "summary_model", "report_model"])
+    assert str(stopped.value).startswith("unknown model: llm.extraction_model / llm.summary_model / "
+                                         "llm.report_model = 'missing-model': the endpoint does not serve it ")
+    assert [r.method for r in sent] == ["GET", "POST"]
