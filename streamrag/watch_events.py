@@ -38,7 +38,8 @@ ADDED, DELETED = 1, 3  # watchfiles.Change values (an IntEnum), so scripted sets
 _KINDS = (ADDED, 2, DELETED)   # (2: modified)
 RESCAN = -1
 """A change kind of our own: the watcher failed and was restarted; the path is its error."""
-UNDECODABLE = re.compile(r'Unable to decode path "([^"]+)"')   # watchfiles' error for such a name
+# watchfiles' error for such a name (Rust's Debug form: a '"' in it escaped, \")
+UNDECODABLE = re.compile(r'Unable to decode path "((?:[^"\\]|\\.)+)"')
 _POLL_MS = 1000
 # watchfiles' polling watcher's error for a symlink loop (a folder's, or two files' links)
 LINK_LOOP = re.compile(r"File system loop found: (.+?) points to an ancestor|"

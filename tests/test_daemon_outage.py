@@ -3075,3 +3075,19 @@ def test_the_files_a_sync_left_unindexed_are_said_of_it_while_its_retry_runs(tmp
     _killed(db, "s2")   # (its process gone, and no writer: s2 was killed)
     _info, text = status_of(db)
     assert "watch s1, the sync before the one killed, failed and published nothing" in not_indexed(text), text
+
+
+def test_a_name_the_watcher_could_not_decode_holding_a_quote_is_spelled_as_the_scan_spells_it(tmp_path):
+    # Rust writes a '"' in the name as \": the name was read up to it ('a\'), the rest left in
+    # watchfiles' spelling ('a\"b\xE9.txt' beside the scan's 'a"b\xe9.txt').
+    from streamrag.loader import scan
+    from streamrag.watch_events import UNDECODABLE, as_shown
+
+    with open(os.fsencode(tmp_path) + b'/a"b\xe9.txt', "w") as f:
+        f.write("Ada Osk met Bo Lund.\n")
+    rust = f'Unable to decode path "{tmp_path}/a\\"b\\xE9.txt" to string'
+    skipped: list[str] = []
+    scan([tmp_path], ["**/*.txt"], root=tmp_path, skipped=skipped)
+    [line] = skipped
+    assert as_shown(rust, tmp_path) == f'Unable to decode path "{line.split(": ")[0]}" to string', line
+    assert UNDECODABLE.search(rust).group(1) == f'{tmp_path}/a\\"b\\xE9.txt'
