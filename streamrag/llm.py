@@ -284,6 +284,9 @@ _KEYS_NOT_SENT: set[str] = set()
 # The (models URL, model) pairs found served (``LLMClient.check_models``), asked once a process:
 # a daemon's every sync makes a client.
 _MODELS_SERVED: set[tuple[str, str]] = set()
+# The models URLs that gave no listing (an error, no answer in MODELS_TIMEOUT_S, no list), asked no
+# more a process: a watch's every sync waited 10 s on a /models that hangs.
+_MODELS_UNLISTED: set[str] = set()
 # How long a run waits for the list of models, or for the answer to a model asked by name, before
 # it goes on without (a listing and a refusal are quick; a server that hangs is found by the run's
 # first call, and a run with nothing to ask paid a whole llm.request_timeout_s).
@@ -990,10 +993,11 @@ class LLMClient:
             return
         models = {getattr(self.settings, name): name for name in reversed(names) if getattr(self.settings, name)}
         models = {m: n for m, n in models.items() if (self.models_url, m) not in _MODELS_SERVED}
-        if not models:
+        if not models or self.models_url in _MODELS_UNLISTED:
             return
         ids = await self._listed_models()
         if ids is None:
+            _MODELS_UNLISTED.add(self.models_url)
             return
         missing = []
         for model, name in models.items():
@@ -1010,7 +1014,7 @@ class LLMClient:
             raise LLMRequestError(f"unknown model: {said}: the endpoint does not serve "
                                   f"{'them' if len(missing) > 1 else 'it'} (not among the models "
                                   f"{self.models_url} lists: {shown}, and refused by name); give a model "
-                                  "it serves. Stopped before any call of the run", 404, every_call=True)
+                                  "it serves. Stopped before any work of the run", 404, every_call=True)
 
     async def _listed_models(self) -> set[str] | None:
         """The ids ``GET {api_base}/models`` lists (None: no listing: an error, no answer, a page

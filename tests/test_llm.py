@@ -4648,9 +4648,10 @@ async def test_check_models_asks_nothing_more_without_a_listing(tmp_path, listin
     sent: list[httpx.Request] = []
     with anyio.fail_after(5):
         async with client(tmp_path, _lists(["other"], sent, unknown=("missing-model",), listing=listing),
-                          api_base="http://models-c.test/v1", api_version=version,
+                          api_base=f"http://models-c{listing}{version}.test/v1", api_version=version,
                           summary_model="missing-model") as (llm, _):
             await llm.check_models(["summary_model"])
+            await llm.check_models(["summary_model"])   # (a watch's next sync: no listing, not asked again)
     assert [r.method for r in sent] == ([] if version else ["GET"])
 
 
