@@ -73,6 +73,23 @@ def check_shortcuts():
 
 
 @pytest.fixture(autouse=True)
+def models_checked_anew():
+    """Each test starts as a command does, having checked no endpoint's models: the sets of models
+    found served and of URLs that gave no listing are the process's (``llm.check_models``), and
+    a test whose mock answered /models 404 left a later test's same URL unchecked."""
+    from streamrag import llm
+
+    served, unlisted = set(llm._MODELS_SERVED), set(llm._MODELS_UNLISTED)
+    llm._MODELS_SERVED.clear()
+    llm._MODELS_UNLISTED.clear()
+    yield
+    llm._MODELS_SERVED.clear()
+    llm._MODELS_SERVED.update(served)
+    llm._MODELS_UNLISTED.clear()
+    llm._MODELS_UNLISTED.update(unlisted)
+
+
+@pytest.fixture(autouse=True)
 def reads_nothing_as_unchanging():
     """Each test starts as a command does, having read no index as unchanging: the set is the
     process's (one command's), and a test that read an index in a read-only folder left it
