@@ -266,17 +266,18 @@ def model_work_replaced(work: dict[str, int], keep_days: float, cache: bool = Tr
     if not chunks and not summaries and not reports:
         return ""
     made = [part for part in (
-        f"extraction of {_n(chunks, 'chunk')}" + (f" (with {_n(claims, 'claim')}: offline finds none)"
+        f"extraction of {counted(chunks, 'chunk', grouped=False)}" + (f" (with {counted(claims, 'claim', grouped=False)}: offline finds none)"
                                                       if claims else "") if chunks else "",
-        _n(summaries, "summary", "summaries") if summaries else "",
-        _n(reports, "report") if reports else "") if part]
+        counted(summaries, "summary", grouped=False) if summaries else "",
+        counted(reports, "report", grouped=False) if reports else "") if part]
     replaced = made[0] if len(made) == 1 else f"{', '.join(made[:-1])} and {made[-1]}"
     written = summaries + reports
     anew = not_cached if cache else written
     kept = ("extractions are" if written and anew == written else "work is") + \
         (f" kept {keep_days:g} days (store.keep_unused_days)" if keep_days > 0 else " kept")
-    line = f"this index was built with a model: this offline run replaces the model's {replaced} with the NLP " \
-           f"extractor's{' and extractive ones' if summaries or reports else ''}; the model's {kept}, so a run with the model again" + \
+    line = f"this index was built with a model: this offline run replaces the model's {replaced} " \
+           f"with the NLP extractor's{' and extractive ones' if summaries or reports else ''}; " \
+           f"the model's {kept}, so a run with the model again" + \
            (" by then" if keep_days > 0 else "") + " extracts no unchanged chunk again"
     if not written:
         return line
@@ -292,14 +293,10 @@ def model_work_replaced(work: dict[str, int], keep_days: float, cache: bool = Tr
              f", asks for {not_cached} of its {written} summaries and reports anew (not in the cache) and "
              "takes the others from the cache")
     if parents:
-        line += f", but for up to {_n(parents, 'report')} of large communities (their contexts name " \
+        line += f", but for up to {counted(parents, 'report', grouped=False)} of large communities (their contexts name " \
                 "sub-communities, whose ids change)"
     return f"{line}, as long as no document changes meanwhile (a change has the graph clustered anew, " \
            "and most reports asked anew)" if reports else line
-
-
-def _n(count: int, one: str, many: str = "") -> str:
-    return f"{count} {one if count == 1 else many or one + 's'}"
 
 
 # A failed run names this many of the files it leaves unindexed (it counts them all).
@@ -356,8 +353,7 @@ class SyncResult(msgspec.Struct):
     reading_upgraded: bool = False
     # What a model made of the index that this offline run replaced, as said before it started
     # (``index_rows.model_work``: "chunks", "claims", "summaries", "reports", "not_cached",
-    # "parent_reports"); empty
-    # with a model, and offline of an index not built by one
+    # "parent_reports"); empty with a model, and offline of an index not built by one
     model_work_replaced: dict[str, int] = {}
     # Documents of files unchanged but read anew to another text (a loader upgrade, another
     # index.text_field): counted here, not in ``documents_added`` and ``documents_removed``
