@@ -594,10 +594,12 @@ class GraphState:
                 if (ends := joins.full_name_ends(ms[0].name)) is not None and not short_keys.isdisjoint(ends)}
         added_chunks = {m.chunk_id for m in added}
         stored_called = index_rows.called_in(store, {m.chunk_id for eid in fits for m in own[eid]
-                                                     if m.type == joins.PERSON and m.chunk_id not in added_chunks})
+                                                     if m.type == joins.PERSON
+                                                     and m.chunk_id not in added_chunks})
         for eid, ends in fits.items():
             for m in (m for m in own[eid] if m.type == joins.PERSON):
-                called = (self.called_added if m.chunk_id in added_chunks else stored_called).get(m.chunk_id, {})
+                source = self.called_added if m.chunk_id in added_chunks else stored_called
+                called = source.get(m.chunk_id, {})
                 for alias in called.get(m.name, ()):
                     if joins.short_key(alias) in ends and (short := ids.entity_id(alias)) in chunks:
                         chunks[short].add(m.chunk_id)

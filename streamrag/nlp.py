@@ -1734,7 +1734,8 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
     # said") or it opens with a given name and each such word glues a surname's prefix ("Ann
     # AbuBakr", "Ann DosSantos"; not "Grace HealthTech", "Sam GitHub": a given name opens firms'
     # names too).
-    cue.update((n, "organization") for n, ms in by_name.items() if cue[n] is None and any(map(_camel, n.split()))
+    cue.update((n, "organization") for n, ms in by_name.items()
+               if cue[n] is None and any(map(_camel, n.split()))
                and not (" " in n and n.split()[0].lower() in _FIRST_NAMES
                         and all(_glued_surname(w) for w in n.split()[1:] if _camel(w)))
                and not any(m.honorific or m.title or m.speaks for m in ms))
