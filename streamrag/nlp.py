@@ -1324,7 +1324,8 @@ def _verb_after(sentence: str, toks: list[_Token], last: int) -> bool:
 
 
 def _verb_word(w: str) -> bool:
-    """Whether a word right after a name reads as its verb (``_verb_after``)."""
+    """Whether a word right after a name, or past an adverb after it, reads as its verb
+    (``_verb_after``; ``_verb_at``, not after names listed nor what a name owns)."""
     return w.islower() and not w.endswith("ly") and w not in _NO_NOUNS \
         and (_verb_form(w) or w.endswith("s") and w not in _COMMON)
 
