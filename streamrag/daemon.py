@@ -376,7 +376,8 @@ def _cut_line(head: bytes, docs: list, text_field: str) -> _CutRow | None:
     at = head.rfind(b"\n") + 1
     row = head.count(b"\n") + 1
     try:
-        line = codecs.getincrementaldecoder("utf-8-sig" if not at else "utf-8")().decode(head[at:], final=False)
+        line = codecs.getincrementaldecoder("utf-8-sig" if not at else "utf-8")().decode(head[at:],
+                                                                                       final=False)
     except UnicodeDecodeError:
         return None
     if docs and docs[-1].path.rpartition("#")[2] == str(row):   # (its JSON whole: the loader read it)
@@ -2142,7 +2143,8 @@ class Daemon:
         for added, gone in asked:
             gone = [rel for rel in sorted(gone) if self.pending.get(rel) == "deleted"]   # (not synced yet)
             if gone and not self.stopping:
-                tied = await anyio.to_thread.run_sync(self._written_on, sorted(added), gone, abandon_on_cancel=True)
+                tied = await anyio.to_thread.run_sync(self._written_on, sorted(added), gone,
+                                                      abandon_on_cancel=True)
                 self._tied.extend((frozenset({new}), frozenset({old})) for new, old in tied.items())
 
     def _written_on(self, added: list[str], gone: list[str]) -> dict[str, str]:
@@ -2192,7 +2194,8 @@ class Daemon:
         def row_chunks(doc_id: str) -> list[str]:   # (a row after the first, an opening cut: rare)
             if doc_id not in known:
                 with reading(self.db_path) as store:
-                    known[doc_id] = [] if store is None else index_rows.chunk_texts_of(store, doc_id, 2 * limit)
+                    known[doc_id] = ([] if store is None
+                                     else index_rows.chunk_texts_of(store, doc_id, 2 * limit))
             return known[doc_id]
 
         out: dict[str, str] = {}
@@ -2727,15 +2730,16 @@ class Daemon:
             # one that published it: said as `index`'s summary heads it, and as its --json has it)
             came_to = outcome(result)
             head = (f"version {result.version}:" if came_to == "published" else
-                    f"nothing published: stays at version {result.version}, {_n(items_left_out(result), 'item')} "
-                    "failed (left out);" if came_to == "nothing_published" else
+                    f"nothing published: stays at version {result.version}, "
+                    f"{_n(items_left_out(result), 'item')} failed (left out);" if came_to == "nothing_published" else
                     f"nothing changed: stays at version {result.version};")
             self.emit("idle", f"{head} {_n(result.documents, 'document')}, "
                               f"{_n(result.entities, 'entity')}, {_n(result.communities, 'community')}; "
                               f"{_n(result.reports_generated, 'report')} written, {number(result.reports_kept)} "
                               f"kept; {calls_said(calls, cached, spent)}; sync {seconds_said(took)}"
                               f"{_joins_moved_said(result)}",
-                      version=result.version, outcome=came_to, published=result.published, documents=result.documents,
+                      version=result.version, outcome=came_to, published=result.published,
+                      documents=result.documents,
                       documents_added=result.documents_added, documents_removed=result.documents_removed,
                       documents_edited=result.documents_edited,
                       documents_unchanged=result.documents_unchanged,

@@ -367,8 +367,9 @@ def called_in(store: Store, chunk_ids: Iterable[str]) -> dict[str, dict[str, lis
     out: dict[str, dict[str, list[str]]] = defaultdict(dict)
     for part in _batches(chunk_ids):
         for chunk_id, name, shorter in store.conn.execute(
-                "SELECT l.chunk_id, j.key, j.value FROM live_chunks l JOIN extractions e ON e.chunk_id = l.chunk_id "
-                f"AND e.extractor = l.extractor, json_each(e.result, '$.called') j WHERE {_in('l.chunk_id', part)}",
+                "SELECT l.chunk_id, j.key, j.value FROM live_chunks l "
+                "JOIN extractions e ON e.chunk_id = l.chunk_id AND e.extractor = l.extractor, "
+                f"json_each(e.result, '$.called') j WHERE {_in('l.chunk_id', part)}",
                 part):
             out[chunk_id][name] = msgspec.json.decode(shorter, type=list[str])
     return out
@@ -397,7 +398,8 @@ def chunk_texts_of(store: Store, doc_id: str, chars: int) -> list[str]:
     """The texts of the document ``doc_id``'s chunks, in order, until they hold more than ``chars``
     characters (its opening's)."""
     texts, held = [], 0
-    for (text,) in store.conn.execute("SELECT c.text FROM document_chunks dc JOIN chunks c ON c.id = dc.chunk_id "
+    for (text,) in store.conn.execute("SELECT c.text FROM document_chunks dc "
+                                      "JOIN chunks c ON c.id = dc.chunk_id "
                                       "WHERE dc.doc_id = ? ORDER BY dc.idx", (doc_id,)):
         texts.append(text)
         held += len(text)
@@ -569,13 +571,16 @@ def model_work(store: Store) -> dict[str, int]:
     names them by community id, which the offline run's partition and the model's run after it
     give anew, so that run asks for up to that many again (200 synth documents: 12 of 13)."""
     row = store.conn.execute(
-        "SELECT (SELECT count(*) FROM live_chunks WHERE extractor LIKE 'llm-%'), (SELECT count(*) FROM claims), "
-        "(SELECT count(*) FROM answers WHERE owner IN (SELECT id FROM entities UNION ALL SELECT id FROM relationships)), "
+        "SELECT (SELECT count(*) FROM live_chunks WHERE extractor LIKE 'llm-%'), "
+        "(SELECT count(*) FROM claims), "
+        "(SELECT count(*) FROM answers WHERE owner IN "
+        "(SELECT id FROM entities UNION ALL SELECT id FROM relationships)), "
         "(SELECT count(*) FROM communities c JOIN reports r ON r.key = c.report_key WHERE r.extractive = 0), "
         "(SELECT count(*) FROM answers a WHERE (a.owner IN (SELECT id FROM entities UNION ALL SELECT id FROM "
         "relationships) OR a.owner IN (SELECT report_key FROM communities)) AND NOT EXISTS "
         "(SELECT 1 FROM llm_cache l WHERE l.key = a.key)), "
-        "(SELECT count(*) FROM communities c JOIN reports r ON r.key = c.report_key WHERE r.extractive = 0 AND "
+        "(SELECT count(*) FROM communities c JOIN reports r ON r.key = c.report_key "
+        "WHERE r.extractive = 0 AND "
         "json_array_length(r.elements, '$.reports') > 0 AND EXISTS (SELECT 1 FROM answers a JOIN llm_cache l "
         "ON l.key = a.key WHERE a.owner = c.report_key))").fetchone()
     return dict(zip(("chunks", "claims", "summaries", "reports", "not_cached", "parent_reports"),
