@@ -231,7 +231,7 @@ _O_PATH: int | None = getattr(os, "O_PATH", None)
 _MAX_RETRY_SYNCS = 3
 _EXPORTS_TOLD = 16
 """New files of a batch that open as an export does, told whole or not at its event (each read
-through for its checksum, ``_classify``); more are queued, and the sync tells them."""
+through for its checksum, ``_told_exports``); more are queued, and the sync tells them."""
 _EXPORT_OPENS = 1000
 """New files of a batch opened, at most, to find those exports (``_told_exports``): a folder of
 200,000 files moved in had each opened and read before its queued line (2.5 s of CPU, a slow
@@ -372,7 +372,7 @@ def _cut_line(head: bytes, docs: list, text_field: str) -> _CutRow | None:
     one's first row, then an unrelated line longer than an opening, was tied. Its ``text_field``
     string, as the loader would read it (``_jsonl_text``): "" if the cut comes before it; a line
     end just before the cut: the next row, "" of it. ``None`` if it cannot be read so (not UTF-8,
-    not a JSON object so far, the field no string): no rename is told by it."""
+    not a JSON object so far, the field neither a string nor a number): no rename is told by it."""
     at = head.rfind(b"\n") + 1
     row = head.count(b"\n") + 1
     try:
@@ -615,10 +615,10 @@ class _Looked:
 
 def _opens_as_export(path: Path) -> bool:
     """Whether the file ``path`` opens as one `streamrag export` wrote (``exported_head``: needed,
-    not enough; an unreadable one does not). Asked of every new file of a batch: a descriptor, not
-    a file object (half the CPU: 20,000 files, 0.09 s, not 0.2 s); opened without waiting (a FIFO
-    made since its stat does not hold the thread), and read only if a regular file (a FIFO's
-    writer's data was read away from its reader)."""
+    not enough; an unreadable one does not). Asked of a batch's new files, up to ``_EXPORT_OPENS``
+    (``_told_exports``): a descriptor, not a file object (half the CPU: 20,000 files, 0.09 s, not
+    0.2 s); opened without waiting (a FIFO made since its stat does not hold the thread), and read
+    only if a regular file (a FIFO's writer's data was read away from its reader)."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError:
@@ -1158,10 +1158,11 @@ class Daemon:
         out.update(looked.out)
         # Of the new files, those that open as an export does (`streamrag export x.txt` into the
         # folder: not indexed, yet queued, said "1 file (1 added)" and synced for nothing at each
-        # export), the first ``_EXPORTS_TOLD``: each new file's first bytes are read for it, one
-        # open of a file index.include takes, which the sync reads whole (the first 16 new files of
-        # any kind were opened, as a scan opens 16 of each kind of file left out: an export beside
-        # 20 new notes was queued and synced for nothing). In one hop to a worker thread, which
+        # export), the first ``_EXPORTS_TOLD``: the first bytes of each new file, up to
+        # ``_EXPORT_OPENS``, are read for it, one open of a file index.include takes, which the
+        # sync reads whole (the first 16 new files of any kind were opened, as a scan opens 16 of
+        # each kind of file left out: an export beside 20 new notes was queued and synced for
+        # nothing). In one hop to a worker thread, which
         # reads a whole one through for its checksum too: a small batch's were read on the loop.
         told = await anyio.to_thread.run_sync(_told_exports, self.root, looked.new, self._stop_looking.is_set,
                                               abandon_on_cancel=True) if looked.new else {}
