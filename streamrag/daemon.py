@@ -345,10 +345,12 @@ def _rows_begin(whole: list, rows: list[tuple[str, str]], *, cut: _CutRow | None
         row, doc_id = rows[len(whole)]
         if cut.row != row:
             return False
-        if cut.whole:   # (its text whole, the line cut after it: compared whole)
-            held = len(cut.text) if cut.id == doc_id else None
+        if cut.id == doc_id:
+            held = len(cut.text)
+        elif cut.whole:   # (its text whole, the line cut after it: compared whole, and differs)
+            held = None
         else:
-            held = len(cut.text) if cut.id == doc_id else _cut_row_begins(cut.text, chunks_of(doc_id))
+            held = _cut_row_begins(cut.text, chunks_of(doc_id))
         if held is None:
             return False
         chars += held
