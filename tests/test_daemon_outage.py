@@ -665,19 +665,26 @@ async def test_the_real_watcher_survives_a_file_name_it_cannot_decode(tmp_path):
     assert failed and 'Unable to decode path "bad\\xffname.txt"' in failed[0], failed
 
 
-def test_a_name_the_watcher_could_not_decode_is_spelled_as_the_scan_spells_it(tmp_path):
+@pytest.mark.parametrize(("raw", "rust"), [
+    (b"sub/caf\xe9 \x1b.txt", "sub/caf\\xE9 \\u{1b}.txt"),
+    # Rust writes a '"' in the name as \": the name was read up to it ('a\'), the rest left in
+    # watchfiles' spelling ('a\"b\xE9.txt' beside the scan's 'a"b\xe9.txt').
+    (b'a"b\xe9.txt', 'a\\"b\\xE9.txt'),
+], ids=["escapes", "a quote"])
+def test_a_name_the_watcher_could_not_decode_is_spelled_as_the_scan_spells_it(tmp_path, raw, rust):
     from streamrag.loader import scan
-    from streamrag.watch_events import as_shown
+    from streamrag.watch_events import UNDECODABLE, as_shown
 
-    raw = os.fsencode(tmp_path) + b"/sub/caf\xe9 \x1b.txt"
-    os.makedirs(os.path.dirname(raw))
+    raw = os.fsencode(tmp_path) + b"/" + raw
+    os.makedirs(os.path.dirname(raw), exist_ok=True)
     with open(raw, "w") as f:
         f.write("Ada Osk met Bo Lund.\n")
-    rust = f'Unable to decode path "{tmp_path}/sub/caf\\xE9 \\u{{1b}}.txt" to string'
+    said = f'Unable to decode path "{tmp_path}/{rust}" to string'
     skipped: list[str] = []
     scan([tmp_path], ["**/*.txt"], root=tmp_path, skipped=skipped)
     [line] = skipped
-    assert as_shown(rust, tmp_path) == f'Unable to decode path "{line.split(": ")[0]}" to string', line
+    assert as_shown(said, tmp_path) == f'Unable to decode path "{line.split(": ")[0]}" to string', line
+    assert UNDECODABLE.search(said).group(1) == f"{tmp_path}/{rust}"
     assert as_shown("some other error", tmp_path) == "some other error"
 
 
@@ -3075,19 +3082,3 @@ def test_the_files_a_sync_left_unindexed_are_said_of_it_while_its_retry_runs(tmp
     _killed(db, "s2")   # (its process gone, and no writer: s2 was killed)
     _info, text = status_of(db)
     assert "watch s1, the sync before the one killed, failed and published nothing" in not_indexed(text), text
-
-
-def test_a_name_the_watcher_could_not_decode_holding_a_quote_is_spelled_as_the_scan_spells_it(tmp_path):
-    # Rust writes a '"' in the name as \": the name was read up to it ('a\'), the rest left in
-    # watchfiles' spelling ('a\"b\xE9.txt' beside the scan's 'a"b\xe9.txt').
-    from streamrag.loader import scan
-    from streamrag.watch_events import UNDECODABLE, as_shown
-
-    with open(os.fsencode(tmp_path) + b'/a"b\xe9.txt', "w") as f:
-        f.write("Ada Osk met Bo Lund.\n")
-    rust = f'Unable to decode path "{tmp_path}/a\\"b\\xE9.txt" to string'
-    skipped: list[str] = []
-    scan([tmp_path], ["**/*.txt"], root=tmp_path, skipped=skipped)
-    [line] = skipped
-    assert as_shown(rust, tmp_path) == f'Unable to decode path "{line.split(": ")[0]}" to string', line
-    assert UNDECODABLE.search(rust).group(1) == f'{tmp_path}/a\\"b\\xE9.txt'
