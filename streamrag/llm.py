@@ -1267,8 +1267,9 @@ class LLMClient:
         """What to do about a call whose tries all failed, the last with ``e`` (``statuses``: the
         call's failed tries by HTTP status). Answered only with HTTP errors and requests to wait
         (a proxy whose server behind it is down: a bare 503 to everything), it says that server
-        answers only so: more retries wait longer (llm.give_up_after_s ends calls sooner, never
-        later: it is no help to this one). Through the environment's proxy, it names the proxy
+        answers only so, and that more retries help only a server failing now and then
+        (``MORE_RETRIES``; llm.give_up_after_s ends calls sooner, never later: it is no help to
+        this one). Through the environment's proxy, it names the proxy
         when the last try got no answer or one a proxy gives of a server it cannot reach (502, 503:
         an http:// endpoint's; an https:// one's come from behind the proxy's tunnel).
         Whether more retries would help is said in one wording (``MORE_RETRIES``), whatever the
