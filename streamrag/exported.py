@@ -64,8 +64,6 @@ _HEAD = re.compile(rb'\{\n "version": \d+,\n "documents": '
                    rb'(?:    <node id="ent-|  </graph>\n</graphml>)')
 HEAD_BYTES = 2048   # read to judge the opening
 
-# The members of a JSON export, in order (a sealed one's seal after them, met in one cut short).
-_JSON_KEYS = [b"version", b"documents", b"entities", b"relationships", b"claims", b"communities", b"reports"]
 _JSON_KEY = re.compile(rb'\n "([a-z_]+)": ')
 # A line of a JSON export's body opens with a space; any other is its end ("}"), or no export's.
 _JSON_NOT_BODY = re.compile(rb"\n(?! )")
@@ -82,6 +80,8 @@ ROW_KEYS = {
     b"reports": [b"community", b"key", b"title", b"summary", b"rating", b"rating_explanation", b"findings",
                  b"text", b"extractive"],
 }
+# The members of a JSON export, in order (a sealed one's seal after them, met in one cut short).
+_JSON_KEYS = [b"version", *ROW_KEYS]
 # Rows of each section, one after another, as the writer lays them out: "{", each of its members
 # on its own line (a list's or object's items on lines indented deeper, its end back at the
 # member's), "}". Matched line by line: no backtracking.
