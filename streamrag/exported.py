@@ -313,7 +313,8 @@ def _cut_laid_out(rest: bytes, state: str, member: bytes | None, section: bytes)
             return True
         if len(rest) <= len(opening):
             return opening.startswith(rest)
-        return rest.startswith(opening) and re.fullmatch(rb'[0-9a-f]{0,64}|[0-9a-f]{64}"\n?', rest[len(opening):]) is not None
+        return (rest.startswith(opening)
+                and re.fullmatch(rb'[0-9a-f]{0,64}|[0-9a-f]{64}"\n?', rest[len(opening):]) is not None)
     if state == "open":
         return rest == b"" or _row_cut(rest, section)
     if state == "rows":

@@ -1053,7 +1053,8 @@ class LLMClient:
         said = provider_message(resp)
         if resp.status_code == 404:   # (of the model, not of the route: "no such route" is not)
             return "model" in said.lower()
-        return resp.status_code in (400, 422) and (unknown_model("", said, model) or "model_not_found" in resp.text)
+        return resp.status_code in (400, 422) and (unknown_model("", said, model)
+                                                   or "model_not_found" in resp.text)
 
     # -- embeddings --------------------------------------------------------------------------
     async def embed(self, texts: list[str], *, model: str,

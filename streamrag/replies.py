@@ -98,7 +98,8 @@ class Replies:
                                   "limit with the provider", status, every_call=True)
         if retry_after is not None:
             retry_after = min(retry_after, MAX_RETRY_AFTER_S)
-        self.reject(status, message, url, model, stage, retry_after, code=answer.code, error=answer.error, said=said)
+        self.reject(status, message, url, model, stage, retry_after, code=answer.code, error=answer.error,
+                    said=said)
 
     def reject(self, status: int, message: str, url: str, model: str, stage: str,
                 retry_after: float | None = None, *, code: str = "", error: dict | None = None,
