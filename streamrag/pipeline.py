@@ -266,10 +266,10 @@ def model_work_replaced(work: dict[str, int], keep_days: float, cache: bool = Tr
     if not chunks and not summaries and not reports:
         return ""
     made = [part for part in (
-        f"extraction of {counted(chunks, 'chunk', grouped=False)}" + (f" (with {counted(claims, 'claim', grouped=False)}: offline finds none)"
+        f"extraction of {counted(chunks, 'chunk')}" + (f" (with {counted(claims, 'claim')}: offline finds none)"
                                                       if claims else "") if chunks else "",
-        counted(summaries, "summary", grouped=False) if summaries else "",
-        counted(reports, "report", grouped=False) if reports else "") if part]
+        counted(summaries, "summary") if summaries else "",
+        counted(reports, "report") if reports else "") if part]
     replaced = made[0] if len(made) == 1 else f"{', '.join(made[:-1])} and {made[-1]}"
     written = summaries + reports
     anew = not_cached if cache else written
@@ -282,7 +282,7 @@ def model_work_replaced(work: dict[str, int], keep_days: float, cache: bool = Tr
     if not written:
         return line
     if anew == written:
-        return f"{line}, but asks for its {written} summaries and reports anew (" + \
+        return f"{line}, but asks for its {number(written)} summaries and reports anew (" + \
             ("they are not in the cache: llm.cache was off)" if cache else "llm.cache is off)")
     # What the cache gives back holds for the same graph alone: a large community's context
     # names its sub-communities by id, given anew (``parent_reports``), and a document changed
@@ -290,10 +290,10 @@ def model_work_replaced(work: dict[str, int], keep_days: float, cache: bool = Tr
     # documents, one sentence added: 157 of 178 reports asked anew; with none changed, 12).
     parents = work.get("parent_reports", 0)
     line += (" and takes its summaries and reports from the cache" if not anew else
-             f", asks for {not_cached} of its {written} summaries and reports anew (not in the cache) and "
+             f", asks for {number(not_cached)} of its {number(written)} summaries and reports anew (not in the cache) and "
              "takes the others from the cache")
     if parents:
-        line += f", but for up to {counted(parents, 'report', grouped=False)} of large communities (their contexts name " \
+        line += f", but for up to {counted(parents, 'report')} of large communities (their contexts name " \
                 "sub-communities, whose ids change)"
     return f"{line}, as long as no document changes meanwhile (a change has the graph clustered anew, " \
            "and most reports asked anew)" if reports else line

@@ -2243,3 +2243,14 @@ async def test_an_offline_run_says_the_reports_naming_sub_communities_are_asked_
     calls = llm_summary(back.llm)
     assert back.chunks_extracted == 0 and 0 < paid <= parents and calls["calls"] - calls["cached"] == paid, \
         (paid, parents)
+
+
+def test_the_offline_over_a_model_line_groups_its_counts_by_thousands_as_every_line_does():
+    # It said "1500 chunks, 2100 summaries ... asks for 1100 of its 3300", where every other line
+    # says "1,500" (words.number).
+    from streamrag.pipeline import model_work_replaced
+
+    line = model_work_replaced({"chunks": 1500, "claims": 0, "summaries": 2100, "reports": 1200,
+                                "not_cached": 1100, "parent_reports": 0}, 30, True)
+    assert "extraction of 1,500 chunks, 2,100 summaries and 1,200 reports" in line, line
+    assert "asks for 1,100 of its 3,300 summaries and reports anew" in line, line
