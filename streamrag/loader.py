@@ -1664,7 +1664,14 @@ def _whole_characters(value: str) -> tuple[str, bool]:
 def row_text(value: str) -> str:
     """A .jsonl or .csv row's text field ``value`` as a document's text holds it (``_row_documents``):
     visible characters, a lone surrogate as U+FFFD, no NULs, "\\n" line ends, composed (NFC)."""
-    return _newlines([_whole_characters(visible(value))[0]])
+    return _visible_row_text(visible(value))[0]
+
+
+def _visible_row_text(value: str) -> tuple[str, bool]:
+    """``row_text`` of a field already ``visible``, and whether it held a lone surrogate: one
+    place for both readers (the daemon's rename tie compares what ``_row_documents`` stored)."""
+    value, halves = _whole_characters(value)
+    return _newlines([value]), halves
 
 
 def _one_line_title(cell: str) -> str:
@@ -1714,8 +1721,7 @@ def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_fie
         if not value or not value.strip():
             skipped += 1
             continue
-        value, halves = _whole_characters(value)
-        text = _newlines([value])
+        text, halves = _visible_row_text(value)
         doc_id = document_id(text)
         if doc_id in seen:
             duplicates += 1
