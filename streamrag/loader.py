@@ -118,7 +118,9 @@ TITLE_CHARS = 100
 # its escape codes were indexed, garbage, without a word), and one its shifts (SO, SI) alone made
 # a binary file is refused with that command. A row's title cell over several lines is one line
 # (``_one_line_title``: it was "Ada\nLovelace").
-VERSION = "25"
+# 26: a file holding ISO-2022-CN's escape sequences is refused, with iconv's command, in long lines
+# as in short (``_iso_2022_cn``: in long lines its escape codes were indexed, garbage, under a warning).
+VERSION = "26"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
 # to this many (and 1% of the bytes) are a text file's stray ones, dropped (one NUL in a file's
@@ -865,6 +867,7 @@ def _decode(data: bytes, label: str, warnings: list[str], read_from: str) -> str
     binary bytes (``_garbage_run``), but for ISO-2022 text whose shifts alone are so many,
     refused with iconv's command (``_refuse_unread_escapes``); a few NULs are dropped."""
     text = None
+    eight_bit = False   # (read as UTF-8, cp1252 or a legacy code page: its escape sequences are bytes)
     for bom, codec in _BOMS:
         if data.startswith(bom):
             try:
@@ -887,11 +890,13 @@ def _decode(data: bytes, label: str, warnings: list[str], read_from: str) -> str
         except UnicodeDecodeError as e:
             first = e.start
         else:
+            eight_bit = True
             text = _escaped(data, label, warnings, read_from) or text
         # (Judged once the error is let go: it holds a copy of the whole file's bytes.)
         if first is not None:   # (CJK in UTF-16 may hold no NUL at all: it was read as Latin-1)
             text = _utf16_without_bom(data, label)
             if text is None:
+                eight_bit = True
                 text = _utf8_or_cp1252(data, label, warnings, first, read_from)
                 _unread_escapes(data, label, warnings, read_from)
     controls = _controls(text)
@@ -901,6 +906,8 @@ def _decode(data: bytes, label: str, warnings: list[str], read_from: str) -> str
         _binary(label)
     if controls >= _GARBAGE_CONTROLS and not text.isascii():   # (a run is half beyond ASCII)
         _refuse_garbage(text, label)
+    if eight_bit and _iso_2022_cn(data):   # (after those: a binary file holding its bytes is one)
+        _refuse_unread_escapes(data, label, read_from)
     if "\x00" in text:
         warnings.append(f"{label}: {counted(text.count(chr(0)), 'NUL character')} dropped; a text file holds "
                         "none: check how it was written")
@@ -1106,18 +1113,27 @@ _ISO2022_CN_EXT = re.compile(rb"\x1b\$(?:\)E|\+[I-M])")   # (ISO-IR-165, CNS 116
 def _unread_escapes(data: bytes, label: str, warnings: list[str], read_from: str) -> None:
     """Says so of ``data``, read as 8-bit text (``legacy.escaped`` read it in no 7-bit CJK
     encoding), when it holds ISO-2022 escape sequences (``_ISO2022_SWITCH``): one cut short
-    within a sequence, mixed with UTF-8 or cp1252 bytes, using half-width katakana (ESC ( I,
-    which ISO-2022-JP has not) or Greek (ISO-2022-JP-2) was indexed as its escape codes
-    ("\x1b$BEl5~"), garbage, without a word. ISO-2022-CN, which is never read, is named as such."""
+    within a sequence, mixed with UTF-8 or cp1252 bytes, or using Greek (ISO-2022-JP-2) was
+    indexed as its escape codes ("\x1b$BEl5~"), garbage, without a word. ISO-2022-CN, which is
+    never read, is left to ``_decode`` to refuse, named as such (``_refuse_unread_escapes``): in
+    long lines it was indexed as its escape codes, under a warning, where in short lines, whose
+    shifts made it a binary file's bytes, it was refused; garbage either way."""
+    if _iso_2022_cn(data):   # (refused by ``_decode`` unless it is a binary file)
+        return
     if (line := _unread_escapes_line(data, label, read_from, indexed=True)) is not None:
         warnings.append(line)
 
 
+def _iso_2022_cn(data: bytes) -> bool:
+    """Whether ``data``, read as 8-bit text, holds ISO-2022-CN's escape sequences (``_ISO2022_CN``)."""
+    return b"\x1b" in data and _ISO2022_CN.search(data) is not None
+
+
 def _refuse_unread_escapes(data: bytes, label: str, read_from: str) -> None:
-    """Refuses ``data``, which its shifts (SO and SI: ``_shifts``) alone make a binary file's bytes,
-    with what ``_unread_escapes`` says of its escape sequences when it holds any: ISO-2022-CN
-    in short lines, or ISO-2022-KR broken, shifts in and out every few characters, and was
-    refused as a "binary file" where the iconv command would have converted it."""
+    """Refuses ``data``, ISO-2022-CN or which its shifts (SO and SI: ``_shifts``) alone make a
+    binary file's bytes, with what ``_unread_escapes`` says of its escape sequences when it holds
+    any: ISO-2022-KR broken shifts in and out every few characters, and was refused as a "binary
+    file" where the iconv command would have converted it."""
     if (line := _unread_escapes_line(data, label, read_from, indexed=False)) is not None:
         raise InputError(line)
 

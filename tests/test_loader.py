@@ -380,24 +380,31 @@ def test_a_file_holding_iso_2022_escapes_it_does_not_read_in_is_said_so_not_inde
     assert doc.text == text and len(warnings) == 1 and "read as such by its escape sequences" in warnings[0]
 
 
-def test_an_iso_2022_cn_file_is_said_to_be_one_with_iconv_from_iso_2022_cn(tmp_path):
+def test_an_iso_2022_cn_file_is_refused_with_iconv_from_iso_2022_cn_in_long_lines_as_in_short(tmp_path):
     # Python reads no ISO-2022-CN: such a file was said to hold "Japanese or Korean" escapes and
     # given `iconv -f ISO-2022-JP-2`, which passes ESC $ ) A through as ASCII without an error:
     # the command wrote the garbage ("$)AVPND2bJT") as UTF-8. It names ISO-2022-CN (or -CN-EXT,
-    # for CNS 11643's planes 3 to 7), whose iconv reads it.
+    # for CNS 11643's planes 3 to 7), whose iconv reads it. In long lines it was indexed as its
+    # escape codes (garbage, under a warning) where in short lines, whose shifts made it a binary
+    # file's bytes, it was refused: it is refused in both, with the same line.
     def iso_2022_cn(text: str, designation: bytes = b"\x1b$)A") -> bytes:   # (GB 2312's bytes less 0x80, shifted out)
         return designation + b"\x0e" + bytes(b & 0x7F for b in text.encode("gb2312")) + b"\x0f\n"
 
-    for name, data, iconv in (("cn.txt", iso_2022_cn("\u4e2d\u6587\u6d4b\u8bd5\uff0c\u8fd9\u662f\u4e2d\u6587\u3002") * 3, "ISO-2022-CN"),
-                              ("cp1252.txt", iso_2022_cn("\u5317\u4eac") + "Caf\u00e9\n".encode("cp1252"), "ISO-2022-CN"),
+    zh = _LEGACY["zh"].strip()
+    for name, data, iconv in (("long.txt", iso_2022_cn(zh * 4) * 3, "ISO-2022-CN"),
+                              ("short.txt", iso_2022_cn(zh[:2]) * 40, "ISO-2022-CN"),
+                              ("cn.txt", iso_2022_cn("\u4e2d\u6587\u6d4b\u8bd5\uff0c\u8fd9\u662f\u4e2d\u6587\u3002") * 3, "ISO-2022-CN"),
+                              ("one.txt", b"Notes.\n" + iso_2022_cn("\u5317\u4eac"), "ISO-2022-CN"),
+                              ("cp1252.txt", iso_2022_cn(zh * 4) + "Caf\u00e9\n".encode("cp1252"), "ISO-2022-CN"),
+                              ("utf8.txt", iso_2022_cn(zh * 4) + "Caf\u00e9\n".encode(), "ISO-2022-CN"),
                               ("ext.txt", iso_2022_cn("\u5317\u4eac") + b"\x1b$+I\x1bO!!\n", "ISO-2022-CN-EXT")):
         f = write(tmp_path / name, data)
-        [doc], warnings = read_documents(f, root=tmp_path)
-        assert "\x1b$)A" in doc.text, name
-        assert warnings[-1].startswith(f"{name}: written in {iconv} (Chinese in 7 bits, by its escape sequences, the "
-                                       "first at byte 0), which is not read") and \
-            f"`iconv -f {iconv} -t UTF-8 {shell_word(f)}`" in warnings[-1], (name, warnings)
-        assert not any("Japanese or Korean" in w for w in warnings), name
+        with pytest.raises(InputError) as e:
+            read_documents(f, root=tmp_path)
+        first = data.index(b"\x1b")
+        assert str(e.value) == (f"{name}: written in {iconv} (Chinese in 7 bits, by its escape sequences, the first at "
+                                f"byte {first}), which is not read, so it is not indexed; save it as UTF-8 (the "
+                                f"output of `iconv -f {iconv} -t UTF-8 {shell_word(f)}`)"), name
 
 
 def test_a_file_its_iso_2022_shifts_make_binary_gets_iconv_and_true_binaries_stay_binary(tmp_path):
