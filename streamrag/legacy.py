@@ -14,7 +14,8 @@ in its rare extensions), at least ``_FEW`` of them. When none does, or more than
 names the nearest (``likely``) and the caller reads the file as before. Western text, whose
 accented letters are in words of ASCII ones, reads as none. A file in a 7-bit encoding
 (ISO-2022-JP, ISO-2022-KR, HZ) is UTF-8 as well, ASCII: its escape sequences say it
-(``escaped``), not its letters. Pure: bytes in, text out.
+(``escaped``), not its letters; so do ISO-2022-JP's half-width katakana (ESC ( I, read by Python's
+``iso2022_jp_ext``). Pure: bytes in, text out.
 """
 
 from __future__ import annotations
@@ -51,6 +52,12 @@ EUC_KR = Encoding("cp949", "EUC-KR (Korean)", "CP949")
 # ~} after it). (glibc's iconv knows no HZ; GNU libiconv, macOS's, does as HZ-GB-2312.)
 ISO2022_JP = Encoding("iso2022_jp", "ISO-2022-JP (Japanese)", "ISO-2022-JP")
 ISO2022_JP_2 = Encoding("iso2022_jp_2", "ISO-2022-JP-2 (Japanese)", "ISO-2022-JP-2")
+# ISO-2022-JP with half-width katakana (JIS X 0201's, ESC ( I), which neither of those reads:
+# ``iso2022_jp_ext`` (ISO-2022-JP-2's sets but for its Korean, Chinese and 8859 ones, and the
+# katakana). iconv reads it as ISO-2022-JP-3 (glibc's; GNU libiconv's among its extra encodings),
+# which reads no JIS X 0212 (ESC $ ( D: glibc passes it through as ASCII, "$(D0!"), so a file
+# holding that is given ISO-2022-JP-2, whose glibc reading has both (``_iconv_for``).
+ISO2022_JP_EXT = Encoding("iso2022_jp_ext", "ISO-2022-JP with half-width katakana (Japanese)", "ISO-2022-JP-3")
 ISO2022_KR = Encoding("iso2022_kr", "ISO-2022-KR (Korean)", "ISO-2022-KR")
 HZ = Encoding("hz", "HZ-GB-2312 (Chinese)", "HZ-GB-2312")
 # Each with what to try when it does not decode: Windows' Greek where ISO's has no character.
@@ -87,6 +94,10 @@ _HEBREW_COMMON = re.compile("[\u05d0\u05d4\u05d5\u05d9]")   # alef, he, vav, yod
 # CJK text: ideographs, kana, Hangul syllables, CJK punctuation and full-width forms
 # (half-width katakana are not: Shift-JIS makes them of any byte from 0xA1 to 0xDF).
 _CJK = re.compile("[\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7a3\uf900-\ufaff\uff01-\uff60]")
+# ... and half-width katakana with them, in text a 7-bit encoding's escape sequences say: there only
+# ESC ( I makes them (``ISO2022_JP_EXT``), not any byte of a code page.
+_ESCAPED_CJK = re.compile("[\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7a3\uf900-\ufaff"
+                          "\uff01-\uff9f]")
 _KANA = re.compile("[\u3040-\u30ff]")
 _HANGUL = re.compile("[\uac00-\ud7a3]")
 _IDEOGRAPH = re.compile("[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff01-\uff60]")
@@ -183,12 +194,15 @@ def escaped(data: bytes) -> Reading | None:
     ``_HZ``), decoded without an error and with no escape or shift left (a log in colour holds
     ESC [ ... m, which ISO-2022-JP's decoder lets through), into text whose characters beyond
     ASCII are CJK ones, nearly all (a wrong reading gives Greek, Cyrillic and box drawing). No
-    ``_FEW``: the sequences say the encoding, however little text they hold. Else None."""
+    ``_FEW``: the sequences say the encoding, however little text they hold. Else None.
+    ISO-2022-JP with half-width katakana (ESC ( I, ``ISO2022_JP_EXT``) is tried last, when
+    neither ISO-2022-JP nor its -2 reads the file: it was read as its escape codes, garbage."""
     # (The sequences first: two searches, as cheap as a caller's check, leave most files out;
     # each behind a search of its first byte alone, which runs at memory speed where a search of
     # two bytes does not: the two took 0.05 s of each read of a 25 MB log, holding neither byte.)
-    if b"\x1b" in data and b"\x1b$" in data:
-        tries: tuple[Encoding, ...] = (ISO2022_KR,) if b"\x1b$)C" in data else (ISO2022_JP, ISO2022_JP_2)
+    if b"\x1b" in data and (b"\x1b$" in data or b"\x1b(I" in data):
+        tries: tuple[Encoding, ...] = (ISO2022_KR,) if b"\x1b$)C" in data else (ISO2022_JP, ISO2022_JP_2,
+                                                                                ISO2022_JP_EXT)
     elif b"~" in data and b"~{" in data:
         tries = (HZ,)
     else:
@@ -199,7 +213,7 @@ def escaped(data: bytes) -> Reading | None:
     if decoded is None:
         return None
     encoding, text = decoded
-    cjk = _count(_CJK, text)
+    cjk = _count(_ESCAPED_CJK, text)
     if _SHIFTS.search(text) or not cjk or cjk < 0.9 * _count(_NON_ASCII, text):
         return None
     if encoding is HZ:   # (any two ASCII letters in "~{ ~}" are a character: ask for common ones,
@@ -207,7 +221,20 @@ def escaped(data: bytes) -> Reading | None:
         chars = _NON_ASCII.findall(text)
         if sum(_gb2312(ch)[:1] < b"\xd8" for ch in chars) < 0.9 * len(chars):
             return None
+    encoding = _iconv_for(encoding, data)
     return Reading(text, encoding, (encoding,))
+
+
+# JIS X 0212 designated (ESC $ ( D), which ISO-2022-JP-3's iconv does not read (``ISO2022_JP_EXT``).
+_JIS_X_0212 = b"\x1b$(D"
+ISO2022_JP_EXT_0212 = Encoding(ISO2022_JP_EXT.codec, ISO2022_JP_EXT.name, ISO2022_JP_2.iconv)
+
+
+def _iconv_for(encoding: Encoding, data: bytes) -> Encoding:
+    """``encoding``, ``data`` read in it, with the iconv name that reads all of ``data``: ISO-2022-JP
+    with half-width katakana and JIS X 0212 too is glibc's ISO-2022-JP-2 (ISO-2022-JP-3 passes
+    JIS X 0212 through as ASCII, garbage)."""
+    return ISO2022_JP_EXT_0212 if encoding is ISO2022_JP_EXT and _JIS_X_0212 in data else encoding
 
 
 # The bytes KOI8-U reads as its Ukrainian letters, and KOI8-R as box drawing (all others each

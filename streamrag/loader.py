@@ -119,7 +119,8 @@ TITLE_CHARS = 100
 # a binary file is refused with that command. A row's title cell over several lines is one line
 # (``_one_line_title``: it was "Ada\nLovelace").
 # 26: a file holding ISO-2022-CN's escape sequences is refused, with iconv's command, in long lines
-# as in short (``_iso_2022_cn``: in long lines its escape codes were indexed, garbage, under a warning).
+# as in short (``_iso_2022_cn``: in long lines its escape codes were indexed, garbage, under a warning);
+# ISO-2022-JP with half-width katakana (ESC ( I) is read (``legacy.ISO2022_JP_EXT``: its escape codes were).
 VERSION = "26"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
@@ -1085,7 +1086,8 @@ def _short_and_binary(text: str) -> bool:
 
 def _escaped(data: bytes, label: str, warnings: list[str], read_from: str) -> str | None:
     """The text of ``data``, ASCII bytes, in the 7-bit CJK encoding its escape sequences say
-    (``legacy.escaped``: ISO-2022-JP, ISO-2022-KR, HZ), with a warning; None when they say none.
+    (``legacy.escaped``: ISO-2022-JP, with half-width katakana too, ISO-2022-KR, HZ), with a
+    warning; None when they say none.
     (Read as ASCII, such a file was "$BEl5~" garbage with no warning, or with ISO-2022-KR's
     shifts a binary file.)"""
     from streamrag import legacy   # (here, not above: see the note on the imports)

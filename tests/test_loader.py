@@ -357,13 +357,14 @@ def test_ascii_text_with_escapes_or_tildes_is_not_taken_for_a_7_bit_cjk_encoding
 
 def test_a_file_holding_iso_2022_escapes_it_does_not_read_in_is_said_so_not_indexed_as_garbage_silently(tmp_path):
     # Cut short within an escape sequence, mixed with UTF-8 or cp1252 bytes, with half-width
-    # katakana (ESC ( I, which Python's ISO-2022-JP has not): read as its escape codes
-    # ("\x1b$BEl5~"), garbage, and said nothing of. It is read so still, and said, the file named.
+    # katakana spaced within their set (ESC ( I, "6@ 6E": ISO 2022's space, which Python's
+    # iso2022_jp_ext does not take): read as its escape codes ("\x1b$BEl5~"), garbage, and said
+    # nothing of. It is read so still, and said, the file named.
     text = _LEGACY["ja"] * 3
     for name, data in (("cut.txt", text.encode("iso2022_jp")[:-2]),
                        ("utf8.txt", text.encode("iso2022_jp") + "Caf\u00e9\n".encode()),
                        ("cp1252.txt", text.encode("iso2022_jp") + "Caf\u00e9\n".encode("cp1252")),
-                       ("kana.txt", "\uff76\uff80\uff76\uff85 \u6771\u4eac\n".encode("iso2022_jp_ext"))):
+                       ("kana.txt", b"\x1b(I6@6E C=D\x1b(B \x1b$BEl5~\x1b(B\n")):
         f = write(tmp_path / name, data)
         [doc], warnings = read_documents(f, root=tmp_path)
         assert "\x1b$B" in doc.text or "\x1b(I" in doc.text, name
@@ -378,6 +379,39 @@ def test_a_file_holding_iso_2022_escapes_it_does_not_read_in_is_said_so_not_inde
     assert "holds ISO-2022 escape sequences" in warnings[-1] and "iconv -f ISO-2022-KR" in warnings[-1]
     [doc], warnings = read_documents(write(tmp_path / "ok.txt", text.encode("iso2022_jp")), root=tmp_path)
     assert doc.text == text and len(warnings) == 1 and "read as such by its escape sequences" in warnings[0]
+
+
+def test_iso_2022_jp_with_half_width_katakana_is_read_and_iconv_named_converts_it(tmp_path):
+    import shlex
+    import shutil
+    import subprocess
+
+    # ISO-2022-JP's half-width katakana (ESC ( I, JIS X 0201's), which neither ISO-2022-JP nor
+    # ISO-2022-JP-2 reads in Python, were indexed as their escape codes ("\x1b(I6@6E"), garbage,
+    # under a warning.
+    # Python's iso2022_jp_ext reads them: the text is read, and the command named (ISO-2022-JP-3;
+    # glibc's ISO-2022-JP-2 where the file holds JIS X 0212 too, which ISO-2022-JP-3 passes through
+    # as ASCII) writes that same text.
+    kana = "\uff76\uff80\uff76\uff85\uff83\uff7d\uff84"   # (ｶﾀｶﾅﾃｽﾄ)
+    for name, text, iconv in (("mixed.txt", (_LEGACY["ja"].strip() + kana + "\u3002\n") * 3, "ISO-2022-JP-3"),
+                              ("only kana.txt", f"{kana} {kana}\nOK {kana}\n", "ISO-2022-JP-3"),
+                              ("short.txt", kana[:2] + "\n", "ISO-2022-JP-3"),
+                              ("0212.txt", f"\u4e02{kana}\u6771\u4eac\n", "ISO-2022-JP-2")):
+        f = write(tmp_path / name, text.encode("iso2022_jp_ext"))
+        [doc], warnings = read_documents(f, root=tmp_path)
+        assert doc.text == text, name
+        command = f"iconv -f {iconv} -t UTF-8 {shell_word(f)}"
+        assert warnings == [f"{name}: written in ISO-2022-JP with half-width katakana (Japanese), read as such by its "
+                            f"escape sequences; to be sure of it, save it as UTF-8 (the output of `{command}`)"], name
+        if shutil.which("iconv"):
+            out = subprocess.run(shlex.split(command), capture_output=True, check=True).stdout.decode()
+            assert out == text, name
+    # ISO-2022-JP text is read in it still, as before, and JP-2's in JP-2.
+    [doc], warnings = read_documents(write(tmp_path / "jp.txt", _LEGACY["ja"].encode("iso2022_jp")), root=tmp_path)
+    assert doc.text == _LEGACY["ja"] and "written in ISO-2022-JP (Japanese)" in warnings[0]
+    [doc], warnings = read_documents(write(tmp_path / "jp2.txt", "\u4e02\u6771\u4eac\n".encode("iso2022_jp_2")),
+                                     root=tmp_path)
+    assert doc.text == "\u4e02\u6771\u4eac\n" and "written in ISO-2022-JP-2 (Japanese)" in warnings[0]
 
 
 def test_an_iso_2022_cn_file_is_refused_with_iconv_from_iso_2022_cn_in_long_lines_as_in_short(tmp_path):
