@@ -148,7 +148,8 @@ def own_title(title: str, text: str) -> str | None:
     the title it is shown with, ``Document.title``), keyed as ``file_title`` keys it
     (``name_title``); None when that title is only its first line (``text``: its opening), which
     the extractor reads as text, or ``heading_title`` reads as a heading."""
-    lines = (line.strip().lstrip("#").strip() for line in text.split("\n"))
+    # (a line ends where ``str.splitlines`` ends one: the loader titles "Ada\u2028Lovelace" "Ada")
+    lines = (part.strip().lstrip("#").strip() for line in text.split("\n") for part in line.splitlines())
     first = next((line for line in lines if any(ch.isalnum() for ch in line)), "")
     return None if title.strip() == first else name_title(title)
 

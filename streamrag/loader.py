@@ -121,6 +121,7 @@ TITLE_CHARS = 100
 # 26: a file holding ISO-2022-CN's escape sequences is refused, with iconv's command, in long lines
 # as in short (``_iso_2022_cn``: in long lines its escape codes were indexed, garbage, under a warning);
 # ISO-2022-JP with half-width katakana (ESC ( I) is read (``legacy.ISO2022_JP_EXT``: its escape codes were).
+# Titles (not indexed text, but read again with it): a first line ends at a line separator (``_title``).
 VERSION = "26"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
@@ -1565,12 +1566,32 @@ def _may_hold_long_blanks(text: str) -> bool:
 
 def _title(text: str, fallback: str) -> str:
     """The first line with a letter or digit (a rule, ``---`` of front matter never closed,
-    names nothing), else ``fallback``."""
+    names nothing), else ``fallback``; a line ends where ``str.splitlines`` ends one
+    (``_LINE_BREAK``: "Ada Lovelace\u2028born 1815" is titled "Ada Lovelace", as ``joins.own_title``
+    reads a first line)."""
     for line in _lines(text):
-        line = line.strip().lstrip("#").strip()
-        if any(ch.isalnum() for ch in line):
-            return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1].rstrip() + "\u2026"
+        for part in _parts(line):
+            part = part.strip().lstrip("#").strip()
+            if any(ch.isalnum() for ch in part):
+                return part if len(part) <= TITLE_CHARS else part[: TITLE_CHARS - 1].rstrip() + "\u2026"
     return fallback
+
+
+# What ends a line for ``str.splitlines`` beyond "\n" and "\r" (which a document's text holds no
+# more, ``_newlines``): a line or paragraph separator (a JSON "\u2028", a word processor's line
+# break), a vertical tab, a form feed, the file, group and record separators, NEL.
+_LINE_BREAK = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def _parts(line: str):
+    """``line.splitlines()`` a part at a time, empty ones too (a document's first line may be all
+    of a big file: not copied whole again)."""
+    start = 0
+    for m in _LINE_BREAK.finditer(line):
+        yield line[start:m.start()]
+        start = m.end()
+    yield line[start:]
+
 
 
 def _lines(text: str, *, ends: bool = False):

@@ -617,6 +617,29 @@ def test_csv_rows(tmp_path):
     assert warnings == ["t.csv: 1 row without text in the field 'text' (index.text_field), skipped"]
 
 
+def test_a_first_line_ends_at_a_line_separator_in_the_title_as_for_joins(tmp_path):
+    from streamrag import joins
+
+    # A line separator (U+2028: a JSON "\u2028", a word processor's line break), a paragraph
+    # separator or a form feed in a file's first line stayed in its title, with the line after it.
+    # The title ends there, as ``str.splitlines`` ends a line, and is no name the document says
+    # (``joins.own_title`` reads its first line so too): as with "\n" in its place.
+    for n, (text, title) in enumerate((("Ada Lovelace\u2028born 1815 in London\nShe wrote.\n", "Ada Lovelace"),
+                                       ("Ada Lovelace\u2029born 1815\n", "Ada Lovelace"),
+                                       ("Ada Lovelace\x0cPage two\n", "Ada Lovelace"),
+                                       ("\u2028 \u2028Ada Lovelace\u2028born\n", "Ada Lovelace"),
+                                       ("# Ada Lovelace \u2028born 1815\n", "Ada Lovelace"))):
+        for suffix in (".txt", ".md"):
+            [doc], _ = read_documents(write(tmp_path / f"{n}{suffix}", text), root=tmp_path)
+            assert doc.title == title, (text, suffix)
+            newline = doc.text.replace("\u2028", "\n").replace("\u2029", "\n").replace("\x0c", "\n")
+            assert joins.own_title(doc.title, doc.text) == joins.own_title(doc.title, newline) is None, text
+    # A row's text with no title cell is titled so too (a title cell over lines is one line: below).
+    [row], _ = read_documents(write(tmp_path / "r.jsonl", json.dumps({"text": "Ada Lovelace\u2028born 1815"}) + "\n"),
+                              root=tmp_path)
+    assert row.title == "Ada Lovelace" and joins.own_title(row.title, row.text) is None
+
+
 def test_a_row_title_over_several_lines_is_one_line_and_the_same_name(tmp_path):
     from streamrag import joins
 
