@@ -121,7 +121,8 @@ TITLE_CHARS = 100
 # 26: a file holding ISO-2022-CN's escape sequences is refused, with iconv's command, in long lines
 # as in short (``_iso_2022_cn``: in long lines its escape codes were indexed, garbage, under a warning);
 # ISO-2022-JP with half-width katakana (ESC ( I) is read (``legacy.ISO2022_JP_EXT``: its escape codes were).
-# Titles (not indexed text, but read again with it): a first line ends at a line separator (``_title``).
+# Titles (not indexed text, but read again with it): a first line ends at a line separator (``_title``);
+# a row's title cell, a file's name and a front matter's title are composed (NFC) as text is (``_composed``).
 VERSION = "26"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
@@ -764,11 +765,11 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
 
             text, title = markdown.front_matter(text)
             text = _seen(markdown.readable(text), label)   # as a reader sees it
-            title = visible(title) if title else title
+            title = _composed(visible(title)) if title else title   # (a mark left by a character taken out)
             if _blank(text):
                 raise EmptyInput(f"{label}: no text outside front matter, comments and embeds "
                                  "(![[...]]), nothing to index")
-        title = title[:TITLE_CHARS] if title else _title(text, path.stem)
+        title = title[:TITLE_CHARS] if title else _title(text, _composed(path.stem))
         return [Document(id=document_id(text), path=shown, title=title, text=text)], warnings
     return _row_documents(rows, shown, path.stem, text_field, warnings), warnings
 
@@ -1593,6 +1594,13 @@ def _parts(line: str):
     yield line[start:]
 
 
+def _composed(title: str) -> str:
+    """``title`` composed (NFC), as a document's text is (``_newlines``): a row's title cell or a
+    file's name, decomposed (macOS's file names, a cell pasted from one) where its text is not,
+    differed from the text's first line it repeats, and so was read as a name the document says
+    (``joins.own_title``) where the same title composed is not."""
+    return unicodedata.normalize("NFC", title)
+
 
 def _lines(text: str, *, ends: bool = False):
     """``text.split("\\n")`` a line at a time: a big file's title is in its first lines, and a
@@ -1771,6 +1779,7 @@ def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_fie
         title = _one_line_title(visible(title)) if isinstance(title, str) else ""
         title = title or _title(text, f"{stem} #{number}")
         title, title_halves = _whole_characters(title)
+        title = _composed(title)
         lone += halves or title_halves
         docs.append(Document(id=doc_id, path=f"{shown}#{number}", title=title[:TITLE_CHARS], text=text))
     if skipped:

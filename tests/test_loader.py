@@ -617,6 +617,34 @@ def test_csv_rows(tmp_path):
     assert warnings == ["t.csv: 1 row without text in the field 'text' (index.text_field), skipped"]
 
 
+def test_a_title_is_composed_as_its_text_and_its_first_line_is_no_name_said_either_way(tmp_path):
+    import unicodedata
+
+    from streamrag import joins
+
+    # A row's title cell or a file's name decomposed (macOS's file names, a cell pasted from one:
+    # "e" and a combining acute) stayed so where the text is composed (NFC): the title repeating
+    # the text's first line differed from it, so ``joins.own_title`` read it as a name the document
+    # says ("jose alvarez") where the same title composed is its first line, no name (None).
+    name = "Jos\u00e9 \u00c1lvarez"
+    nfd = unicodedata.normalize("NFD", name)
+    assert nfd != name
+    rows = write(tmp_path / "r.jsonl", json.dumps({"title": nfd, "text": f"{nfd}\nHe met Ana."}) + "\n" +
+                 json.dumps({"title": name, "text": f"{name}\nShe met Ana."}) + "\n")
+    table = write(tmp_path / "t.csv", f"title,text\n{nfd},\"{nfd}\nHe met Ana.\"\n")
+    docs = read_documents(rows, root=tmp_path)[0] + read_documents(table, root=tmp_path)[0]
+    assert [d.title for d in docs] == [name] * 3
+    assert [joins.own_title(d.title, d.text) for d in docs] == [None] * 3
+    # A file's name, the title of a file with no line to take one from (and of a row's, with its number).
+    stem = unicodedata.normalize("NFD", "Ren\u00e9e")
+    [doc], _ = read_documents(write(tmp_path / f"{stem}.txt", "---\n"), root=tmp_path)
+    [row], _ = read_documents(write(tmp_path / f"{stem}.csv", "text\n...\n"), root=tmp_path)
+    assert (doc.title, row.title) == ("Ren\u00e9e", "Ren\u00e9e #1")
+    # A front matter's title, a mark left alone by a character no reader sees taken out of it.
+    [doc], _ = read_documents(write(tmp_path / "fm.md", "---\ntitle: Jose\u200b\u0301\n---\nBody\n"), root=tmp_path)
+    assert doc.title == "Jos\u00e9"
+
+
 def test_a_first_line_ends_at_a_line_separator_in_the_title_as_for_joins(tmp_path):
     from streamrag import joins
 
