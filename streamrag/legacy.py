@@ -57,7 +57,8 @@ ISO2022_JP_2 = Encoding("iso2022_jp_2", "ISO-2022-JP-2 (Japanese)", "ISO-2022-JP
 # katakana). iconv reads it as ISO-2022-JP-3 (glibc's; GNU libiconv's among its extra encodings),
 # which reads no JIS X 0212 (ESC $ ( D: glibc passes it through as ASCII, "$(D0!"), so a file
 # holding that is given ISO-2022-JP-2, whose glibc reading has both (``_iconv_for``).
-ISO2022_JP_EXT = Encoding("iso2022_jp_ext", "ISO-2022-JP with half-width katakana (Japanese)", "ISO-2022-JP-3")
+ISO2022_JP_EXT = Encoding("iso2022_jp_ext", "ISO-2022-JP with half-width katakana (Japanese)",
+                          "ISO-2022-JP-3")
 ISO2022_KR = Encoding("iso2022_kr", "ISO-2022-KR (Korean)", "ISO-2022-KR")
 HZ = Encoding("hz", "HZ-GB-2312 (Chinese)", "HZ-GB-2312")
 # Each with what to try when it does not decode: Windows' Greek where ISO's has no character.

@@ -1136,8 +1136,8 @@ def _iso_2022_cn(data: bytes) -> bool:
 def _refuse_unread_escapes(data: bytes, label: str, read_from: str) -> None:
     """Refuses ``data``, ISO-2022-CN or which its shifts (SO and SI: ``_shifts``) alone make a
     binary file's bytes, with what ``_unread_escapes`` says of its escape sequences when it holds
-    any: ISO-2022-KR broken shifts in and out every few characters, and was refused as a "binary
-    file" where the iconv command would have converted it."""
+    any: ISO-2022-KR broken, which shifts in and out every few characters, was refused as a
+    "binary file" where the iconv command would have converted it."""
     if (line := _unread_escapes_line(data, label, read_from, indexed=False)) is not None:
         raise InputError(line)
 

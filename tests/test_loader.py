@@ -401,16 +401,18 @@ def test_iso_2022_jp_with_half_width_katakana_is_read_and_iconv_named_converts_i
         [doc], warnings = read_documents(f, root=tmp_path)
         assert doc.text == text, name
         command = f"iconv -f {iconv} -t UTF-8 {shell_word(f)}"
-        assert warnings == [f"{name}: written in ISO-2022-JP with half-width katakana (Japanese), read as such by its "
-                            f"escape sequences; to be sure of it, save it as UTF-8 (the output of `{command}`)"], name
+        assert warnings == [f"{name}: written in ISO-2022-JP with half-width katakana (Japanese), read as "
+                            "such by its escape sequences; to be sure of it, save it as UTF-8 (the output "
+                            f"of `{command}`)"], name
         if shutil.which("iconv"):
             out = subprocess.run(shlex.split(command), capture_output=True, check=True).stdout.decode()
             assert out == text, name
     # ISO-2022-JP text is read in it still, as before, and JP-2's in JP-2.
-    [doc], warnings = read_documents(write(tmp_path / "jp.txt", _LEGACY["ja"].encode("iso2022_jp")), root=tmp_path)
+    jp = write(tmp_path / "jp.txt", _LEGACY["ja"].encode("iso2022_jp"))
+    [doc], warnings = read_documents(jp, root=tmp_path)
     assert doc.text == _LEGACY["ja"] and "written in ISO-2022-JP (Japanese)" in warnings[0]
-    [doc], warnings = read_documents(write(tmp_path / "jp2.txt", "\u4e02\u6771\u4eac\n".encode("iso2022_jp_2")),
-                                     root=tmp_path)
+    jp2 = write(tmp_path / "jp2.txt", "\u4e02\u6771\u4eac\n".encode("iso2022_jp_2"))
+    [doc], warnings = read_documents(jp2, root=tmp_path)
     assert doc.text == "\u4e02\u6771\u4eac\n" and "written in ISO-2022-JP-2 (Japanese)" in warnings[0]
 
 
@@ -425,20 +427,22 @@ def test_an_iso_2022_cn_file_is_refused_with_iconv_from_iso_2022_cn_in_long_line
         return designation + b"\x0e" + bytes(b & 0x7F for b in text.encode("gb2312")) + b"\x0f\n"
 
     zh = _LEGACY["zh"].strip()
-    for name, data, iconv in (("long.txt", iso_2022_cn(zh * 4) * 3, "ISO-2022-CN"),
-                              ("short.txt", iso_2022_cn(zh[:2]) * 40, "ISO-2022-CN"),
-                              ("cn.txt", iso_2022_cn("\u4e2d\u6587\u6d4b\u8bd5\uff0c\u8fd9\u662f\u4e2d\u6587\u3002") * 3, "ISO-2022-CN"),
-                              ("one.txt", b"Notes.\n" + iso_2022_cn("\u5317\u4eac"), "ISO-2022-CN"),
-                              ("cp1252.txt", iso_2022_cn(zh * 4) + "Caf\u00e9\n".encode("cp1252"), "ISO-2022-CN"),
-                              ("utf8.txt", iso_2022_cn(zh * 4) + "Caf\u00e9\n".encode(), "ISO-2022-CN"),
-                              ("ext.txt", iso_2022_cn("\u5317\u4eac") + b"\x1b$+I\x1bO!!\n", "ISO-2022-CN-EXT")):
+    cn, ext, cafe = "ISO-2022-CN", "ISO-2022-CN-EXT", "Caf\u00e9\n"
+    for name, data, iconv in (("long.txt", iso_2022_cn(zh * 4) * 3, cn),
+                              ("short.txt", iso_2022_cn(zh[:2]) * 40, cn),
+                              ("cn.txt", iso_2022_cn(zh[-10:]) * 3, cn),
+                              ("one.txt", b"Notes.\n" + iso_2022_cn("\u5317\u4eac"), cn),
+                              ("cp1252.txt", iso_2022_cn(zh * 4) + cafe.encode("cp1252"), cn),
+                              ("utf8.txt", iso_2022_cn(zh * 4) + cafe.encode(), cn),
+                              ("ext.txt", iso_2022_cn("\u5317\u4eac") + b"\x1b$+I\x1bO!!\n", ext)):
         f = write(tmp_path / name, data)
         with pytest.raises(InputError) as e:
             read_documents(f, root=tmp_path)
         first = data.index(b"\x1b")
-        assert str(e.value) == (f"{name}: written in {iconv} (Chinese in 7 bits, by its escape sequences, the first at "
-                                f"byte {first}), which is not read, so it is not indexed; save it as UTF-8 (the "
-                                f"output of `iconv -f {iconv} -t UTF-8 {shell_word(f)}`)"), name
+        command = f"iconv -f {iconv} -t UTF-8 {shell_word(f)}"
+        assert str(e.value) == (f"{name}: written in {iconv} (Chinese in 7 bits, by its escape sequences, "
+                                f"the first at byte {first}), which is not read, so it is not indexed; save "
+                                f"it as UTF-8 (the output of `{command}`)"), name
 
 
 def test_a_file_its_iso_2022_shifts_make_binary_gets_iconv_and_true_binaries_stay_binary(tmp_path):
@@ -641,7 +645,8 @@ def test_a_title_is_composed_as_its_text_and_its_first_line_is_no_name_said_eith
     [row], _ = read_documents(write(tmp_path / f"{stem}.csv", "text\n...\n"), root=tmp_path)
     assert (doc.title, row.title) == ("Ren\u00e9e", "Ren\u00e9e #1")
     # A front matter's title, a mark left alone by a character no reader sees taken out of it.
-    [doc], _ = read_documents(write(tmp_path / "fm.md", "---\ntitle: Jose\u200b\u0301\n---\nBody\n"), root=tmp_path)
+    front = write(tmp_path / "fm.md", "---\ntitle: Jose\u200b\u0301\n---\nBody\n")
+    [doc], _ = read_documents(front, root=tmp_path)
     assert doc.title == "Jos\u00e9"
 
 
@@ -652,19 +657,18 @@ def test_a_first_line_ends_at_a_line_separator_in_the_title_as_for_joins(tmp_pat
     # separator or a form feed in a file's first line stayed in its title, with the line after it.
     # The title ends there, as ``str.splitlines`` ends a line, and is no name the document says
     # (``joins.own_title`` reads its first line so too): as with "\n" in its place.
-    for n, (text, title) in enumerate((("Ada Lovelace\u2028born 1815 in London\nShe wrote.\n", "Ada Lovelace"),
-                                       ("Ada Lovelace\u2029born 1815\n", "Ada Lovelace"),
-                                       ("Ada Lovelace\x0cPage two\n", "Ada Lovelace"),
-                                       ("\u2028 \u2028Ada Lovelace\u2028born\n", "Ada Lovelace"),
-                                       ("# Ada Lovelace \u2028born 1815\n", "Ada Lovelace"))):
+    for n, text in enumerate(("Ada Lovelace\u2028born 1815 in London\nShe wrote.\n",
+                              "Ada Lovelace\u2029born 1815\n", "Ada Lovelace\x0cPage two\n",
+                              "\u2028 \u2028Ada Lovelace\u2028born\n", "# Ada Lovelace \u2028born 1815\n")):
+        title = "Ada Lovelace"
         for suffix in (".txt", ".md"):
             [doc], _ = read_documents(write(tmp_path / f"{n}{suffix}", text), root=tmp_path)
             assert doc.title == title, (text, suffix)
             newline = doc.text.replace("\u2028", "\n").replace("\u2029", "\n").replace("\x0c", "\n")
             assert joins.own_title(doc.title, doc.text) == joins.own_title(doc.title, newline) is None, text
     # A row's text with no title cell is titled so too (a title cell over lines is one line: below).
-    [row], _ = read_documents(write(tmp_path / "r.jsonl", json.dumps({"text": "Ada Lovelace\u2028born 1815"}) + "\n"),
-                              root=tmp_path)
+    rows = write(tmp_path / "r.jsonl", json.dumps({"text": "Ada Lovelace\u2028born 1815"}) + "\n")
+    [row], _ = read_documents(rows, root=tmp_path)
     assert row.title == "Ada Lovelace" and joins.own_title(row.title, row.text) is None
 
 
