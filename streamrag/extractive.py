@@ -19,7 +19,7 @@ import math
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
-from streamrag.local_search import STOPWORDS, query_terms, runs
+from streamrag.local_search import STOPWORDS, name_words, query_terms, runs
 from streamrag.sentences import (CJK_CLOSERS, CJK_TERMINATORS, HEADING_LINE, NOT_AFTER_ABBREVIATION,
                                  QUOTE_MARKS, SETEXT_UNDERLINE, ended, ends_with_abbreviation, is_heading,
                                  table_row_text, table_rows)
@@ -363,10 +363,12 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
     anchor, so its name is common among them and weighs little by rarity, and a sentence about
     someone else that shares one rare word with the question ("organization", "born") would
     otherwise come before the anchor's own facts. A sentence naming an anchor by part of its
-    name ("Ms. Sarga") counts that part, but not where the part belongs to another name of
-    ``types`` that shares words with the anchor's ("Ghost of Christmas Yet" for the anchor
-    "Ghost of Christmas Past"), or to another anchor holding it ("Kharos Financial Conduct
-    Board" for "Kharos", when the question names both): that sentence is about the other one.
+    name ("Ms. Sarga") counts that part (the whole, for a word of it no other name has, written
+    as a name of its own: "Sarga said"; ``_names_by_own``), but not where the part belongs to
+    another name of ``types`` that shares words with the anchor's ("Ghost of Christmas Yet" for
+    the anchor "Ghost of Christmas Past"), or to another anchor holding it ("Kharos Financial
+    Conduct Board" for "Kharos", when the question names both): that sentence is about the
+    other one.
 
     ``types`` (entity name -> type) lets a question ask for a kind of thing: a sentence naming an
     entity of a type the question names ("Which organization ...") or asks for by its question
@@ -382,6 +384,7 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
     named = [name for name in anchors if _name_stems(name)]
     anchor_stems = [_name_stems(name, key) for name in named]
     rivals = [_rivals(name, types or {}, anchors, key) for name in named]
+    owns = [_own_words(name, types or {}, anchors) for name in named]
     split = [(tag, split_sentences(_TAG.sub("", text))) for tag, text in passages]
     if typed is not None:
         typed = _names_within(typed[0], (s for _tag, sentences in split for s in sentences)), typed[1]
@@ -399,8 +402,8 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
             ws = said | set(key.of(sentence))
             if typed is not None and label:
                 ws |= {typed[1][name] for name in typed[0].findall(label.group())} - {""}
-            credit = sum(_anchor_credit(a, r, ws, said, label.group() if label else "", body, key)
-                         for a, r in zip(anchor_stems, rivals, strict=True))
+            credit = sum(_anchor_credit(a, r, own, ws, said, label.group() if label else "", body, key)
+                         for a, r, own in zip(anchor_stems, rivals, owns, strict=True))
             candidates.append((p_rank, s_rank, sentence, tag, ws, said, credit))
     if not candidates:
         return []
@@ -465,17 +468,71 @@ def _rivals(anchor: str, types: Mapping[str, str], anchors: Sequence[str], key: 
     return sorted(set(out), key=lambda w: (-len(w), w)), tuple(words(anchor))
 
 
-def _anchor_credit(a: set[str], rivals: tuple[list[tuple[str, ...]], tuple[str, ...]],
+def _own_words(anchor: str, types: Mapping[str, str], anchors: Sequence[str]) -> frozenset[str]:
+    """The words of ``anchor``'s name (``local_search.name_words``) that no other name of
+    ``types`` or ``anchors`` has: "torquay" of "Kenji Torquay" beside "Kenji Fenvell"."""
+    mine = set(name_words(anchor))
+    if len(mine) < 2 or len(mine) < len(words(anchor)):
+        # A name of one word is named whole or not at all; one with a stop word or a word
+        # twice is a phrase whose words name other things ("Bank of England", "the Present").
+        return frozenset()
+    others = {w for name in [*types, *anchors] if name != anchor for w in words(name)}
+    return frozenset(mine - others)
+
+
+def _anchor_credit(a: set[str], rivals: tuple[list[tuple[str, ...]], tuple[str, ...]], own: frozenset[str],
                    ws: set[str], said: set[str], label: str, body: str, key: NameKeys) -> float:
     """How fully a sentence (its ``label`` and ``body``; ``ws`` and ``said`` their stems, as
     ``pick_sentences`` has them) names the anchor of stems ``a``: the share of the anchor's
     words it has, counted in its label and in its body, each without the rival names it
-    writes outside the anchor's own name."""
-    names, own = rivals
+    writes outside the anchor's own name; all of them where it names the anchor by a word of
+    its ``own`` alone (``_names_by_own``): "Torquay said at a briefing" names Kenji Torquay as
+    fully as "Kenji Torquay addressed the audience" does, and for "What did Kenji Torquay say
+    at the briefing?" came 15th, after every sentence writing his whole name."""
+    names, whole = rivals
     if names and a & ws:
-        said = said - _held_by(body, names, own, key)
-        ws = said | (ws - _held_by(label + " " + body, names, own, key))
-    return (len(a & ws) + len(a & said)) / len(a)
+        said = said - _held_by(body, names, whole, key)
+        ws = said | (ws - _held_by(label + " " + body, names, whole, key))
+    in_said, in_ws = len(a & said), len(a & ws)
+    if own and in_ws < len(a) and in_ws:
+        if in_said < len(a) and in_said and _names_by_own(body, own, whole):
+            in_said = len(a)
+        if in_said == len(a) or _names_by_own(label, own, whole):
+            in_ws = len(a)
+    return (in_ws + in_said) / len(a)
+
+
+_WORD_TOKEN = re.compile(r"[^\W\d_][^\W_]*")
+
+
+def _names_by_own(text: str, own: frozenset[str], name: tuple[str, ...]) -> bool:
+    """Whether ``text`` writes one of the anchor's ``own`` words capitalised, in a run of
+    capitalised words (each after a single space) all of the anchor's ``name`` but for stop
+    words: "Torquay said", "Scrooge's", "The Torquay family"; not "the torquay", nor "Dmitri
+    Iskton" (whose "Dmitri" no other name of the context has: it does not hold him), nor after
+    a title ("Mrs. Cratchit" is not Bob Cratchit, who has no "Mrs" to be named apart by)."""
+    held = set(name)
+    run: list[str] = []
+    start = end = -1
+
+    def names(run: list[str]) -> bool:
+        ws = set(words(" ".join(run))) - STOPWORDS
+        return bool(ws & own) and ws <= held and not ends_with_abbreviation(text[:start].rstrip())
+
+    for m in _WORD_TOKEN.finditer(text):
+        token = m.group()
+        if not (token[:1].isupper() and not token[1:].isupper()):
+            if run and names(run):
+                return True
+            run = []
+        elif run and text[end:m.start()] == " ":
+            run.append(token)
+        else:
+            if run and names(run):
+                return True
+            run, start = [token], m.start()
+        end = m.end()
+    return bool(run) and names(run)
 
 
 def _held_by(text: str, names: list[tuple[str, ...]], own: tuple[str, ...], key: NameKeys) -> set[str]:

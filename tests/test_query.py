@@ -12,6 +12,7 @@ import contextlib
 import json
 import math
 import re
+import shutil
 import sqlite3
 
 import anyio
@@ -3044,6 +3045,57 @@ def test_pick_sentences_gives_no_anchor_credit_for_words_of_another_entitys_name
     picked = pick_sentences("Ghost of Christmas Past?", [passages[0], both], anchors=["Ghost of Christmas Past"],
                             types=types)
     assert picked[0][1] == "[E:e4]"
+
+
+def test_pick_sentences_gives_a_name_written_by_its_own_word_the_whole_anchors_credit():
+    """A news text names a person in full once, then by surname: "Torquay said at a briefing"
+    had half the anchor's credit, so every sentence writing "Kenji Torquay" (saying nothing of a
+    briefing) came first. A word of the name no other name has counts for the whole name, but
+    not after a title (Mrs. Cratchit is not Bob), nor beside another word (Dmitri Iskton is
+    not Dmitri Quinquay), nor in lower case, nor of a name with a stop word ("the Present")."""
+    types = {"Kenji Torquay": "person", "Kenji Fenvell": "person", "Torford Heights": "geo"}
+    passages = [("[E:e1]", "Kenji Torquay (person): Kenji Torquay grew up in Torford Heights. Kenji Torquay "
+                           "spoke at the summit. Kenji Fenvell joined Kenji Torquay in Torford Heights."),
+                ("[T:t1]", '"The numbers speak for themselves," Torquay said at a briefing.')]
+    first = lambda q, ps, **kw: pick_sentences(q, ps, limit=1, **kw)[0][0]
+    assert first("What did Kenji Torquay say at the briefing?", passages, anchors=["Kenji Torquay"],
+                 types=types) == '"The numbers speak for themselves," Torquay said at a briefing.'
+    # Written after a title, beside a word of no name of the anchor's, or in lower case: half.
+    for other in ("Mrs. Torquay said at a briefing.", "Lake Torquay said at a briefing.",
+                  "The torquay said at a briefing."):
+        got = first("What did Kenji Torquay say at the briefing?", [passages[0], ("[T:t1]", other)],
+                    anchors=["Kenji Torquay"], types=types)
+        assert got.endswith("Kenji Torquay grew up in Torford Heights."), (other, got)
+    ghost = [("[E:e1]", "The Ghost of Christmas Present sat on a throne."),
+             ("[T:t1]", "'I will live in the Past, the Present, and the Future!' cried Scrooge.")]
+    assert first("What did the Ghost of Christmas Present say of the Future?", ghost,
+                 anchors=["Ghost of Christmas Present"]) == "The Ghost of Christmas Present sat on a throne."
+
+
+async def test_offline_local_answers_quote_what_a_person_said_under_their_surname(tmp_path):
+    """'What did Priya Halick say at the briefing?' (tests/data/news41, indexed offline): the
+    sentence naming her by surname with the briefing was not quoted at all, the eight sentences
+    quoted each writing her whole name; nor was the like of four more people's quotes."""
+    corpus = tmp_path / "news"
+    shutil.copytree(DATA / "news41", corpus)
+    settings = make_settings("")
+    await sync([corpus], settings, tmp_path / "index.db", root=corpus)
+    expected = {
+        "What did Priya Halick say at the briefing?":
+            '"The numbers speak for themselves," Halick said at a briefing.',
+        "What did Viktor Ashvik say at the briefing?":
+            '"The numbers speak for themselves," Ashvik said at a briefing.',
+        "What did Willa Quinholm write in the letter to staff?":
+            '"We owe the public a clear explanation," Quinholm wrote in a letter to staff.',
+        "What did Valentin Velton tell reporters?":
+            '"This has been a difficult period, but we are moving forward," Velton told reporters.',
+        "What did Cassia Zanard say in the interview?":
+            '"Nobody expected the scale of what happened," Zanard said in an interview.',
+    }
+    for question, sentence in expected.items():
+        answer = await aask(question, settings, tmp_path / "index.db", mode="local")
+        first = answer.text.splitlines()[2]
+        assert answer.extractive and first.startswith(f"- {sentence} ["), (question, answer.text)
 
 
 def test_a_short_name_the_question_writes_apart_from_a_longer_one_is_an_anchor_of_its_own():
