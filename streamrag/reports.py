@@ -425,9 +425,14 @@ def _finding_text(description: str) -> str:
     return " ".join(" ".join(x.split()) for x, heading in sentences if not heading)
 
 
+# How ``_overview``'s sentence opens: the index's own count, which an extractive answer quotes
+# after any sentence of the documents (``extractive.pick_sentences``).
+OVERVIEW_OPENING = re.compile(r"\d+ entit(?:y|ies) and \d+ relationships? around ")
+
+
 def _overview(members: Sequence[Entity], internal: Sequence[Relationship], names: dict[str, str]) -> str:
     """One sentence of what the graph says about a community: its size, its central entities
-    with their types, and its strongest ties."""
+    with their types, and its strongest ties (it opens as ``OVERVIEW_OPENING`` matches)."""
     if not members:
         return "No entities."
     central = [f"{e.name} ({e.type})" if e.type else e.name for e in members[:3]]

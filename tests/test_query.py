@@ -22,7 +22,7 @@ import pytest
 from conftest import DATA, make_settings
 from streamrag import citations, global_search, index_rows, local_search
 from streamrag.errors import IndexMissingError, LLMOutputError, LLMRequestError, UsageError
-from streamrag.extractive import EXTRACTIVE_LABEL, pick_sentences
+from streamrag.extractive import EXTRACTIVE_LABEL, pick_sentences, quotes
 from streamrag.pipeline import sync
 from streamrag.citations import parse_citations
 from streamrag.ask_command import add_ask_command, cmd_ask
@@ -3070,6 +3070,23 @@ def test_pick_sentences_gives_a_name_written_by_its_own_word_the_whole_anchors_c
              ("[T:t1]", "'I will live in the Past, the Present, and the Future!' cried Scrooge.")]
     assert first("What did the Ghost of Christmas Present say of the Future?", ghost,
                  anchors=["Ghost of Christmas Present"]) == "The Ghost of Christmas Present sat on a throne."
+
+
+@pytest.mark.parametrize("question", ["Who is Mira Osk?", "Who is Anton Heller?", "Who is Henrik Salo?",
+                                      "What is the Lantern Hall?"])
+async def test_an_offline_answer_quotes_the_documents_before_a_reports_count_of_members(offline_db, question):
+    """An offline report's overview ("4 entities and 6 relationships around Northern Rail
+    Company (organization), ...") names each member, so it matched every question naming one
+    and, its report's first sentence, was quoted first (40 of 180 answers of synth_small and A
+    Christmas Carol): the index's count, where the documents' "Mira Osk previously designed the
+    Kessel Bridge ..." answers. It is quoted after them (when there is room)."""
+    from streamrag.reports import OVERVIEW_OPENING
+    answer = await aask(question, make_settings(""), offline_db, mode="global")
+    quoted = [sentence for sentence, _tag in quotes(answer.text)]
+    counts = [bool(OVERVIEW_OPENING.search(sentence)) for sentence in quoted]
+    assert quoted and not counts[0] and counts == sorted(counts), quoted
+    name = question.removeprefix("Who is ").removeprefix("What is the ").rstrip("?")
+    assert name in quoted[0], quoted
 
 
 async def test_offline_local_answers_quote_what_a_person_said_under_their_surname(tmp_path):
