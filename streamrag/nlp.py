@@ -131,6 +131,7 @@ import functools
 import re
 import unicodedata
 from collections import defaultdict
+from collections.abc import Iterator
 
 from streamrag.records import EntityRecord, Extraction, RelationshipRecord
 from streamrag.sentences import TITLE_SMALL, is_title, joined, table_row_text, table_rows
@@ -756,8 +757,8 @@ _WORD = re.compile(r"[^\W_]+(?:['\u2019\-][^\W_]+)*(?:['\u2019]s?)?")
 _MARKS = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
 _MARK = re.compile(f"[{_MARKS}]")
 _MARKED_WORD = re.compile(rf"(?:[^\W_][{_MARKS}]*)+(?:['\u2019\-](?:[^\W_][{_MARKS}]*)+)*(?:['\u2019]s?)?")
-_CAMEL_PART = re.compile(r"[^\W\d_][^\W\d_A-Z]*")   # "Ann" of "JoAnn" (``_camel``)
-_PART_BREAK = re.compile(r"['\u2019\-]")   # where a double-barrelled name's parts meet (``_camel``)
+_CAMEL_PART = re.compile(r"[^\W\d_][^\W\d_A-Z]*")   # "Ann" of "JoAnn" (``_inner_capitals``)
+_PART_BREAK = re.compile(r"['\u2019\-]")   # where a double-barrelled name's parts meet (``_inner_capitals``)
 _LOWER_WORD = re.compile(r"(?<![\w'\u2019\-])[a-z][a-z\-]*")
 # a word with a letter beyond ASCII ("déjà", "вчера")
 _WIDE_WORD = re.compile(r"(?<![\w'\u2019\-])[^\W\d_]*[^\x00-\x7f\W\d_][^\W\d_]*(?:-[^\W\d_]+)*")
@@ -1668,6 +1669,15 @@ def _cue_type(name: str) -> str | None:
     return None
 
 
+def _inner_capitals(word: str) -> Iterator[tuple[str, str]]:
+    """For each capital inside a word right after a lower-case letter, in lower case: the prefix
+    of the part the capital is in ("mc" of "Smith-McKay" and "O'Brien-McKay") and the part it
+    opens ("kay"; "ann" of "JoAnn"). What ``_camel`` and ``_glued_surname`` judge."""
+    for k in range(1, len(word)):
+        if word[k].isupper() and word[k - 1].islower():
+            yield _PART_BREAK.split(word[:k])[-1].lower(), _CAMEL_PART.match(word, k).group().lower()
+
+
 def _camel(word: str) -> bool:
     """Whether a word bears a capital inside it, right after a lower-case letter, as a firm's or
     a product's name does ("GitHub", "PayPal", "SpaceX"); a person's does so only after a
@@ -1675,26 +1685,15 @@ def _camel(word: str) -> bool:
     or before a given name ("JoAnn", "RuPaul"); a degree's never ("PhD", "PsyD": ``_DEGREES``)."""
     if word.rstrip(".,").lower() in _DEGREES:
         return False
-    for k in range(1, len(word)):
-        if word[k].isupper() and word[k - 1].islower():
-            given = _CAMEL_PART.match(word, k)
-            # (the prefix of the part the capital is in: "Mc" of "Smith-McKay" and "O'Brien-McKay")
-            prefix = _PART_BREAK.split(word[:k])[-1]
-            if prefix.lower() not in _GLUED_PREFIXES and given.group().lower() not in _FIRST_NAMES:
-                return True
-    return False
+    return any(prefix not in _GLUED_PREFIXES and given not in _FIRST_NAMES
+               for prefix, given in _inner_capitals(word))
 
 
 def _glued_surname(word: str) -> bool:
     """Whether every capital inside a word follows a prefix a surname glues ("AbuBakr",
     "DosSantos": ``_SURNAME_GLUES``, besides ``_camel``'s "McKay"), as no firm's does ("HealthTech")."""
-    for k in range(1, len(word)):
-        if word[k].isupper() and word[k - 1].islower():
-            prefix = _PART_BREAK.split(word[:k])[-1].lower()
-            if prefix not in _SURNAME_GLUES and prefix not in _GLUED_PREFIXES \
-                    and _CAMEL_PART.match(word, k).group().lower() not in _FIRST_NAMES:
-                return False
-    return True
+    return all(prefix in _SURNAME_GLUES or prefix in _GLUED_PREFIXES or given in _FIRST_NAMES
+               for prefix, given in _inner_capitals(word))
 
 
 def _place_word(name: str) -> str | None:
