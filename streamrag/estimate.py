@@ -106,8 +106,8 @@ from streamrag.reports import ReportContext, build_context, claim_lines_redone, 
 from streamrag.records import Chunk, Claim, ClaimRecord, Community, Extraction, Relationship, RelationshipRecord
 from streamrag.sentences import sentences_of
 from streamrag.status import llm_summary, unusable_said
-from streamrag.store import (SCHEMA_VERSION, Store, alive, as_it_lies, committed_schema, index_files,
-                             reader_in_place, without_index_files)
+from streamrag.store import (Store, alive, as_it_lies, index_files, older_schema, reader_in_place,
+                             without_index_files)
 from streamrag.summarizer import (SUMMARY_HEADROOM, asks_model, new_summary_input, summary_input, summary_messages,
                                   within_budget, without_model)
 from streamrag.terminal import shell_word
@@ -160,7 +160,7 @@ def _published(db: Path, stack: contextlib.ExitStack) -> Store | None:
     if not db.exists():
         return None
     try:
-        if 0 < (committed_schema(db) or SCHEMA_VERSION) < SCHEMA_VERSION:
+        if older_schema(db):
             return reader_in_place(db) or _upgraded_copy(db, stack)
         return Store(db, readonly=True)
     except IndexMissingError:

@@ -2034,7 +2034,7 @@ class WriterLock:
         # is taken: taken, its file names no holder until written, and the look (0.5 to 10 ms) left
         # a reader or writer meeting it then to name "another process". (An upgrade another made
         # meanwhile is found by ``migrate``, which takes the note back.)
-        upgrade_noted = self.noted is None and _older_schema(Path(self.db_path))
+        upgrade_noted = self.noted is None and older_schema(Path(self.db_path))
         try:
             for wait in (0.01, 0.02, 0.04, 0.08, 0):   # an older streamrag's reader looking holds
                 try:                                  # it shared for a moment
@@ -2174,7 +2174,7 @@ def update_under_way(db_path: Path | str) -> dict | None:
     return {"since": float(found[1]), "files": int(found[2]), **(writer_said(lines[0]) or {})}
 
 
-def _older_schema(db_path: Path) -> bool:
+def older_schema(db_path: Path) -> bool:
     """Whether the index at ``db_path`` is an older streamrag's, by its committed schema
     (``committed_schema``); False when it has none, or it cannot be read."""
     return 0 < (committed_schema(db_path) or SCHEMA_VERSION) < SCHEMA_VERSION

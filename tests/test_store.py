@@ -333,13 +333,13 @@ def test_the_writer_lock_names_its_holder_while_its_writer_looks_at_the_schema(t
     Store(db).close()
     _one_step_back(db)
     seen = []
-    real = store_module._older_schema
+    real = store_module.older_schema
 
     def looking(path):
         seen.append(writer_at_work(db))   # (what a reader or writer meeting the lock then finds)
         return real(path)
 
-    monkeypatch.setattr(store_module, "_older_schema", looking)
+    monkeypatch.setattr(store_module, "older_schema", looking)
     lock_path(db).write_text("pid 999999: streamrag watch notes\n")   # (left by a writer killed -9)
     with one_writer(db, "streamrag index notes"):
         assert lock_path(db).read_text() == (f"pid {os.getpid()}: streamrag index notes\n"
