@@ -815,13 +815,14 @@ def delete_in(store: Store, table: str, column: str, values: set[str]) -> None:
         store.conn.execute(f"DELETE FROM {table} WHERE {_in(column, part)}", part)
 
 
-def delete_fts(store: Store, table: str, ids: set[str]) -> None:
-    """Deletes the rows of ``ids`` from the full-text ``table``, in one look at its rows: its
-    ``id`` has no index, and ``delete_in`` scanned every row once per 500 ids (removing 2,000
-    files of 6,000, 14,159 entities: 29 scans of entities_fts, 1.0 to 2.1 s; one, 0.35 to 0.8 s)."""
-    if ids:
-        store.conn.execute(f"DELETE FROM {table} WHERE id IN (SELECT value FROM json_each(?))",
-                           (json.dumps(sorted(ids)),))
+def delete_fts(store: Store, table: str, column: str, values: set[str]) -> None:
+    """Deletes the rows of the full-text ``table`` whose ``column`` is one of ``values`` (as
+    ``delete_in``), in one look at its rows: its columns have no index, and ``delete_in`` scanned
+    every row once per 500 values (removing 2,000 files of 6,000, 14,159 entities: 29 scans of
+    entities_fts, 1.0 to 2.1 s; one, 0.35 to 0.8 s)."""
+    if values:
+        store.conn.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT value FROM json_each(?))",
+                           (json.dumps(sorted(values)),))
 
 
 _ENTITY_COLUMNS = ("id", "name", "type", "description", "mentions", "degree")
@@ -1527,10 +1528,7 @@ def _write_chunks(store: Store, change: Change, state: GraphState, key: str) -> 
         _delete_most(store, of_chunks, change.removed_chunks)
     else:
         for table, column in of_chunks:   # (a full-text table's rows in one look: ``delete_fts``)
-            if table.endswith("_fts"):
-                delete_fts(store, table, change.removed_chunks)
-            else:
-                delete_in(store, table, column, change.removed_chunks)
+            (delete_fts if table.endswith("_fts") else delete_in)(store, table, column, change.removed_chunks)
     # Live chunks and provenance. A chunk that leaves keeps its extractions (a file changed back
     # costs nothing), dated from now for ``prune`` in extractions_left (dated in their own rows,
     # each update changed a page: 18 of the 19.8 MB of WAL a 25 MB file's removal wrote).
@@ -1625,7 +1623,7 @@ def _write_elements(store: Store, state: GraphState) -> None:
         for eid in sorted(state.changed_entities) if (e := state.entities.get(eid))])
     gone_e = state.deleted_entities | {row[0] for row in changed}
     delete_in(store, "entities", "id", gone_e)
-    delete_fts(store, "entities_fts", gone_e)
+    delete_fts(store, "entities_fts", "id", gone_e)
     conn.executemany(f"INSERT INTO entities({', '.join(_ENTITY_COLUMNS)}) VALUES (?,?,?,?,?,?)", changed)
     conn.executemany("INSERT INTO entities_fts(id, name, description) VALUES (?,?,?)",
                      [(eid, fts_text(name), fts_text(description)) for eid, name, _t, description, *_ in changed])
