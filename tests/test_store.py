@@ -184,9 +184,24 @@ def test_a_reader_does_not_upgrade_an_index_an_older_writer_holds(tmp_path):
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("1",)
     conn.close()
-    s = Store(db, readonly=True)   # the writer gone, a reader upgrades it
-    assert s.get_meta("schema_version") == str(SCHEMA_VERSION)
-    s.close()
+    assert _schema_read(db) == str(SCHEMA_VERSION)   # the writer gone, a reader upgrades it
+
+
+def _older_index(tmp_path: Path) -> Path:
+    """A new index at ``tmp_path``/index.db, said to be of the schema before the last step."""
+    db = tmp_path / "index.db"
+    Store(db).close()
+    _one_step_back(db)
+    return db
+
+
+def _schema_read(db: Path) -> str | None:
+    """The schema version a reader of ``db`` finds: an older index's, once the reader upgraded it."""
+    reader = Store(db, readonly=True)
+    try:
+        return reader.get_meta("schema_version")
+    finally:
+        reader.close()
 
 
 def _one_step_back(db) -> None:
@@ -209,9 +224,7 @@ def test_a_writer_upgrading_the_index_says_so_to_readers_and_writers_that_meet_i
     from streamrag.errors import StoreBusyError, WriterBusyError
     from streamrag.store import lock_path, one_writer
 
-    db = tmp_path / "index.db"
-    Store(db).close()
-    _one_step_back(db)
+    db = _older_index(tmp_path)
     index = ("db = Path(sys.argv[1])\n"
              "with store.one_writer(db, 'streamrag index notes'):\n"
              "    store.Store(db).close()\n")
@@ -246,9 +259,7 @@ def test_vacuum_upgrades_an_older_index_under_its_writer_lock_saying_so(tmp_path
     import streamrag
     from conftest import upgrade_held
 
-    db = tmp_path / "index.db"
-    Store(db).close()
-    _one_step_back(db)
+    db = _older_index(tmp_path)
     vacuum = ("from streamrag.cli import main\n"
               "sys.exit(main(['vacuum', '--db', sys.argv[1]]))\n")
     with upgrade_held(tmp_path, vacuum, str(db)) as child:
@@ -257,9 +268,7 @@ def test_vacuum_upgrades_an_older_index_under_its_writer_lock_saying_so(tmp_path
     assert child.process.returncode == 0, child.err
     assert child.out.splitlines()[0] == streamrag.__file__   # (this checkout's streamrag)
     assert child.out.splitlines()[1].startswith(f"{db}: ")   # (vacuumed)
-    reader = Store(db, readonly=True)
-    assert reader.get_meta("schema_version") == str(SCHEMA_VERSION)
-    reader.close()
+    assert _schema_read(db) == str(SCHEMA_VERSION)
 
 
 def _upgrading_said(db: Path, holder: str) -> None:
@@ -277,9 +286,7 @@ def test_a_writer_that_has_not_yet_opened_an_older_index_says_it_will_upgrade_it
     # `index` takes the writer lock, then opens the index (0.15 s later), which upgrades it: a
     # reader meanwhile found the lock with no note and advised stopping the writer as "an older
     # version". The lock says "upgrading" from the moment it is taken.
-    db = tmp_path / "index.db"
-    Store(db).close()
-    _one_step_back(db)
+    db = _older_index(tmp_path)
     child = subprocess.Popen([sys.executable, "-c", "import sys; from streamrag.store import Store, one_writer\n"
                               "with one_writer(sys.argv[1], 'streamrag index notes'):\n"
                               "    print('held', flush=True); sys.stdin.readline(); Store(sys.argv[1]).close()\n"
@@ -293,9 +300,7 @@ def test_a_writer_that_has_not_yet_opened_an_older_index_says_it_will_upgrade_it
         out, _ = child.communicate("go\n", timeout=60)
     assert child.returncode == 0
     assert out == f"{holder}\n"   # (upgraded: the note gone with it)
-    reader = Store(db, readonly=True)
-    assert reader.get_meta("schema_version") == str(SCHEMA_VERSION)
-    reader.close()
+    assert _schema_read(db) == str(SCHEMA_VERSION)
 
 
 def test_an_upgrade_said_as_the_writer_lock_is_taken_is_unsaid_when_another_made_it_first(tmp_path):
@@ -305,9 +310,7 @@ def test_an_upgrade_said_as_the_writer_lock_is_taken_is_unsaid_when_another_made
 
     from streamrag.store import lock_path, one_writer
 
-    db = tmp_path / "index.db"
-    Store(db).close()
-    _one_step_back(db)
+    db = _older_index(tmp_path)
     for note in (None, "updating since 1.000: 2 files"):
         with one_writer(db, "streamrag watch notes") as lock:
             holder = f"pid {os.getpid()}: streamrag watch notes\n"
@@ -329,9 +332,7 @@ def test_the_writer_lock_names_its_holder_while_its_writer_looks_at_the_schema(t
     import streamrag.store as store_module
     from streamrag.store import lock_path, one_writer, writer_at_work
 
-    db = tmp_path / "index.db"
-    Store(db).close()
-    _one_step_back(db)
+    db = _older_index(tmp_path)
     seen = []
     real = store_module.older_schema
 
@@ -358,9 +359,7 @@ def test_an_upgrade_another_process_made_that_its_log_alone_holds_is_not_said_un
     from streamrag.errors import WriterBusyError
     from streamrag.store import committed_schema, lock_path, one_writer
 
-    db = tmp_path / "index.db"
-    Store(db).close()
-    _one_step_back(db)
+    db = _older_index(tmp_path)
     held = sqlite3.connect(db)   # (the other process, at work: its log not folded in at its close)
     try:
         held.execute("SELECT 1 FROM meta").fetchone()
@@ -395,9 +394,7 @@ def test_the_committed_schema_is_the_file_s_where_its_log_cannot_be_read_making_
 
     from streamrag.store import committed_schema
 
-    db = tmp_path / "index.db"
-    Store(db).close()
-    _one_step_back(db)
+    db = _older_index(tmp_path)
     code = ("import sqlite3, sys, time\n"
             "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
             "c.execute('PRAGMA wal_autocheckpoint = 0')\n"
@@ -433,9 +430,7 @@ def test_a_writer_whose_upgrade_meets_a_write_lock_does_not_name_itself_as_the_u
     from streamrag.errors import StoreBusyError
     from streamrag.store import one_writer
 
-    db = tmp_path / "index.db"
-    Store(db).close()
-    _one_step_back(db)
+    db = _older_index(tmp_path)
     monkeypatch.setattr(store_module, "_BUSY_S", 0)
     holder = _hold_write_lock(db)
     try:
@@ -488,9 +483,7 @@ def test_an_upgrade_under_the_writer_lock_leaves_its_note_as_it_was(tmp_path):
     # The lock's note (a watch's "updating since ...", read by `ask`) is its own again after.
     from streamrag.store import lock_path, one_writer
 
-    db = tmp_path / "index.db"
-    Store(db).close()
-    _one_step_back(db)
+    db = _older_index(tmp_path)
     with one_writer(db, "streamrag watch notes") as lock:
         lock.note("updating since 1.000: 2 files")
         Store(db).close()
@@ -506,9 +499,7 @@ def test_a_reader_in_the_process_holding_the_writer_lock_upgrades_under_it(tmp_p
     import streamrag.store as store_module
     from streamrag.store import lock_path, one_writer
 
-    db = tmp_path / "index.db"
-    Store(db).close()
-    _one_step_back(db)
+    db = _older_index(tmp_path)
     name, real = store_module.MIGRATIONS[-1]
     seen = []
 
@@ -518,9 +509,7 @@ def test_a_reader_in_the_process_holding_the_writer_lock_upgrades_under_it(tmp_p
 
     monkeypatch.setattr(store_module, "MIGRATIONS", [*store_module.MIGRATIONS[:-1], (name, step)])
     with one_writer(db, "streamrag watch notes"):
-        reader = Store(db, readonly=True)
-        assert reader.get_meta("schema_version") == str(SCHEMA_VERSION)
-        reader.close()
+        assert _schema_read(db) == str(SCHEMA_VERSION)
         assert lock_path(db).read_text() == f"pid {os.getpid()}: streamrag watch notes\n"
     assert seen == [f"pid {os.getpid()}: streamrag watch notes\nupgrading to schema {SCHEMA_VERSION}\n"]
 
