@@ -36,16 +36,17 @@ from pathlib import Path
 import anyio
 
 from streamrag import __version__, index_rows
-from streamrag.config import (API_BASE_HELP, CONFIG_NAME, Settings, default_config_text, find_config, load_settings,
-                              problems_line, without_secrets)
-from streamrag.errors import (ConfigError, IndexMissingError, StoreError, StreamragError, UsageError, WriterBusyError,
-                              user_error)
+from streamrag.config import (API_BASE_HELP, CONFIG_NAME, Settings, default_config_text, find_config,
+                              load_settings, problems_line, without_secrets)
+from streamrag.errors import (ConfigError, IndexMissingError, StoreError, StreamragError, UsageError,
+                              WriterBusyError, user_error)
 from streamrag.signals import Terminated, until_sigterm
 from streamrag.status import format_status, gather_status, llm_summary, unusable_said, without_claims_said
-from streamrag.store import (Store, bound_wal, check_readable, database_of, default_db_path, foreign_file_error,
-                             holds_documents, indexed_root, last_opened, one_writer, read_as_unchanging, reading_root,
-                             recorded_extractor, recorded_root, remember_wal_tried, unchanging_why, vacuum,
-                             wal_kept_line, wal_past_bound, wal_tried)
+from streamrag.store import (Store, bound_wal, check_readable, database_of, default_db_path,
+                             foreign_file_error, holds_documents, indexed_root, last_opened, one_writer,
+                             read_as_unchanging, reading_root, recorded_extractor, recorded_root,
+                             remember_wal_tried, unchanging_why, vacuum, wal_kept_line, wal_past_bound,
+                             wal_tried)
 from streamrag.terminal import shell_word, shown
 from streamrag.watch_lines import asked_again
 from streamrag.words import counted as _n, number
@@ -96,7 +97,8 @@ def command_settings(args: argparse.Namespace, near: Path | None = None, *,
     settings.no_network = bool(getattr(args, "offline", False))
     if passed_over is not None:
         print(f"streamrag: warning: {_passed_over(passed_over, near, settings)}", file=sys.stderr)
-    if (models_for and not quiet and args.command != "watch"   # (not status; watch: a warning event, cmd_watch)
+    # (not status; watch: a warning event, cmd_watch)
+    if (models_for and not quiet and args.command != "watch"
             and (line := file_base_unused(settings)) is not None):
         print(f"streamrag: note: {line}", file=sys.stderr)
     if settings.set_aside:   # (status, export, vacuum: one line, however many are wrong)
@@ -147,9 +149,10 @@ def reading_settings(args: argparse.Namespace, *, models_for: tuple[str, ...] = 
     (or above), as ``index`` of that folder used; ``ask``, ``status`` and ``export`` each
     looked elsewhere, and ``export`` wrote over the index's own settings file. With the DIR of
     ``ask``, ``status``, ``vacuum`` or ``export``, those of DIR (or above), as ``index DIR`` reads
-    them. ``models_for`` and ``quiet``: see ``load_settings`` and ``command_settings``. An index whose folder is gone (moved or deleted,
-    the index kept elsewhere) takes those of its own file's folder (or above): it read the
-    working folder's, another endpoint or none, where the same command answered the day before."""
+    them. ``models_for`` and ``quiet``: see ``load_settings`` and ``command_settings``. An index
+    whose folder is gone (moved or deleted, the index kept elsewhere) takes those of its own
+    file's folder (or above): it read the working folder's, another endpoint or none, where the
+    same command answered the day before."""
     if getattr(args, "db", None):
         db = Path(args.db)
         near = reading_root(db) or (db.resolve().parent if db.is_file() else None)
@@ -237,8 +240,9 @@ def _inside_indexed_folder(args: argparse.Namespace, settings: Settings, root: P
     """Why `index` (or `watch`) of ``root`` stops, ``root`` inside ``folder``, indexed in ``above``
     (``_index_above``): `cd notes/People; streamrag index .` built a second index there with a
     note on stderr, which ask and status in People read from then on, where they had read
-    notes's (or, for an index kept as notes/index.db, been pointed to it). The line names the command that updates ``folder``'s index, and how to build a
-    separate index of ``root`` (its --db), which is then used as any index named."""
+    notes's (or, for an index kept as notes/index.db, been pointed to it). The line names the
+    command that updates ``folder``'s index, and how to build a separate index of ``root`` (its
+    --db), which is then used as any index named."""
     named = "" if above.parent.name == ".streamrag" else f" --db {shell_word(above)}"
     read = "" if named else f", which ask and status in {shown(root)} read"
     return _wrapped(f"{shown(root)} is inside {shown(folder)}, indexed in {shown(above)}{read}",
@@ -587,9 +591,11 @@ def cmd_index(args: argparse.Namespace) -> int:
     prog = Progress()
     indexer = pipeline.Indexer(settings, db, root=root, progress=prog, command="index",
                                recluster=args.recluster, failures_command=status)
-    with one_writer(db, f"streamrag index {' '.join(map(shell_word, paths))}", given=db_given(args, settings)):
+    with one_writer(db, f"streamrag index {' '.join(map(shell_word, paths))}",
+                    given=db_given(args, settings)):
         try:
-            with progress.show(prog, lambda: indexer.llm.stats if indexer.llm else {}, enabled=not args.quiet):
+            with progress.show(prog, lambda: indexer.llm.stats if indexer.llm else {},
+                               enabled=not args.quiet):
                 result = anyio.run(partial(until_sigterm, ended=_run_recorded), partial(indexer.run, paths))
         except BaseException:
             # Stopped (a key refused, a quota run out): what its extraction's answers got wrong went
@@ -617,7 +623,8 @@ def cmd_index(args: argparse.Namespace) -> int:
         first = _last_failure(db, result.run_id)
         last = f" (last: {first})" if first else ""
         if not result.documents:   # (it said "left out of this version" of a version of nothing)
-            print(f"streamrag: {pipeline.nothing_indexed_line(result.failed_items, first, status)}", file=sys.stderr)
+            print(f"streamrag: {pipeline.nothing_indexed_line(result.failed_items, first, status)}",
+                  file=sys.stderr)
             return 1
         print(f"streamrag: {_failed_said(result.failed_items, result.claims_failed)}"
               f"{last}; run the same command again to retry them, "
@@ -679,7 +686,8 @@ def not_documents(path: Path, command: str = "index") -> str | None:
     it, or its ``.streamrag`` folder) or another SQLite database; else ``None``. An index's
     database given so was read as a binary file, and a second index built beside it."""
     index_folder = path.is_dir() and path.name == ".streamrag"
-    found = database_of(path / "index.db" if index_folder else path) if index_folder or path.is_file() else None
+    found = (database_of(path / "index.db" if index_folder else path) if index_folder or path.is_file()
+             else None)
     if found is None:
         return None
     db, is_index = found
@@ -796,7 +804,8 @@ def _unchanged(r) -> str:
         return f"{number(r.documents_unchanged)} unchanged"
     if r.documents_new_times >= r.documents_unchanged:
         return f"{number(r.documents_unchanged)} unchanged, read again for new file times"
-    return f"{number(r.documents_unchanged)} unchanged, {number(r.documents_new_times)} read again for new file times"
+    return (f"{number(r.documents_unchanged)} unchanged, {number(r.documents_new_times)} read again for new "
+            "file times")
 
 
 def _failed_docs(r) -> str:
@@ -808,7 +817,8 @@ def _failed_docs(r) -> str:
     their previous versions kept" was said of two copies of one text edited apart: one was kept)."""
     added, edited = r.documents_failed_added, r.documents_failed_edited
     parts = ([f"{number(added)} new failed, left out"] if added else []) + (
-        [f"{number(edited)} edited failed, " + ("its" if edited == 1 else "each file's") + " previous version kept"]
+        [f"{number(edited)} edited failed, " + ("its" if edited == 1 else "each file's")
+         + " previous version kept"]
         if edited else [])
     return "".join(f"; {part}" for part in parts)
 
@@ -922,7 +932,8 @@ def _format_sync(r, db: Path, include: list[str], status: str | None = None) -> 
 
     u = llm_summary(r.llm)
     calls, cached, tokens = u["calls"], u["cached"], u["prompt_tokens"] + u["completion_tokens"]
-    mode = "offline: NLP extraction, extractive reports" if r.offline else "LLM"   # (no parentheses in its own)
+    # (no parentheses in its own)
+    mode = "offline: NLP extraction, extractive reports" if r.offline else "LLM"
     # (the run's changes that failed were said "Nothing changed" beside "left out of this
     # version", exit 1)
     came_to = outcome(r)
@@ -933,7 +944,8 @@ def _format_sync(r, db: Path, include: list[str], status: str | None = None) -> 
          else f"Nothing changed: {db} stays at version {r.version} ({mode}); {_applied(r)}{_reclustered(r)}"
               f"checked in {r.wall_s:.1f} s"),
         f"  documents      {number(r.documents)} ({_changed(r)}"
-        f"{_read_again(r.documents_read_again)}{_unchanged(r)}{_failed_docs(r)}{_repeats(r.files - r.documents)})",
+        f"{_read_again(r.documents_read_again)}{_unchanged(r)}{_failed_docs(r)}"
+        f"{_repeats(r.files - r.documents)})",
         f"  chunks         {number(r.chunks)} ({number(r.chunks_extracted)} extracted now, "
         f"{number(max(r.chunks - r.chunks_extracted, 0))} already extracted)",
         f"  entities       {number(r.entities)}",
@@ -946,11 +958,13 @@ def _format_sync(r, db: Path, include: list[str], status: str | None = None) -> 
     if r.joins_moved:   # (a first index, version 1, has every join new: none parted)
         from streamrag.pipeline import joins_moved_said
 
-        lines.append(f"  name joins     {joins_moved_said(r.joins_moved, r.version, r.joins_joined, r.joins_parted)}")
+        lines.append("  name joins     "
+                     f"{joins_moved_said(r.joins_moved, r.version, r.joins_joined, r.joins_parted)}")
     for i, line in enumerate(left_out_lines(r.left_out, include)):
         lines.append(f"  {'left out' if i == 0 else '':<15}{line}")
     if calls:
-        lines.append(f"  LLM            {_n(calls, 'call')} ({number(cached)} from cache), {number(tokens)} tokens")
+        lines.append(f"  LLM            {_n(calls, 'call')} ({number(cached)} from cache), "
+                     f"{number(tokens)} tokens")
     if r.failures:
         # What is true of the files and folders among them (a binary file "could not be read").
         unusable = unusable_said(r.unreadable_by_kind)
@@ -974,7 +988,8 @@ def _claimless(settings: Settings) -> str | None:
     from streamrag.extractor import claimless_key
 
     if settings.index.extractor == "auto":
-        settings = msgspec.structs.replace(settings, index=msgspec.structs.replace(settings.index, extractor="llm"))
+        settings = msgspec.structs.replace(settings,
+                                           index=msgspec.structs.replace(settings.index, extractor="llm"))
     return claimless_key(settings)
 
 
@@ -1247,7 +1262,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="A streaming, incremental GraphRAG: index a folder into one SQLite file, keep it "
                     "current, and ask it global and local questions.")
     parser.add_argument("--version", action="version", version=f"streamrag {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="show tracebacks on errors, and every retry and debug line")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="show tracebacks on errors, and every retry and debug line")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def common(p: argparse.ArgumentParser, *, db_default: str, config_default: str) -> None:
@@ -1268,7 +1284,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--offline", action="store_true", help="no LLM: NLP extraction, extractive reports")
     p.add_argument("--api-base", metavar="URL",
                    help=API_BASE_HELP)
-    p.add_argument("--estimate", action="store_true", help="print the calls and tokens a run would need, spend nothing")
+    p.add_argument("--estimate", action="store_true",
+                   help="print the calls and tokens a run would need, spend nothing")
     p.add_argument("--recluster", action="store_true",
                    help="cluster from scratch instead of from the previous partition (ids are still kept)")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
@@ -1285,7 +1302,8 @@ def build_parser() -> argparse.ArgumentParser:
     # command uncompiled (4 ms from a bytecode cache).
     p = sub.add_parser("watch", help="keep the index of a folder current as its files change")
     p.add_argument("dir", metavar="DIR", type=path_arg, help="folder to index and watch")
-    common(p, db_default="store.path, else DIR/.streamrag/index.db", config_default=f"{CONFIG_NAME} in DIR or above")
+    common(p, db_default="store.path, else DIR/.streamrag/index.db",
+           config_default=f"{CONFIG_NAME} in DIR or above")
     p.add_argument("--offline", action="store_true", help="no LLM: NLP extraction, extractive reports")
     p.add_argument("--api-base", metavar="URL",
                    help=API_BASE_HELP)
@@ -1347,16 +1365,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--latency-ms", type=_at_least(0), default=0.0, help="added to every answer (default 0)")
     p.add_argument("--per-token-ms", type=_at_least(0), default=0.0,
                    help="added per completion token (default 0)")
-    p.add_argument("--rpm", type=_at_least(0, int), default=0, help="requests per minute before 429 (0 = no limit)")
-    p.add_argument("--tpm", type=_at_least(0, int), default=0, help="tokens per minute before 429 (0 = no limit)")
+    p.add_argument("--rpm", type=_at_least(0, int), default=0,
+                   help="requests per minute before 429 (0 = no limit)")
+    p.add_argument("--tpm", type=_at_least(0, int), default=0,
+                   help="tokens per minute before 429 (0 = no limit)")
     p.add_argument("--fault-rate", type=_share, default=0.0,
                    help="share of requests that fail (0 to 1): HTTP 500, a hang of --timeout-s, a "
                         "malformed or a truncated answer")
     p.add_argument("--seed", type=int, default=0, help="which requests fail (default 0)")
     # The same flags as `python -m streamrag.simulator` (simulator.build_parser), declared here so
     # that `streamrag --help` does not import the simulator.
-    p.add_argument("--embedding-dim", type=_at_least(1, int, "1 or more"), default=64, help="length of embeddings (default 64)")
-    p.add_argument("--timeout-s", type=_at_least(0), default=30.0, help="how long a simulated timeout holds the connection (default 30)")
+    p.add_argument("--embedding-dim", type=_at_least(1, int, "1 or more"), default=64,
+                   help="length of embeddings (default 64)")
+    p.add_argument("--timeout-s", type=_at_least(0), default=30.0,
+                   help="how long a simulated timeout holds the connection (default 30)")
     p.add_argument("--api-key", default="", help="the key every request must carry, as "
                                                  "Authorization: Bearer KEY (default: none asked)")
     p.set_defaults(func=cmd_simulate)
@@ -1400,7 +1422,8 @@ class _Stdout:
     def __init__(self, stream) -> None:
         self.stream = stream
         self.open = False
-        self.written = False   # (anything yet: a failure's --json object is then not printed, ``_json_error``)
+        # (anything yet: a failure's --json object is then not printed, ``_json_error``)
+        self.written = False
 
     def write(self, text: str) -> int:
         written = self.stream.write(text)
@@ -1515,7 +1538,8 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
     for extra in extras:
         if extra.startswith("-"):
             option = extra.split("=", 1)[0]
-            close = difflib.get_close_matches(option, known, n=1, cutoff=0.75) or _long_option_for(option, known)
+            close = (difflib.get_close_matches(option, known, n=1, cutoff=0.75)
+                     or _long_option_for(option, known))
             if close:
                 hints.append(f"{option}: did you mean {close[0]}?")
     if getattr(args, "command", None) == "ask" and any(not extra.startswith("-") for extra in extras):
@@ -1535,7 +1559,8 @@ def _dashed_question(parser: argparse.ArgumentParser, argv: list[str]) -> str | 
     if not commands or commands[0] != "ask":
         return None
     rest = argv[argv.index("ask") + 1:]
-    known = [s for action in parser.commands["ask"]._actions for s in action.option_strings]  # type: ignore[attr-defined]
+    known = [s for action in parser.commands["ask"]._actions   # type: ignore[attr-defined]
+             for s in action.option_strings]
     for arg in rest[:rest.index("--")] if "--" in rest else rest:
         if (not arg.startswith("-") or arg.startswith("--") or len(arg) <= 2 or " " in arg
                 or re.fullmatch(r"-\d+|-\d*\.\d+", arg)):
@@ -1593,7 +1618,8 @@ def _database_failed(e: BaseException) -> str:
     an error that is no fault of the file (a bug's "no such table") is raised as it is."""
     name = getattr(e, "sqlite_errorname", None)
     # Python's own decoder, for text no longer UTF-8: "Could not decode ... with text '...'"
-    undecodable = isinstance(e, sqlite3.OperationalError) and name is None and str(e).startswith("Could not decode")
+    undecodable = (isinstance(e, sqlite3.OperationalError) and name is None
+                   and str(e).startswith("Could not decode"))
     what = str(e).split(" with text ", 1)[0] if undecodable else " ".join(str(e).split())[:200]
     if name in ("SQLITE_BUSY", "SQLITE_LOCKED"):
         return f"the index database stayed locked by another process ({what}); try again in a moment"
@@ -1793,7 +1819,8 @@ def _main(argv: list[str] | None) -> int:
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
-    debug = args.verbose or os.environ.get("STREAMRAG_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")
+    debug = (args.verbose
+             or os.environ.get("STREAMRAG_DEBUG", "").strip().lower() in ("1", "true", "yes", "on"))
     _show_logs(debug)
     try:
         return args.func(args)
