@@ -104,9 +104,9 @@ from streamrag.errors import (LLMError, LLMRequestError, LLMUnavailableError, Re
 from streamrag.exported import HEAD_BYTES, WHOLE, export_state_of, exported_head
 from streamrag.ids import document_id
 from streamrag.invisible import BREAK_HINTS
-from streamrag.loader import (DOCUMENT_SUFFIXES, conflict_copies_line, file_of, leads_outside,
-                              left_out_lines, export_said, read_documents, row_text, scan_order, shown,
-                              unstorable_folder, why_unusable, written_by_export_line)
+from streamrag.loader import (DOCUMENT_SUFFIXES, _past_leading_nuls, conflict_copies_line, file_of,
+                              leads_outside, left_out_lines, export_said, read_documents, row_text, scan_order,
+                              shown, unstorable_folder, why_unusable, written_by_export_line)
 from streamrag.notices import sharing_notices
 from streamrag.on_disk import covered, is_file
 from streamrag.outage import Outage
@@ -374,9 +374,12 @@ def _cut_line(head: bytes, docs: list, text_field: str) -> _CutRow | None:
     one's first row, then an unrelated line longer than an opening, was tied. Its ``text_field``
     string, as the loader would read it (``_jsonl_text``): "" if the cut comes before it; a line
     end just before the cut: the next row, "" of it. ``None`` if it cannot be read so (not UTF-8,
-    not a JSON object so far, the field neither a string nor a number): no rename is told by it."""
-    at = head.rfind(b"\n") + 1
-    row = head.count(b"\n") + 1
+    not a JSON object so far, the field neither a string nor a number): no rename is told by it.
+    ``head`` is read from where the loader's text begins (past a run of NULs it opens with), and
+    its lines are counted as the loader counts them: each "\\r\\n", lone "\\r" or "\\n" ends one
+    (by "\\n" alone, a .jsonl of "\\r" line ends was one line, no rename of it ever tied)."""
+    at = max(head.rfind(b"\n"), head.rfind(b"\r")) + 1
+    row = head.count(b"\n") + head.count(b"\r") - head.count(b"\r\n") + 1
     try:
         line = codecs.getincrementaldecoder("utf-8-sig" if not at else "utf-8")().decode(head[at:],
                                                                                        final=False)
@@ -2212,6 +2215,11 @@ class Daemon:
                     continue
                 with path.open("rb") as f:
                     head = f.read(limit)
+                    start = 0
+                    if head[:1] == b"\0":   # (the loader's opening: from its text on, past a run of NULs)
+                        start = _past_leading_nuls(f)[0]
+                        f.seek(start)
+                        head = f.read(limit)
                 # (a probe in none of them: no old text begins this one, read as text)
                 if not any(_may_hold(head, probe) for _chunks, _size, probe, _rows in olds.values()):
                     continue
@@ -2223,7 +2231,7 @@ class Daemon:
                 continue
             # (read as far as it goes, not whole: the last document is cut short, not those before;
             # a lone one may be whole, though, a .jsonl's cut last line skipped: matched whole first)
-            opening = max(st.st_size, len(head)) >= limit
+            opening = max(st.st_size - start, len(head)) >= limit
             cut = opening and len(docs) == 1
             # (a .jsonl's rows read are whole, the line cut skipped: read here; a .csv's last one is cut)
             whole, cut_row = docs, None

@@ -4112,6 +4112,40 @@ async def test_a_jsonl_whose_cut_line_holds_half_a_surrogate_pair_whole_is_read_
     assert tied(first + json.dumps({"text": half.replace("silver", "copper")})[:-1] + after) == {}
 
 
+@pytest.mark.parametrize("ends, lead", [("\r", b""), ("\r\n", b""), ("\n", b"\0" * 1024), ("\r", b"\0" * 1024)],
+                         ids=["CR", "CRLF", "NULs-LF", "NULs-CR"])
+async def test_a_jsonl_opening_is_read_in_the_lines_the_loader_reads(corpus, tmp_path, ends, lead):
+    # ``_cut_line`` counted a .jsonl opening's lines by "\n" alone, from the file's first byte: a
+    # file of "\r" line ends was one line (the row its opening cuts taken for the first), and one
+    # opening with a run of NULs (a log rotated with copytruncate) was read from them, where the
+    # loader reads its opening from its text on (the row cut taken for one it read whole): such a
+    # file renamed and written on was never tied to its old name. Its lines are now the loader's.
+    settings = make_settings(index=SMALL)
+    db = tmp_path / "r.db"
+    limit = 32 * SMALL["chunk_size"]
+    texts = [f"Row {n}: Mira Osk weighed {n} salt barges at Port Vell and logged them by lamplight."
+             for n in range(1, 61)]
+
+    def jsonl(rows: list[str]) -> bytes:
+        return lead + "".join(json.dumps({"text": text}) + ends for text in rows).encode()
+
+    assert len(jsonl(texts)) > len(lead) + 2 * limit   # (an opening holds some of its rows)
+    (corpus / "rows.jsonl").write_bytes(jsonl(texts))
+    await sync([corpus], settings, db, root=corpus)
+    (corpus / "rows.jsonl").unlink()
+    daemon = Daemon(settings, db, corpus, report=Events())
+
+    def tied(rows: list[str]) -> dict[str, str]:
+        (corpus / "new.jsonl").write_bytes(jsonl(rows))
+        try:
+            return daemon._written_on(["new.jsonl"], ["rows.jsonl"])
+        finally:
+            (corpus / "new.jsonl").unlink()
+
+    more = [f"Row {n}: Bo Lund paid the toll at Kessel." for n in range(61, 66)]
+    assert tied(texts + more) == {"new.jsonl": "rows.jsonl"}   # (renamed, written on)
+    assert tied(texts[:1] + ["Row 2: another row"] + texts[2:] + more) == {}
+
 def _rows(suffix: str, texts: list[str]) -> str:
     """A .csv (id, text) or .jsonl file of one row per text."""
     if suffix == ".csv":
