@@ -1100,7 +1100,8 @@ async def _a_log_written_steadily(corpus: Path, db: Path, monkeypatch, *, note_a
                     note.write_text("Mira Osk sold the Blue Heron to Bo Lund at Kessel.\n")
                     batch.add((Change.added, str(note)))
                 for _, path in batch:
-                    os.utime(path, ns=(int((wall.now - 0.01) * 1e9),) * 2)   # (0.01 s old: no rounding makes it younger than now)
+                    # (0.01 s old: no rounding makes it younger than now)
+                    os.utime(path, ns=(int((wall.now - 0.01) * 1e9),) * 2)
                 await send.send(batch)
                 await until(lambda: len(queued) == n, timeout=60)
     return syncs, queued
@@ -2907,8 +2908,8 @@ async def test_every_edit_of_the_settings_file_in_use_is_said_a_typo_named(corpu
         f"{config}: the settings changed; watch goes on with what it started with: restart it to use "
         "the new ones",
         f"{config}: index.chunk_sise: unknown setting; did you mean index.chunk_size? (every valid key, "
-        f"with its default, is in {REPO / 'config' / 'default.toml'}); watch goes on with what it started with: fix it, then restart watch to use "
-        "the new settings",
+        f"with its default, is in {REPO / 'config' / 'default.toml'}); watch goes on with what it started with: "
+        "fix it, then restart watch to use the new settings",
         f"{config}: edited; the settings are those watch started with: nothing to restart for",
         f"{config}: the settings file was deleted; watch goes on with what it started with: a restart "
         "would use the defaults"]
@@ -4805,7 +4806,8 @@ async def test_real_watch_polls_a_folder_holding_a_name_that_is_not_utf8(corpus,
             await until(lambda: db_count(db, "SELECT count(*) FROM documents WHERE path = 'new.txt'") == 1)
             daemon.stop()
     errors = [e["message"] for e in events if e["state"] == "error"]
-    assert len(errors) == 1 and "then restart watch. Meanwhile the watcher polls the folder each second" in errors[0], errors
+    assert len(errors) == 1 and "then restart watch. Meanwhile the watcher polls the folder each second" in errors[0], \
+        errors
     assert daemon.syncs <= 3, daemon.syncs   # the first, the one after the error, the new file
     assert not any(e.get("deleted") for e in events if e["state"] == "queued"), events
 
@@ -5650,7 +5652,8 @@ async def test_watch_gives_up_retrying_chunks_whose_claims_failed_saying_them(co
     # After its retries the give-up line said only "12 LLM calls still failed after 3 retries".
     settings = make_settings("http://llm.test/v1", index={"extract_claims": True}, llm={"max_retries": 0},
                              watch={"quiet_s": 0.02})
-    async with running(settings, tmp_path / "c.db", corpus, transport=simulated_transport(claims_work=False)) as (daemon, events, send):
+    async with running(settings, tmp_path / "c.db", corpus,
+                       transport=simulated_transport(claims_work=False)) as (daemon, events, send):
         await until(lambda: any(e.get("gave_up") for e in events), timeout=30)
         await send.aclose()
     n = daemon.last_result.chunks
@@ -5718,7 +5721,8 @@ async def test_a_file_edited_after_the_retries_gave_up_whose_sync_fails_counts_t
             daemon.stop()
     after = events[gave_up:]
     failing = [e for e in after if e["state"] in ("error", "outage") and "failed_items" in e]
-    assert {e["state"] for e in failing} == {"error", "outage"} and all((e["failed_items"], e["claims_failed"]) == (n, n) for e in failing), failing
+    assert {e["state"] for e in failing} == {"error", "outage"} and all(
+        (e["failed_items"], e["claims_failed"]) == (n, n) for e in failing), failing
     health = [e for e in after if e["state"] == "health"][-1]
     assert (health["pending"], health["failed_items"], health["claims_failed"], health["gave_up"]) == (1, n, n, True)
     assert f" 1 pending ({n} chunks without their claims, asked again at the next sync), " in health["message"], health
@@ -5788,7 +5792,8 @@ def test_failed_items_and_chunks_without_their_claims_are_said_apart():
     said = _left_out_said(5, 4, lambda n: f"left out of this version: {n} (2 LLM calls failed)")
     assert said == ("left out of this version: 1 failed item (2 LLM calls failed), and 4 chunks are indexed "
                     "without their claims (the claims call failed)")
-    assert _left_out_said(1, 1, lambda n: f"{n} left out") == "1 chunk is indexed without its claims (the claims call failed)"
+    assert _left_out_said(1, 1, lambda n: f"{n} left out") == (
+        "1 chunk is indexed without its claims (the claims call failed)")
     assert _left_out_said(3, 0, lambda n: f"{n} left out") == "3 failed items left out"
 
 

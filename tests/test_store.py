@@ -59,7 +59,8 @@ def test_the_rows_a_publish_removes_are_found_by_an_index(tmp_path):
                           ("relationship_sources", "chunk_id"), ("claims", "chunk_id"), ("entities", "id"),
                           ("relationships", "id"), ("answers", "owner"), ("communities", "id"),
                           ("community_members", "community_id"), ("embeddings", "item_id"), ("reports", "key")):
-        plan = store.conn.execute(f"EXPLAIN QUERY PLAN DELETE FROM {table} WHERE {column} IN (?, ?)", ("a", "b"))
+        plan = store.conn.execute(f"EXPLAIN QUERY PLAN DELETE FROM {table} WHERE {column} IN (?, ?)",
+                                  ("a", "b"))
         assert all(row[3].startswith("SEARCH") for row in plan), (table, column)
     store.close()
 
@@ -417,7 +418,8 @@ def test_the_committed_schema_is_the_file_s_where_its_log_cannot_be_read_making_
     Path(f"{db}-shm").rmdir()
     assert sorted(f.name for f in tmp_path.iterdir()) == names
     with contextlib.closing(sqlite3.connect(db)) as conn:   # (the log read in by a writer: all there)
-        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (
+            str(SCHEMA_VERSION),)
 
 
 def test_a_writer_whose_upgrade_meets_a_write_lock_does_not_name_itself_as_the_upgrader(tmp_path, monkeypatch):
@@ -631,7 +633,8 @@ def test_an_upgrade_stopped_in_any_step_leaves_the_index_as_the_step_before_left
 
         before = _every_row(db)
         with monkeypatch.context() as m:
-            m.setattr(store_module, "MIGRATIONS", [*MIGRATIONS[:number - 1], (name, stopped), *MIGRATIONS[number:]])
+            m.setattr(store_module, "MIGRATIONS",
+                      [*MIGRATIONS[:number - 1], (name, stopped), *MIGRATIONS[number:]])
             with pytest.raises(Stopped):
                 Store(db)
         assert _every_row(db) == before, name
@@ -2397,7 +2400,8 @@ def test_an_index_from_before_extractions_left_keeps_its_extractions_dates(tmp_p
     store = Store(db)
     try:
         assert store.get_meta("schema_version") == str(SCHEMA_VERSION)
-        assert store.conn.execute("SELECT chunk_id, created_at FROM extractions ORDER BY chunk_id").fetchall() == dated
+        assert store.conn.execute(
+            "SELECT chunk_id, created_at FROM extractions ORDER BY chunk_id").fetchall() == dated
         with store.transaction():
             index_rows.prune(store, 30, now)
         assert [c for (c,) in store.conn.execute("SELECT chunk_id FROM extractions")] == ["chk-left-lately"]
