@@ -799,13 +799,16 @@ def _changed(r) -> str:
 
 def _unchanged(r) -> str:
     """The documents line's count of unchanged documents, saying those whose files were read
-    again for new change times alone (a `cp -a` restore read 145 files and changed nothing)."""
+    again for new change times alone (a `cp -a` restore read 145 files and changed nothing),
+    and those whose files were renamed or moved (``SyncResult.documents_renamed``: a `mv` that
+    `watch` says "1 renamed" of was "50 unchanged" alone, of a run that published a version)."""
+    renamed = f", {number(r.documents_renamed)} of them renamed" if r.documents_renamed > 0 else ""
     if r.documents_new_times <= 0:
-        return f"{number(r.documents_unchanged)} unchanged"
+        return f"{number(r.documents_unchanged)} unchanged{renamed}"
     if r.documents_new_times >= r.documents_unchanged:
-        return f"{number(r.documents_unchanged)} unchanged, read again for new file times"
-    return (f"{number(r.documents_unchanged)} unchanged, {number(r.documents_new_times)} read again for new "
-            "file times")
+        return f"{number(r.documents_unchanged)} unchanged, read again for new file times{renamed}"
+    return (f"{number(r.documents_unchanged)} unchanged, {number(r.documents_new_times)} read again for "
+            f"new file times{renamed}")
 
 
 def _failed_docs(r) -> str:

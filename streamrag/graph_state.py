@@ -123,6 +123,24 @@ def document_changes(added: Collection[str], removed: Collection[str], before: d
     return len(new) - edited, edited, len(gone) - edited, len(again)
 
 
+def renamed(before: Mapping[str, tuple[str, int, float]], now: Mapping[str, tuple[str, int, float]],
+            kept: Collection[str]) -> int:
+    """How many of the ``kept`` documents (their text indexed already) are at another path now
+    (``before``, ``now``: path -> (doc id, ...), as ``document_changes`` takes them): a path of
+    theirs gone and another come, a file renamed or moved. `index` counted them unchanged where
+    `watch` said "1 renamed" of the same `mv`, and published a version with nothing said changed.
+    A copy added or deleted alone is no rename: its text keeps the path it had."""
+    def paths(table: Mapping[str, tuple[str, int, float]]) -> dict[str, set[str]]:
+        held: dict[str, set[str]] = defaultdict(set)
+        for path, (doc_id, _size, _stamp) in table.items():
+            if doc_id in kept:
+                held[doc_id].add(path)
+        return held
+
+    was, now_at = paths(before), paths(now)
+    return sum(1 for doc_id, at in now_at.items() if at - was.get(doc_id, set()) and was.get(doc_id, set()) - at)
+
+
 def _paired(before: dict[str, tuple[str, int, float]], now: Iterable[tuple[str, str]],
             added: Collection[str], removed: Collection[str]) -> tuple[set[str], set[str]]:
     """The ``added`` documents held at a path (of ``now``'s (path, doc id) pairs, taken in order)

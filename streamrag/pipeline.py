@@ -78,6 +78,7 @@ from streamrag.graph_state import (
     document_changes,
     find_recut,
     recut_of,
+    renamed,
     retitled,
     titled_anew,
 )
@@ -365,6 +366,9 @@ class SyncResult(msgspec.Struct):
     # Of ``documents_unchanged``, those whose files were read again for their new change times
     # alone (a touch, `cp -a`, a vault restored from a backup) and hold the text indexed
     documents_new_times: int = 0
+    # Of ``documents_unchanged``, those whose file was renamed or moved (``graph_state.renamed``):
+    # `watch` says "1 renamed" of a `mv`, which `index` counted unchanged alone
+    documents_renamed: int = 0
     # Short names joined to a full name, parted from one or joined to another by this run (offline:
     # ``joins``): a new rule or a file renamed moves joins, and the version said nothing of them
     joins_moved: int = 0
@@ -1046,6 +1050,7 @@ class Indexer:
             documents_added=added, documents_removed=removed, documents_edited=edited,
             documents_read_again=again, documents_unchanged=len(change.kept_docs),
             documents_new_times=len(scan.new_times & change.kept_docs),
+            documents_renamed=renamed(scan.indexed, scan.files, change.kept_docs),
             chunks=len(change.live), chunks_extracted=self.progress.counts["chunks_extracted"],
             chunks_reused=self.progress.counts["chunks_reused"], **graph, failures=self.failures,
             failed_items=self.failed_items, settled=self.settled, unreadable_by_kind=dict(self.unreadable_kinds),

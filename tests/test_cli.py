@@ -307,9 +307,42 @@ def test_an_edited_file_is_said_edited_not_added_and_removed(cli_run, tmp_path):
     lines = [json.loads(line) for line in cli_run("watch", str(folder), "--once", "--offline", "--json").stdout.splitlines()]
     idle = next(line for line in lines if line.get("state") == "idle")
     assert (idle["documents_added"], idle["documents_edited"], idle["documents_removed"]) == (0, 1, 0), idle
-    # A rename is as before: the same text, no document added, edited or removed.
+    # A rename is as before: the same text, no document added, edited or removed; it is said renamed.
     (folder / "a.txt").rename(folder / "renamed.txt")
-    assert "documents      4 (0 added, 0 removed, 4 unchanged)" in cli_run("index", str(folder), "-q", "--offline").stdout
+    assert "documents      4 (0 added, 0 removed, 4 unchanged, 1 of them renamed)" in cli_run(
+        "index", str(folder), "-q", "--offline").stdout
+
+
+def test_index_says_a_renamed_file_renamed_as_watch_does(cli_run, tmp_path):
+    # `watch` says "1 file (1 renamed)" of a `mv`; `index` said "3 unchanged" alone (--json too),
+    # of a run that published a version for it. A copy added, or one of two copies deleted, is
+    # no rename: its text keeps a path it had.
+    folder = tmp_path / "notes"
+    (folder / "sub").mkdir(parents=True)
+    for name, text in (("a.txt", "Mara Lind runs the Harbor Council."), ("b.txt", "Cora Vey sailed to Mintby."),
+                       ("c.txt", "Ada Osk rebuilt the quay at Harlow.")):
+        (folder / name).write_text(text + "\n")
+    assert cli_run("index", str(folder), "-q", "--offline").returncode == 0
+    (folder / "a.txt").rename(folder / "sub" / "a.txt")   # moved
+    (folder / "b.txt").rename(folder / "bee.txt")         # renamed
+    done = json.loads(cli_run("index", str(folder), "-q", "--offline", "--json").stdout)
+    assert done["outcome"] == "published", done
+    assert (done["documents_unchanged"], done["documents_renamed"], done["documents_added"],
+            done["documents_removed"]) == (3, 2, 0, 0), done
+    shutil.copy(folder / "c.txt", folder / "c copy.txt")
+    out = cli_run("index", str(folder), "-q", "--offline")
+    assert "documents      3 (0 added, 0 removed, 3 unchanged; 1 more file repeats" in out.stdout, out.stdout
+    (folder / "c.txt").unlink()
+    done = json.loads(cli_run("index", str(folder), "-q", "--offline", "--json").stdout)
+    assert done["documents_renamed"] == 0, done
+    (folder / "bee.txt").rename(folder / "b.txt")
+    out = cli_run("index", str(folder), "-q", "--offline")
+    assert "documents      3 (0 added, 0 removed, 3 unchanged, 1 of them renamed)" in out.stdout, out.stdout
+    # watch's idle event counts it so too
+    (folder / "b.txt").rename(folder / "bee.txt")
+    lines = [json.loads(line) for line in cli_run("watch", str(folder), "--once", "--offline", "--json").stdout.splitlines()]
+    idle = next(line for line in lines if line.get("state") == "idle")
+    assert (idle["documents_unchanged"], idle["documents_renamed"]) == (3, 1), idle
 
 
 def test_estimate_spends_nothing(cli_run, corpus, simulator):
