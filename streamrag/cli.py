@@ -1096,7 +1096,7 @@ def _sigterm_as_interrupt():
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from streamrag.export import check_out, export, format_for, writes_to_stdout
+    from streamrag.export import check_out, export, format_for, named_format, writes_to_stdout
 
     out = Path(args.out)
     if args.json and args.out != "-" and writes_to_stdout(out) and out.is_file() and not out.is_symlink():
@@ -1143,6 +1143,11 @@ def cmd_export(args: argparse.Namespace) -> int:
         # `index` says them: most indexes extract none; `export -` said "wrote -:", a file it
         # did not write)
         where = "to standard output" if args.out == "-" else args.out
+        if args.out != "-" and args.format is None and named_format(args.out) is None:
+            # (`export graph.md` wrote JSON without a word: neither the name nor a flag chose it)
+            suffix = Path(args.out).suffix
+            where += (f" as JSON (the default: {f'{suffix} names no format' if suffix else 'no extension'}; "
+                      "--format graphml writes GraphML)")
         print(f"wrote {where}: " + ", ".join(_n(v, _ONE[k]) for k, v in counts.items() if v or k != "claims"),
               file=sys.stderr)
     return 0

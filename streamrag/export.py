@@ -135,12 +135,19 @@ def check_out(out: Path | str, fmt: str) -> None:
 FORMATS = {".json": "json", ".graphml": "graphml"}
 
 
+def named_format(out: Path | str) -> str | None:
+    """The format ``out``'s extension names (``FORMATS``), or None: another extension, none, or
+    ``-``."""
+    return FORMATS.get(Path(out).suffix.lower()) if str(out) != "-" else None
+
+
 def format_for(out: Path | str, fmt: str | None) -> str:
     """The format to write ``out`` in: ``fmt`` when given, else the one its extension names
-    (``.graphml``: GraphML; anything else, and ``-``: JSON). A ``fmt`` that contradicts a
-    ``.json`` or ``.graphml`` extension is refused (a file named for one format holding the
-    other is opened by the wrong tool)."""
-    named = FORMATS.get(Path(out).suffix.lower()) if str(out) != "-" else None
+    (``.graphml``: GraphML; anything else, and ``-``: JSON, which the command's line then says
+    of a file: ``named_format``). A ``fmt`` that contradicts a ``.json`` or ``.graphml``
+    extension is refused (a file named for one format holding the other is opened by the
+    wrong tool)."""
+    named = named_format(out)
     if fmt is None:
         return named or "json"
     if named and named != fmt:

@@ -482,7 +482,8 @@ def test_an_export_in_the_indexed_folder_is_written_and_the_next_index_leaves_it
     for out in written:
         fmt = ("--format", "graphml") if out.startswith("g.") else ()
         done = run("export", out, *fmt)
-        assert done.returncode == 0 and done.stderr.startswith(f"wrote {out}: "), done.stderr
+        assert done.returncode == 0 and done.stderr.startswith(f"wrote {out}: " if fmt else f"wrote {out} as JSON ("), \
+            done.stderr
     for out in (str(tmp_path / "link" / "y.md"), "fl.txt"):
         done = run("export", "--db", str(db), out, cwd=tmp_path)
         assert done.returncode == 0, done.stderr
@@ -1287,3 +1288,23 @@ def test_an_export_to_standard_output_whose_reader_left_ends_quietly(offline_db,
     stderr = proc.stderr.read()
     proc.stderr.close()
     assert proc.wait(120) == 141 and stderr == b"", stderr
+
+
+def test_an_export_whose_name_picks_no_format_says_it_wrote_json(cli_run, offline_db, tmp_path):
+    # `export graph.md` wrote JSON without a word: the extension picks the format, and .md names
+    # none. It is written as before (scripts name exports x.txt), and the line says it is JSON.
+    for name, said in (("graph.md", "as JSON (the default: .md names no format; --format graphml writes GraphML)"),
+                       ("graph", "as JSON (the default: no extension; --format graphml writes GraphML)")):
+        out = cli_run("export", name, "--db", str(offline_db), cwd=tmp_path)
+        assert out.returncode == 0 and out.stderr.startswith(f"wrote {name} {said}: "), out.stderr
+        assert json.loads((tmp_path / name).read_text(encoding="utf-8"))["entities"]
+    # Chosen by the name or the flag: no note.
+    for args in (("g.json",), ("g.graphml",), ("--format", "json", "g.md"), ("--format", "graphml", "g.xml")):
+        out = cli_run("export", *args, "--db", str(offline_db), cwd=tmp_path)
+        assert out.returncode == 0 and out.stderr.startswith(f"wrote {args[-1]}: "), out.stderr
+    assert ET.parse(tmp_path / "g.xml").getroot().tag.endswith("graphml")
+    out = cli_run("export", "-", "--db", str(offline_db), cwd=tmp_path)
+    assert out.returncode == 0 and out.stderr.startswith("wrote to standard output: "), out.stderr
+    assert json.loads(out.stdout)["entities"]
+    done = json.loads(cli_run("export", "graph.txt", "--json", "--db", str(offline_db), cwd=tmp_path).stdout)
+    assert done["format"] == "json"
