@@ -550,6 +550,9 @@ def cmd_index(args: argparse.Namespace) -> int:
     from streamrag import loader, pipeline, progress
     from streamrag.run_progress import Progress
 
+    if args.estimate:   # (its output is the point: said before the scan)
+        stdout_needed("index --estimate", "prints the estimate", "redirect standard output to a file (e.g. > "
+                      "estimate.txt)")
     paths = [Path(p) for p in args.paths]
     for p in paths:
         name = shown(p)
@@ -997,6 +1000,8 @@ def _claimless(settings: Settings) -> str | None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    stdout_needed("status", "prints its object" if args.json else "prints the index's status",
+                  "redirect standard output to a file (e.g. > status.txt)")
     _check_indexed_folder(args)
     settings = reading_settings(args, models_for=())
     db = db_for_reading(args, settings)
@@ -1096,23 +1101,26 @@ def _sigterm_as_interrupt():
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from streamrag.export import check_out, export, format_for, named_format, writes_to_stdout
+    from streamrag.export import check_out, export, format_for, named_format, names_stdout, writes_to_stdout
 
     out = Path(args.out)
-    if args.json and args.out != "-" and writes_to_stdout(out) and out.is_file() and not out.is_symlink():
+    # (standard output closed: descriptor 1 is /dev/null, which `export /dev/null` names too)
+    to_stdout = names_stdout(out) if 1 in closed_at_start else writes_to_stdout(out)
+    if args.json and args.out != "-" and to_stdout and out.is_file() and not out.is_symlink():
         # `export x.json --json > x.json`: no stream, a file the shell opened that the export
         # replaces (a new file renamed over it), which took the object with it ("-" is the
         # stream itself, whatever file of that name the folder holds)
         raise UsageError(f"--json prints its object on standard output, which is redirected to {args.out}, "
                          f"the file `export {args.out}` replaces: the object would be lost; redirect "
                          "standard output to another file, or drop --json")
-    if args.json and writes_to_stdout(out):   # (the object would land inside the export)
+    if args.json and to_stdout:   # (the object would land inside the export)
         raise UsageError(f"--json prints its object on standard output, where `export {args.out}` writes "
                          "the export; give a file to write (e.g. graph.json), or drop --json")
-    if 1 in closed_at_start and writes_to_stdout(out):   # (it went to /dev/null, and said it wrote)
-        raise StreamragError(f"standard output is closed (>&-), where `export {args.out}` writes the export, "
-                             "which would be lost; give a file to write (e.g. graph.json), or redirect "
-                             "standard output to one")
+    if to_stdout:   # (it went to /dev/null, and said it wrote)
+        stdout_needed(f"export {args.out}", "writes the export", "give a file to write (e.g. graph.json), or "
+                      "redirect standard output to one")
+    if args.json:
+        stdout_needed("export --json", "prints its object", "redirect standard output to a file, or drop --json")
     fmt = format_for(args.out, args.format)
     if args.folder is not None and out.is_dir() and not Path(args.folder).exists():
         # `export notes graph.json`, DIR first as `index notes` has it: check_out's "give the
@@ -1143,8 +1151,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         # `index` says them: most indexes extract none; `export -` said "wrote -:", a file it
         # did not write)
         where = "to standard output" if args.out == "-" else args.out
-        if args.out != "-" and args.format is None and named_format(args.out) is None:
-            # (`export graph.md` wrote JSON without a word: neither the name nor a flag chose it)
+        if args.format is None and named_format(args.out) is None and out.is_file():
+            # (`export graph.md` wrote JSON without a word: neither the name nor a flag chose it;
+            # not said of a device or a pipe, /dev/null, /dev/stdout into a pipe)
             suffix = Path(args.out).suffix
             where += (f" as JSON (the default: {f'{suffix} names no format' if suffix else 'no extension'}; "
                       "--format graphml writes GraphML)")
@@ -1179,6 +1188,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """``demo``: ``demo.cmd_demo``, its module loaded by the one command that runs it."""
     from streamrag.demo import cmd_demo as demo
 
+    # (`demo >&-` indexed the sample and answered its questions into /dev/null, with exit 0)
+    stdout_needed("demo", "prints its object" if args.json else "prints its tour",
+                  "redirect standard output to a file (e.g. > demo.txt)")
     return demo(args)
 
 
@@ -1198,9 +1210,8 @@ def cmd_ask_checked(args: argparse.Namespace) -> int:
             raise UsageError(f"--level only applies to global search; drop it, or use --mode global "
                              f"instead of --mode {args.mode}")
         args.mode = "global"  # --level asks for static global search, so auto does not pick local
-    if 1 in closed_at_start:   # (the answer went to /dev/null, the model's calls paid, and it exited 0)
-        raise StreamragError("standard output is closed (>&-), where `ask` prints its answer, which would be "
-                             "lost; redirect standard output to a file (e.g. > answer.txt)")
+    # (the answer went to /dev/null, the model's calls paid, and it exited 0)
+    stdout_needed("ask", "prints its answer", "redirect standard output to a file (e.g. > answer.txt)")
     if args.level is not None and args.level >= 0:
         _note_clamped_level(args)
     return cmd_ask(args)
@@ -1746,6 +1757,17 @@ def _last_watch_line(args: argparse.Namespace, message: str, code: int) -> None:
 
 # The descriptors of the standard streams closed at the start (``_open_closed_std_streams``).
 closed_at_start: set[int] = set()
+
+
+def stdout_needed(command: str, does: str, instead: str) -> None:
+    """Refuses, before any work, a command whose output is the point (``does``: what it writes
+    there) run with standard output closed (``>&-``; ``instead``: what to do). What it wrote went
+    to /dev/null with exit 0: ask's answer (paid for), `export -`, `status` and `demo`, each
+    refused in its own words, or not at all. A command whose work is the point (index, watch,
+    vacuum) goes on, its lines lost."""
+    if 1 in closed_at_start:
+        raise StreamragError(f"standard output is closed (>&-), where `{command}` {does}, which would be lost; "
+                             f"{instead}")
 
 
 def _open_closed_std_streams() -> None:

@@ -189,6 +189,26 @@ def _stdout_file() -> Path | None:
         return None
 
 
+def names_stdout(out: Path | str) -> bool:
+    """Whether ``out`` is ``-`` or a name of descriptor 1 itself (/dev/stdout, /dev/fd/1,
+    /proc/self/fd/1, or a link to one), whatever file it is open on. With standard output closed
+    at the start (``>&-``), descriptor 1 is /dev/null (``cli._open_closed_std_streams``): asked by
+    the file it is open on (``writes_to_stdout``), `export /dev/null >&-` was refused as written
+    to the closed stream, though it names a file of its own."""
+    if str(out) == "-":
+        return True
+    hop = os.path.abspath(out)
+    for _ in range(40):   # (as the system follows at most 40 links)
+        # (the folders resolved: /dev/fd and /proc/self are links to /proc/<pid>/...)
+        hop = os.path.join(os.path.realpath(os.path.dirname(hop)), os.path.basename(hop))
+        if re.fullmatch(rf"/proc/{os.getpid()}(/task/\d+)?/fd/1", hop):
+            return True
+        if hop.startswith("/proc/") or not os.path.islink(hop):   # (another descriptor's link: its file)
+            return False
+        hop = os.path.join(os.path.dirname(hop), os.readlink(hop))
+    return False
+
+
 def writes_to_stdout(out: Path | str) -> bool:
     """Whether an export to ``out`` lands on standard output: ``-``, or a name of the file or
     pipe standard output is (`export /dev/stdout`, `export - > FILE` given FILE)."""

@@ -71,16 +71,42 @@ def indexed(indexed_once, tmp_path) -> Path:
                                   ("ask", "--mode", "basic", "Who rebuilt the quay?"),
                                   ("ask", "--mode", "global", "What are the main themes?"),
                                   ("ask", "--json", "Who rebuilt the quay?"),
-                                  ("export", "-")])
+                                  ("export", "-"),
+                                  ("export", "/dev/stdout"),
+                                  ("export", "--json", "g.json"),
+                                  ("status",),
+                                  ("status", "--json"),
+                                  ("demo",),
+                                  ("demo", "--json"),
+                                  ("index", "--estimate", "--offline", ".")])
 def test_with_stdout_closed_every_command_ends_alike(indexed, args):
     # ask and export - ended in a traceback (sys.stdout is None), status and --json quietly.
-    # Their output is the point: then it went to /dev/null with exit 0 (ask's answer paid for).
-    # Now each fails with one line (export: test_export's test_an_export_to_a_closed_standard_output_fails).
+    # Their output is the point: then it went to /dev/null with exit 0 (ask's answer paid for);
+    # status, demo and index --estimate still did. Now each fails with one line, said one way
+    # (``cli.stdout_needed``; export: test_export's test_an_export_to_a_closed_standard_output_fails).
+    does = {"ask": "prints its answer", "status": "prints its object" if "--json" in args else "prints the index's status",
+            "demo": "prints its object" if "--json" in args else "prints its tour", "index": "prints the estimate",
+            "export": "prints its object" if "--json" in args else "writes the export"}[args[0]]
+    command = {"export": f"export {args[-1]}" if "--json" not in args else "export --json",
+               "index": "index --estimate"}.get(args[0], args[0])
     out = run(*args, cwd=indexed, close=(1,))
     assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
-    assert out.stderr.startswith(f"streamrag: error: standard output is closed (>&-), where `{args[0]}{' -' if args[0] == 'export' else ''}` "
-                               f"{'writes the export' if args[0] == 'export' else 'prints its answer'}, which "
-                               "would be lost"), out.stderr
+    assert out.stderr.startswith(f"streamrag: error: standard output is closed (>&-), where `{command}` {does}, "
+                                 "which would be lost; "), out.stderr
+    assert not (indexed / "g.json").exists()
+
+
+def test_with_stdout_closed_an_export_to_a_file_of_its_own_is_written(indexed):
+    # `export /dev/null >&-` was refused as "stdout closed": the closed stream is opened on
+    # /dev/null, which the export was taken to write to; it names a file of its own.
+    for out_name in ("/dev/null", "g.json"):
+        out = run("export", out_name, cwd=indexed, close=(1,))
+        assert out.returncode == 0 and out.stderr.startswith(f"wrote {out_name}: "), out.stderr
+    assert json.loads((indexed / "g.json").read_text(encoding="utf-8"))["entities"]
+    # (a link to standard output is standard output)
+    (indexed / "out.json").symlink_to("/dev/stdout")
+    out = run("export", "out.json", cwd=indexed, close=(1,))
+    assert out.returncode == 1 and "standard output is closed (>&-), where `export out.json`" in out.stderr, out.stderr
 
 
 def test_losing_stderr_does_not_end_the_run(corpus):
