@@ -337,8 +337,9 @@ def export(store: Store, out: Path, fmt: str, *, settings_files: Iterable[Path] 
     Written as it is read, in one read transaction. A file is written beside ``out`` (beside the
     file it leads to, for a link) and renamed over it at the end, so an export that fails leaves
     the previous file as it was, and a reader meets the old file or the new one, whole. But where
-    that file has other hard links, or an owner the new one cannot be given (``_kept_in_place``),
-    the written file is then copied into it in place, as `cp` writes: a reader may meet it
+    that file has other hard links, or an owner the new one cannot be given (``_kept_in_place``,
+    once given its owner and permissions: ``_take_owner_and_mode``), the written file is then
+    copied into it in place, as `cp` writes: a reader may meet it
     part-written, and a stop (or a full disk) during the copy leaves it cut short under every
     name, the old export lost (told so: ``exported.UNFINISHED``; the next export replaces it).
     """
@@ -382,7 +383,11 @@ def export(store: Store, out: Path, fmt: str, *, settings_files: Iterable[Path] 
             counts = write(store, f)
             f.flush()
         if renamed:
-            if _kept_in_place(landing, target):
+            try:
+                st = os.stat(landing)
+            except OSError:
+                st = None   # (none there yet)
+            if st is not None and _kept_in_place(landing, st, _take_owner_and_mode(st, target)):
                 _write_into(target, landing)
             else:
                 try:
@@ -434,27 +439,29 @@ def _landing(out: Path) -> Path | None:
     return None
 
 
-def _kept_in_place(landing: Path, written: Path) -> bool:
-    """Gives the file ``written`` the owner and permissions of the file ``landing`` it replaces, if
-    any (a private export, mode 600, became readable by all; root's export over a user's file
-    became root's); whether it is copied into ``landing`` in place instead of renamed over it, as
-    `cp` writes into a file: where ``landing`` has other hard links (renamed over, they kept the
-    old export, the link broken), or an owner ``written`` cannot be given (only root gives a file
-    away), and can be written into (else renamed over, as before: a new owner, the links apart)."""
-    try:
-        st = os.stat(landing)
-    except OSError:
-        return False   # (none there yet)
+def _take_owner_and_mode(landing: os.stat_result, written: Path) -> bool:
+    """Gives the file ``written`` the owner and permissions of the file it replaces (``landing``:
+    its status): a private export, mode 600, became readable by all; root's export over a user's
+    file became root's. Whether the owner was given (only root gives a file away)."""
     own = os.stat(written)
-    kept = True
-    if (own.st_uid, own.st_gid) != (st.st_uid, st.st_gid):
+    owned = True
+    if (own.st_uid, own.st_gid) != (landing.st_uid, landing.st_gid):
         try:
-            os.chown(written, st.st_uid, st.st_gid)
+            os.chown(written, landing.st_uid, landing.st_gid)
         except OSError:
-            kept = False
+            owned = False
     with contextlib.suppress(OSError):   # (after chown, which drops a set-id bit)
-        os.chmod(written, stat.S_IMODE(st.st_mode))
-    return (st.st_nlink > 1 or not kept) and os.access(landing, os.W_OK)
+        os.chmod(written, stat.S_IMODE(landing.st_mode))
+    return owned
+
+
+def _kept_in_place(landing: Path, st: os.stat_result, owned: bool) -> bool:
+    """Whether the file written for ``landing`` (``st``: its status before) is copied into it in
+    place instead of renamed over it, as `cp` writes into a file: where ``landing`` has other
+    hard links (renamed over, they kept the old export, the link broken), or an owner the written
+    file could not be given (``owned``: ``_take_owner_and_mode``), and can be written into (else
+    renamed over, as before: a new owner, the links apart)."""
+    return (st.st_nlink > 1 or not owned) and os.access(landing, os.W_OK)
 
 
 class _Sealing:

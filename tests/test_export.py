@@ -1308,3 +1308,21 @@ def test_an_export_whose_name_picks_no_format_says_it_wrote_json(cli_run, offlin
     assert json.loads(out.stdout)["entities"]
     done = json.loads(cli_run("export", "graph.txt", "--json", "--db", str(offline_db), cwd=tmp_path).stdout)
     assert done["format"] == "json"
+
+
+def test_whether_an_export_is_copied_in_place_is_asked_without_changing_a_file(tmp_path):
+    # ``_kept_in_place`` both gave the written file the old one's owner and mode and answered
+    # whether to copy it in place. Now the question changes nothing; the giving is its own step.
+    landing, written = tmp_path / "graph.json", tmp_path / ".graph.json.tmp"
+    landing.write_text("{}\n", encoding="utf-8")
+    written.write_text("{}\n", encoding="utf-8")
+    landing.chmod(0o600)
+    written.chmod(0o644)
+    st = os.stat(landing)
+    assert not export_module._kept_in_place(landing, st, owned=True)   # one link, owner given: renamed over
+    assert export_module._kept_in_place(landing, st, owned=False)      # an owner not given: kept
+    assert written.stat().st_mode & 0o777 == 0o644                    # (asked: nothing changed)
+    os.link(landing, tmp_path / "other.json")
+    assert export_module._kept_in_place(landing, os.stat(landing), owned=True)   # another link: kept
+    assert export_module._take_owner_and_mode(st, written) is True
+    assert written.stat().st_mode & 0o777 == 0o600
