@@ -1541,8 +1541,18 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- plumbing
     def _path(self) -> str:
+        """The route asked for: an OpenAI route under /v1 without it (``/chat/completions``), the
+        simulator's own ``/simulator/stats`` (under /v1 or not), else the path as sent, which
+        no route answers. The OpenAI routes are served under /v1 alone, as real servers serve
+        them (OpenAI, Ollama, vLLM answer 404): an api_base without /v1 worked against the
+        simulator, and then failed against the real server."""
         path = self.path.split("?", 1)[0].rstrip("/")
-        return path[3:] if path.startswith("/v1/") else path
+        route = path[3:] if path.startswith("/v1/") else path
+        return route if route == "/simulator/stats" or route != path else path + " (not under /v1)"
+
+    def _no_route(self, method: str) -> None:
+        """A 404 as OpenAI answers a path it does not serve."""
+        self._send(404, _error(f"Invalid URL ({method} {self.path})", "invalid_request_error"))
 
     def _body(self) -> bytes:
         if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
@@ -1599,7 +1609,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/simulator/stats":
             self._send(200, self.server.sim.stats())
         else:
-            self._send(404, _error(f"no route GET {self.path}", "invalid_request_error", "not_found"))
+            self._no_route("GET")
 
     def do_POST(self) -> None:
         path = self._path()
@@ -1610,7 +1620,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, _error("could not read the request body", "invalid_request_error"))
             return
         if path not in ("/chat/completions", "/embeddings"):
-            self._send(404, _error(f"no route POST {self.path}", "invalid_request_error", "not_found"))
+            self._no_route("POST")
             return
         if self._refused_key():
             return

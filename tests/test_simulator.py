@@ -102,11 +102,14 @@ def test_models_unknown_paths_bad_json_and_missing_model(sim, client):
     r = client.post("/chat/completions", json={"model": "missing-model", "messages": []})
     assert r.status_code == 404 and r.json()["error"]["message"] == "model not found"
 
-    # The /v1 prefix is optional.
+    # The OpenAI routes are under /v1 alone, as a real server's are (OpenAI answers this 404): an
+    # api_base without /v1 worked against the simulator, then failed against the real server.
     root = sim.base_url.removesuffix("/v1")
-    r = httpx.post(f"{root}/chat/completions",
-                   json={"model": "m", "messages": [{"role": "user", "content": "Hello there."}]})
-    assert r.status_code == 200 and content(r.json())
+    for method, route in (("POST", "/chat/completions"), ("POST", "/embeddings"), ("GET", "/models")):
+        r = httpx.request(method, f"{root}{route}", json={"model": "m", "input": "x",
+                                                          "messages": [{"role": "user", "content": "Hello there."}]})
+        assert r.status_code == 404 and r.json()["error"]["message"] == f"Invalid URL ({method} {route})", r.text
+    assert httpx.get(f"{root}/simulator/stats").status_code == 200   # (the simulator's own, not OpenAI's)
 
 
 def test_a_key_given_is_asked_of_every_model_route_as_openai_asks_it():
@@ -895,3 +898,16 @@ def test_each_model_request_is_told_to_on_request_and_open_connections_counted(s
     while sim.open_connections() and time.monotonic() < deadline:   # (its close is read by the server's thread)
         time.sleep(0.01)
     assert sim.open_connections() == 0
+
+
+def test_an_api_base_without_v1_is_told_against_the_simulator_as_against_a_real_server(cli_run, corpus, simulator):
+    # A streamrag.toml whose api_base lacked /v1 indexed against the simulator, and failed against
+    # the real server the user went on to: now it gets the 404 a real server gives, and the line
+    # that names the fix.
+    root = simulator.base_url.removesuffix("/v1")
+    (corpus / "streamrag.toml").write_text(f'[llm]\napi_base = "{root}"\n', encoding="utf-8")
+    out = cli_run("index", str(corpus), "-q")
+    assert out.returncode == 1, out.stderr
+    assert "HTTP 404" in out.stderr and f"set llm.api_base to '{root}/v1'" in out.stderr, out.stderr
+    (corpus / "streamrag.toml").write_text(f'[llm]\napi_base = "{root}/v1"\n', encoding="utf-8")
+    assert cli_run("index", str(corpus), "-q").returncode == 0
