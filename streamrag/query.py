@@ -98,6 +98,10 @@ class Answer(msgspec.Struct, kw_only=True):
     # of each of those, the closest names the index has (``question.near_names``)
     near_names: dict[str, list[str]] = msgspec.field(default_factory=dict)
     details: dict = msgspec.field(default_factory=dict)
+    # What the search came to: "answered", or "redirected" (the local or basic search asked for
+    # cannot answer the question, and ``text`` says which mode does, not an answer): ``ask
+    # --json`` printed the redirect as its answer, exit 0, told apart by its wording alone
+    outcome: str = "answered"
 
     def to_json(self) -> dict:
         """The object ``ask --json`` prints."""
@@ -105,7 +109,7 @@ class Answer(msgspec.Struct, kw_only=True):
             "question": self.question, "version": self.version, "mode": self.mode,
             "requested_mode": self.requested_mode,
             "auto_choice": self.auto_choice, "auto_reason": self.auto_reason, "search": self.search,
-            "level": self.level, "answer": self.text, "citations": self.citations,
+            "level": self.level, "outcome": self.outcome, "answer": self.text, "citations": self.citations,
             "unresolved_citations": self.unresolved, "documents": self.documents,
             "llm": self.llm or llm_summary({}), "extractive": self.extractive, "cut_off": self.cut_off,
             "not_in_index": self.not_in_index, "near_names": self.near_names,
@@ -543,6 +547,8 @@ class _Search:
         if not ctx.tags:
             # A question of no word to search for ("What is it?") is told what an offline
             # answer tells it, not that nothing in the index matches it.
+            if self.local_stop is None:
+                self.answer.outcome = "redirected"
             self._say(self._broad_text(self.answer.mode) if self.local_stop is None
                       else "Nothing in the index matches this question, so there is no answer to give.")
             return
@@ -796,6 +802,7 @@ class _Search:
         """Says that a broad question is one for global search, rather than quote the passages
         sharing its generic words ("main", "themes") as its answer."""
         self.answer.search, self.answer.level, self.answer.details = mode, None, {}
+        self.answer.outcome = "redirected"
         self._say(self._broad_text(mode))
 
     def _broad_text(self, mode: str, *, answered: bool = False) -> str:

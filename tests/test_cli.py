@@ -3042,3 +3042,34 @@ def test_index_offline_of_an_index_a_model_built_says_so_on_stderr_and_in_json(c
                                  f"model's extraction of {work['chunks']} chunk"), out.stderr
     again = cli_run("index", str(corpus), "--offline", "--json", "-q")
     assert json.loads(again.stdout)["model_work_replaced"] == {} and "built with a model" not in again.stderr
+
+
+def test_ask_json_says_a_search_that_points_to_another_mode_redirected(cli_run, corpus, simulator):
+    # `ask --mode basic --json "What are the main themes?"` printed the advice to use --mode global
+    # as its answer, exit 0: a script took it for the answer. Now ``outcome`` says "redirected"
+    # (the answer key and the exit code as they were), "answered" otherwise; an error's object
+    # says "failed" (``_error_object``).
+    assert cli_run("index", str(corpus), "-q", "--offline").returncode == 0
+
+    def asked(*args: str) -> dict:
+        out = cli_run("ask", "--json", *args, str(corpus))
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    for mode in ("basic", "local"):
+        for question in ("What are the main themes?", "What is it?"):
+            done = asked("--mode", mode, question)
+            assert done["outcome"] == "redirected" and "--mode global" in done["answer"], done
+    for args in (("--mode", "global", "What are the main themes?"), ("What are the main themes?",),
+                 ("--mode", "basic", "Who rebuilt the quay?")):
+        done = asked(*args)
+        assert done["outcome"] == "answered" and "--mode global" not in done["answer"], done
+    # With a model: told, then answered all the same, is answered; a question naming nothing for a
+    # basic search to look for is pointed elsewhere, no call made.
+    model = ("--api-base", simulator.base_url)
+    done = asked(*model, "--mode", "local", "What are the main themes?")
+    assert done["outcome"] == "answered" and done["llm"]["calls"] == 1, done
+    done = asked(*model, "--mode", "basic", "What is it?")
+    assert done["outcome"] == "redirected" and done["llm"]["calls"] == 0, done
+    failed = cli_run("ask", "--json", "--db", str(corpus / "nope.db"), "What is it?")
+    assert failed.returncode == 1 and json.loads(failed.stdout)["outcome"] == "failed"
