@@ -1120,7 +1120,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         stdout_needed(f"export {args.out}", "writes the export", "give a file to write (e.g. graph.json), or "
                       "redirect standard output to one")
     if args.json:
-        stdout_needed("export --json", "prints its object", "redirect standard output to a file, or drop --json")
+        stdout_needed("export --json", "prints its object",
+                      "redirect standard output to a file, or drop --json")
     fmt = format_for(args.out, args.format)
     if args.folder is not None and out.is_dir() and not Path(args.folder).exists():
         # `export notes graph.json`, DIR first as `index notes` has it: check_out's "give the
@@ -1766,8 +1767,8 @@ def stdout_needed(command: str, does: str, instead: str) -> None:
     refused in its own words, or not at all. A command whose work is the point (index, watch,
     vacuum) goes on, its lines lost."""
     if 1 in closed_at_start:
-        raise StreamragError(f"standard output is closed (>&-), where `{command}` {does}, which would be lost; "
-                             f"{instead}")
+        raise StreamragError(f"standard output is closed (>&-), where `{command}` {does}, which would be "
+                             f"lost; {instead}")
 
 
 def _open_closed_std_streams() -> None:

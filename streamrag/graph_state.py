@@ -138,7 +138,8 @@ def renamed(before: Mapping[str, tuple[str, int, float]], now: Mapping[str, tupl
         return held
 
     was, now_at = paths(before), paths(now)
-    return sum(1 for doc_id, at in now_at.items() if at - was.get(doc_id, set()) and was.get(doc_id, set()) - at)
+    return sum(1 for doc_id, at in now_at.items()
+               if at - (had := was.get(doc_id, set())) and had - at)
 
 
 def _paired(before: dict[str, tuple[str, int, float]], now: Iterable[tuple[str, str]],
