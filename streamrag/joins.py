@@ -82,7 +82,11 @@ JOINING = frozenset({PERSON, ""})
 # 9: ... read from ``Extraction.called``, not from a description ending "(Also called X.)", which
 #    a document's own words may write: extracted again, such a chunk yields the records it did
 #    and is not merged again, so the joins its words made are looked at under the new rule.
-RULE = "9"
+# 10: a title that is its document's first line ended at a line separator (U+2028, a form feed)
+#    or decomposed (NFD; its text is composed) is that line, no name the document says
+#    (``own_title``, loader VERSION 26): a row so titled is read again to the same text and a
+#    title saying the same name, so its title moves no join (``graph_state.titled_anew``).
+RULE = "10"
 # Words before a name that are no part of the person's own name (the extractor keeps them in it).
 _TITLES = nlp.KEEP_TITLES | nlp.ADJECTIVES
 # Words that are a role, not a name, alone.

@@ -386,6 +386,42 @@ async def test_an_index_whose_rule_left_a_resolved_short_name_apart_joins_it_onc
     assert "Margaret" not in {v[0] for v in _graph(db)["entities"].values()}
 
 
+def _own_title_before_loader_26(title: str, text: str) -> str | None:
+    """``joins.own_title`` as rule 9 had it read (loader VERSION 25): a first line ended at "\n" alone."""
+    lines = (line.strip().lstrip("#").strip() for line in text.split("\n"))
+    first = next((line for line in lines if any(ch.isalnum() for ch in line)), "")
+    return None if title.strip() == first else joins_module.name_title(title)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("full, short, cell, opening", [
+    ("Ada Lovelace", "Ada", "Ada Lovelace", "Ada Lovelace\u2028born in 1815."),
+    ("Jos\u00e9 \u00c1lvarez", "Jos\u00e9", "Jose\u0301 A\u0301lvarez", "Jose\u0301 A\u0301lvarez"),
+], ids=["line separator", "decomposed"])
+async def test_a_rows_title_its_first_line_read_as_a_name_by_rule_9_joins_as_a_fresh_index_once_upgraded(
+        tmp_path, full, short, cell, opening):
+    # A row whose title cell is its text's first line, that line ending at a line separator
+    # (U+2028) or the cell decomposed (NFD, the text composed): rule 9 read the cell as a name the
+    # row says (its first line was the whole line, or composed), so "Ada", opening a sentence of
+    # the row alone, joined the "Ada" of the letters to her. Since loader VERSION 26 the first line
+    # ends there and the title is composed: it is the row's first line, no name. The upgrade read
+    # the row again to the same text and a title saying the same name (``titled_anew`` saw no
+    # change), and the index kept the join a fresh index does not make.
+    from streamrag import loader
+
+    settings = make_settings(index={"chunk_size": 50, "chunk_overlap": 0})
+    row = {"title": cell, "text": f"{opening}\n\n{short} was a mathematician. She wrote notes on the engine."}
+    files = {"people.jsonl": json.dumps(row) + "\n",
+             "letters.txt": f"Charles met {short} in London. Charles and {short} spoke of the engine.\n",
+             "engine.txt": f"{full} wrote the notes. Charles Babbage built the engine.\n"}
+    corpus, db = await _indexed_before(tmp_path, settings, files, (joins_module, "RULE", "9"),
+                                       (joins_module, "own_title", _own_title_before_loader_26),
+                                       (loader, "_composed", lambda title: title), (loader, "VERSION", "25"))
+    assert short not in {v[0] for v in _graph(db)["entities"].values()}   # (joined, as rule 9 joined it)
+    await sync([corpus], settings, db, root=corpus)
+    await _as_a_fresh_index(tmp_path, corpus, db, settings, naming=short)
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("kept", [False, True])
 async def test_a_short_name_the_extractor_resolved_in_a_chunk_joins_it_for_its_document(tmp_path, kept):
