@@ -85,7 +85,8 @@ JOINING = frozenset({PERSON, ""})
 # 10: a title that is its document's first line ended at a line separator (U+2028, a form feed)
 #    or decomposed (NFD; its text is composed) is that line, no name the document says
 #    (``own_title``, loader VERSION 26): a row so titled is read again to the same text and a
-#    title saying the same name, so its title moves no join (``graph_state.titled_anew``).
+#    title saying the same name, so its title moves no join (``graph_state.titled_anew``). A
+#    first line's heading ends there too ("# Ada Lovelace\u2028born 1815", ``heading_title``).
 RULE = "10"
 # Words before a name that are no part of the person's own name (the extractor keeps them in it).
 _TITLES = nlp.KEEP_TITLES | nlp.ADJECTIVES
@@ -166,6 +167,9 @@ def heading_title(text: str) -> str | None:
     heading ("    # Ada Lovelace", Markdown's indented code block): a chunk has lost its first
     line's indent, so a document whose text opens so is known by ``code_heading``."""
     line = _first_line(text)
+    # (a line ends where ``str.splitlines`` ends one, as the loader's title and ``own_title`` read
+    # it: "# Ada Lovelace\u2028born 1815" is headed "Ada Lovelace", as with "\n" in its place)
+    line = next((part for part in line.splitlines() if part.strip()), line)
     if _indent(line) >= 4:
         return None
     m = _HEADING.fullmatch(line.strip())

@@ -532,6 +532,38 @@ async def test_joins_looked_at_again_under_a_new_rule_to_the_same_joins_publish_
     assert (after.version, after.published, looked) == (1, False, [True])   # (nothing to redo: not merged)
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("separator", ["\n", "\u2028", "\u2029", "\x0c"], ids=["newline", "LS", "PS", "FF"])
+async def test_a_heading_ends_at_a_line_separator_as_the_title_does(tmp_path, separator):
+    # "# Ada Lovelace<LS>born in 1815": the loader titles the note "Ada Lovelace", its first line
+    # ended where ``str.splitlines`` ends one (c5ef6d8d), and ``own_title`` reads that first line
+    # so (no name: ``heading_title`` reads a heading), but ``heading_title`` read the whole line,
+    # "Ada Lovelace<LS>born in 1815", no full name. The note's title said no one where with "\n"
+    # in its place it says her, and "Ada", opening a sentence of it, joins the letters' "Ada" to her.
+    assert heading_title(f"# Ada Lovelace{separator}born in 1815\n") == "ada lovelace"
+    assert heading_title(f"{separator}# Ada Lovelace\n") == "ada lovelace"
+    assert code_heading(f"    # Ada Lovelace{separator}born in 1815\n")
+    # An index whose rule (9) read the heading whole, its title already cut (main at 34c0f9b):
+    # upgraded, it joins as a fresh index (the note's title unchanged, only the rule says so).
+    settings = make_settings(index={"chunk_size": 50, "chunk_overlap": 0})
+    files = {"ada.md": f"# Ada Lovelace{separator}born in 1815\n\nAda was a mathematician.\n",
+             "letters.txt": "Charles met Ada in London. Charles and Ada spoke of the engine.\n",
+             "engine.txt": "Ada Lovelace wrote the notes. Charles Babbage built the engine.\n"}
+    corpus, db = await _indexed_before(tmp_path, settings, files, (joins_module, "RULE", "9"),
+                                       (joins_module, "heading_title", _heading_title_before_rule_10))
+    assert ("Ada" in {v[0] for v in _graph(db)["entities"].values()}) == (separator != "\n")
+    await sync([corpus], settings, db, root=corpus)
+    await _as_a_fresh_index(tmp_path, corpus, db, settings)
+    assert "Ada" not in {v[0] for v in _graph(db)["entities"].values()}
+
+
+def _heading_title_before_rule_10(text: str) -> str | None:
+    """``joins.heading_title`` before rule 10: its first line ended at "\n" alone."""
+    line = joins_module._first_line(text)
+    m = joins_module._HEADING.fullmatch(line.strip())
+    return joins_module.name_title(m.group(1)) if m is not None and joins_module._indent(line) < 4 else None
+
+
 def test_a_documents_title_says_the_full_name_it_is():
     assert [file_title(p) for p in ("People/Ada Lovelace.md", "Ada Lovelace.txt", "a/Mary O'Neill.md")] == \
         ["ada lovelace", "ada lovelace", "mary oneill"]
