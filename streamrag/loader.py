@@ -1118,7 +1118,7 @@ def _unread_escapes(data: bytes, label: str, warnings: list[str], read_from: str
     """Says so of ``data``, read as 8-bit text (``legacy.escaped`` read it in no 7-bit CJK
     encoding), when it holds ISO-2022 escape sequences (``_ISO2022_SWITCH``): one cut short
     within a sequence, mixed with UTF-8 or cp1252 bytes, or using Greek (ISO-2022-JP-2) was
-    indexed as its escape codes ("\x1b$BEl5~"), garbage, without a word. ISO-2022-CN, which is
+    indexed as its escape codes ("\\x1b$BEl5~"), garbage, without a word. ISO-2022-CN, which is
     never read, is left to ``_decode`` to refuse, named as such (``_refuse_unread_escapes``): in
     long lines it was indexed as its escape codes, under a warning, where in short lines, whose
     shifts made it a binary file's bytes, it was refused; garbage either way."""
@@ -1568,7 +1568,7 @@ def _may_hold_long_blanks(text: str) -> bool:
 def _title(text: str, fallback: str) -> str:
     """The first line with a letter or digit (a rule, ``---`` of front matter never closed,
     names nothing), else ``fallback``; a line ends where ``str.splitlines`` ends one
-    (``_LINE_BREAK``: "Ada Lovelace\u2028born 1815" is titled "Ada Lovelace", as ``joins.own_title``
+    (``_LINE_BREAK``: "Ada Lovelace\\u2028born 1815" is titled "Ada Lovelace", as ``joins.own_title``
     reads a first line)."""
     for line in _lines(text):
         for part in _parts(line):
