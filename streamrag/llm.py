@@ -293,6 +293,9 @@ _MODELS_UNLISTED: set[str] = set()
 MODELS_TIMEOUT_S = 10.0
 # How many of the models an endpoint lists its "unknown model" line names.
 MODELS_SHOWN = 6
+# The llm_calls stage of the one-token request asking a model the listing leaves out by name
+# (``LLMClient.check_models``).
+MODEL_CHECK = "model_check"
 
 
 def listed(model: str, ids: set[str]) -> bool:
@@ -424,6 +427,10 @@ class LLMClient:
         self._probe: anyio.Event | None = None   # once it hangs, one try is finding out whether it is
         # back; set when that try ends (the calls that came meanwhile wait for it)
         self._answers = 0
+        # What GET /models listed, asked after a call's refusal of its model (``_refused_model``):
+        # False until asked, None when it gave no listing.
+        self._listing: set[str] | None | bool = False
+        self._listing_lock = anyio.Lock()
         self._health = EndpointHealth(settings.give_up_after_s)   # whether every try failed (``hopeless``)
         # Every failed try by HTTP status (None: no answer), a model loading left out, as a call's
         # own (``_call_advice``): what a caller says of calls that all failed (``only_errors``).
@@ -561,7 +568,7 @@ class LLMClient:
                 # gpt-35-turbo: 4096) or than its context holds (gpt-4-0613: 8192 with the
                 # prompt): the cut is what to act on, not the refusal.
                 if not (last == CUT_OFF and max_tokens and sent > max_tokens and (refusal := refused_room(e))):
-                    raise
+                    raise await self._refused_model(e, model, "*_model")
                 most = sent
                 break
             if isinstance(result, ChatResult):
@@ -983,7 +990,8 @@ class LLMClient:
         run extracted every chunk first (an hour, against Ollama) and then failed at summaries.
 
         ``GET {api_base}/models`` is asked once (no tokens); a model it lists (``listed``) is
-        served. One it does not list is asked once, as small a request as its route takes, since
+        served. One it does not list is asked once, as small a request as its route takes (a
+        paid call, recorded as any: stage ``MODEL_CHECK``), since
         a listing need not hold every name a server serves (llama.cpp serves any name and lists
         one; Gemini lists ``models/...``; aliases): only an answer that the model is unknown (a
         404, or a 400/422 naming it) stops the run; any other answer, an error too, lets it go on
@@ -1006,15 +1014,40 @@ class LLMClient:
             else:
                 missing.append((name, model))
         if missing:
-            shown = ", ".join(sorted(ids)[:MODELS_SHOWN]) + (f" and {len(ids) - MODELS_SHOWN} more"
-                                                             if len(ids) > MODELS_SHOWN else "")
-            # (every setting naming the model, as a call's error says it: one fixed at a time stopped again)
-            said = "; ".join(f"{' / '.join(model_settings(self.settings, model)) or 'llm.' + name} = {model!r}"
-                             for name, model in missing)
-            raise LLMRequestError(f"unknown model: {said}: the endpoint does not serve "
-                                  f"{'them' if len(missing) > 1 else 'it'} (not among the models "
-                                  f"{self.models_url} lists: {shown}, and refused by name); give a model "
-                                  "it serves. Stopped before any work of the run", 404, every_call=True)
+            raise LLMRequestError(f"{self._unserved(missing, ids)}. Stopped before any work of the run", 404,
+                                  every_call=True)
+
+    def _unserved(self, missing: list[tuple[str, str]], ids: set[str]) -> str:
+        """The line of the models ``missing`` ((setting, model) pairs) that the endpoint refused
+        by name and does not list among ``ids``: each setting naming one, and what it serves."""
+        shown = ", ".join(sorted(ids)[:MODELS_SHOWN]) + (f" and {len(ids) - MODELS_SHOWN} more"
+                                                         if len(ids) > MODELS_SHOWN else "")
+        # (every setting naming the model, as a call's error says it: one fixed at a time stopped again)
+        said = "; ".join(f"{' / '.join(model_settings(self.settings, model)) or 'llm.' + name} = {model!r}"
+                         for name, model in missing)
+        return (f"unknown model: {said}: the endpoint does not serve {'them' if len(missing) > 1 else 'it'} "
+                f"(not among the models {self.models_url} lists: {shown}, and refused by name); give a "
+                "model it serves")
+
+    async def _refused_model(self, error: LLMRequestError, model: str, setting: str) -> LLMRequestError:
+        """``error``, a call's refusal of ``model`` as unknown ("unknown model ..."), said as
+        ``check_models`` says it (what the endpoint lists beside it) when its listing leaves the
+        model out; else ``error`` as it is. For a command that calls no ``check_models`` before
+        its first call (``ask``: a GET /models on every question, for a setting that is nearly
+        always right): the listing is asked only after such a refusal, once a client."""
+        if not str(error).startswith("unknown model") or self.settings.api_version \
+                or (self.models_url, model) in _MODELS_SERVED or self.models_url in _MODELS_UNLISTED:
+            return error
+        async with self._listing_lock:   # (a global search's ratings all refused at once: one listing)
+            if self._listing is False:
+                self._listing = await self._listed_models()
+        ids = self._listing
+        if ids is None:
+            _MODELS_UNLISTED.add(self.models_url)
+            return error
+        if listed(model, ids):
+            return error   # (listed and refused: not a name to fix; the call's own words say more)
+        return LLMRequestError(self._unserved([(setting, model)], ids), error.status, every_call=True)
 
     async def _listed_models(self) -> set[str] | None:
         """The ids ``GET {api_base}/models`` lists (None: no listing: an error, no answer, a page
@@ -1045,16 +1078,41 @@ class LLMClient:
             url, body = self.chat_url, {"model": model, "messages": [{"role": "user", "content": "x"}],
                                         "max_tokens": 1}
         timeout = min(self.settings.request_timeout_s, MODELS_TIMEOUT_S)
+        # A call like any (a provider bills it: its prompt and its one token), so an ``llm_calls``
+        # row of stage MODEL_CHECK: `status` and the benches count what the run paid.
+        row = {"run_id": self.run_id, "stage": MODEL_CHECK, "model": model, "prompt": "", "prompt_version": "",
+               "cache_key": embedding_key(model, "x") if embedding
+               else cache_key(model, body["messages"], {"max_tokens": 1}, "", "")}
+        started = self._clock()
         try:
             resp = await self._attempt(1, lambda: self._http.post(url, content=msgspec.json.encode(body),
                                                                   timeout=timeout), timeout)
-        except (Retryable, _Silent, _Hopeless):
+        except (Retryable, _Silent, _Hopeless) as e:
+            await self._call_log.record(row, 0, 0, (self._clock() - started) * 1000, cached=False,
+                                        error=f"{url}: no answer to the check of {model}" + (f": {e}" if str(e) else ""))
             return False
+        latency = (self._clock() - started) * 1000
         said = provider_message(resp)
         if resp.status_code == 404:   # (of the model, not of the route: "no such route" is not)
-            return "model" in said.lower()
-        return resp.status_code in (400, 422) and (unknown_model("", said, model)
-                                                   or "model_not_found" in resp.text)
+            unknown = "model" in said.lower()
+        else:
+            unknown = resp.status_code in (400, 422) and (unknown_model("", said, model)
+                                                          or "model_not_found" in resp.text)
+        if resp.status_code != 200:
+            await self._call_log.record(row, 0, 0, latency, cached=False,
+                                        error=f"{url}: HTTP {resp.status_code}{f': {said}' if said else ''}")
+            return unknown
+        try:
+            usage = msgspec.json.decode(resp.content)
+        except (msgspec.DecodeError, RecursionError):
+            usage = None
+        prompt, completion = read_usage(usage.get("usage") if isinstance(usage, dict) else None)
+        if prompt < 0:   # (no usage said: counted here, as a chat call's is)
+            prompt = count_tokens("x", self.encoding) if embedding else count_message_tokens(body["messages"],
+                                                                                            self.encoding)
+        completion = 0 if embedding else completion if completion >= 0 else 1   # (the one token asked for)
+        await self._call_log.record(row, prompt, completion, latency, cached=False)
+        return unknown
 
     # -- embeddings --------------------------------------------------------------------------
     async def embed(self, texts: list[str], *, model: str,
@@ -1094,6 +1152,8 @@ class LLMClient:
             for i in range(0, len(items), EMBED_BATCH):
                 tg.start_soon(run_batch, items[i:i + EMBED_BATCH])
         if errors:
+            if isinstance(errors[0], LLMRequestError):
+                raise await self._refused_model(errors[0], model, "embedding_model")
             raise errors[0]
         return [vectors[k] for k in keys]
 

@@ -1530,7 +1530,9 @@ def test_a_summary_model_the_endpoint_does_not_serve_stops_the_run_before_any_ca
     assert out.returncode == 1 and "Traceback" not in said, said
     assert "unknown model: llm.summary_model = 'missing-model': " in said and "gpt-4o-mini" in said, said
     with sqlite3.connect(corpus / ".streamrag" / "index.db") as db:
-        assert db.execute("SELECT count(*) FROM llm_calls").fetchone() == (0,)
+        # (the requests asking the two unlisted models by name: calls, recorded as any)
+        assert db.execute("SELECT stage, model, error IS NULL FROM llm_calls ORDER BY model").fetchall() == \
+            [("model_check", "llama3", 1), ("model_check", "missing-model", 0)]
 
 
 def test_an_unknown_model_found_at_its_first_call_says_the_extractions_are_kept(cli_run, corpus, simulator):
@@ -1546,6 +1548,35 @@ def test_an_unknown_model_found_at_its_first_call_says_the_extractions_are_kept(
     (corpus / "streamrag.toml").write_text(settings.format("gpt-4o-mini"))
     out = cli_run("index", str(corpus), "--api-base", simulator.base_url)
     assert out.returncode == 0 and re.search(r"chunks +\d+ \(0 extracted now, ", out.stdout), out.stdout
+
+
+def test_ask_of_a_model_the_endpoint_does_not_serve_says_the_setting_and_what_it_serves(cli_run, corpus, simulator,
+                                                                                       monkeypatch):
+    # It said "unknown model or wrong api_base: missing-model at .../chat/completions; check
+    # llm.answer_model ...", not what the endpoint serves as index does. The listing is asked
+    # after a refusal only: not before every question.
+    from streamrag.llm import LLMClient
+
+    listings = []
+    real = LLMClient._listed_models
+
+    async def listed(self):
+        listings.append(self.models_url)
+        return await real(self)
+    monkeypatch.setattr(LLMClient, "_listed_models", listed)
+    assert cli_run("index", str(corpus), "-q", "--api-base", simulator.base_url).returncode == 0
+    ask = ("ask", "Who chaired the Harbor Council?", str(corpus), "--mode", "local", "--api-base", simulator.base_url)
+    listings.clear()
+    assert cli_run(*ask).returncode == 0 and listings == []
+    (corpus / "streamrag.toml").write_text('[llm]\nanswer_model = "missing-model"\n')
+    for args in (ask, (*ask[:3], "--mode", "global", "--api-base", simulator.base_url)):
+        out = cli_run(*args)
+        said = _unwrapped(out.stderr)
+        assert out.returncode == 1 and "Traceback" not in said, said
+        assert f"error: unknown model: llm.answer_model = 'missing-model': the endpoint does not serve it (not among " \
+               f"the models {simulator.base_url}/models lists: gpt-4o, gpt-4o-mini, " in said, said
+        assert said.rstrip().endswith("; give a model it serves"), said
+    assert len(listings) == 2   # (one a command: a global search's refused calls share it)
 
 
 def test_an_answer_from_the_cache_says_no_call_was_made_and_json_keeps_its_counts(cli_run, corpus, simulator):

@@ -77,12 +77,14 @@ def sse(events: list[dict | str]) -> bytes:
 
 
 class Endpoint:
-    """Answers from ``script`` first (responses, exceptions or callables), then echoes."""
+    """Answers from ``script`` first (responses, exceptions or callables), then echoes; GET
+    /models with a 404, counted in ``listings``."""
 
     def __init__(self, *script, latency: float = 0.0) -> None:
         self.script = list(script)
         self.latency = latency
-        self.requests: list[tuple[float, httpx.Request, dict]] = []
+        self.requests: list[tuple[float, httpx.Request, dict]] = []   # (the model calls)
+        self.listings = 0
 
     @property
     def bodies(self) -> list[dict]:
@@ -93,6 +95,9 @@ class Endpoint:
         return sorted(t for t, _, _ in self.requests)
 
     async def __call__(self, request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":   # GET /models (asked after a refusal of a model): no listing
+            self.listings += 1
+            return httpx.Response(404)
         body = json.loads(request.content)
         self.requests.append((time.monotonic(), request, body))
         if self.latency:
@@ -4609,7 +4614,10 @@ async def test_check_models_stops_at_a_model_neither_listed_nor_served(tmp_path)
                           summary_model="missing-model", report_model="model-1") as (llm, store):
             with pytest.raises(LLMRequestError) as stopped:
                 await llm.check_models(["extraction_model", "summary_model", "report_model"])
-            assert calls(store) == []
+            # The request asking it by name is a call, recorded as any (refused: no tokens)
+            [row] = calls(store)
+    assert (row["stage"], row["model"], row["prompt_tokens"], row["completion_tokens"]) == \
+        ("model_check", "missing-model", 0, 0) and "HTTP 404" in row["error"]
     said = str(stopped.value)
     assert said.startswith("unknown model: llm.summary_model = 'missing-model': ") and stopped.value.every_call
     assert "http://models-a.test/v1/models lists: model-0, model-1, model-2, model-3, model-4, model-5 and 3 more" in said
@@ -4637,9 +4645,32 @@ async def test_check_models_lets_a_model_the_listing_leaves_out_go_on_when_it_is
             async with client(tmp_path, _lists(["ggml-model-q4.gguf"], sent), api_base="http://models-b.test/v1",
                               summary_model="gpt-4o-mini") as (llm, store):
                 await llm.check_models(["summary_model"])
-                assert calls(store) == []
     assert [r.method for r in sent] == ["GET", "POST"]   # found served once: not asked again
     assert json.loads(sent[1].content)["max_tokens"] == 1
+    # A paid call (its prompt and its token; this server says no usage: counted, as a chat call's
+    # is), recorded as any: it was not, and `status` and the benches missed what it cost.
+    [row] = calls(store)
+    assert (row["stage"], row["model"], row["error"], row["cached"]) == ("model_check", "gpt-4o-mini", None, 0)
+    assert row["prompt_tokens"] == count_message_tokens(json.loads(sent[1].content)["messages"])
+    assert row["completion_tokens"] == 1
+
+
+async def test_check_models_records_the_usage_a_server_says_of_the_request_by_name(tmp_path):
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(200, json={"object": "list", "data": [{"id": "only-one"}]})
+        return httpx.Response(200, json={"choices": [{"message": {"content": "x"}, "finish_reason": "length"}],
+                                         "usage": {"prompt_tokens": 9, "completion_tokens": 1}})
+    with anyio.fail_after(5):
+        async with client(tmp_path, handler, api_base="http://models-usage.test/v1",
+                          embedding_model="embedder", summary_model="summarizer") as (llm, store):
+            await llm.check_models(["summary_model", "embedding_model"])
+            rows = calls(store)
+            stats = llm.stats["model_check"]
+    assert sorted((r["model"], r["prompt_tokens"], r["completion_tokens"]) for r in rows) == \
+        [("embedder", 9, 0), ("summarizer", 9, 1)]
+    assert {r["stage"] for r in rows} == {"model_check"} and {r["run_id"] for r in rows} == {"run-1"}
+    assert (stats["calls"], stats["prompt_tokens"], stats["completion_tokens"]) == (2, 18, 1)
 
 
 @pytest.mark.parametrize("listing, version", [(404, ""), (500, ""), (200, "2024-10-21")])
@@ -4673,8 +4704,11 @@ async def test_check_models_waits_for_a_hanging_server_no_longer_than_models_tim
         async with client(tmp_path, handler, api_base=f"http://models-hang-{hangs}.test/v1", request_timeout_s=30,
                           summary_model="unlisted") as (llm, store):
             await llm.check_models(["summary_model"])
-            assert calls(store) == []
+            rows = calls(store)
     assert [r.method for r in sent] == (["GET"] if hangs == "GET" else ["GET", "POST"])
+    # (the request by name went out: a call, recorded as one that got no answer)
+    assert [(r["stage"], r["model"], r["error"].split(": ")[1]) for r in rows] == \
+        ([] if hangs == "GET" else [("model_check", "unlisted", "no answer to the check of unlisted")])
 
 
 async def test_check_models_names_every_setting_of_the_unknown_model(tmp_path):
@@ -4690,3 +4724,43 @@ async def test_check_models_names_every_setting_of_the_unknown_model(tmp_path):
     assert str(stopped.value).startswith("unknown model: llm.extraction_model / llm.summary_model / "
                                          "llm.report_model = 'missing-model': the endpoint does not serve it ")
     assert [r.method for r in sent] == ["GET", "POST"]
+
+
+# -- a call's refusal of its model, said with what the endpoint lists (``LLMClient._refused_model``) --
+
+async def test_a_refused_model_is_said_with_the_listing_asked_once_after_the_refusals(tmp_path):
+    # `ask` checks no model before its first call (a GET /models on every question); a refusal
+    # said "unknown model or wrong api_base ... check llm.answer_model", without what is served.
+    sent: list[httpx.Request] = []
+    handler = _lists(["gpt-4o", "gpt-4o-mini"], sent, unknown=("gpt-4o-mni",))
+    with anyio.fail_after(5):
+        async with client(tmp_path, handler, api_base="http://refused-a.test/v1", answer_model="gpt-4o-mni",
+                          rating_model="gpt-4o-mini") as (llm, _):
+            await llm.chat(ask(), model="gpt-4o-mini", stage="rate", max_tokens=1, on_length="accept")
+            assert [r.method for r in sent] == ["POST"]   # an answer: no listing asked
+            refused: list[BaseException] = []
+
+            async def answer(i: int) -> None:
+                try:
+                    await llm.chat(ask(f"q{i}"), model="gpt-4o-mni", stage="answer")
+                except LLMRequestError as e:
+                    refused.append(e)
+            async with anyio.create_task_group() as tg:
+                for i in range(4):
+                    tg.start_soon(answer, i)
+    assert len(refused) == 4 and {str(e) for e in refused} == {
+        "unknown model: llm.answer_model = 'gpt-4o-mni': the endpoint does not serve it (not among the models "
+        "http://refused-a.test/v1/models lists: gpt-4o, gpt-4o-mini, and refused by name); give a model it serves"}
+    assert all(e.every_call for e in refused)
+    assert [r.method for r in sent].count("GET") == 1
+
+
+@pytest.mark.parametrize("ids, listing", [(["gpt-4o-mni"], 200), ([], 404)])
+async def test_a_refused_model_the_listing_holds_or_without_a_listing_is_said_as_the_call_said_it(
+        tmp_path, ids, listing):
+    sent: list[httpx.Request] = []
+    with anyio.fail_after(5):
+        async with client(tmp_path, _lists(ids, sent, unknown=("gpt-4o-mni",), listing=listing),
+                          api_base=f"http://refused-b{listing}.test/v1", answer_model="gpt-4o-mni") as (llm, _):
+            with pytest.raises(LLMRequestError, match=r"^unknown model or wrong api_base: gpt-4o-mni at "):
+                await llm.chat(ask(), model="gpt-4o-mni", stage="answer")
