@@ -726,6 +726,15 @@ class Indexer:
         kept). Nothing was published; ..., and a run after the fix reuses the finished work")."""
         return LLMUnavailableError(f"{error}{self._left(reuses=not self.retries_itself and not error.run_again)}")
 
+    def _refused(self, error: LLMRequestError) -> LLMRequestError:
+        """The error a run stops with when every call would be refused alike (``every_call``: a
+        rejected key, an unknown model, found by ``check_models`` before the run's work or by a
+        call during it): ``error``'s words, then what it left (``_left``). The chunks extracted
+        are stored (a run after the fix reuses them, as after an outage): an unknown
+        llm.summary_model was found once every chunk had been extracted."""
+        reuses = not self.retries_itself and self.progress.counts["chunks_extracted"] > 0
+        return LLMRequestError(f"{error}{self._left(reuses=reuses)}", error.status, every_call=True)
+
     def _left(self, *, reuses: bool) -> str:
         """What a run that stops says it left (``nothing_published``): nothing, of an extraction
         ahead of a daemon's sync, which never publishes (its line said "Nothing was published;
@@ -742,11 +751,7 @@ class Indexer:
         ``kind``: what a load failure is of (``InputError.kind``, or "unlisted" for a folder)."""
         if isinstance(error, LLMRequestError) and error.every_call:
             # A rejected key, an unknown model, no quota: every call fails alike, stop at the first.
-            # The chunks extracted are stored (a run after the fix reuses them, as after an outage):
-            # an unknown llm.summary_model was found once every chunk had been extracted.
-            reuses = not self.retries_itself and self.progress.counts["chunks_extracted"] > 0
-            raise LLMRequestError(f"{error}{self._left(reuses=reuses)}",
-                                  error.status, every_call=True) from None
+            raise self._refused(error) from None
         if isinstance(error, LLMUnavailableError):
             self.unavailable += 1
             self.unavailable_last = error
@@ -870,8 +875,7 @@ class Indexer:
                             try:
                                 await self.llm.check_models(self._models_used())
                             except LLMRequestError as e:
-                                raise LLMRequestError(f"{e}{self._left(reuses=False)}", e.status,
-                                                      every_call=True) from None
+                                raise self._refused(e) from None
                         result = await work(store, writer)
                     finally:
                         if self.llm is not None:
