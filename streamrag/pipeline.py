@@ -261,7 +261,10 @@ def model_work_replaced(work: dict[str, int], keep_days: float, cache: bool = Tr
     model after the offline one made 201 calls, all from the cache, 0 tokens; with llm.cache off,
     202 paid calls, 168k of the 410k tokens, its extractions still taken as stored). ``cache``:
     llm.cache as set now: off, no answer is looked up, and the run with the model asks for all of
-    them anew, in the cache or not (it said "from the cache", and that run paid 202 calls)."""
+    them anew, in the cache or not (it said "from the cache", and that run paid 202 calls). Why
+    answers are not in the cache is not known (llm.cache off when they were made, or a prune of
+    answers unused for store.keep_unused_days, or a cache emptied by hand): it is not guessed (it
+    said "llm.cache was off" of any)."""
     chunks, claims, summaries, reports, not_cached = (work[k] for k in ("chunks", "claims", "summaries",
                                                                          "reports", "not_cached"))
     if not chunks and not summaries and not reports:
@@ -284,7 +287,7 @@ def model_work_replaced(work: dict[str, int], keep_days: float, cache: bool = Tr
         return line
     if anew == written:
         return f"{line}, but asks for its {number(written)} summaries and reports anew (" + \
-            ("they are not in the cache: llm.cache was off)" if cache else "llm.cache is off)")
+            ("none of them is in the cache)" if cache else "llm.cache is off)")
     # What the cache gives back holds for the same graph alone: a large community's context
     # names its sub-communities by id, given anew (``parent_reports``), and a document changed
     # meanwhile has the graph clustered afresh, not from the model's partition (200 synth

@@ -2167,8 +2167,8 @@ async def test_an_offline_run_of_an_index_a_model_built_says_what_it_replaces_an
     assert len(said) == 1, said
     assert said[0].endswith("takes its summaries and reports from the cache, as long as no document changes "
                             "meanwhile (a change has the graph clustered anew, and most reports asked anew)" if cache else
-                            f"asks for its {summaries + reports} summaries and reports anew (they are not in "
-                            "the cache: llm.cache was off)"), said
+                            f"asks for its {summaries + reports} summaries and reports anew (none of them is "
+                            "in the cache)"), said
     # Said once: the index is an offline one now.
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="streamrag.pipeline"):
@@ -2254,3 +2254,15 @@ def test_the_offline_over_a_model_line_groups_its_counts_by_thousands_as_every_l
                                 "not_cached": 1100, "parent_reports": 0}, 30, True)
     assert "extraction of 1,500 chunks, 2,100 summaries and 1,200 reports" in line, line
     assert "asks for 1,100 of its 3,300 summaries and reports anew" in line, line
+
+
+def test_the_offline_over_a_model_line_says_answers_missing_from_the_cache_without_guessing_why():
+    # It said "(they are not in the cache: llm.cache was off)" of any answer missing from the
+    # cache, where a prune of answers unused for store.keep_unused_days, or a cache emptied by
+    # hand, leaves them out as well, llm.cache on all along.
+    from streamrag.pipeline import model_work_replaced
+
+    line = model_work_replaced({"chunks": 4, "claims": 0, "summaries": 6, "reports": 3, "not_cached": 9,
+                                "parent_reports": 0}, 30, True)
+    assert line.endswith("but asks for its 9 summaries and reports anew (none of them is in the cache)"), line
+    assert "llm.cache" not in line.split("anew")[-1], line
