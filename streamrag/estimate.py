@@ -98,8 +98,8 @@ from streamrag.merge import descriptions_after, mentions_of, unique_descriptions
 from streamrag.on_disk import change_stamp, covered, file_names, retimed, same_on_disk, still_there
 from streamrag.parsing import parse_records, parse_yes_no, read_claims, usable_extraction
 from streamrag.pipeline import (EVERY_CHUNK_EXTRACTED, check_not_downgraded, claims_asked,
-                                extracted_again, extractive_redone, nothing_found, reports_redone,
-                                resummarizes)
+                                extracted_again, extractive_redone, model_work_replaced, nothing_found,
+                                reports_redone, resummarizes)
 from streamrag.prompts import load_prompt
 from streamrag.report_stage import built_min_members, children_of, claims_by_end, deepest_first, report_attempt
 from streamrag.reports import ReportContext, build_context, claim_lines_redone, context_key
@@ -683,6 +683,14 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     # and the tokens are those of the whole calls: a chunk's 0.13 gleanings were '0 calls  61
     # prompt  8 completion'.
     stages = {k: _whole_calls(s) for k, s in stages.items()}
+    # An offline run of an index a model built replaces the model's work (free, but it throws
+    # paid work away): said as the run says it before it starts; its estimate said "no LLM
+    # calls, no cost" alone.
+    replaced, replaced_said = {}, ""
+    if settings.offline and store is not None and store.version and index_rows.built_by_model(store):
+        work = index_rows.model_work(store)
+        if replaced_said := model_work_replaced(work, settings.store.keep_unused_days, settings.llm.cache):
+            replaced = work
     return {"documents": len(paths_of) + len(kept_docs),
             # (of an update: what it works on, as the run counts documents added and removed)
             "update": bool(store is not None and store.version), "documents_added": added_docs,
@@ -742,6 +750,9 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             "models": {} if settings.offline else {   # (offline: no model is called)
                 "extraction": settings.llm.extraction_model, "summary": settings.llm.summary_model,
                 "report": settings.llm.report_model},
+            # (an offline run of an index a model built: what of the model's work it replaces, as
+            # `index --json` says it, and the line the run says; {} and "": none)
+            "model_work_replaced": replaced, "model_work_replaced_said": replaced_said,
             "warnings": unlisted_said + failed + skipped + read_said}
 
 
@@ -1847,6 +1858,8 @@ def format_estimate(e: dict) -> str:
                 f"{counted(e['chunks_to_extract'], 'chunk')} to extract; no LLM calls, no cost"
                 + ("; pass --api-base URL (or set llm.api_base) to count a model run." if e.get("no_endpoint")
                    else "."))
+        if replaced := e.get("model_work_replaced_said"):
+            head += f"\n{replaced[:1].upper()}{replaced[1:]}."
         return head + because + unreadable
     stored = [f"{e['chunks_unpublished']} extracted by an earlier run, not yet published"] \
         if e["chunks_unpublished"] else []

@@ -285,6 +285,26 @@ async def test_chunks_published_again_after_an_offline_run_are_not_called_unpubl
     assert est["llm"]["by_stage"]["report"]["cached"] == done.llm["report"]["cached"], (est["llm"], done.llm)
 
 
+async def test_an_offline_estimate_of_an_index_a_model_built_says_the_model_s_work_the_run_replaces(
+        ten_indexed, caplog):
+    # `index --offline --estimate` said "no LLM calls, no cost" alone, where the run first says
+    # it throws the model's extraction, summaries and reports away: now the run's line, and its
+    # counts under --json's model_work_replaced as `index --json` has them.
+    import logging
+
+    news, db, _ = ten_indexed
+    offline = make_settings("", index={"extractor": "nlp"})
+    with caplog.at_level(logging.WARNING, logger="streamrag.pipeline"):
+        est, done = await index_and_estimate(news, offline, db)
+    said = [r.getMessage() for r in caplog.records if "built with a model" in r.getMessage()]
+    assert len(said) == 1 and done.model_work_replaced["reports"] > 0, said
+    assert est["model_work_replaced"] == done.model_work_replaced and est["model_work_replaced_said"] == said[0]
+    head, line = format_estimate(est).split("\n")[:2]
+    assert head.startswith("Offline indexing: ") and line == f"{said[0][:1].upper()}{said[0][1:]}.", (head, line)
+    again = estimate([news], offline, db, root=news)   # (an offline index now: nothing of a model's)
+    assert again["model_work_replaced"] == {} and "built with a model" not in format_estimate(again)
+
+
 async def test_documents_are_counted_as_index_counts_them_a_copy_once(news, tmp_path, simulator):
     # Three files of one text are one document to `index`: the estimate said 12 for its 10.
     (news / "copy.txt").write_text((news / "doc_00003.txt").read_text())
