@@ -1080,16 +1080,17 @@ class LLMClient:
         timeout = min(self.settings.request_timeout_s, MODELS_TIMEOUT_S)
         # A call like any (a provider bills it: its prompt and its one token), so an ``llm_calls``
         # row of stage MODEL_CHECK: `status` and the benches count what the run paid.
+        key = embedding_key(model, "x") if embedding else \
+            cache_key(model, body["messages"], {"max_tokens": 1}, "", "")
         row = {"run_id": self.run_id, "stage": MODEL_CHECK, "model": model, "prompt": "", "prompt_version": "",
-               "cache_key": embedding_key(model, "x") if embedding
-               else cache_key(model, body["messages"], {"max_tokens": 1}, "", "")}
+               "cache_key": key}
         started = self._clock()
         try:
             resp = await self._attempt(1, lambda: self._http.post(url, content=msgspec.json.encode(body),
                                                                   timeout=timeout), timeout)
         except (Retryable, _Silent, _Hopeless) as e:
-            await self._call_log.record(row, 0, 0, (self._clock() - started) * 1000, cached=False,
-                                        error=f"{url}: no answer to the check of {model}" + (f": {e}" if str(e) else ""))
+            said = f"{url}: no answer to the check of {model}" + (f": {e}" if str(e) else "")
+            await self._call_log.record(row, 0, 0, (self._clock() - started) * 1000, cached=False, error=said)
             return False
         latency = (self._clock() - started) * 1000
         said = provider_message(resp)

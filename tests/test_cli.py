@@ -1550,8 +1550,8 @@ def test_an_unknown_model_found_at_its_first_call_says_the_extractions_are_kept(
     assert out.returncode == 0 and re.search(r"chunks +\d+ \(0 extracted now, ", out.stdout), out.stdout
 
 
-def test_ask_of_a_model_the_endpoint_does_not_serve_says_the_setting_and_what_it_serves(cli_run, corpus, simulator,
-                                                                                       monkeypatch):
+def test_ask_of_a_model_the_endpoint_does_not_serve_says_the_setting_and_what_it_serves(
+        cli_run, corpus, simulator, monkeypatch):
     # It said "unknown model or wrong api_base: missing-model at .../chat/completions; check
     # llm.answer_model ...", not what the endpoint serves as index does. The listing is asked
     # after a refusal only: not before every question.
@@ -1565,7 +1565,8 @@ def test_ask_of_a_model_the_endpoint_does_not_serve_says_the_setting_and_what_it
         return await real(self)
     monkeypatch.setattr(LLMClient, "_listed_models", listed)
     assert cli_run("index", str(corpus), "-q", "--api-base", simulator.base_url).returncode == 0
-    ask = ("ask", "Who chaired the Harbor Council?", str(corpus), "--mode", "local", "--api-base", simulator.base_url)
+    ask = ("ask", "Who chaired the Harbor Council?", str(corpus), "--mode", "local",
+           "--api-base", simulator.base_url)
     listings.clear()
     assert cli_run(*ask).returncode == 0 and listings == []
     (corpus / "streamrag.toml").write_text('[llm]\nanswer_model = "missing-model"\n')
@@ -1573,8 +1574,8 @@ def test_ask_of_a_model_the_endpoint_does_not_serve_says_the_setting_and_what_it
         out = cli_run(*args)
         said = _unwrapped(out.stderr)
         assert out.returncode == 1 and "Traceback" not in said, said
-        assert f"error: unknown model: llm.answer_model = 'missing-model': the endpoint does not serve it (not among " \
-               f"the models {simulator.base_url}/models lists: gpt-4o, gpt-4o-mini, " in said, said
+        assert "error: unknown model: llm.answer_model = 'missing-model': the endpoint does not serve it " \
+               f"(not among the models {simulator.base_url}/models lists: gpt-4o, gpt-4o-mini, " in said, said
         assert said.rstrip().endswith("; give a model it serves"), said
     assert len(listings) == 2   # (one a command: a global search's refused calls share it)
 
