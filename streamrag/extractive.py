@@ -478,15 +478,17 @@ def _rivals(anchor: str, types: Mapping[str, str], anchors: Sequence[str], key: 
 
 
 def _own_words(anchor: str, types: Mapping[str, str], anchors: Sequence[str]) -> frozenset[str]:
-    """The words of ``anchor``'s name (``local_search.name_words``) that no other name of
-    ``types`` or ``anchors`` has: "torquay" of "Kenji Torquay" beside "Kenji Fenvell"."""
+    """The words of ``anchor``'s name (``local_search.name_words``), of two letters or more, that
+    no other name of ``types`` or ``anchors`` has: "torquay" of "Kenji Torquay" beside "Kenji
+    Fenvell"."""
     mine = set(name_words(anchor))
     if len(mine) < 2 or len(mine) < len(words(anchor)):
         # A name of one word is named whole or not at all; one with a stop word or a word
         # twice is a phrase whose words name other things ("Bank of England", "the Present").
         return frozenset()
     others = {w for name in [*types, *anchors] if name != anchor for w in words(name)}
-    return frozenset(mine - others)
+    # (A letter is an initial, or the "O" of "O'Brien" that "O'Neill said" writes too.)
+    return frozenset(w for w in mine - others if len(w) > 1)
 
 
 def _anchor_credit(a: set[str], rivals: tuple[list[tuple[str, ...]], tuple[str, ...]], own: frozenset[str],

@@ -3072,6 +3072,24 @@ def test_pick_sentences_gives_a_name_written_by_its_own_word_the_whole_anchors_c
                  anchors=["Ghost of Christmas Present"]) == "The Ghost of Christmas Present sat on a throne."
 
 
+def test_pick_sentences_gives_no_whole_anchors_credit_for_a_letter_of_its_name():
+    """A letter of a name ("O" of "Sean O'Brien", "R" of "John R. Ewing") names no one alone: the
+    "O" of "O'Neill said at the count" gave Sean O'Brien the whole of his credit, so O'Neill's
+    words came before a line filed under O'Brien (named in its label: half), and "R said" before
+    "Mr. Ewing said" (after a title: half)."""
+    types = {"Sean O'Brien": "person", "Penmarth": "geo"}
+    passages = [("[L:r1]", "Penmarth -- Sean O'Brien: The count in Penmarth ended at midnight."),
+                ("[T:t1]", '"Roads come first," O\'Neill said at the count.')]
+    got = [s for s, _tag, _score in pick_sentences("What did Sean O'Brien say at the count?", passages,
+                                                   anchors=["Sean O'Brien"], types=types)]
+    assert got[0].startswith("Penmarth -- Sean O'Brien: "), got
+    ewing = [("[E:e1]", "John R. Ewing (person): John R. Ewing runs the ranch."),
+             ("[T:t1]", "R said the auction was closed. Mr. Ewing said the auction was over.")]
+    got = [s for s, _tag, _score in pick_sentences("What did John R. Ewing say at the auction?", ewing,
+                                                   anchors=["John R. Ewing"], types={"John R. Ewing": "person"})]
+    assert got.index("Mr. Ewing said the auction was over.") < got.index("R said the auction was closed."), got
+
+
 @pytest.mark.parametrize("question", ["Who is Mira Osk?", "Who is Anton Heller?", "Who is Henrik Salo?",
                                       "What is the Lantern Hall?"])
 async def test_an_offline_answer_quotes_the_documents_before_a_reports_count_of_members(offline_db, question):
