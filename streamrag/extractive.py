@@ -521,14 +521,19 @@ def _names_by_own(text: str, own: frozenset[str], name: tuple[str, ...]) -> bool
     capitalised words (each after a single space) all of the anchor's ``name`` but for stop
     words: "Torquay said", "Scrooge's", "The Torquay family"; not "the torquay", nor "Dmitri
     Iskton" (whose "Dmitri" no other name of the context has: it does not hold him), nor after
-    a title ("Mrs. Cratchit" is not Bob Cratchit, who has no "Mrs" to be named apart by)."""
+    a title ("Mrs. Cratchit" is not Bob Cratchit, who has no "Mrs" to be named apart by). A run
+    opening ``text``, where every word is capitalised, names the anchor only with the last word
+    of its name: "Torquay said the plan ..." does, "Rose petals covered the steps" (for Rose
+    Tyler) and "Mark the date" (Mark Fenton) do not."""
     held = set(name)
     run: list[str] = []
     start = end = -1
 
     def names(run: list[str]) -> bool:
         ws = set(words(" ".join(run))) - STOPWORDS
-        return bool(ws & own) and ws <= held and not ends_with_abbreviation(text[:start].rstrip())
+        before = text[:start]
+        return (bool(ws & own) and ws <= held and not ends_with_abbreviation(before.rstrip())
+                and (name[-1] in ws or _LETTERS.search(before) is not None))
 
     for m in _WORD_TOKEN.finditer(text):
         token = m.group()

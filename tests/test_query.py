@@ -3090,6 +3090,28 @@ def test_pick_sentences_gives_no_whole_anchors_credit_for_a_letter_of_its_name()
     assert got.index("Mr. Ewing said the auction was over.") < got.index("R said the auction was closed."), got
 
 
+def test_pick_sentences_gives_no_whole_anchors_credit_for_a_given_name_opening_a_sentence():
+    """At a sentence's start every word is capitalised: "Rose petals covered the steps at the
+    council meeting." named Rose Tyler as wholly as her full name does, and came first for "What
+    did Rose Tyler say at the council meeting?", before her words; "Mark the date" likewise for
+    Mark Fenton. There only the last word of the name (her surname: "Tyler, the chair, ...")
+    counts for the whole; a given name opening a sentence counts as itself (half), as before."""
+    types = {"Rose Tyler": "person", "Mark Fenton": "person", "Penmarth": "geo"}
+    facts = ("[E:e1]", "Rose Tyler (person): Rose Tyler chairs the Penmarth Harbour Trust. Mark Fenton leads "
+                       "the Penmarth Ferry Union.")
+    text = ("[T:t1]", 'Rose petals covered the steps at the council meeting. "We will rebuild the pier," Tyler '
+                      'said at the council meeting. Tyler, the chair, spoke first at the council meeting. "Nobody '
+                      'wins a strike," Mr. Fenton told reporters. Mark the date: the ferries run on Monday, '
+                      'the operator told reporters.')
+    ask = lambda q, anchor: [s for s, _tag, _score in pick_sentences(q, [facts, text], anchors=[anchor], types=types)]
+    got = ask("What did Rose Tyler say at the council meeting?", "Rose Tyler")
+    assert got[:2] == ['"We will rebuild the pier," Tyler said at the council meeting.',
+                       "Tyler, the chair, spoke first at the council meeting."], got
+    got = ask("What did Mark Fenton tell reporters?", "Mark Fenton")
+    assert got.index('"Nobody wins a strike," Mr. Fenton told reporters.') < got.index(
+        "Mark the date: the ferries run on Monday, the operator told reporters."), got
+
+
 @pytest.mark.parametrize("question", ["Who is Mira Osk?", "Who is Anton Heller?", "Who is Henrik Salo?",
                                       "What is the Lantern Hall?"])
 async def test_an_offline_answer_quotes_the_documents_before_a_reports_count_of_members(offline_db, question):
