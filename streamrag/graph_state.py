@@ -17,6 +17,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import msgspec
 
@@ -308,6 +309,71 @@ def _documents_of(store: Store, chunks: set[str], before: dict[str, set[str]],
         for chunk_id in held & chunks:
             out[chunk_id].add(doc_id)
     return out
+
+
+class KeptPartition(msgspec.Struct):
+    """The partition a model's run published, kept by the offline run that replaced it (meta
+    ``model_partition``, bookkeeping: no query reads it) for the next run with a model to
+    warm-start Leiden from. Started from the offline run's partition instead, that run
+    clustered the model's graph anew and gave most communities other members and ids, so
+    their report contexts, which name sub-communities by id, missed the cached answers (200
+    documents, one edited: 153 of 184 reports asked anew). Only the partition is kept: a report
+    is found again by its context's key (the cached answer), which is sound whatever changed,
+    where the published bookkeeping of what changed is the offline graph's, not the model's."""
+
+    communities: list[Community]
+    leiden: str | None          # the model's run's Leiden settings (meta ``leiden``)
+    changed_since_fresh: int    # ... and its entities changed since its last drift check
+
+
+MODEL_PARTITION = "model_partition"
+
+
+def kept_partition(store: Store) -> KeptPartition | None:
+    """The model's partition an offline run kept, for a run with a model of the offline index."""
+    kept = store.get_meta(MODEL_PARTITION)
+    return msgspec.json.decode(kept, type=KeptPartition) if kept else None
+
+
+def partition_to_keep(store: Store, state: GraphState, *, offline: bool) -> dict[str, str | None]:
+    """The bookkeeping an update writes of the model's partition: an offline run of an index a
+    model built keeps the published one (the model's); an offline run of an offline index leaves
+    the one kept as it is; a run with a model drops it (its own partition is published now)."""
+    if not offline:
+        return {MODEL_PARTITION: None}
+    if not (index_rows.built_by_model(store) and state.old_communities):
+        return {}
+    kept = KeptPartition(communities=state.old_communities, leiden=store.get_meta("leiden"),
+                         changed_since_fresh=int(store.get_meta("changed_since_fresh", "0") or 0))
+    return {MODEL_PARTITION: msgspec.json.encode(kept).decode()}
+
+
+class WarmStart(NamedTuple):
+    """The partition an update's Leiden starts from (``warm_start``)."""
+
+    previous: list[Community]
+    leiden: str | None          # the Leiden settings it was made with (None: not marked)
+    since_check: int            # entities changed since its last drift check
+    kept: bool                  # the model's partition an offline run kept, not the published one
+
+
+def warm_start(store: Store, state: GraphState, *, offline: bool) -> WarmStart:
+    """The partition a run clusters from: the published one, or for a run with a model of an
+    index an offline run made of a model's, the model's partition that run kept
+    (``KeptPartition``). ``state``: the graph the run clusters, its changes applied."""
+    kept = None if offline or not index_rows.built_offline(store) else kept_partition(store)
+    if kept is None:
+        return WarmStart(state.old_communities, store.get_meta("leiden"),
+                         int(store.get_meta("changed_since_fresh", "0") or 0), False)
+    return WarmStart(kept.communities, kept.leiden, kept.changed_since_fresh, True)
+
+
+def moved_since(previous: Iterable[Community], entities: Collection[str]) -> int:
+    """The entities that came or went since ``previous`` was made: what a kept partition counts
+    toward its drift check (the model's graph it was made of is not kept, so an entity whose
+    edges alone changed is not counted)."""
+    before = {m for c in previous if c.level == 0 for m in c.members}
+    return len(before.symmetric_difference(entities))
 
 
 class GraphState:

@@ -566,10 +566,10 @@ def model_work(store: Store) -> dict[str, int]:
     """What a model made of the published index, which an offline run replaces: the live chunks
     a model extracted, the claims it found, the summaries and reports it wrote, and of those
     last two the answers not in llm_cache (``not_cached``: a run with the model again asks for
-    them anew; the extractions stay stored whatever llm.cache says), and of the reports in the
-    cache those whose context holds sub-communities' reports (``parent_reports``): a context
-    names them by community id, which the offline run's partition and the model's run after it
-    give anew, so that run asks for up to that many again (200 synth documents: 12 of 13)."""
+    them anew; the extractions stay stored whatever llm.cache says). (Those of the reports whose
+    context names sub-communities, by id, were counted too, as asked again: the run with the
+    model clustered from the offline partition, which gave those ids anew. It clusters from the
+    model's partition now, ``graph_state.KeptPartition``, and they come back as the others do.)"""
     row = store.conn.execute(
         "SELECT (SELECT count(*) FROM live_chunks WHERE extractor LIKE 'llm-%'), "
         "(SELECT count(*) FROM claims), "
@@ -578,12 +578,8 @@ def model_work(store: Store) -> dict[str, int]:
         "(SELECT count(*) FROM communities c JOIN reports r ON r.key = c.report_key WHERE r.extractive = 0), "
         "(SELECT count(*) FROM answers a WHERE (a.owner IN (SELECT id FROM entities UNION ALL SELECT id FROM "
         "relationships) OR a.owner IN (SELECT report_key FROM communities)) AND NOT EXISTS "
-        "(SELECT 1 FROM llm_cache l WHERE l.key = a.key)), "
-        "(SELECT count(*) FROM communities c JOIN reports r ON r.key = c.report_key "
-        "WHERE r.extractive = 0 AND "
-        "json_array_length(r.elements, '$.reports') > 0 AND EXISTS (SELECT 1 FROM answers a JOIN llm_cache l "
-        "ON l.key = a.key WHERE a.owner = c.report_key))").fetchone()
-    return dict(zip(("chunks", "claims", "summaries", "reports", "not_cached", "parent_reports"),
+        "(SELECT 1 FROM llm_cache l WHERE l.key = a.key))").fetchone()
+    return dict(zip(("chunks", "claims", "summaries", "reports", "not_cached"),
                     (int(n or 0) for n in row)))
 
 

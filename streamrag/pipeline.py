@@ -77,10 +77,13 @@ from streamrag.graph_state import (
     check_rewired,
     document_changes,
     find_recut,
+    moved_since,
+    partition_to_keep,
     recut_of,
     renamed,
     retitled,
     titled_anew,
+    warm_start,
 )
 from streamrag.records import Chunk, Community, Document, Extraction
 from streamrag.report_stage import ReportStage, ReportStageContext, built_min_members, deepest_first
@@ -288,19 +291,15 @@ def model_work_replaced(work: dict[str, int], keep_days: float, cache: bool = Tr
     if anew == written:
         return f"{line}, but asks for its {number(written)} summaries and reports anew (" + \
             ("none of them is in the cache)" if cache else "llm.cache is off)")
-    # What the cache gives back holds for the same graph alone: a large community's context
-    # names its sub-communities by id, given anew (``parent_reports``), and a document changed
-    # meanwhile has the graph clustered afresh, not from the model's partition (200 synth
-    # documents, one sentence added: 157 of 178 reports asked anew; with none changed, 12).
-    parents = work.get("parent_reports", 0)
+    # What the cache gives back: the answers of contexts as the model's run had them. The next
+    # run with the model clusters from the model's partition, which this run keeps
+    # (``graph_state.KeptPartition``), so only what changes meanwhile is asked anew (200 synth
+    # documents, one sentence added before this run: 1 report asked of 184; clustered from this
+    # run's partition, 153).
     line += (" and takes its summaries and reports from the cache" if not anew else
              f", asks for {number(not_cached)} of its {number(written)} summaries and reports anew (not in the cache) and "
              "takes the others from the cache")
-    if parents:
-        line += f", but for up to {counted(parents, 'report')} of large communities (their contexts name " \
-                "sub-communities, whose ids change)"
-    return f"{line}, as long as no document changes meanwhile (a change has the graph clustered anew, " \
-           "and most reports asked anew)" if reports else line
+    return f"{line}, but for those of what changes meanwhile"
 
 
 # A failed run names this many of the files it leaves unindexed (it counts them all).
@@ -356,8 +355,8 @@ class SyncResult(msgspec.Struct):
     # streamrag reads (or chunks) documents differently from the one that built the index
     reading_upgraded: bool = False
     # What a model made of the index that this offline run replaced, as said before it started
-    # (``index_rows.model_work``: "chunks", "claims", "summaries", "reports", "not_cached",
-    # "parent_reports"); empty with a model, and offline of an index not built by one
+    # (``index_rows.model_work``: "chunks", "claims", "summaries", "reports", "not_cached");
+    # empty with a model, and offline of an index not built by one
     model_work_replaced: dict[str, int] = {}
     # Documents of files unchanged but read anew to another text (a loader upgrade, another
     # index.text_field): counted here, not in ``documents_added`` and ``documents_removed``
@@ -1023,7 +1022,7 @@ class Indexer:
         vectors = await self._embed(store, writer, state, change)
         self.progress.set_stage("publishing")
         version = await writer.run(index_rows.publish, scan, change, state, communities, assignments,
-                                   self.key, vectors, self._marks(state), self._bookkeeping(state, next_id()))
+                                   self.key, vectors, self._marks(state), self._bookkeeping(store, state, next_id()))
         self._unpublished = None   # (published: a stop from here on leaves no file unindexed)
         if self.graph_cache is not None:
             self.graph_cache.keep(state.published(store, communities, assignments), store.path)
@@ -1134,7 +1133,7 @@ class Indexer:
         next_id = next_community_number(store.get_meta("next_community_id"), index_rows.community_ids(store))
         # (``_bookkeeping`` keeps the unusable counts of elements in the graph, not read here:
         # those published are all in it still)
-        bookkeeping = {**self._bookkeeping(state, next_id),
+        bookkeeping = {**self._bookkeeping(store, state, next_id),
                        "summary_unusable": msgspec.json.encode(dict(sorted(state.unusable.items()))).decode()}
         version = await writer.run(index_rows.publish, scan, change, state, [], {}, self.key, [],
                                    self._marks(state), bookkeeping)
@@ -1687,7 +1686,8 @@ class Indexer:
 
     # -- clustering: Leiden from the previous partition ----------------------------------------
     def _cluster(self, store: Store, state: GraphState) -> tuple[list[Community], bool, Callable[[], int]]:
-        """Leiden from the previous partition, unless it drifted from what a fresh run finds.
+        """Leiden from the previous partition (the published one, or the model's an offline run
+        kept: ``warm_start``), unless it drifted from what a fresh run finds.
 
         Starting from the previous partition keeps untouched regions (and their reports) as
         they are. Over many updates that partition could settle in a worse optimum than a fresh
@@ -1701,7 +1701,9 @@ class Indexer:
         def edges() -> list[tuple[str, str, float]]:
             return [(r.source, r.target, r.weight) for r in state.relationships.values()]
 
-        counter = [next_community_number(store.get_meta("next_community_id"), (c.id for c in state.old_communities))]
+        start = warm_start(store, state, offline=self.settings.offline)
+        counter = [next_community_number(store.get_meta("next_community_id"),
+                                         (c.id for c in itertools.chain(state.old_communities, start.previous)))]
 
         def new_id() -> str:
             counter[0] += 1
@@ -1710,7 +1712,7 @@ class Indexer:
         # Splits of communities no change reached are taken as they were (when the previous
         # partition was made with these settings): most of a warm run's time on a large graph.
         changed = None
-        if store.get_meta("leiden") == self.leiden_key:
+        if not start.kept and start.leiden == self.leiden_key:   # (a kept partition's graph is not)
             changed = state.rewired | state.new_entities()
             if self.check_shortcuts:
                 check_rewired(store, state, changed)
@@ -1735,20 +1737,23 @@ class Indexer:
             return out
 
         state.leiden_key = self.leiden_key  # published with the partition, whichever path made it
-        if not state.old_communities:   # (clustered, not re-clustered: there was no partition to replace)
+        if not start.previous:   # (clustered, not re-clustered: there was no partition to replace)
             return cluster(None), False, lambda: counter[0]
         # New clustering settings (resolution, seed, max_cluster_size) ask for the partition a
         # fresh run finds with them: a warm start would keep much of the old settings' one.
-        recluster = self.recluster or store.get_meta("leiden") not in (None, self.leiden_key)
+        recluster = self.recluster or start.leiden not in (None, self.leiden_key)
+        # (from a model's partition an offline run kept, what changed since is not this run's
+        # changes, which are from the offline graph: every entity)
+        moved = moved_since(start.previous, state.entities) if start.kept else \
+            len(state.changed_entities | state.deleted_entities)
         communities, reclustered, state.changed_since_fresh = updated_partition(
-            state.old_communities, warm=cluster,
+            start.previous, warm=cluster,
             fresh=lambda: hierarchical_leiden(sorted(state.entities), graph(),
                                               max_cluster_size=ix.max_cluster_size,
                                               seed=ix.leiden_seed, resolution=ix.leiden_resolution),
             edges=edges, resolution=ix.leiden_resolution, drift_allowed=ix.recluster_drift,
-            entities=len(state.entities), since_check=int(store.get_meta("changed_since_fresh", "0") or 0),
-            changed=len(state.changed_entities | state.deleted_entities),
-            same_graph=state.same_graph() and store.get_meta("leiden") == self.leiden_key,
+            entities=len(state.entities), since_check=start.since_check, changed=moved,
+            same_graph=not start.kept and state.same_graph() and start.leiden == self.leiden_key,
             recluster=recluster, new_id=new_id)
         return communities, reclustered, lambda: counter[0]
 
@@ -1824,7 +1829,7 @@ class Indexer:
             return {"chunker": MIXED_CHUNKING, "chunker_settings": json.dumps(self.chunking, sort_keys=True)}
         return {}
 
-    def _bookkeeping(self, state: GraphState, next_community_id: int) -> dict[str, str | None]:
+    def _bookkeeping(self, store: Store, state: GraphState, next_community_id: int) -> dict[str, str | None]:
         """The settings the index was built with (``_settings_marks``), the summaries to try
         again, the answers unusable on runs in a row and the report_min_members the reports were
         chosen with, for the next run and its estimate to go on from (written with the index, but
@@ -1834,7 +1839,8 @@ class Indexer:
         alone, its graph as it was. And how the documents were read (``_reading_marks``): a new
         reader or chunker that cuts them anew into other text or chunks publishes those, a
         version; one that reads every file to the same text changes no row a query reads (an
-        upgrade's loader VERSION published version 2 of an unchanged folder, its graph as it was)."""
+        upgrade's loader VERSION published version 2 of an unchanged folder, its graph as it was).
+        And the model's partition an offline run of its index keeps (``partition_to_keep``)."""
         counts: dict[str, str | None] = {"report_min_members": str(self.settings.index.report_min_members),
                   "summary_fallbacks": msgspec.json.encode(sorted(state.fallbacks)).decode(),
                   "summary_unusable": msgspec.json.encode(state.published_unusable()).decode(),
@@ -1851,6 +1857,7 @@ class Indexer:
             # The rule the joins were made by (a query reads the joins alone): an index joined by
             # an earlier rule to the joins this one makes published version 2 of its mark alone.
             counts["name_joins_rule"] = joins.RULE
+        counts.update(partition_to_keep(store, state, offline=self.settings.offline))
         return {**self._settings_marks(state, next_community_id), **counts, **self._reading_marks()}
 
 

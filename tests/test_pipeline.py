@@ -2159,14 +2159,13 @@ async def test_an_offline_run_of_an_index_a_model_built_says_what_it_replaces_an
         replaced = await sync([corpus], offline, db, root=corpus)
     said = [r.getMessage() for r in caplog.records if "built with a model" in r.getMessage()]
     assert replaced.model_work_replaced == {"chunks": built.chunks, "claims": 0, "summaries": summaries,
-                                            "reports": reports, "not_cached": 0 if cache else summaries + reports,
-                                            "parent_reports": 0}
+                                            "reports": reports, "not_cached": 0 if cache else summaries + reports}
     assert said and said[0].startswith(
         f"this index was built with a model: this offline run replaces the model's extraction of {built.chunks} "
         f"chunks, {summaries} summaries and {reports} reports with the NLP extractor's and extractive ones; "), said
     assert len(said) == 1, said
-    assert said[0].endswith("takes its summaries and reports from the cache, as long as no document changes "
-                            "meanwhile (a change has the graph clustered anew, and most reports asked anew)" if cache else
+    assert said[0].endswith("takes its summaries and reports from the cache, but for those of what changes "
+                            "meanwhile" if cache else
                             f"asks for its {summaries + reports} summaries and reports anew (none of them is "
                             "in the cache)"), said
     # Said once: the index is an offline one now.
@@ -2216,33 +2215,91 @@ async def test_an_offline_run_with_llm_cache_off_says_the_model_run_asks_again(c
     assert back.chunks_extracted == 0 and calls["cached"] == 0 and simulator.requests - asked >= written
 
 
-async def test_an_offline_run_says_the_reports_naming_sub_communities_are_asked_again(
-        corpus, tmp_path, simulator, caplog):
+async def test_a_model_run_after_an_offline_one_takes_the_reports_naming_sub_communities_from_the_cache(
+        corpus, tmp_path, simulator):
     # A large community's report context holds its sub-communities' reports, named by community
-    # id; the offline run's partition and the model's run after it give those ids anew, so that
-    # run asked for such reports again, where the line said "takes its summaries and reports
-    # from the cache" (200 synth documents: 12 reports paid of 183). Now it says up to how many.
-    import logging
-
+    # id. The run with the model after an offline one clustered from the offline run's partition,
+    # which gave those ids anew, and asked for such reports again (200 synth documents: 12 paid
+    # of 183; the line said "but for up to 12 reports of large communities"). The offline run
+    # keeps the model's partition now, and that run clusters from it: nothing is asked.
     from streamrag.status import llm_summary
 
     sized = {"chunk_size": 80, "chunk_overlap": 10, "report_max_input_tokens": 400, "max_cluster_size": 4}
     db = tmp_path / "index.db"
     with anyio.fail_after(120):
-        await sync([corpus], make_settings(simulator.base_url, index=sized), db, root=corpus)
-    with caplog.at_level(logging.WARNING, logger="streamrag.pipeline"):
-        replaced = await sync([corpus], make_settings("", index={**sized, "extractor": "nlp"}), db, root=corpus)
-    parents = replaced.model_work_replaced["parent_reports"]
-    said = [r.getMessage() for r in caplog.records if "built with a model" in r.getMessage()]
-    assert parents and len(said) == 1 and (f"from the cache, but for up to {parents} reports of large "
-                                           "communities (their contexts name sub-communities") in said[0], said
+        built = await sync([corpus], make_settings(simulator.base_url, index=sized), db, root=corpus)
+    assert any(c.parent for c in _communities(db)), "no sub-community: the test shows nothing"
+    await sync([corpus], make_settings("", index={**sized, "extractor": "nlp"}), db, root=corpus)
     asked = simulator.requests
     with anyio.fail_after(120):
         back = await sync([corpus], make_settings(simulator.base_url, index=sized), db, root=corpus)
-    paid = simulator.requests - asked
     calls = llm_summary(back.llm)
-    assert back.chunks_extracted == 0 and 0 < paid <= parents and calls["calls"] - calls["cached"] == paid, \
-        (paid, parents)
+    assert back.chunks_extracted == 0 and simulator.requests == asked and calls["calls"] == calls["cached"], calls
+    assert back.communities == built.communities and back.version == built.version + 2
+
+
+def _communities(db: Path) -> list:
+    """The published communities of ``db`` (``index_rows.load_communities``: with their keys)."""
+    from streamrag import index_rows
+
+    store = Store(db, readonly=True)
+    try:
+        return [c for c, _context, _report in index_rows.load_communities(store)]
+    finally:
+        store.close()
+
+
+def _meta(db: Path, key: str) -> str | None:
+    store = Store(db, readonly=True)
+    try:
+        return store.get_meta(key)
+    finally:
+        store.close()
+
+
+async def test_a_model_run_after_an_offline_one_pays_for_what_changed_since_the_model_run(
+        corpus, tmp_path, simulator):
+    # A document edited, then `index --offline` of an index a model built, then a run with the
+    # model: that run clustered the model's graph from the offline partition, so most
+    # communities came out with other members and ids and their reports missed the cache (200
+    # synth documents, one sentence added: 153 reports paid of 184, where the same edit with no
+    # offline run between pays 1). The offline run keeps the model's partition (bookkeeping, not
+    # published) and the run with the model clusters from it: it pays what the edit alone costs
+    # and publishes the partition that run publishes. The offline index shows its own
+    # communities and reports meanwhile.
+    sized = {"chunk_size": 80, "chunk_overlap": 10, "max_cluster_size": 4}
+    model, offline = (make_settings(simulator.base_url, index=sized),
+                      make_settings("", index={**sized, "extractor": "nlp"}))
+    twin = tmp_path / "twin"
+    shutil.copytree(corpus, twin)
+    paid, partitions, marks = [], [], []
+    for folder, db, between in ((corpus, tmp_path / "a.db", True), (twin, tmp_path / "b.db", False)):
+        with anyio.fail_after(120):
+            await sync([folder], model, db, root=folder)
+        council = folder / "council.txt"
+        council.write_text(council.read_text() + "\nMayor Ilse Varga met Captain Tomas Brennan at the harbor.\n")
+        if between:
+            kept = [(c.id, c.level, c.parent, c.members) for c in _communities(db)]
+            await sync([folder], offline, db, root=folder)
+            store = Store(db, readonly=True)
+            try:   # (the offline index shows no report of the model's)
+                assert store.scalar("SELECT count(*) FROM communities c JOIN reports r ON r.key = c.report_key "
+                                    "WHERE r.extractive = 0") == 0
+            finally:
+                store.close()
+            marks.append(bool(_meta(db, "model_partition")) and _communities(db) != kept)
+            (folder / "guild.txt").write_text((folder / "guild.txt").read_text() + "\nThe guild met again.\n")
+            await sync([folder], offline, db, root=folder)   # (an offline run of an offline index keeps it)
+            marks.append(bool(_meta(db, "model_partition")))
+            (folder / "guild.txt").write_text((folder / "guild.txt").read_text().replace("\nThe guild met again.\n", ""))
+        before = simulator.by_task["report"]
+        with anyio.fail_after(120):
+            await sync([folder], model, db, root=folder)
+        paid.append(simulator.by_task["report"] - before)
+        partitions.append(snapshot(db)["partition"])
+        marks.append(_meta(db, "model_partition") is None)   # (dropped: the model's is published)
+    assert paid[0] == paid[1] and partitions[0] == partitions[1], paid
+    assert marks == [True] * 4, marks
 
 
 def test_the_offline_over_a_model_line_groups_its_counts_by_thousands_as_every_line_does():
@@ -2251,7 +2308,7 @@ def test_the_offline_over_a_model_line_groups_its_counts_by_thousands_as_every_l
     from streamrag.pipeline import model_work_replaced
 
     line = model_work_replaced({"chunks": 1500, "claims": 0, "summaries": 2100, "reports": 1200,
-                                "not_cached": 1100, "parent_reports": 0}, 30, True)
+                                "not_cached": 1100}, 30, True)
     assert "extraction of 1,500 chunks, 2,100 summaries and 1,200 reports" in line, line
     assert "asks for 1,100 of its 3,300 summaries and reports anew" in line, line
 
@@ -2262,7 +2319,7 @@ def test_the_offline_over_a_model_line_says_answers_missing_from_the_cache_witho
     # hand, leaves them out as well, llm.cache on all along.
     from streamrag.pipeline import model_work_replaced
 
-    line = model_work_replaced({"chunks": 4, "claims": 0, "summaries": 6, "reports": 3, "not_cached": 9,
-                                "parent_reports": 0}, 30, True)
+    line = model_work_replaced({"chunks": 4, "claims": 0, "summaries": 6, "reports": 3, "not_cached": 9},
+                               30, True)
     assert line.endswith("but asks for its 9 summaries and reports anew (none of them is in the cache)"), line
     assert "llm.cache" not in line.split("anew")[-1], line
