@@ -562,9 +562,9 @@ def built_by_model(store: Store) -> bool:
     return model_extractor(store.get_meta("extractor"))
 
 
-def model_work(store: Store) -> dict[str, int]:
+def model_work(store: Store, live: Collection[str] | None = None) -> dict[str, int]:
     """What a model made of the published index, which an offline run replaces: the live chunks
-    a model extracted, the claims it found, the summaries and reports it wrote, and of those
+    a model extracted (of them, with ``live``, those the run keeps live), the claims it found, the summaries and reports it wrote, and of those
     last two the answers not in llm_cache (``not_cached``: a run with the model again asks for
     them anew; the extractions stay stored whatever llm.cache says). (Those of the reports whose
     context names sub-communities, by id, were counted too, as asked again: the run with the
@@ -579,8 +579,11 @@ def model_work(store: Store) -> dict[str, int]:
         "(SELECT count(*) FROM answers a WHERE (a.owner IN (SELECT id FROM entities UNION ALL SELECT id FROM "
         "relationships) OR a.owner IN (SELECT report_key FROM communities)) AND NOT EXISTS "
         "(SELECT 1 FROM llm_cache l WHERE l.key = a.key))").fetchone()
-    return dict(zip(("chunks", "claims", "summaries", "reports", "not_cached"),
-                    (int(n or 0) for n in row)))
+    work = dict(zip(("chunks", "claims", "summaries", "reports", "not_cached"), (int(n or 0) for n in row)))
+    if live is not None:   # (those of the model's chunks the run keeps live: ``live``, its chunks)
+        work["chunks"] = sum(1 for (chunk_id,) in store.conn.execute(
+            "SELECT chunk_id FROM live_chunks WHERE extractor LIKE 'llm-%'") if chunk_id in live)
+    return work
 
 
 def model_extractor(extractor: str | None) -> bool:

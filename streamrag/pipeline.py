@@ -255,7 +255,7 @@ def claims_asked(store: Store, key: str, claimless: str | None, free: str = "") 
 
 
 def model_work_replaced(work: dict[str, int], keep_days: float, cache: bool = True) -> str:
-    """The line an offline run of an index a model built says before it starts (``work``:
+    """The line an offline run of an index a model built says before it publishes (``work``:
     ``index_rows.model_work``; "": nothing a model made): what it replaces, and what a run with
     the model again gets back free. It said nothing: 22 model reports became 5 extractive ones
     unannounced, where a model run of an offline index says "this index was built offline: ...".
@@ -945,6 +945,7 @@ class Indexer:
         self.none_left_to_recut = self.none_left_to_recut and not scan.old_reading_kept
         worked_from = store.version
         change = self._changes(store, scan)
+        self._say_model_work_replaced(store, change)
         if self.unavailable and self.llm is not None and not self.llm.reached and (
                 not self.retried or not self.indexed and (self.answered_at is None or not change.live)):
             # Not one call reached the endpoint (a wrong llm.api_base, a server not started):
@@ -1144,6 +1145,19 @@ class Indexer:
                                  reports_kept=communities, reclustered=False)
 
     # -- before the run: the work changed settings make it do again ----------------------------
+    def _say_model_work_replaced(self, store: Store, change: Change) -> None:
+        """For an offline run of an index a model built, one line on what it replaces of the
+        model's work (free, but it throws away paid work: the reverse of "this index was built
+        offline"). Said once the scan has found which chunks stay live, before anything is
+        published: said before the scan, a folder emptied meanwhile still said "replaces the
+        model's extraction of 62 chunks", which went with their documents, not for this run."""
+        s = self.settings
+        if store.version and s.offline and index_rows.built_by_model(store):
+            work = index_rows.model_work(store, change.live)
+            if work["chunks"] and (line := model_work_replaced(work, s.store.keep_unused_days, s.llm.cache)):
+                self.model_work_replaced = work
+                self.say(line)
+
     def _say_what_settings_redo(self, store: Store) -> bool:
         """One line, before the run starts, on the work that settings changed since the index
         was built make it do again for the whole index (paid: offline runs say nothing), while
@@ -1152,12 +1166,6 @@ class Indexer:
         whether it was said now."""
         s, said = self.settings, store.get_meta
         self.settings_changed, self.reading_upgraded, self.model_work_replaced = [], False, {}
-        if store.version and s.offline and index_rows.built_by_model(store):
-            # (free, but it throws away paid work: the reverse of "this index was built offline")
-            work = index_rows.model_work(store)
-            if line := model_work_replaced(work, s.store.keep_unused_days, s.llm.cache):
-                self.model_work_replaced = work
-                self.say(line)
         if not store.version or s.offline:
             return False
         changes: list[tuple[str, str]] = []

@@ -2302,6 +2302,38 @@ async def test_a_model_run_after_an_offline_one_pays_for_what_changed_since_the_
     assert marks == [True] * 4, marks
 
 
+async def test_an_offline_run_of_a_model_index_counts_only_the_chunks_it_keeps_live(corpus, tmp_path, simulator,
+                                                                                     caplog):
+    # The line was said before the scan: a folder emptied meanwhile still said "replaces the
+    # model's extraction of N chunks", which went with their documents. Now said after the scan,
+    # of the model's chunks that stay live; none, nothing said.
+    import logging
+
+    sized = {"chunk_size": 80, "chunk_overlap": 10}
+    db = tmp_path / "index.db"
+    with anyio.fail_after(120):
+        built = await sync([corpus], make_settings(simulator.base_url, index=sized), db, root=corpus)
+    offline = make_settings("", index={**sized, "extractor": "nlp"})
+    first = sorted(corpus.iterdir())[0]
+    first.unlink()
+    with caplog.at_level(logging.WARNING, logger="streamrag.pipeline"):
+        fewer = await sync([corpus], offline, db, root=corpus)
+    said = [r.getMessage() for r in caplog.records if "built with a model" in r.getMessage()]
+    kept = fewer.model_work_replaced["chunks"]
+    assert 0 < kept < built.chunks and len(said) == 1 and f"extraction of {kept} chunks" in said[0], said
+    # Emptied before an offline run: nothing of the model's is replaced, nothing said.
+    again = tmp_path / "again.db"
+    with anyio.fail_after(120):
+        await sync([corpus], make_settings(simulator.base_url, index=sized), again, root=corpus)
+    for f in corpus.iterdir():
+        f.unlink()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="streamrag.pipeline"):
+        emptied = await sync([corpus], offline, again, root=corpus)
+    assert emptied.model_work_replaced == {} and not [
+        r for r in caplog.records if "built with a model" in r.getMessage()]
+
+
 def test_the_offline_over_a_model_line_groups_its_counts_by_thousands_as_every_line_does():
     # It said "1500 chunks, 2100 summaries ... asks for 1100 of its 3300", where every other line
     # says "1,500" (words.number).
