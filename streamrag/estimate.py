@@ -92,7 +92,8 @@ from streamrag.errors import EmptyInput, IndexMissingError, InputError, NoTextFi
 from streamrag.extractor import (ExtractionPrompts, claimless_key, claims_messages, entity_types_text,
                                  extraction_request, extractor_key)
 from streamrag.gleaner import check_messages, glean_messages, merge_round, yes_no_bias
-from streamrag.graph_state import Change, GraphState, dirty_communities, document_changes, stranded_chunks
+from streamrag.graph_state import (Change, GraphState, dirty_communities, document_changes, moved_since,
+                                   stranded_chunks, warm_start)
 from streamrag.llm import request_options
 from streamrag.merge import descriptions_after, mentions_of, unique_descriptions
 from streamrag.on_disk import change_stamp, covered, file_names, retimed, same_on_disk, still_there
@@ -1532,15 +1533,18 @@ def _partition(store: Store, state: GraphState, settings: Settings, *, recluster
     new_id = lambda: f"new-{next(counter)}"  # noqa: E731  (never a published community's id)
     leiden = {"max_cluster_size": ix.max_cluster_size, "seed": ix.leiden_seed, "resolution": ix.leiden_resolution}
     fresh = functools.partial(hierarchical_leiden, sorted(state.entities), edges, **leiden)
-    if not state.old_communities:
+    start = warm_start(store, state, offline=settings.offline)   # (the model's kept partition, as the run takes it)
+    if not start.previous:
         return fresh()
-    same_settings = store.get_meta("leiden") == leiden_key(ix.max_cluster_size, ix.leiden_seed, ix.leiden_resolution)
-    changed = state.rewired | (set(state.entities) - set(state.old_degree)) if same_settings else None
+    same_settings = start.leiden == leiden_key(ix.max_cluster_size, ix.leiden_seed, ix.leiden_resolution)
+    changed = state.rewired | (set(state.entities) - set(state.old_degree)) if same_settings and not start.kept \
+        else None
     communities, _fresh, _moved = updated_partition(
-        state.old_communities, warm=lambda old: fresh(previous=old, new_id=new_id, changed=changed),
+        start.previous, warm=lambda old: fresh(previous=old, new_id=new_id, changed=changed),
         fresh=fresh, edges=lambda: edges, resolution=ix.leiden_resolution, drift_allowed=ix.recluster_drift,
-        entities=len(state.entities), since_check=int(store.get_meta("changed_since_fresh", "0") or 0),
-        changed=moved, same_graph=state.same_graph() and same_settings, recluster=recluster, new_id=new_id)
+        entities=len(state.entities), since_check=start.since_check,
+        changed=moved_since(start.previous, state.entities) if start.kept else moved,
+        same_graph=not start.kept and state.same_graph() and same_settings, recluster=recluster, new_id=new_id)
     return communities
 
 

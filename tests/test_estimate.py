@@ -3168,3 +3168,28 @@ def test_an_offline_estimate_for_want_of_an_endpoint_says_how_to_count_a_model_r
         assert text.startswith("Offline indexing: ") and text.endswith(
             "no LLM calls, no cost; pass --api-base URL (or set llm.api_base) to count a model run."
             if said else "no LLM calls, no cost."), text
+
+
+async def test_the_estimate_of_a_model_run_after_an_offline_one_clusters_from_the_model_partition(
+        corpus, tmp_path, simulator, monkeypatch):
+    # The run with the model after an offline one clusters from the model's partition that
+    # run kept (``graph_state.warm_start``); its estimate clustered from the offline one, so it
+    # found other communities and ids, and counted their reports paid (200 synth documents, one
+    # edited: 166 reports estimated, the run paid 1; from the kept partition, 21). Its partition,
+    # of a graph it knows whole (no chunk to extract), is now the run's, ids and all.
+    found = []
+    partition = estimate_module._partition
+    monkeypatch.setattr(estimate_module, "_partition", lambda *a, **k: found.append(partition(*a, **k)) or found[-1])
+    sized = {"chunk_size": 80, "chunk_overlap": 10, "max_cluster_size": 4}
+    model = make_settings(simulator.base_url, index=sized)
+    db = tmp_path / "index.db"
+    await sync([corpus], model, db, root=corpus)
+    await sync([corpus], make_settings("", index={**sized, "extractor": "nlp"}), db, root=corpus)
+    estimate([corpus], model, db, root=corpus)
+    await sync([corpus], model, db, root=corpus)
+    store = Store(db, readonly=True)
+    try:
+        published = sorted((c.id, c.level, c.members) for c, _context, _report in index_rows.load_communities(store))
+    finally:
+        store.close()
+    assert found and sorted((c.id, c.level, c.members) for c in found[-1]) == published
