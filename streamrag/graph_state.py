@@ -332,7 +332,10 @@ MODEL_PARTITION = "model_partition"
 def kept_partition(store: Store) -> KeptPartition | None:
     """The model's partition an offline run kept, for a run with a model of the offline index."""
     kept = store.get_meta(MODEL_PARTITION)
-    return msgspec.json.decode(kept, type=KeptPartition) if kept else None
+    try:
+        return msgspec.json.decode(kept, type=KeptPartition) if kept else None
+    except msgspec.DecodeError:   # (kept by another streamrag: a start, no more; the published one serves)
+        return None
 
 
 def partition_to_keep(store: Store, state: GraphState, *, offline: bool) -> dict[str, str | None]:

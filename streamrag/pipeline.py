@@ -354,7 +354,7 @@ class SyncResult(msgspec.Struct):
     # Of ``settings_changed``, "chunking" is a streamrag upgrade alone, no setting: this
     # streamrag reads (or chunks) documents differently from the one that built the index
     reading_upgraded: bool = False
-    # What a model made of the index that this offline run replaced, as said before it started
+    # What a model made of the index that this offline run replaced, as said before it published
     # (``index_rows.model_work``: "chunks", "claims", "summaries", "reports", "not_cached");
     # empty with a model, and offline of an index not built by one
     model_work_replaced: dict[str, int] = {}
@@ -696,7 +696,7 @@ class Indexer:
         self.conflict_copies: list[str] = []   # the scan's sync conflict copies, as stored paths
         self.settings_changed: list[str] = []   # (_say_what_settings_redo's, for the result)
         self.reading_upgraded = False   # (its "chunking" an upgrade's, no setting's)
-        self.model_work_replaced: dict[str, int] = {}   # (an offline run's of a model's index, said before it)
+        self.model_work_replaced: dict[str, int] = {}   # (an offline run's of a model's index, said before it publishes)
         # Where that line goes: the log (a line on stderr), or a daemon's warning event, which
         # `watch --json` prints on stdout with its other events (a script never saw it).
         self.say = say or log.warning

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -2300,6 +2301,25 @@ async def test_a_model_run_after_an_offline_one_pays_for_what_changed_since_the_
         marks.append(_meta(db, "model_partition") is None)   # (dropped: the model's is published)
     assert paid[0] == paid[1] and partitions[0] == partitions[1], paid
     assert marks == [True] * 4, marks
+
+
+async def test_a_model_partition_kept_in_a_shape_this_streamrag_cannot_read_is_a_start_no_more(
+        corpus, tmp_path, simulator):
+    # The model's partition an offline run keeps is bookkeeping, a place for Leiden to start:
+    # one this streamrag cannot read (another version's) has the run start from the published
+    # partition, as it did before any was kept, and drops it.
+    import sqlite3
+
+    sized = {"chunk_size": 80, "chunk_overlap": 10}
+    db = tmp_path / "index.db"
+    with anyio.fail_after(120):
+        built = await sync([corpus], make_settings(simulator.base_url, index=sized), db, root=corpus)
+    await sync([corpus], make_settings("", index={**sized, "extractor": "nlp"}), db, root=corpus)
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        assert conn.execute("UPDATE meta SET value = '{\"communities\": 1}' WHERE key = 'model_partition'").rowcount
+    with anyio.fail_after(120):
+        back = await sync([corpus], make_settings(simulator.base_url, index=sized), db, root=corpus)
+    assert back.failures == 0 and back.entities == built.entities and _meta(db, "model_partition") is None
 
 
 async def test_an_offline_run_of_a_model_index_counts_only_the_chunks_it_keeps_live(corpus, tmp_path, simulator,
