@@ -1533,18 +1533,19 @@ def _partition(store: Store, state: GraphState, settings: Settings, *, recluster
     new_id = lambda: f"new-{next(counter)}"  # noqa: E731  (never a published community's id)
     leiden = {"max_cluster_size": ix.max_cluster_size, "seed": ix.leiden_seed, "resolution": ix.leiden_resolution}
     fresh = functools.partial(hierarchical_leiden, sorted(state.entities), edges, **leiden)
-    start = warm_start(store, state, offline=settings.offline)   # (the model's kept partition, as the run takes it)
+    start = warm_start(store, state, offline=settings.offline)   # (a model's kept one, as the run takes it)
     if not start.previous:
         return fresh()
     same_settings = start.leiden == leiden_key(ix.max_cluster_size, ix.leiden_seed, ix.leiden_resolution)
-    changed = state.rewired | (set(state.entities) - set(state.old_degree)) if same_settings and not start.kept \
-        else None
+    changed = state.rewired | (set(state.entities) - set(state.old_degree)) \
+        if same_settings and not start.kept else None
     communities, _fresh, _moved = updated_partition(
         start.previous, warm=lambda old: fresh(previous=old, new_id=new_id, changed=changed),
         fresh=fresh, edges=lambda: edges, resolution=ix.leiden_resolution, drift_allowed=ix.recluster_drift,
         entities=len(state.entities), since_check=start.since_check,
         changed=moved_since(start.previous, state.entities) if start.kept else moved,
-        same_graph=not start.kept and state.same_graph() and same_settings, recluster=recluster, new_id=new_id)
+        same_graph=not start.kept and state.same_graph() and same_settings, recluster=recluster,
+        new_id=new_id)
     return communities
 
 

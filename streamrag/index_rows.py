@@ -564,9 +564,10 @@ def built_by_model(store: Store) -> bool:
 
 def model_work(store: Store, live: Collection[str] | None = None) -> dict[str, int]:
     """What a model made of the published index, which an offline run replaces: the live chunks
-    a model extracted (of them, with ``live``, those the run keeps live), the claims it found, the summaries and reports it wrote, and of those
-    last two the answers not in llm_cache (``not_cached``: a run with the model again asks for
-    them anew; the extractions stay stored whatever llm.cache says). (Those of the reports whose
+    a model extracted (of them, with ``live``, those the run keeps live), the claims it found,
+    the summaries and reports it wrote, and of those last two the answers not in llm_cache
+    (``not_cached``: a run with the model again asks for them anew; the extractions stay stored
+    whatever llm.cache says). (Those of the reports whose
     context names sub-communities, by id, were counted too, as asked again: the run with the
     model clustered from the offline partition, which gave those ids anew. It clusters from the
     model's partition now, ``graph_state.KeptPartition``, and they come back as the others do.)"""

@@ -696,7 +696,8 @@ class Indexer:
         self.conflict_copies: list[str] = []   # the scan's sync conflict copies, as stored paths
         self.settings_changed: list[str] = []   # (_say_what_settings_redo's, for the result)
         self.reading_upgraded = False   # (its "chunking" an upgrade's, no setting's)
-        self.model_work_replaced: dict[str, int] = {}   # (an offline run's of a model's index, said before it publishes)
+        # (an offline run's of a model's index, said before it publishes)
+        self.model_work_replaced: dict[str, int] = {}
         # Where that line goes: the log (a line on stderr), or a daemon's warning event, which
         # `watch --json` prints on stdout with its other events (a script never saw it).
         self.say = say or log.warning
@@ -1023,7 +1024,8 @@ class Indexer:
         vectors = await self._embed(store, writer, state, change)
         self.progress.set_stage("publishing")
         version = await writer.run(index_rows.publish, scan, change, state, communities, assignments,
-                                   self.key, vectors, self._marks(state), self._bookkeeping(store, state, next_id()))
+                                   self.key, vectors, self._marks(state),
+                                   self._bookkeeping(store, state, next_id()))
         self._unpublished = None   # (published: a stop from here on leaves no file unindexed)
         if self.graph_cache is not None:
             self.graph_cache.keep(state.published(store, communities, assignments), store.path)
@@ -1710,8 +1712,8 @@ class Indexer:
             return [(r.source, r.target, r.weight) for r in state.relationships.values()]
 
         start = warm_start(store, state, offline=self.settings.offline)
-        counter = [next_community_number(store.get_meta("next_community_id"),
-                                         (c.id for c in itertools.chain(state.old_communities, start.previous)))]
+        in_use = itertools.chain(state.old_communities, start.previous)
+        counter = [next_community_number(store.get_meta("next_community_id"), (c.id for c in in_use))]
 
         def new_id() -> str:
             counter[0] += 1

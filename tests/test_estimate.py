@@ -3179,7 +3179,8 @@ async def test_the_estimate_of_a_model_run_after_an_offline_one_clusters_from_th
     # of a graph it knows whole (no chunk to extract), is now the run's, ids and all.
     found = []
     partition = estimate_module._partition
-    monkeypatch.setattr(estimate_module, "_partition", lambda *a, **k: found.append(partition(*a, **k)) or found[-1])
+    monkeypatch.setattr(estimate_module, "_partition",
+                        lambda *a, **k: found.append(partition(*a, **k)) or found[-1])
     sized = {"chunk_size": 80, "chunk_overlap": 10, "max_cluster_size": 4}
     model = make_settings(simulator.base_url, index=sized)
     db = tmp_path / "index.db"
@@ -3189,7 +3190,8 @@ async def test_the_estimate_of_a_model_run_after_an_offline_one_clusters_from_th
     await sync([corpus], model, db, root=corpus)
     store = Store(db, readonly=True)
     try:
-        published = sorted((c.id, c.level, c.members) for c, _context, _report in index_rows.load_communities(store))
+        published = sorted((c.id, c.level, c.members)
+                           for c, _context, _report in index_rows.load_communities(store))
     finally:
         store.close()
     assert found and sorted((c.id, c.level, c.members) for c in found[-1]) == published

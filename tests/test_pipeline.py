@@ -2160,7 +2160,8 @@ async def test_an_offline_run_of_an_index_a_model_built_says_what_it_replaces_an
         replaced = await sync([corpus], offline, db, root=corpus)
     said = [r.getMessage() for r in caplog.records if "built with a model" in r.getMessage()]
     assert replaced.model_work_replaced == {"chunks": built.chunks, "claims": 0, "summaries": summaries,
-                                            "reports": reports, "not_cached": 0 if cache else summaries + reports}
+                                            "reports": reports,
+                                            "not_cached": 0 if cache else summaries + reports}
     assert said and said[0].startswith(
         f"this index was built with a model: this offline run replaces the model's extraction of {built.chunks} "
         f"chunks, {summaries} summaries and {reports} reports with the NLP extractor's and extractive ones; "), said
@@ -2235,7 +2236,8 @@ async def test_a_model_run_after_an_offline_one_takes_the_reports_naming_sub_com
     with anyio.fail_after(120):
         back = await sync([corpus], make_settings(simulator.base_url, index=sized), db, root=corpus)
     calls = llm_summary(back.llm)
-    assert back.chunks_extracted == 0 and simulator.requests == asked and calls["calls"] == calls["cached"], calls
+    assert back.chunks_extracted == 0 and simulator.requests == asked, calls
+    assert calls["calls"] == calls["cached"], calls
     assert back.communities == built.communities and back.version == built.version + 2
 
 
@@ -2278,21 +2280,22 @@ async def test_a_model_run_after_an_offline_one_pays_for_what_changed_since_the_
         with anyio.fail_after(120):
             await sync([folder], model, db, root=folder)
         council = folder / "council.txt"
-        council.write_text(council.read_text() + "\nMayor Ilse Varga met Captain Tomas Brennan at the harbor.\n")
+        council.write_text(council.read_text() + "\nMayor Ilse Varga met Captain Tomas Brennan in port.\n")
         if between:
             kept = [(c.id, c.level, c.parent, c.members) for c in _communities(db)]
             await sync([folder], offline, db, root=folder)
             store = Store(db, readonly=True)
             try:   # (the offline index shows no report of the model's)
-                assert store.scalar("SELECT count(*) FROM communities c JOIN reports r ON r.key = c.report_key "
-                                    "WHERE r.extractive = 0") == 0
+                assert store.scalar("SELECT count(*) FROM communities c JOIN reports r "
+                                    "ON r.key = c.report_key WHERE r.extractive = 0") == 0
             finally:
                 store.close()
             marks.append(bool(_meta(db, "model_partition")) and _communities(db) != kept)
-            (folder / "guild.txt").write_text((folder / "guild.txt").read_text() + "\nThe guild met again.\n")
+            guild = (folder / "guild.txt").read_text()
+            (folder / "guild.txt").write_text(guild + "\nThe guild met again.\n")
             await sync([folder], offline, db, root=folder)   # (an offline run of an offline index keeps it)
             marks.append(bool(_meta(db, "model_partition")))
-            (folder / "guild.txt").write_text((folder / "guild.txt").read_text().replace("\nThe guild met again.\n", ""))
+            (folder / "guild.txt").write_text(guild)
         before = simulator.by_task["report"]
         with anyio.fail_after(120):
             await sync([folder], model, db, root=folder)
@@ -2316,14 +2319,15 @@ async def test_a_model_partition_kept_in_a_shape_this_streamrag_cannot_read_is_a
         built = await sync([corpus], make_settings(simulator.base_url, index=sized), db, root=corpus)
     await sync([corpus], make_settings("", index={**sized, "extractor": "nlp"}), db, root=corpus)
     with contextlib.closing(sqlite3.connect(db)) as conn, conn:
-        assert conn.execute("UPDATE meta SET value = '{\"communities\": 1}' WHERE key = 'model_partition'").rowcount
+        assert conn.execute("UPDATE meta SET value = '{\"communities\": 1}' "
+                            "WHERE key = 'model_partition'").rowcount
     with anyio.fail_after(120):
         back = await sync([corpus], make_settings(simulator.base_url, index=sized), db, root=corpus)
     assert back.failures == 0 and back.entities == built.entities and _meta(db, "model_partition") is None
 
 
-async def test_an_offline_run_of_a_model_index_counts_only_the_chunks_it_keeps_live(corpus, tmp_path, simulator,
-                                                                                     caplog):
+async def test_an_offline_run_of_a_model_index_counts_only_the_chunks_it_keeps_live(
+        corpus, tmp_path, simulator, caplog):
     # The line was said before the scan: a folder emptied meanwhile still said "replaces the
     # model's extraction of N chunks", which went with their documents. Now said after the scan,
     # of the model's chunks that stay live; none, nothing said.
