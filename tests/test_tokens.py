@@ -383,3 +383,91 @@ def test_a_basic_ask_and_status_do_not_load_the_tokenizer(cli_run, corpus):
              "sorted(m for m in ('tiktoken', 'tiktoken_ext') if m in sys.modules))")
     lines = python_probe(probe, corpus)
     assert lines[-2:] == ["0 True []", "0 False []"], lines[-3:]
+
+
+# The characters the light counter takes (``tokens._LIGHT_TEXT``), each in settings where each
+# alternative of the patterns may take it: alone, inside and after a word, repeated, after a
+# space, a digit, a line break or an apostrophe, between capitals, in runs of punctuation.
+LIGHT_CHARS = [chr(c) for c in (*range(0x250), *range(0x2000, 0x2070))]
+SETTINGS = ("{}", "a{}b", "{}{}{}", " {}", "{} x", "1{}2", "it'{} x", "A{}a", "\n{}", "{}\n", "x {}{} y",
+            ".{}\n/", "{}'s", "Ab{}CD", "  {}  ")
+
+
+def _encoder_tokens(text: str, encoding: str) -> list[bytes]:
+    enc = tokens.get_encoding(encoding)
+    return [enc.decode_single_token_bytes(t) for t in enc.encode(text, disallowed_special=())]
+
+
+@pytest.mark.parametrize("encoding", SHIPPED)
+def test_the_light_counter_makes_the_encoders_tokens_of_every_character_it_takes(encoding, monkeypatch):
+    monkeypatch.setattr(tokens, "_light_counted", 0)
+    monkeypatch.setattr(tokens, "_LIGHT_CHARS", 1 << 40)
+    assert all(tokens._LIGHT_TEXT.fullmatch(c) for c in LIGHT_CHARS)
+    for c in LIGHT_CHARS:
+        for setting in SETTINGS:
+            text = setting.format(c, c, c)
+            assert tokens._light_tokens(text, encoding) == _encoder_tokens(text, encoding), repr(text)
+
+
+@pytest.mark.parametrize("encoding", SHIPPED)
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(st.sampled_from(LIGHT_CHARS + ["the", " Scrooge", "\n\n", "  ", "'s", "123456", " a", "ing"]),
+                     max_size=120))
+def test_the_light_counter_makes_the_encoders_tokens_of_any_text_it_takes(encoding, parts):
+    text = "".join(parts)
+    tokens._light_counted = 0
+    light = tokens._light_tokens(text, encoding)
+    assert light is None or light == _encoder_tokens(text, encoding)
+    pieces = tokens._splitter(tokens._params(encoding)["pat_str"]).findall(text)
+    assert light is not None or max(len(p.encode()) for p in pieces) > tokens._LIGHT_PIECE
+
+
+@pytest.mark.parametrize("encoding", SHIPPED)
+@pytest.mark.parametrize("folder", ["christmas_carol", "synth_small"])
+def test_the_light_counter_counts_and_cuts_the_lines_of_a_context_as_the_encoder(encoding, folder, monkeypatch):
+    # A local ask's context lines: a document's paragraphs, whitespace collapsed, after a tag.
+    monkeypatch.setattr(tokens, "_LIGHT_CHARS", 1 << 40)
+    texts = [p.read_text(encoding="utf-8") for p in sorted((SHARED / folder).glob("*.txt"))]
+    lines = [f"[T:chk-{k}] " + " ".join(para.split()) for k, text in enumerate(texts) for para in text.split("\n\n")]
+    enc = tokens.get_encoding(encoding)
+    for line in lines[:400]:
+        light = tokens._light_tokens(line, encoding)
+        assert light == _encoder_tokens(line, encoding), line[:60]
+        for n in (0, 1, 7, len(light) // 2, len(light) - 1, len(light)):
+            cut = b"".join(light[:n]).decode("utf-8", errors="ignore")
+            assert cut == enc.decode_bytes(enc.encode(line, disallowed_special=())[:n]).decode("utf-8", errors="ignore")
+
+
+def test_the_light_counter_leaves_other_texts_to_the_encoder(monkeypatch):
+    monkeypatch.setattr(tokens, "_light_counted", 0)
+    for text in ("圣诞颂歌", "🎄 Merry Christmas", "Ελληνικά", "x" * (tokens._LIGHT_PIECE + 1)):
+        assert tokens._light_tokens(text, "o200k_base") is None, text
+    assert tokens._light_tokens("Scrooge and Marley", "o200k_base") is not None
+    # (past its share of characters, the encoder counts: faster from there)
+    monkeypatch.setattr(tokens, "_light_counted", tokens._LIGHT_CHARS - 5)
+    assert tokens._light_tokens("Scrooge and Marley", "o200k_base") is None
+    with pytest.raises(tokens.ConfigError, match="unknown tokenizer encoding"):
+        tokens.count_uncached("Scrooge", "p50k_base")
+
+
+def test_a_local_ask_and_a_basic_ask_with_its_counts_unstored_build_no_encoder(cli_run, corpus):
+    # A local ask built the encoder to count its context (58 lines) and cut two of them: 0.15-0.3 s
+    # and 45 MB beside the ranks; they are counted from the ranks. Its answer is the same.
+    from conftest import python_probe
+
+    assert cli_run("index", "-q", "--offline", ".", cwd=corpus).returncode == 0
+    probe = ("import io, json, sys, contextlib; from streamrag.cli import main; from streamrag import tokens\n"
+             "out = io.StringIO()\n"
+             "with contextlib.redirect_stdout(out): code = main(['ask', 'Who is Mira Osk?', '--mode', 'local', '--json'])\n"
+             "said = json.loads(out.getvalue())\n"
+             "print(code, said['details']['context_tokens']['tables'] > 0, sorted(tokens._encodings))\n"
+             "print(json.dumps([said['answer'], said['citations'], said['details']['context_tokens']]))\n"
+             "tokens._LIGHT_CHARS = 0\n"   # (each count by the encoder)
+             "out = io.StringIO()\n"
+             "with contextlib.redirect_stdout(out): main(['ask', 'Who is Mira Osk?', '--mode', 'local', '--json'])\n"
+             "again = json.loads(out.getvalue())\n"
+             "print(json.dumps([again['answer'], again['citations'], again['details']['context_tokens']]))\n"
+             "print(sorted(tokens._encodings))\n")
+    lines = python_probe(probe, corpus)
+    assert lines[-4] == "0 True []", lines[-5:]
+    assert lines[-3] == lines[-2] and lines[-1] == "['o200k_base']"
