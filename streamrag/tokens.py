@@ -312,12 +312,14 @@ def truncate(text: str, max_tokens: int, encoding: str = "o200k_base") -> str:
 # ``regex``, the module tiktoken itself requires), a piece that is a token taken whole, any
 # other merged from its bytes, the adjacent pair of lowest rank first (the leftmost of equal
 # ones), until no pair is a token. (The merges of a piece only ever make parts of it, so every
-# rank it needs is looked up.) Only texts of characters both pattern engines class alike for
-# certain are taken: Latin (ASCII to Latin Extended-B) and general punctuation, whose classes
-# have not changed in Unicode for twenty years (``test_tokens`` compares each of them in many
-# settings with the encoder); any other text, a piece longer than ``_LIGHT_PIECE`` bytes (merged
-# in quadratic time here), and all texts once ``_LIGHT_CHARS`` characters were counted so (the
-# encoder is faster from there: an index run builds it at once) go to the encoder.
+# rank it needs is looked up.) Only texts of characters the two pattern engines (tiktoken's
+# own, ``regex``) class alike are taken: Latin (ASCII to Latin Extended-B) and general
+# punctuation, long assigned, whose classes the patterns ask (letter, its kinds, mark, number,
+# space) Unicode 14 and the newer tables of ``regex`` agree on (``test_tokens`` compares the
+# tokens of each with the encoder's, in many settings). Any other text (CJK, emoji, Greek: the
+# engines' Unicode versions may part), a piece longer than ``_LIGHT_PIECE`` bytes (merged in
+# quadratic time here), and every text once ``_LIGHT_CHARS`` characters were counted so (the
+# encoder is faster from there; an index run builds it at once) go to the encoder.
 _LIGHT_TEXT = re.compile("[\x00-\u024f\u2000-\u206f]*")
 _LIGHT_PIECE = 64
 _LIGHT_CHARS = 1 << 18   # (about 0.12 s of counting here, what building the encoder costs)

@@ -450,7 +450,7 @@ def test_the_light_counter_leaves_other_texts_to_the_encoder(monkeypatch):
         tokens.count_uncached("Scrooge", "p50k_base")
 
 
-def test_a_local_ask_and_a_basic_ask_with_its_counts_unstored_build_no_encoder(cli_run, corpus):
+def test_a_local_ask_builds_no_encoder_and_answers_as_with_it(cli_run, corpus):
     # A local ask built the encoder to count its context (58 lines) and cut two of them: 0.15-0.3 s
     # and 45 MB beside the ranks; they are counted from the ranks. Its answer is the same.
     from conftest import python_probe
