@@ -71,6 +71,7 @@ class IndexSettings(_Section):
     include: list[str] = msgspec.field(default_factory=lambda: list(DEFAULT_INCLUDE))
     exclude: list[str] = msgspec.field(default_factory=list)
     text_field: str = "text"
+    max_file_mb: float = 100.0
     chunk_size: int = 1200
     chunk_overlap: int = 100
     encoding: Literal["o200k_base", "cl100k_base"] = "o200k_base"
@@ -668,6 +669,8 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
                          "(default \"text\")"))
     elif ix.text_field != ix.text_field.strip():
         problems.append(("index.text_field", f"has spaces around the name; use {ix.text_field.strip()!r}"))
+    if not ix.max_file_mb >= 0:
+        problems.append(_bound("index.max_file_mb", "must be >= 0 MB (0 = no limit)", "0 or more"))
     if not 0 <= ix.report_regen_threshold < 1:
         problems.append(_bound("index.report_regen_threshold", "must be in [0, 1)", "0 or more and below 1"))
     if ix.summary_join_tokens < 0:

@@ -382,7 +382,8 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             unchanged.update(doc_id for doc_id, _size, _stamp in rows.values())
             continue
         try:
-            documents, warnings = loader.read_documents(path, root=root, text_field=ix.text_field, st=st)
+            documents, warnings = loader.read_documents(path, root=root, text_field=ix.text_field, st=st,
+                                                        max_mb=ix.max_file_mb)
         except EmptyInput as e:   # nothing to index: a warning in `index`, not a file it cannot read
             if e.again:   # (not an export, which `export` writes into the folder: it was named on every estimate)
                 read_said.append(str(e))

@@ -707,13 +707,15 @@ def _lead(top: Path, top_real: str, root: Path | None) -> str:
 
 
 def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
-                   st: os.stat_result | None = None, limit: int | None = None) -> tuple[list[Document], list[str]]:
+                   st: os.stat_result | None = None, limit: int | None = None,
+                   max_mb: float = 0) -> tuple[list[Document], list[str]]:
     """The documents in one file and any warnings; ``InputError`` if the file cannot be used.
 
     ``st``: the file's ``os.stat`` as the caller has just taken it (the loader, which compares
     it with the index first), not taken again; else it is taken here. ``limit``: at most that
     many bytes read (the opening of a file, read as the whole would be as far as it goes: its
-    last document, and character, may be cut short)."""
+    last document, and character, may be cut short). ``max_mb``: ``index.max_file_mb``, a file
+    over which is ``TooBig``, never opened (0: no limit)."""
     path = Path(path)
     shown = stored_path(path, root)   # the path stored; ``label``: it as messages show it
     label = _safe(shown)
@@ -721,8 +723,11 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
         raise InputError(f"{label}: path is not valid UTF-8, so it is not indexed; "
                          "rename the file or folder to a UTF-8 name")
     try:
-        if not stat.S_ISREG((st or os.stat(path)).st_mode):   # made a pipe since the scan: opening it waits
+        st = st or os.stat(path)
+        if not stat.S_ISREG(st.st_mode):   # made a pipe since the scan: opening it waits
             raise InputError(f"{label}: {why_unusable(path)}")
+        if max_mb and st.st_size > max_mb * MB:
+            raise TooBig(too_big_line(label, st.st_size, max_mb))
         with path.open("rb") as f:
             start, head = _past_leading_nuls(f)
             # Judged before the rest is read (a 3 GB sparse file took 3 GB), without the NULs its
@@ -772,6 +777,33 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
         title = title[:TITLE_CHARS] if title else _title(text, _composed(path.stem))
         return [Document(id=document_id(text), path=shown, title=title, text=text)], warnings
     return _row_documents(rows, shown, path.stem, text_field, warnings), warnings
+
+
+class TooBig(InputError):
+    """A file over ``index.max_file_mb``: left out unread, said on each run while it stays so
+    (a stat tells it, so it is looked at again, never remembered: ``too_big_said``)."""
+
+
+# A file's whole text is held at once (its bytes, its text, its chunks): a 1 GB log took 3.5 GB
+# and an hour offline, every other file of the run unpublished meanwhile, and with a model
+# hundreds of thousands of calls; under a memory limit a MemoryError stopped the run.
+MB = 1 << 20
+_TOO_BIG_SAID = ", not indexed; set index.max_file_mb = "
+
+
+def too_big_line(label: str, size: int, max_mb: float) -> str:
+    """What is said of a file of ``size`` bytes over ``max_mb`` (``label``: its path as shown),
+    as a binary file is: what it is, and the setting that would take it."""
+    shown = f"{size / MB:,.1f} MB" if size >= MB else f"{size / 1024:,.1f} KB"
+    return (f"{label}: {shown}, over index.max_file_mb ({max_mb:g}){_TOO_BIG_SAID}{math.ceil(size / MB)} "
+            "(or 0: no limit) to index it, or add it to index.exclude")
+
+
+def too_big_said(line: str) -> bool:
+    """Whether ``line``, a failure's, says a file is over ``index.max_file_mb`` (``too_big_line``):
+    such a failure is not remembered as a file's for as long as it is unchanged, as others are
+    (``index_rows.failed_reads``), since a higher setting reads the file as it is."""
+    return _TOO_BIG_SAID in line
 
 
 def _without_cut_character(data: bytes) -> bytes:

@@ -457,7 +457,8 @@ class WatchedFolder:
         sync says why; ``st``: its ``stat``, just taken). Only reads: for the worker threads of
         ``as_indexed`` and ``renames``."""
         try:
-            docs, _warnings = read_documents(path, root=self.root, text_field=self.settings.index.text_field, st=st)
+            docs, _warnings = read_documents(path, root=self.root, text_field=self.settings.index.text_field, st=st,
+                                             max_mb=self.settings.index.max_file_mb)
         except (OSError, StreamragError):
             return None
         return {doc.path: doc.id for doc in docs}
