@@ -1,0 +1,91 @@
+"""A file over ``index.max_file_mb``: left out unopened, said in one line, the run going on.
+
+Files are small here (the limit is set in fractions of a MB); what is tested is what a user of a
+1 GB log gets: the other files indexed, the file named with its size and the setting that takes
+it, and that setting, raised, taking it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from conftest import make_settings, status_info
+from streamrag import loader
+from streamrag.errors import ConfigError
+from streamrag.pipeline import sync
+
+LOG = "2024-01-02 12:00:01 INFO Mira Osk chaired the Harbor Council in Port Vale.\n"
+KB = f"{len(LOG) * 40 / 1024:.1f} KB"   # (40 lines: 2.9 KB)
+
+
+def test_a_file_over_the_limit_is_refused_unopened_naming_its_size_and_the_setting(tmp_path, monkeypatch):
+    big = tmp_path / "logs" / "big.log.txt"
+    big.parent.mkdir()
+    big.write_text(LOG * 40)
+    opened = []
+    real_open = Path.open
+
+    def spying(self, *args, **kwargs):
+        opened.append(self.name)
+        return real_open(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", spying)
+    with pytest.raises(loader.TooBig) as e:
+        loader.read_documents(big, root=tmp_path, max_mb=0.002)   # 2,097 bytes
+    assert str(e.value) == (f"logs/big.log.txt: {KB}, over index.max_file_mb (0.002), not indexed; set "
+                            "index.max_file_mb = 1 (or 0: no limit) to index it, or add it to index.exclude")
+    assert e.value.kind == "unusable" and opened == []
+    # At the limit, under it, or with none (0): read as ever.
+    for max_mb in (big.stat().st_size / loader.MB, 1, 0):
+        [doc], _ = loader.read_documents(big, root=tmp_path, max_mb=max_mb)
+        assert doc.text == LOG * 40
+
+
+def test_the_value_it_names_takes_the_file(tmp_path):
+    big = tmp_path / "big.txt"
+    with big.open("wb") as f:   # (sparse: 2.5 MB of disk never written)
+        f.truncate(5 * loader.MB // 2)
+    with pytest.raises(loader.TooBig) as e:
+        loader.read_documents(big, root=tmp_path, max_mb=1)
+    assert "big.txt: 2.5 MB, over index.max_file_mb (1), not indexed; set index.max_file_mb = 3 " in str(e.value)
+    with pytest.raises(loader.InputError, match="binary file"):   # (past the limit: read, as ever)
+        loader.read_documents(big, root=tmp_path, max_mb=3)
+
+
+@pytest.mark.anyio
+async def test_a_file_too_big_leaves_the_others_indexed_and_a_raised_setting_takes_it(corpus, tmp_path):
+    (corpus / "big.txt").write_text(LOG * 40)
+    db = tmp_path / "x.db"
+
+    def settings(max_mb: float):
+        return make_settings(index={"chunk_size": 80, "chunk_overlap": 10, "max_file_mb": max_mb})
+
+    with anyio.fail_after(120):
+        first = await sync([corpus], settings(0.002), db, root=corpus)
+    assert first.documents == 4 and first.failures == 1
+    [said] = [w for w in first.warnings if "big.txt" in w]
+    assert said.startswith(f"big.txt: {KB}, over index.max_file_mb (0.002), not indexed; ")
+    info = status_info(db, failures=True)
+    assert info["unreadable_by_kind"]["unusable"] == 1 and [f["message"] for f in info["failures"]] == [said]
+    # Unchanged, it is said again (as a binary file is), and counted once.
+    with anyio.fail_after(60):
+        again = await sync([corpus], settings(0.002), db, root=corpus)
+    assert again.failures == 1 and said in again.warnings and status_info(db)["failures_total"] == 1
+    # The setting raised, the file as it was is read: it was remembered as a failure and said again.
+    with anyio.fail_after(60):
+        raised = await sync([corpus], settings(1), db, root=corpus)
+    assert raised.documents == 5 and raised.failures == 0, raised
+    assert not [w for w in raised.warnings if "big.txt" in w]
+
+
+@pytest.mark.parametrize("value", ["-1", "nan"])
+def test_a_negative_limit_is_refused_naming_the_setting(tmp_path, value):
+    from streamrag.config import load_settings
+
+    (tmp_path / "streamrag.toml").write_text(f"[index]\nmax_file_mb = {value}\n")
+    with pytest.raises(ConfigError, match=r"index\.max_file_mb: must be >= 0 MB \(0 = no limit\); set it to 0 or "
+                                          r"more \(its default: max_file_mb = 100.0\)"):
+        load_settings(tmp_path / "streamrag.toml", env={})
