@@ -6,8 +6,9 @@ a non-empty text field (``index.text_field``), titled by its ``title`` field (on
 its text's first line: a title is read as a name the document says (``joins.own_title``), so no
 other field titles it (a "name" may be a row's author). Every other file is one document. A
 file that cannot be used raises ``InputError`` with one line naming the file and the fix; the
-caller records it and goes on. Recoverable oddities (a legacy encoding, skipped rows) come back as
-warning strings instead. ``scan`` leaves out, with one such line each, names that are not valid
+caller records it and goes on. One over ``index.max_file_mb`` is never opened (``TooBig``): a
+file is held whole, text and chunks, and a run publishes nothing before it is extracted.
+Recoverable oddities (a legacy encoding, skipped rows) come back as warning strings instead. ``scan`` leaves out, with one such line each, names that are not valid
 UTF-8 (no such path reaches the index), symlinks leading outside the indexed folder, broken
 symlinks, symlink loops and entries that are not regular files (pipes, sockets, devices). Every
 path in a message goes through ``_safe``, so one message is always one line. A Markdown file's
