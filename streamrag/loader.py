@@ -8,10 +8,11 @@ other field titles it (a "name" may be a row's author). Every other file is one 
 file that cannot be used raises ``InputError`` with one line naming the file and the fix; the
 caller records it and goes on. One over ``index.max_file_mb`` is never opened (``TooBig``): a
 file is held whole, text and chunks, and a run publishes nothing before it is extracted.
-Recoverable oddities (a legacy encoding, skipped rows) come back as warning strings instead. ``scan`` leaves out, with one such line each, names that are not valid
-UTF-8 (no such path reaches the index), symlinks leading outside the indexed folder, broken
-symlinks, symlink loops and entries that are not regular files (pipes, sockets, devices). Every
-path in a message goes through ``_safe``, so one message is always one line. A Markdown file's
+Recoverable oddities (a legacy encoding, skipped rows) come back as warning strings instead.
+``scan`` leaves out, with one such line each, names that are not valid UTF-8 (no such path
+reaches the index), symlinks leading outside the indexed folder, broken symlinks, symlink
+loops and entries that are not regular files (pipes, sockets, devices). Every path in a message
+goes through ``_safe``, so one message is always one line. A Markdown file's
 text is read as a reader sees it (``markdown``); ``VERSION`` covers that reading too. So is every
 document's: without the characters no reader sees (``invisible``: a zero-width space inside a
 word), its lines where they were.
