@@ -130,12 +130,16 @@ def renamed(before: Mapping[str, tuple[str, int, float]], now: Mapping[str, tupl
     (``before``, ``now``: path -> (doc id, ...), as ``document_changes`` takes them): a path of
     theirs gone and another come, a file renamed or moved. `index` counted them unchanged where
     `watch` said "1 renamed" of the same `mv`, and published a version with nothing said changed.
-    A copy added or deleted alone is no rename: its text keeps the path it had."""
+    A copy added or deleted alone is no rename: its text keeps the path it had. Files are
+    compared, not rows: a row written above the others of a .jsonl numbers them anew
+    (``rows.jsonl#1`` is ``rows.jsonl#2`` now), which renames nothing."""
+    from streamrag.loader import file_of   # (as index_rows imports it: not for every command)
+
     def paths(table: Mapping[str, tuple[str, int, float]]) -> dict[str, set[str]]:
         held: dict[str, set[str]] = defaultdict(set)
         for path, (doc_id, _size, _stamp) in table.items():
             if doc_id in kept:
-                held[doc_id].add(path)
+                held[doc_id].add(file_of(path))
         return held
 
     was, now_at = paths(before), paths(now)

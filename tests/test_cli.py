@@ -345,6 +345,24 @@ def test_index_says_a_renamed_file_renamed_as_watch_does(cli_run, tmp_path):
     assert (idle["documents_unchanged"], idle["documents_renamed"]) == (3, 1), idle
 
 
+def test_rows_renumbered_in_their_file_are_not_said_renamed(cli_run, tmp_path):
+    # A row written above the others of a .jsonl numbers them anew (rows.jsonl#1 is rows.jsonl#2
+    # now): their file stayed, so none is renamed ("1 added, 2 unchanged, 2 of them renamed" was
+    # said, and watch's idle event counted them so beside its "1 file (1 modified)"). The file
+    # renamed moves its rows' texts: each is renamed.
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    rows = [json.dumps({"text": t}) for t in ("Mara Lind runs the Harbor Council.", "Cora Vey sailed to Mintby.")]
+    (folder / "rows.jsonl").write_text("\n".join(rows) + "\n")
+    assert cli_run("index", str(folder), "-q", "--offline").returncode == 0
+    (folder / "rows.jsonl").write_text("\n".join([json.dumps({"text": "Ada Osk rebuilt the quay."}), *rows]) + "\n")
+    done = json.loads(cli_run("index", str(folder), "-q", "--offline", "--json").stdout)
+    assert (done["documents_added"], done["documents_unchanged"], done["documents_renamed"]) == (1, 2, 0), done
+    (folder / "rows.jsonl").rename(folder / "moved.jsonl")
+    done = json.loads(cli_run("index", str(folder), "-q", "--offline", "--json").stdout)
+    assert (done["documents_added"], done["documents_unchanged"], done["documents_renamed"]) == (0, 3, 3), done
+
+
 def test_estimate_spends_nothing(cli_run, corpus, simulator):
     out = cli_run("index", str(corpus), "--estimate", "--json", "--api-base", simulator.base_url)
     assert out.returncode == 0, out.stderr
