@@ -1152,9 +1152,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         # `index` says them: most indexes extract none; `export -` said "wrote -:", a file it
         # did not write)
         where = "to standard output" if args.out == "-" else args.out
-        if args.format is None and named_format(args.out) is None and out.is_file():
+        if args.out != "-" and args.format is None and named_format(args.out) is None and out.is_file():
             # (`export graph.md` wrote JSON without a word: neither the name nor a flag chose it;
-            # not said of a device or a pipe, /dev/null, /dev/stdout into a pipe)
+            # not said of a device or a pipe, /dev/null, /dev/stdout into a pipe, nor of `-`, a
+            # file of that name in the folder or not)
             suffix = Path(args.out).suffix
             where += (f" as JSON (the default: {f'{suffix} names no format' if suffix else 'no extension'}; "
                       "--format graphml writes GraphML)")

@@ -1326,3 +1326,12 @@ def test_whether_an_export_is_copied_in_place_is_asked_without_changing_a_file(t
     assert export_module._kept_in_place(landing, os.stat(landing), owned=True)   # another link: kept
     assert export_module._take_owner_and_mode(st, written) is True
     assert written.stat().st_mode & 0o777 == 0o600
+
+
+def test_an_export_to_standard_output_beside_a_file_named_dash_says_no_default(cli_run, offline_db, tmp_path):
+    # `export -` writes standard output, whatever file named "-" the folder holds; the "as JSON
+    # (the default: no extension ...)" note was said of it when one did (asked of the file).
+    (tmp_path / "-").write_text("")
+    out = cli_run("export", "-", "--db", str(offline_db), cwd=tmp_path)
+    assert out.returncode == 0 and out.stderr.startswith("wrote to standard output: "), out.stderr
+    assert json.loads(out.stdout)["entities"] and (tmp_path / "-").read_text() == ""
