@@ -583,7 +583,15 @@ def without_version(base: str, setting: str) -> str:
     if not base or versioned(base):
         return ""
     return (f": it has no /v1; most OpenAI-compatible servers (Ollama, vLLM, llama.cpp) serve under "
-            f"/v1: try setting {setting} to {base.rstrip('/') + '/v1'!r}")
+            f"/v1: try setting {setting} to {with_version(base)!r}")
+
+
+def with_version(base: str) -> str:
+    """``base`` (a path with no version: ``versioned``) with the /v1 most servers serve the OpenAI
+    API under: added, or in place of a closing /api, Ollama's own API, whose OpenAI one is /v1
+    beside it (http://host:11434/api/v1 is a 404 too)."""
+    base = base.rstrip("/")
+    return base.removesuffix("/api") + "/v1" if httpx.URL(base).path.endswith("/api") else base + "/v1"
 
 
 def versioned(base: str) -> bool:

@@ -33,7 +33,8 @@ from streamrag.provider_errors import (AZURE_HOST, CONTEXT_OVERFLOW, Refused, Re
                                        batch_advice, batch_too_small, crowded_advice, duration, forbidden_reason,
                                        hidden, html_page, http_said, key_advice, kv_cache_full, model_settings,
                                        one_line, overflow_advice, provider_message, read_error, refused_param,
-                                       sent_secrets, unknown_model, versioned, web_page)
+                                       sent_secrets, unknown_model, versioned, web_page,
+                                       with_version)
 from streamrag.proxies import Proxy, proxy_refused
 from streamrag.ratelimit import MAX_RETRY_AFTER_S, asked_wait
 
@@ -177,8 +178,10 @@ class Replies:
                     and not self.settings.api_version:
                 # Not about the model, and no version in the path (as /v1, /v1beta/openai): most
                 # servers (OpenAI, Ollama, vLLM, llama.cpp) serve under /v1.
+                fixed = with_version(base)
+                own = " (Ollama's /api is its own API)" if fixed != base.rstrip("/") + "/v1" else ""
                 raise LLMRequestError(f"{url}: HTTP 404, no such route{aside(message)}; most servers serve "
-                                      f"the OpenAI API under /v1: set {setting} to {base + '/v1'!r}", status)
+                                      f"the OpenAI API under /v1{own}: set {setting} to {fixed!r}", status)
             raise LLMRequestError(f"unknown model or wrong api_base: {model} at {url}; check "
                                   f"{where}, or {setting}{aside(message)}", status)
         raise LLMRequestError(f"{url} rejected the request for {model}: {http_said(status, message)}",

@@ -3735,6 +3735,23 @@ async def test_a_web_page_on_a_base_without_v1_says_to_try_it(tmp_path, streamed
         assert str(err.value) == said + (hint if told else "")
 
 
+async def test_a_404_on_ollamas_own_api_base_says_its_openai_one(tmp_path):
+    # Ollama serves its own API at /api and the OpenAI one at /v1: a 404 on http://host:11434/api
+    # said "set llm.api_base to 'http://host:11434/api/v1'", another 404 (then "unknown model").
+    base = "http://llm.test:11434/api"
+    endpoint = Endpoint(httpx.Response(404, text="404 page not found"))
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, api_base=base) as (llm, _):
+            with pytest.raises(LLMRequestError) as err:
+                await llm.chat(ask(), model="m1", stage="s")
+    assert str(err.value).endswith("most servers serve the OpenAI API under /v1 (Ollama's /api is its own API): "
+                                   "set llm.api_base to 'http://llm.test:11434/v1'"), str(err.value)
+    from streamrag.provider_errors import without_version
+
+    assert without_version(base + "/", "llm.api_base").endswith(
+        ": try setting llm.api_base to 'http://llm.test:11434/v1'")
+
+
 def test_the_v1_hint_reads_right_for_a_flag_or_a_variable_setting_api_base():
     # "try --api-base = '...'" was said of a base given by the flag: no command line reads so.
     from streamrag.provider_errors import without_version
