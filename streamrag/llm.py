@@ -296,6 +296,20 @@ MODELS_SHOWN = 6
 # The llm_calls stage of the one-token request asking a model the listing leaves out by name
 # (``LLMClient.check_models``).
 MODEL_CHECK = "model_check"
+# The meta key of the models an index's endpoint answered when asked so by name (``LLMClient.
+# check_models``), by models URL: asked once a process, such a model cost every `index` a paid
+# call, one of an index unchanged too ("Nothing changed ...", "LLM 1 call, 9 tokens").
+MODELS_ANSWERED = "models_answered_by_name"
+
+
+def _noted(said: str | None) -> dict[str, set[str]]:
+    """``MODELS_ANSWERED``'s value read: models URL -> models (none where it is not as written)."""
+    try:
+        noted = msgspec.json.decode(said or "{}")
+    except (msgspec.DecodeError, RecursionError):
+        return {}
+    return {url: {m for m in models if isinstance(m, str)} for url, models in noted.items()
+            if isinstance(models, list)} if isinstance(noted, dict) else {}
 
 
 def listed(model: str, ids: set[str]) -> bool:
@@ -991,7 +1005,8 @@ class LLMClient:
 
         ``GET {api_base}/models`` is asked once (no tokens); a model it lists (``listed``) is
         served. One it does not list is asked once, as small a request as its route takes (a
-        paid call, recorded as any: stage ``MODEL_CHECK``), since
+        paid call, recorded as any: stage ``MODEL_CHECK``; one answered is noted in the index,
+        ``MODELS_ANSWERED``, and asked no more by its runs: an unchanged index asks nothing), since
         a listing need not hold every name a server serves (llama.cpp serves any name and lists
         one; Gemini lists ``models/...``; aliases): only an answer that the model is unknown (a
         404, or a 400/422 naming it) stops the run; any other answer, an error too, lets it go on
@@ -1007,9 +1022,11 @@ class LLMClient:
         if ids is None:
             _MODELS_UNLISTED.add(self.models_url)
             return
+        answered = self._answered_by_name()
         missing = []
         for model, name in models.items():
-            if listed(model, ids) or not await self._unknown_model(model, embedding=name == "embedding_model"):
+            if listed(model, ids) or model in answered \
+                    or not await self._unknown_model(model, embedding=name == "embedding_model"):
                 _MODELS_SERVED.add((self.models_url, model))
             else:
                 missing.append((name, model))
@@ -1048,6 +1065,23 @@ class LLMClient:
         if listed(model, ids):
             return error   # (listed and refused: not a name to fix; the call's own words say more)
         return LLMRequestError(self._unserved([(setting, model)], ids), error.status, every_call=True)
+
+    def _answered_by_name(self) -> set[str]:
+        """The models this endpoint answered when an earlier run asked them by name, as its index
+        says (``MODELS_ANSWERED``)."""
+        store = self._call_log.store
+        noted = _noted(store.get_meta(MODELS_ANSWERED) if store is not None else None)
+        return noted.get(self.models_url, set())
+
+    def _note_answered_by_name(self, model: str) -> Callable[[Store], None]:
+        """Notes in the index, with the row of the request that asked it, that this endpoint
+        answered ``model`` asked by name."""
+        def put(store: Store) -> None:
+            noted = _noted(store.get_meta(MODELS_ANSWERED))
+            noted[self.models_url] = noted.get(self.models_url, set()) | {model}
+            said = {url: sorted(models) for url, models in noted.items()}
+            store.set_meta(MODELS_ANSWERED, msgspec.json.encode(said).decode())
+        return put
 
     async def _listed_models(self) -> set[str] | None:
         """The ids ``GET {api_base}/models`` lists (None: no listing: an error, no answer, a page
@@ -1112,7 +1146,9 @@ class LLMClient:
             prompt = count_tokens("x", self.encoding) if embedding else count_message_tokens(body["messages"],
                                                                                             self.encoding)
         completion = 0 if embedding else completion if completion >= 0 else 1   # (the one token asked for)
-        await self._call_log.record(row, prompt, completion, latency, cached=False)
+        # (an answer of the API's, not a page: asked by name no more by a run of this index)
+        noted = self._note_answered_by_name(model) if isinstance(usage, dict) else None
+        await self._call_log.record(row, prompt, completion, latency, cached=False, put=noted)
         return unknown
 
     # -- embeddings --------------------------------------------------------------------------

@@ -1553,6 +1553,27 @@ def test_a_summary_model_the_endpoint_does_not_serve_stops_the_run_before_any_ca
             [("model_check", "llama3", 1), ("model_check", "missing-model", 0)]
 
 
+def test_an_unchanged_index_of_a_model_the_listing_leaves_out_asks_it_nothing(cli_run, corpus, simulator):
+    # A model the endpoint does not list (llama.cpp lists one and serves any name) was asked by
+    # name, a paid call of one token, by every `index` (once a process): an unchanged index said
+    # "Nothing changed ..." and "LLM 1 call (0 from cache), 9 tokens", a row more each run.
+    (corpus / "streamrag.toml").write_text('[llm]\nextraction_model = "llama3"\n')
+    from streamrag import llm
+
+    assert cli_run("index", str(corpus), "-q", "--api-base", simulator.base_url).returncode == 0
+    llm._MODELS_SERVED.clear()   # (as the next command's process starts)
+    out = cli_run("index", str(corpus), "--json", "--api-base", simulator.base_url)
+    assert out.returncode == 0 and json.loads(out.stdout)["llm"]["calls"] == 0, out.stdout
+    with sqlite3.connect(corpus / ".streamrag" / "index.db") as db:
+        assert db.execute("SELECT model, error FROM llm_calls WHERE stage = 'model_check'").fetchall() == \
+            [("llama3", None)]
+    # Another endpoint is asked anew.
+    other = simulator.base_url.replace("127.0.0.1", "localhost")
+    assert cli_run("index", str(corpus), "-q", "--api-base", other).returncode == 0
+    with sqlite3.connect(corpus / ".streamrag" / "index.db") as db:
+        assert db.execute("SELECT count(*) FROM llm_calls WHERE stage = 'model_check'").fetchone() == (2,)
+
+
 def test_an_unknown_model_found_at_its_first_call_says_the_extractions_are_kept(cli_run, corpus, simulator):
     # No listing to check it by before (llm.api_version: Azure's deployments): found at the first
     # summary, every chunk extracted. It said "Nothing was published; there is no index yet" alone.

@@ -4672,6 +4672,29 @@ async def test_check_models_lets_a_model_the_listing_leaves_out_go_on_when_it_is
     assert row["completion_tokens"] == 1
 
 
+@pytest.mark.parametrize("answer", [200, 500])
+async def test_check_models_asks_a_model_its_index_saw_answered_by_name_no_more(tmp_path, answer):
+    # Found served once a process: every `index` (a new process), an unchanged index's too, paid
+    # the call again. Only an answer is noted: a server error tells nothing, asked again.
+    from streamrag import llm as llm_module
+
+    sent: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        if request.method == "GET":
+            return httpx.Response(200, json={"object": "list", "data": [{"id": "ggml-model-q4.gguf"}]})
+        said = {"choices": [{"message": {"content": "x"}, "finish_reason": "length"}]}
+        return httpx.Response(answer, json=said if answer == 200 else {"error": {"message": "busy"}})
+    with anyio.fail_after(5):
+        for _ in range(2):
+            llm_module._MODELS_SERVED.clear()   # (a command's process)
+            async with client(tmp_path, handler, api_base="http://models-noted.test/v1",
+                              summary_model="llama3") as (llm, store):
+                await llm.check_models(["summary_model"])
+    assert [r.method for r in sent] == (["GET", "POST", "GET"] if answer == 200 else ["GET", "POST"] * 2)
+
+
 async def test_check_models_records_the_usage_a_server_says_of_the_request_by_name(tmp_path):
     def handler(request: httpx.Request) -> httpx.Response:
         if request.method == "GET":
