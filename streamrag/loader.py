@@ -1279,9 +1279,11 @@ def _utf8_so_far(head: bytes) -> bool:
 def _first_data(f) -> int | None:
     """Where a file's first written bytes are: past the hole a sparse file opens with (what a log
     truncated by logrotate's copytruncate becomes while its writer goes on at its offset), found
-    without reading it; 0 when the system cannot tell, None when the file holds no data at all."""
+    without reading it; 0 when the system cannot tell, None when the file holds no data at all.
+    Asked of the file object, not its descriptor: an ``os.lseek`` under a buffered file already
+    read (the daemon's, ``_written_on``) put its next reads a buffer off."""
     try:
-        return os.lseek(f.fileno(), 0, os.SEEK_DATA)
+        return f.seek(0, os.SEEK_DATA)
     except OSError as e:   # (ENXIO: all hole, or empty: None, nothing written to read past)
         return None if e.errno == errno.ENXIO else 0
     except AttributeError:   # (no SEEK_DATA here)

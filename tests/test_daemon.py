@@ -4147,6 +4147,49 @@ async def test_a_jsonl_opening_is_read_in_the_lines_the_loader_reads(corpus, tmp
     assert tied(texts + more) == {"new.jsonl": "rows.jsonl"}   # (renamed, written on)
     assert tied(texts[:1] + ["Row 2: another row"] + texts[2:] + more) == {}
 
+
+@pytest.mark.parametrize("ends, lead", [("\n", b"\0" * 8192), ("\r", b"\0" * 8192), ("\r", b"")],
+                         ids=["NULs-LF", "NULs-CR", "CR"])
+async def test_the_row_a_jsonl_opening_cuts_is_read_where_the_loader_reads_it(corpus, tmp_path, ends, lead):
+    # ``_written_on`` read an added file's opening, then asked the loader where its text begins,
+    # past the NULs it opens with; the loader's look (an lseek of the descriptor) put the
+    # buffered file's reads a buffer (4 KB) off, so a run that long or longer had the opening's
+    # lines counted from a buffer past the text: a rename written on was not tied, and a file
+    # whose row the opening cuts differs from the old one's was (the last row read whole taken
+    # for the one before the cut, nothing of the cut row compared). (8 KB: zeros written, as where
+    # no file is sparse; "CR": the row an opening of "\r" line ends cuts, compared as it reads.)
+    settings = make_settings(index=SMALL)
+    db = tmp_path / "r.db"
+    limit = 32 * SMALL["chunk_size"]
+    texts = [f"Row {n}: Mira Osk weighed {n} salt barges at Port Vell and logged them by lamplight."
+             for n in range(1, 61)]
+    texts[0] += " And so on." * 5
+
+    def jsonl(rows: list[str]) -> bytes:
+        return lead + "".join(json.dumps({"text": text}) + ends for text in rows).encode()
+
+    opening = jsonl(texts)[len(lead):len(lead) + limit]
+    cut = opening.rpartition(ends.encode())[2]
+    assert cut == b'{"text": "Row 27: Mira Osk weighed 27 salt barges at '   # (row 27, cut in its text)
+    (corpus / "rows.jsonl").write_bytes(jsonl(texts))
+    await sync([corpus], settings, db, root=corpus)
+    (corpus / "rows.jsonl").unlink()
+    daemon = Daemon(settings, db, corpus, report=Events())
+
+    def tied(rows: list[str]) -> dict[str, str]:
+        (corpus / "new.jsonl").write_bytes(jsonl(rows))
+        try:
+            return daemon._written_on(["new.jsonl"], ["rows.jsonl"])
+        finally:
+            (corpus / "new.jsonl").unlink()
+
+    assert tied(texts + [f"Row {n}: Bo Lund paid the toll at Kessel." for n in range(61, 66)]) == \
+        {"new.jsonl": "rows.jsonl"}
+    other = [f"Row {n}: Una Vik hauled crates of tin to Narsk and sold them at dawn, by the {n}th quay."
+             for n in range(27, 200)]
+    assert tied(texts[:26] + other) == {}   # (row 27 differs where the opening reads it)
+
+
 def _rows(suffix: str, texts: list[str]) -> str:
     """A .csv (id, text) or .jsonl file of one row per text."""
     if suffix == ".csv":

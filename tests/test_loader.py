@@ -1706,6 +1706,21 @@ def test_a_run_of_nuls_opening_or_ending_a_text_file_is_dropped_and_said(tmp_pat
         read_documents(middle, root=tmp_path)
 
 
+def test_where_the_text_begins_is_found_alike_in_a_file_already_read(tmp_path):
+    # ``_first_data`` moved the file's descriptor (os.lseek) under the buffered file reading it:
+    # in one already read (the daemon reads an added file's opening, then asks where the
+    # loader's text begins) the buffer and the descriptor parted, and a run of NULs as long as
+    # a buffer (4 KB) or longer was said to end a buffer later than it does.
+    from streamrag.loader import _past_leading_nuls
+
+    text = b"Ada Osk met Bram Tull in the harbour of Port Vale.\n" * 400
+    for run in (1024, 4096, 20_000, 70_000):
+        f = write(tmp_path / f"nuls{run}.txt", b"\0" * run + text)
+        with f.open("rb") as fresh, f.open("rb") as read:
+            read.read(2560)
+            start, head = _past_leading_nuls(read)
+            assert (start, head) == _past_leading_nuls(fresh) and start == run and text.startswith(head), run
+
 def test_a_leading_double_star_in_index_include_matches_the_top_folder_too(tmp_path):
     # "**/*.txt" (as gitignore and most tools read it) left out every .txt at the top of the
     # folder: a second run took them out of the index without a word.
