@@ -381,7 +381,7 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
     # The question's own words: a kind only its question word asks for ("Who": a person) ranks
     # the sentences that match them, and matches nothing alone: "Who is Belle?", in a context
     # without Belle, quoted the first sentences naming anyone.
-    own = set(terms)
+    question_words = set(terms)
     typed = _typed_names(question, terms, types or {})
     kinds = set(typed[1].values()) - {""} if typed is not None else set()
     named = [name for name in anchors if _name_stems(name)]
@@ -391,7 +391,7 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
     split = [(tag, split_sentences(_TAG.sub("", text))) for tag, text in passages]
     if typed is not None:
         typed = _names_within(typed[0], (s for _tag, sentences in split for s in sentences)), typed[1]
-    candidates: list[tuple[int, int, str, str, set[str], set[str], float]] = []
+    candidates: list[tuple[int, int, str, str, set[str], set[str], float, bool]] = []
     for p_rank, (tag, sentences) in enumerate(split):
         for s_rank, sentence in enumerate(sentences):
             # A context line's label ("Ada Osk -- Galwen Energy:", "Ada Osk (person):") names
@@ -405,8 +405,8 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
             ws = said | set(key.of(sentence))
             if typed is not None and label:
                 ws |= {typed[1][name] for name in typed[0].findall(label.group())} - {""}
-            credit = sum(_anchor_credit(a, r, own, ws, said, label.group() if label else "", body, key)
-                         for a, r, own in zip(anchor_stems, rivals, owns, strict=True))
+            credit = sum(_anchor_credit(stems, rival, own, ws, said, label.group() if label else "", body, key)
+                         for stems, rival, own in zip(anchor_stems, rivals, owns, strict=True))
             overview = " relationship" in sentence and _OVERVIEW.match(sentence) is not None
             candidates.append((p_rank, s_rank, sentence, tag, ws, said, credit, overview))
     if not candidates:
@@ -419,7 +419,7 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
         if terms:
             hit = terms & ws
             match = sum(idf.get(t, 0.0) for t in hit)
-            if match <= 0 or own and not own & hit:
+            if match <= 0 or question_words and not question_words & hit:
                 continue
             # scaled by the share of the question's (findable) words it has: a sentence naming
             # both people asked about beats one that shares a single rare word with the question
