@@ -23,9 +23,9 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from streamrag.local_search import STOPWORDS, name_words, query_terms, runs
 from streamrag.reports import OVERVIEW_OPENING
-from streamrag.sentences import (CJK_CLOSERS, CJK_TERMINATORS, HEADING_LINE, NOT_AFTER_ABBREVIATION,
-                                 QUOTE_MARKS, SETEXT_UNDERLINE, ended, ends_with_abbreviation, is_heading,
-                                 table_row_text, table_rows)
+from streamrag.sentences import (CJK_CLOSERS, CJK_TERMINATORS, HEADING_LINE, HONORIFICS,
+                                 NOT_AFTER_ABBREVIATION, QUOTE_MARKS, SETEXT_UNDERLINE, TITLE_SMALL, ended,
+                                 ends_with_abbreviation, is_heading, table_row_text, table_rows)
 from streamrag.terms import unspaced_chars, words
 
 EXTRACTIVE_LABEL = "Extractive answer (no LLM used)"
@@ -519,21 +519,31 @@ _WORD_TOKEN = re.compile(r"[^\W\d_][^\W_]*")
 def _names_by_own(text: str, own: frozenset[str], name: tuple[str, ...]) -> bool:
     """Whether ``text`` writes one of the anchor's ``own`` words capitalised, in a run of
     capitalised words (each after a single space) all of the anchor's ``name`` but for stop
-    words: "Torquay said", "Scrooge's", "The Torquay family"; not "the torquay", nor "Dmitri
-    Iskton" (whose "Dmitri" no other name of the context has: it does not hold him), nor after
-    a title ("Mrs. Cratchit" is not Bob Cratchit, who has no "Mrs" to be named apart by). A run
+    words: "Torquay said", "Scrooge's", "The Torquay family", "Mr. Torquay said"; not "the
+    torquay", nor "Dmitri Iskton" (whose "Dmitri" no other name of the context has: it does not
+    hold him). A title the offline extractor drops from a name (``sentences.HONORIFICS``: "Mr.",
+    "Ms.", "Dr." ...) names the bare name's person, so "Ms. Belwen said" is Zora Belwen as
+    "Belwen said" is; one it keeps ("Mrs.", "Miss", "Lady", "Captain" ...: ``nlp.KEEP_TITLES``)
+    or another abbreviation or an initial names someone else ("Mrs. Cratchit" is not Bob
+    Cratchit, who has no "Mrs" to be named apart by; "T. Ewing" not John R. Ewing). A run
     opening ``text``, where every word is capitalised, names the anchor only with the last word
     of its name: "Torquay said the plan ..." does, "Rose petals covered the steps" (for Rose
-    Tyler) and "Mark the date" (Mark Fenton) do not."""
+    Tyler) and "Mark the date" (Mark Fenton) do not; nor does a month alone where a date has it
+    (``_dated``): "The lock opened at last in May." (May Holloway)."""
     held = set(name)
     run: list[str] = []
     start = end = -1
 
     def names(run: list[str]) -> bool:
-        ws = set(words(" ".join(run))) - STOPWORDS
         before = text[:start]
-        return (bool(ws & own) and ws <= held and not ends_with_abbreviation(before.rstrip())
-                and (name[-1] in ws or _LETTERS.search(before) is not None))
+        if len(run) > 1 and run[0].casefold() in HONORIFICS:   # "Mr Torquay", British style
+            run, before = run[1:], before + run[0] + " "
+        ws = set(words(" ".join(run))) - STOPWORDS
+        if not (ws & own and ws <= held) or _titled_apart(before.rstrip()):
+            return False
+        if len(run) == 1 and _dated(run[0], before, text[end:]):
+            return False
+        return name[-1] in ws or _LETTERS.search(before) is not None
 
     for m in _WORD_TOKEN.finditer(text):
         token = m.group()
@@ -549,6 +559,36 @@ def _names_by_own(text: str, own: frozenset[str], name: tuple[str, ...]) -> bool
             run, start = [token], m.start()
         end = m.end()
     return bool(run) and names(run)
+
+
+def _titled_apart(before: str) -> bool:
+    """Whether ``before``, the text before a name, ends with an abbreviation or an initial that
+    names someone other than the bare name's person: any but a title the offline extractor
+    drops from names (``sentences.HONORIFICS``)."""
+    if not ends_with_abbreviation(before):
+        return False
+    title = _LETTERS.findall(before[-12:])
+    return not title or title[-1].casefold() not in HONORIFICS
+
+
+_MONTHS = frozenset("january february march april may june july august september october november "
+                    "december".split())
+# Words before a month that make it a date: prepositions ("in May", "until June") and these.
+_BEFORE_DATES = (TITLE_SMALL - frozenset("a an the and but or nor for so yet as if than vs v versus".split())
+                 ) | frozenset("last next this that early late every each".split())
+
+
+def _dated(word: str, before: str, after: str) -> bool:
+    """Whether ``word``, a run of capitalised words of its own between ``before`` and ``after``
+    in a sentence, is a month written as a date: after a preposition ("in May", "until June",
+    "last May"), beside a number ("May 5", "5 May") or ending its sentence ("The lock opened at
+    last in May."; a month as a given name is then no name of the anchor's, May Holloway's,
+    alone)."""
+    if word.casefold() not in _MONTHS:
+        return False
+    last = before.split()[-1:]
+    return (bool(last) and (last[0].casefold() in _BEFORE_DATES or last[0][-1:].isdigit())
+            or re.match(r"\s*\d", after) is not None or re.fullmatch(r"[\W_]*", after) is not None)
 
 
 def _held_by(text: str, names: list[tuple[str, ...]], own: tuple[str, ...], key: NameKeys) -> set[str]:

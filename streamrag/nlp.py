@@ -134,7 +134,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 from streamrag.records import EntityRecord, Extraction, RelationshipRecord
-from streamrag.sentences import TITLE_SMALL, is_title, joined, table_row_text, table_rows
+from streamrag.sentences import HONORIFICS, TITLE_SMALL, is_title, joined, table_row_text, table_rows
 
 # 7: a line of prose wrapped before "12. " (no list numbered from 1 above) continues the prose.
 # 8: a Markdown table's rows are read one by one, each cell opening as a sentence does.
@@ -383,7 +383,7 @@ fund bank court home
 _GREETINGS = _words("merry happy")
 
 # Dropped before a name; the bare name is the entity.
-_HONORIFICS = _words("mr ms mx dr prof professor sir rev reverend messrs herr dr")
+_HONORIFICS = HONORIFICS
 # Kept as part of the name (see the module notes).
 _KEEP_TITLES = _words("""
 mrs miss lady mme mlle madame madam frau dame

@@ -36,6 +36,9 @@ import re
 ABBREVIATIONS = ("Mr", "Mrs", "Ms", "Mx", "Dr", "St", "Prof", "Sr", "Jr", "Rev", "Hon", "Gen", "Col",
                  "Capt", "Lt", "Sgt", "Gov", "Sen", "Rep", "Fr", "Mt", "Ft", "Messrs", "Mme", "Mlle",
                  "vs", "cf", "approx", "e.g", "i.e", "viz", "Fig", "Vol", "pp")
+# Titles the offline extractor drops before a name, so that "Mr. Fezziwig" and "Fezziwig" are one
+# person (``nlp``'s notes; the titles it keeps, "Mrs." or "Miss", name a wife or a daughter).
+HONORIFICS = frozenset("mr ms mx dr prof professor sir rev reverend messrs herr".split())
 
 # Lookbehinds for a regex matching the whitespace after a sentence's last character: not after
 # "<abbreviation>." nor after a lone capital's full stop.
