@@ -357,8 +357,8 @@ _LETTERS = re.compile(r"[^\W\d_]+")
 
 def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
                    limit: int = MAX_SENTENCES, extra_stop: frozenset[str] = frozenset(),
-                   anchors: Sequence[str] = (), types: Mapping[str, str] | None = None
-                   ) -> list[tuple[str, str, float]]:
+                   anchors: Sequence[str] = (), types: Mapping[str, str] | None = None,
+                   namesakes: Sequence[str] = ()) -> list[tuple[str, str, float]]:
     """(sentence, tag, score) of the best sentences of ``passages`` (tag, text), best first.
 
     ``anchors`` are the names of the entities the question names. A sentence that names more of
@@ -371,7 +371,9 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
     another name of ``types`` that shares words with the anchor's ("Ghost of Christmas Yet" for
     the anchor "Ghost of Christmas Past"), or to another anchor holding it ("Kharos Financial
     Conduct Board" for "Kharos", when the question names both): that sentence is about the
-    other one.
+    other one. ``namesakes`` are names of the index outside ``types`` that share a word with an
+    anchor (``query._namesakes``): a word one of them has is no anchor's own ("Brandt" of Anna
+    Brandt, where the index knows Otto Brandt).
 
     ``types`` (entity name -> type) lets a question ask for a kind of thing: a sentence naming an
     entity of a type the question names ("Which organization ...") or asks for by its question
@@ -387,7 +389,7 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
     named = [name for name in anchors if _name_stems(name)]
     anchor_stems = [_name_stems(name, key) for name in named]
     rivals = [_rivals(name, types or {}, anchors, key) for name in named]
-    owns = [_own_words(name, types or {}, anchors) for name in named]
+    owns = [_own_words(name, types or {}, [*anchors, *namesakes]) for name in named]
     split = [(tag, split_sentences(_TAG.sub("", text))) for tag, text in passages]
     if typed is not None:
         typed = _names_within(typed[0], (s for _tag, sentences in split for s in sentences)), typed[1]
@@ -477,18 +479,18 @@ def _rivals(anchor: str, types: Mapping[str, str], anchors: Sequence[str], key: 
     return sorted(set(out), key=lambda w: (-len(w), w)), tuple(words(anchor))
 
 
-def _own_words(anchor: str, types: Mapping[str, str], anchors: Sequence[str]) -> frozenset[str]:
+def _own_words(anchor: str, types: Mapping[str, str], others: Sequence[str]) -> frozenset[str]:
     """The words of ``anchor``'s name (``local_search.name_words``), of two letters or more, that
-    no other name of ``types`` or ``anchors`` has: "torquay" of "Kenji Torquay" beside "Kenji
-    Fenvell"."""
+    no other name of ``types`` or ``others`` (the other anchors, the index's namesakes) has:
+    "torquay" of "Kenji Torquay" beside "Kenji Fenvell"."""
     mine = set(name_words(anchor))
     if len(mine) < 2 or len(mine) < len(words(anchor)):
         # A name of one word is named whole or not at all; one with a stop word or a word
         # twice is a phrase whose words name other things ("Bank of England", "the Present").
         return frozenset()
-    others = {w for name in [*types, *anchors] if name != anchor for w in words(name)}
+    taken = {w for name in [*types, *others] if name != anchor for w in words(name)}
     # (A letter is an initial, or the "O" of "O'Brien" that "O'Neill said" writes too.)
-    return frozenset(w for w in mine - others if len(w) > 1)
+    return frozenset(w for w in mine - taken if len(w) > 1)
 
 
 def _anchor_credit(a: set[str], rivals: tuple[list[tuple[str, ...]], tuple[str, ...]], own: frozenset[str],
@@ -663,13 +665,15 @@ def _names_within(names: list[str], texts: Iterable[str]) -> re.Pattern:
 
 def extractive_answer(question: str, passages: Sequence[tuple[str, str]], *, what: str,
                       extra_stop: frozenset[str] = frozenset(), anchors: Sequence[str] = (),
-                      types: Mapping[str, str] | None = None) -> tuple[str, bool]:
+                      types: Mapping[str, str] | None = None, namesakes: Sequence[str] = ()
+                      ) -> tuple[str, bool]:
     """The labelled answer: the best sentences of ``passages`` as cited bullets, and whether
     any sentence matched (False: the text says nothing was found).
 
     ``what`` names where the sentences come from ("community reports", "source text" ...).
     """
-    picked = pick_sentences(question, passages, extra_stop=extra_stop, anchors=anchors, types=types)
+    picked = pick_sentences(question, passages, extra_stop=extra_stop, anchors=anchors, types=types,
+                            namesakes=namesakes)
     if not picked:
         return (f"{EXTRACTIVE_LABEL}: nothing in the {what} searched matches the words of this "
                 "question. Configure an LLM (llm.api_base) for answers written by a model."), False

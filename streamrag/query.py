@@ -691,8 +691,9 @@ class _Search:
             # "Scrooge" for "Ebenezer Scrooge", names that one's kind where the context writes it)
             joined = {name: kind for eid, name in self.anchors if name not in ctx.types and (
                 kind := self.store.scalar("SELECT type FROM entities WHERE id = ?", (eid,)))}
-            self._extract(_context_passages(ctx), "local context",
-                          anchors=[name for _e, name in self.anchors], types={**ctx.types, **joined})
+            anchors, types = [name for _e, name in self.anchors], {**ctx.types, **joined}
+            self._extract(_context_passages(ctx), "local context", anchors=anchors, types=types,
+                          namesakes=_namesakes(self.store, anchors, types))
         else:
             hits = local_search.fts_chunks(self.store, self.answer.question,
                                            self.settings.query.basic_top_k,
@@ -831,7 +832,8 @@ class _Search:
         return text
 
     def _extract(self, passages: list[tuple[str, str]], what: str, *, broad: bool = False,
-                 anchors: Sequence[str] = (), types: dict[str, str] | None = None) -> None:
+                 anchors: Sequence[str] = (), types: dict[str, str] | None = None,
+                 namesakes: Sequence[str] = ()) -> None:
         if not self.context_tags:
             self.context_tags = [tag for tag, _ in passages]
         question, stop = self.answer.question, RELATION_WORDS | (self.local_stop or frozenset())
@@ -840,7 +842,7 @@ class _Search:
             stop = self._global_stop or stop | RELATION_WORDS
         text, found = extractive.extractive_answer("" if broad else question, passages,
                                                    what=what, extra_stop=stop, anchors=anchors,
-                                                   types=types)
+                                                   types=types, namesakes=namesakes)
         if not found:
             self.context_tags = []  # an answer that found nothing rests on no document
         if self.answer.not_in_index:   # (the sentences matched the rest of the question)
@@ -880,6 +882,25 @@ def _with_unembedded(near: list[tuple[str, float]], bm25: list[tuple[str, float]
             if item is not None and item[0] not in out and len(out) < k:
                 out[item[0]] = item[1]
     return list(out.items()), "embedding + bm25 for the items without one"
+
+
+def _namesakes(store: Store, anchors: Sequence[str], known: dict[str, str]) -> list[str]:
+    """The names of the index outside ``known`` (the context's) that have a word of an anchor's
+    name no other known name or anchor has, and a word the anchor's name lacks: "Otto Brandt"
+    for "Anna Brandt", a namesake her context does not show, so "Brandt said" is not hers
+    wholly (``extractive.pick_sentences``). A name inside the anchor's ("Brandt") is its short
+    form, no namesake. One full-text lookup of names a word, for the few words of each anchor."""
+    out: list[str] = []
+    for anchor in anchors:
+        mine = set(local_search.name_words(anchor))
+        taken = {w for name in [*known, *anchors] if name != anchor for w in words(name)}
+        for word in sorted(w for w in mine - taken if len(w) > 1) if len(mine) > 1 else ():
+            rows = store.conn.execute(
+                "SELECT entities.name FROM entities_fts JOIN entities USING (id) WHERE entities_fts MATCH ? "
+                "LIMIT 50", ("name : (" + local_search.fts_match([word]) + ")",)).fetchall()
+            out += [name for (name,) in rows if name not in known and name not in out
+                    and word in (held := set(words(name))) and not held <= set(words(anchor))]
+    return out
 
 
 def _context_passages(ctx: local_search.Context) -> list[tuple[str, str]]:

@@ -3152,6 +3152,41 @@ def test_pick_sentences_gives_a_month_written_as_a_date_no_whole_anchors_credit(
     assert got[0] == "At the quay, May spoke about the lock gates.", got
 
 
+@pytest.mark.parametrize("top_k", [10, 1])
+async def test_an_offline_local_answer_weighs_a_surname_the_same_whatever_namesakes_its_context_holds(tmp_path, top_k):
+    """A surname is the asked person's own word only where no other name has it, and that was
+    checked against the context's names: "Brandt said at the regatta" counted for all of Anna
+    Brandt with query.local_top_k = 1 (Otto Brandt, of another document, not seeded) and for half
+    with 10 (seeded by the question's "Brandt"), so the answer's first sentence depended on the
+    setting. The index's names are asked too (``query._namesakes``): half either way."""
+    corpus = tmp_path / "news"
+    corpus.mkdir()
+    (corpus / "anna.txt").write_text(
+        "Rowing Club Results\n\nAnna Brandt chairs the Penmarth Rowing Club. Anna Brandt won the single sculls "
+        'at the regatta in 2029.\n\n"We sail at dawn," Brandt said at the regatta, where the club rowed in the final.\n')
+    (corpus / "otto.txt").write_text("Shipping News\n\nOtto Brandt founded Brandt Shipping in Hamburg in 1998. Otto "
+                                     "Brandt owns eleven cargo ships and a yard in Kiel.\n")
+    settings = make_settings("", query={"local_top_k": top_k})
+    await sync([corpus], settings, tmp_path / "index.db", root=corpus)
+    answer = await aask("What did Anna Brandt say at the regatta about sailing at dawn?", settings,
+                        tmp_path / "index.db", mode="local")
+    quoted = [sentence for sentence, _tag in quotes(answer.text)]
+    assert quoted.index("Anna Brandt won the single sculls at the regatta in 2029.") < quoted.index(
+        '"We sail at dawn," Brandt said at the regatta, where the club rowed in the final.'), quoted
+
+
+def test_pick_sentences_gives_no_whole_anchors_credit_for_a_word_a_namesake_of_the_index_has():
+    """``namesakes`` (names of the index outside the context) take a word from the anchor's own
+    as the context's names do: with Otto Brandt among them, "Brandt said" is half of Anna's."""
+    passages = [("[E:e1]", "Anna Brandt (person): Anna Brandt chairs the Penmarth Rowing Club. Anna Brandt "
+                           "won the sculls at the regatta."),
+                ("[T:t1]", '"We sail at dawn," Brandt said at the regatta.')]
+    first = lambda **kw: pick_sentences("What did Anna Brandt say at the regatta about sailing at dawn?", passages,
+                                        anchors=["Anna Brandt"], types={"Anna Brandt": "person"}, limit=1, **kw)[0][0]
+    assert first() == '"We sail at dawn," Brandt said at the regatta.'
+    assert first(namesakes=["Otto Brandt"]) == "Anna Brandt won the sculls at the regatta."
+
+
 @pytest.mark.parametrize("question", ["Who is Mira Osk?", "Who is Anton Heller?", "Who is Henrik Salo?",
                                       "What is the Lantern Hall?"])
 async def test_an_offline_answer_quotes_the_documents_before_a_reports_count_of_members(offline_db, question):
