@@ -7,7 +7,8 @@ or retrieved chunks); this module only picks sentences. A sentence scores the su
 (compared by stem: "operate" finds "operations"), times the share of those words it contains,
 plus a small bonus for the rank of its passage, so a sentence from a better-matching passage
 wins ties; an offline report's overview of its members ("7 entities and 12 relationships around
-...") comes after every sentence of the documents. Near-duplicates are dropped. A question with
+...") comes after every sentence of the documents, but for a question about a community itself
+("What is the group around Bob Cratchit?"). Near-duplicates are dropped. A question with
 no content words of its own (a broad one) gets the leading sentences of the best passages
 instead.
 
@@ -380,6 +381,7 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
     word ("Where": a place, "Who": a person; ``_ASKED_TYPES``) has that type among its words."""
     key = NameKeys(asked_names(question, anchors))
     terms = {key.word(t, t in key.names) for t in query_terms(question, extra_stop=extra_stop)}
+    about_group = asks_about_group(question, key.names)
     # The question's own words: a kind only its question word asks for ("Who": a person) ranks
     # the sentences that match them, and matches nothing alone: "Who is Belle?", in a context
     # without Belle, quoted the first sentences naming anyone.
@@ -409,7 +411,8 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
                 ws |= {typed[1][name] for name in typed[0].findall(label.group())} - {""}
             credit = sum(_anchor_credit(stems, rival, own, ws, said, label.group() if label else "", body, key)
                          for stems, rival, own in zip(anchor_stems, rivals, owns, strict=True))
-            overview = " relationship" in sentence and _OVERVIEW.match(sentence) is not None
+            overview = (not about_group and " relationship" in sentence
+                        and _OVERVIEW.match(sentence) is not None)
             candidates.append((p_rank, s_rank, sentence, tag, ws, said, credit, overview))
     if not candidates:
         return []
@@ -441,7 +444,8 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
         # An offline report's overview ("7 entities and 12 relationships around Bob Cratchit
         # (person), Tiny Tim (person) ...; strongest ties: ...") names all its members, so it
         # matched every question naming one, and came first in 40 of 180 answers (synth_small,
-        # A Christmas Carol): a count of the index, not a word of the documents, quoted after them.
+        # A Christmas Carol): a count of the index, not a word of the documents, quoted after them;
+        # but as any sentence for a question about a community itself (``asks_about_group``).
         scored.append((overview, -score, p_rank, s_rank, sentence, tag))
     scored.sort()
     out: list[tuple[str, str, float]] = []
@@ -455,6 +459,19 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
         if len(out) >= limit:
             break
     return out
+
+
+# Words asking for a community as a whole ("the group around Scrooge").
+_GROUP_WORDS = frozenset("community communities group groups cluster clusters circle circles".split())
+
+
+def asks_about_group(question: str, names: Collection[str]) -> bool:
+    """Whether ``question`` asks about a community itself: it has a word for one that is no word of
+    the ``names`` it asks about (``asked_names``: the entity names it matches, its capitalised
+    words). "What is the group around Bob Cratchit?" and "Which community does Yorros Media Group
+    belong to?" do, and an offline report's overview ("7 entities and 12 relationships around
+    ...") answers them; "Who founded Yorros Media Group?" and "Who is Marley?" do not."""
+    return any(w in _GROUP_WORDS and w not in names for w in words(question))
 
 
 def _name_stems(name: str, key: NameKeys | None = None) -> set[str]:

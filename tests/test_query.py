@@ -3175,6 +3175,36 @@ async def test_an_offline_local_answer_weighs_a_surname_the_same_whatever_namesa
         '"We sail at dawn," Brandt said at the regatta, where the club rowed in the final.'), quoted
 
 
+@pytest.mark.parametrize("mode", ["global", "local"])
+@pytest.mark.parametrize("question", ["What is the group around Mira Osk?", "Who is in the community around Henrik Salo?"])
+async def test_an_offline_answer_about_a_community_itself_quotes_its_overview(offline_db, question, mode):
+    """A question about a community as a whole is answered by its report's overview ("4 entities
+    and 6 relationships around ..."), which 85cc390 quoted after every sentence of the documents
+    for any question (4th or 6th here, and not at all in 11 of 22 such asks on five corpora).
+    A word for a group that is no word of a name the question asks about ranks it as any
+    sentence; "Who is Mira Osk?" still gets the documents first
+    (test_an_offline_answer_quotes_the_documents_before_a_reports_count_of_members)."""
+    from streamrag.reports import OVERVIEW_OPENING
+    answer = await aask(question, make_settings(""), offline_db, mode=mode)
+    quoted = [sentence for sentence, _tag in quotes(answer.text)]
+    assert quoted and OVERVIEW_OPENING.search(quoted[0]), quoted
+    assert question.removesuffix("?").split(" around ")[1] in quoted[0], quoted
+
+
+def test_pick_sentences_takes_a_group_word_inside_a_name_asked_about_for_the_name():
+    """"Group" of "Yorros Media Group" names the company, not a community: "Who founded Yorros
+    Media Group?" quotes the documents before a report's overview; "Which community does Yorros
+    Media Group belong to?" asks for the community, and the overview comes first."""
+    passages = [("[R:C1]", "Yorros Media Group and Kenji Zanvell: 5 entities and 6 relationships around Yorros Media "
+                           "Group (organization) and Kenji Zanvell (person); strongest ties: Kenji Zanvell and "
+                           "Yorros Media Group.\n\nKenji Zanvell founded Yorros Media Group in 2020.")]
+    first = lambda q, **kw: pick_sentences(q, passages, limit=1, **kw)[0][0]
+    for kw in ({}, {"anchors": ["Yorros Media Group"], "types": {"Yorros Media Group": "organization"}}):
+        assert first("Who founded Yorros Media Group?", **kw) == "Kenji Zanvell founded Yorros Media Group in 2020."
+        assert first("Which community does Yorros Media Group belong to?", **kw).startswith(
+            "Yorros Media Group and Kenji Zanvell: 5 entities"), kw
+
+
 def test_pick_sentences_gives_no_whole_anchors_credit_for_a_word_a_namesake_of_the_index_has():
     """``namesakes`` (names of the index outside the context) take a word from the anchor's own
     as the context's names do: with Otto Brandt among them, "Brandt said" is half of Anna's."""
