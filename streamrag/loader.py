@@ -123,9 +123,12 @@ TITLE_CHARS = 100
 # 26: a file holding ISO-2022-CN's escape sequences is refused, with iconv's command, in long lines
 # as in short (``_iso_2022_cn``: in long lines its escape codes were indexed, garbage, under a warning);
 # ISO-2022-JP with half-width katakana (ESC ( I) is read (``legacy.ISO2022_JP_EXT``: its escape codes were).
+# 27: ISO-2022-CN is refused only when iconv's command converts the file (``_iso_2022_cn_said``): amid
+# UTF-8 or cp1252 text (one such line in an English file) 26 refused it with a command that failed; it is
+# indexed under a warning, as before 26. A file read in a 7-bit encoding holding a stray ESC $ ) A is read.
 # Titles (not indexed text, but read again with it): a first line ends at a line separator (``_title``);
 # a row's title cell, a file's name and a front matter's title are composed (NFC) as text is (``_composed``).
-VERSION = "26"
+VERSION = "27"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
 # to this many (and 1% of the bytes) are a text file's stray ones, dropped (one NUL in a file's
@@ -902,7 +905,9 @@ def _decode(data: bytes, label: str, warnings: list[str], read_from: str) -> str
     (``legacy``), else cp1252 (or Latin-1) throughout. Text full of
     control characters, wherever they begin, is a binary file, and so is text holding a run of
     binary bytes (``_garbage_run``), but for ISO-2022 text whose shifts alone are so many,
-    refused with iconv's command (``_refuse_unread_escapes``); a few NULs are dropped."""
+    refused with iconv's command (``_refuse_unread_escapes``). ISO-2022-CN, which Python does not
+    read, is refused with that command when iconv converts the file, else indexed as written under
+    a warning (``_iso_2022_cn_said``: amid UTF-8 text, the command failed). A few NULs are dropped."""
     text = None
     eight_bit = False   # (read as UTF-8, cp1252 or a legacy code page: its escape sequences are bytes)
     for bom, codec in _BOMS:
@@ -927,8 +932,9 @@ def _decode(data: bytes, label: str, warnings: list[str], read_from: str) -> str
         except UnicodeDecodeError as e:
             first = e.start
         else:
-            eight_bit = True
-            text = _escaped(data, label, warnings, read_from) or text
+            escaped = _escaped(data, label, warnings, read_from)   # (7-bit text read in its encoding)
+            eight_bit = escaped is None
+            text = escaped or text
         # (Judged once the error is let go: it holds a copy of the whole file's bytes.)
         if first is not None:   # (CJK in UTF-16 may hold no NUL at all: it was read as Latin-1)
             text = _utf16_without_bom(data, label)
@@ -938,13 +944,15 @@ def _decode(data: bytes, label: str, warnings: list[str], read_from: str) -> str
                 _unread_escapes(data, label, warnings, read_from)
     controls = _controls(text)
     if controls > max(16, 0.05 * len(text)):
-        if controls - _shifts(text) <= max(16, 0.05 * len(text)):   # (its SO and SI alone make it so)
-            _refuse_unread_escapes(data, label, read_from)
-        _binary(label)
+        shifted = controls - _shifts(text) <= max(16, 0.05 * len(text))   # (its SO and SI alone make it so)
+        if not (shifted and _cn_kept_as_escapes(data)):   # (that is text: said below)
+            if shifted:
+                _refuse_unread_escapes(data, label, read_from)
+            _binary(label)
     if controls >= _GARBAGE_CONTROLS and not text.isascii():   # (a run is half beyond ASCII)
         _refuse_garbage(text, label)
     if eight_bit and _iso_2022_cn(data):   # (after those: a binary file holding its bytes is one)
-        _refuse_unread_escapes(data, label, read_from)
+        _iso_2022_cn_said(data, label, warnings, read_from)
     if "\x00" in text:
         warnings.append(f"{label}: {counted(text.count(chr(0)), 'NUL character')} dropped; a text file holds "
                         "none: check how it was written")
@@ -1083,9 +1091,11 @@ def _utf8_or_cp1252(data: bytes, label: str, warnings: list[str], first: int, re
     except UnicodeDecodeError:
         text, used = data.decode("latin-1"), "latin-1"
     if _short_and_binary(text):
-        if not _short_and_binary(text.translate(_NO_SHIFTS)):
-            _refuse_unread_escapes(data, label, read_from)
-        _binary(label)
+        shifted = not _short_and_binary(text.translate(_NO_SHIFTS))   # (its SO and SI alone make it so)
+        if not (shifted and _cn_kept_as_escapes(data)):   # (that is text: said by ``_decode``)
+            if shifted:
+                _refuse_unread_escapes(data, label, read_from)
+            _binary(label)
     if reading.likely:   # its letters are a legacy code page's, too few (or too mixed) to be sure
         names = " or ".join(e.name for e in reading.likely)
         warnings.append(f"{label}: not valid UTF-8, read as {used}; it looks like {names}: if so, save "
@@ -1153,10 +1163,10 @@ def _unread_escapes(data: bytes, label: str, warnings: list[str], read_from: str
     encoding), when it holds ISO-2022 escape sequences (``_ISO2022_SWITCH``): one cut short
     within a sequence, mixed with UTF-8 or cp1252 bytes, or using Greek (ISO-2022-JP-2) was
     indexed as its escape codes ("\\x1b$BEl5~"), garbage, without a word. ISO-2022-CN, which is
-    never read, is left to ``_decode`` to refuse, named as such (``_refuse_unread_escapes``): in
-    long lines it was indexed as its escape codes, under a warning, where in short lines, whose
-    shifts made it a binary file's bytes, it was refused; garbage either way."""
-    if _iso_2022_cn(data):   # (refused by ``_decode`` unless it is a binary file)
+    never read, is left to ``_decode`` to refuse, named as such, when iconv converts the file, else
+    to say so (``_iso_2022_cn_said``): in long lines it was indexed as its escape codes, under a
+    warning, where in short lines, whose shifts made it a binary file's bytes, it was refused."""
+    if _iso_2022_cn(data):   # (said by ``_decode`` unless it is a binary file)
         return
     if (line := _unread_escapes_line(data, label, read_from, indexed=True)) is not None:
         warnings.append(line)
@@ -1167,9 +1177,143 @@ def _iso_2022_cn(data: bytes) -> bool:
     return b"\x1b" in data and _ISO2022_CN.search(data) is not None
 
 
+def _iso_2022_cn_said(data: bytes, label: str, warnings: list[str], read_from: str) -> None:
+    """Refuses ``data``, which holds ISO-2022-CN's escape sequences, with iconv's command when that
+    command converts it (``_iconv_cn_stop``); else says that its ISO-2022-CN text is indexed as
+    its escape codes, and where iconv stops, with no command: a file of UTF-8 or cp1252 text
+    holding one such line was refused, and the command given failed ("illegal input sequence"),
+    which left no way to index the file."""
+    iconv = "ISO-2022-CN-EXT" if _ISO2022_CN_EXT.search(data) else "ISO-2022-CN"
+    stop = _iconv_cn_stop(data, ext=iconv == "ISO-2022-CN-EXT")
+    if stop is None:
+        _refuse_unread_escapes(data, label, read_from)
+        return
+    switch = _ISO2022_CN.search(data)
+    warnings.append(f"{label}: holds text in {iconv} (Chinese in 7 bits, by its escape sequences, the first "
+                    f"at byte {switch.start():,}), which is not read, amid bytes that are not {iconv} (the "
+                    f"first at byte {stop:,}), so that text is indexed as its escape codes, garbage; to index "
+                    f"it, convert that text alone to UTF-8 (iconv -f {iconv} does not convert the whole file)")
+
+
+def _cn_kept_as_escapes(data: bytes) -> bool:
+    """Whether ``data`` holds ISO-2022-CN's escape sequences amid bytes that iconv does not read
+    as ISO-2022-CN (``_iconv_cn_stop``): text, indexed as written under ``_iso_2022_cn_said``'s
+    warning, not refused with a command that fails."""
+    return _iso_2022_cn(data) and _iconv_cn_stop(data, ext=_ISO2022_CN_EXT.search(data) is not None) is not None
+
+
+# What glibc's `iconv -f ISO-2022-CN` (-CN-EXT) reads (``_iconv_cn_stop``): 7-bit bytes (-CN no
+# DEL either); out of ASCII (SO, after a set designated or not), pairs of 0x21-0x7E bytes, each a
+# character of the set (GB 2312's are known here; ISO-IR-165's and CNS 11643's are not, so any
+# pair is taken); a single shift (ESC N: CNS 11643 plane 2; -EXT's ESC O: a plane 3 to 7
+# designated before) and a pair, anywhere; any other escape passes through as ASCII, but out of
+# ASCII; a sequence cut short at the end is an error. Another ISO-2022 set's escape sequence
+# (ISO-2022-JP's ESC $ B ...) passes through too, and the text after it is written as its escape
+# codes: taken as a stop, as iconv's command gives garbage there.
+_CN_SPECIAL = re.compile(rb"[\x0e\x0f\x1b\x7f-\xff]")
+_CN_DESIGNATION = re.compile(rb"\x1b\$(?:\)[AG]|\*H)")
+_CN_EXT_DESIGNATION = re.compile(rb"\x1b\$(?:\)[AEG]|\*H|\+[I-M])")
+_CN_CUT = re.compile(rb"\x1b(?:\$[)*]?|N.?)?\Z", re.S)
+_CN_EXT_CUT = re.compile(rb"\x1b(?:\$[)*+]?|[NO].?)?\Z", re.S)
+_CN_PAIRS = re.compile(rb"(?:[\x21-\x7e]{2})*")
+_CN_PAIR = re.compile(rb"[\x21-\x7e]{2}")
+_HIGH_BIT = bytes(b | 0x80 for b in range(256))
+
+
+def _iconv_cn_stop(data: bytes, *, ext: bool) -> int | None:
+    """Where `iconv -f ISO-2022-CN` (``ext``: -CN-EXT) stops reading ``data``, the byte its error
+    names (glibc's); None when it reads it whole, as far as the rules above go (a pair not in
+    CNS 11643 is taken)."""
+    if _iconv_reads_gb2312(data, ext=ext):   # (the loop below, a shift at a time, took 4 s of 25 MB of it)
+        return None
+    designation, cut = (_CN_EXT_DESIGNATION, _CN_EXT_CUT) if ext else (_CN_DESIGNATION, _CN_CUT)
+    single = b"NO" if ext else b"N"
+    gb = shifted = third = False   # (SO's set GB 2312: chosen at SO by the last one designated)
+    designated = b"" if ext else b"A"   # (-CN reads GB 2312 after SO with none designated; -EXT stops)
+    at = 0
+    while True:
+        m = _CN_SPECIAL.search(data, at)
+        end = len(data) if m is None else m.start()
+        if shifted and (stop := _cn_pairs_stop(data, at, end, gb)) is not None:
+            return stop
+        if m is None:
+            return None
+        at, byte = end, data[end]
+        if byte == 0x0E:
+            if not designated:
+                return at + 1
+            shifted, gb, at = True, designated == b"A", at + 1
+        elif byte == 0x0F:
+            shifted, at = False, at + 1
+        elif byte == 0x1B and (d := designation.match(data, at)):
+            if d.group()[2:3] == b")":
+                designated = d.group()[3:]
+            third = third or d.group()[2:3] == b"+"
+            at = d.end()
+        elif byte == 0x1B and cut.match(data, at):
+            return at
+        elif byte == 0x1B and data[at + 1:at + 2] and data[at + 1:at + 2] in single:
+            if data[at + 1] == 0x4F and not third:
+                return at
+            if not _CN_PAIR.match(data, at + 2):
+                return at + 2 if ext else at
+            at += 4
+        elif byte == 0x1B and not shifted and not _ISO2022_SWITCH.match(data, at) or \
+                byte == 0x7F and ext and not shifted:
+            at += 1   # (passed through as ASCII)
+        else:
+            return at
+
+
+def _iconv_reads_gb2312(data: bytes, *, ext: bool) -> bool:
+    """Whether ``data`` is ISO-2022-CN of GB 2312 alone (no other set designated to SO), which
+    `iconv -f ISO-2022-CN` (``ext``: -CN-EXT) reads whole, judged as ``_iconv_cn_stop`` judges it
+    with a few passes over the bytes in C; False when it is not, or holds more (judged by
+    ``_iconv_cn_stop``, a shift at a time)."""
+    if not data.isascii() or b"\x7f" in data and not ext or _OTHER_SETS.search(data) or _CN_CUT.search(data):
+        return False
+    if ext and (shift := data.find(b"\x0e")) >= 0 and not -1 < data.find(b"\x1b$)A") < shift:
+        return False   # (-EXT stops at SO with no set designated)
+    if _CN_BAD_SINGLE.search(data):
+        return False
+    # (The escape sequences that leave SO's set as it is, gone: replaced in C at memory speed, the
+    # regular expression only for a single shift's pairs.)
+    cleaned = data.replace(b"\x1b$)A", b"").replace(b"\x1b$*H", b"")
+    if b"\x1bN" in cleaned:
+        cleaned = _CN_SINGLE.sub(b"", cleaned)
+    if _CN_BAD_RUN.search(cleaned):
+        return False
+    shifted = _CN_ASCII.sub(b"", cleaned)   # (the bytes out of ASCII, runs joined: pairs all)
+    try:
+        shifted.translate(_HIGH_BIT).decode("gb2312")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+# (CNS 11643's planes, ISO-IR-165, SS3; another ISO-2022 set, ``_ISO2022_SWITCH`` but GB 2312's and plane 2's)
+_OTHER_SETS = re.compile(rb"\x1b(?:\$\)[EG]|\$\+|O|(?!\$\)A|\$\*H)(?:\$[@AB]|\$[()*+][@-Z]|\([IJ]))")
+_CN_BAD_SINGLE = re.compile(rb"\x1bN(?![\x21-\x7e]{2})")
+_CN_SINGLE = re.compile(rb"\x1bN[\x21-\x7e]{2}")
+_CN_BAD_RUN = re.compile(rb"\x0e(?:[\x21-\x7e]{2}|\x0e)*+(?!\x0f|\Z)")   # (an odd byte, a line end, an escape)
+_CN_ASCII = re.compile(rb"\A[^\x0e]*|\x0f[^\x0e]*|\x0e")
+
+
+def _cn_pairs_stop(data: bytes, start: int, end: int, gb: bool) -> int | None:
+    """Where the bytes of ``data`` from ``start`` to ``end``, out of ASCII in ISO-2022-CN, stop
+    being pairs of a set's bytes (``gb``: GB 2312 characters), or None."""
+    m = _CN_PAIRS.match(data, start, end)
+    if gb:
+        try:
+            data[start:m.end()].translate(_HIGH_BIT).decode("gb2312")
+        except UnicodeDecodeError as e:
+            return start + e.start // 2 * 2
+    return None if m.end() == end else m.end()
+
+
 def _refuse_unread_escapes(data: bytes, label: str, read_from: str) -> None:
-    """Refuses ``data``, ISO-2022-CN or which its shifts (SO and SI: ``_shifts``) alone make a
-    binary file's bytes, with what ``_unread_escapes`` says of its escape sequences when it holds
+    """Refuses ``data``, ISO-2022-CN that iconv converts (``_iso_2022_cn_said``) or which its shifts
+    (SO and SI: ``_shifts``) alone make a binary file's bytes, with what ``_unread_escapes`` says of its escape sequences when it holds
     any: ISO-2022-KR broken, which shifts in and out every few characters, was refused as a
     "binary file" where the iconv command would have converted it."""
     if (line := _unread_escapes_line(data, label, read_from, indexed=False)) is not None:

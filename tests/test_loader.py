@@ -416,33 +416,96 @@ def test_iso_2022_jp_with_half_width_katakana_is_read_and_iconv_named_converts_i
     assert doc.text == "\u4e02\u6771\u4eac\n" and "written in ISO-2022-JP-2 (Japanese)" in warnings[0]
 
 
+def _iso_2022_cn(text: str, designation: bytes = b"\x1b$)A") -> bytes:
+    """``text`` in ISO-2022-CN, one line: GB 2312's bytes less 0x80, shifted out."""
+    return designation + b"\x0e" + bytes(b & 0x7F for b in text.encode("gb2312")) + b"\x0f\n"
+
+
 def test_an_iso_2022_cn_file_is_refused_with_iconv_from_iso_2022_cn_in_long_lines_as_in_short(tmp_path):
+    import shlex
+    import shutil
+    import subprocess
+
     # Python reads no ISO-2022-CN: such a file was said to hold "Japanese or Korean" escapes and
     # given `iconv -f ISO-2022-JP-2`, which passes ESC $ ) A through as ASCII without an error:
     # the command wrote the garbage ("$)AVPND2bJT") as UTF-8. It names ISO-2022-CN (or -CN-EXT,
     # for CNS 11643's planes 3 to 7), whose iconv reads it. In long lines it was indexed as its
     # escape codes (garbage, under a warning) where in short lines, whose shifts made it a binary
-    # file's bytes, it was refused: it is refused in both, with the same line.
-    def iso_2022_cn(text: str, designation: bytes = b"\x1b$)A") -> bytes:   # (GB 2312's bytes less 0x80, shifted out)
-        return designation + b"\x0e" + bytes(b & 0x7F for b in text.encode("gb2312")) + b"\x0f\n"
-
+    # file's bytes, it was refused: it is refused in both, with the same line, when the rest of
+    # the file is ASCII (an English file with one such line too), and the command converts it.
     zh = _LEGACY["zh"].strip()
-    cn, ext, cafe = "ISO-2022-CN", "ISO-2022-CN-EXT", "Caf\u00e9\n"
-    for name, data, iconv in (("long.txt", iso_2022_cn(zh * 4) * 3, cn),
-                              ("short.txt", iso_2022_cn(zh[:2]) * 40, cn),
-                              ("cn.txt", iso_2022_cn(zh[-10:]) * 3, cn),
-                              ("one.txt", b"Notes.\n" + iso_2022_cn("\u5317\u4eac"), cn),
-                              ("cp1252.txt", iso_2022_cn(zh * 4) + cafe.encode("cp1252"), cn),
-                              ("utf8.txt", iso_2022_cn(zh * 4) + cafe.encode(), cn),
-                              ("ext.txt", iso_2022_cn("\u5317\u4eac") + b"\x1b$+I\x1bO!!\n", ext)):
+    cn, ext = "ISO-2022-CN", "ISO-2022-CN-EXT"
+    english = b"Notes of the meeting, kept in plain ASCII.\n" * 7_000
+    for name, data, iconv in (("long.txt", _iso_2022_cn(zh * 4) * 3, cn),
+                              ("short.txt", _iso_2022_cn(zh[:2]) * 40, cn),
+                              ("cn.txt", _iso_2022_cn(zh[-10:]) * 3, cn),
+                              ("one.txt", b"Notes.\n" + _iso_2022_cn("\u5317\u4eac"), cn),
+                              ("english.txt", english + _iso_2022_cn(zh) + english, cn),
+                              ("colour.txt", b"\x1b[31mred\x1b[0m\n" + _iso_2022_cn(zh), cn),
+                              ("ext.txt", _iso_2022_cn("\u5317\u4eac") + b"\x1b$+I\x1bO!!\n", ext)):
         f = write(tmp_path / name, data)
         with pytest.raises(InputError) as e:
             read_documents(f, root=tmp_path)
-        first = data.index(b"\x1b")
+        first = data.index(b"\x1b$")
         command = f"iconv -f {iconv} -t UTF-8 {shell_word(f)}"
         assert str(e.value) == (f"{name}: written in {iconv} (Chinese in 7 bits, by its escape sequences, "
-                                f"the first at byte {first}), which is not read, so it is not indexed; save "
+                                f"the first at byte {first:,}), which is not read, so it is not indexed; save "
                                 f"it as UTF-8 (the output of `{command}`)"), name
+        if shutil.which("iconv"):   # (the command given converts the file: its Chinese is read)
+            out = subprocess.run(shlex.split(command), capture_output=True, check=True).stdout.decode()
+            assert "\x1b$" not in out and "\x0e" not in out and out.count("\n") == data.count(b"\n"), name
+            assert any(line.strip() in (zh, zh * 4, zh[:2], zh[-10:], "\u5317\u4eac") for line in out.split("\n")), name
+
+
+def test_iso_2022_cn_amid_text_iconv_does_not_convert_is_indexed_under_a_warning_with_no_command(tmp_path):
+    import shutil
+    import subprocess
+
+    # One ISO-2022-CN line in a UTF-8 or cp1252 file (310 KB of English, say) made the whole file
+    # refused as "written in ISO-2022-CN", and the command given, `iconv -f ISO-2022-CN`, failed
+    # on its other bytes ("illegal input sequence"): nothing the user could do indexed it. Before
+    # that such a file was indexed, its Chinese as escape codes, under a warning: it is again, the
+    # warning naming the first byte that is not ISO-2022-CN (where iconv stops) and no command.
+    # So is one whose ISO-2022-CN iconv does not read (a pair cut in two), or which holds
+    # ISO-2022-JP too (iconv passes it through as its escape codes, garbage).
+    zh = _LEGACY["zh"].strip()
+    english = "Notes of the meeting, caf\u00e9 and all.\n" * 8_000
+    short = b"".join(_iso_2022_cn(w) for w in ["\u4e2d\u6587", "\u5317\u4eac", "\u6d4b\u8bd5"] * 8)
+    cafe = "Caf\u00e9\n"
+    for name, data, stop in (
+            ("utf8.txt", english.encode() + _iso_2022_cn(zh) + english.encode(), 25),
+            ("cp1252.txt", english.encode("cp1252") + _iso_2022_cn(zh), 25),
+            ("after.txt", _iso_2022_cn(zh * 4) + cafe.encode(), 2 * 4 * len(zh) + 5 + 2 + 3),
+            ("short utf8.txt", short + cafe.encode(), len(short) + 3),   # (its shifts made it a "binary file")
+            ("short cp1252.txt", _iso_2022_cn(zh[:2]) * 2 + cafe.encode("cp1252"), 2 * 11 + 3),
+            ("cut.txt", b"Notes.\n" + _iso_2022_cn(zh)[:-3] + b"\x0f\nMore notes.\n", 7 + 5 + 2 * len(zh) - 2),
+            ("jp.txt", b"Notes \x1b$BEl5~\x1b(B.\n" + _iso_2022_cn(zh), 6)):
+        f = write(tmp_path / name, data)
+        [doc], warnings = read_documents(f, root=tmp_path)
+        assert "\x1b$)A" in doc.text, name
+        first = data.index(b"\x1b$)A")
+        said = [w for w in warnings if "ISO-2022-CN" in w]
+        assert said == [f"{name}: holds text in ISO-2022-CN (Chinese in 7 bits, by its escape sequences, the first "
+                        f"at byte {first:,}), which is not read, amid bytes that are not ISO-2022-CN (the first at "
+                        f"byte {stop:,}), so that text is indexed as its escape codes, garbage; to index it, convert "
+                        "that text alone to UTF-8 (iconv -f ISO-2022-CN does not convert the whole file)"], (name, warnings)
+        assert not any("`iconv -f ISO-2022" in w for w in warnings), name
+        if shutil.which("iconv"):   # (where iconv stops, as said; the file named ISO-2022-JP's: its escape codes)
+            run = subprocess.run(["iconv", "-f", "ISO-2022-CN", "-t", "UTF-8", str(f)], capture_output=True)
+            if name == "jp.txt":
+                assert run.returncode == 0 and b"\x1b$BEl5~" in run.stdout, run
+            else:
+                assert run.returncode != 0 and f"illegal input sequence at position {stop}" in run.stderr.decode(), \
+                    (name, run.stderr)
+
+
+def test_a_7_bit_file_read_in_its_encoding_is_not_refused_for_a_stray_iso_2022_cn_escape(tmp_path):
+    # ``_decode`` marked a file read as ASCII in a 7-bit encoding (``_escaped``) as 8-bit text, its
+    # escape sequences bytes, and so refused ISO-2022-JP text holding a stray ESC $ ) A (which
+    # Python's ISO-2022-JP-2 reads past) as ISO-2022-CN: it is read as ISO-2022-JP-2.
+    f = write(tmp_path / "jp.txt", b"\x1b$)A" + "\u6771\u4eac\n".encode("iso2022_jp"))
+    [doc], warnings = read_documents(f, root=tmp_path)
+    assert doc.text == "\u6771\u4eac\n" and len(warnings) == 1 and "written in ISO-2022-JP-2" in warnings[0]
 
 
 def test_a_file_its_iso_2022_shifts_make_binary_gets_iconv_and_true_binaries_stay_binary(tmp_path):
@@ -459,7 +522,8 @@ def test_a_file_its_iso_2022_shifts_make_binary_gets_iconv_and_true_binaries_sta
     # or long), shifts out and back (SO, SI: control characters) every few characters: refused
     # as a "binary file, ... move it out of the folder", where iconv converts it. Still not
     # indexed (read as written its shifts are most of its characters), but said so with iconv's
-    # command (``_unread_escapes``), as one read as written is.
+    # command (``_unread_escapes``), as one read as written is. (ISO-2022-CN amid UTF-8 or cp1252
+    # text, which that command does not convert, is text: indexed under a warning, above.)
     def iso_2022_cn(text: str) -> bytes:   # (GB 2312's bytes less 0x80, shifted out; designated each line)
         return b"\x1b$)A\x0e" + bytes(b & 0x7F for b in text.encode("gb2312")) + b"\x0f\n"
 
@@ -467,7 +531,6 @@ def test_a_file_its_iso_2022_shifts_make_binary_gets_iconv_and_true_binaries_sta
     ko = "\uc11c\uc6b8\uc740 \uc218\ub3c4\uc785\ub2c8\ub2e4 Caf\u00e9\n".encode("iso2022_kr", errors="ignore")
     for name, data, said in (
             ("cn.txt", cn, "written in ISO-2022-CN (Chinese in 7 bits"),
-            ("cn utf8.txt", cn + "Caf\u00e9\n".encode(), "written in ISO-2022-CN (Chinese in 7 bits"),
             ("ko.txt", ko * 40 + "Caf\u00e9\n".encode("cp1252"), "holds ISO-2022 escape sequences (Japanese or Korean in 7 bits"),
             ("ko utf8.txt", ko * 40 + "Caf\u00e9\n".encode(), "holds ISO-2022 escape sequences (Japanese or Korean in 7 bits"),
             ("short.txt", ko * 2 + "\u00e9".encode("cp1252"), "holds ISO-2022 escape sequences (Japanese or Korean")):
