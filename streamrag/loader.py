@@ -15,7 +15,8 @@ loops and entries that are not regular files (pipes, sockets, devices). Every pa
 goes through ``_safe``, so one message is always one line. A Markdown file's
 text is read as a reader sees it (``markdown``); ``VERSION`` covers that reading too. So is every
 document's: without the characters no reader sees (``invisible``: a zero-width space inside a
-word), its lines where they were.
+word), its lines where they were, each ended by "\n" wherever ``str.splitlines`` ends one (a form
+feed, U+2028; a paragraph separator, U+2029, is a blank line: ``_newlines``).
 """
 
 from __future__ import annotations
@@ -123,12 +124,15 @@ TITLE_CHARS = 100
 # 26: a file holding ISO-2022-CN's escape sequences is refused, with iconv's command, in long lines
 # as in short (``_iso_2022_cn``: in long lines its escape codes were indexed, garbage, under a warning);
 # ISO-2022-JP with half-width katakana (ESC ( I) is read (``legacy.ISO2022_JP_EXT``: its escape codes were).
+# Titles (not indexed text, but read again with it): a first line ends at a line separator (``_title``);
+# a row's title cell, a file's name and a front matter's title are composed (NFC) as text is (``_composed``).
 # 27: ISO-2022-CN is refused only when iconv's command converts the file (``_iso_2022_cn_said``): amid
 # UTF-8 or cp1252 text (one such line in an English file) 26 refused it with a command that failed; it is
 # indexed under a warning, as before 26. A file read in a 7-bit encoding holding a stray ESC $ ) A is read.
-# Titles (not indexed text, but read again with it): a first line ends at a line separator (``_title``);
-# a row's title cell, a file's name and a front matter's title are composed (NFC) as text is (``_composed``).
-VERSION = "27"
+# 28: a document's line ends where ``str.splitlines`` ends one (a vertical tab, a form feed, \x1c-\x1e,
+# NEL, U+2028) are "\n", and a paragraph separator (U+2029) "\n\n" (``_newlines``): the extractor read
+# across them as across a space, where the title ended (a file holding none keeps its text and ids).
+VERSION = "28"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
 # to this many (and 1% of the bytes) are a text file's stray ones, dropped (one NUL in a file's
@@ -758,8 +762,9 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
         warnings.append(_nul_runs_line(label, start, end))
     held = [_decode(data, label, warnings, os.fspath(path))]
     del data   # (a big file's bytes, not kept beside its text)
-    text = _newlines(held)   # (once they are let go: a CRLF file's were held beside two copies of its text)
     suffix = path.suffix.lower()
+    # (once they are let go: a CRLF file's were held beside two copies of its text)
+    text = _newlines(held, breaks=suffix not in (".jsonl", ".csv"))
     if suffix not in _MARKDOWN:   # (Markdown's once read: "``\u200b`" in code shows a fence)
         text = _seen(text, label)
     if _blank(text):   # (spaces and line ends alone: said "empty file", of bytes)
@@ -1713,16 +1718,28 @@ def _not_western(head: bytes) -> float:
     return 1 - both / len(odd)
 
 
-def _newlines(held: list[str]) -> str:
+def _newlines(held: list[str], *, breaks: bool = True) -> str:
     """The text ``held`` alone in a list with its lines ended by \\n and its characters composed
     (NFC): an accent written as a letter and a combining mark (macOS, some PDF converters) cut
     "Benoît" to "Benoi" where the extractor reads names. A run of blanks within a line longer
     than ``_BLANK_RUN`` is cut to that: a million spaces overflowed the tokenizer's stack (a
     traceback in `index`, and the end of `watch`). The text is taken out of ``held``, so each
     copy is let go once the next is made: a CRLF file with lone CRs was held three times at
-    once, its caller's copy beside both replacements'."""
+    once, its caller's copy beside both replacements'.
+
+    ``breaks``: the other line ends of ``str.splitlines`` (``_LINE_BREAK``) are "\\n" too, and a
+    paragraph separator (U+2029) a blank line, as a reader sees them: the title ended there
+    (``_title``) while the extractor and the chunker, which end lines at "\\n" alone, read across
+    them as across a space ("Ada Lovelace\\u2029Ada was" named "Ada Lovelace Ada"; with "\\n\\n",
+    "Ada Lovelace"); now as they read a line end. Not in a .jsonl or .csv file's text before its
+    rows are read (a JSON string may hold a U+2028 as written, a cell a form feed: each would
+    have cut its row in two), but in each row's text (``row_text``)."""
     if "\r" in held[-1]:   # (looked for first: one character is found at memory speed, "\r\n" took 30 ms of 25 MB)
         held.append(held.pop().replace("\r\n", "\n").replace("\r", "\n"))
+    if breaks:
+        for ch in _BREAKS:
+            if ch in held[-1]:   # (one character at a time, each at memory speed: most texts hold none)
+                held.append(held.pop().replace(ch, "\n\n" if ch == "\u2029" else "\n"))
     text = unicodedata.normalize("NFC", held.pop())
     return _LONG_BLANKS.sub(lambda m: m.group()[:_BLANK_RUN], text) if _may_hold_long_blanks(text) else text
 
@@ -1758,10 +1775,12 @@ def _title(text: str, fallback: str) -> str:
     return fallback
 
 
-# What ends a line for ``str.splitlines`` beyond "\n" and "\r" (which a document's text holds no
-# more, ``_newlines``): a line or paragraph separator (a JSON "\u2028", a word processor's line
-# break), a vertical tab, a form feed, the file, group and record separators, NEL.
-_LINE_BREAK = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+# What ends a line for ``str.splitlines`` beyond "\n" and "\r": a line or paragraph separator (a
+# JSON "\u2028", a word processor's line break), a vertical tab, a form feed, the file, group and
+# record separators, NEL. A document's text holds none of them since VERSION 28 (``_newlines``);
+# ``_title`` still ends a line at one, as ``joins.own_title`` does (an index's older texts).
+_BREAKS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_LINE_BREAK = re.compile(f"[{_BREAKS}]")
 
 
 def _parts(line: str):

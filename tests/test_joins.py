@@ -416,7 +416,8 @@ async def test_a_rows_title_its_first_line_read_as_a_name_by_rule_9_joins_as_a_f
              "engine.txt": f"{full} wrote the notes. Charles Babbage built the engine.\n"}
     corpus, db = await _indexed_before(tmp_path, settings, files, (joins_module, "RULE", "9"),
                                        (joins_module, "own_title", _own_title_before_loader_26),
-                                       (loader, "_composed", lambda title: title), (loader, "VERSION", "25"))
+                                       (loader, "_composed", lambda title: title), (loader, "VERSION", "25"),
+                                       (loader, "_BREAKS", ""))   # (its U+2028 kept, as then)
     assert short not in {v[0] for v in _graph(db)["entities"].values()}   # (joined, as rule 9 joined it)
     await sync([corpus], settings, db, root=corpus)
     await _as_a_fresh_index(tmp_path, corpus, db, settings, naming=short)
@@ -549,8 +550,11 @@ async def test_a_heading_ends_at_a_line_separator_as_the_title_does(tmp_path, se
     files = {"ada.md": f"# Ada Lovelace{separator}born in 1815\n\nAda was a mathematician.\n",
              "letters.txt": "Charles met Ada in London. Charles and Ada spoke of the engine.\n",
              "engine.txt": "Ada Lovelace wrote the notes. Charles Babbage built the engine.\n"}
+    from streamrag import loader
+
     corpus, db = await _indexed_before(tmp_path, settings, files, (joins_module, "RULE", "9"),
-                                       (joins_module, "heading_title", _heading_title_before_rule_10))
+                                       (joins_module, "heading_title", _heading_title_before_rule_10),
+                                       (loader, "VERSION", "27"), (loader, "_BREAKS", ""))   # (its LS kept, as then)
     assert ("Ada" in {v[0] for v in _graph(db)["entities"].values()}) == (separator != "\n")
     await sync([corpus], settings, db, root=corpus)
     await _as_a_fresh_index(tmp_path, corpus, db, settings)

@@ -735,6 +735,44 @@ def test_a_first_line_ends_at_a_line_separator_in_the_title_as_for_joins(tmp_pat
     assert row.title == "Ada Lovelace" and joins.own_title(row.title, row.text) is None
 
 
+def test_every_line_end_splitlines_knows_is_a_newline_so_the_extractor_reads_no_name_across_it(tmp_path):
+    from streamrag.loader import row_text
+    from streamrag.nlp import extract_offline
+
+    # The title ended at a line separator, a form feed, NEL ... (``str.splitlines``'s line ends)
+    # while the document's text kept them, and the extractor, which ends lines at "\n" alone, read
+    # across them as across a space: "Ada Lovelace\u2029Ada was born" named "Ada Lovelace Ada". Each
+    # is now "\n" in the text, and a paragraph separator a blank line, as a reader sees them; so the
+    # extractor reads them as it reads "\n" (one "\n" between a title and its text joins them, as
+    # a hard wrap's does: that is the extractor's reading, the same whichever line end it was).
+    body = "Ada was born in London in 1815."
+    for n, (sep, newline) in enumerate((("\u2029", "\n\n"), ("\u2028", "\n"), ("\x0c", "\n"), ("\x0b", "\n"),
+                                        ("\x85", "\n"), ("\x1c", "\n"), ("\x1d", "\n"), ("\x1e", "\n"))):
+        for suffix in (".txt", ".md"):
+            [doc], _ = read_documents(write(tmp_path / f"{n}{suffix}", f"Ada Lovelace{sep}{body}\n".encode()), root=tmp_path)
+            assert doc.text == f"Ada Lovelace{newline}{body}\n", (sep, suffix)
+            assert doc.id == document_id(doc.text) and doc.title == "Ada Lovelace", (sep, suffix)
+            names = {e.name for e in extract_offline(doc.text).entities}
+            assert names == {e.name for e in extract_offline(f"Ada Lovelace{newline}{body}\n").entities}, sep
+    [doc], _ = read_documents(write(tmp_path / "p.txt", f"Ada Lovelace\u2029{body}\n"), root=tmp_path)
+    assert {e.name for e in extract_offline(doc.text).entities} == {"Ada Lovelace", "London"}
+    # A .jsonl or .csv file's rows are read first: a JSON string holding U+2028 as written (as
+    # ``json.dumps(..., ensure_ascii=False)`` writes it) or escaped, and a cell holding a form
+    # feed, stay one row each; their texts' line ends are "\n" as a file's are.
+    rows = [{"text": f"Ada Lovelace\u2028{body}"}, {"text": "Charles Babbage\x0cHe built the engine."}]
+    jsonl = write(tmp_path / "r.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+                  + json.dumps({"text": "Mary\u2029Somerville"}) + "\n")
+    csv_file = write(tmp_path / "r.csv", f"title,text\nA,Ada Lovelace\u2028{body}\nB,Charles\x0cBabbage\n")
+    assert [d.text for d in read_documents(jsonl, root=tmp_path)[0]] == \
+        [f"Ada Lovelace\n{body}", "Charles Babbage\nHe built the engine.", "Mary\n\nSomerville"]
+    assert [d.text for d in read_documents(csv_file, root=tmp_path)[0]] == [f"Ada Lovelace\n{body}", "Charles\nBabbage"]
+    assert row_text("Ada\u2028Lovelace\u2029x") == "Ada\nLovelace\n\nx"   # (the daemon's rename tie reads rows so)
+    # A text holding none of them is read as before, to the byte (its id kept).
+    plain = "Ada Lovelace\n\nShe wrote the first program.\tIn 1843.\n"
+    [doc], _ = read_documents(write(tmp_path / "plain.txt", plain), root=tmp_path)
+    assert doc.text == plain and doc.id == document_id(plain)
+
+
 def test_a_row_title_over_several_lines_is_one_line_and_the_same_name(tmp_path):
     from streamrag import joins
 
@@ -2265,7 +2303,8 @@ def test_runs_of_blanks_are_cut_wherever_they_fall_and_a_text_without_is_not_sea
         run = "".join(rng.choice(" \t\u3000\x0b") for _ in range(rng.randint(9_995, 10_010)))
         at = rng.randrange(len(words))
         text = words[:at] + run + words[at:]
-        expected = re.sub(r"[^\S\n]{10001,}", lambda m: m.group()[:10_000], text)
+        # (a vertical tab ends a line, as ``str.splitlines`` says: "\n", no blank of the run)
+        expected = re.sub(r"[^\S\n]{10001,}", lambda m: m.group()[:10_000], text.replace("\x0b", "\n"))
         assert loader._newlines([text]) == expected
     searched = []
 
