@@ -104,9 +104,9 @@ from streamrag.errors import (LLMError, LLMRequestError, LLMUnavailableError, Re
 from streamrag.exported import HEAD_BYTES, WHOLE, export_state_of, exported_head
 from streamrag.ids import document_id
 from streamrag.invisible import BREAK_HINTS
-from streamrag.loader import (DOCUMENT_SUFFIXES, _past_leading_nuls, conflict_copies_line, file_of,
-                              leads_outside, left_out_lines, export_said, read_documents, row_text, scan_order,
-                              shown, unstorable_folder, why_unusable, written_by_export_line)
+from streamrag.loader import (DOCUMENT_SUFFIXES, conflict_copies_line, file_of, leads_outside, left_out_lines,
+                              export_said, read_documents, row_text, scan_order, shown, text_start,
+                              unstorable_folder, why_unusable, written_by_export_line)
 from streamrag.notices import sharing_notices
 from streamrag.on_disk import covered, is_file
 from streamrag.outage import Outage
@@ -2217,8 +2217,7 @@ class Daemon:
                     head = f.read(limit)
                     start = 0
                     if head[:1] == b"\0":   # (the loader's opening: from its text on, past a run of NULs)
-                        start = _past_leading_nuls(f)[0]
-                        f.seek(start)
+                        start = text_start(f)
                         head = f.read(limit)
                 # (a probe in none of them: no old text begins this one, read as text)
                 if not any(_may_hold(head, probe) for _chunks, _size, probe, _rows in olds.values()):

@@ -1441,10 +1441,13 @@ def _first_data(f) -> int | None:
 
 def _past_leading_nuls(f) -> tuple[int, bytes]:
     """Where a file's text begins, past a run of NULs it opens with (a hole, ``_first_data``, and
-    NULs written within the first ``_SNIFF`` bytes after it), and its first ``_SNIFF`` bytes from
-    there. A run shorter than ``_NUL_RUN``, or one filling all the bytes read (a file of zeros: a
-    binary file, judged without reading on), is no run: (0, the first bytes). In text holding NULs
-    (UTF-16 or UTF-32, ``_wide``) the start is a multiple of 4, so its characters stay whole."""
+    NULs written after it, read up to ``_NUL_SCAN``), and its first ``_SNIFF`` bytes from there;
+    ``f`` is left past the bytes read. A run shorter than ``_NUL_RUN`` is no run: (0, the first
+    bytes). NULs filling every byte read (a file of zeros longer than ``_SNIFF``, a run as long as
+    ``_NUL_SCAN`` or longer) give the last piece read, all NULs, and where it is: a later offset,
+    no text (a binary file, judged without reading on). In text holding NULs (UTF-16 or UTF-32,
+    ``_wide``) the start is a multiple of 4, so its characters stay whole. (``text_start``: the
+    offset alone, for a caller outside the loader.)"""
     found = _first_data(f)
     at = found or 0
     f.seek(at)
@@ -1463,6 +1466,21 @@ def _past_leading_nuls(f) -> tuple[int, bytes]:
     if lead == len(head) or start < _NUL_RUN:
         return at, head
     return start, head[start - at:]
+
+
+def text_start(f) -> int:
+    """Where the loader reads a file's text from (``read_documents``), ``f`` left there.
+
+    ``f``: the file, opened for binary reading, at any position, read from or not (the daemon
+    reads an added file's opening first, ``_written_on``): it is sought, its buffer kept with it,
+    never its descriptor moved under it. 0, but past a run of ``_NUL_RUN`` NULs or more the file
+    opens with (a hole, then NULs written, read up to ``_NUL_SCAN``: what a log rotated with
+    copytruncate opens with); a multiple of 4 in UTF-16 or UTF-32 text. Where NULs fill all that
+    is read (written zeros longer than ``_SNIFF`` bytes, or a run of ``_NUL_SCAN``, 1 MiB, or
+    more), a later offset, where NULs still are: no text there (the loader's binary file)."""
+    start, _head = _past_leading_nuls(f)
+    f.seek(start)
+    return start
 
 
 def _without_trailing_nuls(data: bytes) -> tuple[bytes, int]:

@@ -1822,6 +1822,32 @@ def test_where_the_text_begins_is_found_alike_in_a_file_already_read(tmp_path):
             start, head = _past_leading_nuls(read)
             assert (start, head) == _past_leading_nuls(fresh) and start == run and text.startswith(head), run
 
+
+def test_text_start_leaves_a_file_already_read_where_the_loader_reads_its_text(tmp_path):
+    # The daemon imported the loader's private ``_past_leading_nuls`` and sought to its offset
+    # itself, relying on how it left a file already read. ``text_start`` is that contract, public:
+    # the offset the loader reads a file's text from, the file left there, whatever was read of it.
+    from streamrag.loader import read_documents, text_start
+
+    text = b"Ada Osk met Bram Tull in the harbour of Port Vale.\n" * 400
+    for lead, hole in ((b"", 0), (b"\0" * 1024, 0), (b"\0" * 20_000, 0),
+                       (b"", 65_536), (b"\0" * 5000, 65_536)):
+        f = tmp_path / f"nuls{len(lead)}-{hole}.txt"
+        with f.open("wb") as out:
+            out.seek(hole)   # (a hole where the system makes one: a log rotated with copytruncate)
+            out.write(lead + text)
+        with f.open("rb") as read:
+            read.read(2560)
+            start = text_start(read)
+            assert start == hole + len(lead) and read.read(len(text)) == text, (lead, hole)
+        assert read_documents(f, root=tmp_path)[0][0].text == text.decode()
+    # NULs filling all it reads (1 MiB of them, or a file of zeros): a later offset, NULs there too.
+    for name, data in (("zeros.txt", b"\0" * 20_000), ("long.txt", b"\0" * ((1 << 20) + 8192) + text)):
+        with write(tmp_path / name, data).open("rb") as read:
+            read.read(2560)
+            start = text_start(read)
+            assert 0 < start < len(data) and set(read.read(4096)) == {0}, name
+
 def test_a_leading_double_star_in_index_include_matches_the_top_folder_too(tmp_path):
     # "**/*.txt" (as gitignore and most tools read it) left out every .txt at the top of the
     # folder: a second run took them out of the index without a word.
