@@ -376,8 +376,14 @@ def _cut_line(head: bytes, docs: list, text_field: str) -> _CutRow | None:
     end just before the cut: the next row, "" of it. ``None`` if it cannot be read so (not UTF-8,
     not a JSON object so far, the field neither a string nor a number): no rename is told by it.
     ``head`` is read from where the loader's text begins (past a run of NULs it opens with), and
-    its lines are counted as the loader counts them: each "\\r\\n", lone "\\r" or "\\n" ends one
-    (by "\\n" alone, a .jsonl of "\\r" line ends was one line, no rename of it ever tied)."""
+    its lines are counted as the loader counts those of UTF-8 text: each "\\r\\n", lone "\\r" or
+    "\\n" ends one (by "\\n" alone, a .jsonl of "\\r" line ends was one line, no rename of it ever
+    tied). Wide text (UTF-16, UTF-32: NULs in ``head``, a stray one in UTF-8 too) is not read,
+    ``None``: counted in bytes, its "\\r\\n" ends two lines and a character may hold a "\\n" byte.
+    So a UTF-16 or UTF-32 .jsonl renamed and written on is not tied when its opening cuts one of
+    the old file's rows (erring safe: it is synced as a deletion and an addition)."""
+    if b"\0" in head:
+        return None
     at = max(head.rfind(b"\n"), head.rfind(b"\r")) + 1
     row = head.count(b"\n") + head.count(b"\r") - head.count(b"\r\n") + 1
     try:

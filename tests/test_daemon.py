@@ -4113,7 +4113,8 @@ async def test_a_jsonl_whose_cut_line_holds_half_a_surrogate_pair_whole_is_read_
     assert tied(first + json.dumps({"text": half.replace("silver", "copper")})[:-1] + after) == {}
 
 
-@pytest.mark.parametrize("ends, lead", [("\r", b""), ("\r\n", b""), ("\n", b"\0" * 1024), ("\r", b"\0" * 1024)],
+@pytest.mark.parametrize("ends, lead",
+                         [("\r", b""), ("\r\n", b""), ("\n", b"\0" * 1024), ("\r", b"\0" * 1024)],
                          ids=["CR", "CRLF", "NULs-LF", "NULs-CR"])
 async def test_a_jsonl_opening_is_read_in_the_lines_the_loader_reads(corpus, tmp_path, ends, lead):
     # ``_cut_line`` counted a .jsonl opening's lines by "\n" alone, from the file's first byte: a
@@ -4188,6 +4189,42 @@ async def test_the_row_a_jsonl_opening_cuts_is_read_where_the_loader_reads_it(co
     other = [f"Row {n}: Una Vik hauled crates of tin to Narsk and sold them at dawn, by the {n}th quay."
              for n in range(27, 200)]
     assert tied(texts[:26] + other) == {}   # (row 27 differs where the opening reads it)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32-be"])
+async def test_a_wide_jsonl_renamed_and_written_on_is_tied_by_whole_rows_alone(corpus, tmp_path, encoding):
+    # ``_cut_line`` counts an opening's line ends in bytes, as the loader counts UTF-8 text's; in
+    # UTF-16 or UTF-32 a "\r\n" is two of them: an opening cut just after a line end's "\n" or
+    # "\r" byte was read as cut before the next row's text, a "\r\n" file's row numbered about
+    # twice its own (no old row's: erring safe by chance). Wide text now gives no cut row (None):
+    # a renamed wide .jsonl written on is tied when the old file's rows are whole in the new one's
+    # opening, never by the row that opening cuts.
+    from streamrag.daemon import _cut_line
+
+    texts = [f"Row {n}: Mira Osk weighed {n} salt barges at Port Vell and logged them by lamplight."
+             for n in range(1, 61)]
+
+    def jsonl(rows: list[str], ends: str = "\r\n") -> bytes:
+        return "".join(json.dumps({"text": text}) + ends for text in rows).encode(encoding)
+
+    for ends in ("\n", "\r\n", "\r"):
+        data = jsonl(texts[:29], ends)
+        assert [k for k in range(600, 1200) if _cut_line(data[:k], [], "text") is not None] == [], ends
+    settings = make_settings(index=SMALL)
+    limit = 32 * SMALL["chunk_size"]
+    more = [f"Row {n}: Bo Lund paid the toll at Kessel." for n in range(61, 99)]
+    for old, tie in ((texts[:5], True), (texts, False)):   # (an opening holds all its rows whole; cuts one)
+        assert (len(jsonl(old)) < limit) == tie
+        db = tmp_path / f"{len(old)}.db"
+        (corpus / "rows.jsonl").write_bytes(jsonl(old))
+        await sync([corpus], settings, db, root=corpus)
+        (corpus / "rows.jsonl").unlink()
+        (corpus / "new.jsonl").write_bytes(jsonl(old + more))
+        try:
+            tied = Daemon(settings, db, corpus, report=Events())._written_on(["new.jsonl"], ["rows.jsonl"])
+        finally:
+            (corpus / "new.jsonl").unlink()
+        assert tied == ({"new.jsonl": "rows.jsonl"} if tie else {}), len(old)
 
 
 def _rows(suffix: str, texts: list[str]) -> str:
