@@ -1672,10 +1672,11 @@ def _cue_type(name: str) -> str | None:
 def _inner_capitals(word: str) -> Iterator[tuple[str, str]]:
     """For each capital inside a word right after a lower-case letter, in lower case: the prefix
     of the part the capital is in ("mc" of "Smith-McKay" and "O'Brien-McKay") and the part it
-    opens ("kay"; "ann" of "JoAnn"). What ``_camel`` and ``_glued_surname`` judge."""
+    opens ("kay"; "ann" of "JoAnn"). What ``_camel`` and ``_glued_surname`` judge. A character
+    upper case but no letter ("Ⓐ", a symbol) opens no part, and is no capital here."""
     for k in range(1, len(word)):
-        if word[k].isupper() and word[k - 1].islower():
-            yield _PART_BREAK.split(word[:k])[-1].lower(), _CAMEL_PART.match(word, k).group().lower()
+        if word[k].isupper() and word[k - 1].islower() and (part := _CAMEL_PART.match(word, k)):
+            yield _PART_BREAK.split(word[:k])[-1].lower(), part.group().lower()
 
 
 def _camel(word: str) -> bool:

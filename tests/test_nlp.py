@@ -1330,6 +1330,20 @@ def test_a_double_barrelled_surnames_glued_prefix_after_its_hyphen_is_a_persons_
     assert names("We moved the code to Acme-GitHub at noon.") == {"Acme-GitHub": "organization"}
 
 
+def test_an_upper_case_symbol_inside_a_word_is_no_capital_and_raises_nothing():
+    # ``_inner_capitals`` read the part any upper-case character after a lower-case letter opens
+    # with a pattern of letters: "McⒶ" (a circled letter: upper case, but a symbol) raised
+    # AttributeError out of ``_camel`` and ``_glued_surname``, which before b54bd183 gave False and
+    # True (extract_offline's words hold no symbol: not seen there). A symbol opens no part now.
+    from streamrag.nlp import _camel, _glued_surname, _inner_capitals
+
+    for word in ("McⒶ", "xⒶ", "aⒶb", "McⒶKay"):
+        assert list(_inner_capitals(word)) == [] and not _camel(word) and _glued_surname(word), word
+    # The letters' capitals beside one are read as before.
+    assert list(_inner_capitals("GitHubⒶ")) == [("git", "hub")] and _camel("GitHubⒶ")
+    assert list(_inner_capitals("JoAnnⒶ")) == [("jo", "ann")] and not _camel("JoAnnⒶ")
+
+
 def test_a_name_opening_with_a_given_name_or_ending_with_a_degree_is_a_persons_by_its_shape():
     # "Ann AbuBakr", "Ann DosSantos", "Kim Lowe PhD" were firms (a capital inside a word): a given
     # name first says a person's name, and a degree's capitals are no firm's.
