@@ -3217,6 +3217,31 @@ def test_pick_sentences_gives_no_whole_anchors_credit_for_a_word_a_namesake_of_t
     assert first(namesakes=["Otto Brandt"]) == "Anna Brandt won the sculls at the regatta."
 
 
+def test_namesakes_are_read_in_the_asks_snapshot(offline_db, tmp_path):
+    """``query._namesakes`` asks the index's names on the ask's own connection, inside its read
+    transaction (``Store.snapshot``): a namesake an indexer publishes meanwhile is not mixed into
+    an answer read from the version before, and the next ask sees it."""
+    from streamrag.query import _namesakes
+    from streamrag.terms import fts_text
+    db = tmp_path / "index.db"
+    with contextlib.closing(sqlite3.connect(offline_db)) as src, contextlib.closing(sqlite3.connect(db)) as dst:
+        src.backup(dst)
+    store = Store(db, readonly=True)
+    try:
+        with store.snapshot():
+            assert _namesakes(store, ["Mira Osk"], {}) == []
+            with contextlib.closing(sqlite3.connect(db)) as writer, writer:
+                writer.execute("INSERT INTO entities(id, name, type, description, mentions, degree) "
+                               "VALUES ('ent-r8osk', 'Lars Osk', 'person', 'A sailor.', 1, 0)")
+                writer.execute("INSERT INTO entities_fts(id, name, description) VALUES ('ent-r8osk', ?, ?)",
+                               (fts_text("Lars Osk"), fts_text("A sailor.")))
+            assert _namesakes(store, ["Mira Osk"], {}) == []
+        with store.snapshot():
+            assert _namesakes(store, ["Mira Osk"], {}) == ["Lars Osk"]
+    finally:
+        store.close()
+
+
 @pytest.mark.parametrize("question", ["Who is Mira Osk?", "Who is Anton Heller?", "Who is Henrik Salo?",
                                       "What is the Lantern Hall?"])
 async def test_an_offline_answer_quotes_the_documents_before_a_reports_count_of_members(offline_db, question):
