@@ -17,6 +17,9 @@
   the tree is clamped to the deepest (GraphRAG's default of 2 often does not exist on small
   corpora). Static search at level N reads the cut of the tree at N: every community of level N
   plus the leaves above it, so each entity is covered exactly once.
+* **Outcome.** ``Answer.outcome`` says what the answer came to (``OUTCOMES``): answered,
+  redirected (the search asked for cannot answer it; the text names one that may) or no answer.
+  It is set where each search decides its answer, never read back from the text's wording.
 * **No model configured** (``llm.api_base`` empty): the same selections, with term overlap
   standing in for the rating model, feed ``extractive`` answers, labelled as such.
 * **Citations** ``[E:..] [L:..] [R:..] [T:..]`` in the answer are resolved against the context
@@ -78,6 +81,18 @@ DETAILS: dict[str, dict] = {
 }
 
 
+# What an answer came to (``Answer.outcome``): "redirected" and "no_answer" are no answer to the
+# question, their ``text`` this program's own sentence (an error's object says "failed" instead).
+OUTCOMES = {
+    "answered": "the text answers it (a model's answer, or the sentences an extractive one quotes)",
+    "redirected": "the search asked for cannot answer it (a broad question of a local or basic "
+                  "search, an index without communities or entities, no report rated relevant): "
+                  "the text says which mode or level to ask instead",
+    "no_answer": "nothing in the index matches it: only names the index lacks (no search made), "
+                 "no passage or report holding its words, no point the map step kept",
+}
+
+
 class Answer(msgspec.Struct, kw_only=True):
     question: str
     requested_mode: str
@@ -98,9 +113,8 @@ class Answer(msgspec.Struct, kw_only=True):
     # of each of those, the closest names the index has (``question.near_names``)
     near_names: dict[str, list[str]] = msgspec.field(default_factory=dict)
     details: dict = msgspec.field(default_factory=dict)
-    # What the search came to: "answered", or "redirected" (the local or basic search asked for
-    # cannot answer the question, and ``text`` says which mode does, not an answer): ``ask
-    # --json`` printed the redirect as its answer, exit 0, told apart by its wording alone
+    # What the search came to (``OUTCOMES``), set where the answer is decided: ``ask --json``
+    # printed a redirect or a "nothing matches" as its answer, exit 0, told apart by wording alone
     outcome: str = "answered"
 
     def to_json(self) -> dict:
@@ -165,7 +179,7 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
                 # with a model a whole global search was paid to find nothing.
                 answer.text = (f"Nothing in the index mentions {_missing(answer)}, and the "
                                "question asks about nothing else: no search was made.")
-                answer.search = "none"
+                answer.search, answer.outcome = "none", "no_answer"
                 if mode == "auto":   # (``mode`` is a search's, as in every answer: the one auto picks)
                     answer.auto_choice, answer.auto_reason = choose_mode(store, question, named, anchored, missing)
                     answer.mode = answer.auto_choice
@@ -331,9 +345,11 @@ class _Search:
         elif self.on_delta is not None:
             self.on_delta(text)
 
-    def _say(self, text: str) -> None:
-        """``text``, a sentence of this program's own, as the answer: labelled as an extractive
-        answer is when there is no model (``extractive.EXTRACTIVE_LABEL``)."""
+    def _say(self, text: str, outcome: str) -> None:
+        """``text``, a sentence of this program's own, as the answer, which came to ``outcome``
+        (``OUTCOMES``: no answer, or a redirect): labelled as an extractive answer is when there is
+        no model (``extractive.EXTRACTIVE_LABEL``)."""
+        self.answer.outcome = outcome
         if self.answer.extractive:
             text = f"{extractive.EXTRACTIVE_LABEL}: {text[0].lower()}{text[1:]}"
         self._emit(text)
@@ -407,7 +423,7 @@ class _Search:
             self.answer.details["requested_level"] = self.level
         self.status("the index has no communities, so global search has no reports to read")
         self._say("The index has no communities, so global search has no community reports to "
-                  "answer from. Try `--mode basic`, which searches the documents' text.")
+                  "answer from. Try `--mode basic`, which searches the documents' text.", "redirected")
         return True
 
     async def _global_static(self) -> None:
@@ -461,7 +477,7 @@ class _Search:
         if not nodes:
             self._say("No community report was rated relevant to this question, so there is no "
                       "answer to give from them. An exhaustive search may still find something: "
-                      "try `--level N` (static global search) or `--mode local`.")
+                      "try `--level N` (static global search) or `--mode local`.", "redirected")
             self.answer.details = {**details, "reports": 0}
             return
         given = self._given_only()
@@ -472,6 +488,7 @@ class _Search:
             given.flush()
         self.answer.text = mr.text
         self.answer.cut_off = mr.cut_off
+        self.answer.outcome = "answered" if mr.answered else "no_answer"
         if not mr.answered:
             self.context_tags = []  # an answer that found nothing rests on no document
         self.answer.details = {**details, "reports": mr.reports, "map_batches": mr.batches,
@@ -511,7 +528,7 @@ class _Search:
         if self.answer.details["entities"]:
             return False
         self._say("The index has no entities, so local search has none to start from. Try "
-                  "`--mode basic`, which searches the documents' text.")
+                  "`--mode basic`, which searches the documents' text.", "redirected")
         return True
 
     async def _basic(self) -> None:
@@ -548,9 +565,10 @@ class _Search:
             # A question of no word to search for ("What is it?") is told what an offline
             # answer tells it, not that nothing in the index matches it.
             if self.local_stop is None:
-                self.answer.outcome = "redirected"
-            self._say(self._broad_text(self.answer.mode) if self.local_stop is None
-                      else "Nothing in the index matches this question, so there is no answer to give.")
+                self._say(self._broad_text(self.answer.mode), "redirected")
+            else:
+                self._say("Nothing in the index matches this question, so there is no answer to give.",
+                          "no_answer")
             return
         # A broad question asked of a local or basic search by name is answered from the most
         # connected entities, or the passages sharing its words: it is told first, as offline,
@@ -571,6 +589,7 @@ class _Search:
             given.flush()
         self.answer.text = note + result.text
         self.answer.cut_off = result.finish_reason == "length"
+        self.answer.outcome = "answered"   # (told first where the answer to it is, or not)
 
     async def _embedded(self, kind: str) -> tuple[list[float] | None, set[str]]:
         """The question's vector and the ids of the ``kind`` items whose vector is of their
@@ -803,8 +822,7 @@ class _Search:
         """Says that a broad question is one for global search, rather than quote the passages
         sharing its generic words ("main", "themes") as its answer."""
         self.answer.search, self.answer.level, self.answer.details = mode, None, {}
-        self.answer.outcome = "redirected"
-        self._say(self._broad_text(mode))
+        self._say(self._broad_text(mode), "redirected")
 
     def _broad_text(self, mode: str, *, answered: bool = False) -> str:
         """What a ``mode`` (local or basic) search says of a question it cannot answer
@@ -845,6 +863,8 @@ class _Search:
                                                    types=types, namesakes=namesakes)
         if not found:
             self.context_tags = []  # an answer that found nothing rests on no document
+        # (a search followed by another, auto's basic one, has the outcome of the answer it gives)
+        self.answer.outcome = "answered" if found else "no_answer"
         if self.answer.not_in_index:   # (the sentences matched the rest of the question)
             text = (f"Nothing in the index mentions {_missing(self.answer)}"
                     + (": the sentences below match the rest of the question only." if found else ".")

@@ -3144,3 +3144,8 @@ def test_ask_json_says_a_search_that_points_to_another_mode_redirected(cli_run, 
     assert done["outcome"] == "redirected" and done["llm"]["calls"] == 0, done
     failed = cli_run("ask", "--json", "--db", str(corpus / "nope.db"), "What is it?")
     assert failed.returncode == 1 and json.loads(failed.stdout)["outcome"] == "failed"
+    # Nothing found is no answer either (it said "answered"): a question naming only what the index
+    # lacks (no search made), offline and with a model.
+    for args in ((), model):
+        done = asked(*args, "Who is Zorblax Quintrell?")
+        assert (done["outcome"], done["search"], done["llm"]["calls"]) == ("no_answer", "none", 0), done

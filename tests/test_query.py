@@ -554,6 +554,7 @@ async def test_a_dynamic_search_rating_every_report_zero_answers_without_map_or_
                         transport=mock({"rate": all_zero}, seen), on_delta=streamed.append)
     assert answer.search == "global_dynamic"
     assert answer.text == NO_REPORT_RATED and "".join(streamed) == NO_REPORT_RATED
+    assert answer.outcome == "redirected"   # (it names the searches that may find something)
     tasks = [t for t, _ in seen]
     assert tasks and set(tasks) == {"rate"}                     # no map, no reduce call
     assert answer.llm["calls"] == len(tasks) and set(answer.llm["by_stage"]) == {"rate"}
@@ -581,6 +582,7 @@ async def test_a_map_step_scoring_every_point_zero_answers_without_a_reduce(llm_
     assert len(mapped) == answer.details["reports"] > 1
     assert answer.text == (f"None of the {len(mapped)} community reports searched holds anything relevant "
                            "to this question, so there is no answer to give from this index.")
+    assert answer.outcome == "no_answer"
     assert answer.details["points"] == 2 * len(tasks)
     assert answer.details["points_kept"] == answer.details["points_reduced"] == 0
     assert answer.details["reduce_context_tokens"] == 0
@@ -926,6 +928,32 @@ def test_an_empty_context_is_said_with_a_model_as_offline(cli_run, nameless_db, 
     assert answer["answer"] == f"T{said}" and answer["search"] == mode and not answer["extractive"]
     assert answer["llm"]["calls"] == 0 and answer["documents"] == [] and answer["citations"] == []
     assert set(answer["details"]) == set(DETAILS[mode])   # (the shape of the search's details, kept)
+
+
+@pytest.mark.parametrize("model", [False, True])
+async def test_outcome_says_a_redirect_or_no_answer_not_answered(nameless_db, offline_db, llm_db, simulator,
+                                                                  model):
+    # ``ask --json``'s outcome said "answered" of a question naming only names the index lacks (no
+    # search made), of "Nothing in the index matches this question", and of an index without
+    # entities or communities ("Try `--mode basic`"): a script took each for an answer. Now the
+    # search that decides the answer says which it is; a search followed by another (auto,
+    # offline: the basic search after a global one of no communities) has the one it gives.
+    settings = make_settings(simulator.base_url if model else "", index=INDEX, llm={"cache": False})
+    built = llm_db if model else offline_db   # (a model's calls are recorded in the index it reads)
+    asked = [(offline_db, "Who is Mira Brandt?", "auto", "no_answer"),
+             (nameless_db, "Zyxwv qwertyuiop?", "basic", "no_answer"),
+             (nameless_db, "Where did the cat sit?", "local", "redirected"),
+             (nameless_db, "Where did the cat sit?", "global", "redirected"),
+             (nameless_db, "Where did the cat sit?", "auto", "redirected" if model else "answered"),
+             (nameless_db, "What are the main themes?", "basic", "redirected"),
+             (nameless_db, "What is it?", "local", "redirected"),
+             (built, "Who rebuilt the quay?", "basic", "answered"),
+             (built, "What happened at the quay?", "local", "answered")]
+    for db, question, mode, outcome in asked:
+        answer = await aask(question, settings, db, mode=mode)
+        assert answer.outcome == answer.to_json()["outcome"] == outcome, (question, mode, answer.text)
+        if outcome != "answered":
+            assert answer.documents == [] and answer.citations == [], (question, mode)
 
 
 async def test_basic_end_to_end(llm_db, qs):
@@ -2650,6 +2678,7 @@ async def test_chinese_text_is_found_by_basic_search_and_auto_mode_offline(tmp_p
     # Nothing anywhere: the first search's answer stands, and an English question is unchanged.
     nothing = await aask("月亮在哪里?", settings, db)
     assert nothing.search == "global_dynamic" and "nothing in the community reports" in nothing.text
+    assert nothing.outcome == "no_answer"
     english = await aask("Who is Ada Osk?", settings, db)
     assert english.search == "local" and english.auto_choice == "local" and "Ada Osk met Bo Lund" in english.text
     asked = await aask("张伟在哪里工作?", settings, db, mode="global")   # a mode asked for is kept
@@ -2668,6 +2697,7 @@ async def test_auto_mode_on_an_index_without_communities_does_not_advise_the_sea
     assert found.auto_reason == "the global search found nothing for it, so the source text answers"
     nothing = await aask("月亮在哪里?", settings, db)   # it said "Try `--mode basic`", just tried
     assert nothing.search == "basic" and "--mode basic" not in nothing.text
+    assert (found.outcome, nothing.outcome) == ("answered", "no_answer")
     assert "nothing in the source text searched matches" in nothing.text
 
 
