@@ -804,14 +804,18 @@ def _unchanged(r) -> str:
     """The documents line's count of unchanged documents, saying those whose files were read
     again for new change times alone (a `cp -a` restore read 145 files and changed nothing),
     and those whose files were renamed or moved (``SyncResult.documents_renamed``: a `mv` that
-    `watch` says "1 renamed" of was "50 unchanged" alone, of a run that published a version)."""
-    renamed = f", {number(r.documents_renamed)} of them renamed" if r.documents_renamed > 0 else ""
-    if r.documents_new_times <= 0:
-        return f"{number(r.documents_unchanged)} unchanged{renamed}"
-    if r.documents_new_times >= r.documents_unchanged:
-        return f"{number(r.documents_unchanged)} unchanged, read again for new file times{renamed}"
-    return (f"{number(r.documents_unchanged)} unchanged, {number(r.documents_new_times)} read again for "
-            f"new file times{renamed}")
+    `watch` says "1 renamed" of was "50 unchanged" alone, of a run that published a version).
+    Both are of the unchanged, said so when both are there: "50 unchanged, read again for new
+    file times, 1 of them renamed" read as one renamed among those read again."""
+    unchanged, renamed, again = r.documents_unchanged, r.documents_renamed, r.documents_new_times
+    said = f"{number(unchanged)} unchanged"
+    if again <= 0:
+        return f"{said}, {number(renamed)} of them renamed" if renamed > 0 else said
+    times = "read again for new file times"
+    if renamed <= 0:
+        return f"{said}, {times}" if again >= unchanged else f"{said}, {number(again)} {times}"
+    read = f"all {number(unchanged)}" if again >= unchanged else number(again)
+    return f"{said}, of which {number(renamed)} renamed and {read} {times}"
 
 
 def _failed_docs(r) -> str:

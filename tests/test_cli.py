@@ -253,6 +253,38 @@ def test_a_folder_restored_with_cp_a_is_said_unchanged_read_again_for_new_file_t
     assert "documents      4 (0 added, 0 removed, 4 unchanged)" in out.stdout, out.stdout
 
 
+def test_files_renamed_and_read_again_for_new_times_are_each_said_of_the_unchanged(cli_run, corpus, tmp_path):
+    # A restored folder with a file renamed said "4 unchanged, 3 read again for new file times, 1 of
+    # them renamed" ("them": those read again?), and of a text in two files, one restored, one
+    # renamed, "2 unchanged, read again for new file times, 1 of them renamed". Both counts are
+    # of the unchanged documents, and now say so.
+    assert cli_run("index", str(corpus), "-q", "--offline").returncode == 0
+    shutil.copytree(corpus, tmp_path / "backup")   # `cp -a`: the times kept, to the nanosecond
+    shutil.rmtree(corpus)
+    shutil.copytree(tmp_path / "backup", corpus)
+    (corpus / "guild.txt").rename(corpus / "guild hall.txt")
+    out = cli_run("index", str(corpus), "-q", "--offline")
+    assert ("documents      4 (0 added, 0 removed, 4 unchanged, of which 1 renamed and 3 read again for "
+            "new file times)") in out.stdout, out.stdout
+    folder = tmp_path / "copies"
+    folder.mkdir()
+    for name, text in (("a.txt", "Mara Lind runs the Harbor Council."), ("b.txt", "Mara Lind runs the Harbor Council."),
+                       ("c.txt", "Ada Osk rebuilt the quay at Harlow.")):
+        (folder / name).write_text(text + "\n")
+    assert cli_run("index", str(folder), "-q", "--offline").returncode == 0
+    for name in ("a.txt", "c.txt"):
+        (folder / name).touch()
+    (folder / "b.txt").rename(folder / "bee.txt")
+    done = json.loads(cli_run("index", str(folder), "-q", "--offline", "--json").stdout)
+    assert (done["documents_unchanged"], done["documents_new_times"], done["documents_renamed"]) == (2, 2, 1), done
+    for name in ("a.txt", "c.txt"):
+        (folder / name).touch()
+    (folder / "bee.txt").rename(folder / "b.txt")
+    out = cli_run("index", str(folder), "-q", "--offline")
+    assert ("documents      2 (0 added, 0 removed, 2 unchanged, of which 1 renamed and all 2 read again for "
+            "new file times; 1 more file repeats") in out.stdout, out.stdout
+
+
 def test_rows_read_with_another_text_field_are_read_again_not_added_and_removed(cli_run, tmp_path):
     # A run after a reading change said "5 added, 5 removed": a mass edit of files nobody touched.
     folder = tmp_path / "rows"
