@@ -121,12 +121,16 @@ class LLMError(StreamragError):
 class LLMRequestError(LLMError):
     """The endpoint rejected the request in a way retrying cannot fix. ``every_call``: every
     other call would get the same answer (a rejected key, an unknown model, no quota left), so a
-    run stops at the first instead of sending them all (default: for 401, 403 and 404)."""
+    run stops at the first instead of sending them all (default: for 401, 403 and 404). ``said``:
+    the provider's own words, for a caller that says the error anew (an unknown model's
+    ``LLMClient._refused_model``: Ollama's "try pulling it first" is the fix)."""
 
-    def __init__(self, message: str, status: int | None = None, *, every_call: bool | None = None) -> None:
+    def __init__(self, message: str, status: int | None = None, *, every_call: bool | None = None,
+                 said: str = "") -> None:
         super().__init__(message)
         self.status = status
         self.every_call = status in (401, 403, 404) if every_call is None else every_call
+        self.said = said
 
 
 class WebPageAnswer(LLMRequestError):

@@ -105,9 +105,9 @@ from streamrag.prompts import Prompt
 from streamrag.proxies import (Proxy, answering, proxy_down, proxy_failed, proxy_for, proxy_refused,
                                socks_unreachable, unreadable)
 from streamrag.provider_errors import (AZURE_HOST, CONTEXT_OVERFLOW, MORE_RETRIES, Refused, Retryable, advice,
-                                       html_page, key_not_sent, key_source, listing_refused, not_answering,
-                                       model_settings, provider_message, reason, shorter_answer, stopped_answering,
-                                       tls_refused, unknown_model)
+                                       hidden, html_page, key_not_sent, key_source, listing_refused, model_settings,
+                                       not_answering, one_line, provider_message, reason, shorter_answer,
+                                       stopped_answering, tls_refused, unknown_model)
 from streamrag.ratelimit import MinuteBudget, minute_budget
 from streamrag.replies import (CUT_OFF, CUT_OFF_UNASKED, CUT_OFFS, OnLength, Replies, chat_answer, checker,
                                answer_thinking, event_deltas, event_usage, unstreamed)
@@ -298,7 +298,8 @@ MODELS_SHOWN = 6
 MODEL_CHECK = "model_check"
 # The meta key of the models an index's endpoint answered when asked so by name (``LLMClient.
 # check_models``), by models URL: asked once a process, such a model cost every `index` a paid
-# call, one of an index unchanged too ("Nothing changed ...", "LLM 1 call, 9 tokens").
+# call, one of an index unchanged too ("Nothing changed ...", "LLM 1 call, 9 tokens"). Taken back
+# when a call is refused the model as unknown: a server that stopped serving it is checked again.
 MODELS_ANSWERED = "models_answered_by_name"
 
 
@@ -582,7 +583,7 @@ class LLMClient:
                 # gpt-35-turbo: 4096) or than its context holds (gpt-4-0613: 8192 with the
                 # prompt): the cut is what to act on, not the refusal.
                 if not (last == CUT_OFF and max_tokens and sent > max_tokens and (refusal := refused_room(e))):
-                    raise await self._refused_model(e, model, "*_model")
+                    raise await self._refused_model(e, model)
                 most = sent
                 break
             if isinstance(result, ChatResult):
@@ -1006,7 +1007,8 @@ class LLMClient:
         ``GET {api_base}/models`` is asked once (no tokens); a model it lists (``listed``) is
         served. One it does not list is asked once, as small a request as its route takes (a
         paid call, recorded as any: stage ``MODEL_CHECK``; one answered is noted in the index,
-        ``MODELS_ANSWERED``, and asked no more by its runs: an unchanged index asks nothing), since
+        ``MODELS_ANSWERED``, and asked no more by its runs: an unchanged index asks nothing; a
+        call's refusal of it as unknown takes the note back, ``_refused_model``), since
         a listing need not hold every name a server serves (llama.cpp serves any name and lists
         one; Gemini lists ``models/...``; aliases): only an answer that the model is unknown (a
         404, or a 400/422 naming it) stops the run; any other answer, an error too, lets it go on
@@ -1025,35 +1027,46 @@ class LLMClient:
         answered = self._answered_by_name()
         missing = []
         for model, name in models.items():
-            if listed(model, ids) or model in answered \
-                    or not await self._unknown_model(model, embedding=name == "embedding_model"):
+            refused = None if listed(model, ids) or model in answered \
+                else await self._unknown_model(model, embedding=name == "embedding_model")
+            if refused is None:
                 _MODELS_SERVED.add((self.models_url, model))
             else:
-                missing.append((name, model))
+                missing.append((model, refused))
         if missing:
             raise LLMRequestError(f"{self._unserved(missing, ids)}. Stopped before any work of the run", 404,
                                   every_call=True)
 
     def _unserved(self, missing: list[tuple[str, str]], ids: set[str]) -> str:
-        """The line of the models ``missing`` ((setting, model) pairs) that the endpoint refused
-        by name and does not list among ``ids``: each setting naming one, and what it serves."""
+        """The line of the models ``missing`` ((model, the provider's words refusing it) pairs)
+        that the endpoint refused by name and does not list among ``ids``: each setting naming
+        one, the provider's words (Ollama's "try pulling it first" is the fix), what it serves."""
         shown = ", ".join(sorted(ids)[:MODELS_SHOWN]) + (f" and {len(ids) - MODELS_SHOWN} more"
                                                          if len(ids) > MODELS_SHOWN else "")
-        # (every setting naming the model, as a call's error says it: one fixed at a time stopped again)
-        said = "; ".join(f"{' / '.join(model_settings(self.settings, model)) or 'llm.' + name} = {model!r}"
-                         for name, model in missing)
+        # (every setting naming the model, as a call's error says it: one fixed at a time stopped
+        # again; none for a library's call of a model no setting names: "llm.*_model" is no setting)
+        said = "; ".join(f"{' / '.join(keys) + ' = ' if (keys := model_settings(self.settings, model)) else ''}"
+                         f"{model!r}" for model, _ in missing)
+        words = [f"{model!r}: {why}" if len(missing) > 1 else why for model, why in missing if why]
         return (f"unknown model: {said}: the endpoint does not serve {'them' if len(missing) > 1 else 'it'} "
-                f"(not among the models {self.models_url} lists: {shown}, and refused by name); give a "
-                "model it serves")
+                f"(not among the models {self.models_url} lists: {shown}, and refused by name"
+                f"{': ' + '; '.join(words) if words else ''}); give a model it serves, or check "
+                f"{self._replies.setting}")
 
-    async def _refused_model(self, error: LLMRequestError, model: str, setting: str) -> LLMRequestError:
+    async def _refused_model(self, error: LLMRequestError, model: str) -> LLMRequestError:
         """``error``, a call's refusal of ``model`` as unknown ("unknown model ..."), said as
         ``check_models`` says it (what the endpoint lists beside it) when its listing leaves the
         model out; else ``error`` as it is. For a command that calls no ``check_models`` before
         its first call (``ask``: a GET /models on every question, for a setting that is nearly
         always right): the listing is asked only after such a refusal, once a client."""
-        if not str(error).startswith("unknown model") or self.settings.api_version \
-                or (self.models_url, model) in _MODELS_SERVED or self.models_url in _MODELS_UNLISTED:
+        if not str(error).startswith("unknown model"):
+            return error
+        # Found served before (a check by name answered, noted in the index; this process's
+        # check): refused now, so the next run (a watch's next sync) checks it again, and stops
+        # before its work, not at this model's first call (at summaries, an hour in).
+        _MODELS_SERVED.discard((self.models_url, model))
+        await self._forget_answered_by_name(model)
+        if self.settings.api_version or self.models_url in _MODELS_UNLISTED:
             return error
         async with self._listing_lock:   # (a global search's ratings all refused at once: one listing)
             if self._listing is False:
@@ -1064,7 +1077,8 @@ class LLMClient:
             return error
         if listed(model, ids):
             return error   # (listed and refused: not a name to fix; the call's own words say more)
-        return LLMRequestError(self._unserved([(setting, model)], ids), error.status, every_call=True)
+        return LLMRequestError(self._unserved([(model, error.said)], ids), error.status, every_call=True,
+                               said=error.said)
 
     def _answered_by_name(self) -> set[str]:
         """The models this endpoint answered when an earlier run asked them by name, as its index
@@ -1082,6 +1096,24 @@ class LLMClient:
             said = {url: sorted(models) for url, models in noted.items()}
             store.set_meta(MODELS_ANSWERED, msgspec.json.encode(said).decode())
         return put
+
+    async def _forget_answered_by_name(self, model: str) -> None:
+        """Takes ``model`` out of the models this endpoint answered by name (``MODELS_ANSWERED``),
+        the index's note, when it holds it."""
+        store, writer = self._call_log.store, self._call_log.writer
+        if store is None or model not in self._answered_by_name():
+            return
+
+        def drop(store: Store) -> None:
+            noted = _noted(store.get_meta(MODELS_ANSWERED))
+            noted[self.models_url] = noted.get(self.models_url, set()) - {model}
+            said = {url: sorted(models) for url, models in noted.items() if models}
+            store.set_meta(MODELS_ANSWERED, msgspec.json.encode(said).decode())
+        if writer is not None:
+            await writer.run(drop)
+        elif not store.readonly:
+            with store.transaction():
+                drop(store)
 
     async def _listed_models(self) -> set[str] | None:
         """The ids ``GET {api_base}/models`` lists (None: no listing: an error, no answer, a page
@@ -1103,9 +1135,10 @@ class LLMClient:
         ids = {str(item["id"]) for item in data if isinstance(item, dict) and isinstance(item.get("id"), str)}
         return ids or None
 
-    async def _unknown_model(self, model: str, *, embedding: bool) -> bool:
-        """Whether the endpoint answers a request for ``model`` (one try of the smallest one:
-        a word, one token back) that it does not serve it."""
+    async def _unknown_model(self, model: str, *, embedding: bool) -> str | None:
+        """The provider's words ("" for none) when the endpoint answers a request for ``model``
+        (one try of the smallest one: a word, one token back) that it does not serve it; else
+        None."""
         if embedding:
             url, body = self.embeddings_url, {"model": model, "input": ["x"]}
         else:
@@ -1125,18 +1158,19 @@ class LLMClient:
         except (Retryable, _Silent, _Hopeless) as e:
             said = f"{url}: no answer to the check of {model}" + (f": {e}" if str(e) else "")
             await self._call_log.record(row, 0, 0, (self._clock() - started) * 1000, cached=False, error=said)
-            return False
+            return None
         latency = (self._clock() - started) * 1000
-        said = provider_message(resp)
+        whole = hidden(provider_message(resp), self._replies.secrets)   # (a server quoting the key back)
+        said = one_line(whole)
         if resp.status_code == 404:   # (of the model, not of the route: "no such route" is not)
-            unknown = "model" in said.lower()
+            unknown = "model" in whole.lower()
         else:
-            unknown = resp.status_code in (400, 422) and (unknown_model("", said, model)
+            unknown = resp.status_code in (400, 422) and (unknown_model("", whole, model)
                                                           or "model_not_found" in resp.text)
         if resp.status_code != 200:
             await self._call_log.record(row, 0, 0, latency, cached=False,
                                         error=f"{url}: HTTP {resp.status_code}{f': {said}' if said else ''}")
-            return unknown
+            return said if unknown else None
         try:
             usage = msgspec.json.decode(resp.content)
         except (msgspec.DecodeError, RecursionError):
@@ -1149,7 +1183,7 @@ class LLMClient:
         # (an answer of the API's, not a page: asked by name no more by a run of this index)
         noted = self._note_answered_by_name(model) if isinstance(usage, dict) else None
         await self._call_log.record(row, prompt, completion, latency, cached=False, put=noted)
-        return unknown
+        return None   # (answered: served)
 
     # -- embeddings --------------------------------------------------------------------------
     async def embed(self, texts: list[str], *, model: str,
@@ -1190,7 +1224,7 @@ class LLMClient:
                 tg.start_soon(run_batch, items[i:i + EMBED_BATCH])
         if errors:
             if isinstance(errors[0], LLMRequestError):
-                raise await self._refused_model(errors[0], model, "embedding_model")
+                raise await self._refused_model(errors[0], model)
             raise errors[0]
         return [vectors[k] for k in keys]
 

@@ -160,7 +160,7 @@ class Replies:
             where = f"{' / '.join(keys)} = {model!r}" if keys else "llm.*_model"
             raise LLMRequestError(f"unknown model: {url} does not serve {model} ({message}); give "
                                   f"{where} a model the server serves, or check {self.setting}",
-                                  status, every_call=True)
+                                  status, every_call=True, said=message)
         if status == 404:
             keys = model_settings(self.settings, model)
             where = (f"{' / '.join(keys)} = {model!r}: give a model the server serves"
@@ -183,7 +183,7 @@ class Replies:
                 raise LLMRequestError(f"{url}: HTTP 404, no such route{aside(message)}; most servers serve "
                                       f"the OpenAI API under /v1{own}: set {setting} to {fixed!r}", status)
             raise LLMRequestError(f"unknown model or wrong api_base: {model} at {url}; check "
-                                  f"{where}, or {setting}{aside(message)}", status)
+                                  f"{where}, or {setting}{aside(message)}", status, said=message)
         raise LLMRequestError(f"{url} rejected the request for {model}: {http_said(status, message)}",
                               status)
 

@@ -28,7 +28,7 @@ import streamrag.try_timeouts as try_timeouts
 from streamrag.answer_cache import Answer
 from streamrag.config import LLMSettings
 from streamrag.errors import ConfigError, LLMError, LLMOutputError, LLMRequestError, LLMUnavailableError
-from streamrag.llm import LLMClient
+from streamrag.llm import LLMClient, listed
 from streamrag.notices import Notices, sharing_notices
 from streamrag.prompts import Prompt
 from streamrag.provider_errors import MORE_RETRIES
@@ -4790,9 +4790,105 @@ async def test_a_refused_model_is_said_with_the_listing_asked_once_after_the_ref
                     tg.start_soon(answer, i)
     assert len(refused) == 4 and {str(e) for e in refused} == {
         "unknown model: llm.answer_model = 'gpt-4o-mni': the endpoint does not serve it (not among the models "
-        "http://refused-a.test/v1/models lists: gpt-4o, gpt-4o-mini, and refused by name); give a model it serves"}
+        "http://refused-a.test/v1/models lists: gpt-4o, gpt-4o-mini, and refused by name: The model `gpt-4o-mni` "
+        "does not exist); give a model it serves, or check llm.api_base"}
     assert all(e.every_call for e in refused)
     assert [r.method for r in sent].count("GET") == 1
+
+
+def _ollama(sent: list, *, pulled: tuple[str, ...] = ("qwen2:7b",)):
+    """Ollama at /v1: lists the models pulled, refuses any other 404 in its own words."""
+    def handle(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        if request.method == "GET":
+            return httpx.Response(200, json={"object": "list", "data": [{"id": i} for i in pulled]})
+        model = json.loads(request.content)["model"]
+        if listed(model, set(pulled)):
+            return httpx.Response(200, json={"choices": [{"message": {"content": "x"}, "finish_reason": "stop"}]})
+        return httpx.Response(404, json={"error": {"message": f'model "{model}" not found, try pulling it first',
+                                                   "type": "api_error", "param": None, "code": None}})
+    return handle
+
+
+@pytest.mark.parametrize("how", ["ask", "check"])
+async def test_a_refused_model_is_said_with_the_providers_words(tmp_path, how):
+    # Ollama's refusal says the fix ("try pulling it first": `ollama pull llama3`); a refusal said
+    # with the listing, a call's (ask's) or check_models', dropped it, and the api_base hint too.
+    sent: list[httpx.Request] = []
+    with anyio.fail_after(5):
+        async with client(tmp_path, _ollama(sent), api_base=f"http://ollama-{how}.test/v1", answer_model="llama3",
+                          summary_model="llama3") as (llm, _):
+            with pytest.raises(LLMRequestError) as refused:
+                if how == "ask":
+                    await llm.chat(ask(), model="llama3", stage="answer")
+                else:
+                    await llm.check_models(["summary_model"])
+    said = str(refused.value)
+    assert said.startswith("unknown model: llm.summary_model / llm.answer_model = 'llama3': the endpoint does not "
+                           f"serve it (not among the models http://ollama-{how}.test/v1/models lists: qwen2:7b, and "
+                           'refused by name: model "llama3" not found, try pulling it first); give a model it '
+                           "serves, or check llm.api_base")
+
+
+async def test_a_refused_model_no_setting_names_is_said_without_a_setting(tmp_path):
+    # A library's call of a model no setting names was said "llm.*_model = 'bad'": no such setting.
+    sent: list[httpx.Request] = []
+    with anyio.fail_after(5):
+        async with client(tmp_path, _lists(["gpt-4o"], sent, unknown=("bad",)), api_base="http://refused-c.test/v1",
+                          answer_model="gpt-4o") as (llm, _):
+            with pytest.raises(LLMRequestError) as refused:
+                await llm.chat(ask(), model="bad", stage="answer")
+    assert str(refused.value).startswith("unknown model: 'bad': the endpoint does not serve it (not among the "
+                                         "models http://refused-c.test/v1/models lists: gpt-4o, and refused by name")
+    assert "llm.*_model" not in str(refused.value)
+
+
+@pytest.mark.parametrize("stage", ["summarize", "embed"])
+async def test_a_model_answered_by_name_then_refused_is_checked_again(tmp_path, stage):
+    # Noted once answered by name (models_answered_by_name), it was asked no more: a server that
+    # since stopped serving it had every later run do its work first and fail at its first call.
+    from streamrag import llm as llm_module
+
+    sent: list[httpx.Request] = []
+    serves = {"llama3": True, "embedder": True}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        if request.method == "GET":
+            return httpx.Response(200, json={"object": "list", "data": [{"id": "other"}]})
+        model = json.loads(request.content)["model"]
+        if not serves[model]:
+            return httpx.Response(404, json={"error": {"message": f"The model `{model}` does not exist",
+                                                       "code": "model_not_found"}})
+        if request.url.path.endswith("/embeddings"):
+            return httpx.Response(200, json={"data": [{"index": 0, "embedding": [0.1, 0.2]}]})
+        return httpx.Response(200, json={"choices": [{"message": {"content": "x"}, "finish_reason": "length"}]})
+
+    name, model = ("summary_model", "llama3") if stage == "summarize" else ("embedding_model", "embedder")
+    settings = {"api_base": f"http://noted-{stage}.test/v1", name: model}
+    with anyio.fail_after(5):
+        llm_module._MODELS_SERVED.clear()
+        async with client(tmp_path, handler, **settings) as (llm, store):
+            await llm.check_models([name])   # answered by name: noted
+        serves[model] = False   # (the server no longer serves it)
+        llm_module._MODELS_SERVED.clear()   # (the next run, a new process)
+        async with client(tmp_path, handler, **settings) as (llm, store):
+            await llm.check_models([name])   # noted: not asked
+            assert [r.method for r in sent] == ["GET", "POST", "GET"]
+            with pytest.raises(LLMRequestError, match="^unknown model"):
+                if stage == "summarize":
+                    await llm.chat(ask(), model=model, stage=stage)
+                else:
+                    await llm.embed(["x"], model=model)
+        del sent[:]
+        async with client(tmp_path, handler, **settings) as (llm, store):   # (the process's next run, a sync)
+            with pytest.raises(LLMRequestError, match="Stopped before any work of the run"):
+                await llm.check_models([name])
+        llm_module._MODELS_SERVED.clear()   # (a new process's run)
+        async with client(tmp_path, handler, **settings) as (llm, store):
+            with pytest.raises(LLMRequestError, match="Stopped before any work of the run"):
+                await llm.check_models([name])
+    assert [r.method for r in sent] == ["GET", "POST"] * 2
 
 
 @pytest.mark.parametrize("ids, listing", [(["gpt-4o-mni"], 200), ([], 404)])
