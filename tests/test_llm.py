@@ -4900,3 +4900,23 @@ async def test_a_refused_model_the_listing_holds_or_without_a_listing_is_said_as
                           api_base=f"http://refused-b{listing}.test/v1", answer_model="gpt-4o-mni") as (llm, _):
             with pytest.raises(LLMRequestError, match=r"^unknown model or wrong api_base: gpt-4o-mni at "):
                 await llm.chat(ask(), model="gpt-4o-mni", stage="answer")
+
+
+async def test_the_check_by_name_records_a_refusal_without_the_key_it_quotes(tmp_path):
+    # A server quoting the request back put the API key in the check's llm_calls row, which
+    # `status --failures` shows: a call's own rows hide it.
+    key = "sk-secret-0123456789"
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(200, json={"object": "list", "data": [{"id": "other"}]})
+        said = f"model missing-model not found (request: Authorization: Bearer {key})"
+        return httpx.Response(404, json={"error": {"message": said}})
+    with anyio.fail_after(5):
+        async with client(tmp_path, handler, key=key, api_base="http://models-key.test/v1",
+                          summary_model="missing-model") as (llm, store):
+            with pytest.raises(LLMRequestError) as stopped:
+                await llm.check_models(["summary_model"])
+            [row] = calls(store)
+    assert key not in row["error"] and "Bearer ***" in row["error"]
+    assert key not in str(stopped.value) and "Bearer ***" in str(stopped.value)
