@@ -1647,7 +1647,9 @@ def test_ask_of_a_model_the_endpoint_does_not_serve_says_the_setting_and_what_it
         assert out.returncode == 1 and "Traceback" not in said, said
         assert "error: unknown model: llm.answer_model = 'missing-model': the endpoint does not serve it " \
                f"(not among the models {simulator.base_url}/models lists: gpt-4o, gpt-4o-mini, " in said, said
-        assert said.rstrip().endswith("; give a model it serves"), said
+        # (the server's own words kept, and where the endpoint was set: the command line)
+        assert said.rstrip().endswith("and refused by name: model not found); give a model it serves, or check "
+                                      "--api-base"), said
     assert len(listings) == 2   # (one a command: a global search's refused calls share it)
 
 
