@@ -1175,14 +1175,22 @@ class LLMClient:
             usage = msgspec.json.decode(resp.content)
         except (msgspec.DecodeError, RecursionError):
             usage = None
-        prompt, completion = read_usage(usage.get("usage") if isinstance(usage, dict) else None)
+        if not isinstance(usage, dict):
+            # Not the API's answer (a proxy's sign-in page): an error, as a chat call's is, not a
+            # paid call answered (a watch read it as the endpoint answering, ``watch_lines.answered``).
+            page = html_page(resp.text)
+            said = str(self._replies.web_page(page, "JSON", url)) if page else \
+                f"{url}: HTTP 200: the answer to the check of {model} was not the API's JSON"
+            await self._call_log.record(row, 0, 0, latency, cached=False, error=said)
+            return None   # (the run's first call says it, as it would have)
+        prompt, completion = read_usage(usage.get("usage"))
         if prompt < 0:   # (no usage said: counted here, as a chat call's is)
             prompt = count_tokens("x", self.encoding) if embedding else count_message_tokens(body["messages"],
                                                                                             self.encoding)
         completion = 0 if embedding else completion if completion >= 0 else 1   # (the one token asked for)
         # (an answer of the API's, not a page: asked by name no more by a run of this index)
-        noted = self._note_answered_by_name(model) if isinstance(usage, dict) else None
-        await self._call_log.record(row, prompt, completion, latency, cached=False, put=noted)
+        await self._call_log.record(row, prompt, completion, latency, cached=False,
+                                    put=self._note_answered_by_name(model))
         return None   # (answered: served)
 
     # -- embeddings --------------------------------------------------------------------------

@@ -4920,3 +4920,25 @@ async def test_the_check_by_name_records_a_refusal_without_the_key_it_quotes(tmp
             [row] = calls(store)
     assert key not in row["error"] and "Bearer ***" in row["error"]
     assert key not in str(stopped.value) and "Bearer ***" in str(stopped.value)
+
+
+@pytest.mark.parametrize("body", ["<html><head><title>Sign in to the proxy</title></head></html>", "not json"])
+async def test_a_page_answering_the_check_by_name_is_a_failed_call_not_an_answer(tmp_path, body):
+    # Recorded as a paid call answered (its prompt and token counted): a watch's idle and outage
+    # lines read the endpoint as answering (``watch_lines.answered``); a chat call's page is an error.
+    from streamrag.watch_lines import answered
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(200, json={"object": "list", "data": [{"id": "other"}]})
+        return httpx.Response(200, text=body, headers={"content-type": "text/html"})
+    with anyio.fail_after(5):
+        async with client(tmp_path, handler, api_base="http://models-page.test/v1", summary_model="unlisted") \
+                as (llm, store):
+            await llm.check_models(["summary_model"])   # (goes on: the run's first call says it)
+            [row] = calls(store)
+            stats = llm.stats
+    assert row["error"] and (row["prompt_tokens"], row["completion_tokens"]) == (0, 0)
+    assert ("Sign in to the proxy" in row["error"]) == body.startswith("<html")
+    assert stats["model_check"]["errors"] == 1 and not answered(stats)
+    assert store.get_meta(llm_module.MODELS_ANSWERED) is None
