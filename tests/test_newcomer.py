@@ -249,8 +249,9 @@ def test_index_with_failed_items_names_the_last_reason(tmp_path, capsys, monkeyp
         monkeypatch.delenv(var, raising=False)
     from streamrag import llm
 
-    # (a server that lists the model, then refuses it: found at its call, as one failed item;
-    # one that neither lists nor serves it stops the run before any call, test_llm)
+    # (a model found served before, then refused: found at its call, as one failed item, said
+    # with what the endpoint lists; one that neither lists nor serves it stops the run before
+    # any call, test_llm)
     monkeypatch.setattr(llm, "_MODELS_SERVED", {(f"{simulator.base_url}/models", "missing-model")})
     config = tmp_path / "streamrag.toml"
     config.write_text(f'[llm]\napi_base = "{simulator.base_url}"\nembedding_model = "missing-model"\n'
@@ -258,7 +259,8 @@ def test_index_with_failed_items_names_the_last_reason(tmp_path, capsys, monkeyp
     rc = main(["index", str(corpus), "-q", "--config", str(config), "--db", str(tmp_path / "i.db")])
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert rc == 1 and last.startswith("streamrag: 1 item failed")
-    assert "(last: [embed] " in last and "unknown model or wrong api_base: missing-model" in last
+    assert "(last: [embed] " in last and "unknown model: llm.embedding_model = 'missing-model': the endpoint " \
+        "does not serve it" in last
     assert "llm.embedding_model = 'missing-model'" in last and "run the same command again" in last
 
 
