@@ -1279,15 +1279,14 @@ def _iconv_reads_gb2312(data: bytes, *, ext: bool) -> bool:
         return False
     if ext and (shift := data.find(b"\x0e")) >= 0 and not -1 < data.find(b"\x1b$)A") < shift:
         return False   # (-EXT stops at SO with no set designated)
-    if _CN_BAD_SINGLE.search(data):
+    if _CN_BAD_SINGLE.search(data) or _CN_BAD_RUN.search(data):   # (before they go: see below)
         return False
     # (The escape sequences that leave SO's set as it is, gone: replaced in C at memory speed, the
-    # regular expression only for a single shift's pairs.)
+    # regular expression only for a single shift's pairs. Each run out of ASCII is pairs between
+    # them, so none is made by the bytes either side of one: "T\x1b$)Ax" stops iconv at "T".)
     cleaned = data.replace(b"\x1b$)A", b"").replace(b"\x1b$*H", b"")
     if b"\x1bN" in cleaned:
         cleaned = _CN_SINGLE.sub(b"", cleaned)
-    if _CN_BAD_RUN.search(cleaned):
-        return False
     shifted = _CN_ASCII.sub(b"", cleaned)   # (the bytes out of ASCII, runs joined: pairs all)
     try:
         shifted.translate(_HIGH_BIT).decode("gb2312")
@@ -1300,7 +1299,9 @@ def _iconv_reads_gb2312(data: bytes, *, ext: bool) -> bool:
 _OTHER_SETS = re.compile(rb"\x1b(?:\$\)[EG]|\$\+|O|(?!\$\)A|\$\*H)(?:\$[@AB]|\$[()*+][@-Z]|\([IJ]))")
 _CN_BAD_SINGLE = re.compile(rb"\x1bN(?![\x21-\x7e]{2})")
 _CN_SINGLE = re.compile(rb"\x1bN[\x21-\x7e]{2}")
-_CN_BAD_RUN = re.compile(rb"\x0e(?:[\x21-\x7e]{2}|\x0e)*+(?!\x0f|\Z)")   # (an odd byte, a line end, an escape)
+# (a run out of ASCII, its escape sequences that leave SO's set as it is among its pairs, ended
+# otherwise than by SI or the end: an odd byte, a line end, another escape)
+_CN_BAD_RUN = re.compile(rb"\x0e(?:[\x21-\x7e]{2}|\x0e|\x1b\$\)A|\x1b\$\*H|\x1bN[\x21-\x7e]{2})*+(?!\x0f|\Z)")
 _CN_ASCII = re.compile(rb"\A[^\x0e]*|\x0f[^\x0e]*|\x0e")
 
 

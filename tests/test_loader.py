@@ -499,6 +499,30 @@ def test_iso_2022_cn_amid_text_iconv_does_not_convert_is_indexed_under_a_warning
                     (name, run.stderr)
 
 
+def test_iso_2022_cn_whose_run_holds_an_odd_byte_before_an_escape_is_not_refused(tmp_path):
+    import shutil
+    import subprocess
+
+    # ``_iconv_reads_gb2312`` (the fast pass) took the escape sequences that leave SO's set as it is
+    # out before it looked for a run of odd length, so an odd byte before one made a pair with the
+    # byte after it ("T\x1b$)Ax" read as "Tx"): the file was refused with `iconv -f ISO-2022-CN`,
+    # which fails at "T". It is indexed under the warning naming that byte, as the slow pass says.
+    zh = _LEGACY["zh"].strip()
+    for escape in (b"\x1b$)A", b"\x1b$*H", b"\x1bN!!"):
+        head = b"Notes.\n" + _iso_2022_cn(zh)[:-2]
+        data = head + b"T" + escape + b"x\x0f\n"
+        f = write(tmp_path / "odd.txt", data)
+        [doc], warnings = read_documents(f, root=tmp_path)
+        assert any(f"(the first at byte {len(head)})" in w for w in warnings), (escape, warnings)
+        if shutil.which("iconv"):
+            run = subprocess.run(["iconv", "-f", "ISO-2022-CN", "-t", "UTF-8", str(f)], capture_output=True)
+            assert f"illegal input sequence at position {len(head)}" in run.stderr.decode(), (escape, run.stderr)
+        # (the escape between two pairs: iconv converts it, so the file is refused with the command)
+        f = write(tmp_path / "even.txt", head + b"Tx" + escape + b"\x0f\n")
+        with pytest.raises(InputError, match="iconv -f ISO-2022-CN -t UTF-8"):
+            read_documents(f, root=tmp_path)
+
+
 def test_a_7_bit_file_read_in_its_encoding_is_not_refused_for_a_stray_iso_2022_cn_escape(tmp_path):
     # ``_decode`` marked a file read as ASCII in a 7-bit encoding (``_escaped``) as 8-bit text, its
     # escape sequences bytes, and so refused ISO-2022-JP text holding a stray ESC $ ) A (which
