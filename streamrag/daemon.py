@@ -105,7 +105,7 @@ from streamrag.exported import HEAD_BYTES, WHOLE, export_state_of, exported_head
 from streamrag.ids import document_id
 from streamrag.invisible import BREAK_HINTS
 from streamrag.loader import (DOCUMENT_SUFFIXES, conflict_copies_line, file_of, leads_outside, left_out_lines,
-                              export_said, read_documents, row_text, scan_order, shown, text_start,
+                              export_said, read_documents, read_wide, row_text, scan_order, shown, text_start,
                               unstorable_folder, why_unusable, written_by_export_line)
 from streamrag.notices import sharing_notices
 from streamrag.on_disk import covered, is_file
@@ -378,12 +378,14 @@ def _cut_line(head: bytes, docs: list, text_field: str) -> _CutRow | None:
     ``head`` is read from where the loader's text begins (past a run of NULs it opens with), and
     its lines are counted as the loader counts those of UTF-8 text: each "\\r\\n", lone "\\r" or
     "\\n" ends one (by "\\n" alone, a .jsonl of "\\r" line ends was one line, no rename of it ever
-    tied). Wide text (UTF-16, UTF-32: NULs in ``head``, a stray one in UTF-8 too) is not read,
-    ``None``: counted in bytes, its "\\r\\n" ends two lines and a character may hold a "\\n" byte.
-    So a UTF-16 or UTF-32 .jsonl renamed and written on is not tied when its opening cuts one of
-    the old file's rows (erring safe: it is synced as a deletion and an addition)."""
-    if b"\0" in head:
+    tied). Wide text (UTF-16, UTF-32: ``loader.read_wide``) is not read, ``None``: counted in
+    bytes, its "\\r\\n" ends two lines and a character may hold a "\\n" byte. So a UTF-16 or
+    UTF-32 .jsonl renamed and written on is not tied when its opening cuts one of the old file's
+    rows (erring safe: it is synced as a deletion and an addition). A UTF-8 one's stray NULs are
+    dropped, as the loader drops them (c45cac8d's "any NUL" left such a log untied)."""
+    if read_wide(head):
         return None
+    head = head.replace(b"\0", b"")
     at = max(head.rfind(b"\n"), head.rfind(b"\r")) + 1
     row = head.count(b"\n") + head.count(b"\r") - head.count(b"\r\n") + 1
     try:

@@ -1520,6 +1520,13 @@ def _wide(text_bytes: bytes) -> bool:
     return b"\0" in text_bytes
 
 
+def read_wide(head: bytes) -> bool:
+    """Whether a file whose text opens with ``head`` (from ``text_start``) is not read as UTF-8 by
+    ``_decode`` for its NULs or mark: UTF-16 or UTF-32 (a byte-order mark, more NULs than a text's
+    stray few), or a binary file. Else its NULs are strays, dropped from the text it reads."""
+    return any(head.startswith(bom) for bom, _codec in _BOMS) or _many_nuls(head[:_SNIFF])
+
+
 def _nul_runs_line(label: str, start: int, end: int) -> str:
     """The warning that the runs of NULs a file opened (``start`` bytes) or ended with (``end``)
     were dropped."""

@@ -4227,6 +4227,49 @@ async def test_a_wide_jsonl_renamed_and_written_on_is_tied_by_whole_rows_alone(c
         assert tied == ({"new.jsonl": "rows.jsonl"} if tie else {}), len(old)
 
 
+@pytest.mark.parametrize("stray", ["row 2", "cut row"])
+async def test_a_utf8_jsonl_with_a_stray_nul_is_tied_by_the_row_its_opening_cuts(corpus, tmp_path, stray):
+    # c45cac8d gave no cut row (None) of any opening holding a NUL, UTF-16 or UTF-32 meant, but a
+    # UTF-8 .jsonl with one stray NUL (a bad save; the loader drops it under a warning) too: such a
+    # log renamed and written on, tied before, was not (one whose NUL is in the row the opening
+    # cuts was not tied before either: a raw NUL is no JSON). Its NULs are dropped as the loader
+    # drops them, and its cut row read; a wide one still gives None (the test above).
+    from streamrag.daemon import _cut_line
+
+    texts = [f"Row {n}: Mira Osk weighed {n} salt barges at Port Vell and logged them by lamplight."
+             for n in range(1, 61)]
+    texts[0] += " And so on." * 5
+    at = 1 if stray == "row 2" else 26   # (row 27: the one a 2,560-byte opening cuts, in its text)
+
+    def jsonl(rows: list[str]) -> bytes:
+        lines = [json.dumps({"text": text}) for text in rows]
+        lines[at] = lines[at].replace("Mira", "\0Mira")
+        return "".join(line + "\n" for line in lines).encode()
+
+    settings = make_settings(index=SMALL)
+    limit = 32 * SMALL["chunk_size"]
+    opening = jsonl(texts)[:limit]
+    assert opening.count(b"\0") == 1 and b'"Row 27: ' in opening.rpartition(b"\n")[2]
+    assert _cut_line(opening, [], "text") == _cut_line(opening.replace(b"\0", b""), [], "text") != None
+    db = tmp_path / "r.db"
+    (corpus / "rows.jsonl").write_bytes(jsonl(texts))
+    await sync([corpus], settings, db, root=corpus)
+    (corpus / "rows.jsonl").unlink()
+    daemon = Daemon(settings, db, corpus, report=Events())
+
+    def tied(rows: list[str]) -> dict[str, str]:
+        (corpus / "new.jsonl").write_bytes(jsonl(rows))
+        try:
+            return daemon._written_on(["new.jsonl"], ["rows.jsonl"])
+        finally:
+            (corpus / "new.jsonl").unlink()
+
+    assert tied(texts + [f"Row {n}: Bo Lund paid the toll at Kessel." for n in range(61, 99)]) == \
+        {"new.jsonl": "rows.jsonl"}
+    other = [f"Row {n}: Una Vik hauled crates of tin to Narsk and sold them at dawn." for n in range(27, 200)]
+    assert tied(texts[:26] + other) == {}   # (row 27 differs where the opening reads it)
+
+
 def _rows(suffix: str, texts: list[str]) -> str:
     """A .csv (id, text) or .jsonl file of one row per text."""
     if suffix == ".csv":
