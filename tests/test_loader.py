@@ -1872,6 +1872,7 @@ def test_text_start_leaves_a_file_already_read_where_the_loader_reads_its_text(t
             start = text_start(read)
             assert 0 < start < len(data) and set(read.read(4096)) == {0}, name
 
+
 def test_a_leading_double_star_in_index_include_matches_the_top_folder_too(tmp_path):
     # "**/*.txt" (as gitignore and most tools read it) left out every .txt at the top of the
     # folder: a second run took them out of the index without a word.
