@@ -814,7 +814,9 @@ def _unchanged(r) -> str:
     times = "read again for new file times"
     if renamed <= 0:
         return f"{said}, {times}" if again >= unchanged else f"{said}, {number(again)} {times}"
-    read = f"all {number(unchanged)}" if again >= unchanged else number(again)
+    # "all 1" read oddly ("1 unchanged, of which 1 renamed and all 1 read again"): "all" from three.
+    read = (number(again) if again < unchanged or unchanged == 1 else
+            "both" if unchanged == 2 else f"all {number(unchanged)}")
     return f"{said}, of which {number(renamed)} renamed and {read} {times}"
 
 

@@ -281,8 +281,25 @@ def test_files_renamed_and_read_again_for_new_times_are_each_said_of_the_unchang
         (folder / name).touch()
     (folder / "bee.txt").rename(folder / "b.txt")
     out = cli_run("index", str(folder), "-q", "--offline")
-    assert ("documents      2 (0 added, 0 removed, 2 unchanged, of which 1 renamed and all 2 read again for "
+    assert ("documents      2 (0 added, 0 removed, 2 unchanged, of which 1 renamed and both read again for "
             "new file times; 1 more file repeats") in out.stdout, out.stdout
+
+
+@pytest.mark.parametrize("unchanged, again, said", [
+    (1, 1, "1 unchanged, of which 1 renamed and 1 read again for new file times"),
+    (2, 2, "2 unchanged, of which 1 renamed and both read again for new file times"),
+    (3, 3, "3 unchanged, of which 1 renamed and all 3 read again for new file times"),
+    (3, 2, "3 unchanged, of which 1 renamed and 2 read again for new file times"),
+])
+def test_the_unchanged_count_says_all_only_of_three_or_more(unchanged, again, said):
+    # "1 unchanged, of which 1 renamed and all 1 read again" (one text in two files, one touched,
+    # one renamed) read oddly; so did "all 2".
+    from types import SimpleNamespace
+
+    from streamrag.cli import _unchanged
+
+    r = SimpleNamespace(documents_unchanged=unchanged, documents_renamed=1, documents_new_times=again)
+    assert _unchanged(r) == said
 
 
 def test_rows_read_with_another_text_field_are_read_again_not_added_and_removed(cli_run, tmp_path):
