@@ -26,7 +26,7 @@ from streamrag.extractive import EXTRACTIVE_LABEL, pick_sentences, quotes
 from streamrag.pipeline import sync
 from streamrag.citations import parse_citations
 from streamrag.ask_command import add_ask_command, cmd_ask
-from streamrag.query import DETAILS, Answer, aask
+from streamrag.query import DETAILS, OUTCOMES, Answer, aask
 from streamrag.question import choose_mode, named_entities
 from streamrag.simulator import ANSWERS, detect_task
 from streamrag.store import Store
@@ -952,6 +952,7 @@ async def test_outcome_says_a_redirect_or_no_answer_not_answered(nameless_db, of
     for db, question, mode, outcome in asked:
         answer = await aask(question, settings, db, mode=mode)
         assert answer.outcome == answer.to_json()["outcome"] == outcome, (question, mode, answer.text)
+        assert outcome in OUTCOMES, outcome   # the table ask --json's readers are told of
         if outcome != "answered":
             assert answer.documents == [] and answer.citations == [], (question, mode)
 
