@@ -592,22 +592,23 @@ def _titled_apart(before: str) -> bool:
 
 _MONTHS = frozenset("january february march april may june july august september october november "
                     "december".split())
-# Words before a month that make it a date: prepositions ("in May", "until June") and these.
-_BEFORE_DATES = (TITLE_SMALL - frozenset("a an the and but or nor for so yet as if than vs v versus".split())
-                 ) | frozenset("last next this that early late every each".split())
+# Words before a month that make it a date: prepositions ("in May", "until June") and these. Not
+# "to" nor "that", which lead to a person as often ("listened to May", "said that May wants").
+_BEFORE_DATES = (TITLE_SMALL - frozenset("a an the and but or nor for so yet as if than vs v versus to".split())
+                 ) | frozenset("last next this early late every each".split())
 
 
 def _dated(word: str, before: str, after: str) -> bool:
     """Whether ``word``, a run of capitalised words of its own between ``before`` and ``after``
     in a sentence, is a month written as a date: after a preposition ("in May", "until June",
-    "last May"), beside a number ("May 5", "5 May") or ending its sentence ("The lock opened at
-    last in May."; a month as a given name is then no name of the anchor's, May Holloway's,
-    alone)."""
+    "last May") or beside a number ("May 5", "5 May"); a month as a given name is then no name of
+    the anchor's, May Holloway's, alone. Ending a sentence is no date ('"Keep the gates shut,"
+    said May.'), nor is a month after "to" or "that" ("The crews listened to May")."""
     if word.casefold() not in _MONTHS:
         return False
     last = before.split()[-1:]
     return (bool(last) and (last[0].casefold() in _BEFORE_DATES or last[0][-1:].isdigit())
-            or re.match(r"\s*\d", after) is not None or re.fullmatch(r"[\W_]*", after) is not None)
+            or re.match(r"\s*\d", after) is not None)
 
 
 def _held_by(text: str, names: list[tuple[str, ...]], own: tuple[str, ...], key: NameKeys) -> set[str]:

@@ -3170,8 +3170,8 @@ def test_pick_sentences_gives_a_month_written_as_a_date_no_whole_anchors_credit(
     """A given name that is a month ("May" of May Holloway, no other name's) counted for her
     whole name wherever a text dated something in May: "The lock opened at last in May." came
     before "May Holloway is the harbour master." for "What did May Holloway say about the lock?".
-    A month after a preposition ("in May", "last May"), beside a number or ending its sentence
-    counts as itself (half); "May" as a name in a sentence's middle still counts whole."""
+    A month after a preposition ("in May", "last May") or beside a number counts as itself
+    (half); "May" as a name in a sentence's middle still counts whole."""
     types = {"May Holloway": "person", "Penmarth": "geo"}
     ask = lambda q, text: [s for s, _tag, _score in pick_sentences(
         q, [("[T:t1]", text)], anchors=["May Holloway"], types=types)]
@@ -3181,6 +3181,21 @@ def test_pick_sentences_gives_a_month_written_as_a_date_no_whole_anchors_credit(
     got = ask("What did May Holloway say about the lock gates?",
               "May Holloway is the harbour master. At the quay, May spoke about the lock gates.")
     assert got[0] == "At the quay, May spoke about the lock gates.", got
+
+
+@pytest.mark.parametrize("said", ['"Keep the gates shut," said May.', "Officials said that May wants the gates shut.",
+                                  "The crews listened to May about the gates."])
+def test_pick_sentences_gives_a_month_as_a_name_ending_a_sentence_or_after_to_or_that_the_whole_anchors_credit(said):
+    """bd68c4ce took a month ending its sentence or after "that" or "to" for a date, and such a
+    "May" (of May Holloway, no other name's) had half her credit: '"Keep the gates shut," said
+    May.' came after "May Holloway is the harbour master." for a question about the gates. Only
+    a preposition of place or time ("in May"), last/next/this or a number make a month a date."""
+    types = {"May Holloway": "person", "Penmarth": "geo"}
+    got = [s for s, _tag, _score in pick_sentences(
+        "What did May Holloway say about the gates?",
+        [("[T:t1]", f"May Holloway is the harbour master. May Holloway trained the keepers. {said}")],
+        anchors=["May Holloway"], types=types)]
+    assert got[0] == said, got
 
 
 @pytest.mark.parametrize("top_k", [10, 1])
