@@ -24,7 +24,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from streamrag.local_search import STOPWORDS, name_words, query_terms, runs
 from streamrag.reports import OVERVIEW_OPENING
-from streamrag.sentences import (CJK_CLOSERS, CJK_TERMINATORS, HEADING_LINE, HONORIFICS,
+from streamrag.sentences import (ABBREVIATIONS, CJK_CLOSERS, CJK_TERMINATORS, HEADING_LINE, HONORIFICS,
                                  NOT_AFTER_ABBREVIATION, QUOTE_MARKS, SETEXT_UNDERLINE, TITLE_SMALL, ended,
                                  ends_with_abbreviation, is_heading, table_row_text, table_rows)
 from streamrag.terms import unspaced_chars, words
@@ -391,7 +391,7 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
     named = [name for name in anchors if _name_stems(name)]
     anchor_stems = [_name_stems(name, key) for name in named]
     rivals = [_rivals(name, types or {}, anchors, key) for name in named]
-    owns = [_own_words(name, types or {}, [*anchors, *namesakes]) for name in named]
+    owns = [own_words(name, types or {}, [*anchors, *namesakes]) for name in named]
     split = [(tag, split_sentences(_TAG.sub("", text))) for tag, text in passages]
     if typed is not None:
         typed = _names_within(typed[0], (s for _tag, sentences in split for s in sentences)), typed[1]
@@ -496,10 +496,16 @@ def _rivals(anchor: str, types: Mapping[str, str], anchors: Sequence[str], key: 
     return sorted(set(out), key=lambda w: (-len(w), w)), tuple(words(anchor))
 
 
-def _own_words(anchor: str, types: Mapping[str, str], others: Sequence[str]) -> frozenset[str]:
-    """The words of ``anchor``'s name (``local_search.name_words``), of two letters or more, that
-    no other name of ``types`` or ``others`` (the other anchors, the index's namesakes) has:
-    "torquay" of "Kenji Torquay" beside "Kenji Fenvell"."""
+# Titles and abbreviations: a word of a name that names no one alone ("Mrs." of "Mrs. Hallam",
+# "Sir" of "Sir Walter Pennick": "At the market, Mrs. Jones said", "Yes, Sir,").
+_TITLE_WORDS = frozenset(w for a in ABBREVIATIONS for w in words(a)) | HONORIFICS
+
+
+def own_words(anchor: str, types: Mapping[str, str], others: Sequence[str]) -> frozenset[str]:
+    """The words of ``anchor``'s name (``local_search.name_words``), of two letters or more and
+    no title (``sentences.ABBREVIATIONS``, ``HONORIFICS``), that no other name of ``types`` or
+    ``others`` (the other anchors, the index's namesakes) has: "torquay" of "Kenji Torquay"
+    beside "Kenji Fenvell"; "hallam" of "Mrs. Hallam"."""
     mine = set(name_words(anchor))
     if len(mine) < 2 or len(mine) < len(words(anchor)):
         # A name of one word is named whole or not at all; one with a stop word or a word
@@ -507,7 +513,7 @@ def _own_words(anchor: str, types: Mapping[str, str], others: Sequence[str]) -> 
         return frozenset()
     taken = {w for name in [*types, *others] if name != anchor for w in words(name)}
     # (A letter is an initial, or the "O" of "O'Brien" that "O'Neill said" writes too.)
-    return frozenset(w for w in mine - taken if len(w) > 1)
+    return frozenset(w for w in mine - taken - _TITLE_WORDS if len(w) > 1)
 
 
 def _anchor_credit(a: set[str], rivals: tuple[list[tuple[str, ...]], tuple[str, ...]], own: frozenset[str],

@@ -3198,6 +3198,22 @@ def test_pick_sentences_gives_a_month_as_a_name_ending_a_sentence_or_after_to_or
     assert got[0] == said, got
 
 
+@pytest.mark.parametrize("anchor, own, more, other", [
+    ("Mrs. Hallam", "Mrs. Hallam keeps the bakery on the quay.", "",
+     "At the market, Mrs. Jones said the bread was late."),
+    ("Sir Walter Pennick", "Sir Walter Pennick owns the mill by the weir.", "Sir Walter Pennick built the weir.",
+     '"Yes, Sir," the clerk said at the market about the bread.')])
+def test_pick_sentences_gives_a_title_alone_no_whole_anchors_credit(anchor, own, more, other):
+    """A title was one of the anchor's own words, so a sentence writing it for someone else ("Mrs.
+    Jones", "Yes, Sir,") named the anchor as wholly as its full name, and came first for "What did
+    Mrs. Hallam say at the market?" by the question's other words. A title names no one alone."""
+    types = {anchor: "person", "Penmarth": "geo"}
+    got = [s for s, _tag, _score in pick_sentences(
+        f"What did {anchor} say at the market about the bread?", [("[T:t1]", f"{own} {more} {other}")],
+        anchors=[anchor], types=types)]
+    assert got[0] == own, got
+
+
 @pytest.mark.parametrize("top_k", [10, 1])
 async def test_an_offline_local_answer_weighs_a_surname_the_same_whatever_namesakes_its_context_holds(tmp_path, top_k):
     """A surname is the asked person's own word only where no other name has it, and that was
