@@ -909,12 +909,11 @@ def _namesakes(store: Store, anchors: Sequence[str], known: dict[str, str]) -> l
     name no other known name or anchor has, and a word the anchor's name lacks: "Otto Brandt"
     for "Anna Brandt", a namesake her context does not show, so "Brandt said" is not hers
     wholly (``extractive.pick_sentences``). A name inside the anchor's ("Brandt") is its short
-    form, no namesake. One full-text lookup of names a word, for the few words of each anchor."""
+    form, no namesake. One full-text lookup of names a word, for the few words of each anchor
+    that ``pick_sentences`` counts as its own (``extractive.own_words``: none of a phrase's, no title)."""
     out: list[str] = []
     for anchor in anchors:
-        mine = set(local_search.name_words(anchor))
-        taken = {w for name in [*known, *anchors] if name != anchor for w in words(name)}
-        for word in sorted(w for w in mine - taken if len(w) > 1) if len(mine) > 1 else ():
+        for word in sorted(extractive.own_words(anchor, known, anchors)):
             rows = store.conn.execute(
                 "SELECT entities.name FROM entities_fts JOIN entities USING (id) WHERE entities_fts MATCH ? "
                 "LIMIT 50", ("name : (" + local_search.fts_match([word]) + ")",)).fetchall()

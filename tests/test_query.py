@@ -3304,6 +3304,31 @@ def test_namesakes_are_read_in_the_asks_snapshot(offline_db, tmp_path):
         store.close()
 
 
+def test_namesakes_are_looked_up_for_the_anchors_own_words_alone(offline_db, tmp_path):
+    """``query._namesakes`` repeated ``extractive.own_words``' choice of words, but for a name with
+    a stop word ("Bank of Tavrin", whose words ``own_words`` leaves out) and a title ("Mrs. Tavrin"):
+    it looked up "tavrin" and "mrs" and gave namesakes for words ``pick_sentences`` never counts.
+    It now looks up the words ``own_words`` gives: none for the phrase, "tavrin" alone for Mrs. Tavrin."""
+    from streamrag.query import _namesakes
+    from streamrag.terms import fts_text
+    db = tmp_path / "index.db"
+    with contextlib.closing(sqlite3.connect(offline_db)) as src, contextlib.closing(sqlite3.connect(db)) as dst:
+        src.backup(dst)
+    with contextlib.closing(sqlite3.connect(db)) as writer, writer:
+        for i, name in enumerate(["Lars Tavrin", "Mrs. Quell"]):
+            writer.execute("INSERT INTO entities(id, name, type, description, mentions, degree) "
+                           "VALUES (?, ?, 'person', 'A sailor.', 1, 0)", (f"ent-h3-{i}", name))
+            writer.execute("INSERT INTO entities_fts(id, name, description) VALUES (?, ?, ?)",
+                           (f"ent-h3-{i}", fts_text(name), fts_text("A sailor.")))
+    store = Store(db, readonly=True)
+    try:
+        with store.snapshot():
+            assert _namesakes(store, ["Bank of Tavrin"], {}) == []
+            assert _namesakes(store, ["Mrs. Tavrin"], {}) == ["Lars Tavrin"]
+    finally:
+        store.close()
+
+
 @pytest.mark.parametrize("question", ["Who is Mira Osk?", "Who is Anton Heller?", "Who is Henrik Salo?",
                                       "What is the Lantern Hall?"])
 async def test_an_offline_answer_quotes_the_documents_before_a_reports_count_of_members(offline_db, question):
