@@ -359,7 +359,7 @@ _LETTERS = re.compile(r"[^\W\d_]+")
 def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
                    limit: int = MAX_SENTENCES, extra_stop: frozenset[str] = frozenset(),
                    anchors: Sequence[str] = (), types: Mapping[str, str] | None = None,
-                   namesakes: Sequence[str] = ()) -> list[tuple[str, str, float]]:
+                   namesakes: Sequence[str] = (), named: Sequence[str] = ()) -> list[tuple[str, str, float]]:
     """(sentence, tag, score) of the best sentences of ``passages`` (tag, text), best first.
 
     ``anchors`` are the names of the entities the question names. A sentence that names more of
@@ -378,10 +378,12 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
 
     ``types`` (entity name -> type) lets a question ask for a kind of thing: a sentence naming an
     entity of a type the question names ("Which organization ...") or asks for by its question
-    word ("Where": a place, "Who": a person; ``_ASKED_TYPES``) has that type among its words."""
+    word ("Where": a place, "Who": a person; ``_ASKED_TYPES``) has that type among its words.
+    ``named`` are more names the question names, for ``asks_about_group`` alone (a global search's
+    entities, which give no anchor credit)."""
     key = NameKeys(asked_names(question, anchors))
     terms = {key.word(t, t in key.names) for t in query_terms(question, extra_stop=extra_stop)}
-    about_group = asks_about_group(question, key.names)
+    about_group = asks_about_group(question, asked_names(question, [*anchors, *named]))
     # The question's own words: a kind only its question word asks for ("Who": a person) ranks
     # the sentences that match them, and matches nothing alone: "Who is Belle?", in a context
     # without Belle, quoted the first sentences naming anyone.
@@ -461,17 +463,44 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
     return out
 
 
-# Words asking for a community as a whole ("the group around Scrooge").
+# Words for a community as a whole ("the group around Scrooge"), and what ties one to a name the
+# question asks about (``asks_about_group``).
 _GROUP_WORDS = frozenset("community communities group groups cluster clusters circle circles".split())
+_GROUP_TIES = frozenset("around round of including surrounding containing with near".split())
+_BELONG_ASKS = frozenset("does do did is was are were".split())
+_TOKEN = re.compile(r"[^\W_]+")
 
 
 def asks_about_group(question: str, names: Collection[str]) -> bool:
-    """Whether ``question`` asks about a community itself: it has a word for one that is no word of
-    the ``names`` it asks about (``asked_names``: the entity names it matches, its capitalised
-    words). "What is the group around Bob Cratchit?" and "Which community does Yorros Media Group
-    belong to?" do, and an offline report's overview ("7 entities and 12 relationships around
-    ...") answers them; "Who founded Yorros Media Group?" and "Who is Marley?" do not."""
-    return any(w in _GROUP_WORDS and w not in names for w in words(question))
+    """Whether ``question`` asks about a community itself: a word for one, in lower case (no word
+    of a written name: "Group Nine", "Circle K"), tied to a name it asks about (``names``, the
+    words of ``asked_names``, written capitalised but in a question all in lower case): "the
+    group around|of|including Bob Cratchit", "Mrs. Cratchit's circle", "Which community does
+    Yorros Media Group belong to?", "Which group is Scrooge in?". A group word alone asks about
+    something else: "Which group led the strike?", "How did the community react to the flood?",
+    "Who owns Galoux Media group?", "the group of carol singers"."""
+    tokens = [(m.group(), m.start(), m.end()) for m in _TOKEN.finditer(question)]
+    low = [t.casefold() for t, _s, _e in tokens]
+    lower_case = question == question.casefold()   # (no capitals to tell a name by)
+
+    def name_at(i: int) -> bool:   # a name asked about opens at word i ("the", titles skipped)
+        while i < len(tokens) and (low[i] == "the" or low[i] in _TITLE_WORDS and tokens[i][0][:1].isupper()):
+            i += 1
+        return i < len(tokens) and low[i] in names and (lower_case or tokens[i][0][:1].isupper())
+
+    for i, (token, start, _end) in enumerate(tokens):
+        if low[i] not in _GROUP_WORDS or not (token == low[i] or i == 0):
+            continue
+        if i + 1 < len(tokens) and low[i + 1] in _GROUP_TIES and name_at(i + 2):
+            return True   # the group around X
+        for j in (i - 1, i - 2):   # X's circle, X's inner circle
+            if (j >= 1 and low[j] == "s" and question[tokens[j - 1][2]:tokens[j][1]] in ("'", "\u2019")
+                    and low[j - 1] in names and (j == i - 1 or tokens[i - 1][0] == low[i - 1])):
+                return True
+        if (i >= 1 and low[i - 1] in ("which", "what") and i + 1 < len(tokens) and low[i + 1] in _BELONG_ASKS
+                and name_at(i + 2) and ("belong" in low or low[-1] in ("in", "of", "among"))):
+            return True   # which community does X belong to
+    return False
 
 
 def _name_stems(name: str, key: NameKeys | None = None) -> set[str]:
@@ -689,15 +718,15 @@ def _names_within(names: list[str], texts: Iterable[str]) -> re.Pattern:
 
 def extractive_answer(question: str, passages: Sequence[tuple[str, str]], *, what: str,
                       extra_stop: frozenset[str] = frozenset(), anchors: Sequence[str] = (),
-                      types: Mapping[str, str] | None = None, namesakes: Sequence[str] = ()
-                      ) -> tuple[str, bool]:
+                      types: Mapping[str, str] | None = None, namesakes: Sequence[str] = (),
+                      named: Sequence[str] = ()) -> tuple[str, bool]:
     """The labelled answer: the best sentences of ``passages`` as cited bullets, and whether
     any sentence matched (False: the text says nothing was found).
 
     ``what`` names where the sentences come from ("community reports", "source text" ...).
     """
     picked = pick_sentences(question, passages, extra_stop=extra_stop, anchors=anchors, types=types,
-                            namesakes=namesakes)
+                            namesakes=namesakes, named=named)
     if not picked:
         return (f"{EXTRACTIVE_LABEL}: nothing in the {what} searched matches the words of this "
                 "question. Configure an LLM (llm.api_base) for answers written by a model."), False

@@ -860,7 +860,8 @@ class _Search:
             stop = self._global_stop or stop | RELATION_WORDS
         text, found = extractive.extractive_answer("" if broad else question, passages,
                                                    what=what, extra_stop=stop, anchors=anchors,
-                                                   types=types, namesakes=namesakes)
+                                                   types=types, namesakes=namesakes,
+                                                   named=[name for _e, name in self.anchors])
         if not found:
             self.context_tags = []  # an answer that found nothing rests on no document
         # (a search followed by another, auto's basic one, has the outcome of the answer it gives)

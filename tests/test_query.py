@@ -3253,6 +3253,16 @@ async def test_an_offline_answer_about_a_community_itself_quotes_its_overview(of
     assert question.removesuffix("?").split(" around ")[1] in quoted[0], quoted
 
 
+@pytest.mark.parametrize("mode", ["global", "local"])
+async def test_an_offline_answer_about_a_community_asked_in_lower_case_quotes_its_overview(offline_db, mode):
+    """A question in lower case has no capitals to tell its names by: the group word is tied to
+    the entities it names (global search passes them, ``pick_sentences(named=...)``)."""
+    from streamrag.reports import OVERVIEW_OPENING
+    answer = await aask("who is in the community around henrik salo?", make_settings(""), offline_db, mode=mode)
+    quoted = [sentence for sentence, _tag in quotes(answer.text)]
+    assert quoted and OVERVIEW_OPENING.search(quoted[0]) and "Henrik Salo" in quoted[0], quoted
+
+
 def test_pick_sentences_takes_a_group_word_inside_a_name_asked_about_for_the_name():
     """"Group" of "Yorros Media Group" names the company, not a community: "Who founded Yorros
     Media Group?" quotes the documents before a report's overview; "Which community does Yorros
@@ -3265,6 +3275,28 @@ def test_pick_sentences_takes_a_group_word_inside_a_name_asked_about_for_the_nam
         assert first("Who founded Yorros Media Group?", **kw) == "Kenji Zanvell founded Yorros Media Group in 2020."
         assert first("Which community does Yorros Media Group belong to?", **kw).startswith(
             "Yorros Media Group and Kenji Zanvell: 5 entities"), kw
+
+
+@pytest.mark.parametrize("question, about", [
+    ("Which group led the Kelholmmouth Dockworkers Strike?", False),
+    ("How did the community react to the Kelholmmouth Dockworkers Strike?", False),
+    ("Who owns Galoux Media group?", False), ("What did the group of dockworkers do at the strike?", False),
+    ("What is the group around Galoux Media?", True), ("Who is in Galoux Media's circle?", True),
+    ("Which community does the Kelholmmouth Dockworkers Strike belong to?", True),
+    ("Which cluster is Galoux Media in?", True)])
+def test_pick_sentences_quotes_a_reports_overview_first_for_a_group_tied_to_a_name_alone(question, about):
+    """b5b3416b ranked an offline report's overview as any sentence for any question with a word
+    for a group outside its names, so "Which group led the ... Strike?" or "How did the community
+    react to ...?" opened with "5 entities and 6 relationships around ...". A group word must be
+    tied to a name the question asks about (around/of X, X's circle, which community does X
+    belong to); a group word alone, or of a common noun ("the group of dockworkers"), is none."""
+    overview = ("Kelholmmouth Dockworkers Strike and Galoux Media: 5 entities and 6 relationships around "
+                "Kelholmmouth Dockworkers Strike (event) and Galoux Media (organization); strongest ties: "
+                "Galoux Media and Kelholmmouth Dockworkers Strike.")
+    passages = [("[R:C1]", overview + "\n\nThe Kelholmmouth Dockworkers Strike was led by the harbour "
+                 "union, and Galoux Media owns the Kelholmmouth Herald.")]
+    first = pick_sentences(question, passages, limit=1)[0][0]
+    assert first.startswith("Kelholmmouth Dockworkers Strike and Galoux Media: 5 entities") == about, first
 
 
 def test_pick_sentences_gives_no_whole_anchors_credit_for_a_word_a_namesake_of_the_index_has():
