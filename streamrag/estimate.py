@@ -93,7 +93,7 @@ from streamrag.extractor import (ExtractionPrompts, claimless_key, claims_messag
                                  extraction_request, extractor_key)
 from streamrag.gleaner import check_messages, glean_messages, merge_round, yes_no_bias
 from streamrag.graph_state import (Change, GraphState, dirty_communities, document_changes, moved_since,
-                                   stranded_chunks, warm_start)
+                                   start_leiden, stranded_chunks, warm_start)
 from streamrag.llm import request_options
 from streamrag.merge import descriptions_after, mentions_of, unique_descriptions
 from streamrag.on_disk import change_stamp, covered, file_names, retimed, same_on_disk, still_there
@@ -615,7 +615,8 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             # (a model, a prompt, a budget): all of them are written again, changed chunks or not.
             resummarized = resummarizes(store, settings)   # (as the run says it: ``summary_change``)
             summarized_again = summary_change(store, settings)
-            recluster = recluster or store.get_meta("leiden") not in (
+            # (the settings of the partition the run starts from: a model's kept one, ``start_leiden``)
+            recluster = recluster or start_leiden(store, offline=settings.offline) not in (
                 None, leiden_key(ix.max_cluster_size, ix.leiden_seed, ix.leiden_resolution))
             wanted |= {c for ids in index_rows.chunk_ids_of(store, kept_docs).values() for c in ids}
             chosen_with = built_min_members(settings, store.get_meta, by_llm=True)

@@ -364,11 +364,27 @@ class WarmStart(NamedTuple):
     kept: bool                  # the model's partition an offline run kept, not the published one
 
 
+def _kept_for(store: Store, *, offline: bool) -> KeptPartition | None:
+    """The model's partition a run starts from instead of the published one: a run with a
+    model of an index an offline run made of a model's (``KeptPartition``); else None."""
+    return None if offline or not index_rows.built_offline(store) else kept_partition(store)
+
+
+def start_leiden(store: Store, *, offline: bool) -> str | None:
+    """The Leiden settings of the partition a run starts from (``warm_start``'s ``leiden``),
+    known before the graph is: a run with other settings clusters afresh. Read from the
+    published partition, a run with a model after an offline run with other settings said
+    "it is clustered afresh" of a run that started from the model's partition (settings as the
+    run's) and was silent on one it clustered afresh, and its estimate took one for the other."""
+    kept = _kept_for(store, offline=offline)
+    return kept.leiden if kept is not None else store.get_meta("leiden")
+
+
 def warm_start(store: Store, state: GraphState, *, offline: bool) -> WarmStart:
     """The partition a run clusters from: the published one, or for a run with a model of an
     index an offline run made of a model's, the model's partition that run kept
     (``KeptPartition``). ``state``: the graph the run clusters, its changes applied."""
-    kept = None if offline or not index_rows.built_offline(store) else kept_partition(store)
+    kept = _kept_for(store, offline=offline)
     if kept is None:
         return WarmStart(state.old_communities, store.get_meta("leiden"),
                          int(store.get_meta("changed_since_fresh", "0") or 0), False)

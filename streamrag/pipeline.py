@@ -82,6 +82,7 @@ from streamrag.graph_state import (
     recut_of,
     renamed,
     retitled,
+    start_leiden,
     titled_anew,
     warm_start,
 )
@@ -1208,7 +1209,8 @@ class Indexer:
         reported, upgraded = _reports_redone(store, s)
         if reported and not upgraded:
             changes.append(("report", reported))
-        if said("leiden") not in (None, self.leiden_key):
+        # (those of the partition the run starts from: the model's an offline run kept, ``start_leiden``)
+        if start_leiden(store, offline=False) not in (None, self.leiden_key):
             changes.append(("clustering", "it is clustered afresh"))
         if upgrade:
             self.say(f"{upgrade}: its files are read and chunked again as they are indexed "

@@ -3195,3 +3195,35 @@ async def test_the_estimate_of_a_model_run_after_an_offline_one_clusters_from_th
     finally:
         store.close()
     assert found and sorted((c.id, c.level, c.members) for c in found[-1]) == published
+
+
+async def test_the_estimate_after_an_offline_run_with_other_clustering_settings_clusters_as_the_run(
+        corpus, tmp_path, simulator, monkeypatch):
+    # The run with the model after an offline one starts from the model's kept partition and
+    # clusters afresh when its settings are not that partition's; the estimate decided by the
+    # published (offline) partition's settings: of a model built with one Leiden seed, an
+    # offline run with another, then a model run with that other, the run clustered afresh and
+    # the estimate warm-started (200 synth documents: 19 of the run's 71 communities found).
+    # Its partition is the run's now, but for the ids it gives anew (its own, "new-N").
+    found = []
+    partition = estimate_module._partition
+    monkeypatch.setattr(estimate_module, "_partition",
+                        lambda *a, **k: found.append(partition(*a, **k)) or found[-1])
+    sized = {"chunk_size": 80, "chunk_overlap": 10, "max_cluster_size": 4}
+    built, then = 3, 5   # (Leiden seeds: the model's; the offline run's and the model run's after it)
+    db = tmp_path / "index.db"
+    await sync([corpus], make_settings(simulator.base_url, index={**sized, "leiden_seed": built}), db,
+               root=corpus)
+    await sync([corpus], make_settings("", index={**sized, "extractor": "nlp", "leiden_seed": then}), db,
+               root=corpus)
+    model = make_settings(simulator.base_url, index={**sized, "leiden_seed": then})
+    estimate([corpus], model, db, root=corpus)
+    await sync([corpus], model, db, root=corpus)
+    store = Store(db, readonly=True)
+    try:
+        ran = {(c.level, tuple(c.members)): c.id
+               for c, _context, _report in index_rows.load_communities(store)}
+    finally:
+        store.close()
+    assert found and {(c.level, tuple(c.members)) for c in found[-1]} == ran.keys()
+    assert all(c.id == ran[c.level, tuple(c.members)] or c.id.startswith("new-") for c in found[-1])

@@ -2306,6 +2306,31 @@ async def test_a_model_run_after_an_offline_one_pays_for_what_changed_since_the_
     assert marks == [True] * 4, marks
 
 
+@pytest.mark.parametrize("then", [5, 3], ids=["the-offline-runs-seed", "the-models-seed"])
+async def test_a_model_run_after_an_offline_one_says_clustered_afresh_by_the_model_partitions_settings(
+        corpus, tmp_path, simulator, caplog, then):
+    # The run starts from the model's partition the offline run kept, and clusters afresh when
+    # its Leiden settings are not that partition's. The line read the published (offline)
+    # partition's: a model built with seed 3, an offline run with seed 5, then a model run with
+    # seed 3 was said "it is clustered afresh" and started from the model's partition; with
+    # seed 5, it clustered afresh unsaid (200 synth documents, seeds 42, 7 and 7: 68 reports paid).
+    import logging
+
+    sized = {"chunk_size": 80, "chunk_overlap": 10, "max_cluster_size": 4}
+    db = tmp_path / "index.db"
+    model = make_settings(simulator.base_url, index={**sized, "leiden_seed": 3})
+    with anyio.fail_after(120):
+        await sync([corpus], model, db, root=corpus)
+    offline = make_settings("", index={**sized, "extractor": "nlp", "leiden_seed": 5})
+    await sync([corpus], offline, db, root=corpus)
+    model = make_settings(simulator.base_url, index={**sized, "leiden_seed": then})
+    with caplog.at_level(logging.WARNING, logger="streamrag.pipeline"), anyio.fail_after(120):
+        back = await sync([corpus], model, db, root=corpus)
+    said = [r.getMessage() for r in caplog.records if "clustered afresh" in r.getMessage()]
+    assert back.reclustered == (then == 5) and bool(said) == back.reclustered, said
+    assert ("clustering" in back.settings_changed) == back.reclustered, back.settings_changed
+
+
 async def test_a_model_partition_kept_in_a_shape_this_streamrag_cannot_read_is_a_start_no_more(
         corpus, tmp_path, simulator):
     # The model's partition an offline run keeps is bookkeeping, a place for Leiden to start:
