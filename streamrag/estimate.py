@@ -691,9 +691,13 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     # calls, no cost" alone.
     replaced, replaced_said = {}, ""
     if settings.offline and store is not None and store.version and index_rows.built_by_model(store):
-        work = index_rows.model_work(store)
-        if replaced_said := model_work_replaced(work, settings.store.keep_unused_days, settings.llm.cache):
-            replaced = work
+        # (of the model's chunks, those that stay live, as the run counts them after its scan: a
+        # file gone was counted with its chunks, and an emptied folder said the line)
+        stay = wanted | {c for ids in index_rows.chunk_ids_of(store, kept_docs).values() for c in ids}
+        work = index_rows.model_work(store, stay)
+        line = model_work_replaced(work, settings.store.keep_unused_days, settings.llm.cache)
+        if work["chunks"] and line:
+            replaced, replaced_said = work, line
     return {"documents": len(paths_of) + len(kept_docs),
             # (of an update: what it works on, as the run counts documents added and removed)
             "update": bool(store is not None and store.version), "documents_added": added_docs,

@@ -305,6 +305,29 @@ async def test_an_offline_estimate_of_an_index_a_model_built_says_the_model_s_wo
     assert again["model_work_replaced"] == {} and "built with a model" not in format_estimate(again)
 
 
+async def test_an_offline_estimate_of_a_model_index_counts_the_chunks_the_run_keeps_live(ten_indexed):
+    # The run counts the model's chunks that stay live after its scan (``index_rows.model_work``'s
+    # live): a file gone, fewer; every file gone, no line. Its estimate counted every published
+    # chunk: "extraction of 12 chunks" for the run's 10 (one of ten articles gone), and a line
+    # for an emptied folder.
+    news, db, _ = ten_indexed
+    offline = make_settings("", index={"extractor": "nlp"})
+    sorted(news.iterdir())[0].unlink()
+    est = estimate([news], offline, db, root=news)
+    gone = news.parent / "gone"
+    gone.mkdir()
+    for f in list(news.iterdir()):
+        shutil.move(f, gone / f.name)
+    none = estimate([news], offline, db, root=news)
+    for f in list(gone.iterdir()):
+        shutil.move(f, news / f.name)
+    done = await sync([news], offline, db, root=news)
+    replaced = done.model_work_replaced
+    assert 0 < replaced["chunks"] and est["model_work_replaced"] == replaced, est["model_work_replaced"]
+    assert none["model_work_replaced"] == {} and none["model_work_replaced_said"] == "", none
+
+
+
 async def test_documents_are_counted_as_index_counts_them_a_copy_once(news, tmp_path, simulator):
     # Three files of one text are one document to `index`: the estimate said 12 for its 10.
     (news / "copy.txt").write_text((news / "doc_00003.txt").read_text())
