@@ -105,9 +105,9 @@ from streamrag.prompts import Prompt
 from streamrag.proxies import (Proxy, answering, proxy_down, proxy_failed, proxy_for, proxy_refused,
                                socks_unreachable, unreadable)
 from streamrag.provider_errors import (AZURE_HOST, CONTEXT_OVERFLOW, MORE_RETRIES, Refused, Retryable, advice,
-                                       hidden, html_page, key_not_sent, key_source, listing_refused, model_settings,
-                                       not_answering, one_line, provider_message, reason, shorter_answer,
-                                       stopped_answering, tls_refused, unknown_model)
+                                       aside, hidden, html_page, key_not_sent, key_source, listing_refused,
+                                       model_settings, not_answering, one_line, provider_message, reason,
+                                       shorter_answer, stopped_answering, tls_refused, unknown_model)
 from streamrag.ratelimit import MinuteBudget, minute_budget
 from streamrag.replies import (CUT_OFF, CUT_OFF_UNASKED, CUT_OFFS, OnLength, Replies, chat_answer, checker,
                                answer_thinking, event_deltas, event_usage, unstreamed)
@@ -1175,12 +1175,19 @@ class LLMClient:
             usage = msgspec.json.decode(resp.content)
         except (msgspec.DecodeError, RecursionError):
             usage = None
-        if not isinstance(usage, dict):
-            # Not the API's answer (a proxy's sign-in page): an error, as a chat call's is, not a
-            # paid call answered (a watch read it as the endpoint answering, ``watch_lines.answered``).
+        answer = "data" if embedding else "choices"   # (what a call of its route reads its answer from)
+        if not isinstance(usage, dict) or not isinstance(usage.get(answer), list) or not usage[answer]:
+            # Not the API's answer (a proxy's sign-in page; an error object sent with 200, which a
+            # chat call says "answer without choices"): an error, as a call's is, not a paid call
+            # answered and noted (a watch read it as the endpoint answering, ``watch_lines.answered``,
+            # and every later run of the index asked the model no more).
             page = html_page(resp.text)
-            said = str(self._replies.web_page(page, "JSON", url)) if page else \
-                f"{url}: HTTP 200: the answer to the check of {model} was not the API's JSON"
+            if page:
+                said = str(self._replies.web_page(page, "JSON", url))
+            elif isinstance(usage, dict):   # (its words as an error status's: hidden, one line)
+                said = f"{url}: HTTP 200: the answer to the check of {model} holds no {answer}{aside(said)}"
+            else:
+                said = f"{url}: HTTP 200: the answer to the check of {model} was not the API's JSON"
             await self._call_log.record(row, 0, 0, latency, cached=False, error=said)
             return None   # (the run's first call says it, as it would have)
         prompt, completion = read_usage(usage.get("usage"))

@@ -4699,8 +4699,11 @@ async def test_check_models_records_the_usage_a_server_says_of_the_request_by_na
     def handler(request: httpx.Request) -> httpx.Response:
         if request.method == "GET":
             return httpx.Response(200, json={"object": "list", "data": [{"id": "only-one"}]})
+        usage = {"prompt_tokens": 9, "completion_tokens": 1}   # (each route's answer, as the API's)
+        if request.url.path.endswith("/embeddings"):
+            return httpx.Response(200, json={"data": [{"index": 0, "embedding": [0.1, 0.2]}], "usage": usage})
         return httpx.Response(200, json={"choices": [{"message": {"content": "x"}, "finish_reason": "length"}],
-                                         "usage": {"prompt_tokens": 9, "completion_tokens": 1}})
+                                         "usage": usage})
     with anyio.fail_after(5):
         async with client(tmp_path, handler, api_base="http://models-usage.test/v1",
                           embedding_model="embedder", summary_model="summarizer") as (llm, store):
@@ -4941,4 +4944,33 @@ async def test_a_page_answering_the_check_by_name_is_a_failed_call_not_an_answer
     assert row["error"] and (row["prompt_tokens"], row["completion_tokens"]) == (0, 0)
     assert ("Sign in to the proxy" in row["error"]) == body.startswith("<html")
     assert stats["model_check"]["errors"] == 1 and not answered(stats)
+    assert store.get_meta(llm_module.MODELS_ANSWERED) is None
+
+
+@pytest.mark.parametrize("name, body", [
+    ("summary_model", {"error": {"message": "model unlisted not found (Bearer KEY)", "code": 404}}),
+    ("summary_model", {"choices": []}),
+    ("embedding_model", {"error": {"message": "model unlisted not found (Bearer KEY)"}}),
+    ("embedding_model", {"object": "list", "data": []}),
+])
+async def test_a_json_answer_to_the_check_by_name_that_holds_no_answer_is_a_failed_call(tmp_path, name, body):
+    # A 200 error object (a gateway's "model not found" sent with 200) is JSON, and was noted
+    # answered: every later run asked the model no more, though each call of it fails ("answer
+    # without choices"), and that failure is no unknown-model refusal, which takes the note back.
+    key = "sk-secret-0123456789"   # (a server quoting the request back)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(200, json={"object": "list", "data": [{"id": "other"}]})
+        return httpx.Response(200, text=json.dumps(body).replace("KEY", key),
+                              headers={"content-type": "application/json"})
+    settings = {"api_base": "http://models-json.test/v1", name: "unlisted"}
+    with anyio.fail_after(5):
+        async with client(tmp_path, handler, key=key, **settings) as (llm, store):
+            await llm.check_models([name])   # (goes on: the run's first call says it)
+            [row] = calls(store)
+            stats = llm.stats
+    assert row["error"] and (row["prompt_tokens"], row["completion_tokens"]) == (0, 0)
+    assert key not in row["error"] and ("model unlisted not found" in row["error"]) == ("error" in body)
+    assert stats["model_check"]["errors"] == 1
     assert store.get_meta(llm_module.MODELS_ANSWERED) is None
