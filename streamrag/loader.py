@@ -16,7 +16,8 @@ goes through ``_safe``, so one message is always one line. A Markdown file's
 text is read as a reader sees it (``markdown``); ``VERSION`` covers that reading too. So is every
 document's: without the characters no reader sees (``invisible``: a zero-width space inside a
 word), its lines where they were, each ended by "\n" wherever ``str.splitlines`` ends one (a form
-feed, U+2028; a paragraph separator, U+2029, is a blank line: ``_newlines``).
+feed, U+2028; a paragraph separator, U+2029, is a blank line; NEL, U+0085, only in text read as
+Unicode: in Latin-1 it is byte 0x85, "…": ``_newlines``).
 """
 
 from __future__ import annotations
@@ -760,11 +761,12 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
     data, end = _without_trailing_nuls(data)
     if start or end:
         warnings.append(_nul_runs_line(label, start, end))
-    held = [_decode(data, label, warnings, os.fspath(path))]
-    del data   # (a big file's bytes, not kept beside its text)
+    text, unicode = _decode(data, label, warnings, os.fspath(path))
+    held = [text]
+    del data, text   # (a big file's bytes, not kept beside its text)
     suffix = path.suffix.lower()
     # (once they are let go: a CRLF file's were held beside two copies of its text)
-    text = _newlines(held, breaks=suffix not in (".jsonl", ".csv"))
+    text = _newlines(held, breaks=suffix not in (".jsonl", ".csv"), nel=unicode)
     if suffix not in _MARKDOWN:   # (Markdown's once read: "``\u200b`" in code shows a fence)
         text = _seen(text, label)
     if _blank(text):   # (spaces and line ends alone: said "empty file", of bytes)
@@ -786,7 +788,7 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
                                  "(![[...]]), nothing to index")
         title = title[:TITLE_CHARS] if title else _title(text, _composed(path.stem))
         return [Document(id=document_id(text), path=shown, title=title, text=text)], warnings
-    return _row_documents(rows, shown, path.stem, text_field, warnings), warnings
+    return _row_documents(rows, shown, path.stem, text_field, warnings, nel=unicode), warnings
 
 
 class TooBig(InputError):
@@ -896,8 +898,10 @@ def _seen(text: str, label: str) -> str:
     return seen
 
 
-def _decode(data: bytes, label: str, warnings: list[str], read_from: str) -> str:
-    """The text of ``data``, its line ends as written (``_newlines`` makes them "\\n"); ``label``
+def _decode(data: bytes, label: str, warnings: list[str], read_from: str) -> tuple[str, bool]:
+    """The text of ``data``, its line ends as written (``_newlines`` makes them "\\n"), and whether
+    it was read as Unicode (UTF-8, -16, -32: its U+0085 is NEL, a line end; read as Latin-1 or
+    ISO-8859-7 it is byte 0x85, cp1252's "…" in another code page, ``_newlines``); ``label``
     is the file's path as messages show it (``_safe``), ``read_from`` as it was read (the
     commands a warning gives name it: ``_iconv``).
 
@@ -915,6 +919,7 @@ def _decode(data: bytes, label: str, warnings: list[str], read_from: str) -> str
     a warning (``_iso_2022_cn_said``: amid UTF-8 text, the command failed). A few NULs are dropped."""
     text = None
     eight_bit = False   # (read as UTF-8, cp1252 or a legacy code page: its escape sequences are bytes)
+    unicode = True
     for bom, codec in _BOMS:
         if data.startswith(bom):
             try:
@@ -945,7 +950,7 @@ def _decode(data: bytes, label: str, warnings: list[str], read_from: str) -> str
             text = _utf16_without_bom(data, label)
             if text is None:
                 eight_bit = True
-                text = _utf8_or_cp1252(data, label, warnings, first, read_from)
+                text, unicode = _utf8_or_cp1252(data, label, warnings, first, read_from)
                 _unread_escapes(data, label, warnings, read_from)
     controls = _controls(text)
     if controls > max(16, 0.05 * len(text)):
@@ -962,7 +967,7 @@ def _decode(data: bytes, label: str, warnings: list[str], read_from: str) -> str
         warnings.append(f"{label}: {counted(text.count(chr(0)), 'NUL character')} dropped; a text file holds "
                         "none: check how it was written")
         text = text.replace("\x00", "")
-    return text
+    return text, unicode
 
 
 def _broken_after_mark(data: bytes, start: int, codec: str, label: str) -> None:
@@ -1070,8 +1075,10 @@ def _binary(label: str) -> None:
                      "to index.exclude")
 
 
-def _utf8_or_cp1252(data: bytes, label: str, warnings: list[str], first: int, read_from: str) -> str:
-    """The text of ``data``, which is not UTF-8 from byte ``first`` on (see ``_decode``)."""
+def _utf8_or_cp1252(data: bytes, label: str, warnings: list[str], first: int,
+                    read_from: str) -> tuple[str, bool]:
+    """The text of ``data``, which is not UTF-8 from byte ``first`` on, and whether it was read as
+    UTF-8 (its strays as cp1252) (see ``_decode``)."""
     strays, utf8, letters = _strays(data)
     # Characters beyond ASCII that were UTF-8: more of them than strays says UTF-8 it is; so does
     # any of them when every stray is cp1252's punctuation (0x80-0x9f: quotes, dashes pasted in
@@ -1082,7 +1089,7 @@ def _utf8_or_cp1252(data: bytes, label: str, warnings: list[str], first: int, re
                         f"{first:,}), read as "
                         "cp1252 and the rest as UTF-8; to be sure of them, fix those bytes and save it "
                         "as UTF-8")
-        return data.decode("utf-8-sig", errors=_AS_CP1252)
+        return data.decode("utf-8-sig", errors=_AS_CP1252), True
     from streamrag import legacy   # (here, not above: see the note on the imports)
 
     # A legacy code page its letters say (cp1251, Shift-JIS, GBK ...), else cp1252 as before.
@@ -1090,7 +1097,7 @@ def _utf8_or_cp1252(data: bytes, label: str, warnings: list[str], first: int, re
     if reading.text is not None:
         warnings.append(f"{label}: not valid UTF-8, read as {reading.encoding.name} by its letters; to be "
                         f"sure of them, save it as UTF-8 (the output of {_iconv(reading.encoding.iconv, read_from)})")
-        return reading.text
+        return reading.text, False
     try:
         text, used = data.decode("cp1252"), "cp1252"
     except UnicodeDecodeError:
@@ -1111,7 +1118,7 @@ def _utf8_or_cp1252(data: bytes, label: str, warnings: list[str], first: int, re
         warnings.append(f"{label}: not valid UTF-8, read as {used}; save it as UTF-8 (the output of "
                         f"{_iconv(_ICONV_NAMES[used], read_from)}, or with -f its own encoding if its accents "
                         "look wrong in answers)")
-    return text
+    return text, False
 
 
 # Characters below which a file's control characters are too few to say binary by their share
@@ -1744,7 +1751,7 @@ def _not_western(head: bytes) -> float:
     return 1 - both / len(odd)
 
 
-def _newlines(held: list[str], *, breaks: bool = True) -> str:
+def _newlines(held: list[str], *, breaks: bool = True, nel: bool = True) -> str:
     """The text ``held`` alone in a list with its lines ended by \\n and its characters composed
     (NFC): an accent written as a letter and a combining mark (macOS, some PDF converters) cut
     "Benoît" to "Benoi" where the extractor reads names. A run of blanks within a line longer
@@ -1759,11 +1766,13 @@ def _newlines(held: list[str], *, breaks: bool = True) -> str:
     them as across a space ("Ada Lovelace\\u2029Ada was" named "Ada Lovelace Ada"; with "\\n\\n",
     "Ada Lovelace"); now as they read a line end. Not in a .jsonl or .csv file's text before its
     rows are read (a JSON string may hold a U+2028 as written, a cell a form feed: each would
-    have cut its row in two), but in each row's text (``row_text``)."""
+    have cut its row in two), but in each row's text (``row_text``). ``nel``: the text was read as
+    Unicode (``_decode``), so a U+0085 is NEL, a line end; else it is byte 0x85 of Latin-1 or
+    ISO-8859-7, written as cp1252's "…" most likely, and kept ("waited\x85 then" was "waited\n then")."""
     if "\r" in held[-1]:   # (looked for first: one character is found at memory speed, "\r\n" took 30 ms of 25 MB)
         held.append(held.pop().replace("\r\n", "\n").replace("\r", "\n"))
     if breaks:
-        for ch in _BREAKS:
+        for ch in _BREAKS if nel else _BREAKS.replace("\x85", ""):
             if ch in held[-1]:   # (one character at a time, each at memory speed: most texts hold none)
                 held.append(held.pop().replace(ch, "\n\n" if ch == "\u2029" else "\n"))
     text = unicodedata.normalize("NFC", held.pop())
@@ -1939,11 +1948,12 @@ def row_text(value: str) -> str:
     return _visible_row_text(visible(value))[0]
 
 
-def _visible_row_text(value: str) -> tuple[str, bool]:
+def _visible_row_text(value: str, *, nel: bool = True) -> tuple[str, bool]:
     """``row_text`` of a field already ``visible``, and whether it held a lone surrogate: one
-    place for both readers (the daemon's rename tie compares what ``_row_documents`` stored)."""
+    place for both readers (the daemon's rename tie compares what ``_row_documents`` stored; it
+    reads UTF-8 alone). ``nel``: as ``_newlines``'s, the file read as Unicode."""
     value, halves = _whole_characters(value)
-    return _newlines([value]), halves
+    return _newlines([value], nel=nel), halves
 
 
 def _one_line_title(cell: str) -> str:
@@ -1961,7 +1971,7 @@ FIELDS_SHOWN = 8
 
 
 def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_field: str,
-                   warnings: list[str]) -> list[Document]:
+                   warnings: list[str], *, nel: bool = True) -> list[Document]:
     def field(row: dict, wanted: str) -> str | None:
         if wanted in row:
             return wanted
@@ -1993,7 +2003,7 @@ def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_fie
         if not value or not value.strip():
             skipped += 1
             continue
-        text, halves = _visible_row_text(value)
+        text, halves = _visible_row_text(value, nel=nel)
         doc_id = document_id(text)
         if doc_id in seen:
             duplicates += 1

@@ -797,6 +797,30 @@ def test_every_line_end_splitlines_knows_is_a_newline_so_the_extractor_reads_no_
     assert doc.text == plain and doc.id == document_id(plain)
 
 
+def test_byte_0x85_of_a_file_read_as_latin_1_or_iso_8859_7_is_no_line_end(tmp_path):
+    from streamrag.loader import row_text
+
+    # U+0085 (NEL) was made "\n" in every text, but read as Latin-1 (a file holding a byte cp1252
+    # has no character for: 0x81, 0x8D, 0x8F, 0x90, 0x9D) or ISO-8859-7 it is byte 0x85, most
+    # likely cp1252's "…" ("waited\x85 then" was "waited\n then"): kept as read. Read as Unicode
+    # (UTF-8, UTF-16) it is NEL, a line end; read as cp1252 (or its strays in UTF-8) it is "…".
+    greek = _LEGACY["el"].strip()
+    for name, data, text in (
+            ("latin1.txt", b"She waited\x85 then spoke.\x81\n", "She waited\x85 then spoke.\x81\n"),
+            ("greek.txt", (greek + " \x85 " + greek + "\n").encode("iso8859_7"), greek + " \x85 " + greek + "\n"),
+            ("cp1252.txt", b"Caf\xe9: she waited\x85 then.\n", "Caf\u00e9: she waited\u2026 then.\n"),
+            ("utf8.txt", "Caf\u00e9: she waited\x85 then.\n".encode(), "Caf\u00e9: she waited\n then.\n"),
+            ("utf16.txt", "She waited\x85 then.\n".encode("utf-16"), "She waited\n then.\n")):
+        [doc], warnings = read_documents(write(tmp_path / name, data), root=tmp_path)
+        assert doc.text == text and doc.id == document_id(text), (name, doc.text, warnings)
+    # (a Latin-1 .jsonl's row too; a UTF-8 one's, as the daemon's ``row_text`` reads it, is a line end)
+    rows = write(tmp_path / "latin1.jsonl", b'{"text": "She waited\x85 then.\x81"}\n')
+    assert [d.text for d in read_documents(rows, root=tmp_path)[0]] == ["She waited\x85 then.\x81"]
+    rows = write(tmp_path / "utf8.jsonl", '{"text": "She waited\x85 then."}\n'.encode())
+    assert [d.text for d in read_documents(rows, root=tmp_path)[0]] == ["She waited\n then."] == \
+        [row_text("She waited\x85 then.")]
+
+
 def test_a_row_title_over_several_lines_is_one_line_and_the_same_name(tmp_path):
     from streamrag import joins
 
