@@ -15,9 +15,9 @@ loops and entries that are not regular files (pipes, sockets, devices). Every pa
 goes through ``_safe``, so one message is always one line. A Markdown file's
 text is read as a reader sees it (``markdown``); ``VERSION`` covers that reading too. So is every
 document's: without the characters no reader sees (``invisible``: a zero-width space inside a
-word), its lines where they were, each ended by "\n" wherever ``str.splitlines`` ends one (a form
-feed, U+2028; a paragraph separator, U+2029, is a blank line; NEL, U+0085, only in text read as
-Unicode: in Latin-1 it is byte 0x85, "…": ``_newlines``).
+word), its lines where they were, each ended by "\n" wherever ``str.splitlines`` ends one (a
+vertical tab, U+2028; a paragraph separator, U+2029, and a form feed are a blank line; NEL,
+U+0085, only in text read as Unicode: in Latin-1 it is byte 0x85, "…": ``_newlines``).
 """
 
 from __future__ import annotations
@@ -1761,7 +1761,8 @@ def _newlines(held: list[str], *, breaks: bool = True, nel: bool = True) -> str:
     once, its caller's copy beside both replacements'.
 
     ``breaks``: the other line ends of ``str.splitlines`` (``_LINE_BREAK``) are "\\n" too, and a
-    paragraph separator (U+2029) a blank line, as a reader sees them: the title ended there
+    paragraph separator (U+2029) or a form feed (a page break) a blank line (``_BLANK_LINE_BREAKS``),
+    as a reader sees them: the title ended there
     (``_title``) while the extractor and the chunker, which end lines at "\\n" alone, read across
     them as across a space ("Ada Lovelace\\u2029Ada was" named "Ada Lovelace Ada"; with "\\n\\n",
     "Ada Lovelace"); now as they read a line end. Not in a .jsonl or .csv file's text before its
@@ -1774,7 +1775,7 @@ def _newlines(held: list[str], *, breaks: bool = True, nel: bool = True) -> str:
     if breaks:
         for ch in _BREAKS if nel else _BREAKS.replace("\x85", ""):
             if ch in held[-1]:   # (one character at a time, each at memory speed: most texts hold none)
-                held.append(held.pop().replace(ch, "\n\n" if ch == "\u2029" else "\n"))
+                held.append(held.pop().replace(ch, "\n\n" if ch in _BLANK_LINE_BREAKS else "\n"))
     text = unicodedata.normalize("NFC", held.pop())
     return _LONG_BLANKS.sub(lambda m: m.group()[:_BLANK_RUN], text) if _may_hold_long_blanks(text) else text
 
@@ -1816,6 +1817,9 @@ def _title(text: str, fallback: str) -> str:
 # ``_title`` still ends a line at one, as ``joins.own_title`` does (an index's older texts).
 _BREAKS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 _LINE_BREAK = re.compile(f"[{_BREAKS}]")
+# Of those, the ones that end a paragraph, or a page, not a line: a blank line in a document's
+# text (a form feed read as one "\n" joined "Ada Lovelace\fAda was" as "Ada Lovelace Ada").
+_BLANK_LINE_BREAKS = "\x0c\u2029"
 
 
 def _parts(line: str):

@@ -770,7 +770,7 @@ def test_every_line_end_splitlines_knows_is_a_newline_so_the_extractor_reads_no_
     # extractor reads them as it reads "\n" (one "\n" between a title and its text joins them, as
     # a hard wrap's does: that is the extractor's reading, the same whichever line end it was).
     body = "Ada was born in London in 1815."
-    for n, (sep, newline) in enumerate((("\u2029", "\n\n"), ("\u2028", "\n"), ("\x0c", "\n"), ("\x0b", "\n"),
+    for n, (sep, newline) in enumerate((("\u2029", "\n\n"), ("\u2028", "\n"), ("\x0c", "\n\n"), ("\x0b", "\n"),
                                         ("\x85", "\n"), ("\x1c", "\n"), ("\x1d", "\n"), ("\x1e", "\n"))):
         for suffix in (".txt", ".md"):
             [doc], _ = read_documents(write(tmp_path / f"{n}{suffix}", f"Ada Lovelace{sep}{body}\n".encode()), root=tmp_path)
@@ -778,8 +778,11 @@ def test_every_line_end_splitlines_knows_is_a_newline_so_the_extractor_reads_no_
             assert doc.id == document_id(doc.text) and doc.title == "Ada Lovelace", (sep, suffix)
             names = {e.name for e in extract_offline(doc.text).entities}
             assert names == {e.name for e in extract_offline(f"Ada Lovelace{newline}{body}\n").entities}, sep
-    [doc], _ = read_documents(write(tmp_path / "p.txt", f"Ada Lovelace\u2029{body}\n"), root=tmp_path)
-    assert {e.name for e in extract_offline(doc.text).entities} == {"Ada Lovelace", "London"}
+    # (a paragraph separator and a form feed, a page break, are a blank line: one "\n" for a form
+    # feed joined "Ada Lovelace\fAda was" as "Ada Lovelace Ada")
+    for sep in ("\u2029", "\x0c"):
+        [doc], _ = read_documents(write(tmp_path / "p.txt", f"Ada Lovelace{sep}{body}\n"), root=tmp_path)
+        assert {e.name for e in extract_offline(doc.text).entities} == {"Ada Lovelace", "London"}, sep
     # A .jsonl or .csv file's rows are read first: a JSON string holding U+2028 as written (as
     # ``json.dumps(..., ensure_ascii=False)`` writes it) or escaped, and a cell holding a form
     # feed, stay one row each; their texts' line ends are "\n" as a file's are.
@@ -788,9 +791,9 @@ def test_every_line_end_splitlines_knows_is_a_newline_so_the_extractor_reads_no_
                   + json.dumps({"text": "Mary\u2029Somerville"}) + "\n")
     csv_file = write(tmp_path / "r.csv", f"title,text\nA,Ada Lovelace\u2028{body}\nB,Charles\x0cBabbage\n")
     assert [d.text for d in read_documents(jsonl, root=tmp_path)[0]] == \
-        [f"Ada Lovelace\n{body}", "Charles Babbage\nHe built the engine.", "Mary\n\nSomerville"]
-    assert [d.text for d in read_documents(csv_file, root=tmp_path)[0]] == [f"Ada Lovelace\n{body}", "Charles\nBabbage"]
-    assert row_text("Ada\u2028Lovelace\u2029x") == "Ada\nLovelace\n\nx"   # (the daemon's rename tie reads rows so)
+        [f"Ada Lovelace\n{body}", "Charles Babbage\n\nHe built the engine.", "Mary\n\nSomerville"]
+    assert [d.text for d in read_documents(csv_file, root=tmp_path)[0]] == [f"Ada Lovelace\n{body}", "Charles\n\nBabbage"]
+    assert row_text("Ada\u2028Lovelace\u2029x\x0cy") == "Ada\nLovelace\n\nx\n\ny"   # (the daemon's rename tie reads rows so)
     # A text holding none of them is read as before, to the byte (its id kept).
     plain = "Ada Lovelace\n\nShe wrote the first program.\tIn 1843.\n"
     [doc], _ = read_documents(write(tmp_path / "plain.txt", plain), root=tmp_path)
