@@ -1206,7 +1206,9 @@ def _iso_2022_cn_said(data: bytes, label: str, warnings: list[str], read_from: s
     warnings.append(f"{label}: holds text in {iconv} (Chinese in 7 bits, by its escape sequences, the first "
                     f"at byte {switch.start():,}), which is not read, amid bytes that are not {iconv} (the "
                     f"first at byte {stop:,}), so that text is indexed as its escape codes, garbage; to index "
-                    f"it, convert that text alone to UTF-8 (iconv -f {iconv} does not convert the whole file)")
+                    f"it, convert that text alone to UTF-8 (iconv -f {iconv} does not convert the file into "
+                    "readable text)")   # (it stops at that byte, or, at another ISO-2022 set's escape, exits 0
+    # and writes the rest as its escape codes: "does not convert the whole file" was untrue of that)
 
 
 def _cn_kept_as_escapes(data: bytes, cn_stop: Callable[[], int | None]) -> bool:

@@ -467,7 +467,9 @@ def test_iso_2022_cn_amid_text_iconv_does_not_convert_is_indexed_under_a_warning
     # that such a file was indexed, its Chinese as escape codes, under a warning: it is again, the
     # warning naming the first byte that is not ISO-2022-CN (where iconv stops) and no command.
     # So is one whose ISO-2022-CN iconv does not read (a pair cut in two), or which holds
-    # ISO-2022-JP too (iconv passes it through as its escape codes, garbage).
+    # ISO-2022-JP too (iconv passes it through as its escape codes, garbage, and exits 0: the
+    # warning said iconv "does not convert the whole file"; it does not convert it into readable
+    # text, true of both).
     zh = _LEGACY["zh"].strip()
     english = "Notes of the meeting, caf\u00e9 and all.\n" * 8_000
     short = b"".join(_iso_2022_cn(w) for w in ["\u4e2d\u6587", "\u5317\u4eac", "\u6d4b\u8bd5"] * 8)
@@ -488,7 +490,7 @@ def test_iso_2022_cn_amid_text_iconv_does_not_convert_is_indexed_under_a_warning
         assert said == [f"{name}: holds text in ISO-2022-CN (Chinese in 7 bits, by its escape sequences, the first "
                         f"at byte {first:,}), which is not read, amid bytes that are not ISO-2022-CN (the first at "
                         f"byte {stop:,}), so that text is indexed as its escape codes, garbage; to index it, convert "
-                        "that text alone to UTF-8 (iconv -f ISO-2022-CN does not convert the whole file)"], (name, warnings)
+                        "that text alone to UTF-8 (iconv -f ISO-2022-CN does not convert the file into readable text)"], (name, warnings)
         assert not any("`iconv -f ISO-2022" in w for w in warnings), name
         if shutil.which("iconv"):   # (where iconv stops, as said; the file named ISO-2022-JP's: its escape codes)
             run = subprocess.run(["iconv", "-f", "ISO-2022-CN", "-t", "UTF-8", str(f)], capture_output=True)
