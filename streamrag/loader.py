@@ -1829,8 +1829,9 @@ def _title(text: str, fallback: str) -> str:
 
 # What ends a line for ``str.splitlines`` beyond "\n" and "\r": a line or paragraph separator (a
 # JSON "\u2028", a word processor's line break), a vertical tab, a form feed, the file, group and
-# record separators, NEL. A document's text holds none of them since VERSION 28 (``_newlines``);
-# ``_title`` still ends a line at one, as ``joins.own_title`` does (an index's older texts).
+# record separators, NEL. A document's text holds none of them since VERSION 28 (``_newlines``), but
+# since 29 a U+0085 read as Latin-1 or ISO-8859-7 (byte 0x85, no NEL); ``_title`` still ends a line
+# at one, as ``joins.own_title`` does (an index's older texts, that byte).
 _BREAKS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 _LINE_BREAK = re.compile(f"[{_BREAKS}]")
 # Of those, the ones that end a paragraph, or a page, not a line: a blank line in a document's
