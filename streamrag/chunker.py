@@ -35,6 +35,7 @@ import re
 import zlib
 from array import array
 from collections import deque
+from collections.abc import Callable
 from itertools import accumulate
 from typing import NamedTuple
 
@@ -66,21 +67,34 @@ _BLANKS = re.compile(r"\s*")
 PARAGRAPH, SENTENCE, WORD, TOKEN = 3, 2, 1, 0
 
 
+def _going_on() -> None:
+    """A cut's ``check`` when none is given: nothing stops it."""
+
+
+# A cut's ``check`` is called this many units (or boundaries, pieces, chunks) apart, a few
+# milliseconds of work: often enough to stop a 100 MB log's cut (a minute) at once, seldom
+# enough to cost nothing.
+_CHECK_EVERY = 256
+
+
 class _Units:
     """The units of a document as compact arrays, one entry each: where it starts and ends,
     its tokens, and its boundary key, ``(level, hash of its text)`` packed into one integer
     ordered as the pair (``level << 32 | crc32``). A book on one line is a million units: as
     objects (and their keys as tuples) they took twice the document's size."""
 
-    __slots__ = ("start", "end", "tokens", "key")
+    __slots__ = ("start", "end", "tokens", "key", "check")
 
-    def __init__(self) -> None:
+    def __init__(self, check: Callable[[], None] = _going_on) -> None:
         self.start, self.end, self.tokens, self.key = array("q"), array("q"), array("q"), array("q")
+        self.check = check   # (the cut's, ``cut_document``: called a unit in ``_CHECK_EVERY``, and by their users)
 
     def __len__(self) -> int:
         return len(self.start)
 
     def add(self, start: int, end: int, tokens: int, level: int, text: str) -> None:
+        if not len(self.start) % _CHECK_EVERY:
+            self.check()
         self.start.append(start)
         self.end.append(end)
         self.tokens.append(tokens)
@@ -120,6 +134,8 @@ def _spans(text: str, units: _Units, pieces: list[tuple[int, int]], overlap: int
     known (``first``: the pieces begin the document, the first without a prefix)."""
     spans = []
     for i, (a, b) in enumerate(pieces):
+        if not i % _CHECK_EVERY:
+            units.check()
         start, end = units.start[a], units.end[b - 1]
         spans.append((_overlap_start(text, start, overlap, enc) if i or not first else start, start, end,
                       _body_tokens(units, a, b, text, enc)))
@@ -188,32 +204,35 @@ _BACK = (16, 128)
 
 
 def cut_document(doc: Document, before: Spans | None, *, chunk_size: int, overlap: int, encoding: str,
-                 key: bytes) -> Cut:
+                 key: bytes, check: Callable[[], None] = _going_on) -> Cut:
     """``chunk_document(doc)`` (the chunks between ``kept`` and the tail) and its spans;
     ``before``, the spans of the previous version of its text cut with the same settings and
     digested with ``key`` (which names them), lets it keep the chunks before and after its
-    change rather than cut them again."""
+    change rather than cut them again. ``check`` is called every few milliseconds of the work:
+    what it raises stops the cut (a run cancelled while a worker thread cuts a big file, which
+    Python waits for as it exits: ``extraction_stage.cut_big``)."""
     text = doc.text
     before = before or Spans([], [], [])
     if not text or text.isspace():
         return Cut(0, [], len(before.starts), Spans([], [], []))
     enc = get_encoding(encoding)
     chunk_size, overlap, budget = _sizes(chunk_size, overlap)
-    resumed = _resumed(text, enc, budget, overlap, before, key) if before.starts else None
+    resumed = _resumed(text, enc, budget, overlap, before, key, check) if before.starts else None
     if resumed is None:
         kept, tail, moved = 0, len(before.starts), 0
-        units = _units(text, enc, budget)
+        units = _units(text, enc, budget, check=check)
         pieces = _pieces(units, budget, chunk_size)
     else:
         kept, units, pieces, tail, moved = resumed
     spans = _spans(text, units, pieces, overlap, enc, first=not kept)
     del units
     starts: list[int] = []
-    chunks = _finish(doc, text, spans, chunk_size, overlap, enc, kept, starts)
+    chunks = _finish(doc, text, spans, chunk_size, overlap, enc, kept, starts, check)
     if resumed is not None and not chunks:
         # Nothing made between the chunks kept and those moved (every piece blank: not seen, the
         # text cut again holds a kept chunk's body): no span would cover that text, so cut whole.
-        whole = cut_document(doc, None, chunk_size=chunk_size, overlap=overlap, encoding=encoding, key=key)
+        whole = cut_document(doc, None, chunk_size=chunk_size, overlap=overlap, encoding=encoding, key=key,
+                             check=check)
         return Cut(0, whole.chunks, len(before.starts), whole.spans)
     if not kept:
         starts[0] = 0   # (the first chunk's part holds the blanks before it)
@@ -252,7 +271,8 @@ def _unchanged_end(text: str, before: Spans, key: bytes, changed: int) -> tuple[
     return k, moved
 
 
-def _resumed(text: str, enc, budget: int, overlap: int, before: Spans, key: bytes):
+def _resumed(text: str, enc, budget: int, overlap: int, before: Spans, key: bytes,
+             check: Callable[[], None] = _going_on):
     """``(kept, units, pieces, tail, moved)``: how many of ``before``'s chunks stand at the
     start; the units from a paragraph start before them (or the text's) to past the change,
     with the pieces from the last anchor whose chunks before it stand (or the start) to the
@@ -279,7 +299,7 @@ def _resumed(text: str, enc, budget: int, overlap: int, before: Spans, key: byte
             first, start = point or (None, None)
             if first is None and stop == len(text):
                 return None   # (cut whole)
-            units = _units(text, enc, budget, first, stop, start, breaks)
+            units = _units(text, enc, budget, first, stop, start, breaks, check)
             pos = array("q", accumulate(units.tokens, initial=0))
             anchors = _anchors(units, pos, window)
             if first is None:
@@ -404,15 +424,16 @@ def _sentence_after(text: str, at: int, breaks: _Breaks) -> tuple[int, int] | No
 
 
 def _units(text: str, enc, budget: int, first: int | None = None, stop: int | None = None,
-           start: int | None = None, breaks: _Breaks | None = None) -> _Units:
+           start: int | None = None, breaks: _Breaks | None = None,
+           check: Callable[[], None] = _going_on) -> _Units:
     """The units of ``text``, paragraph by paragraph: no list of the paragraphs, nor of any
     paragraph's sentences or tokens, is held at once. From ``first``, a unit's start, if given
     (``_resumed``: a paragraph's start, or a sentence cut of a paragraph split that begins at
     ``start``), else from the text's first paragraph; to the end of the paragraph holding
     ``stop``, if given (of its sentence, in a paragraph split into sentences: a log of lines is
     one paragraph), else to the text's end. ``breaks``: the searches for its first paragraph
-    break ``_resumed`` made already."""
-    units = _Units()
+    break ``_resumed`` made already. ``check``: the cut's (``cut_document``)."""
+    units = _Units(check)
     if first is None:
         first = len(text) - len(text.lstrip())
     s = first
@@ -533,7 +554,9 @@ def _split_sentence(units: _Units, text: str, a: int, b: int, tokens, enc, budge
     # sentence in UTF-8 (a 25 MB line's took 75 MB).
     char_cuts, levels = [], []
     prev_t = chars = 0
-    for t, level in cuts:
+    for k, (t, level) in enumerate(cuts):
+        if not k % _CHECK_EVERY:
+            units.check()
         chars += len(enc.decode_bytes(tokens[prev_t:t].tolist()).translate(None, _CONTINUATION))
         prev_t = t
         char_cuts.append(a + chars)
@@ -566,7 +589,9 @@ def _pieces(units: _Units, budget: int, chunk_size: int) -> list[tuple[int, int]
         return [(0, n)]
     anchors = [0] + _anchors(units, pos, ANCHOR_WINDOW * budget) + [n]
     pieces: list[tuple[int, int]] = []
-    for a, b in zip(anchors, anchors[1:]):
+    for i, (a, b) in enumerate(zip(anchors, anchors[1:])):
+        if not i % _CHECK_EVERY:
+            units.check()
         pieces.extend(_split_stretch(units, pos, a, b, budget))
     return pieces
 
@@ -580,6 +605,8 @@ def _anchors(units: _Units, pos: array, window: float) -> list[int]:
         best = array("q", [-1]) * n   # (-1: below every key, which packs a level >= 0)
         q: deque[int] = deque()
         for i in order:
+            if not i % _CHECK_EVERY:
+                units.check()
             while q and abs(pos[i] - pos[q[0]]) > window:
                 q.popleft()
             best[i] = key[q[0] - 1] if q else -1
@@ -654,10 +681,15 @@ def _overlap_start(text: str, body_start: int, overlap: int, enc) -> int:
 
 
 def _finish(doc: Document, text: str, spans: list[tuple[int, int, int, int | None]], chunk_size: int,
-            overlap: int, enc, idx: int = 0, starts: list[int] | None = None) -> list[Chunk]:
+            overlap: int, enc, idx: int = 0, starts: list[int] | None = None,
+            check: Callable[[], None] = _going_on) -> list[Chunk]:
     """The chunks of ``spans``, numbered from ``idx``; each one's body start appended to ``starts``."""
     texts = [text[p:e].strip() for p, _, e, _ in spans]
-    counts = [_counted(text, span, t, enc) for span, t in zip(spans, texts)]
+    counts = []
+    for i, (span, t) in enumerate(zip(spans, texts)):
+        if not i % _CHECK_EVERY:
+            check()
+        counts.append(_counted(text, span, t, enc))
     out: list[Chunk] = []
     for (p, s, e, _), body, n in zip(spans, texts, counts):
         for piece, tokens in _fit(text, p, s, e, body, n, chunk_size, overlap, enc):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -50,6 +51,11 @@ _CHUNK_IN_THREAD_CHARS = 200_000
 # CPU to store, 0.18 s so, and 36 MB more written). A run stopped or killed loses at most one
 # group unstored, which its next run makes again.
 _OFFLINE_GROUP = 64
+
+
+class _CutAbandoned(Exception):
+    """Raised in the worker thread of a cut whose run was cancelled (``cut_big``): it ends it.
+    No one sees it: the cut was abandoned, its result awaited no more."""
 
 
 def chunk_shown(path: str, idx: int, chunk_id: str) -> str:
@@ -340,14 +346,25 @@ class ExtractionStage:
     async def cut_big(self, doc: Document) -> list[Chunk]:
         """The chunks of a big document, in a worker thread, stored with their spans: those
         before and after its change kept from the document its file held (``chunker.cut_document``),
-        without their text (``schedule`` reads it for those it sends)."""
+        without their text (``schedule`` reads it for those it sends). The run cancelled, the
+        thread stops within milliseconds (its ``check``), not when the cut is done: Python waits
+        for it as it exits (Ctrl-C said "interrupted", then a 100 MB log's cut went on for a minute)."""
         ix, store = self.settings.index, self.store
         was = self.previous.get(doc.id)
         before = index_rows.chunk_spans(store, was) if was is not None and not self.recut_all else None
+        abandoned = threading.Event()
+
+        def check() -> None:
+            if abandoned.is_set():
+                raise _CutAbandoned(doc.path)
+
         cut = functools.partial(chunker.cut_document, doc, before, chunk_size=ix.chunk_size,
                                 overlap=ix.chunk_overlap, encoding=ix.encoding,
-                                key=chunking_marks.chunker_key(self.settings).encode())
-        done = await anyio.to_thread.run_sync(cut, abandon_on_cancel=True)
+                                key=chunking_marks.chunker_key(self.settings).encode(), check=check)
+        try:
+            done = await anyio.to_thread.run_sync(cut, abandon_on_cancel=True)
+        finally:   # (returned, or cancelled: Ctrl-C, SIGTERM, a failing run; then the thread stops too)
+            abandoned.set()
         kept = []
         if before is not None and (done.kept or done.tail < len(before.starts)):
             kept = index_rows.chunks_of(store, was, done.kept, done.tail, doc.id,

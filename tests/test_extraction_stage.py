@@ -3,9 +3,16 @@ with no Indexer behind them."""
 
 from __future__ import annotations
 
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
 import anyio
 import pytest
-from conftest import make_settings
+from conftest import clean_env, make_settings
 
 from streamrag.errors import LLMUnavailableError
 from streamrag.extraction_stage import ExtractionStage, ExtractionStageContext, Scan
@@ -115,3 +122,80 @@ async def test_naming_the_files_a_run_takes_keeps_nothing_and_looking_at_them_na
             assert stage.not_indexed(files) == ["new.txt", "gone.txt"]
     finally:
         store.close()
+
+
+# Runs `python -m streamrag ARGS` with the chunker slowed (a unit a few milliseconds): says
+# "cutting" on stdout once a worker thread cuts a document, and writes the file named by argv[1]
+# when a cut (``chunker.cut_document``) is done.
+_SLOW_CUT = """
+import runpy, sys, threading, time
+from pathlib import Path
+
+from streamrag import chunker
+
+done, args = sys.argv[1], sys.argv[2:]
+add, cut = chunker._Units.add, chunker.cut_document
+said = []
+
+def slow_add(self, *a):
+    if not said and threading.current_thread() is not threading.main_thread():
+        said.append(1)
+        print("cutting", flush=True)
+    time.sleep(0.002)
+    add(self, *a)
+
+def cut_to_the_end(*a, **kw):
+    out = cut(*a, **kw)
+    Path(done).write_text("cut")
+    return out
+
+chunker._Units.add, chunker.cut_document = slow_add, cut_to_the_end
+sys.argv = ["streamrag", *args]
+runpy.run_module("streamrag", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_stops_index_while_a_big_file_is_cut(tmp_path, signum):
+    # The cut of a big file runs in a worker thread, which Python waits for as it exits: Ctrl-C
+    # (or SIGTERM) said "interrupted", then the process went on until the cut was done (a
+    # minute for a 100 MB log), and a second Ctrl-C then printed a traceback. Here the cut,
+    # slowed, would take a minute (over 20,000 lines, each a unit): it is stopped before its end.
+    import random
+
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    rnd = random.Random(7)
+    names = ["Ada Quill", "Harbor Board", "Northern Rail", "Mira Osk", "Port Vell"]
+    (folder / "big.txt").write_text("".join(
+        f"2031-04-{i % 28 + 1:02d} worker-{i % 9} {rnd.choice(names)} met {rnd.choice(names)}, request {i}\n"
+        for i in range(22_000)))
+    done = tmp_path / "cut-done"
+    env = clean_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent.parent), env.get("PYTHONPATH", "")])
+
+    def as_from_a_terminal() -> None:   # (a suite run in the background ignores SIGINT, or blocks it)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+
+    proc = subprocess.Popen([sys.executable, "-c", _SLOW_CUT, str(done), "index", str(folder), "--offline"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=as_from_a_terminal)
+    try:
+        assert proc.stdout.readline() == "cutting\n", proc.communicate()
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert not done.exists(), "the process ended once the cut was done, not at the signal"
+    assert proc.returncode == 128 + signum, err
+    assert err.splitlines()[-1] == "streamrag: interrupted; finished work is kept, run the same command to continue"
+    assert "Traceback" not in err and out == ""
+    con = sqlite3.connect(folder / ".streamrag" / "index.db")
+    try:
+        assert [r[0] for r in con.execute("SELECT status FROM runs")] == ["interrupted"]
+        assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    finally:
+        con.close()
