@@ -17,6 +17,7 @@ tells it what it found through the ``Scan``.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import threading
 from collections import Counter, defaultdict
@@ -51,6 +52,9 @@ _CHUNK_IN_THREAD_CHARS = 200_000
 # CPU to store, 0.18 s so, and 36 MB more written). A run stopped or killed loses at most one
 # group unstored, which its next run makes again.
 _OFFLINE_GROUP = 64
+# ... or those held, when no more has come for this many seconds (the chunker cutting a big file,
+# the loader reading one): counted, and kept, when made, not once the cut is done.
+_OFFLINE_IDLE = 1.0
 
 
 class _CutAbandoned(Exception):
@@ -463,15 +467,23 @@ class ExtractionStage:
                                     self.settings.llm.extraction_model)
 
     async def store_offline(self, recv) -> None:
-        """Stores the offline extractions ``_OFFLINE_GROUP`` at a time (the last ones at the
-        stream's end)."""
+        """Stores the offline extractions ``_OFFLINE_GROUP`` at a time, or those held when no
+        more has come for ``_OFFLINE_IDLE`` seconds (the last ones at the stream's end): the
+        chunks of small files extracted while a big one is cut were held, and counted 0
+        extracted, until its cut was done (a minute for a 100 MB log), then lost to a Ctrl-C."""
         held: list[tuple[str, Extraction]] = []
         async with recv:
-            async for c, ext in recv:
-                held.append((c.id, ext))
-                if len(held) >= _OFFLINE_GROUP:
-                    await self._store(held)
-                    held = []
+            while True:
+                with anyio.move_on_after(_OFFLINE_IDLE if held else math.inf):
+                    try:
+                        c, ext = await recv.receive()
+                    except anyio.EndOfStream:
+                        break
+                    held.append((c.id, ext))
+                    if len(held) < _OFFLINE_GROUP:
+                        continue
+                await self._store(held)   # (a group, or those held when none came)
+                held = []
             if held:
                 await self._store(held)
 

@@ -199,3 +199,34 @@ def test_a_signal_stops_index_while_a_big_file_is_cut(tmp_path, signum):
         assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     finally:
         con.close()
+
+
+async def test_offline_extractions_are_stored_and_counted_when_no_more_come(tmp_path):
+    # They were stored 64 at a time (or at the stream's end): the chunks of small files were
+    # held, and counted 0 extracted, while the chunker cut a big file (a minute for a 100 MB
+    # log), then lost to a Ctrl-C. Now those held are stored once none has come for a second.
+    from streamrag import index_rows
+
+    settings = make_settings()   # (no endpoint: offline)
+    assert settings.offline
+    given = ExtractionStageContext(settings=settings, root=tmp_path, progress=Progress(), llm=None, prompts=None,
+                                   key=extractor_key(settings), fail=None)
+    store = Store(tmp_path / "index.db")
+    made = [(Chunk(id=f"chk-{i}", doc_id="doc-1", idx=i, text=f"Ada Quill met Mira Osk, day {i}.", tokens=9),
+             Extraction()) for i in range(3)]
+    try:
+        with anyio.fail_after(30):
+            async with Writer(store) as writer:
+                stage = ExtractionStage(given, store, writer, Scan(), False, YesNoCheck(settings))
+                send, recv = anyio.create_memory_object_stream[tuple[Chunk, Extraction]](8)
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(stage.glean_chunks, recv)
+                    async with send:
+                        for item in made:
+                            await send.send(item)
+                        while given.progress.counts["chunks_extracted"] < len(made):   # (the stream still open)
+                            await anyio.sleep(0.05)
+                        assert index_rows.extracted(store, {c.id for c, _ in made}, given.key) == {c.id for c, _ in made}
+    finally:
+        store.close()
+    assert given.progress.counts["chunks_extracted"] == len(made)
