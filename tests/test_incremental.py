@@ -1532,8 +1532,8 @@ def _units_spans(monkeypatch) -> list[int]:
     spans: list[int] = []
     units = chunker._units
 
-    def counted(*args):
-        made = units(*args)
+    def counted(*args, **kwargs):
+        made = units(*args, **kwargs)
         spans.append(made.end[-1] - made.start[0])
         return made
 
