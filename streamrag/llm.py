@@ -281,8 +281,9 @@ WAIT_NOTICE_S = 5.0
 # The lines said once per process of a key not sent beside api_base's password (``key_not_sent``):
 # a watch makes a client per sync.
 _KEYS_NOT_SENT: set[str] = set()
-# The (models URL, model) pairs found served (``LLMClient.check_models``), asked once a process:
-# a daemon's every sync makes a client.
+# The (models URL, model) pairs found served (``LLMClient.check_models``: listed, or answered by
+# name), asked once a process: a daemon's every sync makes a client. A check that failed (no answer,
+# a page, an error) finds nothing: the next sync asks again.
 _MODELS_SERVED: set[tuple[str, str]] = set()
 # The models URLs that gave no listing (an error, no answer in MODELS_TIMEOUT_S, no list), asked no
 # more a process: a watch's every sync waited 10 s on a /models that hangs.
@@ -1027,11 +1028,11 @@ class LLMClient:
         answered = self._answered_by_name()
         missing = []
         for model, name in models.items():
-            refused = None if listed(model, ids) or model in answered \
-                else await self._unknown_model(model, embedding=name == "embedding_model")
-            if refused is None:
+            if listed(model, ids) or model in answered:
                 _MODELS_SERVED.add((self.models_url, model))
-            else:
+            # (one answered by name is found served there; one whose check failed, no answer, a
+            # page, an error, is found nothing: the process's next run, a watch's sync, asks again)
+            elif (refused := await self._unknown_model(model, embedding=name == "embedding_model")) is not None:
                 missing.append((model, refused))
         if missing:
             raise LLMRequestError(f"{self._unserved(missing, ids)}. Stopped before any work of the run", 404,
@@ -1138,7 +1139,7 @@ class LLMClient:
     async def _unknown_model(self, model: str, *, embedding: bool) -> str | None:
         """The provider's words ("" for none) when the endpoint answers a request for ``model``
         (one try of the smallest one: a word, one token back) that it does not serve it; else
-        None."""
+        None. Only an answer marks ``model`` served (``_MODELS_SERVED``, ``MODELS_ANSWERED``)."""
         if embedding:
             url, body = self.embeddings_url, {"model": model, "input": ["x"]}
         else:
@@ -1195,9 +1196,11 @@ class LLMClient:
             prompt = count_tokens("x", self.encoding) if embedding else count_message_tokens(body["messages"],
                                                                                             self.encoding)
         completion = 0 if embedding else completion if completion >= 0 else 1   # (the one token asked for)
-        # (an answer of the API's, not a page: asked by name no more by a run of this index)
+        # (an answer of the API's, not a page: asked by name no more by a run of this index, nor
+        # by this process's)
         await self._call_log.record(row, prompt, completion, latency, cached=False,
                                     put=self._note_answered_by_name(model))
+        _MODELS_SERVED.add((self.models_url, model))
         return None   # (answered: served)
 
     # -- embeddings --------------------------------------------------------------------------

@@ -4974,3 +4974,34 @@ async def test_a_json_answer_to_the_check_by_name_that_holds_no_answer_is_a_fail
     assert key not in row["error"] and ("model unlisted not found" in row["error"]) == ("error" in body)
     assert stats["model_check"]["errors"] == 1
     assert store.get_meta(llm_module.MODELS_ANSWERED) is None
+
+
+@pytest.mark.parametrize("failure", ["no answer", "page", "error object", "server error"])
+async def test_a_failed_check_by_name_is_asked_again_by_the_process_s_next_run(tmp_path, failure):
+    # A check that failed was still taken as served for the process (``_MODELS_SERVED``): a long
+    # watch asked the model by name no more, and found it unserved at its first call, an hour in.
+    sent: list[httpx.Request] = []
+    fails = [True]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        if request.method == "GET":
+            return httpx.Response(200, json={"object": "list", "data": [{"id": "other"}]})
+        if not fails[0]:
+            return httpx.Response(200, json={"choices": [{"message": {"content": "x"}, "finish_reason": "length"}]})
+        if failure == "no answer":
+            raise httpx.RemoteProtocolError("Server disconnected without sending a response.", request=request)
+        if failure == "page":
+            return httpx.Response(200, text="<html><title>Sign in</title></html>", headers={"content-type": "text/html"})
+        if failure == "error object":
+            return httpx.Response(200, json={"error": {"message": "model unlisted not found"}})
+        return httpx.Response(500, json={"error": {"message": "busy"}})
+    api = f"http://models-failed-{failure.replace(' ', '-')}.test/v1"
+    with anyio.fail_after(5):
+        for run in range(4):   # (one process: a watch's syncs)
+            fails[0] = run < 2
+            async with client(tmp_path, handler, api_base=api, summary_model="unlisted") as (llm, store):
+                await llm.check_models(["summary_model"])
+    # failed twice: asked again; answered: asked no more
+    assert [r.method for r in sent] == ["GET", "POST"] * 3
+    assert json.loads(store.get_meta(llm_module.MODELS_ANSWERED)) == {f"{api}/models": ["unlisted"]}
