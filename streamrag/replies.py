@@ -143,9 +143,11 @@ class Replies:
             raise LLMRequestError(f"{url}: HTTP 403: {why}", status)
         if status == 403 and "model" in message.lower():
             # OpenAI: "Project ... does not have access to model ...": the key is good.
+            # (A model no setting names, a library's: no "llm.*_model", no such setting; as
+            # ``LLMClient._unserved`` says it.)
             keys = model_settings(self.settings, model)
             raise LLMRequestError(f"{url}: HTTP 403: the key may not use {model} ({message}); give "
-                                  f"{' / '.join(keys) or 'llm.*_model'} a model it may use, or grant "
+                                  f"{' / '.join(keys) + ' ' if keys else ''}a model it may use, or grant "
                                   "the key that model", status)
         if status in (401, 403):
             raise LLMRequestError(f"{url}: HTTP {status}: {key_advice(self.settings, self._api_key, self.setting)}"
@@ -157,14 +159,12 @@ class Replies:
         if status in (400, 422) and unknown_model(code, message, model):
             # (A proxy's 400 for what OpenAI answers 404: every call would fail alike.)
             keys = model_settings(self.settings, model)
-            where = f"{' / '.join(keys)} = {model!r}" if keys else "llm.*_model"
+            where = f"{' / '.join(keys)} = {model!r} " if keys else ""
             raise LLMRequestError(f"unknown model: {url} does not serve {model} ({message}); give "
-                                  f"{where} a model the server serves, or check {self.setting}",
+                                  f"{where}a model the server serves, or check {self.setting}",
                                   status, every_call=True, said=message)
         if status == 404:
             keys = model_settings(self.settings, model)
-            where = (f"{' / '.join(keys)} = {model!r}: give a model the server serves"
-                     if keys else "llm.*_model")
             base, setting = without_secrets(self.settings.api_base), self.setting
             parsed = httpx.URL(base)
             if AZURE_HOST.search(parsed.host) and "/deployments/" in parsed.path \
@@ -182,8 +182,10 @@ class Replies:
                 own = " (Ollama's /api is its own API)" if fixed != base.rstrip("/") + "/v1" else ""
                 raise LLMRequestError(f"{url}: HTTP 404, no such route{aside(message)}; most servers serve "
                                       f"the OpenAI API under /v1{own}: set {setting} to {fixed!r}", status)
-            raise LLMRequestError(f"unknown model or wrong api_base: {model} at {url}; check "
-                                  f"{where}, or {setting}{aside(message)}", status, said=message)
+            fix = (f"check {' / '.join(keys)} = {model!r}: give a model the server serves, or {setting}" if keys
+                   else f"give a model the server serves, or check {setting}")
+            raise LLMRequestError(f"unknown model or wrong api_base: {model} at {url}; {fix}{aside(message)}",
+                                  status, said=message)
         raise LLMRequestError(f"{url} rejected the request for {model}: {http_said(status, message)}",
                               status)
 

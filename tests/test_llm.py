@@ -412,7 +412,7 @@ async def test_one_server_error_under_max_retries_0_is_not_said_to_repeat(tmp_pa
     (400, "This model's maximum context length is 8192 tokens", "longer than m1's context allows"),
     (400, "'messages' must contain the word json", "must contain the word json"),
     (422, "invalid temperature", "HTTP 422: invalid temperature"),
-    (403, "Project `proj_1` does not have access to model `m1`", "the key may not use m1 .*; give llm.*_model"),
+    (403, "Project `proj_1` does not have access to model `m1`", "the key may not use m1 .*; give a model it may"),
     (413, "<html><body>413 Request Entity Too Large</body></html>", "larger than the server .* lower index.chunk_size"),
 ])
 async def test_client_errors_fail_at_once_with_a_clear_message(tmp_path, status,
@@ -426,6 +426,29 @@ async def test_client_errors_fail_at_once_with_a_clear_message(tmp_path, status,
     assert len(endpoint.requests) == 1
     assert "\n" not in str(err.value)
     assert calls(store)[0]["error"] == str(err.value)
+
+
+@pytest.mark.parametrize(("status", "message", "named", "unnamed"), [
+    (400, "model_not_found: the model `m1` does not exist",
+     "give llm.summary_model = 'm1' a model the server serves, or check llm.api_base",
+     "give a model the server serves, or check llm.api_base"),
+    (404, "The model `m1` does not exist",
+     "check llm.summary_model = 'm1': give a model the server serves, or llm.api_base",
+     "give a model the server serves, or check llm.api_base"),
+    (403, "Project `proj_1` does not have access to model `m1`",
+     "give llm.summary_model a model it may use", "give a model it may use"),
+])
+async def test_a_rejection_of_a_model_no_setting_names_names_no_setting(tmp_path, status, message, named, unnamed):
+    # A library's call of a model no setting names was told to fix "llm.*_model": no such setting.
+    for summary_model in ("m1", "gpt-4o-mini"):
+        endpoint = Endpoint(httpx.Response(status, json={"error": {"message": message}}))
+        with anyio.fail_after(5):
+            async with client(tmp_path, endpoint, summary_model=summary_model) as (llm, _):
+                with pytest.raises(LLMRequestError) as err:
+                    await llm.chat(ask(), model="m1", stage="s")
+        said = str(err.value)
+        assert "*_model" not in said
+        assert (named if summary_model == "m1" else unnamed) in said, said
 
 
 @pytest.mark.parametrize(("error", "expected"), [

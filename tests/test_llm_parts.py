@@ -453,7 +453,7 @@ def test_an_error_status_is_retried_or_says_what_to_change():
         said.check_status(httpx.Response(503, headers={"Retry-After": "7"}, json={"error": {"message": "busy"}}),
                           url, "m1")
     assert e.value.retry_after == 7 and e.value.status == 503   # the client pauses every request for it
-    with pytest.raises(LLMRequestError, match=r"wrong api_base: m1 at .*, or --api-base \(404 page not found\)"):
+    with pytest.raises(LLMRequestError, match=r"wrong api_base: m1 at .*, or check --api-base \(404 page not found\)"):
         replies("--api-base").check_status(httpx.Response(404, text="404 page not found"), url, "m1")
     with pytest.raises(LLMRequestError, match="longer than m1's context"):
         said.stream_error({"message": "maximum context length exceeded", "code": 400}, "m1", "extract")
