@@ -95,7 +95,8 @@ from streamrag.config import LLMSettings, check_api_key
 from streamrag.endpoint_health import (GAVE_UP, PROXY_STATUSES, RUN_AGAIN, START_AGAIN, EndpointHealth, GaveUp,
                                       failure, only_errors)
 from streamrag.endpoint_reach import REFUSED_ATTEMPTS, EndpointReach
-from streamrag.errors import ConfigError, LLMError, LLMOutputError, LLMRequestError, LLMUnavailableError
+from streamrag.errors import (ConfigError, LLMError, LLMOutputError, LLMRequestError, LLMUnavailableError,
+                             StoreBusyError)
 from streamrag.model_quirks import (REASONING_ALLOWANCE, THINKERS, ends_unmarked, leave_out, note_server_cut,
                                     note_whole_answer, refuses, sendable, server_cuts, thinks_aloud,
                                     unmarked_seen)
@@ -1100,7 +1101,9 @@ class LLMClient:
 
     async def _forget_answered_by_name(self, model: str) -> None:
         """Takes ``model`` out of the models this endpoint answered by name (``MODELS_ANSWERED``),
-        the index's note, when it holds it."""
+        the index's note, when it holds it. A write another program's lock kept out is let go
+        (said at debug): the refusal it follows is what the caller must see, not StoreBusyError,
+        and a later run's call refused so takes the note back then."""
         store, writer = self._call_log.store, self._call_log.writer
         if store is None or model not in self._answered_by_name():
             return
@@ -1110,11 +1113,14 @@ class LLMClient:
             noted[self.models_url] = noted.get(self.models_url, set()) - {model}
             said = {url: sorted(models) for url, models in noted.items() if models}
             store.set_meta(MODELS_ANSWERED, msgspec.json.encode(said).decode())
-        if writer is not None:
-            await writer.run(drop)
-        elif not store.readonly:
-            with store.transaction():
-                drop(store)
+        try:
+            if writer is not None:
+                await writer.run(drop)
+            elif not store.readonly:
+                with store.transaction():
+                    drop(store)
+        except StoreBusyError as e:
+            log.debug("%s stays noted answered by name at %s (the index is busy: %s)", model, self.models_url, e)
 
     async def _listed_models(self) -> set[str] | None:
         """The ids ``GET {api_base}/models`` lists (None: no listing: an error, no answer, a page

@@ -5028,3 +5028,44 @@ async def test_a_failed_check_by_name_is_asked_again_by_the_process_s_next_run(t
     # failed twice: asked again; answered: asked no more
     assert [r.method for r in sent] == ["GET", "POST"] * 3
     assert json.loads(store.get_meta(llm_module.MODELS_ANSWERED)) == {f"{api}/models": ["unlisted"]}
+
+
+async def test_a_refusal_whose_note_a_busy_index_kept_is_still_said_as_the_refusal(tmp_path, caplog):
+    # Taking the refused model out of the index's note (models_answered_by_name) met another
+    # program's write lock past the wait: its StoreBusyError replaced the refusal the user must see.
+    import sqlite3
+
+    from streamrag.errors import StoreBusyError
+
+    refused = {"error": {"message": "The model `llama3` does not exist", "code": "model_not_found"}}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(200, json={"object": "list", "data": [{"id": "other"}]})
+        return httpx.Response(200, json={"choices": [{"message": {"content": "x"}, "finish_reason": "length"}]})
+    api = "http://noted-busy.test/v1"
+    with anyio.fail_after(10), caplog.at_level(logging.DEBUG, logger="streamrag.llm"):
+        async with client(tmp_path, handler, api_base=api, summary_model="llama3") as (llm, store):
+            await llm.check_models(["summary_model"])   # answered by name: noted
+        noted = store.get_meta(llm_module.MODELS_ANSWERED)
+        assert json.loads(noted) == {f"{api}/models": ["llama3"]}
+        store = Store(tmp_path / "index.db")
+        holder = sqlite3.connect(tmp_path / "index.db", isolation_level=None)
+        try:
+            async with Writer(store, patience=0.2) as writer:
+                async with LLMClient(LLMSettings(api_base=api, summary_model="llama3"), "sk-test", store=store,
+                                     writer=writer, run_id="run-2", transport=httpx.MockTransport(handler)) as llm:
+                    with pytest.raises(LLMRequestError) as refusal:   # (a call's, as the server words it)
+                        llm._replies.check_status(httpx.Response(404, json=refused), llm.chat_url, "llama3")
+                    holder.execute("BEGIN IMMEDIATE")   # (another program writing the index)
+                    with pytest.raises(StoreBusyError):   # (held past the writer's patience)
+                        await writer.run(lambda s: s.set_meta("k", "v"))
+                    said = await llm._refused_model(refusal.value, "llama3")
+        finally:
+            holder.close()
+    assert isinstance(said, LLMRequestError) and said.every_call
+    assert str(said).startswith("unknown model: llm.summary_model = 'llama3': the endpoint does not serve it")
+    assert (f"{api}/models", "llama3") not in llm_module._MODELS_SERVED   # (asked again by the next run)
+    assert store.get_meta(llm_module.MODELS_ANSWERED) == noted   # (a later refusal takes it back)
+    [line] = [r.getMessage() for r in caplog.records if "stays noted" in r.getMessage()]
+    assert "llama3" in line and "locked by another process" in line
