@@ -1033,8 +1033,8 @@ class LLMClient:
                 _MODELS_SERVED.add((self.models_url, model))
             # (one answered by name is found served there; one whose check failed, no answer, a
             # page, an error, is found nothing: the process's next run, a watch's sync, asks again)
-            elif (refused := await self._unknown_model(model, embedding=name == "embedding_model")) is not None:
-                missing.append((model, refused))
+            elif (words := await self._refusal_by_name(model, embedding=name == "embedding_model")) is not None:
+                missing.append((model, words))
         if missing:
             raise LLMRequestError(f"{self._unserved(missing, ids)}. Stopped before any work of the run", 404,
                                   every_call=True)
@@ -1142,10 +1142,11 @@ class LLMClient:
         ids = {str(item["id"]) for item in data if isinstance(item, dict) and isinstance(item.get("id"), str)}
         return ids or None
 
-    async def _unknown_model(self, model: str, *, embedding: bool) -> str | None:
-        """The provider's words ("" for none) when the endpoint answers a request for ``model``
-        (one try of the smallest one: a word, one token back) that it does not serve it; else
-        None. Only an answer marks ``model`` served (``_MODELS_SERVED``, ``MODELS_ANSWERED``)."""
+    async def _refusal_by_name(self, model: str, *, embedding: bool) -> str | None:
+        """The endpoint's refusal of ``model`` asked by name (one try of the smallest request: a
+        word, one token back): the provider's words ("" for none) when it answers that it does not
+        serve the model; None for anything else, an answer or a failed check. Only an answer marks
+        ``model`` served (``_MODELS_SERVED``, ``MODELS_ANSWERED``)."""
         if embedding:
             url, body = self.embeddings_url, {"model": model, "input": ["x"]}
         else:
