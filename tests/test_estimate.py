@@ -285,6 +285,23 @@ async def test_chunks_published_again_after_an_offline_run_are_not_called_unpubl
     assert est["llm"]["by_stage"]["report"]["cached"] == done.llm["report"]["cached"], (est["llm"], done.llm)
 
 
+async def test_a_model_run_after_an_offline_one_is_estimated_its_summaries_and_reports_from_the_cache(
+        ten_indexed, simulator):
+    # Model, then --offline, then the model: the run merges the model's stored extractions again
+    # and asks the cache for every summary and report (the same requests). Its estimate worked
+    # them out so too, then took a floor of the published descriptions, the offline extractor's:
+    # summaries counted paid the run never asks (synth_small: 116, the run taking all 148 from
+    # the cache), and the reports that might show them.
+    news, db, _ = ten_indexed
+    settings = make_settings(simulator.base_url)
+    await sync([news], make_settings("", index={"extractor": "nlp"}), db, root=news)   # --offline
+    est, done = await index_and_estimate(news, settings, db)
+    for stage in ("summarize", "report"):
+        got, ran = est["llm"]["by_stage"].get(stage, {}), done.llm.get(stage, {})
+        assert ran.get("cached", 0) > 0 and paid(done.llm, stage) == 0, done.llm
+        assert (got.get("calls", 0), got.get("cached", 0)) == (ran["calls"], ran["cached"]), (stage, got, ran)
+
+
 async def test_an_offline_estimate_of_an_index_a_model_built_says_the_model_s_work_the_run_replaces(
         ten_indexed, caplog):
     # `index --offline --estimate` said "no LLM calls, no cost" alone, where the run first says
