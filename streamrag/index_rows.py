@@ -564,8 +564,8 @@ def built_by_model(store: Store) -> bool:
 
 def model_work(store: Store, live: Collection[str] | None = None) -> dict[str, int]:
     """What a model made of the published index, which an offline run replaces: the live chunks
-    a model extracted (of them, with ``live``, those the run keeps live), the claims it found,
-    the summaries and reports it wrote, and of those last two the answers not in llm_cache
+    a model extracted, the claims it found, the summaries and reports it wrote (with ``live``, of
+    those the run keeps live, below), and of those last two the answers not in llm_cache
     (``not_cached``: a run with the model again asks for them anew; the extractions stay stored
     whatever llm.cache says). (Those of the reports whose
     context names sub-communities, by id, were counted too, as asked again: the run with the
@@ -581,9 +581,28 @@ def model_work(store: Store, live: Collection[str] | None = None) -> dict[str, i
         "relationships) OR a.owner IN (SELECT report_key FROM communities)) AND NOT EXISTS "
         "(SELECT 1 FROM llm_cache l WHERE l.key = a.key))").fetchone()
     work = dict(zip(("chunks", "claims", "summaries", "reports", "not_cached"), (int(n or 0) for n in row)))
-    if live is not None:   # (those of the model's chunks the run keeps live: ``live``, its chunks)
-        work["chunks"] = sum(1 for (chunk_id,) in store.conn.execute(
-            "SELECT chunk_id FROM live_chunks WHERE extractor LIKE 'llm-%'") if chunk_id in live)
+    if live is None:
+        return work
+    # Those the run keeps live (``live``, its chunks), all counted alike: the model's chunks, the
+    # claims they hold, the summaries of the entities and relationships a chunk of them still
+    # names, the reports of the communities holding such an entity. A file gone counted its
+    # chunks out but its claims, summaries and reports in.
+    kept = {c for (c,) in store.conn.execute("SELECT chunk_id FROM live_chunks WHERE extractor LIKE 'llm-%'")
+            if c in live}
+    named = {e for table, column in (("entity_sources", "entity_id"), ("relationship_sources", "relationship_id"))
+             for e, c in store.conn.execute(f"SELECT {column}, chunk_id FROM {table}") if c in kept}
+    summaries = {owner: key for owner, key in store.conn.execute("SELECT owner, key FROM answers") if owner in named}
+    held = {c for c, e in store.conn.execute("SELECT community_id, entity_id FROM community_members") if e in named}
+    reports = {cid: key for cid, key in store.conn.execute(
+        "SELECT c.id, c.report_key FROM communities c JOIN reports r ON r.key = c.report_key WHERE r.extractive = 0")
+        if cid in held}
+    shown = set(reports.values())
+    answered = {owner: key for owner, key in store.conn.execute("SELECT owner, key FROM answers") if owner in shown}
+    cached = {key for (key,) in store.conn.execute("SELECT key FROM llm_cache")}
+    work.update(chunks=len(kept),
+                claims=sum(1 for (c,) in store.conn.execute("SELECT chunk_id FROM claims") if c in kept),
+                summaries=len(summaries), reports=len(reports),
+                not_cached=sum(1 for key in (*summaries.values(), *answered.values()) if key not in cached))
     return work
 
 

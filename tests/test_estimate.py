@@ -344,6 +344,26 @@ async def test_an_offline_estimate_of_a_model_index_counts_the_chunks_the_run_ke
     assert none["model_work_replaced"] == {} and none["model_work_replaced_said"] == "", none
 
 
+async def test_an_offline_run_of_a_model_index_counts_the_summaries_and_reports_of_what_stays_live(ten_indexed):
+    # ``index_rows.model_work`` counted the chunks the run keeps live (888141b2) but the claims,
+    # summaries and reports of the whole published index, the files gone's too. Now all of what
+    # stays: nine of ten articles gone leave fewer replaced; all files there, every one.
+    news, db, _ = ten_indexed
+    offline = make_settings("", index={"extractor": "nlp"})
+    with contextlib.closing(Store(db, readonly=True)) as store:
+        whole = index_rows.model_work(store)
+        everything = index_rows.model_work(store, {c for (c,) in store.conn.execute("SELECT chunk_id FROM live_chunks")})
+    assert everything == whole and whole["summaries"] and whole["reports"], (everything, whole)
+    for gone in sorted(news.iterdir())[1:]:   # (one article stays: a summary is of a name several say)
+        gone.unlink()
+    est = estimate([news], offline, db, root=news)
+    done = await sync([news], offline, db, root=news)
+    replaced = done.model_work_replaced
+    assert est["model_work_replaced"] == replaced, (est["model_work_replaced"], replaced)
+    assert replaced["chunks"] < whole["chunks"] and replaced["summaries"] < whole["summaries"], (replaced, whole)
+    assert replaced["reports"] <= whole["reports"], (replaced, whole)
+
+
 
 async def test_documents_are_counted_as_index_counts_them_a_copy_once(news, tmp_path, simulator):
     # Three files of one text are one document to `index`: the estimate said 12 for its 10.
