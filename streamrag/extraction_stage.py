@@ -52,8 +52,10 @@ _CHUNK_IN_THREAD_CHARS = 200_000
 # CPU to store, 0.18 s so, and 36 MB more written). A run stopped or killed loses at most one
 # group unstored, which its next run makes again.
 _OFFLINE_GROUP = 64
-# ... or those held, when no more has come for this many seconds (the chunker cutting a big file,
-# the loader reading one): counted, and kept, when made, not once the cut is done.
+# ... or those held, when no more has come for this many seconds: the chunks of small files
+# extracted while the chunker cuts a big one in its worker thread (``cut_big``) are counted, and
+# kept, when made, not once the cut is done. (Not while the loader reads a big file: it reads in
+# the event loop, which does nothing else meanwhile, the timer included.)
 _OFFLINE_IDLE = 1.0
 
 
