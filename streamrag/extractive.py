@@ -390,10 +390,10 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
     question_words = set(terms)
     typed = _typed_names(question, terms, types or {})
     kinds = set(typed[1].values()) - {""} if typed is not None else set()
-    named = [name for name in anchors if _name_stems(name)]
-    anchor_stems = [_name_stems(name, key) for name in named]
-    rivals = [_rivals(name, types or {}, anchors, key) for name in named]
-    owns = [own_words(name, types or {}, [*anchors, *namesakes]) for name in named]
+    credited = [name for name in anchors if _name_stems(name)]
+    anchor_stems = [_name_stems(name, key) for name in credited]
+    rivals = [_rivals(name, types or {}, anchors, key) for name in credited]
+    owns = [own_words(name, types or {}, [*anchors, *namesakes]) for name in credited]
     split = [(tag, split_sentences(_TAG.sub("", text))) for tag, text in passages]
     if typed is not None:
         typed = _names_within(typed[0], (s for _tag, sentences in split for s in sentences)), typed[1]
@@ -438,7 +438,7 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
             # up in Quinrellmouth." after.
             tier = sum(idf.values()) + 1.0
             score += tier * credit
-            if named:
+            if credited:
                 score += tier * (bool(kinds & ws) + bool(kinds & said)) / 2
         else:  # a broad question: lead sentences of the best passages
             score = 1.0 / (1 + p_rank) + 1.0 / (1 + s_rank)
