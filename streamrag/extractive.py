@@ -25,7 +25,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from streamrag.local_search import STOPWORDS, name_words, query_terms, runs
 from streamrag.reports import OVERVIEW_OPENING
 from streamrag.sentences import (ABBREVIATIONS, CJK_CLOSERS, CJK_TERMINATORS, HEADING_LINE, HONORIFICS,
-                                 NOT_AFTER_ABBREVIATION, QUOTE_MARKS, SETEXT_UNDERLINE, TITLE_SMALL, ended,
+                                 NOT_AFTER_ABBREVIATION, QUOTE_MARKS, SETEXT_UNDERLINE, ended,
                                  ends_with_abbreviation, is_heading, table_row_text, table_rows)
 from streamrag.terms import unspaced_chars, words
 
@@ -627,10 +627,11 @@ def _titled_apart(before: str) -> bool:
 
 _MONTHS = frozenset("january february march april may june july august september october november "
                     "december".split())
-# Words before a month that make it a date: prepositions ("in May", "until June") and these. Not
-# "to" nor "that", which lead to a person as often ("listened to May", "said that May wants").
-_BEFORE_DATES = (TITLE_SMALL - frozenset("a an the and but or nor for so yet as if than vs v versus to".split())
-                 ) | frozenset("last next this early late every each".split())
+# Words before a month that make it a date: prepositions of time or place ("in May", "until
+# June") and last/next/this .... Not "to", "that", "with", "about", "beside" ..., which lead to a
+# person as often ("listened to May", "said that May wants", "argued with May").
+_BEFORE_DATES = frozenset("in on of from by until till since during after before through throughout "
+                          "within into around between beyond last next this early late every each".split())
 
 
 def _dated(word: str, before: str, after: str) -> bool:
@@ -638,7 +639,7 @@ def _dated(word: str, before: str, after: str) -> bool:
     in a sentence, is a month written as a date: after a preposition ("in May", "until June",
     "last May") or beside a number ("May 5", "5 May"); a month as a given name is then no name of
     the anchor's, May Holloway's, alone. Ending a sentence is no date ('"Keep the gates shut,"
-    said May.'), nor is a month after "to" or "that" ("The crews listened to May")."""
+    said May.'), nor is a month after "to", "that" or "with" ("The crews listened to May")."""
     if word.casefold() not in _MONTHS:
         return False
     last = before.split()[-1:]

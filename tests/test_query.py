@@ -3198,6 +3198,21 @@ def test_pick_sentences_gives_a_month_as_a_name_ending_a_sentence_or_after_to_or
     assert got[0] == said, got
 
 
+@pytest.mark.parametrize("said", ["The crews argued with May about the gates.",
+                                  "The keepers stood beside May about the gates.",
+                                  "The keepers spoke about May and the gates."])
+def test_pick_sentences_gives_a_month_after_a_preposition_of_a_person_the_whole_anchors_credit(said):
+    """fe298660 dated a month after any preposition of ``sentences.TITLE_SMALL`` but "to", so
+    "with May", "beside May", "about May" (May Holloway) had half her credit, as "to May" had
+    before it: a preposition of time or place makes a month a date ("in May", "until June")."""
+    types = {"May Holloway": "person", "Penmarth": "geo"}
+    got = [s for s, _tag, _score in pick_sentences(
+        "What did May Holloway say about the gates?",
+        [("[T:t1]", f"May Holloway is the harbour master. May Holloway trained the keepers. {said}")],
+        anchors=["May Holloway"], types=types)]
+    assert got[0] == said, got
+
+
 @pytest.mark.parametrize("anchor, own, more, other", [
     ("Mrs. Hallam", "Mrs. Hallam keeps the bakery on the quay.", "",
      "At the market, Mrs. Jones said the bread was late."),
