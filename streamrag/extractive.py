@@ -411,7 +411,8 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
             ws = said | set(key.of(sentence))
             if typed is not None and label:
                 ws |= {typed[1][name] for name in typed[0].findall(label.group())} - {""}
-            credit = sum(_anchor_credit(stems, rival, own, ws, said, label.group() if label else "", body, key)
+            label_text = label.group() if label else ""
+            credit = sum(_anchor_credit(stems, rival, own, ws, said, label_text, body, key)
                          for stems, rival, own in zip(anchor_stems, rivals, owns, strict=True))
             overview = (not about_group and " relationship" in sentence
                         and _OVERVIEW.match(sentence) is not None)
