@@ -952,7 +952,7 @@ async def test_outcome_says_a_redirect_or_no_answer_not_answered(nameless_db, of
     for db, question, mode, outcome in asked:
         answer = await aask(question, settings, db, mode=mode)
         assert answer.outcome == answer.to_json()["outcome"] == outcome, (question, mode, answer.text)
-        assert outcome in OUTCOMES, outcome   # the table ask --json's readers are told of
+        assert answer.outcome in OUTCOMES, answer.outcome   # the table ask --json's readers are told of
         if outcome != "answered":
             assert answer.documents == [] and answer.citations == [], (question, mode)
 
