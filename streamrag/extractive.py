@@ -379,8 +379,8 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
     ``types`` (entity name -> type) lets a question ask for a kind of thing: a sentence naming an
     entity of a type the question names ("Which organization ...") or asks for by its question
     word ("Where": a place, "Who": a person; ``_ASKED_TYPES``) has that type among its words.
-    ``named`` are more names the question names, for ``asks_about_group`` alone (a global search's
-    entities, which give no anchor credit)."""
+    ``named`` are the entities the search found named in the question, for ``asks_about_group``
+    alone (given by every mode; they give no anchor credit)."""
     key = NameKeys(asked_names(question, anchors))
     terms = {key.word(t, t in key.names) for t in query_terms(question, extra_stop=extra_stop)}
     about_group = asks_about_group(question, asked_names(question, [*anchors, *named]))
