@@ -1785,7 +1785,7 @@ def _newlines(held: list[str], *, breaks: bool = True, nel: bool = True) -> str:
     rows are read (a JSON string may hold a U+2028 as written, a cell a form feed: each would
     have cut its row in two), but in each row's text (``row_text``). ``nel``: the text was read as
     Unicode (``_decode``), so a U+0085 is NEL, a line end; else it is byte 0x85 of Latin-1 or
-    ISO-8859-7, written as cp1252's "…" most likely, and kept ("waited\x85 then" was "waited\n then")."""
+    ISO-8859-7, written as cp1252's "…" most likely, and kept ("waited\\x85 then" was "waited\\n then")."""
     if "\r" in held[-1]:   # (looked for first: one character is found at memory speed, "\r\n" took 30 ms of 25 MB)
         held.append(held.pop().replace("\r\n", "\n").replace("\r", "\n"))
     if breaks:

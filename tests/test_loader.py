@@ -2834,3 +2834,24 @@ def test_an_opening_cut_inside_a_character_reads_as_the_whole_file_does_as_far_a
         text = docs[0].text
         read = data[:limit].decode(encoding, errors="ignore").lstrip("\ufeff")   # (all but the cut character)
         assert warnings == [] and text.rstrip() == read.rstrip() and whole.startswith(text), (limit, text[-20:])
+
+
+@pytest.mark.parametrize("module", ["loader", "legacy", "joins", "daemon", "nlp", "cli", "export", "simulator",
+                                    "config"])
+def test_no_docstring_holds_a_control_character_or_line_separator_it_names(module):
+    # help() and editors show them as they are (a line break, a terminal's escape): a docstring
+    # writes their escapes ("\\x85"), as ``_lines``' writes "\\n" (a NEL in ``_newlines``' did not).
+    import importlib
+    import inspect
+
+    mod = importlib.import_module(f"streamrag.{module}")
+    held = []
+    for name, obj in [(module, mod), *vars(mod).items()]:
+        if obj is not mod and getattr(obj, "__module__", None) != mod.__name__:
+            continue
+        members = vars(obj).items() if inspect.isclass(obj) else ()
+        for shown, each in [(name, obj), *((f"{name}.{k}", v) for k, v in members)]:
+            doc = getattr(each, "__doc__", None)
+            if isinstance(doc, str) and re.search("[\x00-\x08\x0b-\x1f\x7f\x85\u2028\u2029]", doc):
+                held.append(shown)
+    assert held == [], held
