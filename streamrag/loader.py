@@ -1210,10 +1210,11 @@ def _iso_2022_cn_said(data: bytes, label: str, warnings: list[str], read_from: s
     switch = _ISO2022_CN.search(data)
     warnings.append(f"{label}: holds text in {iconv} (Chinese in 7 bits, by its escape sequences, the first "
                     f"at byte {switch.start():,}), which is not read, amid bytes that are not {iconv} (the "
-                    f"first at byte {stop:,}), so that text is indexed as its escape codes, garbage; to index "
-                    f"it, convert that text alone to UTF-8 (iconv -f {iconv} does not convert the file into "
-                    "readable text)")   # (it stops at that byte, or, at another ISO-2022 set's escape, exits 0
-    # and writes the rest as its escape codes: "does not convert the whole file" was untrue of that)
+                    f"first at byte {stop:,}), so that text is indexed as its escape codes, garbage; to "
+                    f"index it, convert that text alone to UTF-8 (iconv -f {iconv} does not convert the file "
+                    "into readable text)")
+    # (iconv stops at that byte, or, at another ISO-2022 set's escape, exits 0 and writes the rest
+    # as its escape codes: "does not convert the whole file" was untrue of that)
 
 
 def _cn_kept_as_escapes(data: bytes, cn_stop: Callable[[], int | None]) -> bool:
@@ -1342,9 +1343,9 @@ def _cn_pairs_stop(data: bytes, start: int, end: int, gb: bool) -> int | None:
 
 def _refuse_unread_escapes(data: bytes, label: str, read_from: str) -> None:
     """Refuses ``data``, ISO-2022-CN that iconv converts (``_iso_2022_cn_said``) or which its shifts
-    (SO and SI: ``_shifts``) alone make a binary file's bytes, with what ``_unread_escapes`` says of its escape sequences when it holds
-    any: ISO-2022-KR broken, which shifts in and out every few characters, was refused as a
-    "binary file" where the iconv command would have converted it."""
+    (SO and SI: ``_shifts``) alone make a binary file's bytes, with what ``_unread_escapes`` says
+    of its escape sequences when it holds any: ISO-2022-KR broken, which shifts in and out every
+    few characters, was refused as a "binary file" where the iconv command would have converted it."""
     if (line := _unread_escapes_line(data, label, read_from, indexed=False)) is not None:
         raise InputError(line)
 
@@ -1777,15 +1778,15 @@ def _newlines(held: list[str], *, breaks: bool = True, nel: bool = True) -> str:
     once, its caller's copy beside both replacements'.
 
     ``breaks``: the other line ends of ``str.splitlines`` (``_LINE_BREAK``) are "\\n" too, and a
-    paragraph separator (U+2029) or a form feed (a page break) a blank line (``_BLANK_LINE_BREAKS``),
-    as a reader sees them: the title ended there
-    (``_title``) while the extractor and the chunker, which end lines at "\\n" alone, read across
-    them as across a space ("Ada Lovelace\\u2029Ada was" named "Ada Lovelace Ada"; with "\\n\\n",
-    "Ada Lovelace"); now as they read a line end. Not in a .jsonl or .csv file's text before its
-    rows are read (a JSON string may hold a U+2028 as written, a cell a form feed: each would
-    have cut its row in two), but in each row's text (``row_text``). ``nel``: the text was read as
-    Unicode (``_decode``), so a U+0085 is NEL, a line end; else it is byte 0x85 of Latin-1 or
-    ISO-8859-7, written as cp1252's "…" most likely, and kept ("waited\\x85 then" was "waited\\n then")."""
+    paragraph separator (U+2029) or a form feed (a page break) a blank line
+    (``_BLANK_LINE_BREAKS``), as a reader sees them: the title ended there (``_title``) while the
+    extractor and the chunker, which end lines at "\\n" alone, read across them as across a space
+    ("Ada Lovelace\\u2029Ada was" named "Ada Lovelace Ada"; with "\\n\\n", "Ada Lovelace"); now as
+    they read a line end. Not in a .jsonl or .csv file's text before its rows are read (a JSON
+    string may hold a U+2028 as written, a cell a form feed: each would have cut its row in two),
+    but in each row's text (``row_text``). ``nel``: the text was read as Unicode (``_decode``), so
+    a U+0085 is NEL, a line end; else it is byte 0x85 of Latin-1 or ISO-8859-7, written as
+    cp1252's "…" most likely, and kept ("waited\\x85 then" was "waited\\n then")."""
     if "\r" in held[-1]:   # (looked for first: one character is found at memory speed, "\r\n" took 30 ms of 25 MB)
         held.append(held.pop().replace("\r\n", "\n").replace("\r", "\n"))
     if breaks:
