@@ -1542,10 +1542,10 @@ class _Handler(BaseHTTPRequestHandler):
     # -- plumbing
     def _path(self) -> str:
         """The route asked for: an OpenAI route under /v1 without it (``/chat/completions``), the
-        simulator's own ``/simulator/stats`` (under /v1 or not), else the path as sent, which
-        no route answers. The OpenAI routes are served under /v1 alone, as real servers serve
-        them (OpenAI, Ollama, vLLM answer 404): an api_base without /v1 worked against the
-        simulator, and then failed against the real server."""
+        simulator's own ``/simulator/stats`` (under /v1 or not); a path without /v1 comes back
+        marked " (not under /v1)", which no route answers. The OpenAI routes are served under /v1
+        alone, as real servers serve them (OpenAI, Ollama, vLLM answer 404): an api_base without
+        /v1 worked against the simulator, and then failed against the real server."""
         path = self.path.split("?", 1)[0].rstrip("/")
         route = path[3:] if path.startswith("/v1/") else path
         return route if route == "/simulator/stats" or route != path else path + " (not under /v1)"
