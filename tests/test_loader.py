@@ -2836,8 +2836,8 @@ def test_an_opening_cut_inside_a_character_reads_as_the_whole_file_does_as_far_a
         assert warnings == [] and text.rstrip() == read.rstrip() and whole.startswith(text), (limit, text[-20:])
 
 
-@pytest.mark.parametrize("module", ["loader", "legacy", "joins", "daemon", "nlp", "cli", "export", "simulator",
-                                    "config"])
+@pytest.mark.parametrize("module", ["loader", "legacy", "joins", "daemon", "nlp", "cli", "export",
+                                    "simulator", "config"])
 def test_no_docstring_holds_a_control_character_or_line_separator_it_names(module):
     # help() and editors show them as they are (a line break, a terminal's escape): a docstring
     # writes their escapes ("\\x85"), as ``_lines``' writes "\\n" (a NEL in ``_newlines``' did not).
