@@ -961,10 +961,7 @@ def _decode(data: bytes, label: str, warnings: list[str], read_from: str) -> tup
     controls = _controls(text)
     if controls > max(16, 0.05 * len(text)):
         shifted = controls - _shifts(text) <= max(16, 0.05 * len(text))   # (its SO and SI alone make it so)
-        if not (shifted and _cn_kept_as_escapes(data, cn_stop)):   # (that is text: said below)
-            if shifted:
-                _refuse_unread_escapes(data, label, read_from)
-            _binary(label)
+        _refuse_binary(data, label, read_from, cn_stop, shifted=shifted)   # (but CN kept: said below)
     if controls >= _GARBAGE_CONTROLS and not text.isascii():   # (a run is half beyond ASCII)
         _refuse_garbage(text, label)
     if eight_bit and _iso_2022_cn(data):   # (after those: a binary file holding its bytes is one)
@@ -1081,6 +1078,19 @@ def _binary(label: str) -> None:
                      "to index.exclude")
 
 
+def _refuse_binary(data: bytes, label: str, read_from: str, cn_stop: Callable[[], int | None], *,
+                   shifted: bool) -> None:
+    """Refuses ``data``, text that looks binary, as a binary file, or when its shifts (SO, SI)
+    alone make it so (``shifted``) with what ``_refuse_unread_escapes`` says; but ISO-2022-CN
+    amid bytes iconv does not read as such (``_cn_kept_as_escapes``) is text, let through:
+    ``_decode`` says so of it (``_iso_2022_cn_said``)."""
+    if shifted and _cn_kept_as_escapes(data, cn_stop):
+        return
+    if shifted:
+        _refuse_unread_escapes(data, label, read_from)
+    _binary(label)
+
+
 def _utf8_or_cp1252(data: bytes, label: str, warnings: list[str], first: int, read_from: str,
                     cn_stop: Callable[[], int | None]) -> tuple[str, bool]:
     """The text of ``data``, which is not UTF-8 from byte ``first`` on, and whether it was read as
@@ -1110,10 +1120,7 @@ def _utf8_or_cp1252(data: bytes, label: str, warnings: list[str], first: int, re
         text, used = data.decode("latin-1"), "latin-1"
     if _short_and_binary(text):
         shifted = not _short_and_binary(text.translate(_NO_SHIFTS))   # (its SO and SI alone make it so)
-        if not (shifted and _cn_kept_as_escapes(data, cn_stop)):   # (that is text: said by ``_decode``)
-            if shifted:
-                _refuse_unread_escapes(data, label, read_from)
-            _binary(label)
+        _refuse_binary(data, label, read_from, cn_stop, shifted=shifted)   # (CN kept: ``_decode`` says it)
     if reading.likely:   # its letters are a legacy code page's, too few (or too mixed) to be sure
         names = " or ".join(e.name for e in reading.likely)
         warnings.append(f"{label}: not valid UTF-8, read as {used}; it looks like {names}: if so, save "
