@@ -439,19 +439,19 @@ def _landing(out: Path) -> Path | None:
     return None
 
 
-def _take_owner_and_mode(landing: os.stat_result, written: Path) -> bool:
-    """Gives the file ``written`` the owner and permissions of the file it replaces (``landing``:
+def _take_owner_and_mode(replaced: os.stat_result, written: Path) -> bool:
+    """Gives the file ``written`` the owner and permissions of the file it replaces (``replaced``:
     its status): a private export, mode 600, became readable by all; root's export over a user's
     file became root's. Whether the owner was given (only root gives a file away)."""
     own = os.stat(written)
     owned = True
-    if (own.st_uid, own.st_gid) != (landing.st_uid, landing.st_gid):
+    if (own.st_uid, own.st_gid) != (replaced.st_uid, replaced.st_gid):
         try:
-            os.chown(written, landing.st_uid, landing.st_gid)
+            os.chown(written, replaced.st_uid, replaced.st_gid)
         except OSError:
             owned = False
     with contextlib.suppress(OSError):   # (after chown, which drops a set-id bit)
-        os.chmod(written, stat.S_IMODE(landing.st_mode))
+        os.chmod(written, stat.S_IMODE(replaced.st_mode))
     return owned
 
 
