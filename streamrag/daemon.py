@@ -382,7 +382,7 @@ def _cut_line(head: bytes, docs: list, text_field: str) -> _CutRow | None:
     bytes, its "\\r\\n" ends two lines and a character may hold a "\\n" byte. So a UTF-16 or
     UTF-32 .jsonl renamed and written on is not tied when its opening cuts one of the old file's
     rows (erring safe: it is synced as a deletion and an addition). A UTF-8 one's stray NULs are
-    dropped, as the loader drops them (c45cac8d's "any NUL" left such a log untied)."""
+    dropped, as the loader drops them (counting any NUL as wide left such a log untied)."""
     if read_wide(head):
         return None
     head = head.replace(b"\0", b"")

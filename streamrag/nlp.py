@@ -493,7 +493,6 @@ ADJECTIVES = _ADJECTIVES
 KIN = _KIN
 OF_HEADS = _OF_HEADS
 PARTICLES = _PARTICLES
-HONORIFICS = _HONORIFICS
 
 _ORG_WORDS = _words("""
 inc ltd llc plc corp corporation co company companies authority university institute college

@@ -39,7 +39,8 @@ ABBREVIATIONS = ("Mr", "Mrs", "Ms", "Mx", "Dr", "St", "Prof", "Sr", "Jr", "Rev",
 # Titles the offline extractor drops before a name, so that "Mr. Fezziwig" and "Fezziwig" are one
 # person (``nlp``'s notes; the titles it keeps, "Mrs." or "Miss", name a wife or a daughter).
 # ``nlp`` and ``joins`` read it as ``nlp.HONORIFICS``: a change to it changes which names are
-# extracted and joined, so it bumps ``nlp.VERSION`` and ``joins.RULE``.
+# extracted and joined, so it bumps ``nlp.VERSION`` and ``joins.RULE``. ``extractive`` reads it
+# too, to rank an answer's sentences (no version: nothing stored depends on that).
 HONORIFICS = frozenset("mr ms mx dr prof professor sir rev reverend messrs herr".split())
 
 # Lookbehinds for a regex matching the whitespace after a sentence's last character: not after
