@@ -242,11 +242,13 @@ def _windows(text: str, start: int, end: int, window: int):
         at = cut
 
 
-def analysed(enc: tiktoken.Encoding) -> bool:
+def analysed(enc: tiktoken.Encoding | str) -> bool:
     """Whether ``enc`` splits text with a pattern whose safe seams are known (see "prompts
-    around a text" below). (``_pat_str``: tiktoken's own regex, private: a tiktoken without it
-    is counted whole.)"""
-    return getattr(enc, "_pat_str", None) in _ANALYSED
+    around a text" below). ``enc`` built, or named: its pattern read from the shipped file,
+    nothing built. (``_pat_str``: tiktoken's own regex, private: a tiktoken without it is
+    counted whole.)"""
+    pattern = _params(enc)["pat_str"] if isinstance(enc, str) else getattr(enc, "_pat_str", None)
+    return pattern in _ANALYSED
 
 
 def safe_cut(enc: tiktoken.Encoding, text: str, at: int) -> bool:
@@ -430,7 +432,7 @@ def count_around(before: str, text: str, after: str, text_tokens: int, encoding:
     the text's inside its count less those of its own few edge characters. A text with no safe
     seam inside it, or a tokenizer not analysed, is counted whole."""
     whole = before + text + after
-    if not text or _params(encoding)["pat_str"] not in _ANALYSED:
+    if not text or not analysed(encoding):
         return count_tokens(whole, encoding)
     s, e = len(before), len(before) + len(text)
     if not before or _SEAM.match(whole, s - 1, s + 1):
