@@ -415,8 +415,9 @@ def test_the_light_counter_makes_the_encoders_tokens_of_every_character_it_takes
                      max_size=120))
 def test_the_light_counter_makes_the_encoders_tokens_of_any_text_it_takes(encoding, parts):
     text = "".join(parts)
-    tokens._light_counted = 0
-    light = tokens._light_tokens(text, encoding)
+    with pytest.MonkeyPatch.context() as mp:   # (a fixture's monkeypatch is not reset between examples)
+        mp.setattr(tokens, "_light_counted", 0)
+        light = tokens._light_tokens(text, encoding)
     assert light is None or light == _encoder_tokens(text, encoding)
     pieces = tokens._splitter(tokens._params(encoding)["pat_str"]).findall(text)
     assert light is not None or max(len(p.encode()) for p in pieces) > tokens._LIGHT_PIECE
@@ -448,6 +449,21 @@ def test_the_light_counter_leaves_other_texts_to_the_encoder(monkeypatch):
     assert tokens._light_tokens("Scrooge and Marley", "o200k_base") is None
     with pytest.raises(tokens.ConfigError, match="unknown tokenizer encoding"):
         tokens.count_uncached("Scrooge", "p50k_base")
+
+
+@pytest.mark.parametrize("encoding", SHIPPED)
+@pytest.mark.parametrize("char", ["\u0250", "\u02ff", "\u1fff", "\u2070"])
+def test_the_light_counter_turns_down_the_characters_just_outside_its_ranges(encoding, char, monkeypatch):
+    # (IPA extensions and spacing modifiers after Latin Extended-B; Greek extended before general
+    # punctuation, superscripts after it)
+    monkeypatch.setattr(tokens, "_light_counted", 0)
+    monkeypatch.setattr(tokens, "_encodings", {})
+    text = f"Scrooge {char} Marley"
+    assert tokens._light_tokens(text, encoding) is None
+    assert tokens._light_tokens("Scrooge and Marley", encoding) is not None
+    counted = tokens.count_uncached(text, encoding)
+    assert encoding in tokens._encodings   # (built to count it)
+    assert counted == len(_encoder_tokens(text, encoding))
 
 
 def test_a_local_ask_builds_no_encoder_and_answers_as_with_it(cli_run, corpus):
