@@ -319,8 +319,9 @@ def truncate(text: str, max_tokens: int, encoding: str = "o200k_base") -> str:
 # punctuation, long assigned, whose classes the patterns ask (letter, its kinds, mark, number,
 # space) Unicode 14 and the newer tables of ``regex`` agree on (``test_tokens`` compares the
 # tokens of each with the encoder's, in many settings). Any other text (CJK, emoji, Greek: the
-# engines' Unicode versions may part), a piece longer than ``_LIGHT_PIECE`` bytes (merged in
-# quadratic time here), and every text once ``_LIGHT_CHARS`` characters were counted so (the
+# engines' Unicode versions may part), an encoding whose pattern is not one of the two read
+# here (``_ANALYSED``: another tiktoken may ship another, which the engines need not read
+# alike), a piece longer than ``_LIGHT_PIECE`` bytes (merged in quadratic time here), and every text once ``_LIGHT_CHARS`` characters were counted so (the
 # encoder is faster from there; an index run builds it at once) go to the encoder.
 _LIGHT_TEXT = re.compile("[\x00-\u024f\u2000-\u206f]*")
 _LIGHT_PIECE = 64
@@ -332,7 +333,7 @@ def _light_tokens(text: str, encoding: str) -> list[bytes] | None:
     """The tokens of ``text`` (each one's bytes) as the encoder makes them, counted without it;
     ``None`` for a text it does not take (see above)."""
     global _light_counted
-    if _light_counted + len(text) > _LIGHT_CHARS or not _LIGHT_TEXT.fullmatch(text):
+    if _light_counted + len(text) > _LIGHT_CHARS or not _LIGHT_TEXT.fullmatch(text) or not analysed(encoding):
         return None
     _light_counted += len(text)
     params = _params(encoding)

@@ -466,6 +466,22 @@ def test_the_light_counter_turns_down_the_characters_just_outside_its_ranges(enc
     assert counted == len(_encoder_tokens(text, encoding))
 
 
+def test_an_encoding_whose_pattern_was_not_analysed_is_counted_by_the_encoder(monkeypatch):
+    # A tiktoken of another version may split with another pattern, which regex and tiktoken's
+    # own engine need not read alike: its texts go to the encoder, built from the same ranks.
+    text = "Scrooge and Marley"
+    ids = tokens.get_encoding("o200k_base").encode(text)
+    params = tokens._params("o200k_base")
+    other = {**params, "name": "o200k_other", "pat_str": params["pat_str"] + "|x"}
+    monkeypatch.setattr(tokens, "_loaded", {"o200k_base": other})
+    monkeypatch.setattr(tokens, "_encodings", {})
+    monkeypatch.setattr(tokens, "_light_counted", 0)
+    assert tokens._light_tokens(text, "o200k_base") is None
+    assert tokens.count_uncached(text, "o200k_base") == len(ids)
+    assert truncate(text, 2) == tokens.get_encoding("o200k_base").decode(ids[:2])
+    assert tokens._encodings["o200k_base"].name == "o200k_other"
+
+
 def test_a_local_ask_builds_no_encoder_and_answers_as_with_it(cli_run, corpus):
     # A local ask built the encoder to count its context (58 lines) and cut two of them: 0.15-0.3 s
     # and 45 MB beside the ranks; they are counted from the ranks. Its answer is the same.
