@@ -3885,7 +3885,7 @@ async def test_an_offline_basic_search_sums_the_stored_counts_of_its_encoding_wi
         # (no tokenizer built yet, and no count remembered of a short text)
         monkeypatch.setattr(tokens, "_encodings", {})
         monkeypatch.setattr(tokens, "_count_short", functools.lru_cache(maxsize=64)(tokens.count_uncached))
-        monkeypatch.setattr(tokens, "_LIGHT_CHARS", 0)   # (a count made is made by the encoder, seen)
+        monkeypatch.setattr(tokens, "_LIGHT_WORK", 0)   # (a count made is made by the encoder, seen)
         answer = await aask(question, make_settings(index={**INDEX, "encoding": encoding}), db, mode="basic")
         return answer.details
 

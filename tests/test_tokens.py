@@ -400,8 +400,8 @@ def _encoder_tokens(text: str, encoding: str) -> list[bytes]:
 
 @pytest.mark.parametrize("encoding", SHIPPED)
 def test_the_light_counter_makes_the_encoders_tokens_of_every_character_it_takes(encoding, monkeypatch):
-    monkeypatch.setattr(tokens, "_light_counted", 0)
-    monkeypatch.setattr(tokens, "_LIGHT_CHARS", 1 << 40)
+    monkeypatch.setattr(tokens, "_light_work", 0)
+    monkeypatch.setattr(tokens, "_LIGHT_WORK", 1 << 40)
     assert all(tokens._LIGHT_TEXT.fullmatch(c) for c in LIGHT_CHARS)
     for c in LIGHT_CHARS:
         for setting in SETTINGS:
@@ -416,7 +416,7 @@ def test_the_light_counter_makes_the_encoders_tokens_of_every_character_it_takes
 def test_the_light_counter_makes_the_encoders_tokens_of_any_text_it_takes(encoding, parts):
     text = "".join(parts)
     with pytest.MonkeyPatch.context() as mp:   # (a fixture's monkeypatch is not reset between examples)
-        mp.setattr(tokens, "_light_counted", 0)
+        mp.setattr(tokens, "_light_work", 0)
         light = tokens._light_tokens(text, encoding)
     assert light is None or light == _encoder_tokens(text, encoding)
     pieces = tokens._splitter(tokens._params(encoding)["pat_str"]).findall(text)
@@ -427,7 +427,7 @@ def test_the_light_counter_makes_the_encoders_tokens_of_any_text_it_takes(encodi
 @pytest.mark.parametrize("folder", ["christmas_carol", "synth_small"])
 def test_the_light_counter_counts_and_cuts_the_lines_of_a_context_as_the_encoder(encoding, folder, monkeypatch):
     # A local ask's context lines: a document's paragraphs, whitespace collapsed, after a tag.
-    monkeypatch.setattr(tokens, "_LIGHT_CHARS", 1 << 40)
+    monkeypatch.setattr(tokens, "_LIGHT_WORK", 1 << 40)
     texts = [p.read_text(encoding="utf-8") for p in sorted((SHARED / folder).glob("*.txt"))]
     lines = [f"[T:chk-{k}] " + " ".join(para.split()) for k, text in enumerate(texts) for para in text.split("\n\n")]
     enc = tokens.get_encoding(encoding)
@@ -440,12 +440,12 @@ def test_the_light_counter_counts_and_cuts_the_lines_of_a_context_as_the_encoder
 
 
 def test_the_light_counter_leaves_other_texts_to_the_encoder(monkeypatch):
-    monkeypatch.setattr(tokens, "_light_counted", 0)
+    monkeypatch.setattr(tokens, "_light_work", 0)
     for text in ("圣诞颂歌", "🎄 Merry Christmas", "Ελληνικά", "x" * (tokens._LIGHT_PIECE + 1)):
         assert tokens._light_tokens(text, "o200k_base") is None, text
     assert tokens._light_tokens("Scrooge and Marley", "o200k_base") is not None
     # (past its share of characters, the encoder counts: faster from there)
-    monkeypatch.setattr(tokens, "_light_counted", tokens._LIGHT_CHARS - 5)
+    monkeypatch.setattr(tokens, "_light_work", tokens._LIGHT_WORK - 5)
     assert tokens._light_tokens("Scrooge and Marley", "o200k_base") is None
     with pytest.raises(tokens.ConfigError, match="unknown tokenizer encoding"):
         tokens.count_uncached("Scrooge", "p50k_base")
@@ -456,7 +456,7 @@ def test_the_light_counter_leaves_other_texts_to_the_encoder(monkeypatch):
 def test_the_light_counter_turns_down_the_characters_just_outside_its_ranges(encoding, char, monkeypatch):
     # (IPA extensions and spacing modifiers after Latin Extended-B; Greek extended before general
     # punctuation, superscripts after it)
-    monkeypatch.setattr(tokens, "_light_counted", 0)
+    monkeypatch.setattr(tokens, "_light_work", 0)
     monkeypatch.setattr(tokens, "_encodings", {})
     text = f"Scrooge {char} Marley"
     assert tokens._light_tokens(text, encoding) is None
@@ -475,7 +475,7 @@ def test_an_encoding_whose_pattern_was_not_analysed_is_counted_by_the_encoder(mo
     other = {**params, "name": "o200k_other", "pat_str": params["pat_str"] + "|x"}
     monkeypatch.setattr(tokens, "_loaded", {"o200k_base": other})
     monkeypatch.setattr(tokens, "_encodings", {})
-    monkeypatch.setattr(tokens, "_light_counted", 0)
+    monkeypatch.setattr(tokens, "_light_work", 0)
     assert tokens._light_tokens(text, "o200k_base") is None
     assert tokens.count_uncached(text, "o200k_base") == len(ids)
     assert truncate(text, 2) == tokens.get_encoding("o200k_base").decode(ids[:2])
@@ -494,7 +494,7 @@ def test_a_local_ask_builds_no_encoder_and_answers_as_with_it(cli_run, corpus):
              "said = json.loads(out.getvalue())\n"
              "print(code, said['details']['context_tokens']['tables'] > 0, sorted(tokens._encodings))\n"
              "print(json.dumps([said['answer'], said['citations'], said['details']['context_tokens']]))\n"
-             "tokens._LIGHT_CHARS = 0\n"   # (each count by the encoder)
+             "tokens._LIGHT_WORK = 0\n"   # (each count by the encoder)
              "out = io.StringIO()\n"
              "with contextlib.redirect_stdout(out): main(['ask', 'Who is Mira Osk?', '--mode', 'local', '--json'])\n"
              "again = json.loads(out.getvalue())\n"
@@ -503,3 +503,24 @@ def test_a_local_ask_builds_no_encoder_and_answers_as_with_it(cli_run, corpus):
     lines = python_probe(probe, corpus)
     assert lines[-4] == "0 True []", lines[-5:]
     assert lines[-3] == lines[-2] and lines[-1] == "['o200k_base']"
+
+
+@pytest.mark.parametrize("encoding", SHIPPED)
+def test_the_light_counter_weighs_the_merges_of_long_words_not_only_characters(encoding, monkeypatch):
+    # Merging a piece costs here about the square of its length: 63-letter random words of
+    # 262,144 characters took 0.8 s, four times building the encoder. Such words go to the
+    # encoder long before their characters would; prose of as many characters does not.
+    import random
+    import string
+
+    rng = random.Random(7)
+    words = ["".join(rng.choice(string.ascii_lowercase) for _ in range(63)) for _ in range(2000)]
+    texts = [" ".join(words[k:k + 20]) for k in range(0, len(words), 20)]   # (128,000 characters)
+    prose = " ".join((SHARED / "christmas_carol").joinpath(p.name).read_text(encoding="utf-8")
+                     for p in sorted((SHARED / "christmas_carol").glob("*.txt")))[:sum(map(len, texts))]
+    for kind, parts in (("prose", [prose[k:k + 1280] for k in range(0, len(prose), 1280)]), ("words", texts)):
+        monkeypatch.setattr(tokens, "_light_work", 0)
+        monkeypatch.setattr(tokens, "_encodings", {})
+        counts = [tokens.count_uncached(t, encoding) for t in parts]
+        assert (encoding in tokens._encodings) == (kind == "words"), kind
+        assert counts == [len(_encoder_tokens(t, encoding)) for t in parts]
