@@ -567,10 +567,10 @@ def model_work(store: Store, live: Collection[str] | None = None) -> dict[str, i
     a model extracted, the claims it found, the summaries and reports it wrote (with ``live``, of
     those the run keeps live, below), and of those last two the answers not in llm_cache
     (``not_cached``: a run with the model again asks for them anew; the extractions stay stored
-    whatever llm.cache says). (Those of the reports whose
-    context names sub-communities, by id, were counted too, as asked again: the run with the
-    model clustered from the offline partition, which gave those ids anew. It clusters from the
-    model's partition now, ``graph_state.KeptPartition``, and they come back as the others do.)"""
+    whatever llm.cache says). (Those of the reports whose context names sub-communities, by id,
+    were counted too, as asked again: the run with the model clustered from the offline
+    partition, which gave those ids anew. It clusters from the model's partition now,
+    ``graph_state.KeptPartition``, and they come back as the others do.)"""
     row = store.conn.execute(
         "SELECT (SELECT count(*) FROM live_chunks WHERE extractor LIKE 'llm-%'), "
         "(SELECT count(*) FROM claims), "
@@ -587,22 +587,26 @@ def model_work(store: Store, live: Collection[str] | None = None) -> dict[str, i
     # claims they hold, the summaries of the entities and relationships a chunk of them still
     # names, the reports of the communities holding such an entity. A file gone counted its
     # chunks out but its claims, summaries and reports in.
-    kept = {c for (c,) in store.conn.execute("SELECT chunk_id FROM live_chunks WHERE extractor LIKE 'llm-%'")
+    conn = store.conn
+    kept = {c for (c,) in conn.execute("SELECT chunk_id FROM live_chunks WHERE extractor LIKE 'llm-%'")
             if c in live}
-    named = {e for table, column in (("entity_sources", "entity_id"), ("relationship_sources", "relationship_id"))
-             for e, c in store.conn.execute(f"SELECT {column}, chunk_id FROM {table}") if c in kept}
-    summaries = {owner: key for owner, key in store.conn.execute("SELECT owner, key FROM answers") if owner in named}
-    held = {c for c, e in store.conn.execute("SELECT community_id, entity_id FROM community_members") if e in named}
-    reports = {cid: key for cid, key in store.conn.execute(
-        "SELECT c.id, c.report_key FROM communities c JOIN reports r ON r.key = c.report_key WHERE r.extractive = 0")
-        if cid in held}
+    sources = (("entity_sources", "entity_id"), ("relationship_sources", "relationship_id"))
+    named = {e for table, column in sources
+             for e, c in conn.execute(f"SELECT {column}, chunk_id FROM {table}") if c in kept}
+    held = {c for c, e in conn.execute("SELECT community_id, entity_id FROM community_members") if e in named}
+    reports = {cid: key for cid, key in conn.execute(
+        "SELECT c.id, c.report_key FROM communities c JOIN reports r ON r.key = c.report_key "
+        "WHERE r.extractive = 0") if cid in held}
     shown = set(reports.values())
-    answered = {owner: key for owner, key in store.conn.execute("SELECT owner, key FROM answers") if owner in shown}
-    cached = {key for (key,) in store.conn.execute("SELECT key FROM llm_cache")}
+    answers = dict(conn.execute("SELECT owner, key FROM answers").fetchall())
+    summaries = [key for owner, key in answers.items() if owner in named]
+    asked = summaries + [key for owner, key in answers.items() if owner in shown]
+    cached = {key for (key,) in conn.execute(
+        "SELECT key FROM llm_cache WHERE key IN (SELECT value FROM json_each(?))", (json.dumps(asked),))}
     work.update(chunks=len(kept),
-                claims=sum(1 for (c,) in store.conn.execute("SELECT chunk_id FROM claims") if c in kept),
+                claims=sum(1 for (c,) in conn.execute("SELECT chunk_id FROM claims") if c in kept),
                 summaries=len(summaries), reports=len(reports),
-                not_cached=sum(1 for key in (*summaries.values(), *answered.values()) if key not in cached))
+                not_cached=sum(1 for key in asked if key not in cached))
     return work
 
 
