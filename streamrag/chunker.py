@@ -87,7 +87,8 @@ class _Units:
 
     def __init__(self, check: Callable[[], None] = _going_on) -> None:
         self.start, self.end, self.tokens, self.key = array("q"), array("q"), array("q"), array("q")
-        self.check = check   # (the cut's, ``cut_document``: called a unit in ``_CHECK_EVERY``, and by their users)
+        # (the cut's, ``cut_document``: called a unit in ``_CHECK_EVERY``, and by their users)
+        self.check = check
 
     def __len__(self) -> int:
         return len(self.start)

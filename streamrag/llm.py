@@ -315,6 +315,13 @@ def _noted(said: str | None) -> dict[str, set[str]]:
             if isinstance(models, list)} if isinstance(noted, dict) else {}
 
 
+def _put_noted(store: Store, noted: dict[str, set[str]]) -> None:
+    """Writes ``noted`` (as ``_noted`` reads it) as ``MODELS_ANSWERED``'s value, a URL left with
+    no model left out."""
+    said = {url: sorted(models) for url, models in noted.items() if models}
+    store.set_meta(MODELS_ANSWERED, msgspec.json.encode(said).decode())
+
+
 def listed(model: str, ids: set[str]) -> bool:
     """Whether ``GET /models``'s ``ids`` hold ``model``, as servers name them: Ollama lists
     "llama3:latest" and serves "llama3"; Gemini lists "models/gemini-2.0-flash"."""
@@ -1033,7 +1040,8 @@ class LLMClient:
                 _MODELS_SERVED.add((self.models_url, model))
             # (one answered by name is found served there; one whose check failed, no answer, a
             # page, an error, is found nothing: the process's next run, a watch's sync, asks again)
-            elif (words := await self._refusal_by_name(model, embedding=name == "embedding_model")) is not None:
+            elif (words := await self._refusal_by_name(model, embedding=name == "embedding_model")) \
+                    is not None:
                 missing.append((model, words))
         if missing:
             raise LLMRequestError(f"{self._unserved(missing, ids)}. Stopped before any work of the run", 404,
@@ -1047,8 +1055,9 @@ class LLMClient:
                                                          if len(ids) > MODELS_SHOWN else "")
         # (every setting naming the model, as a call's error says it: one fixed at a time stopped
         # again; none for a library's call of a model no setting names: "llm.*_model" is no setting)
-        said = "; ".join(f"{' / '.join(keys) + ' = ' if (keys := model_settings(self.settings, model)) else ''}"
-                         f"{model!r}" for model, _ in missing)
+        said = "; ".join(
+            f"{' / '.join(keys) + ' = ' if (keys := model_settings(self.settings, model)) else ''}{model!r}"
+            for model, _ in missing)
         words = [f"{model!r}: {why}" if len(missing) > 1 else why for model, why in missing if why]
         return (f"unknown model: {said}: the endpoint does not serve {'them' if len(missing) > 1 else 'it'} "
                 f"(not among the models {self.models_url} lists: {shown}, and refused by name"
@@ -1095,8 +1104,7 @@ class LLMClient:
         def put(store: Store) -> None:
             noted = _noted(store.get_meta(MODELS_ANSWERED))
             noted[self.models_url] = noted.get(self.models_url, set()) | {model}
-            said = {url: sorted(models) for url, models in noted.items()}
-            store.set_meta(MODELS_ANSWERED, msgspec.json.encode(said).decode())
+            _put_noted(store, noted)
         return put
 
     async def _forget_answered_by_name(self, model: str) -> None:
@@ -1111,8 +1119,7 @@ class LLMClient:
         def drop(store: Store) -> None:
             noted = _noted(store.get_meta(MODELS_ANSWERED))
             noted[self.models_url] = noted.get(self.models_url, set()) - {model}
-            said = {url: sorted(models) for url, models in noted.items() if models}
-            store.set_meta(MODELS_ANSWERED, msgspec.json.encode(said).decode())
+            _put_noted(store, noted)
         try:
             if writer is not None:
                 await writer.run(drop)
@@ -1120,7 +1127,8 @@ class LLMClient:
                 with store.transaction():
                     drop(store)
         except StoreBusyError as e:
-            log.debug("%s stays noted answered by name at %s (the index is busy: %s)", model, self.models_url, e)
+            log.debug("%s stays noted answered by name at %s (the index is busy: %s)", model,
+                      self.models_url, e)
 
     async def _listed_models(self) -> set[str] | None:
         """The ids ``GET {api_base}/models`` lists (None: no listing: an error, no answer, a page
@@ -1157,8 +1165,8 @@ class LLMClient:
         # row of stage MODEL_CHECK: `status` and the benches count what the run paid.
         key = embedding_key(model, "x") if embedding else \
             cache_key(model, body["messages"], {"max_tokens": 1}, "", "")
-        row = {"run_id": self.run_id, "stage": MODEL_CHECK, "model": model, "prompt": "", "prompt_version": "",
-               "cache_key": key}
+        row = {"run_id": self.run_id, "stage": MODEL_CHECK, "model": model, "prompt": "",
+               "prompt_version": "", "cache_key": key}
         started = self._clock()
         try:
             resp = await self._attempt(1, lambda: self._http.post(url, content=msgspec.json.encode(body),

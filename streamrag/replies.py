@@ -182,8 +182,8 @@ class Replies:
                 own = " (Ollama's /api is its own API)" if fixed != base.rstrip("/") + "/v1" else ""
                 raise LLMRequestError(f"{url}: HTTP 404, no such route{aside(message)}; most servers serve "
                                       f"the OpenAI API under /v1{own}: set {setting} to {fixed!r}", status)
-            fix = (f"check {' / '.join(keys)} = {model!r}: give a model the server serves, or {setting}" if keys
-                   else f"give a model the server serves, or check {setting}")
+            fix = (f"check {' / '.join(keys)} = {model!r}: give a model the server serves, or {setting}"
+                   if keys else f"give a model the server serves, or check {setting}")
             raise LLMRequestError(f"unknown model or wrong api_base: {model} at {url}; {fix}{aside(message)}",
                                   status, said=message)
         raise LLMRequestError(f"{url} rejected the request for {model}: {http_said(status, message)}",
