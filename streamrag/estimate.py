@@ -99,7 +99,7 @@ from streamrag.merge import descriptions_after, mentions_of, unique_descriptions
 from streamrag.on_disk import change_stamp, covered, file_names, retimed, same_on_disk, still_there
 from streamrag.parsing import parse_records, parse_yes_no, read_claims, usable_extraction
 from streamrag.pipeline import (EVERY_CHUNK_EXTRACTED, check_not_downgraded, claims_asked,
-                                extracted_again, extractive_redone, model_work_replaced, nothing_found,
+                                extracted_again, extractive_redone, nothing_found, replaced_model_work,
                                 reports_redone, resummarizes)
 from streamrag.prompts import load_prompt
 from streamrag.report_stage import built_min_members, children_of, claims_by_end, deepest_first, report_attempt
@@ -692,17 +692,14 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     # prompt  8 completion'.
     stages = {k: _whole_calls(s) for k, s in stages.items()}
     # An offline run of an index a model built replaces the model's work (free, but it throws
-    # paid work away): said as the run says it before it starts; its estimate said "no LLM
-    # calls, no cost" alone.
+    # paid work away): said as the run says it once its scan is done, before it publishes; its
+    # estimate said "no LLM calls, no cost" alone.
     replaced, replaced_said = {}, ""
-    if settings.offline and store is not None and store.version and index_rows.built_by_model(store):
+    if settings.offline and store is not None:
         # (of the model's chunks, those that stay live, as the run counts them after its scan: a
         # file gone was counted with its chunks, and an emptied folder said the line)
         stay = wanted | {c for ids in index_rows.chunk_ids_of(store, kept_docs).values() for c in ids}
-        work = index_rows.model_work(store, stay)
-        line = model_work_replaced(work, settings.store.keep_unused_days, settings.llm.cache)
-        if work["chunks"] and line:
-            replaced, replaced_said = work, line
+        replaced, replaced_said = replaced_model_work(store, settings, stay)
     return {"documents": len(paths_of) + len(kept_docs),
             # (of an update: what it works on, as the run counts documents added and removed)
             "update": bool(store is not None and store.version), "documents_added": added_docs,

@@ -36,7 +36,7 @@ import re
 import time
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -301,6 +301,20 @@ def model_work_replaced(work: dict[str, int], keep_days: float, cache: bool = Tr
              f", asks for {number(not_cached)} of its {number(written)} summaries and reports anew (not in the cache) and "
              "takes the others from the cache")
     return f"{line}, but for those of what changes meanwhile"
+
+
+def replaced_model_work(store: Store, settings: Settings,
+                        live: Collection[str]) -> tuple[dict[str, int], str]:
+    """What an offline run of an index a model built replaces of the model's work, of the chunks
+    ``live`` after its scan (``index_rows.model_work``), and its line (``model_work_replaced``):
+    ``({}, "")`` for a run with a model, an index no model built, or none of the model's chunks
+    staying live. One rule for the run (``Indexer._say_model_work_replaced``) and its estimate."""
+    if not (store.version and settings.offline and index_rows.built_by_model(store)):
+        return {}, ""
+    work = index_rows.model_work(store, live)
+    line = model_work_replaced(work, settings.store.keep_unused_days, settings.llm.cache) \
+        if work["chunks"] else ""
+    return (work, line) if line else ({}, "")
 
 
 # A failed run names this many of the files it leaves unindexed (it counts them all).
@@ -1154,12 +1168,9 @@ class Indexer:
         offline"). Said once the scan has found which chunks stay live, before anything is
         published: said before the scan, a folder emptied meanwhile still said "replaces the
         model's extraction of 62 chunks", which went with their documents, not for this run."""
-        s = self.settings
-        if store.version and s.offline and index_rows.built_by_model(store):
-            work = index_rows.model_work(store, change.live)
-            if work["chunks"] and (line := model_work_replaced(work, s.store.keep_unused_days, s.llm.cache)):
-                self.model_work_replaced = work
-                self.say(line)
+        self.model_work_replaced, line = replaced_model_work(store, self.settings, change.live)
+        if line:
+            self.say(line)
 
     def _say_what_settings_redo(self, store: Store) -> bool:
         """One line, before the run starts, on the work that settings changed since the index
@@ -1168,7 +1179,7 @@ class Indexer:
         recut yet keeps the old one recorded, and every run would say it again): returns
         whether it was said now."""
         s, said = self.settings, store.get_meta
-        self.settings_changed, self.reading_upgraded, self.model_work_replaced = [], False, {}
+        self.settings_changed, self.reading_upgraded = [], False
         if not store.version or s.offline:
             return False
         changes: list[tuple[str, str]] = []
