@@ -333,6 +333,12 @@ class KeptPartition(msgspec.Struct):
 MODEL_PARTITION = "model_partition"
 
 
+def changed_since_fresh(store: Store) -> int:
+    """The entities changed since the published partition's last drift check (meta
+    ``changed_since_fresh``, as ``updated_partition`` counts them)."""
+    return int(store.get_meta("changed_since_fresh", "0") or 0)
+
+
 def kept_partition(store: Store) -> KeptPartition | None:
     """The model's partition an offline run kept, for a run with a model of the offline index."""
     kept = store.get_meta(MODEL_PARTITION)
@@ -351,7 +357,7 @@ def partition_to_keep(store: Store, state: GraphState, *, offline: bool) -> dict
     if not (index_rows.built_by_model(store) and state.old_communities):
         return {}
     kept = KeptPartition(communities=state.old_communities, leiden=store.get_meta("leiden"),
-                         changed_since_fresh=int(store.get_meta("changed_since_fresh", "0") or 0))
+                         changed_since_fresh=changed_since_fresh(store))
     return {MODEL_PARTITION: msgspec.json.encode(kept).decode()}
 
 
@@ -387,7 +393,7 @@ def warm_start(store: Store, state: GraphState, *, offline: bool) -> WarmStart:
     kept = _kept_for(store, offline=offline)
     if kept is None:
         return WarmStart(state.old_communities, store.get_meta("leiden"),
-                         int(store.get_meta("changed_since_fresh", "0") or 0), False)
+                         changed_since_fresh(store), False)
     return WarmStart(kept.communities, kept.leiden, kept.changed_since_fresh, True)
 
 

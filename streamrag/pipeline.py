@@ -74,6 +74,7 @@ from streamrag.graph_state import (
     GraphCache,
     GraphState,
     check_cached,
+    changed_since_fresh,
     check_rewired,
     document_changes,
     find_recut,
@@ -1144,7 +1145,7 @@ class Indexer:
                 self.progress.total("reports", communities)
                 self.progress.add("reports_done", communities)
         state.leiden_key = self.leiden_key
-        state.changed_since_fresh = int(store.get_meta("changed_since_fresh", "0") or 0)
+        state.changed_since_fresh = changed_since_fresh(store)
         # (a run with a model that found, in an index without the mark, kept documents opening
         # with code: marked as a full run marks them; an offline one retitles them, no shortcut)
         state.mark_code_headings(change)
