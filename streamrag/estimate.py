@@ -71,6 +71,7 @@ import shutil
 import sqlite3
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -103,8 +104,10 @@ from streamrag.pipeline import (EVERY_CHUNK_EXTRACTED, check_not_downgraded, cla
                                 reports_redone, resummarizes)
 from streamrag.prompts import load_prompt
 from streamrag.report_stage import built_min_members, children_of, claims_by_end, deepest_first, report_attempt
-from streamrag.reports import ReportContext, build_context, claim_lines_redone, context_key
-from streamrag.records import Chunk, Claim, ClaimRecord, Community, Extraction, Relationship, RelationshipRecord
+from streamrag.reports import (ReportContext, answered_report, build_context, claim_lines_redone, context_key,
+                               extractive_report)
+from streamrag.records import (Chunk, Claim, ClaimRecord, Community, Extraction, Relationship, RelationshipRecord,
+                               Report)
 from streamrag.sentences import sentences_of
 from streamrag.status import llm_summary, unusable_said
 from streamrag.store import (Store, alive, as_it_lies, index_files, older_schema, reader_in_place,
@@ -841,13 +844,17 @@ def _summary_from_cache(store: Store, settings: Settings, name: str, chosen: lis
     return None if answer is None else within_budget(answer.strip(), budget, settings.index.encoding)
 
 
-def _report_cached(store: Store, settings: Settings, ctx: ReportContext) -> bool:
+def _report_cached(store: Store, settings: Settings, ctx: ReportContext) -> tuple[bool, Report | None]:
     """Whether the cache holds the model's report for context ``ctx``, as ``reports.llm_report``
-    asks for it."""
+    asks for it; and the report the run makes of that answer (None if it cannot be parsed)."""
     prompt = load_prompt("report")
     options = request_options(settings.llm.temperature, max_tokens=settings.index.report_max_output_tokens)
-    return _cached_text(store, cache_key(settings.llm.report_model, prompt.render(context=ctx.text), options,
-                                         prompt.name, prompt.version)) is not None
+    answer = _cached_text(store, cache_key(settings.llm.report_model, prompt.render(context=ctx.text), options,
+                                           prompt.name, prompt.version))
+    if answer is None:
+        return False, None
+    return True, answered_report(answer, ctx, model=settings.llm.report_model, prompt_version=prompt.version,
+                                 encoding=settings.index.encoding)
 
 
 def _gleaned_from_cache(store: Store, settings: Settings, prompts: ExtractionPrompts, chunk: Chunk,
@@ -1208,30 +1215,64 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     touched: list[int] = []   # (of those prompts, the reports of communities the sampled stand-ins name)
     ends = _Ends.of(state)
     paired = _paired_in(other, state) if sampled is not None else {}
+    # The report of each community worked out that has a parent, as the run has it: a parent too
+    # large for its members' lines holds its children's reports instead (``build_context``), and
+    # built without them its context was no stored report's, nor one the cache answers (200
+    # corpusgen documents, a model run after an offline one: 13 reports estimated paid, the run
+    # paid none). One a model writes anew is not known: its published one (or an extractive one)
+    # stands in, as long, and a parent's context showing it is paid (``guessed``).
+    reported: dict[str, Report] = {}
+    guessed_reports: set[str] = set()
+
+    def report_of(k: Community) -> Report | None:
+        # (one not worked out keeps its published report, read only when a parent needs it)
+        return reported[k.id] if k.id in reported else index_rows.load_report(store, state.old_reports.get(k.id))
+
     for level in deepest_first(communities):
         for c in level:
             if c.id not in dirty and not any(k.id in changed for k in children.get(c.id, ())):
                 continue
-            ctx = _report_context(c, state, settings, store, ends=ends)
+            kids = [(k, r) for k in children.get(c.id, ()) if (r := report_of(k)) is not None]
+            ctx = _report_context(c, state, settings, store, ends=ends, children=kids)
+            for k, _r in kids:   # (read by this context alone: let go, as the run lets go of them)
+                reported.pop(k.id, None)
+            guessed = not guessed_reports.isdisjoint(ctx.elements["reports"])
+            report: Report | None = None
             # (A context showing an element whose summary a model writes anew is not a stored
             # report's: the element's line here stands in for a summary of descriptions other than
             # those of the summary a report was written from (``_summary_stand_in``). Not shown,
             # cut at index.report_max_input_tokens, the run's context does not show it either,
             # and keeps the report.)
-            if context_key(ctx, model=model, prompt_version=version) in stored:
+            key = context_key(ctx, model=model, prompt_version=version)
+            if len(c.members) < ix.report_min_members:
+                if key not in stored:
+                    changed.add(c.id)
+                if c.parent:   # (the run's, written without a model: a guess where a child's is)
+                    reported[c.id] = _extractive(c, ctx, state, ends, kids, settings)
+                    if not guessed_reports.isdisjoint(k.id for k, _r in kids):
+                        guessed_reports.add(c.id)
+                continue
+            if not guessed and key in stored:
+                if c.parent and (report := index_rows.load_report(store, key)) is not None:
+                    reported[c.id] = report
                 continue
             changed.add(c.id)
-            if len(c.members) < ix.report_min_members:
-                continue
             # (a report the cache answers costs nothing: extract_claims off and on again was
             # estimated 11 reports on ten news articles, the run asked the cache for all 11)
-            if _report_cached(store, settings, ctx):
+            cached, report = (False, None) if guessed else _report_cached(store, settings, ctx)
+            if cached:
                 cached_reports.append(_report_prompt(ctx, settings))
             else:
                 prompts.append(_report_prompt(ctx, settings))
                 if sampled is not None and not sampled.entities.isdisjoint(c.members) \
                         and not _shows_any(c, other, paired):
                     touched.append(prompts[-1])
+            if c.parent:
+                if report is None:   # (written anew by the model: not known)
+                    guessed_reports.add(c.id)
+                    report = index_rows.load_report(store, state.old_reports.get(c.id)) or \
+                        _extractive(c, ctx, state, ends, kids, settings)
+                reported[c.id] = report
     if touched and sampled is not None:
         # (those of the sample's stand-ins taken on to every chunk's: as many more, as long)
         more = math.floor(len(touched) * (sampled.community_scale - 1) + 0.5)
@@ -1514,21 +1555,36 @@ class _Ends(NamedTuple):
 
 
 def _report_context(c: Community, state: GraphState, settings: Settings, store: Store | None = None, *,
-                    ends: _Ends) -> ReportContext:
-    """``c``'s report context as the run builds it, but for its children's reports; ``store``:
-    the index whose relationships' descriptions ``state`` leaves there (``GraphState.describe``);
-    ``ends``: ``state``'s (``_Ends.of``), made once for the communities of a graph unchanged."""
+                    ends: _Ends, children: Sequence[tuple[Community, Report]] = ()) -> ReportContext:
+    """``c``'s report context as the run builds it, of its ``children``'s reports (none: a
+    context past index.report_max_input_tokens holds as many of its elements as fit instead);
+    ``store``: the index whose relationships' descriptions ``state`` leaves there
+    (``GraphState.describe``); ``ends``: ``state``'s (``_Ends.of``), made once for the
+    communities of a graph unchanged."""
     ix = settings.index
-    members = set(c.members)
-    # (in the graph's order, as a scan of it finds them)
-    found = {i: r for m in members for i, r in ends.relationships.get(m, ())
-             if r.source in members and r.target in members}
-    rels = [found[i] for i in sorted(found)]
+    rels = _relationships_among(c, ends)
     if store is not None:
         state.describe(store, [r.id for r in rels])   # (the lines it may show, as the run reads them)
     claims = {m: ends.claims[m] for m in c.members if m in ends.claims}
-    return build_context(c, entities=state.entities, relationships=rels, claims=claims, children=[],
+    return build_context(c, entities=state.entities, relationships=rels, claims=claims, children=children,
                          max_tokens=ix.report_max_input_tokens, encoding=ix.encoding)
+
+
+def _extractive(c: Community, ctx: ReportContext, state: GraphState, ends: _Ends,
+                kids: list[tuple[Community, Report]], settings: Settings) -> Report:
+    """``c``'s extractive report of context ``ctx`` and its children's reports ``kids``, as the
+    run writes it (``ReportStage.extractive``)."""
+    return extractive_report(c, ctx, entities=state.entities, relationships=_relationships_among(c, ends),
+                             children=kids, encoding=settings.index.encoding)
+
+
+def _relationships_among(c: Community, ends: _Ends) -> list[Relationship]:
+    """The relationships between two members of ``c``, in the graph's order (as a scan of it
+    finds them)."""
+    members = set(c.members)
+    found = {i: r for m in members for i, r in ends.relationships.get(m, ())
+             if r.source in members and r.target in members}
+    return [found[i] for i in sorted(found)]
 
 
 def _partition(store: Store, state: GraphState, settings: Settings, *, recluster: bool,

@@ -611,12 +611,21 @@ async def llm_report(llm, context: ReportContext, *, model: str, max_tokens: int
     result = await llm.chat(prompt.render(context=context.text), model=model, stage="report",
                             prompt=prompt, max_tokens=max_tokens, validate=usable_report,
                             budget_setting="index.report_max_output_tokens")
-    fields = parse_report(result.text, known_entity_ids=set(context.elements["entities"]),
-                          known_relationship_ids=set(context.elements["relationships"]))
-    if fields is None:  # the client validated it; only a changed parser could get here
+    report = answered_report(result.text, context, model=model, prompt_version=prompt.version, encoding=encoding)
+    if report is None:  # the client validated it; only a changed parser could get here
         from streamrag.errors import LLMOutputError
         raise LLMOutputError("community report answer could not be parsed")
-    report = _make_report(context_key(context, model=model, prompt_version=prompt.version), fields,
-                          context, encoding, extractive=False)
     report.answer = result.key
     return report
+
+
+def answered_report(text: str, context: ReportContext, *, model: str, prompt_version: str,
+                    encoding: str = "o200k_base") -> Report | None:
+    """The report ``model``'s answer ``text`` makes for ``context`` (``llm_report``'s; the
+    estimate's of an answer the cache holds); None when it cannot be parsed."""
+    fields = parse_report(text, known_entity_ids=set(context.elements["entities"]),
+                          known_relationship_ids=set(context.elements["relationships"]))
+    if fields is None:
+        return None
+    return _make_report(context_key(context, model=model, prompt_version=prompt_version), fields,
+                        context, encoding, extractive=False)

@@ -302,6 +302,31 @@ async def test_a_model_run_after_an_offline_one_is_estimated_its_summaries_and_r
         assert (got.get("calls", 0), got.get("cached", 0)) == (ran["calls"], ran["cached"]), (stage, got, ran)
 
 
+def _parents_of_children_reports(db: Path) -> int:
+    """The stored reports whose context holds sub-communities' reports (``build_context``)."""
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        return sum(1 for (elements,) in conn.execute("SELECT elements FROM reports")
+                   if json.loads(elements).get("reports"))
+
+
+async def test_a_parent_s_context_of_its_children_s_reports_is_estimated_from_the_reports_the_run_has(
+        news, tmp_path, simulator):
+    # A parent too large for its members' lines within index.report_max_input_tokens holds its
+    # children's reports instead. The estimate built every context without them, so a parent's
+    # was no stored report's nor one the cache answers: model, --offline, model again, 200
+    # corpusgen documents were estimated 13 reports paid, the run paid none.
+    index = {"report_max_input_tokens": 400}
+    settings = make_settings(simulator.base_url, index=index)
+    db = tmp_path / "index.db"
+    await sync([news], settings, db, root=news)
+    assert _parents_of_children_reports(db) > 0   # (what this test is about)
+    await sync([news], make_settings("", index={**index, "extractor": "nlp"}), db, root=news)   # --offline
+    est, done = await index_and_estimate(news, settings, db)
+    got, ran = est["llm"]["by_stage"]["report"], done.llm["report"]
+    assert ran["cached"] > 0 and paid(done.llm, "report") == 0, done.llm
+    assert (got["calls"], got["cached"]) == (ran["calls"], ran["cached"]), (got, ran)
+
+
 async def test_an_offline_estimate_of_an_index_a_model_built_says_the_model_s_work_the_run_replaces(
         ten_indexed, caplog):
     # `index --offline --estimate` said "no LLM calls, no cost" alone, where the run first says
