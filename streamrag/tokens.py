@@ -16,8 +16,9 @@ import itertools
 import re
 import threading
 from array import array
+from collections.abc import Callable
 from importlib import resources
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from streamrag.errors import ConfigError
 
@@ -41,13 +42,19 @@ def get_encoding(name: str = "o200k_base") -> tiktoken.Encoding:
     Built under a lock: threads that ask at the same time (the simulator's request handlers)
     would otherwise each spend a quarter second building it, holding the GIL.
     """
-    enc = _encodings.get(name)
-    if enc is None:
+    return _once(_encodings, name, _build)
+
+
+def _once(made: dict, name: str, make: Callable[[str], Any]) -> Any:
+    """``made[name]``, made by ``make(name)`` the first time, under the lock (checked again
+    inside it, so threads asking at once make it once)."""
+    value = made.get(name)
+    if value is None:
         with _lock:
-            enc = _encodings.get(name)
-            if enc is None:
-                enc = _encodings[name] = _build(name)
-    return enc
+            value = made.get(name)
+            if value is None:
+                value = made[name] = make(name)
+    return value
 
 
 def _build(name: str) -> tiktoken.Encoding:
@@ -63,13 +70,7 @@ def _params(name: str) -> dict:
     """The arguments of the named encoding's ``tiktoken.Encoding`` (its name, split pattern,
     special tokens and ranks), read once from the shipped file (hash-checked): the encoder is
     built from them, and the light counter counts with them."""
-    params = _loaded.get(name)
-    if params is None:
-        with _lock:
-            params = _loaded.get(name)
-            if params is None:
-                params = _loaded[name] = _load(name)
-    return params
+    return _once(_loaded, name, _load)
 
 
 def _load(name: str) -> dict:
