@@ -4138,11 +4138,7 @@ async def test_a_jsonl_opening_is_read_in_the_lines_the_loader_reads(corpus, tmp
     daemon = Daemon(settings, db, corpus, report=Events())
 
     def tied(rows: list[str]) -> dict[str, str]:
-        (corpus / "new.jsonl").write_bytes(jsonl(rows))
-        try:
-            return daemon._written_on(["new.jsonl"], ["rows.jsonl"])
-        finally:
-            (corpus / "new.jsonl").unlink()
+        return _tied_as_written(daemon, corpus / "new.jsonl", ["rows.jsonl"], jsonl(rows))
 
     more = [f"Row {n}: Bo Lund paid the toll at Kessel." for n in range(61, 66)]
     assert tied(texts + more) == {"new.jsonl": "rows.jsonl"}   # (renamed, written on)
@@ -4178,11 +4174,7 @@ async def test_the_row_a_jsonl_opening_cuts_is_read_where_the_loader_reads_it(co
     daemon = Daemon(settings, db, corpus, report=Events())
 
     def tied(rows: list[str]) -> dict[str, str]:
-        (corpus / "new.jsonl").write_bytes(jsonl(rows))
-        try:
-            return daemon._written_on(["new.jsonl"], ["rows.jsonl"])
-        finally:
-            (corpus / "new.jsonl").unlink()
+        return _tied_as_written(daemon, corpus / "new.jsonl", ["rows.jsonl"], jsonl(rows))
 
     assert tied(texts + [f"Row {n}: Bo Lund paid the toll at Kessel." for n in range(61, 66)]) == \
         {"new.jsonl": "rows.jsonl"}
@@ -4258,11 +4250,7 @@ async def test_a_utf8_jsonl_with_a_stray_nul_is_tied_by_the_row_its_opening_cuts
     daemon = Daemon(settings, db, corpus, report=Events())
 
     def tied(rows: list[str]) -> dict[str, str]:
-        (corpus / "new.jsonl").write_bytes(jsonl(rows))
-        try:
-            return daemon._written_on(["new.jsonl"], ["rows.jsonl"])
-        finally:
-            (corpus / "new.jsonl").unlink()
+        return _tied_as_written(daemon, corpus / "new.jsonl", ["rows.jsonl"], jsonl(rows))
 
     assert tied(texts + [f"Row {n}: Bo Lund paid the toll at Kessel." for n in range(61, 99)]) == \
         {"new.jsonl": "rows.jsonl"}
@@ -4277,9 +4265,9 @@ def _rows(suffix: str, texts: list[str]) -> str:
     return "".join(json.dumps({"text": text}) + "\n" for text in texts)
 
 
-def _tied_as_written(daemon: Daemon, new: Path, gone: list[str], text: str) -> dict[str, str]:
+def _tied_as_written(daemon: Daemon, new: Path, gone: list[str], text: str | bytes) -> dict[str, str]:
     """What ``_written_on`` ties of ``gone`` to ``new`` written with ``text`` (then removed)."""
-    new.write_text(text)
+    new.write_bytes(text) if isinstance(text, bytes) else new.write_text(text)
     try:
         return daemon._written_on([new.name], gone)
     finally:
