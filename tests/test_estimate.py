@@ -3255,6 +3255,15 @@ def test_an_offline_estimate_for_want_of_an_endpoint_says_how_to_count_a_model_r
             if said else "no LLM calls, no cost."), text
 
 
+def _partitions_found(monkeypatch) -> list:
+    """The partitions the estimate clusters, in order (``estimate._partition`` watched)."""
+    found: list = []
+    partition = estimate_module._partition
+    monkeypatch.setattr(estimate_module, "_partition",
+                        lambda *a, **k: found.append(partition(*a, **k)) or found[-1])
+    return found
+
+
 async def test_the_estimate_of_a_model_run_after_an_offline_one_clusters_from_the_model_partition(
         corpus, tmp_path, simulator, monkeypatch):
     # The run with the model after an offline one clusters from the model's partition that
@@ -3262,10 +3271,7 @@ async def test_the_estimate_of_a_model_run_after_an_offline_one_clusters_from_th
     # found other communities and ids, and counted their reports paid (200 synth documents, one
     # edited: 166 reports estimated, the run paid 1; from the kept partition, 21). Its partition,
     # of a graph it knows whole (no chunk to extract), is now the run's, ids and all.
-    found = []
-    partition = estimate_module._partition
-    monkeypatch.setattr(estimate_module, "_partition",
-                        lambda *a, **k: found.append(partition(*a, **k)) or found[-1])
+    found = _partitions_found(monkeypatch)
     sized = {"chunk_size": 80, "chunk_overlap": 10, "max_cluster_size": 4}
     model = make_settings(simulator.base_url, index=sized)
     db = tmp_path / "index.db"
@@ -3290,10 +3296,7 @@ async def test_the_estimate_after_an_offline_run_with_other_clustering_settings_
     # offline run with another, then a model run with that other, the run clustered afresh and
     # the estimate warm-started (200 synth documents: 19 of the run's 71 communities found).
     # Its partition is the run's now, but for the ids it gives anew (its own, "new-N").
-    found = []
-    partition = estimate_module._partition
-    monkeypatch.setattr(estimate_module, "_partition",
-                        lambda *a, **k: found.append(partition(*a, **k)) or found[-1])
+    found = _partitions_found(monkeypatch)
     sized = {"chunk_size": 80, "chunk_overlap": 10, "max_cluster_size": 4}
     built, then = 3, 5   # (Leiden seeds: the model's; the offline run's and the model run's after it)
     db = tmp_path / "index.db"
