@@ -3184,27 +3184,17 @@ def test_pick_sentences_gives_a_month_written_as_a_date_no_whole_anchors_credit(
 
 
 @pytest.mark.parametrize("said", ['"Keep the gates shut," said May.', "Officials said that May wants the gates shut.",
-                                  "The crews listened to May about the gates."])
-def test_pick_sentences_gives_a_month_as_a_name_ending_a_sentence_or_after_to_or_that_the_whole_anchors_credit(said):
-    """bd68c4ce took a month ending its sentence or after "that" or "to" for a date, and such a
-    "May" (of May Holloway, no other name's) had half her credit: '"Keep the gates shut," said
-    May.' came after "May Holloway is the harbour master." for a question about the gates. Only
-    a preposition of place or time ("in May"), last/next/this or a number make a month a date."""
-    types = {"May Holloway": "person", "Penmarth": "geo"}
-    got = [s for s, _tag, _score in pick_sentences(
-        "What did May Holloway say about the gates?",
-        [("[T:t1]", f"May Holloway is the harbour master. May Holloway trained the keepers. {said}")],
-        anchors=["May Holloway"], types=types)]
-    assert got[0] == said, got
-
-
-@pytest.mark.parametrize("said", ["The crews argued with May about the gates.",
+                                  "The crews listened to May about the gates.",
+                                  "The crews argued with May about the gates.",
                                   "The keepers stood beside May about the gates.",
                                   "The keepers spoke about May and the gates."])
-def test_pick_sentences_gives_a_month_after_a_preposition_of_a_person_the_whole_anchors_credit(said):
-    """fe298660 dated a month after any preposition of ``sentences.TITLE_SMALL`` but "to", so
-    "with May", "beside May", "about May" (May Holloway) had half her credit, as "to May" had
-    before it: a preposition of time or place makes a month a date ("in May", "until June")."""
+def test_pick_sentences_gives_a_month_as_a_name_the_whole_anchors_credit_but_after_a_time_or_place(said):
+    """bd68c4ce took a month ending its sentence or after "that" or "to" for a date, and such a
+    "May" (of May Holloway, no other name's) had half her credit: '"Keep the gates shut," said
+    May.' came after "May Holloway is the harbour master." for a question about the gates; then
+    fe298660 dated a month after any preposition of ``sentences.TITLE_SMALL`` but "to" ("with
+    May", "beside May", "about May"). Only a preposition of place or time ("in May", "until
+    June"), last/next/this or a number make a month a date."""
     types = {"May Holloway": "person", "Penmarth": "geo"}
     got = [s for s, _tag, _score in pick_sentences(
         "What did May Holloway say about the gates?",
