@@ -3507,8 +3507,10 @@ async def _copied_in_then_moved(corpus: Path, tmp_path: Path, to: Path, said: se
     """`cp -r` of three files into ``corpus`` as c, then `mv c to` before c's sync, the move's
     events ``said`` as the watcher says them, under a daemon offline indexing into tmp_path/k.db.
     Once the second sync is done: the events from the copy on, and copies of daemon.pending
-    as it stood once the copy, then the move, was queued."""
-    settings = make_settings(index=SMALL, watch={"quiet_s": 0.5})   # offline: fast
+    as it stood once the copy, then the move, was queued. quiet_s is 2: an extraction ahead
+    longer than quiet_s (CI under load) is followed by its sync a moment later (``settle``),
+    which took the copy's files before they were looked at."""
+    settings = make_settings(index=SMALL, watch={"quiet_s": 2})   # offline: fast
     async with running(settings, tmp_path / "k.db", corpus) as (daemon, events, send):
         mark = len(events)
         copied = _three_files_in(corpus / "c")
@@ -3605,7 +3607,8 @@ async def test_a_file_deleted_before_its_extraction_ahead_reads_it_is_no_failure
         return files
 
     monkeypatch.setattr(daemon_module, "_regular_files", found_then_deleted)
-    settings = make_settings(index=SMALL, watch={"quiet_s": 0.3})   # offline: fast
+    # quiet_s 2: an extraction ahead outlasting it (CI under load) syncs before the deletion comes
+    settings = make_settings(index=SMALL, watch={"quiet_s": 2})   # offline: fast
     async with running(settings, tmp_path / "g.db", corpus) as (daemon, events, send):
         mark = len(events)
         gone = corpus / "gone.txt"
