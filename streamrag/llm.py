@@ -1565,7 +1565,7 @@ class LLMClient:
                 # every call gets the same (it was retried, and said "check that the server is running").
                 self._give_back(tickets)
                 booked = True
-                raise LLMRequestError(proxy_refused(self._proxy, str(e)), 407,
+                raise LLMRequestError(proxy_refused(self._proxy, one_line(e)), 407,
                                       every_call=True) from None
             except httpx.TransportError as e:
                 raise Retryable(f"connection failed ({reason(e)})") from None

@@ -27,6 +27,7 @@ import msgspec
 
 from streamrag.config import LLMSettings, without_secrets
 from streamrag.errors import WebPageAnswer
+from streamrag.terminal import one_line as terminal_line, without_sequences
 
 
 # The settings naming a chat model, for messages about a model the server does not know.
@@ -340,7 +341,7 @@ _TRANSPORT_REASONS = {"ReadError": "the connection broke while reading the answe
 
 def reason(e: Exception) -> str:
     """``Name: message`` of a transport error, with words when it has none."""
-    said = " ".join(str(e).split()) or _TRANSPORT_REASONS.get(type(e).__name__, "no reason given")
+    said = flat(e) or _TRANSPORT_REASONS.get(type(e).__name__, "no reason given")   # (a proxy's words too)
     return f"{type(e).__name__}: {said}"
 
 
@@ -384,9 +385,19 @@ def stopped_answering(url: str, detail: str, setting: str, answered_at: float, t
 
 
 def one_line(text: object) -> str:
-    """``text`` on one line, at most 200 characters: a provider's words in a message of ours."""
-    text = " ".join(str(text).split())
+    """``text`` on one line, at most 200 characters: a provider's words in a message of ours
+    (``flat``), cut after its controls are escaped, so that the cut line is what is shown."""
+    text = flat(text)
     return text if len(text) <= 200 else text[:197] + "..."
+
+
+def flat(text: object) -> str:
+    """A server's words (an error body, a proxy's page, a transport error's) on one line and safe
+    to print: its escape sequences dropped (a proxy's colours, a ``\\x1b]0;...`` title), its
+    whitespace runs one space, and any other control character (and the marks that reorder a
+    line) escaped as ``\\x1b``: they reached the terminal, the log and `status --failures` as
+    they came, and drove the terminal (a ``\\x1b[2J`` cleared it). Letters of any script stay."""
+    return terminal_line(" ".join(without_sequences(str(text)).split()))
 
 
 def http_said(status: int, message: str) -> str:

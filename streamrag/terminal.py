@@ -27,6 +27,12 @@ _OPEN_ESCAPE = re.compile(r"(?:\x1b(?:\[[0-?]*[ -/]*|[\]P^_X][^\x07\x1b\x9c]*|[ 
                           r"|\x9b[0-?]*[ -/]*)\Z")
 
 
+def without_sequences(text: str) -> str:
+    """``text`` without its escape sequences, its other control characters kept (a caller that
+    shows them escaped: ``one_line``, which showed a colour code as ``\\x1b[31m``)."""
+    return _ANSI.sub("", text)
+
+
 def terminal_text(text: str, *, controls: str = "") -> str:
     """``text`` safe to print to a terminal: no escape sequences, no controls but \\n and \\t
     (each put as ``controls``: a question's words part there)."""

@@ -846,3 +846,42 @@ def test_a_providers_message_is_whole_so_a_key_past_200_characters_is_hidden_who
     said = hidden(provider_message(resp), (key,))
     assert said == " ".join(words.replace(key, "***").split()), said
     assert one_line(said).endswith(" *** was..."), one_line(said)
+
+
+# A server's words with escape sequences and other controls (a proxy's page, a gateway's error),
+# in every shape a reply quotes them: an error status's JSON, an HTML page's title, a plain body,
+# a stream's error event, a 200 without choices, a transport error's words.
+_DRIVING = "bad \x1b[2J\x1b]0;pwned\x07 gateway \x1b[31mred\x1b[0m \x9b1;1H caf\u00e9 \x07 \u202eevil"
+
+
+def _driving_said() -> list[str]:
+    from streamrag.provider_errors import reason
+
+    url = "http://x/v1/chat/completions"
+    said = []
+    for resp in (httpx.Response(400, json={"error": {"message": _DRIVING}}),
+                 httpx.Response(502, text=f"<html><head><title>{_DRIVING}</title></head></html>"),
+                 httpx.Response(500, text=_DRIVING), httpx.Response(404, json={"detail": _DRIVING})):
+        with pytest.raises((LLMRequestError, Retryable)) as e:
+            replies().check_status(resp, url, "m1")
+        said.append(str(e.value))
+    for event in ({"message": _DRIVING, "code": 400}, _DRIVING):
+        with pytest.raises((LLMRequestError, Retryable)) as e:
+            replies().stream_error(event, "m1", "extract")
+        said.append(str(e.value))
+    resp = httpx.Response(200, json={"error": {"message": _DRIVING}})
+    with pytest.raises(Retryable) as e:
+        chat_answer(resp.json(), resp, ())
+    said.append(str(e.value))
+    said.append(reason(httpx.RemoteProtocolError(_DRIVING)))
+    return said
+
+
+def test_a_servers_words_reach_no_terminal_with_their_controls():
+    # Error lines kept ESC and the other controls of a server's body (``one_line`` collapsed
+    # whitespace only): a proxy's "\x1b[2J" cleared the terminal, its "\x1b]0;...\x07" titled it,
+    # from stderr, the log and `status --failures` (the call log keeps the line said).
+    for said in _driving_said():
+        assert not any(ch < " " or "\x7f" <= ch <= "\x9f" or ch == "\u202e" for ch in said), repr(said)
+        # (the words read as they were: sequences dropped, a lone control shown escaped, letters kept)
+        assert "bad gateway red" in said and "caf\u00e9" in said and "\\x07 \\u202eevil" in said, said
