@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 import anyio
 
-from streamrag.errors import StreamragError
+from streamrag.errors import StoreBusyError, StreamragError
 from streamrag.store import Store
 from streamrag.words import counted
 from streamrag.writer import Writer
@@ -82,7 +82,9 @@ class CallLog:
         not counted in ``stats`` at all (nor by `status`: ``index_rows._USAGE_OF_GROUPS``): the cache
         answered it nothing, and it made no call of its own to fail; counted as an error, each
         waiter was an endpoint error to the watch's lines (errors beyond the unusable ones:
-        ``watch_lines.calls_failed``), and the run's end line said 3 unusable of one stop."""
+        ``watch_lines.calls_failed``), and the run's end line said 3 unusable of one stop.
+        A failed call's row that another program's lock kept out (``StoreBusyError``) is written
+        with the next: its caller raises the call's error, not the lock's."""
         counts = self._stats.setdefault(row["stage"], dict.fromkeys(STAT_FIELDS, 0))
         if not shared:
             counts["calls"] += 1
@@ -100,7 +102,16 @@ class CallLog:
         record = {**row, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                   "latency_ms": round(latency_ms, 3), "cached": int(cached or shared),
                   "error": unusable_error(error) if unusable and error is not None else error}
-        await self._write(self._take_unwritten(), [record], put)
+        try:
+            await self._write(self._take_unwritten(), [record], put)
+        except StoreBusyError as e:
+            if error is None:
+                raise   # (an answer's row, and the cache put it brings: the caller's to know)
+            # A failed call's row is bookkeeping: the error it records (a refusal the user must act
+            # on) is what its caller raises, not the index's lock, which replaced it. Kept, as a
+            # cancelled call's row is, for the next write (``flush``: said there if it fails too).
+            self._unwritten.append({**record, "created_at": time.time()})
+            log.debug("the row of a failed %s call is kept for the next write: %s", row["stage"], e)
 
     def asked_again(self, stage: str, answers: int) -> None:
         """Counts ``answers`` unusable answers (recorded as errors) whose request a later try
@@ -141,8 +152,8 @@ class CallLog:
                      f"{answered}: {why or 'its caller stopped waiting (a run that gave up, or was stopped)'}"})
 
     async def flush(self) -> None:
-        """Writes the rows ``cancelled`` noted and no call's write took along (the client
-        closes). Shielded: it runs as a run is being stopped too. A write that fails is said."""
+        """Writes the rows ``cancelled`` noted (and ``record``'s of failed calls a busy index kept
+        out) and no call's write took along (the client closes). Shielded: it runs as a run is being stopped too. A write that fails is said."""
         rows = self._take_unwritten()
         if not rows:
             return
@@ -150,7 +161,8 @@ class CallLog:
             try:
                 await self._write(rows, [], None)
             except StreamragError as e:
-                log.warning("%s could not be recorded: %s", counted(len(rows), "cancelled LLM call"), e)
+                log.warning("%s (cancelled, or failed as the index was busy) could not be recorded: %s",
+                            counted(len(rows), "LLM call"), e)
 
     def _take_unwritten(self) -> list[dict]:
         rows, self._unwritten = self._unwritten, []

@@ -5069,3 +5069,47 @@ async def test_a_refusal_whose_note_a_busy_index_kept_is_still_said_as_the_refus
     assert store.get_meta(llm_module.MODELS_ANSWERED) == noted   # (a later refusal takes it back)
     [line] = [r.getMessage() for r in caplog.records if "stays noted" in r.getMessage()]
     assert "llama3" in line and "locked by another process" in line
+
+
+@pytest.mark.parametrize("how", ["refused", "shared"])
+async def test_a_refusal_whose_row_a_busy_index_kept_out_is_still_said_as_the_refusal(tmp_path, caplog, how):
+    # Its llm_calls row met another program's write lock past the writer's wait: the
+    # StoreBusyError of that bookkeeping was raised in place of the refusal the user must act on.
+    import sqlite3
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(200, json={"object": "list", "data": [{"id": "other"}]})
+        if json.loads(request.content)["model"] == "gone":
+            return httpx.Response(404, json={"error": {"message": "The model `gone` does not exist",
+                                                       "code": "model_not_found"}})
+        return httpx.Response(200, json={"choices": [{"message": {"content": "x"}, "finish_reason": "stop"}]})
+    store = Store(tmp_path / "index.db")
+    holder = sqlite3.connect(tmp_path / "index.db", isolation_level=None)
+    try:
+        with anyio.fail_after(10), caplog.at_level(logging.DEBUG, logger="streamrag.call_log"):
+            async with Writer(store, patience=0.2) as writer:
+                async with LLMClient(LLMSettings(api_base="http://busy-row.test/v1", summary_model="gone"), "sk-test",
+                                     store=store, writer=writer, run_id="run-1",
+                                     transport=httpx.MockTransport(handler)) as llm:
+                    holder.execute("BEGIN IMMEDIATE")   # (another program writing the index)
+                    refused: list[BaseException] = []
+
+                    async def summarize() -> None:
+                        try:
+                            await llm.chat(ask(), model="gone", stage="summarize")
+                        except Exception as e:   # noqa: BLE001 (what the caller gets is the question)
+                            refused.append(e)
+                    async with anyio.create_task_group() as tg:   # (two alike: the second waits on the first)
+                        for _ in range(2 if how == "shared" else 1):
+                            tg.start_soon(summarize)
+                    holder.execute("ROLLBACK")
+                    assert refused and all(isinstance(e, LLMRequestError) for e in refused), refused
+                    assert str(refused[0]).startswith("unknown model: llm.summary_model = 'gone'")
+                    await llm.chat(ask(), model="other", stage="summarize")   # (its write takes them along)
+    finally:
+        holder.close()
+    rows = calls(store)
+    assert [r["model"] for r in rows] == ["gone"] * len(refused) + ["other"]
+    assert all(r["error"].startswith("unknown model") for r in rows[:-1]), rows
+    assert any("kept for the next write" in r.getMessage() for r in caplog.records)
