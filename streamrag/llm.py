@@ -107,7 +107,7 @@ from streamrag.proxies import (Proxy, answering, proxy_down, proxy_failed, proxy
                                socks_unreachable, unreadable)
 from streamrag.provider_errors import (AZURE_HOST, CONTEXT_OVERFLOW, MORE_RETRIES, Refused, Retryable, advice,
                                        aside, hidden, html_page, key_not_sent, key_source, listing_refused,
-                                       model_settings, not_answering, one_line, provider_message, reason,
+                                       model_settings, not_answering, one_line, provider_message, read_error, reason,
                                        shorter_answer, stopped_answering, tls_refused, unknown_model)
 from streamrag.ratelimit import MinuteBudget, minute_budget
 from streamrag.replies import (CUT_OFF, CUT_OFF_UNASKED, CUT_OFFS, OnLength, Replies, chat_answer, checker,
@@ -1176,10 +1176,11 @@ class LLMClient:
             await self._call_log.record(row, 0, 0, (self._clock() - started) * 1000, cached=False, error=said)
             return None
         latency = (self._clock() - started) * 1000
-        whole = hidden(provider_message(resp), self._replies.secrets)   # (a server quoting the key back)
+        answer = read_error(resp)
+        whole = hidden(answer.said, self._replies.secrets)   # (a server quoting the key back)
         said = one_line(whole)
-        if resp.status_code == 404:   # (of the model, not of the route: "no such route" is not)
-            unknown = "model" in whole.lower()
+        if resp.status_code == 404:   # (of the model, not of the route: "no such route", a page, are not)
+            unknown = not answer.page and "model" in whole.lower()
         else:
             unknown = resp.status_code in (400, 422) and (unknown_model("", whole, model)
                                                           or "model_not_found" in resp.text)

@@ -303,6 +303,7 @@ class ErrorAnswer(NamedTuple):
     said: str            # its message whole, on one line (not cut: ``one_line`` after ``hidden``)
     error: dict | None   # its error object (its JSON's "error", when an object), else None
     code: str            # that object's code, else its type, or ""
+    page: str = ""       # what an HTML page says of itself (``html_page``), when the body is one
 
 
 def read_error(resp: httpx.Response) -> ErrorAnswer:
@@ -313,7 +314,8 @@ def read_error(resp: httpx.Response) -> ErrorAnswer:
     try:
         body = msgspec.json.decode(resp.content)
     except (msgspec.DecodeError, RecursionError):
-        return ErrorAnswer(" ".join((html_page(resp.text) or resp.text).split()), None, "")
+        page = html_page(resp.text) or ""
+        return ErrorAnswer(" ".join((page or resp.text).split()), None, "", page)
     err = body.get("error", body) if isinstance(body, dict) else body
     if isinstance(err, dict):
         text = err.get("message") or err.get("detail") or msgspec.json.encode(err).decode()
@@ -585,6 +587,19 @@ def web_page(page: str, wanted: str, url: str, setting: str, base: str = "") -> 
     return WebPageAnswer(f"{url}: the answer was {page}, not {wanted}: the address leads to a "
                          f"web page (a proxy's sign-in, a wrong path), not the API; check "
                          f"{setting}{without_version(base, setting)}", 200)
+
+
+def wrong_address(page: str, url: str, setting: str, base: str = "") -> WebPageAnswer:
+    """A web page answering 404 where the API should answer (``page``: what it says of itself): the
+    address is wrong, not the model, which an OpenAI-compatible server refuses in JSON that names
+    it. (It was said "unknown model or wrong api_base", and a model found served by name was
+    taken for refused: checked again by every run, "refused by name" with the page's title.)
+    ``setting``, ``base``: as ``web_page``'s."""
+    fix = without_version(base, setting) or (f": set it to the address the OpenAI API answers under"
+                                             f"{f' (it is {base!r})' if base else ''}")
+    return WebPageAnswer(f"{url}: HTTP 404, {page}: the address leads to a web page (a path the server does not "
+                         f"serve, a proxy's page), not the API (a model it does not serve is said in JSON); fix {setting}{fix}",
+                         404)
 
 
 def without_version(base: str, setting: str) -> str:

@@ -34,7 +34,7 @@ from streamrag.provider_errors import (AZURE_HOST, CONTEXT_OVERFLOW, Refused, Re
                                        hidden, html_page, http_said, key_advice, kv_cache_full, model_settings,
                                        one_line, overflow_advice, provider_message, read_error, refused_param,
                                        sent_secrets, unknown_model, versioned, web_page,
-                                       with_version)
+                                       with_version, wrong_address)
 from streamrag.proxies import Proxy, proxy_refused
 from streamrag.ratelimit import MAX_RETRY_AFTER_S, asked_wait
 
@@ -99,6 +99,9 @@ class Replies:
                                   "limit with the provider", status, every_call=True)
         if retry_after is not None:
             retry_after = min(retry_after, MAX_RETRY_AFTER_S)
+        if status == 404 and answer.page:   # (no model's refusal: an OpenAI-compatible server's is JSON)
+            base = "" if self.settings.api_version else without_secrets(self.settings.api_base)
+            raise wrong_address(one_line(hidden(answer.page, self.secrets)), url, self.setting, base)
         self.reject(status, message, url, model, stage, retry_after, code=answer.code, error=answer.error,
                     said=said)
 

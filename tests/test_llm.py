@@ -5113,3 +5113,48 @@ async def test_a_refusal_whose_row_a_busy_index_kept_out_is_still_said_as_the_re
     assert [r["model"] for r in rows] == ["gone"] * len(refused) + ["other"]
     assert all(r["error"].startswith("unknown model") for r in rows[:-1]), rows
     assert any("kept for the next write" in r.getMessage() for r in caplog.records)
+
+
+_PAGE_404 = "<!DOCTYPE html><html><head><title>Model Gateway: 404 Not Found</title></head><body>nothing here</body></html>"
+
+
+def _pages_404(sent: list, *, served: set[str]):
+    """A proxy in front of a server: it lists the models, answers those ``served``, and any
+    other request with its own HTML 404 page (a route it does not pass on)."""
+    def handle(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        if request.method == "GET":
+            return httpx.Response(200, json={"object": "list", "data": [{"id": "other"}]})
+        if json.loads(request.content)["model"] in served:
+            return httpx.Response(200, json={"choices": [{"message": {"content": "x"}, "finish_reason": "length"}]})
+        return httpx.Response(404, text=_PAGE_404, headers={"content-type": "text/html"})
+    return handle
+
+
+async def test_an_html_404_is_a_wrong_address_not_a_model_refused_by_name(tmp_path):
+    # Any HTML 404 (a wrong base URL, a proxy's page) was "unknown model or wrong api_base": a
+    # model answered by name before was taken out of the index's note and said "refused by name:
+    # an HTML page: ...", and the check by name took a page naming "Model" for a refusal.
+    sent: list[httpx.Request] = []
+    served = {"llama3"}
+    api = "http://html-404.test/v1"
+    with anyio.fail_after(10):
+        llm_module._MODELS_SERVED.clear()
+        async with client(tmp_path, _pages_404(sent, served=served), api_base=api, summary_model="llama3") \
+                as (llm, store):
+            await llm.check_models(["summary_model"])   # answered by name: noted
+            noted = store.get_meta(llm_module.MODELS_ANSWERED)
+            assert json.loads(noted) == {f"{api}/models": ["llama3"]}
+            served.clear()   # (the proxy's page now, whatever the model)
+            with pytest.raises(LLMRequestError) as page:
+                await llm.chat(ask(), model="llama3", stage="summarize")
+            assert store.get_meta(llm_module.MODELS_ANSWERED) == noted   # (no refusal of the model's)
+        llm_module._MODELS_SERVED.clear()
+        async with client(tmp_path / "check", _pages_404(sent, served=set()), api_base=api,
+                          summary_model="llama3") as (llm, _):
+            await llm.check_models(["summary_model"])   # (goes on: the run's first call says it)
+    said = str(page.value)
+    assert said.startswith(f"{api}/chat/completions: HTTP 404, an HTML page: Model Gateway: 404 Not Found: the "
+                           "address leads to a web page"), said
+    assert "refused by name" not in said and "unknown model" not in said and "fix llm.api_base" in said, said
+    assert page.value.every_call and page.value.status == 404
