@@ -589,14 +589,17 @@ def web_page(page: str, wanted: str, url: str, setting: str, base: str = "") -> 
                          f"{setting}{without_version(base, setting)}", 200)
 
 
-def wrong_address(page: str, url: str, setting: str, base: str = "") -> WebPageAnswer:
+def wrong_address(page: str, url: str, setting: str, base: str = "", *, embeddings: bool = False) -> WebPageAnswer:
     """A web page answering 404 where the API should answer (``page``: what it says of itself): the
     address is wrong, not the model, which an OpenAI-compatible server refuses in JSON that names
     it. (It was said "unknown model or wrong api_base", and a model found served by name was
     taken for refused: checked again by every run, "refused by name" with the page's title.)
-    ``setting``, ``base``: as ``web_page``'s."""
+    ``setting``, ``base``: as ``web_page``'s; ``embeddings``: ``url`` is the embeddings route,
+    which a server (or a proxy) answering the chat route may not serve."""
     fix = without_version(base, setting) or (f": set it to the address the OpenAI API answers under"
                                              f"{f' (it is {base!r})' if base else ''}")
+    if embeddings:
+        fix += "; or, where chat calls are answered, serve embeddings there or set llm.embedding_model = \"\" (none)"
     return WebPageAnswer(f"{url}: HTTP 404, {page}: the address leads to a web page (a path the server does not "
                          f"serve, a proxy's page), not the API (a model it does not serve is said in JSON); fix {setting}{fix}",
                          404)

@@ -101,7 +101,8 @@ class Replies:
             retry_after = min(retry_after, MAX_RETRY_AFTER_S)
         if status == 404 and answer.page:   # (no model's refusal: an OpenAI-compatible server's is JSON)
             base = "" if self.settings.api_version else without_secrets(self.settings.api_base)
-            raise wrong_address(one_line(hidden(answer.page, self.secrets)), url, self.setting, base)
+            raise wrong_address(one_line(hidden(answer.page, self.secrets)), url, self.setting, base,
+                                embeddings=url == self.embeddings_url)
         self.reject(status, message, url, model, stage, retry_after, code=answer.code, error=answer.error,
                     said=said)
 

@@ -885,3 +885,15 @@ def test_a_servers_words_reach_no_terminal_with_their_controls():
         assert not any(ch < " " or "\x7f" <= ch <= "\x9f" or ch == "\u202e" for ch in said), repr(said)
         # (the words read as they were: sequences dropped, a lone control shown escaped, letters kept)
         assert "bad gateway red" in said and "caf\u00e9" in said and "\\x07 \\u202eevil" in said, said
+
+
+def test_an_html_404_of_the_embeddings_route_says_a_server_may_answer_chat_alone():
+    # A proxy passing chat calls on and answering /embeddings with its 404 page: the address is
+    # right for chat; "fix llm.api_base" alone sent the user to change what works.
+    url = "http://x/v1/embeddings"
+    with pytest.raises(LLMRequestError) as e:
+        replies().check_status(httpx.Response(404, text="<html><title>404 Not Found</title></html>"), url, "e1")
+    assert str(e.value).startswith(f"{url}: HTTP 404, an HTML page: 404 Not Found: the address leads to a web page")
+    assert str(e.value).endswith('fix llm.api_base: set it to the address the OpenAI API answers under (it is '
+                                 "'http://x/v1'); or, where chat calls are answered, serve embeddings there or set "
+                                 'llm.embedding_model = "" (none)'), str(e.value)
