@@ -66,7 +66,8 @@ class CallLog:
 
     async def record(self, row: dict, prompt_tokens: int, completion_tokens: int,
                      latency_ms: float, *, cached: bool, error: str | None = None, unusable: bool = False,
-                     shared: bool = False, put: Callable[[Store], None] | None = None) -> None:
+                     shared: bool = False, apart: bool = False,
+                     put: Callable[[Store], None] | None = None) -> None:
         """Counts a call in ``stats`` and persists its ``row`` (what was asked: run_id, stage,
         model, prompt, prompt_version, cache_key), after ``put`` in the same transaction.
         ``unusable``: its ``error`` is of an answer the caller could not use, said by the caller,
@@ -84,9 +85,13 @@ class CallLog:
         waiter was an endpoint error to the watch's lines (errors beyond the unusable ones:
         ``watch_lines.calls_failed``), and the run's end line said 3 unusable of one stop.
         A failed call's row that another program's lock kept out (``StoreBusyError``) is written
-        with the next: its caller raises the call's error, not the lock's."""
-        counts = self._stats.setdefault(row["stage"], dict.fromkeys(STAT_FIELDS, 0))
-        if not shared:
+        with the next: its caller raises the call's error, not the lock's.
+        ``apart``: a check of the endpoint that failed (``LLMClient._refusal_by_name``), no call of
+        the run's work: its row is written (`status` lists it under its stage), and it is counted in
+        no ``stats``: a watch's idle line said "1 failed" of it beside every work call answered, and
+        a run with items failed for other reasons took it for an endpoint down."""
+        counts = {} if apart else self._stats.setdefault(row["stage"], dict.fromkeys(STAT_FIELDS, 0))
+        if not (shared or apart):
             counts["calls"] += 1
             if error is not None:
                 counts["errors"] += 1

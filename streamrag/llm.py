@@ -1173,7 +1173,8 @@ class LLMClient:
                                                                   timeout=timeout), timeout)
         except (Retryable, _Silent, _Hopeless) as e:
             said = f"{url}: no answer to the check of {model}" + (f": {e}" if str(e) else "")
-            await self._call_log.record(row, 0, 0, (self._clock() - started) * 1000, cached=False, error=said)
+            await self._call_log.record(row, 0, 0, (self._clock() - started) * 1000, cached=False, error=said,
+                                        apart=True)
             return None
         latency = (self._clock() - started) * 1000
         answer = read_error(resp)
@@ -1185,7 +1186,9 @@ class LLMClient:
             unknown = resp.status_code in (400, 422) and (unknown_model("", whole, model)
                                                           or "model_not_found" in resp.text)
         if resp.status_code != 200:
-            await self._call_log.record(row, 0, 0, latency, cached=False,
+            # (a refusal of the model stops the run, a failed call of it; any other error is the
+            # check's alone, no call of the run's work: ``CallLog.record``'s apart)
+            await self._call_log.record(row, 0, 0, latency, cached=False, apart=not unknown,
                                         error=f"{url}: HTTP {resp.status_code}{f': {said}' if said else ''}")
             return said if unknown else None
         try:
@@ -1205,7 +1208,7 @@ class LLMClient:
                 said = f"{url}: HTTP 200: the answer to the check of {model} holds no {answer}{aside(said)}"
             else:
                 said = f"{url}: HTTP 200: the answer to the check of {model} was not the API's JSON"
-            await self._call_log.record(row, 0, 0, latency, cached=False, error=said)
+            await self._call_log.record(row, 0, 0, latency, cached=False, error=said, apart=True)
             return None   # (the run's first call says it, as it would have)
         prompt, completion = read_usage(usage.get("usage"))
         if prompt < 0:   # (no usage said: counted here, as a chat call's is)

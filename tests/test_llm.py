@@ -4966,7 +4966,8 @@ async def test_a_page_answering_the_check_by_name_is_a_failed_call_not_an_answer
             stats = llm.stats
     assert row["error"] and (row["prompt_tokens"], row["completion_tokens"]) == (0, 0)
     assert ("Sign in to the proxy" in row["error"]) == body.startswith("<html")
-    assert stats["model_check"]["errors"] == 1 and not answered(stats)
+    # (failed, no call of the run's work: counted in no stats, ``CallLog.record``'s apart)
+    assert "model_check" not in stats and not answered(stats)
     assert store.get_meta(llm_module.MODELS_ANSWERED) is None
 
 
@@ -4995,7 +4996,7 @@ async def test_a_json_answer_to_the_check_by_name_that_holds_no_answer_is_a_fail
             stats = llm.stats
     assert row["error"] and (row["prompt_tokens"], row["completion_tokens"]) == (0, 0)
     assert key not in row["error"] and ("model unlisted not found" in row["error"]) == ("error" in body)
-    assert stats["model_check"]["errors"] == 1
+    assert "model_check" not in stats   # (failed, no call of the run's work: ``CallLog.record``'s apart)
     assert store.get_meta(llm_module.MODELS_ANSWERED) is None
 
 
@@ -5158,3 +5159,34 @@ async def test_an_html_404_is_a_wrong_address_not_a_model_refused_by_name(tmp_pa
                            "address leads to a web page"), said
     assert "refused by name" not in said and "unknown model" not in said and "fix llm.api_base" in said, said
     assert page.value.every_call and page.value.status == 404
+
+
+@pytest.mark.parametrize("failure", ["no answer", "page", "server error"])
+async def test_a_failed_check_by_name_is_no_failed_call_of_the_run(tmp_path, failure):
+    # The check of a model by name that failed (stage model_check) was counted a failed call:
+    # a watch's idle line said "2 LLM calls, 1 failed" of a sync whose every work call was
+    # answered, its error lines counted it in llm_errors, and a sync with items left out for
+    # another reason took it for an endpoint down (``watch_lines.calls_failed``, ``answered``).
+    from streamrag.watch_lines import answered, calls_failed, calls_said, paid
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(200, json={"object": "list", "data": [{"id": "other"}]})
+        if json.loads(request.content)["model"] == "other":
+            return httpx.Response(200, json={"choices": [{"message": {"content": "x"}, "finish_reason": "stop"}]})
+        if failure == "no answer":
+            raise httpx.RemoteProtocolError("Server disconnected without sending a response.", request=request)
+        if failure == "page":
+            return httpx.Response(200, text="<html><title>Sign in</title></html>", headers={"content-type": "text/html"})
+        return httpx.Response(500, json={"error": {"message": "busy"}})
+    api = f"http://check-apart-{failure.replace(' ', '-')}.test/v1"
+    with anyio.fail_after(10):
+        async with client(tmp_path, handler, api_base=api, summary_model="unlisted", max_retries=0) as (llm, store):
+            await llm.check_models(["summary_model"])   # (goes on: the run's first call says it)
+            checked = llm.stats
+            await llm.chat(ask(), model="other", stage="summarize")
+            stats = llm.stats
+    assert not answered(checked) and calls_failed(checked) == 0 and paid(checked) == 0
+    assert calls_said(paid(stats), 0, stats) == "1 LLM call" and calls_failed(stats) == 0
+    [check, call] = calls(store)   # (its row is kept: `status` lists it under its stage)
+    assert check["stage"] == "model_check" and check["error"] and call["error"] is None
