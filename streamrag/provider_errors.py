@@ -27,7 +27,7 @@ import msgspec
 
 from streamrag.config import LLMSettings, without_secrets
 from streamrag.errors import WebPageAnswer
-from streamrag.terminal import one_line as terminal_line, without_sequences
+from streamrag.terminal import flat
 
 
 # The settings naming a chat model, for messages about a model the server does not know.
@@ -387,19 +387,11 @@ def stopped_answering(url: str, detail: str, setting: str, answered_at: float, t
 
 
 def one_line(text: object) -> str:
-    """``text`` on one line, at most 200 characters: a provider's words in a message of ours
-    (``flat``), cut after its controls are escaped, so that the cut line is what is shown."""
+    """``text`` on one line, at most 200 characters: a provider's words in a message of ours,
+    safe to print (``terminal.flat``: a proxy's ``\\x1b[2J`` in an error body cleared the
+    terminal), cut after its controls are escaped, so that the cut line is what is shown."""
     text = flat(text)
     return text if len(text) <= 200 else text[:197] + "..."
-
-
-def flat(text: object) -> str:
-    """A server's words (an error body, a proxy's page, a transport error's) on one line and safe
-    to print: its escape sequences dropped (a proxy's colours, a ``\\x1b]0;...`` title), its
-    whitespace runs one space, and any other control character (and the marks that reorder a
-    line) escaped as ``\\x1b``: they reached the terminal, the log and `status --failures` as
-    they came, and drove the terminal (a ``\\x1b[2J`` cleared it). Letters of any script stay."""
-    return terminal_line(" ".join(without_sequences(str(text)).split()))
 
 
 def http_said(status: int, message: str) -> str:

@@ -12,6 +12,7 @@ from typing import NamedTuple
 from streamrag import index_rows
 from streamrag.call_log import UNUSABLE_RUNS
 from streamrag.store import Store, process_gone, process_stamp, writer_at_work, writer_said, writers_lock
+from streamrag.terminal import flat
 from streamrag.words import counted, number
 
 LLM_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "cached", "errors", "cancelled")
@@ -527,7 +528,7 @@ def not_indexed_lines(info: dict, *, told: bool = False) -> list[str]:
     lines += [f"    {name}" for name in named or []]
     if named and n > len(named):
         lines.append(f"    and {number(n - len(named))} more")
-    lines += [f"    [{f['stage']}] {f['message']}" for f in info.get("not_indexed_failures") or ()]
+    lines += [f"    [{f['stage']}] {flat(f['message'])}" for f in info.get("not_indexed_failures") or ()]
     return lines
 
 
@@ -560,7 +561,7 @@ def _settled_said(item: dict) -> str:
     """A settled item's line: the failure recorded by the run that settled it, a report's led by
     its title (the failure names its community by id only), and said if it is held below
     index.report_min_members now."""
-    said = item["message"] or _unsaid(item)
+    said = flat(item["message"]) if item["message"] else _unsaid(item)
     if item["stage"] != "report":
         return said
     community = f"community {item['item']}"
@@ -712,8 +713,8 @@ def format_status(info: dict, db: Path) -> str:
     told = bool(last) and "failures" not in info
     failures_line = _failures_line(last, total, info["last_run"], told)
     lines += failures_line
-    for f in info.get("failures", []):
-        lines.append(f"    [{f['stage']}] {f['message']}")
+    for f in info.get("failures", []):   # (a server's words kept by a run before they were made safe: ``flat``)
+        lines.append(f"    [{f['stage']}] {flat(f['message'])}")
     if (none := _none_to_list(info)) is not None:
         lines.append(("    " if failures_line else "  failures       ") + none)
     lines += not_indexed_lines(info, told=told)

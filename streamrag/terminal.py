@@ -88,6 +88,14 @@ def one_line(text: str) -> str:
     return _UNPRINTABLE.sub(lambda m: _escape(m.group()), text)
 
 
+def flat(text: object) -> str:
+    """A program's words (a server's error body, a proxy's page, a failure a run recorded) on one
+    line and safe to print: escape sequences dropped (a proxy's colours, a ``\\x1b]0;...``
+    title), whitespace runs one space, any other control character (and the marks that reorder
+    a line) escaped as ``one_line`` shows them (``\\x07``); letters of any script kept."""
+    return one_line(" ".join(without_sequences(str(text)).split()))
+
+
 def shown(path: Path | str) -> str:
     """``path`` as one line of a message (its control characters and undecodable bytes escaped)."""
     return one_line(os.fspath(path))

@@ -2529,3 +2529,23 @@ def test_the_count_words_are_imported_from_words_not_through_status():
             if isinstance(node, ast.ImportFrom) and node.module == "streamrag.status":
                 through_status += [f"{source.name}: {a.name}" for a in node.names if a.name in ("counted", "number")]
     assert through_status == [], through_status
+
+
+def test_a_failure_recorded_with_a_servers_controls_is_listed_safe_to_print(tmp_path):
+    # A run before error lines were made safe (``provider_errors.one_line``) recorded a server's
+    # words as they came: `status --failures` printed its "\x1b[2J" and "\x1b]0;...\x07" to the
+    # terminal. Listed on one line, the sequences dropped, any other control shown escaped.
+    db = tmp_path / "s.db"
+    store = Store(db)
+    try:
+        with store.conn:
+            store.start_run("r1", "index")
+            store.record_failure("r1", "summarize", "ent-1", "HTTP 500: bad \x1b[2J\x1b]0;pwned\x07 gateway\n"
+                                                           "caf\u00e9 \x07")
+            store.finish_run("r1", "done", "{}")
+    finally:
+        store.close()
+    info, text = status_of(db, failures=True)
+    assert "\x1b" not in text and "\x07" not in text, repr(text)
+    assert "    [summarize] HTTP 500: bad gateway caf\u00e9 \\x07\n" in text, text
+    assert info["failures"][0]["message"].startswith("HTTP 500: bad \x1b[2J")   # (--json: json escapes it)
