@@ -26,6 +26,7 @@ from streamrag.config import without_secrets
 from streamrag.errors import StoreError
 from streamrag.records import Chunk, Claim, Community, Extraction, Report, Spans
 from streamrag.store import COUNTED_RUN, FAILURE_KEY, UNINDEXED_FILES, UNINDEXED_RUNS, Store, count_failure_keys
+from streamrag.terminal import flat
 from streamrag.terms import fts_text
 
 if TYPE_CHECKING:
@@ -1084,10 +1085,11 @@ def load_failures_by_kind(store: Store, *run_ids: str) -> dict[str, int]:
 
 
 def last_failure(store: Store, *run_ids: str) -> str:
-    """``[stage] message`` of the newest failure runs ``run_ids`` recorded, on one line, or ""."""
+    """``[stage] message`` of the newest failure runs ``run_ids`` recorded, on one line and safe to
+    print (``terminal.flat``), or ""."""
     rows = store.query(f"SELECT stage, message FROM failures WHERE {_in('run_id', run_ids)} ORDER BY id DESC LIMIT 1",
                        run_ids)
-    return f"[{rows[0]['stage']}] {' '.join(str(rows[0]['message']).split())}" if rows else ""
+    return f"[{rows[0]['stage']}] {flat(rows[0]['message'])}" if rows else ""   # (one recorded as a server said it)
 
 
 def settled(store: Store, runs: int, budget: int | None = None) -> list[dict]:

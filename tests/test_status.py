@@ -2549,3 +2549,11 @@ def test_a_failure_recorded_with_a_servers_controls_is_listed_safe_to_print(tmp_
     assert "\x1b" not in text and "\x07" not in text, repr(text)
     assert "    [summarize] HTTP 500: bad gateway caf\u00e9 \\x07\n" in text, text
     assert info["failures"][0]["message"].startswith("HTTP 500: bad \x1b[2J")   # (--json: json escapes it)
+    # ... and as `ask` and a watch's line quote the last one ("last: ...")
+    from streamrag import index_rows
+
+    store = Store(db, readonly=True)
+    try:
+        assert index_rows.last_failure(store, "r1") == "[summarize] HTTP 500: bad gateway caf\u00e9 \\x07"
+    finally:
+        store.close()
