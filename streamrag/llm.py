@@ -1051,8 +1051,10 @@ class LLMClient:
         """The line of the models ``missing`` ((model, the provider's words refusing it) pairs)
         that the endpoint refused by name and does not list among ``ids``: each setting naming
         one, the provider's words (Ollama's "try pulling it first" is the fix), what it serves."""
-        shown = ", ".join(sorted(ids)[:MODELS_SHOWN]) + (f" and {len(ids) - MODELS_SHOWN} more"
-                                                         if len(ids) > MODELS_SHOWN else "")
+        # (the ids are the server's words too: one holding "\x1b[2J" cleared the terminal; matched
+        # as they came, ``listed``, shown safe to print)
+        shown = ", ".join(map(one_line, sorted(ids)[:MODELS_SHOWN])) + (f" and {len(ids) - MODELS_SHOWN} more"
+                                                                    if len(ids) > MODELS_SHOWN else "")
         # (every setting naming the model, as a call's error says it: one fixed at a time stopped
         # again; none for a library's call of a model no setting names: "llm.*_model" is no setting)
         said = "; ".join(

@@ -4822,6 +4822,27 @@ async def test_a_refused_model_is_said_with_the_listing_asked_once_after_the_ref
     assert [r.method for r in sent].count("GET") == 1
 
 
+async def test_the_models_a_server_lists_reach_no_terminal_with_their_controls(tmp_path):
+    # The ids of GET /models are a server's words too: the line of a model refused by name
+    # (at the check, and at a call) printed them as they came, "\x1b[2J" and "\x1b]0;...\x07"
+    # clearing and titling the terminal, a newline and a reordering mark in the line.
+    sent: list[httpx.Request] = []
+    handler = _lists(["llama3\x1b[2J\x1b]0;pwned\x07", "qwen\n2 \u202eevil", "caf\u00e9-\u6a21\u578b"], sent,
+                     unknown=("gone",))
+    said = []
+    with anyio.fail_after(5):
+        async with client(tmp_path, handler, api_base="http://listed-ids.test/v1", summary_model="gone") as (llm, _):
+            with pytest.raises(LLMRequestError) as stopped:
+                await llm.check_models(["summary_model"])
+            said.append(str(stopped.value))
+            with pytest.raises(LLMRequestError) as refused:
+                await llm.chat(ask(), model="gone", stage="summarize")
+            said.append(str(refused.value))
+    for line in said:
+        assert "lists: caf\u00e9-\u6a21\u578b, llama3, qwen 2 \\u202eevil, and refused by name" in line, line
+        assert not any(ch < " " or "\x7f" <= ch <= "\x9f" or ch == "\u202e" for ch in line), repr(line)
+
+
 def _ollama(sent: list, *, pulled: tuple[str, ...] = ("qwen2:7b",)):
     """Ollama at /v1: lists the models pulled, refuses any other 404 in its own words."""
     def handle(request: httpx.Request) -> httpx.Response:
