@@ -68,6 +68,12 @@ class Replies:
         """Where the endpoint came from, as the user would change it (``base_setting``)."""
         return base_setting(self.settings, self.base_from)
 
+    @property
+    def azure_unversioned(self) -> bool:
+        """Whether api_base is an Azure OpenAI deployment's URL with no llm.api_version, which it needs."""
+        parsed = httpx.URL(self.settings.api_base)
+        return bool(AZURE_HOST.search(parsed.host)) and "/deployments/" in parsed.path and not self.settings.api_version
+
     def check_status(self, resp: httpx.Response, url: str, model: str, stage: str = "") -> None:
         """Nothing for a 2xx reply; else raises what its error is (``reject``): a ``Retryable``
         says in ``retry_after`` how long the server asked every request to wait."""
@@ -99,7 +105,9 @@ class Replies:
                                   "limit with the provider", status, every_call=True)
         if retry_after is not None:
             retry_after = min(retry_after, MAX_RETRY_AFTER_S)
-        if status == 404 and answer.page:   # (no model's refusal: an OpenAI-compatible server's is JSON)
+        if status == 404 and answer.page and not self.azure_unversioned:
+            # (no model's refusal: an OpenAI-compatible server's is JSON; an Azure deployment's URL
+            # without llm.api_version is told that, as any 404 of it: not to add /v1 to it)
             base = "" if self.settings.api_version else without_secrets(self.settings.api_base)
             raise wrong_address(one_line(hidden(answer.page, self.secrets)), url, self.setting, base,
                                 embeddings=url == self.embeddings_url)
@@ -171,8 +179,7 @@ class Replies:
             keys = model_settings(self.settings, model)
             base, setting = without_secrets(self.settings.api_base), self.setting
             parsed = httpx.URL(base)
-            if AZURE_HOST.search(parsed.host) and "/deployments/" in parsed.path \
-                    and not self.settings.api_version:
+            if self.azure_unversioned:
                 raise LLMRequestError(
                     f"{url}: HTTP 404{aside(message)}; an Azure OpenAI deployment URL needs "
                     "llm.api_version (e.g. \"2024-10-21\"); or use Azure's v1 API: set "

@@ -3189,15 +3189,21 @@ async def test_an_embedding_longer_than_llama_cpps_batch_is_final_and_names_the_
     assert "-ub" in said and "check its logs" not in said
 
 
-async def test_an_azure_deployment_without_api_version_is_told_to_set_it(tmp_path):
+@pytest.mark.parametrize("answer", [
+    httpx.Response(404, json={"error": {"code": "404", "message": "Resource not found"}}),
+    # (a page, as a gateway in front of it answers: told to add /v1 to the deployment's URL)
+    httpx.Response(404, text="<html><head><title>404 Not Found</title></head></html>",
+                   headers={"content-type": "text/html"}),
+], ids=["json", "page"])
+async def test_an_azure_deployment_without_api_version_is_told_to_set_it(tmp_path, answer):
     base = "https://acme.openai.azure.com/openai/deployments/gpt4o"
-    endpoint = Endpoint(httpx.Response(404, json={"error": {"code": "404", "message": "Resource not found"}}))
+    endpoint = Endpoint(answer)
     with anyio.fail_after(5):
         async with client(tmp_path, endpoint, api_base=base) as (llm, _):
             with pytest.raises(LLMRequestError) as err:
                 await llm.chat(ask(), model="m1", stage="s")
     assert "needs llm.api_version" in str(err.value)
-    assert "'https://acme.openai.azure.com/openai/v1'" in str(err.value)
+    assert "'https://acme.openai.azure.com/openai/v1'" in str(err.value) and "gpt4o/v1" not in str(err.value)
 
 
 async def test_a_usage_of_zero_prompt_tokens_is_estimated(tmp_path):
