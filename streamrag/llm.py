@@ -107,8 +107,9 @@ from streamrag.proxies import (Proxy, answering, proxy_down, proxy_failed, proxy
                                socks_unreachable, unreadable)
 from streamrag.provider_errors import (AZURE_HOST, CONTEXT_OVERFLOW, MORE_RETRIES, Refused, Retryable, advice,
                                        aside, hidden, html_page, key_not_sent, key_source, listing_refused,
-                                       model_settings, not_answering, one_line, provider_message, read_error, reason,
-                                       shorter_answer, stopped_answering, tls_refused, unknown_model)
+                                       model_settings, not_answering, of_model, one_line, provider_message,
+                                       read_error, reason, shorter_answer, stopped_answering, tls_refused,
+                                       unknown_model)
 from streamrag.ratelimit import MinuteBudget, minute_budget
 from streamrag.replies import (CUT_OFF, CUT_OFF_UNASKED, CUT_OFFS, OnLength, Replies, chat_answer, checker,
                                answer_thinking, event_deltas, event_usage, unstreamed)
@@ -1074,6 +1075,10 @@ class LLMClient:
         always right): the listing is asked only after such a refusal, once a client."""
         if not str(error).startswith("unknown model"):
             return error
+        if error.status == 404 and not of_model(error.said, model):
+            # (words of no model, "Not Found", "404 page not found": a path's, maybe, as the check by
+            # name takes them; said as they are, no "refused by name", the note of an answer kept)
+            return error
         # Found served before (a check by name answered, noted in the index; this process's
         # check): refused now, so the next run (a watch's next sync) checks it again, and stops
         # before its work, not at this model's first call (at summaries, an hour in).
@@ -1183,7 +1188,7 @@ class LLMClient:
         whole = hidden(answer.said, self._replies.secrets)   # (a server quoting the key back)
         said = one_line(whole)
         if resp.status_code == 404:   # (of the model, not of the route: "no such route", a page, are not)
-            unknown = not answer.page and "model" in whole.lower()
+            unknown = not answer.page and of_model(whole, model)
         else:
             unknown = resp.status_code in (400, 422) and (unknown_model("", whole, model)
                                                           or "model_not_found" in resp.text)

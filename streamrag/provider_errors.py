@@ -458,6 +458,13 @@ def unknown_model(code: str, message: str, model: str) -> bool:
     return bool(model) and model.casefold() in message.casefold() and bool(_UNKNOWN_MODEL.search(message))
 
 
+def of_model(words: str, model: str) -> bool:
+    """Whether a 404's ``words`` speak of a model (the word, or ``model`` by name), as a server
+    refusing the model does ("The model `x` does not exist", Ollama's "model 'x' not found");
+    "Not Found", "404 page not found" are of a path the server does not serve."""
+    return "model" in words.casefold() or bool(model) and model.casefold() in words.casefold()
+
+
 def model_settings(settings: LLMSettings, model: str) -> list[str]:
     """The settings that name ``model`` (``llm.extraction_model`` ...)."""
     return [f"llm.{name}" for name in _MODEL_KEYS if getattr(settings, name) == model]

@@ -5188,6 +5188,39 @@ async def test_an_html_404_is_a_wrong_address_not_a_model_refused_by_name(tmp_pa
     assert page.value.every_call and page.value.status == 404
 
 
+@pytest.mark.parametrize("route_404", [
+    httpx.Response(404, json={"detail": "Not Found"}),   # (FastAPI's, vLLM's: a path it does not serve)
+    httpx.Response(404, text="404 page not found"),      # (Go's, Ollama's)
+], ids=["json", "plain"])
+async def test_a_404_of_no_model_is_no_refusal_by_name(tmp_path, route_404):
+    # A 404 whose words speak of no model (a path the server does not serve, behind a listing
+    # that answers) took the model answered by name out of the index's note and was said
+    # "refused by name: Not Found", where the check by name took the same words for no refusal.
+    served = {"llama3"}
+    api = "http://route-404.test/v1"
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(200, json={"object": "list", "data": [{"id": "other"}]})
+        if json.loads(request.content)["model"] in served:
+            return httpx.Response(200, json={"choices": [{"message": {"content": "x"}, "finish_reason": "length"}]})
+        return route_404
+    with anyio.fail_after(10):
+        llm_module._MODELS_SERVED.clear()
+        async with client(tmp_path, handle, api_base=api, summary_model="llama3") as (llm, store):
+            await llm.check_models(["summary_model"])   # answered by name: noted
+            noted = store.get_meta(llm_module.MODELS_ANSWERED)
+            served.clear()
+            with pytest.raises(LLMRequestError) as refused:
+                await llm.chat(ask(), model="llama3", stage="summarize")
+            assert store.get_meta(llm_module.MODELS_ANSWERED) == noted
+        llm_module._MODELS_SERVED.clear()
+    said = str(refused.value)
+    assert said.startswith(f"unknown model or wrong api_base: llama3 at {api}/chat/completions; check "
+                           "llm.summary_model = 'llama3': give a model the server serves, or llm.api_base"), said
+    assert "refused by name" not in said
+
+
 @pytest.mark.parametrize("failure", ["no answer", "page", "server error"])
 async def test_a_failed_check_by_name_is_no_failed_call_of_the_run(tmp_path, failure):
     # The check of a model by name that failed (stage model_check) was counted a failed call:
