@@ -7,8 +7,10 @@ entities most connected to them (``query.local_pagerank``). The context has thre
 each held to its share of the budget the caller gives (``local_max_tokens`` less the answer
 prompt and the question, when a model answers):
 
-* ``local_text_share`` - the source chunks the entities come from, those mentioning the most
-  selected entities first (their texts read as the section takes them);
+* ``local_text_share`` - the source chunks the entities come from: those of the entities the
+  question names first, then those having the most of its other words (by their stems, each
+  a word's start; BM25 on ties), then those mentioning the most selected entities (their texts
+  read as the section takes them);
 * ``local_community_share`` - the reports (title and summary) of the entities' communities,
   those holding the most selected entities first, deeper (more specific) ones on ties;
 * the rest - the entities, the relationships touching them (both ends selected first) and
@@ -278,12 +280,15 @@ class LocalData(msgspec.Struct):
     reports: list[dict]           # community, level, title, summary, hits
 
 
-def load_local_data(store: Store, entity_ids: Sequence[str], anchors: Sequence[str] = ()) -> LocalData:
+def load_local_data(store: Store, entity_ids: Sequence[str], anchors: Sequence[str] = (),
+                    asked: Sequence[str] = ()) -> LocalData:
     """The rows the local context of ``entity_ids`` may use (call inside a snapshot).
 
     ``anchors`` are the entities the question names (among ``entity_ids``): each chunk and
     report counts how many of them it holds (``anchor_hits``), so that the context puts the
-    named entity's own sources first."""
+    named entity's own sources first. ``asked`` are the question's other words (stems, each
+    found as a prefix: ``chunks_holding``): each chunk has how many of them it holds and their
+    BM25 score (``asked``), the next key of the text section's order."""
     if not entity_ids:
         return LocalData([], [], [], [], [])
     marks = ",".join("?" * len(entity_ids))
@@ -313,8 +318,9 @@ def load_local_data(store: Store, entity_ids: Sequence[str], anchors: Sequence[s
         hits.setdefault(r["chunk_id"], set()).add(r["entity_id"])
     # Without their texts: the few the context has room for are read as it takes them
     # (``build_local_context``; a question about two hubs read 3,026 for the three it took).
+    held = chunks_holding(store, asked)
     chunks = [{"id": c, "hits": len(hits[c]), "rank": min(rank[e] for e in hits[c]),
-               "anchor_hits": len(hits[c] & anchored)} for c in sorted(hits)]
+               "anchor_hits": len(hits[c] & anchored), "asked": held.get(c, (0, 0.0))} for c in sorted(hits)]
     anchor_marks = ",".join("?" * len(anchored))
     reports = store.query(
         "SELECT c.id AS community, c.level, r.title, r.summary, count(*) AS hits, "
@@ -323,6 +329,29 @@ def load_local_data(store: Store, entity_ids: Sequence[str], anchors: Sequence[s
         "JOIN communities c ON c.id = m.community_id JOIN reports r ON r.key = c.report_key "
         f"WHERE m.entity_id IN ({marks}) GROUP BY c.id", [*sorted(anchored), *entity_ids])
     return LocalData(entities, rels, claims, chunks, reports)
+
+
+def chunks_holding(store: Store, stems: Iterable[str]) -> dict[str, tuple[int, float]]:
+    """chunk id -> (how many of ``stems`` its text has, each as the start of a word: "live" finds
+    "lived", "spirit" "spirits"; the sum of their BM25 scores): one FTS5 prefix query a stem.
+    (The count comes first: "live", in 8 of Scrooge's 43 chunks, found them alike.) A stem in
+    more than half the chunks is left out: it tells none apart (BM25 gives it no weight), and
+    "briefing", in most news reports, put two of Ms. Halick's chunks first whose briefings
+    were other people's."""
+    stems = list(dict.fromkeys(stems))
+    if not stems:
+        return {}
+    half = store.scalar("SELECT count(*) FROM chunks") // 2
+    held: dict[str, tuple[int, float]] = {}
+    for stem in stems:
+        rows = store.conn.execute("SELECT id, bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT ?",
+                                  (fts_match([stem]) + "*", half + 1)).fetchall()
+        if len(rows) > half:   # (read no further than that)
+            continue
+        for cid, score in rows:
+            n, total = held.get(cid, (0, 0.0))
+            held[cid] = (n + 1, total - score)   # (FTS5's bm25 is lower for a better match)
+    return held
 
 
 def claim_rank(rank: dict[str, int]) -> Callable[[dict], tuple]:
@@ -467,7 +496,7 @@ def build_local_context(data: LocalData, *, max_tokens: int, text_share: float,
         reports.add(tag, f"{tag} {_clean(r['title'])}: {_clean(r['summary'])}", cut=True)
 
     sources = _Section("Source text", text_budget, encoding)
-    ordered = sorted(data.chunks, key=lambda c: (-c.get("anchor_hits", 0), -c["hits"], c["rank"], c["id"]))
+    ordered = sorted(data.chunks, key=_chunk_order)
     for c, text in _with_texts(ordered, texts, until=sources.full):
         tag = f"[T:{c['id']}]"
         if not sources.refuses(tag, text):
@@ -484,6 +513,14 @@ def build_local_context(data: LocalData, *, max_tokens: int, text_share: float,
                   "text": sources.used if sources.tags else 0},
         budgets={"tables": table_budget, "reports": community_budget, "text": text_budget},
         tags=[t for s in parts for t in s.tags], types=types)
+
+
+def _chunk_order(c: dict) -> tuple:
+    """The order chunks enter the text section: those mentioning the most entities the question
+    names, then those having the most of its other words (``chunks_holding``), then those
+    mentioning the most selected entities."""
+    many, score = c.get("asked", (0, 0.0))
+    return (-c.get("anchor_hits", 0), -many, -score, -c["hits"], c["rank"], c["id"])
 
 
 # Chunk texts are read this many at first as the text section takes them (it takes about three:

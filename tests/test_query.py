@@ -4137,3 +4137,30 @@ def test_ask_of_an_index_with_nothing_to_read_loads_no_pipeline(cli_run, tmp_pat
     assert "code 1" in lines and any("`streamrag status --failures notes` lists what failed" in line
                                      for line in lines), lines
     assert "pipeline loaded False" in lines, lines
+
+
+async def test_a_local_context_takes_the_named_entitys_chunks_that_have_the_questions_words(tmp_path, monkeypatch):
+    """'Where did Scrooge live?' (A Christmas Carol, indexed offline): the text section took the
+    four of Scrooge's 43 chunks mentioning the most other selected entities, and the one saying
+    where he lived, with few others in it, was 21st. Among the named entity's chunks, those
+    having the question's words ("live" finding "lived") come first; a word most chunks have
+    ("quay" here) orders none."""
+    corpus = tmp_path / "notes"
+    corpus.mkdir()
+    crowd = ["Bram Tell", "Mira Voss", "Olek Harn", "Lena Varga", "Tomas Quill", "Ines Rook"]
+    for i in range(6):
+        others = " and ".join(crowd[i:] + crowd[:i])
+        (corpus / f"meeting_{i}.txt").write_text(
+            f"Ada Osk met {others} at the quay on day {i}. " * 8 + "\n", encoding="utf-8")
+    # (as long as a meeting's, its sentence last: no room left over, nor a line cut to it, holds it)
+    (corpus / "home.txt").write_text("Ada Osk kept to herself at the quay. " + "the gulls were loud that year. " * 12
+                                     + "Ada Osk lived in a narrow house above the quay.\n", encoding="utf-8")
+    settings = make_settings("", query={"local_max_tokens": 1200})
+    await sync([corpus], settings, tmp_path / "index.db", root=corpus)
+    built: list[local_search.Context] = []
+    build = local_search.build_local_context
+    monkeypatch.setattr(local_search, "build_local_context", lambda *a, **k: built.append(build(*a, **k)) or built[-1])
+    answer = await aask("Where did Ada Osk live?", settings, tmp_path / "index.db", mode="local")
+    [ctx] = built
+    assert "narrow house" in ctx.text and ctx.sections["text"] > 0, ctx.text
+    assert "narrow house" in answer.text, answer.text
