@@ -412,8 +412,13 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
             if typed is not None and label:
                 ws |= {typed[1][name] for name in typed[0].findall(label.group())} - {""}
             label_text = label.group() if label else ""
-            credit = sum(_anchor_credit(stems, rival, own, ws, said, label_text, body, key)
-                         for stems, rival, own in zip(anchor_stems, rivals, owns, strict=True))
+            credits = [_anchor_credit(stems, rival, own, ws, said, label_text, body, key)
+                       for stems, rival, own in zip(anchor_stems, rivals, owns, strict=True)]
+            credit = sum(credits)
+            # A sentence naming an anchor whole by a word of its own ("Halick said at a briefing")
+            # has the words of its name for the question's too: with "halick" alone, it came after
+            # every sentence writing "Priya Halick" wherever "briefing" was in more sentences.
+            ws = ws.union(*(stems for stems, c in zip(anchor_stems, credits, strict=True) if c >= 2))
             overview = (not about_group and " relationship" in sentence
                         and _OVERVIEW.match(sentence) is not None)
             candidates.append((p_rank, s_rank, sentence, tag, ws, said, credit, overview))

@@ -3103,6 +3103,21 @@ def test_pick_sentences_gives_a_name_written_by_its_own_word_the_whole_anchors_c
                  anchors=["Ghost of Christmas Present"]) == "The Ghost of Christmas Present sat on a throne."
 
 
+def test_pick_sentences_counts_the_whole_name_of_an_anchor_named_by_its_own_word():
+    """'What did Priya Halick say at the briefing?' (news41): "Halick said at a briefing" had the
+    anchor's whole credit but matched "halick" alone of the question's words, so a sentence
+    writing "Priya Halick" and nothing of a briefing came first wherever other people's
+    briefings made "briefing" commoner than "priya" (a local context taking a chunk of them)."""
+    types = {"Priya Halick": "person", "Zora Veltane": "person", "Tomas Quill": "person"}
+    passages = [("[E:e1]", 'Priya Halick (person): "I would not call it a setback," Priya Halick insisted.'),
+                ("[L:l1]", '"The numbers speak for themselves," Halick said at a briefing.'),
+                ("[T:t1]", "Zora Veltane said at a briefing. Tomas Quill spoke at a briefing. "
+                           "Zora Veltane left the briefing early.")]
+    picked = pick_sentences("What did Priya Halick say at the briefing?", passages, anchors=["Priya Halick"],
+                            types=types)
+    assert picked[0][0] == '"The numbers speak for themselves," Halick said at a briefing.', picked
+
+
 def test_pick_sentences_gives_no_whole_anchors_credit_for_a_letter_of_its_name():
     """A letter of a name ("O" of "Sean O'Brien", "R" of "John R. Ewing") names no one alone: the
     "O" of "O'Neill said at the count" gave Sean O'Brien the whole of his credit, so O'Neill's
@@ -4164,3 +4179,4 @@ async def test_a_local_context_takes_the_named_entitys_chunks_that_have_the_ques
     [ctx] = built
     assert "narrow house" in ctx.text and ctx.sections["text"] > 0, ctx.text
     assert "narrow house" in answer.text, answer.text
+
