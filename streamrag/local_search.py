@@ -335,9 +335,9 @@ def chunks_holding(store: Store, stems: Iterable[str]) -> dict[str, tuple[int, f
     """chunk id -> (how many of ``stems`` its text has, each as the start of a word: "live" finds
     "lived", "spirit" "spirits"; the sum of their BM25 scores): one FTS5 prefix query a stem.
     (The count comes first: "live", in 8 of Scrooge's 43 chunks, found them alike.) A stem in
-    more than half the chunks is left out: it tells none apart (BM25 gives it no weight), and
-    "briefing", in most news reports, put two of Ms. Halick's chunks first whose briefings
-    were other people's."""
+    more than half the chunks is left out: it tells none apart, and BM25, which gives it no
+    weight, ordered them by their length alone ("letter", in 229 of 265 news reports, put the
+    one with Wendell Tavden's letter fifth, out of the context)."""
     stems = list(dict.fromkeys(stems))
     if not stems:
         return {}
