@@ -345,13 +345,23 @@ def chunks_holding(store: Store, stems: Iterable[str]) -> dict[str, tuple[int, f
     held: dict[str, tuple[int, float]] = {}
     for stem in stems:
         rows = store.conn.execute("SELECT id, bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT ?",
-                                  (fts_match([stem]) + "*", half + 1)).fetchall()
+                                  (_prefixes(stem), half + 1)).fetchall()
         if len(rows) > half:   # (read no further than that)
             continue
         for cid, score in rows:
             n, total = held.get(cid, (0, 0.0))
             held[cid] = (n + 1, total - score)   # (FTS5's bm25 is lower for a better match)
     return held
+
+
+def _prefixes(stem: str) -> str:
+    """The FTS5 query of the words ``stem`` is the start of, and of those whose stem it is where
+    a "y" was an "i" ("ied", "ies": ``extractive.stem``): "marry*" found no "married" (none in
+    A Christmas Carol), "company*" no "companies"."""
+    forms = [stem]
+    if len(stem) >= 4 and stem[-1] == "y" and stem[-2] not in "aeiou":
+        forms.append(stem[:-1] + "i")
+    return " OR ".join(fts_match([form]) + "*" for form in forms)
 
 
 def claim_rank(rank: dict[str, int]) -> Callable[[dict], tuple]:

@@ -521,10 +521,15 @@ class _Search:
         chunks of the named entities are chosen (``local_search.load_local_data``): by the
         entities they mention alone, "Where did Scrooge live?" took four of his 43 chunks, none
         the one saying where he lived. (A stem marked as a stop word's, ``extractive.stem``, or
-        under three letters would find most chunks.)"""
+        under three letters would find most chunks.) A word it writes as a name (``asked_names``)
+        is searched whole (but a plural's "s": "Spirits" finds "Spirit"), as ``extractive.NameKeys``
+        matches it: "Who did Belle marry?" (no entity named Belle) searched "bell", and the chunks
+        of church bells came first."""
         names = {w for _e, name in self.anchors for w in words(name)}
+        written = extractive.asked_names(self.answer.question, [name for _e, name in self.anchors])
         terms = local_search.query_terms(self.answer.question, extra_stop=self.local_stop or frozenset())
-        stems = (extractive.stem(t) for t in terms if t not in names)
+        stems = ((t[:-1] if t[-1:] == "s" and len(t) > 3 else t) if t in written else extractive.stem(t)
+                 for t in terms if t not in names)
         return [s for s in stems if len(s) >= 3 and not s.endswith("~")]
 
     async def _local(self) -> None:
