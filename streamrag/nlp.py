@@ -12,7 +12,9 @@ How a chunk is read:
 
 * Text is composed (NFC) first, so a name is one however its accents were typed; a word keeps
   the combining marks a letter without a precomposed form carries ("Olúwaṣẹ́un").
-* Blocks are split on blank lines; hard-wrapped lines are joined. ALL-CAPS lines ("STAVE ONE",
+* Blocks are split on blank lines; hard-wrapped lines are joined, but for a line that is a name
+  alone or a title where no wrap ended it, or one ending with a name whose word opens the next
+  ("Ada Lovelace" over "Ada was ...": ``_ends_alone``). ALL-CAPS lines ("STAVE ONE",
   "MARLEY'S GHOST") are headings and yield nothing. A short single-line block without final
   punctuation whose words are mostly capitalised is a headline: title case makes every word
   look like a name, so only names also found in the body are looked for in it. Title case
@@ -204,7 +206,11 @@ from streamrag.sentences import HONORIFICS, TITLE_SMALL, is_title, joined, table
 #     a word with a capital inside it is a firm's or a product's ("GitHub", "PayPal"; not "McDonald").
 # 28: the shorter names a chunk resolved to a name are kept as data (``Extraction.called``), which
 #     a 27 blob (main before a88308d) lacks: read as resolving none, it parted a join it made.
-VERSION = "28"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
+# 29: a line ends its sentence without a blank line under it where it is a name alone or a title
+#     the next line's first word would have fitted beside (no hard wrap ended it), or where the
+#     next line opens with a word of the name ending it ("Ada Lovelace" over "Ada was ..." gave
+#     "Ada Lovelace Ada": ``_ends_alone``).
+VERSION = "29"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
 # The note closing a description of a name its chunk also said shorter ("Margaret Hollis ...
@@ -973,6 +979,7 @@ def _line_groups(block: str) -> list[tuple[bool, list[str], bool]]:
     groups: list[tuple[bool, list[str], bool]] = []
     heading = row = caps = False
     lines = block.split("\n")
+    width = max(_WRAP_WIDTH, max(len(line.strip()) for line in lines))   # (``_ends_alone``)
     rows = table_rows(lines) if "|" in block else [False] * len(lines)
     for raw, is_row in zip(lines, rows):
         m = _LINE_MARK.match(raw)
@@ -996,12 +1003,49 @@ def _line_groups(block: str) -> list[tuple[bool, list[str], bool]]:
         is_heading = _ATX_HEADING.match(line) is not None
         if is_row:
             groups.append((True, [line], True))
-        elif mark or heading or row or not groups or is_heading:
+        elif mark or heading or row or not groups or is_heading or _ends_alone(groups[-1][1][-1], line, width):
             groups.append((bool(mark) and mark[0] != "[", [line], False))
         else:
             groups[-1][1].append(line)
         heading, row = is_heading, is_row
     return groups
+
+
+def _ends_alone(above: str, line: str, width: int) -> bool:
+    """Whether a line ends its sentence though no blank line parts it from the next, which opens
+    with a capital. So does a name alone or a title where a hard wrap did not end it: the next
+    line's first word would have fitted on it in ``width`` (its block's widest line, at least
+    ``_WRAP_WIDTH``): "Ada Lovelace" or "Notes on Ada Lovelace" over "Ada was ..." (a note's
+    first line), "Attendees", "Ada Osk", "Bo Lund" (a list without bullets). So does a line
+    ending with a name whose own word opens the next ("... met Ada Lovelace" over "Ada said").
+    Read as prose a wrap cut, each gave one name of both ("Ada Lovelace Ada", "Attendees Ada Osk
+    Bo Lund"). A wrap cuts a line only where the next word does not fit, and a name wrapped
+    across its line end repeats no word of it ("Ebenezer" over "Scrooge"): a line all names is
+    no rare thing in news wrapped at 40 or 70 columns ("Port Velvellfield Semiconductors")."""
+    first = _WORD.search(line)
+    if first is None or not first.group()[0].isupper() or not _capitalised(first.group())[0] \
+            or not above[-1:].isalnum():
+        return False
+    toks = _tokens(above)
+    # (the next word as a wrap measures it: with the punctuation after it, "Talks.")
+    if len(above) + 1 + len(line.split(None, 1)[0]) <= width and (
+            (_NAME_LINE.fullmatch(_WORD.sub("", above)) and all(t[_CAP] for t in toks)
+             and len(_split_sentences(above)) == 1)
+            or is_title(above, common=_HEADLINE_COMMON, small=_HEADLINE_SMALL)):
+        return True
+    k = len(toks)
+    while k and toks[k - 1][_CAP] and not toks[k - 1][_POSS] and (
+            k == len(toks) or above[toks[k - 1][_END]:toks[k][_START]].isspace()):
+        k -= 1
+    return any(t[_TEXT] == first.group() for t in toks[k:])
+
+
+# What a line that is a name alone holds beside its words: spaces, the full stop of a title or
+# an initial ("Dr. Ada B. Lovelace"), "&".
+_NAME_LINE = re.compile(r"[\s.&]*")
+# The narrowest a hard wrap is taken to cut prose: a block of shorter lines (a list of names, a
+# note's title over one short line) was ended line by line by its writer.
+_WRAP_WIDTH = 30
 
 
 def _is_caps_line(line: str) -> bool:

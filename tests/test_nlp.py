@@ -513,6 +513,31 @@ def test_markdown_lines_are_not_run_together_into_names():
     assert names("The clerk wrote a letter\nto Ada Osk in\nPort Vell.") == {"Ada Osk": "person", "Port Vell": "geo"}
 
 
+def test_a_line_that_is_a_name_alone_or_whose_name_the_next_repeats_ends_its_sentence():
+    # Only a blank line parted lines: a note's title over its text gave "Ada Lovelace Ada", a list
+    # of names without bullets one name of them all, a name repeated over the line end another.
+    body = "Ada was a mathematician who worked with Charles Babbage."
+    assert names(f"Ada Lovelace\n{body}") == {"Ada Lovelace": "person", "Charles Babbage": "person"}
+    # (a title is a headline, as it is over a blank line: its names only those the body says)
+    assert names(f"Notes on Ada Lovelace\n{body}") == names(f"Notes on Ada Lovelace\n\n{body}") == {
+        "Charles Babbage": "person"}
+    assert names("Attendees\nAda Lovelace\nCharles Babbage\nWe met in London to talk about the engine.") == {
+        "Ada Lovelace": "person", "Charles Babbage": "person", "London": "geo"}
+    assert names("I met Ada Lovelace\nAda said she would review the notes.") == {"Ada Lovelace": "person"}
+
+
+def test_a_name_a_hard_wrap_cut_is_still_one_name():
+    # A wrap cuts a line where the next word does not fit: such a line all names (news wrapped
+    # at 40 columns) goes on under it, and so does a name cut where no word of it repeats.
+    wrapped = ("The plant was sold last year to Dorell\nNorouxford Semiconductors. Hedda\n"
+               "Ruvford, the editor of the Lunrell Post,\nhas held the post since 2031.")
+    assert "Hedda Ruvford" in names(wrapped)
+    assert "Ebenezer Scrooge" in names("Old Marley was as dead as a door-nail. Mr. Ebenezer\n"
+                                       "Scrooge signed it, and Scrooge's name was good upon 'Change.")
+    assert "Brevwin Press" in names("Linus Caelric serves as reporter of Brevwin Press. Brevwin\n"
+                                    "Press has kept its head office in New Wexwin Heights.")
+
+
 def test_a_list_items_opening_verb_starts_no_name():
     # An Obsidian task list: "- [ ] Email Babbage" gave a person "Email Babbage", "Call Ada" a
     # person "Call Ada", and "Babbage wants ..." was credited to "Email Babbage" (its short
