@@ -87,7 +87,14 @@ JOINING = frozenset({PERSON, ""})
 #    (``own_title``, loader VERSION 26): a row so titled is read again to the same text and a
 #    title saying the same name, so its title moves no join (``graph_state.titled_anew``). A
 #    first line's heading ends there too ("# Ada Lovelace\u2028born 1815", ``heading_title``).
-RULE = "10"
+# 11: ... at no U+0085, which a text keeps only as Latin-1's byte 0x85 (``LINE_END``, loader VERSION
+#    30): "Ada\x85Lovelace wrote." was titled "Ada" and its first line "Ada".
+RULE = "11"
+# Where a title's line ends in a document's text besides "\n": where ``str.splitlines`` ends one
+# (a line separator, a form feed: an index's older texts), but for U+0085, which a text keeps only
+# as the byte 0x85 of one read as Latin-1 or ISO-8859-7, no line end (``loader._newlines``, whose
+# ``_title`` ends its lines here too).
+LINE_END = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\u2028\u2029]")
 # Words before a name that are no part of the person's own name (the extractor keeps them in it).
 _TITLES = nlp.KEEP_TITLES | nlp.ADJECTIVES
 # Words that are a role, not a name, alone.
@@ -153,8 +160,8 @@ def own_title(title: str, text: str) -> str | None:
     the title it is shown with, ``Document.title``), keyed as ``file_title`` keys it
     (``name_title``); None when that title is only its first line (``text``: its opening), which
     the extractor reads as text, or ``heading_title`` reads as a heading."""
-    # (a line ends where ``str.splitlines`` ends one: the loader titles "Ada\u2028Lovelace" "Ada")
-    lines = (part.strip().lstrip("#").strip() for line in text.split("\n") for part in line.splitlines())
+    # (a line ends where the loader's title ends one, ``LINE_END``: it titles "Ada\u2028Lovelace" "Ada")
+    lines = (part.strip().lstrip("#").strip() for line in text.split("\n") for part in LINE_END.split(line))
     first = next((line for line in lines if any(ch.isalnum() for ch in line)), "")
     return None if title.strip() == first else name_title(title)
 
@@ -167,9 +174,9 @@ def heading_title(text: str) -> str | None:
     heading ("    # Ada Lovelace", Markdown's indented code block): a chunk has lost its first
     line's indent, so a document whose text opens so is known by ``code_heading``."""
     line = _first_line(text)
-    # (a line ends where ``str.splitlines`` ends one, as the loader's title and ``own_title`` read
-    # it: "# Ada Lovelace\u2028born 1815" is headed "Ada Lovelace", as with "\n" in its place)
-    line = next((part for part in line.splitlines() if part.strip()), line)
+    # (a line ends where the loader's title and ``own_title`` end one, ``LINE_END``: "# Ada
+    # Lovelace\u2028born 1815" is headed "Ada Lovelace", as with "\n" in its place)
+    line = next((part for part in LINE_END.split(line) if part.strip()), line)
     if _indent(line) >= 4:
         return None
     m = _HEADING.fullmatch(line.strip())

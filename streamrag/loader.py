@@ -138,7 +138,9 @@ TITLE_CHARS = 100
 # ISO-8859-7 it is byte 0x85, kept ("waited\x85 then" was "waited\n then"). And read again: ISO-2022-CN
 # that 27 and 28 refused with `iconv -f ISO-2022-CN`, which fails on it (an odd byte before an
 # escape, ``_iconv_reads_gb2312``), remembered refused until touched; it is indexed under a warning.
-VERSION = "29"
+# 30: a first line's title ends at no byte 0x85 read as Latin-1 or ISO-8859-7, which its text keeps
+# (``_title``: "Ada\x85Lovelace wrote." was titled "Ada"), as ``joins.own_title`` reads it too.
+VERSION = "30"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
 # to this many (and 1% of the bytes) are a text file's stray ones, dropped (one NUL in a file's
@@ -1824,9 +1826,9 @@ def _may_hold_long_blanks(text: str) -> bool:
 
 def _title(text: str, fallback: str) -> str:
     """The first line with a letter or digit (a rule, ``---`` of front matter never closed,
-    names nothing), else ``fallback``; a line ends where ``str.splitlines`` ends one
-    (``_LINE_BREAK``: "Ada Lovelace\\u2028born 1815" is titled "Ada Lovelace", as ``joins.own_title``
-    reads a first line)."""
+    names nothing), else ``fallback``; a line ends where ``str.splitlines`` ends one, but for a
+    U+0085, which a text keeps only as Latin-1's byte 0x85 (``_LINE_BREAK``: "Ada Lovelace\\u2028born
+    1815" is titled "Ada Lovelace", as ``joins.own_title`` reads a first line)."""
     for line in _lines(text):
         for part in _parts(line):
             part = part.strip().lstrip("#").strip()
@@ -1838,10 +1840,12 @@ def _title(text: str, fallback: str) -> str:
 # What ends a line for ``str.splitlines`` beyond "\n" and "\r": a line or paragraph separator (a
 # JSON "\u2028", a word processor's line break), a vertical tab, a form feed, the file, group and
 # record separators, NEL. A document's text holds none of them since VERSION 28 (``_newlines``), but
-# since 29 a U+0085 read as Latin-1 or ISO-8859-7 (byte 0x85, no NEL); ``_title`` still ends a line
-# at one, as ``joins.own_title`` does (an index's older texts, that byte).
+# since 29 a U+0085 read as Latin-1 or ISO-8859-7 (byte 0x85, no NEL), where ``_title`` ends no
+# line since 30, as ``joins.own_title`` and ``joins.heading_title`` end none (``joins.LINE_END``):
+# the extractor read "Ada\x85Lovelace wrote" as "Ada Lovelace" under the title "Ada". (The others
+# still end a title's line: an index's older texts.)
 _BREAKS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
-_LINE_BREAK = re.compile(f"[{_BREAKS}]")
+_LINE_BREAK = re.compile(f"[{_BREAKS.replace(chr(0x85), '')}]")
 # Of those, the ones that end a paragraph, or a page, not a line: a blank line in a document's
 # text (a form feed read as one "\n" joined "Ada Lovelace\fAda was" as "Ada Lovelace Ada").
 _BLANK_LINE_BREAKS = "\x0c\u2029"

@@ -850,6 +850,22 @@ def test_byte_0x85_of_a_file_read_as_latin_1_or_iso_8859_7_is_no_line_end(tmp_pa
         [row_text("She waited\x85 then.")]
 
 
+def test_a_title_ends_at_no_byte_0x85_its_latin_1_text_keeps(tmp_path):
+    from streamrag import joins
+    from streamrag.nlp import extract_offline
+
+    # Read as Latin-1, byte 0x85 stays in the text, no line end, and the extractor reads across
+    # it ("Ada Lovelace"); the title ended there all the same ("Ada"), and so did ``joins``'s
+    # first line and heading ("# Ada\x85Lovelace" headed no one). Now they read it as the text is.
+    [doc], _ = read_documents(write(tmp_path / "a.txt", b"Ada\x85Lovelace wrote the notes.\x81\n"), root=tmp_path)
+    assert doc.title == "Ada\x85Lovelace wrote the notes.\x81" and joins.own_title(doc.title, doc.text) is None
+    assert "Ada Lovelace" in {e.name for e in extract_offline(doc.text).entities}
+    assert joins.heading_title("# Ada\x85Lovelace\nShe wrote.") == joins.name_title("Ada Lovelace")
+    # Read as Unicode, it is NEL, a line end ("\n" in the text): the title ends there, as before.
+    [doc], _ = read_documents(write(tmp_path / "u.txt", "Ada Lovelace\x85She wrote.\n".encode()), root=tmp_path)
+    assert doc.title == "Ada Lovelace" and joins.own_title(doc.title, doc.text) is None
+
+
 def test_a_row_title_over_several_lines_is_one_line_and_the_same_name(tmp_path):
     from streamrag import joins
 
