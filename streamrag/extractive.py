@@ -56,18 +56,67 @@ def split_sentences(text: str) -> list[str]:
     list items, table rows and log lines, . ! ? before a capital in any script (not after a
     title or abbreviation such as Mr. or e.g., nor after an initial), and 。！？; headings left
     out (``_titles``)."""
-    out: list[str] = []
+    return [s for s, _quoted, _opening in quoted_sentences(text)]
+
+
+def quoted_sentences(text: str) -> list[tuple[str, str, str]]:
+    """``split_sentences(text)``, each with what an answer quotes for it and the sentence opening
+    its quotation: itself, twice, or, for a sentence inside a quotation that an earlier one
+    opened, the quotation from that sentence on through it (``_quotations``), when that is at
+    most ``MAX_SENTENCE_WORDS`` words, and that sentence."""
+    out: list[tuple[str, str, str]] = []
     units = [unit for block in _blocks(text)
              for unit in (_table_rows(block) if "|" in block else ((u, False) for u in _items(block)))]
     for (line, row), title in zip(units, _titles(units)):
         if title:
             continue
         line = _ITEM_MARK.sub("", " ".join(_HEADING.sub("", line).split()))
-        for s in _sentence_ends(line):
+        sentences = _sentence_ends(line)
+        for i, (s, first) in enumerate(zip(sentences, _quotations(sentences))):
             # Parenthesised asides ("(Also called Bob.)") are notes, not sentences to quote.
             # A table's row is a record however short ("Cache; Sofia."), no fragment.
             if (row or word_count(s) >= 3) and not s.startswith("("):
-                out.append(s)
+                quoted = " ".join(sentences[first:i + 1])
+                if word_count(quoted) <= MAX_SENTENCE_WORDS:
+                    out.append((s, quoted, sentences[first]))
+                else:
+                    out.append((s, s, s))
+    return out
+
+
+# A quotation mark as it opens a quotation: at a sentence's start, or after a comma, colon,
+# semicolon or dash and a space ("pursued the Ghost, 'the weight"), not after a word ("upon
+# 'Change", an elision); and as it closes one: after a character that is no space, before the
+# end, a space or punctuation ("in life,' replied"; not "don't").
+_OPENS = re.compile("(?:^[(_*]*|(?<=[,:;\u2014] )|(?<=\u2014))[\"'\u201c\u2018](?=\\S)")
+_CLOSES = re.compile("(?<=\\S)[\"'\u201d\u2019](?=$|[\\s,.;:!?)\u2014_*])")
+
+
+def _quotations(sentences: list[str]) -> list[int]:
+    """For each of a paragraph's ``sentences``, the index of the one opening the quotation it is
+    part of (its own where it is in none): one that a quotation left open goes on with it ("It
+    is a ponderous chain!'"), and so does one all quoted after a sentence whose quotation closed
+    before its speaker was named ("'I wear the chain I forged in life,' replied the Ghost." and
+    "'I made it link by link ...'"): quoted alone, an answer lost the first half of what was
+    said, and who said it. A quotation naming its own speaker (news: '"..." said Ada Osk.' after
+    '"..." Bo Lund said.') stands alone."""
+    out: list[int] = []
+    open_, said = False, False   # (a quotation open at the sentence's end; closed before words)
+    for i, s in enumerate(sentences):
+        was_open = open_
+        opens, outside = _OPENS.match(s) is not None, False
+        marks = sorted([(m.start(), True) for m in _OPENS.finditer(s)] + [(m.start(), False) for m in _CLOSES.finditer(s)])
+        at = 0
+        for pos, opening in marks:
+            if not open_ and opening:
+                outside = outside or any(ch.isalnum() for ch in s[at:pos])
+                open_ = True
+            elif open_ and not opening:
+                open_, at = False, pos + 1
+        outside = outside or (not open_ and any(ch.isalnum() for ch in s[at:]))
+        goes_on = was_open or (opens and not outside and said)
+        out.append(out[-1] if goes_on and out else i)
+        said = (opens or goes_on) and outside and not open_
     return out
 
 
@@ -394,12 +443,12 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
     anchor_stems = [_name_stems(name, key) for name in credited]
     rivals = [_rivals(name, types or {}, anchors, key) for name in credited]
     owns = [own_words(name, types or {}, [*anchors, *namesakes]) for name in credited]
-    split = [(tag, split_sentences(_TAG.sub("", text))) for tag, text in passages]
+    split = [(tag, quoted_sentences(_TAG.sub("", text))) for tag, text in passages]
     if typed is not None:
-        typed = _names_within(typed[0], (s for _tag, sentences in split for s in sentences)), typed[1]
-    candidates: list[tuple[int, int, str, str, set[str], set[str], float, bool]] = []
+        typed = _names_within(typed[0], (s for _tag, sentences in split for s, _q, _o in sentences)), typed[1]
+    candidates: list[tuple[int, int, str, str, set[str], set[str], float, bool, tuple[str, str]]] = []
     for p_rank, (tag, sentences) in enumerate(split):
-        for s_rank, sentence in enumerate(sentences):
+        for s_rank, (sentence, *quoted) in enumerate(sentences):
             # A context line's label ("Ada Osk -- Galwen Energy:", "Ada Osk (person):") names
             # what the line is filed under, not what its sentence says: its words count for the
             # anchors and the kinds asked for at half weight (``said`` holds the sentence's own).
@@ -421,14 +470,14 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
             ws = ws.union(*(stems for stems, c in zip(anchor_stems, credits, strict=True) if c >= 2))
             overview = (not about_group and " relationship" in sentence
                         and _OVERVIEW.match(sentence) is not None)
-            candidates.append((p_rank, s_rank, sentence, tag, ws, said, credit, overview))
+            candidates.append((p_rank, s_rank, sentence, tag, ws, said, credit, overview, tuple(quoted)))
     if not candidates:
         return []
     n = len(candidates)
     df = {t: sum(1 for c in candidates if t in c[4]) for t in terms}
     idf = {t: math.log(1 + n / df[t]) for t in terms if df[t]}
     scored = []
-    for p_rank, s_rank, sentence, tag, ws, said, credit, overview in candidates:
+    for p_rank, s_rank, sentence, tag, ws, said, credit, overview, quoted in candidates:
         if terms:
             hit = terms & ws
             match = sum(idf.get(t, 0.0) for t in hit)
@@ -454,16 +503,23 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
         # matched every question naming one, and came first in 40 of 180 answers (synth_small,
         # A Christmas Carol): a count of the index, not a word of the documents, quoted after them;
         # but as any sentence for a question about a community itself (``asks_about_group``).
-        scored.append((overview, -score, p_rank, s_rank, sentence, tag))
+        scored.append((overview, -score, p_rank, s_rank, sentence, tag, quoted))
     scored.sort()
     out: list[tuple[str, str, float]] = []
     seen: list[set[str]] = []
-    for _overview, neg, _p, _s, sentence, tag in scored:
+    opened: set[tuple[int, str]] = set()   # (passage, quotation's first sentence) quoted
+    for _overview, neg, p_rank, _s, sentence, tag, (quoted, opening) in scored:
+        # A sentence is quoted with the quotation it goes on (``quoted_sentences``), once: a
+        # sentence of a quotation already quoted is a duplicate, what it goes on to say is not,
+        # quoted alone under it.
         ws = set(words(sentence))
         if any(len(ws & other) >= 0.8 * max(1, min(len(ws), len(other))) for other in seen):
             continue
-        seen.append(ws)
-        out.append((_shorten(sentence), tag, -neg))
+        if (p_rank, opening) in opened:
+            quoted = sentence
+        opened.add((p_rank, opening))
+        seen.append(set(words(quoted)))
+        out.append((_shorten(quoted), tag, -neg))
         if len(out) >= limit:
             break
     return out

@@ -219,6 +219,35 @@ def test_sentences_drop_fragments_and_asides_and_end_at_headings():
     assert sentences[0] == "Ada keeps the ledger." and not any("#" in x for x in sentences)
 
 
+def test_a_sentence_of_a_quotation_is_quoted_with_the_quotation_it_goes_on():
+    """A quotation over several sentences was quoted a sentence at a time: "'I made it link by link
+    ...'" without "'I wear the chain I forged in life,' replied the Ghost.", its first half and who
+    said it; "It is a ponderous chain!'" without the question it ends."""
+    ghost = ("'I wear the chain I forged in life,' replied the Ghost. 'I made it link\nby link, and "
+             "yard by yard; I girded it on of my own free will, and of my own free will I wore it. "
+             "Is its pattern strange to _you_?'\n\nScrooge trembled more and more.\n\n'Or would you "
+             "know,' pursued the Ghost, 'the weight and length of the strong coil you bear yourself? "
+             "You have laboured on it since. It is a ponderous chain!'")
+    [(first, _tag, _score), *_] = pick_sentences("Who made it link by link?", [("[T:1]", ghost)])
+    assert first == ("'I wear the chain I forged in life,' replied the Ghost. 'I made it link by link, and "
+                     "yard by yard; I girded it on of my own free will, and of my own free will I wore it.")
+    [(first, _tag, _score), *_] = pick_sentences("Is it a ponderous chain?", [("[T:1]", ghost)])
+    assert first.startswith("'Or would you know,' pursued the Ghost,") and first.endswith("ponderous chain!'")
+    # Each sentence of it is quoted once: one already quoted with another is a duplicate.
+    quoted = [s for s, _tag, _score in pick_sentences("What did the Ghost forge and make, link by link?",
+                                                      [("[T:1]", ghost)])]
+    assert sum("forged in life" in s for s in quoted) == 1
+    # A quotation naming its own speaker stands alone (news: a paragraph of two speakers), and so
+    # does a sentence after an elision, no quotation ("upon 'Change").
+    news = ('"This has been a difficult period, but we are moving forward," Mateo Fenanti told reporters. '
+            '"We are confident this is the right step for everyone involved," said Talia Iskard.')
+    assert [s for s, _tag, _score in pick_sentences("Who is confident about the step?", [("[T:1]", news)])][0] \
+        == '"We are confident this is the right step for everyone involved," said Talia Iskard.'
+    change = "Scrooge's name was good upon 'Change for anything. Old Marley was as dead as a door-nail."
+    assert [s for s, _tag, _score in pick_sentences("Was Marley dead?", [("[T:1]", change)])][0] == \
+        "Old Marley was as dead as a door-nail."
+
+
 def test_a_heading_is_not_read_into_the_sentence_under_it():
     """A heading's line with the line under it read "Ada Lovelace Ada was a mathematician."; and
     a heading of three words or more was quoted alone ("Early life of Ada")."""
