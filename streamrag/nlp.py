@@ -1022,17 +1022,20 @@ def _ends_alone(above: str, line: str, width: int) -> bool:
     Bo Lund"). A wrap cuts a line only where the next word does not fit, and a name wrapped
     across its line end repeats no word of it ("Ebenezer" over "Scrooge"): a line all names is
     no rare thing in news wrapped at 40 or 70 columns ("Port Velvellfield Semiconductors")."""
+    if (not line[:1].isupper() and line[:1] not in _OPEN_QUOTE) or not above[-1:].isalnum():
+        return False   # (most lines of prose: the cheap tests first)
     first = _WORD.search(line)
-    if first is None or not first.group()[0].isupper() or not _capitalised(first.group())[0] \
-            or not above[-1:].isalnum():
+    if first is None or not first.group()[0].isupper() or not _capitalised(first.group())[0]:
         return False
-    toks = _tokens(above)
     # (the next word as a wrap measures it: with the punctuation after it, "Talks.")
     if len(above) + 1 + len(line.split(None, 1)[0]) <= width and (
-            (_NAME_LINE.fullmatch(_WORD.sub("", above)) and all(t[_CAP] for t in toks)
+            (_NAME_LINE.fullmatch(_WORD.sub("", above)) and all(t[_CAP] for t in _tokens(above))
              and len(_split_sentences(above)) == 1)
             or is_title(above, common=_HEADLINE_COMMON, small=_HEADLINE_SMALL)):
         return True
+    if first.group() not in above:
+        return False
+    toks = _tokens(above)
     k = len(toks)
     while k and toks[k - 1][_CAP] and not toks[k - 1][_POSS] and (
             k == len(toks) or above[toks[k - 1][_END]:toks[k][_START]].isspace()):
