@@ -60,10 +60,10 @@ def split_sentences(text: str) -> list[str]:
 
 
 def quoted_sentences(text: str) -> list[tuple[str, str, str]]:
-    """``split_sentences(text)``, each with what an answer quotes for it and the sentence opening
-    its quotation: itself, twice, or, for a sentence inside a quotation that an earlier one
-    opened, the quotation from that sentence on through it (``_quotations``), when that is at
-    most ``MAX_SENTENCE_WORDS`` words, and that sentence."""
+    """``split_sentences(text)`` as (sentence, what an answer quotes for it, the sentence opening
+    its quotation): for a sentence inside a quotation an earlier one opened (``_quotations``),
+    the quotation from that one through it, when that is at most ``MAX_SENTENCE_WORDS`` words,
+    and that one; else the sentence itself, twice."""
     out: list[tuple[str, str, str]] = []
     units = [unit for block in _blocks(text)
              for unit in (_table_rows(block) if "|" in block else ((u, False) for u in _items(block)))]
@@ -88,8 +88,8 @@ def quoted_sentences(text: str) -> list[tuple[str, str, str]]:
 # semicolon or dash and a space ("pursued the Ghost, 'the weight"), not after a word ("upon
 # 'Change", an elision); and as it closes one: after a character that is no space, before the
 # end, a space or punctuation ("in life,' replied"; not "don't").
-_OPENS = re.compile("(?:^[(_*]*|(?<=[,:;\u2014] )|(?<=\u2014))[\"'\u201c\u2018](?=\\S)")
-_CLOSES = re.compile("(?<=\\S)[\"'\u201d\u2019](?=$|[\\s,.;:!?)\u2014_*])")
+_OPENS = re.compile(r"(?:^[(_*]*|(?<=[,:;\u2014] )|(?<=\u2014))[\"'\u201c\u2018](?=\S)")
+_CLOSES = re.compile(r"(?<=\S)[\"'\u201d\u2019](?=$|[\s,.;:!?)\u2014_*])")
 
 
 def _quotations(sentences: list[str]) -> list[int]:
@@ -101,11 +101,14 @@ def _quotations(sentences: list[str]) -> list[int]:
     said, and who said it. A quotation naming its own speaker (news: '"..." said Ada Osk.' after
     '"..." Bo Lund said.') stands alone."""
     out: list[int] = []
-    open_, said = False, False   # (a quotation open at the sentence's end; closed before words)
+    # (``open_``: a quotation is open at the end of the sentence before; ``said``: that sentence
+    # quoted someone, then named them: "'I wear ...,' replied the Ghost.")
+    open_, said = False, False
     for i, s in enumerate(sentences):
         was_open = open_
-        opens, outside = _OPENS.match(s) is not None, False
-        marks = sorted([(m.start(), True) for m in _OPENS.finditer(s)] + [(m.start(), False) for m in _CLOSES.finditer(s)])
+        opens, outside = _OPENS.match(s) is not None, False   # (``outside``: words outside quotes)
+        marks = sorted([(m.start(), True) for m in _OPENS.finditer(s)]
+                       + [(m.start(), False) for m in _CLOSES.finditer(s)])
         at = 0
         for pos, opening in marks:
             if not open_ and opening:
