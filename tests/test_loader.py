@@ -793,8 +793,8 @@ def test_every_line_end_splitlines_knows_is_a_newline_so_the_extractor_reads_no_
     # while the document's text kept them, and the extractor, which ends lines at "\n" alone, read
     # across them as across a space: "Ada Lovelace\u2029Ada was born" named "Ada Lovelace Ada". Each
     # is now "\n" in the text, and a paragraph separator a blank line, as a reader sees them; so the
-    # extractor reads them as it reads "\n" (one "\n" between a title and its text joins them, as
-    # a hard wrap's does: that is the extractor's reading, the same whichever line end it was).
+    # extractor reads them as it reads "\n" (whichever line end it was: a name alone on its line
+    # ends its sentence there since nlp VERSION 29, ``nlp._ends_alone``).
     body = "Ada was born in London in 1815."
     for n, (sep, newline) in enumerate((("\u2029", "\n\n"), ("\u2028", "\n"), ("\x0c", "\n\n"), ("\x0b", "\n"),
                                         ("\x85", "\n"), ("\x1c", "\n"), ("\x1d", "\n"), ("\x1e", "\n"))):
