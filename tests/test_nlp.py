@@ -538,6 +538,27 @@ def test_a_name_a_hard_wrap_cut_is_still_one_name():
                                     "Press has kept its head office in New Wexwin Heights.")
 
 
+def test_a_name_a_wrap_that_is_not_greedy_cut_is_still_one_name():
+    # GNU fmt (optimum fit) and a proportional font's lines (a PDF's, a licence's) end a line a
+    # few characters short of where the next word would have fitted, so a name cut by such a wrap
+    # was ended there: "Office of Foreign Assets" and "Norvane Maritime" with "Safety Bureau".
+    licence = ("You agree that you will not ship, transfer or export the software\n"
+               "into any country, or use it in any manner, prohibited by the\n"
+               "U.S. Department of Treasury's Office of Foreign Assets\n"
+               "Control (OFAC), or any applicable export laws or regulations.")
+    assert "Office of Foreign Assets Control" in names(licence)
+    # (a line title-cased but of two sentences, or opening with a word in lower case, is no title)
+    fmt = ("Lawyers for Stensik Press brought a case against the bureau in\n"
+           "Norvane Maritime Safety Bureau. Norvane Maritime\n"
+           "Safety Bureau opened an investigation into Cortane\n"
+           "Pharmaceuticals. Analysts said the case was close to settled,\n"
+           "in Lake Harstadford, Norova\n"
+           "Media Group runs operations across the region.")
+    found = names(fmt)
+    assert "Norvane Maritime Safety Bureau" in found and "Safety Bureau" not in found
+    assert "Norova Media Group" in found and "Media Group" not in found
+
+
 def test_a_list_items_opening_verb_starts_no_name():
     # An Obsidian task list: "- [ ] Email Babbage" gave a person "Email Babbage", "Call Ada" a
     # person "Call Ada", and "Babbage wants ..." was credited to "Email Babbage" (its short
