@@ -86,9 +86,13 @@ def quoted_sentences(text: str) -> list[tuple[str, str, str]]:
 
 # A quotation mark as it opens a quotation: at a sentence's start, or after a comma, colon,
 # semicolon or dash and a space ("pursued the Ghost, 'the weight"), not after a word ("upon
-# 'Change", an elision); and as it closes one: after a character that is no space, before the
-# end, a space or punctuation ("in life,' replied"; not "don't").
-_OPENS = re.compile(r"(?:^[(_*]*|(?<=[,:;\u2014] )|(?<=\u2014))[\"'\u201c\u2018](?=\S)")
+# 'Change", an elision), nor an elision's opening a sentence ("'Tis the season, O'Brien said."
+# went on through its paragraph's sentences, each quoted after it); and as it closes one: after
+# a character that is no space, before the end, a space or punctuation ("in life,' replied"; not
+# "don't").
+_OPENS = re.compile(r"(?:^[(_*]*|(?<=[,:;\u2014] )|(?<=\u2014))"
+                    r"(?:[\"\u201c]|['\u2018](?!(?:t(?:is|was|were|will|would)|em)(?![^\W\d_])))(?=\S)",
+                    re.IGNORECASE)
 _CLOSES = re.compile(r"(?<=\S)[\"'\u201d\u2019](?=$|[\s,.;:!?)\u2014_*])")
 
 

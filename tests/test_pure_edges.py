@@ -246,6 +246,10 @@ def test_a_sentence_of_a_quotation_is_quoted_with_the_quotation_it_goes_on():
     change = "Scrooge's name was good upon 'Change for anything. Old Marley was as dead as a door-nail."
     assert [s for s, _tag, _score in pick_sentences("Was Marley dead?", [("[T:1]", change)])][0] == \
         "Old Marley was as dead as a door-nail."
+    # Nor does one after a sentence opening with an elision ("'Tis"), no quotation.
+    tis = "'Tis the season, O'Brien said. Ada's notes on the engine were not ready."
+    assert [s for s, _tag, _score in pick_sentences("Were Ada's notes ready?", [("[T:1]", tis)])][0] == \
+        "Ada's notes on the engine were not ready."
 
 
 def test_a_heading_is_not_read_into_the_sentence_under_it():
