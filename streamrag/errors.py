@@ -78,10 +78,22 @@ class InputError(StreamragError):
 
     ``kind``: what its failure is recorded as (``failures.kind``), for `status` to say what is
     true of it: "unreadable" (the system would not give it), "not_text" (binary, a PDF),
-    "unusable" (anything else: no JSON object, no text field, a pipe); a folder that could not
-    be listed is "unlisted"."""
+    "too_big" (over index.max_file_mb: ``loader.TooBig``), "unusable" (anything else: no JSON
+    object, no text field, a pipe); a folder that could not be listed is "unlisted"."""
 
     kind = "unusable"
+
+
+# The kinds of failure a user is told of as another's (``said_kind``): a file over
+# index.max_file_mb is counted among those that "could not be used", as it was before it had a
+# kind of its own (its line says why); `index --json`, `status --json` and the estimate's counts
+# by kind kept their keys.
+SAID_AS = {"too_big": "unusable"}
+
+
+def said_kind(kind: str) -> str:
+    """The kind a load failure of ``kind`` is counted and said as (``InputError.kind``)."""
+    return SAID_AS.get(kind, kind)
 
 
 class EmptyInput(InputError):

@@ -89,7 +89,8 @@ from streamrag.estimate_ratios import (CLAIMS_COMPLETION, FIRST_ENTITY_SUMMARIES
                                        FIRST_REPORT_PROMPT, FIRST_REPORTS, FIRST_ROUND_COMPLETION, GLEAN_COMPLETION,
                                        MIN_CALLS, SUMMARY_COMPLETION, Ratios, calls_of_models, cut_shares, grown_union,
                                        ratios, stand_in)
-from streamrag.errors import EmptyInput, IndexMissingError, InputError, NoTextField, StoreError, UnreadableFile
+from streamrag.errors import (EmptyInput, IndexMissingError, InputError, NoTextField, StoreError, UnreadableFile,
+                              said_kind)
 from streamrag.extractor import (ExtractionPrompts, claimless_key, claims_messages, entity_types_text,
                                  extraction_request, extractor_key)
 from streamrag.gleaner import check_messages, glean_messages, merge_round, yes_no_bias
@@ -393,7 +394,8 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             continue
         except InputError as e:
             unreadable += 1
-            unreadable_kinds[e.kind] = unreadable_kinds.get(e.kind, 0) + 1
+            said = said_kind(e.kind)
+            unreadable_kinds[said] = unreadable_kinds.get(said, 0) + 1
             # a file the system would not read, or one as indexed whose rows lack the field
             # named now: what was indexed stays
             if isinstance(e, UnreadableFile) or isinstance(e, NoTextField) and _unchanged(st, rows):

@@ -138,10 +138,9 @@ class ExtractionStage:
             for name in on_disk.file_names(p):   # (a name may hold "#" itself)
                 self.by_file[name][p] = v
         self.paths_of: dict[str, str] = {}   # doc id -> a path of it, made when a failure needs it
-        # path -> (stamp, message, kind) when last tried; not a file over index.max_file_mb: a stat
-        # says it again, and a higher setting reads it as it is (it was refused as remembered)
-        self.failed_reads = {rel: failed for rel, failed in index_rows.failed_reads(store).items()
-                             if not loader.too_big_said(failed[1])}
+        # path -> (stamp, message, kind) when last tried (not a file over index.max_file_mb: a
+        # stat says it again, and a higher setting reads it as it is)
+        self.failed_reads = index_rows.failed_reads(store)
         # path -> (stamp, warning, said again): nothing to index when last read
         self.empty = index_rows.empty_files(store)
         self.still_empty: dict[str, tuple[str, str, bool]] = {}   # those of this run's files

@@ -23,7 +23,7 @@ import msgspec
 from streamrag.cache import EMBEDDING_SCHEME
 from streamrag.call_log import UNUSABLE
 from streamrag.config import without_secrets
-from streamrag.errors import StoreError
+from streamrag.errors import SAID_AS, StoreError
 from streamrag.records import Chunk, Claim, Community, Extraction, Report, Spans
 from streamrag.store import COUNTED_RUN, FAILURE_KEY, UNINDEXED_FILES, UNINDEXED_RUNS, Store, count_failure_keys
 from streamrag.terminal import flat
@@ -1076,11 +1076,17 @@ def failures_of(store: Store, *run_ids: str, stage: str | None = None) -> int:
                         f"WHERE {_in('run_id', run_ids)})", run_ids)
 
 
+# A load failure's kind as it is said (``errors.said_kind``; one recorded before failures had a
+# kind, NULL there, is "unusable")
+_SAID_KIND = ("CASE kind " + " ".join(f"WHEN '{kind}' THEN '{said}'" for kind, said in SAID_AS.items())
+              + " ELSE coalesce(kind, 'unusable') END")
+
+
 def load_failures_by_kind(store: Store, *run_ids: str) -> dict[str, int]:
     """The files and folders runs ``run_ids`` could not use, each once, by their failure's kind
-    (``errors.InputError.kind``; one recorded before failures had a kind is "unusable")."""
+    as it is said (``errors.said_kind``)."""
     return dict(store.conn.execute(
-        "SELECT coalesce(kind, 'unusable'), count(DISTINCT item) FROM failures "
+        f"SELECT {_SAID_KIND}, count(DISTINCT item) FROM failures "
         f"WHERE {_in('run_id', run_ids)} AND stage = 'load' GROUP BY 1", run_ids))
 
 
@@ -1312,7 +1318,7 @@ def left_by_killed(store: Store, run_id: str) -> tuple[int, list[str]] | None:
         return None
     unusable = {item for (item,) in store.conn.execute(
         "SELECT DISTINCT item FROM failures f WHERE run_id = ? AND stage = 'load' AND coalesce(kind, '') != "
-        "'unlisted' AND NOT (coalesce(kind, 'unusable') IN ('not_text', 'unusable') AND stamp IS NOT NULL AND "
+        f"'unlisted' AND NOT (coalesce(kind, 'unusable') IN {_REMEMBERED_SQL} AND stamp IS NOT NULL AND "
         "EXISTS (SELECT 1 FROM failures g WHERE g.item = f.item AND g.stage = 'load' AND g.stamp IS NOT NULL "
         "AND g.stamp = f.stamp AND g.id < f.id))", (run_id,))}
     named = [f for f in named if f not in unusable]
@@ -1381,15 +1387,24 @@ def answered_at(store: Store, api_base: str) -> float | None:
         return None
 
 
-def failed_reads(store: Store) -> dict[str, tuple[str, str, str]]:
-    """The files (and folders) that could not be used when last tried, and are not read again
-    while they stay so: path -> (its stamp then, the failure's message, its kind). An extraction
-    ahead of a sync's count too: it read them. One the system would not give (``unreadable``)
-    is left out: that may pass with the file as it is (a group granted, a mount back); and so is
-    one recorded before failures had a kind (read once more, for its kind)."""
+# The kinds of load failure remembered: a file not read again while it stays as it was
+# (``failed_reads``). Not one the system would not give ("unreadable"): that may pass with the
+# file as it is (a group granted, a mount back); nor one over index.max_file_mb ("too_big"): a
+# stat tells it, and a higher setting reads the file as it is.
+REMEMBERED_KINDS = ("not_text", "unusable")
+_REMEMBERED_SQL = "(" + ", ".join(f"'{kind}'" for kind in REMEMBERED_KINDS) + ")"
+
+
+def failed_reads(store: Store, kinds: tuple[str, ...] = REMEMBERED_KINDS) -> dict[str, tuple[str, str, str]]:
+    """The files (and folders) that could not be used when last tried, their failure of one of
+    ``kinds``: path -> (its stamp then, the failure's message, its kind). By default those not
+    read again while they stay so (``REMEMBERED_KINDS``). An extraction ahead of a sync's count
+    too: it read them. One recorded before failures had a kind is left out (read once more, for
+    its kind)."""
     rows = store.conn.execute(
         "SELECT item, stamp, message, kind FROM failures WHERE id IN (SELECT max(id) FROM failures "
-        "WHERE stage = 'load' AND stamp IS NOT NULL GROUP BY item) AND kind IN ('not_text', 'unusable')")
+        f"WHERE stage = 'load' AND stamp IS NOT NULL GROUP BY item) AND kind IN ({', '.join('?' * len(kinds))})",
+        kinds)
     return {item: (stamp, message, kind) for item, stamp, message, kind in rows}
 
 

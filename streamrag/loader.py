@@ -799,30 +799,28 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
 
 
 class TooBig(InputError):
-    """A file over ``index.max_file_mb``: left out unread, said on each run while it stays so
-    (a stat tells it, so it is looked at again, never remembered: ``too_big_said``)."""
+    """A file over ``index.max_file_mb``: left out unread, said on each run while it stays so.
+    Its failure is recorded as a kind of its own, so that it is looked at again, never remembered
+    as an unusable file is (``index_rows.failed_reads``): a stat tells it, and a higher setting
+    reads the file as it is. It was told by its line's words, which a rewording would have
+    made an unusable file's again (the rows so recorded are of this kind: ``store._failures_too_big``)."""
+
+    kind = "too_big"
 
 
 # A file's whole text is held at once (its bytes, its text, its chunks), and nothing of a run is
 # published before its every file is extracted: a 200 MB log (75,000 chunks, with a model as
 # many calls) was not indexed offline after 15 minutes, nor were the five notes beside it.
 MB = 1 << 20
-_TOO_BIG_SAID = ", not indexed; set index.max_file_mb = "
 
 
 def too_big_line(label: str, size: int, max_mb: float) -> str:
     """What is said of a file of ``size`` bytes over ``max_mb`` (``label``: its path as shown),
     as a binary file is: what it is, and the setting that would take it."""
     shown = f"{size / MB:,.1f} MB" if size >= MB else f"{size / 1024:,.1f} KB"
-    return (f"{label}: {shown}, over index.max_file_mb ({max_mb:g}){_TOO_BIG_SAID}{math.ceil(size / MB)} "
+    return (f"{label}: {shown}, over index.max_file_mb ({max_mb:g}), not indexed; set index.max_file_mb = "
+            f"{math.ceil(size / MB)} "
             "(or 0: no limit) to index it, or add it to index.exclude")
-
-
-def too_big_said(line: str) -> bool:
-    """Whether ``line``, a failure's, says a file is over ``index.max_file_mb`` (``too_big_line``):
-    such a failure is not remembered as a file's for as long as it is unchanged, as others are
-    (``index_rows.failed_reads``), since a higher setting reads the file as it is."""
-    return _TOO_BIG_SAID in line
 
 
 def _without_cut_character(data: bytes) -> bytes:

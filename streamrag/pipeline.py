@@ -62,6 +62,7 @@ from streamrag.errors import (
     StreamragError,
     UnusableFirstIndex,
     WebPageAnswer,
+    said_kind,
     user_error,
     user_errors_unwrapped,
 )
@@ -809,7 +810,7 @@ class Indexer:
                     self.web_page_chunk_ids.add(item)
         if stage == "load":   # an unreadable file stays unreadable; a failed call may go next time
             self.unreadable.append(message)
-            self.unreadable_kinds[kind or InputError.kind] += 1
+            self.unreadable_kinds[said_kind(kind or InputError.kind)] += 1
         elif not settled:
             self.failed_items += 1
         else:

@@ -154,6 +154,19 @@ def _failures_kind_inferred(conn: sqlite3.Connection) -> None:
                      (kind, *patterns))
 
 
+# The load failures of files over index.max_file_mb recorded before they had a kind of their own
+# (``loader.TooBig``: recorded "unusable", told apart by their line), by their line as every
+# streamrag has written it: "<file>: 2.5 MB, over index.max_file_mb (1), not indexed; set
+# index.max_file_mb = 3 (or 0: no limit) to index it, or add it to index.exclude".
+_TOO_BIG_UNKINDED = ("FROM failures WHERE stage = 'load' AND coalesce(kind, 'unusable') = 'unusable' "
+                     "AND message LIKE '%, over index.max_file_mb (%), not indexed; set index.max_file_mb = %'")
+
+
+def _failures_too_big(conn: sqlite3.Connection) -> None:
+    """``_TOO_BIG_UNKINDED`` made "too_big"."""
+    conn.execute(f"UPDATE failures SET kind = 'too_big' WHERE rowid IN (SELECT rowid {_TOO_BIG_UNKINDED})")
+
+
 def _cache_packed(conn: sqlite3.Connection) -> None:
     """Nothing to change: rows stored as text are read as they were. The step marks an index
     that may hold compressed answers and packed vectors (``answer_cache.pack``, ``pack_vector``),
@@ -639,7 +652,7 @@ DROP TABLE IF EXISTS summary_answers;
     # What the archived calls answered usably paid for, apart (``index_rows.call_history``
     # measures an estimate's ratios on them: a report cut off at its budget is not an answer's length).
     ("llm_usage_archive_answered", _archive_answered),
-    # What kind of file (or folder) a load failure is of (``errors.LOAD_KINDS``: "unreadable",
+    # What kind of file (or folder) a load failure is of (``errors.InputError.kind``: "unreadable",
     # "not_text", "unlisted", "unusable"; NULL for every other stage's, and for a load failure
     # recorded before): `status` said a binary file and a folder it could not list "could not
     # be read"; and one the system would not read is read again, though its stamp is unchanged.
@@ -776,6 +789,11 @@ CREATE INDEX IF NOT EXISTS llm_calls_failed ON llm_calls(cached, cancelled, erro
     # for the run's encoding's, whichever cut them first. An offline index of 3,000 documents
     # (3,818 chunks, 14 MB of text): 0.8 s of CPU once.
     ("chunks_encoding_counted", _chunks_counted),
+    # The failures of files over index.max_file_mb recorded as "unusable", which were told apart
+    # by their line's words: a rewording would have remembered them as unusable files (not read
+    # again after the setting was raised) and `status` would have said them wrongly. They have a
+    # kind of their own now, "too_big" (``loader.TooBig``); those recorded before are made so.
+    ("failures_too_big", _failures_too_big),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -790,6 +808,9 @@ SCHEMA_VERSION = len(MIGRATIONS)
 # gives a document only chunks it counted, or a document's chunks already.
 _NO_OP_WHEN: dict[str, Callable[[sqlite3.Connection], bool]] = {
     "chunks_encoding_counted": lambda conn: conn.execute(f"SELECT 1 {_UNCOUNTED} LIMIT 1").fetchone() is None,
+    # (one recorded after the reader looked, by a writer of the schema before, is read as
+    # "unusable", which is what `status` says of a "too_big" one: ``errors.said_kind``)
+    "failures_too_big": lambda conn: conn.execute(f"SELECT 1 {_TOO_BIG_UNKINDED} LIMIT 1").fetchone() is None,
 }
 
 

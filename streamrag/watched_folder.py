@@ -21,7 +21,7 @@ from streamrag.errors import StreamragError
 from streamrag.loader import (DOCUMENT_SUFFIXES, conflict_copy, exclude_patterns, excluded, file_of, include_patterns,
                               leads_outside, leftover, written_by_export,
                               leads_outside_line, name_or_path_matches, read_documents, storable, taken_name,
-                              why_unusable)
+                              TooBig, why_unusable)
 from streamrag.terminal import shown
 from streamrag.on_disk import file_stamp, same_on_disk, stored_files
 from streamrag.status import failure_runs, last_update
@@ -430,7 +430,9 @@ class WatchedFolder:
                 if record is not None:
                     was.setdefault(tuple(record), []).append(rel)
                     continue
-                unused = index_rows.failed_reads(store) if unused is None else unused
+                # (one over index.max_file_mb too: its failure, read again each sync, records its stamp)
+                unused = index_rows.failed_reads(store, (*index_rows.REMEMBERED_KINDS, TooBig.kind)) \
+                    if unused is None else unused
                 if rel in unused:
                     failed.setdefault(unused[rel][0], []).append(rel)
         sizes = {size for _doc, size in was}

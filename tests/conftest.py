@@ -362,6 +362,15 @@ def status_info(db: Path, **options) -> dict:
         store.close()
 
 
+def schema_before(step: str) -> int:
+    """The schema version of an index made before migration ``step`` (its name in
+    ``store.MIGRATIONS``): what a test sets an index back to, to be upgraded by that step and
+    those after it, whatever steps are added after them."""
+    from streamrag.store import MIGRATIONS
+
+    return [name for name, _step in MIGRATIONS].index(step)
+
+
 def execute_on(db: Path, sql: str, params: tuple = ()) -> None:
     """Runs one SQL statement on the index ``db`` and commits it (a row edited, or a mark
     dropped, as a crash, a hand or an older streamrag left it)."""

@@ -1402,23 +1402,23 @@ def _index_file_alone(tmp_path, indexed, keep=()):
 
 
 def _made_older(db: Path, *, uncounted: bool = True) -> int:
-    """The index at ``db`` said to be of the schema before its last step (its ``schema_version``
-    one back); returns that schema. The upgrade then applies the last step again, to an index
-    that has it: this holds only while the last step may be applied again (it makes its tables,
-    indexes and columns only if not there, its triggers and counts again; ``store._add_column``),
-    as every step so far may. ``uncounted``: a chunk of a document left with no recorded
-    encoding, as stored before ``chunks.encoding``, for that step to count (without it, the step
-    would change no row: ``store._NO_OP_WHEN``)."""
-    from streamrag.store import MIGRATIONS, SCHEMA_VERSION
+    """The index at ``db`` said to be of the schema before its step chunks_encoding_counted;
+    returns that schema. The upgrade then applies that step and those after it again, to an
+    index that has them: this holds only while they may be applied again (they make their
+    tables, indexes and columns only if not there, their triggers and counts again;
+    ``store._add_column``), as every step so far may. ``uncounted``: a chunk of a document left
+    with no recorded encoding, as stored before ``chunks.encoding``, for that step to count
+    (without it, none of those steps would change a row: ``store._NO_OP_WHEN``)."""
+    from conftest import schema_before
 
-    assert MIGRATIONS[-1][0] == "chunks_encoding_counted"   # (what ``uncounted`` gives it to do)
+    old = schema_before("chunks_encoding_counted")
     conn = sqlite3.connect(db)
     with conn:
-        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION - 1),))
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(old),))
         if uncounted:
             conn.execute("UPDATE chunks SET encoding = NULL WHERE id = (SELECT min(chunk_id) FROM document_chunks)")
     conn.close()
-    return SCHEMA_VERSION - 1
+    return old
 
 
 @pytest.mark.parametrize("file_mode, folder_mode, why", [

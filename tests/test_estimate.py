@@ -20,7 +20,7 @@ from typing import NamedTuple
 import pytest
 
 import streamrag.estimate as estimate_module
-from conftest import claims_answered, clean_env, make_settings, unsearchable
+from conftest import claims_answered, clean_env, make_settings, schema_before, unsearchable
 from streamrag import ids, index_rows, nlp
 from streamrag.config import Settings
 from streamrag.estimate import _grown, _stand_in, estimate, first_graph, format_estimate
@@ -2385,11 +2385,12 @@ async def test_an_estimate_of_an_index_an_older_streamrag_made_leaves_its_file_a
     db = tmp_path / "index.db"
     await sync([docs], settings, db, root=docs)
     add_articles(docs, 4, 6)
-    # (two steps back: the step before the last adds a column, an upgrade no reader may skip)
+    # (before failure_keys_guarded: a step with no proof it changes nothing, an upgrade no reader may skip)
     with contextlib.closing(sqlite3.connect(db)) as conn, conn:
         conn.execute("DROP INDEX IF EXISTS llm_calls_usage")
         conn.execute("DROP INDEX IF EXISTS llm_calls_failed")
-        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION - 2),))
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                     (str(schema_before("failure_keys_guarded")),))
     files = sorted(f.name for f in tmp_path.iterdir())
     digest = hashlib.sha256(db.read_bytes()).hexdigest()
     out = cli_run("index", str(docs), "--estimate", "--json", "--db", str(db), "--api-base", simulator.base_url)
@@ -2417,7 +2418,8 @@ def test_an_older_index_whose_copy_cannot_be_made_is_said_so_alone_and_left_as_i
     db = tmp_path / "index.db"
     assert cli_run("index", str(corpus), "--offline", "-q", "--db", str(db)).returncode == 0
     with contextlib.closing(sqlite3.connect(db)) as conn, conn:   # (as an older streamrag left it: read from a copy)
-        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION - 2),))
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                     (str(schema_before("failure_keys_guarded")),))
     digest = hashlib.sha256(db.read_bytes()).hexdigest()
     temp = tmp_path / "temp"
     temp.mkdir()
@@ -2449,16 +2451,14 @@ def test_an_older_index_whose_copy_cannot_be_made_is_said_so_alone_and_left_as_i
         assert conn.execute("SELECT count(*) FROM runs").fetchone() == runs
 
 
-async def older_index(corpus: Path, tmp_path: Path, back: int = 2) -> tuple[Path, Path]:
-    """``corpus`` indexed offline, its schema marked as an older streamrag left it (``back`` steps
-    short: two, an upgrade an estimate reads a copy for), and an empty folder to be an estimate's
-    TMPDIR."""
-    from streamrag.store import SCHEMA_VERSION
-
+async def older_index(corpus: Path, tmp_path: Path, before: str = "failure_keys_guarded") -> tuple[Path, Path]:
+    """``corpus`` indexed offline, its schema marked as an older streamrag left it (before step
+    ``before``: by default failure_keys_guarded, an upgrade an estimate reads a copy for), and an
+    empty folder to be an estimate's TMPDIR."""
     db = tmp_path / "index.db"
     await sync([corpus], make_settings(), db, root=corpus)
     with contextlib.closing(sqlite3.connect(db)) as conn, conn:
-        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION - back),))
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(schema_before(before)),))
     temp = tmp_path / "temp"
     temp.mkdir()
     return db, temp
@@ -2479,7 +2479,7 @@ async def test_an_estimate_reads_an_older_index_in_place_where_its_upgrade_would
 
     from streamrag.store import SCHEMA_VERSION
 
-    db, temp = await older_index(corpus, tmp_path, back=1)
+    db, temp = await older_index(corpus, tmp_path, before="chunks_encoding_counted")
     (corpus / "added.txt").write_text("Mayor Anna Berg met Captain Olaf Lind in Port Vell.")
     digest = hashlib.sha256(db.read_bytes()).hexdigest()
     stamp = db.stat().st_mtime_ns

@@ -12,7 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from conftest import make_settings, status_info
+from conftest import execute_on, make_settings, status_info
 from streamrag import loader
 from streamrag.errors import ConfigError
 from streamrag.pipeline import sync
@@ -37,7 +37,7 @@ def test_a_file_over_the_limit_is_refused_unopened_naming_its_size_and_the_setti
         loader.read_documents(big, root=tmp_path, max_mb=0.002)   # 2,097 bytes
     assert str(e.value) == (f"logs/big.log.txt: {KB}, over index.max_file_mb (0.002), not indexed; set "
                             "index.max_file_mb = 1 (or 0: no limit) to index it, or add it to index.exclude")
-    assert e.value.kind == "unusable" and opened == []
+    assert e.value.kind == "too_big" and opened == []
     # At the limit, under it, or with none (0): read as ever.
     for max_mb in (big.stat().st_size / loader.MB, 1, 0):
         [doc], _ = loader.read_documents(big, root=tmp_path, max_mb=max_mb)
@@ -65,7 +65,7 @@ async def test_a_file_too_big_leaves_the_others_indexed_and_a_raised_setting_tak
 
     with anyio.fail_after(120):
         first = await sync([corpus], settings(0.002), db, root=corpus)
-    assert first.documents == 4 and first.failures == 1
+    assert first.documents == 4 and first.failures == 1 and first.unreadable_by_kind == {"unusable": 1}
     [said] = [w for w in first.warnings if "big.txt" in w]
     assert said.startswith(f"big.txt: {KB}, over index.max_file_mb (0.002), not indexed; ")
     info = status_info(db, failures=True)
@@ -79,6 +79,51 @@ async def test_a_file_too_big_leaves_the_others_indexed_and_a_raised_setting_tak
         raised = await sync([corpus], settings(1), db, root=corpus)
     assert raised.documents == 5 and raised.failures == 0, raised
     assert not [w for w in raised.warnings if "big.txt" in w]
+
+
+def _settings(max_mb: float):
+    return make_settings(index={"chunk_size": 80, "chunk_overlap": 10, "max_file_mb": max_mb})
+
+
+@pytest.mark.anyio
+async def test_a_reworded_line_is_still_a_file_too_big_read_again_once_the_setting_is_raised(corpus, tmp_path,
+                                                                                             monkeypatch):
+    # Its failure was told from others by the words of its line: reworded, it was remembered as
+    # an unusable file's, not read again while unchanged, and the raised setting found it so.
+    (corpus / "big.txt").write_text(LOG * 40)
+    db = tmp_path / "x.db"
+    monkeypatch.setattr(loader, "too_big_line", lambda label, size, max_mb: f"{label}: too large for the settings")
+    with anyio.fail_after(120):
+        first = await sync([corpus], _settings(0.002), db, root=corpus)
+    assert first.failures == 1 and "big.txt: too large for the settings" in first.warnings
+    assert status_info(db)["unreadable_by_kind"]["unusable"] == 1   # (said as before: "could not be used")
+    with anyio.fail_after(60):
+        raised = await sync([corpus], _settings(1), db, root=corpus)
+    assert raised.documents == 5 and raised.failures == 0, raised
+
+
+@pytest.mark.anyio
+async def test_a_failure_recorded_as_unusable_by_an_index_of_before_is_read_as_a_file_too_big(corpus, tmp_path):
+    # An index of the streamrag before recorded such a file "unusable", told by its line: the
+    # upgrade makes it "too_big" (``store._failures_too_big``), and a raised setting reads it.
+    from streamrag.store import SCHEMA_VERSION, Store
+
+    (corpus / "big.txt").write_text(LOG * 40)
+    (corpus / "odd.jsonl").write_text('[1, 2]\n')   # (unusable: its failure stays so)
+    db = tmp_path / "x.db"
+    with anyio.fail_after(120):
+        await sync([corpus], _settings(0.002), db, root=corpus)
+    execute_on(db, "UPDATE failures SET kind = 'unusable' WHERE item = 'big.txt'")
+    execute_on(db, "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION - 1),))
+    store = Store(db)
+    try:
+        kinds = dict(store.conn.execute("SELECT item, kind FROM failures WHERE stage = 'load'"))
+    finally:
+        store.close()
+    assert kinds == {"big.txt": "too_big", "odd.jsonl": "unusable"}
+    with anyio.fail_after(60):
+        raised = await sync([corpus], _settings(1), db, root=corpus)
+    assert raised.documents == 5 and not [w for w in raised.warnings if "big.txt" in w], raised
 
 
 @pytest.mark.parametrize("value", ["-1", "nan"])

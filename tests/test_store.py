@@ -14,7 +14,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import LINUX_FLOCK, overlapping_readers, wal_tries
+from conftest import LINUX_FLOCK, overlapping_readers, schema_before, wal_tries
 
 from streamrag.errors import IndexMissingError, StoreError
 from streamrag.store import SCHEMA_VERSION, Store
@@ -521,7 +521,9 @@ def test_a_reader_in_the_process_holding_the_writer_lock_upgrades_under_it(tmp_p
     ("an unused chunk uncounted", True),   # (the step leaves it: the run that cuts it again counts it)
     ("a used chunk uncounted", False),
     ("failure keys stale", False),         # (made again as the upgrade ends)
-    ("two steps short", False),            # (chunks_encoding adds a column: no proof of nothing)
+    ("two steps short", False),            # (failure_keys_guarded has no proof of nothing)
+    ("a file too big told by its line", False),   # (failures_too_big makes it "too_big")
+    ("another file unusable", True),
 ])
 def test_a_reader_that_cannot_upgrade_reads_on_only_where_the_upgrade_changes_nothing(tmp_path, monkeypatch,
                                                                                         case, reads):
@@ -540,7 +542,14 @@ def test_a_reader_that_cannot_upgrade_reads_on_only_where_the_upgrade_changes_no
             conn.execute("UPDATE chunks SET encoding = NULL WHERE id = 'chk-a'")
         if case == "failure keys stale":
             conn.execute("INSERT INTO meta(key, value) VALUES ('failure_keys_stale', '1')")
-        back = 2 if case == "two steps short" else 1
+        if case in ("a file too big told by its line", "another file unusable"):
+            said = ("big.txt: 2.5 MB, over index.max_file_mb (1), not indexed; set index.max_file_mb = 3 (or 0: "
+                    "no limit) to index it, or add it to index.exclude") if case.endswith("line") else \
+                "odd.jsonl: no JSON object, not indexed"
+            conn.execute("INSERT INTO failures(run_id, stage, item, message, created_at, stamp, kind) "
+                         "VALUES ('r', 'load', 'big.txt', ?, 0, '1 2', 'unusable')", (said,))
+        # (the steps from chunks_encoding_counted on, each with its proof; one more: failure_keys_guarded)
+        back = SCHEMA_VERSION - schema_before("chunks_encoding_counted") + (case == "two steps short")
         conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION - back),))
     digest = hashlib.sha256(db.read_bytes()).hexdigest()
     _write_protected(monkeypatch)
