@@ -931,11 +931,36 @@ def _namesakes(store: Store, anchors: Sequence[str], known: dict[str, str]) -> l
     out: list[str] = []
     for anchor in anchors:
         for word in sorted(extractive.own_words(anchor, known, anchors)):
-            rows = store.conn.execute(
-                "SELECT entities.name FROM entities_fts JOIN entities USING (id) WHERE entities_fts MATCH ? "
-                "LIMIT 50", ("name : (" + local_search.fts_match([word]) + ")",)).fetchall()
-            out += [name for (name,) in rows if name not in known and name not in out
-                    and word in (held := set(words(name))) and not held <= set(words(anchor))]
+            out += _namesakes_of(store, word, set(words(anchor)), known, out)
+    return out
+
+
+# The namesakes kept for each word of an anchor's (``_namesakes``): one takes the word from it,
+# more say nothing more; the cap bounds the rows a common surname reads.
+_NAMESAKES_A_WORD = 50
+
+
+def _namesakes_of(store: Store, word: str, anchor_words: set[str], known: dict[str, str],
+                  found: Sequence[str]) -> list[str]:
+    """Up to ``_NAMESAKES_A_WORD`` names of the index having ``word`` that are namesakes of the
+    anchor of ``anchor_words``: outside ``known`` and ``found``, and not made of its words
+    alone. Counted once so filtered, on rows read as they are needed: the first 50 rows, taken
+    before the filter, could be the anchor's own forms ("Brandt", "Brandt, Anna") and names
+    already found, and a namesake after them was never found."""
+    out: list[str] = []
+    seen = set(found)
+    rows = store.conn.execute("SELECT entities.name FROM entities_fts JOIN entities USING (id) "
+                              "WHERE entities_fts MATCH ?", ("name : (" + local_search.fts_match([word]) + ")",))
+    try:
+        for (name,) in rows:
+            if name in known or name in seen or word not in (held := set(words(name))) or held <= anchor_words:
+                continue
+            out.append(name)
+            seen.add(name)
+            if len(out) == _NAMESAKES_A_WORD:
+                break
+    finally:
+        rows.close()
     return out
 
 

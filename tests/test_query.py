@@ -3381,6 +3381,35 @@ def test_namesakes_are_looked_up_for_the_anchors_own_words_alone(offline_db, tmp
         store.close()
 
 
+def test_a_namesake_is_found_past_fifty_names_of_the_anchors_own_words(offline_db, tmp_path):
+    """``query._namesakes`` read 50 names having a word of the anchor's (SQL LIMIT) and filtered
+    them after: where those were all the anchor's own forms ("Osk", "Osk Mira", "Mira Osk Osk":
+    no namesake), "Lars Osk" after them was never found, and "osk" counted as Mira Osk's own.
+    The names are filtered as read now, and up to 50 namesakes kept a word."""
+    import itertools
+
+    from streamrag.query import _namesakes
+    from streamrag.terms import fts_text
+    db = tmp_path / "index.db"
+    with contextlib.closing(sqlite3.connect(offline_db)) as src, contextlib.closing(sqlite3.connect(db)) as dst:
+        src.backup(dst)
+    forms = [" ".join(ws) for n in range(1, 6) for ws in itertools.product(["Mira", "Osk"], repeat=n) if "Osk" in ws]
+    forms.remove("Mira Osk")   # (the anchor, in the index already)
+    with contextlib.closing(sqlite3.connect(db)) as writer, writer:
+        for i, name in enumerate([*forms, "Lars Osk"]):
+            writer.execute("INSERT INTO entities(id, name, type, description, mentions, degree) "
+                           "VALUES (?, ?, 'person', 'A sailor.', 1, 0)", (f"ent-s{i}", name))
+            writer.execute("INSERT INTO entities_fts(id, name, description) VALUES (?, ?, ?)",
+                           (f"ent-s{i}", fts_text(name), fts_text("A sailor.")))
+    assert len(forms) > 50
+    store = Store(db, readonly=True)
+    try:
+        with store.snapshot():
+            assert _namesakes(store, ["Mira Osk"], {}) == ["Lars Osk"]
+    finally:
+        store.close()
+
+
 @pytest.mark.parametrize("question", ["Who is Mira Osk?", "Who is Anton Heller?", "Who is Henrik Salo?",
                                       "What is the Lantern Hall?"])
 async def test_an_offline_answer_quotes_the_documents_before_a_reports_count_of_members(offline_db, question):
