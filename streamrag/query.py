@@ -83,14 +83,32 @@ DETAILS: dict[str, dict] = {
 
 # What an answer came to (``Answer.outcome``): "redirected" and "no_answer" are no answer to the
 # question, their ``text`` this program's own sentence (an error's object says "failed" instead).
+# The same situation comes to the same outcome with a model or without: "redirected" where a
+# search not made may find what this one did not (the text names it), "no_answer" where what
+# was searched holds nothing for it. A model's answer is "answered" even where its text says the
+# context does not tell: that is free-form prose, in any language, often beside a partial answer
+# ("it does not say when; it says who"), and no wording of it is reliable to read back.
 OUTCOMES = {
     "answered": "the text answers it (a model's answer, or the sentences an extractive one quotes)",
     "redirected": "the search asked for cannot answer it (a broad question of a local or basic "
-                  "search, an index without communities or entities, no report rated relevant): "
-                  "the text says which mode or level to ask instead",
+                  "search, an index without communities or entities, no report rated relevant by "
+                  "dynamic global search, which rates their titles and summaries only): the text "
+                  "says which mode or level to ask instead",
     "no_answer": "nothing in the index matches it: only names the index lacks (no search made), "
-                 "no passage or report holding its words, no point the map step kept",
+                 "no passage or report holding its words, no point the map step kept (of "
+                 "reports read whole); offline in auto mode, a global search that found nothing "
+                 "followed by a basic search that found nothing either",
 }
+
+# What a dynamic global search says when it rated every report 0, down to query.dynamic_max_depth:
+# with a model (its ratings) or offline (their overlap with the question's words), it rated a
+# line of each report, never the whole (``global_search.rate_line``), so a static search of a
+# level, or a local one, may find it still. (Offline it said "nothing in the community reports
+# searched matches the words of this question", no_answer, of a question `--level 0` answered
+# from the same reports: "Why was the mooring safe in winter?" of the harbor corpus.)
+NO_REPORT_RATED = ("No community report was rated relevant to this question, so there is no answer to give "
+                   "from them. An exhaustive search may still find something: try `--level N` (static global "
+                   "search) or `--mode local`.")
 
 
 class Answer(msgspec.Struct, kw_only=True):
@@ -345,15 +363,21 @@ class _Search:
         elif self.on_delta is not None:
             self.on_delta(text)
 
-    def _say(self, text: str, outcome: str) -> None:
+    def _say(self, text: str, outcome: str, *, first: str = "") -> None:
         """``text``, a sentence of this program's own, as the answer, which came to ``outcome``
         (``OUTCOMES``: no answer, or a redirect): labelled as an extractive answer is when there is
-        no model (``extractive.EXTRACTIVE_LABEL``)."""
+        no model (``extractive.EXTRACTIVE_LABEL``), after ``first``."""
         self.answer.outcome = outcome
         if self.answer.extractive:
             text = f"{extractive.EXTRACTIVE_LABEL}: {text[0].lower()}{text[1:]}"
+        text = first + text
         self._emit(text)
         self.answer.text = text
+
+    def _missing_said(self) -> str:
+        """What an extractive answer's text says first of the names the index lacks
+        (``not_in_index``): a model's answer is printed after ``missing_note`` instead."""
+        return f"Nothing in the index mentions {_missing(self.answer)}.\n\n" if self.answer.not_in_index else ""
 
     def _given_only(self) -> citations.GivenOnly | None:
         """Where a model's answer streams to: ``on_delta`` without the citations of what it was
@@ -475,9 +499,7 @@ class _Search:
         nodes = global_search.read_texts(self.store, nodes)
         self.context_tags = [f"[R:{n.id}]" for n in nodes]
         if not nodes:
-            self._say("No community report was rated relevant to this question, so there is no "
-                      "answer to give from them. An exhaustive search may still find something: "
-                      "try `--level N` (static global search) or `--mode local`.", "redirected")
+            self._say(NO_REPORT_RATED, "redirected")
             self.answer.details = {**details, "reports": 0}
             return
         given = self._given_only()
@@ -767,10 +789,16 @@ class _Search:
         self._global_stop = stop
         broad = False
         if not nodes and terms:
-            # The question names something and no report has any of its words: say so, rather
-            # than quote the largest communities as if they were relevant.
+            # The question names something and no report's line has any of its words: say so,
+            # rather than quote the largest communities as if they were relevant. As a model's
+            # ratings of 0 are, a redirect (``NO_REPORT_RATED``); but in auto mode, where a basic
+            # search follows (``run_extractive``), this answer stands only where that finds
+            # nothing either: nothing matches.
             self.answer.details["reports"] = 0
-            self._extract([], "community reports")
+            if self.answer.auto_choice is None:
+                self._say(NO_REPORT_RATED, "redirected", first=self._missing_said())
+            else:
+                self._extract([], "community reports")
             return
         if not nodes:
             # A broad question ("what are the main themes?") shares no words with any report:

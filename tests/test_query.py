@@ -569,6 +569,24 @@ async def test_a_dynamic_search_rating_every_report_zero_answers_without_map_or_
     assert answer.documents == [] and answer.citations == []
 
 
+@pytest.mark.parametrize("missing", ["", "Zorblax Quintrell "], ids=["names it has", "a name it lacks"])
+async def test_an_offline_dynamic_search_rating_every_report_zero_redirects_as_a_models_does(offline_db, missing):
+    # Offline, no report's line sharing the question's words was "nothing in the community
+    # reports searched matches the words of this question", outcome no_answer; with a model, a
+    # rating of 0 of every report is NO_REPORT_RATED, redirected. Either rated a line of each
+    # report, not the whole: a static search of the same reports answers this question. The same
+    # situation now comes to the same outcome, said in the same words.
+    settings = make_settings("", index=INDEX)
+    question = f"What did the {missing}critics say about freight?"
+    answer = await aask(question, settings, offline_db, mode="global")
+    assert answer.search == "global_dynamic" and answer.details["reports"] == 0
+    said = f"{EXTRACTIVE_LABEL}: n{NO_REPORT_RATED[1:]}"
+    assert answer.text == ('Nothing in the index mentions "Zorblax Quintrell".\n\n' + said if missing else said)
+    assert answer.outcome == "redirected" and answer.documents == [] and answer.citations == []
+    static = await aask(question, settings, offline_db, mode="global", level=0)   # (what it says to try)
+    assert static.outcome == "answered" and "so that freight can move from ships to trains" in static.text
+
+
 async def test_a_map_step_scoring_every_point_zero_answers_without_a_reduce(llm_db, qs):
     seen: list = []
     qs.query.map_max_tokens = 300       # several map batches, every one of them says nothing
@@ -1738,7 +1756,10 @@ async def test_an_offline_global_question_matching_no_report_finds_nothing(offli
     settings = make_settings("", index=INDEX)
     answer = await aask("What do the reports say about quantum chromodynamics and Kubernetes?", settings,
                         offline_db, mode="global", level=level)
-    assert "nothing in the community reports" in answer.text and "\n- " not in answer.text
+    # (a dynamic search rated a line of each report, a redirect; a static one read them whole)
+    said, outcome = (("no community report was rated relevant", "redirected") if level is None
+                     else ("nothing in the community reports", "no_answer"))
+    assert said in answer.text and "\n- " not in answer.text and answer.outcome == outcome
     assert answer.documents == [] and answer.citations == []
     assert not answer.details.get("broad_fallback")
     for question in ("What do the documents say overall?", "What are the main themes in these news articles?"):
@@ -1784,7 +1805,7 @@ async def test_an_offline_broad_question_in_another_language_is_answered_as_in_e
     # ... and one naming what no report has still finds nothing
     absent = await aask(question.rstrip(" ?？") + " Kubernetes quantique chromodynamik 量子色 쿠버네티스?",
                         settings, offline_db, mode="global")
-    assert "nothing in the community reports" in absent.text and not absent.documents
+    assert "no community report was rated relevant" in absent.text and not absent.documents
 
 
 @pytest.mark.parametrize("question, cues", [
@@ -2684,7 +2705,7 @@ async def test_chinese_text_is_found_by_basic_search_and_auto_mode_offline(tmp_p
     assert english.search == "local" and english.auto_choice == "local" and "Ada Osk met Bo Lund" in english.text
     asked = await aask("张伟在哪里工作?", settings, db, mode="global")   # a mode asked for is kept
     assert asked.search == "global_dynamic" and "no communities" not in asked.text
-    assert "nothing in the community reports" in asked.text
+    assert "no community report was rated relevant" in asked.text and asked.outcome == "redirected"
 
 
 async def test_auto_mode_on_an_index_without_communities_does_not_advise_the_search_it_made(tmp_path):
