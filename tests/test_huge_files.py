@@ -126,6 +126,46 @@ async def test_a_failure_recorded_as_unusable_by_an_index_of_before_is_read_as_a
     assert raised.documents == 5 and not [w for w in raised.warnings if "big.txt" in w], raised
 
 
+@pytest.mark.anyio
+async def test_a_killed_update_does_not_count_a_file_too_big_unchanged_among_those_it_left_unindexed(corpus,
+                                                                                                    tmp_path):
+    # A run killed before it published names the new or changed files it was taking, less those
+    # its failures say (skipped). A file over the limit is taken each run (a stat says it again,
+    # it is never remembered); its failure, recorded "unusable" with the stamp of an earlier run's,
+    # was read as one remembered, not taken: the killed run said "2 new or changed files"
+    # not indexed, the file too big among them.
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import clean_env
+
+    (corpus / "big.txt").write_text(LOG * 40)
+    db = tmp_path / "x.db"
+    index = {"chunk_size": 80, "chunk_overlap": 10, "max_file_mb": 0.002}
+    with anyio.fail_after(120):
+        await sync([corpus], make_settings(index=index), db, root=corpus)
+    (corpus / "new.txt").write_text("The lighthouse keeper, Ada Sorel, logged three ships.\n")
+    script = (
+        "import json, os, signal, sys, anyio\n"
+        "from pathlib import Path\n"
+        "from streamrag import index_rows\n"
+        "from streamrag.config import load_settings\n"
+        "from streamrag.pipeline import Indexer\n"
+        "index_rows.publish = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)\n"
+        "settings = load_settings(None, env={}, overrides={'llm': {'api_base': ''}, 'index': json.loads(sys.argv[3])})\n"
+        "corpus, db = Path(sys.argv[1]), Path(sys.argv[2])\n"
+        "anyio.run(Indexer(settings, db, root=corpus, command='index').run, [corpus])\n")
+    killed = subprocess.run([sys.executable, "-c", script, str(corpus), str(db), json.dumps(index)],
+                            env=clean_env(), capture_output=True, text=True, timeout=120)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    info = status_info(db, failures=True)
+    assert info["killed_before_publishing"] is True and info["not_indexed_last_run"] == 1, info
+    assert info["not_indexed_files"] == ["new.txt"], info
+    assert [f["item"] for f in info["failures"]] == ["big.txt"], info
+
+
 @pytest.mark.parametrize("value", ["-1", "nan"])
 def test_a_negative_limit_is_refused_naming_the_setting(tmp_path, value):
     from streamrag.config import load_settings
