@@ -96,7 +96,8 @@ OUTCOMES = {
                   "says which mode or level to ask instead",
     "no_answer": "nothing in the index matches it: only names the index lacks (no search made), "
                  "no passage or report holding its words, no point the map step kept (of "
-                 "reports read whole); offline in auto mode, a global search that found nothing "
+                 "reports read whole); offline, a dynamic global search of a question no source "
+                 "text has a word of; offline in auto mode, a global search that found nothing "
                  "followed by a basic search that found nothing either",
 }
 
@@ -791,11 +792,13 @@ class _Search:
         if not nodes and terms:
             # The question names something and no report's line has any of its words: say so,
             # rather than quote the largest communities as if they were relevant. As a model's
-            # ratings of 0 are, a redirect (``NO_REPORT_RATED``); but in auto mode, where a basic
-            # search follows (``run_extractive``), this answer stands only where that finds
-            # nothing either: nothing matches.
+            # ratings of 0 are, a redirect (``NO_REPORT_RATED``), where the source text has a
+            # word of it (a report read whole, or a local context, may then); else nothing
+            # matches, and the searches it names find nothing either ("What did the critics say
+            # about freight?" of A Christmas Carol). In auto mode, where a basic search follows
+            # (``run_extractive``), this answer stands only where that finds nothing either.
             self.answer.details["reports"] = 0
-            if self.answer.auto_choice is None:
+            if self.answer.auto_choice is None and local_search.fts_chunks(self.store, question, 1, extra_stop=stop):
                 self._say(NO_REPORT_RATED, "redirected", first=self._missing_said())
             else:
                 self._extract([], "community reports")
