@@ -4828,12 +4828,15 @@ def test_a_path_settled_beside_one_written_on_ends_its_burst_alone_and_the_other
             assert ended[0] == (0.9, {note}), ended
 
 
-@pytest.mark.parametrize("debounce_ms", [150, 500])
-async def test_a_file_written_every_100_ms_is_one_burst_of_the_real_watcher(tmp_path, debounce_ms):
+@pytest.mark.parametrize("debounce_ms", [200, 500])
+async def test_a_file_written_every_50_ms_is_one_burst_of_the_real_watcher(tmp_path, debounce_ms):
     # watchfiles ends a raw batch at a step that saw no change it had not seen, and a file
     # written again is none: with the step at 200 ms (fcbfb99) a debounce_ms of 200 or less
     # took watchfiles' batches as the bursts, and a file saved every 100 ms for 1.2 s made 3 to 4
-    # batches at debounce_ms 150 (11 in 3 s), each a sync, where it is one burst (1.5 s at most).
+    # batches at debounce_ms 150 (8 in 3 s at 200), each a sync, where it is one burst. Here
+    # 200, the longest debounce_ms that took them, and a write every 50 ms for 0.8 s (3 batches
+    # then): one burst unless the writer stalls about 0.2 s at once (0.11 s with writes every
+    # 100 ms at 150, as it was) or 1.2 s in all (the burst's cap, 10 x debounce_ms).
     from streamrag.config import WatchSettings
 
     (tmp_path / "a.txt").write_text("start\n")
@@ -4841,9 +4844,9 @@ async def test_a_file_written_every_100_ms_is_one_burst_of_the_real_watcher(tmp_
 
     async def writer() -> None:
         await anyio.sleep(0.5)
-        for i in range(12):
+        for i in range(17):
             (tmp_path / "a.txt").write_text(f"edit {i}\n")
-            await anyio.sleep(0.1)
+            await anyio.sleep(0.05)
         await anyio.sleep(debounce_ms / 1000 + 1.5)
         stop.set()
 
