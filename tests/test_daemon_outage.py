@@ -2619,14 +2619,21 @@ async def test_a_watch_restarted_after_an_update_left_a_report_out_still_counts_
 
 
 @pytest.mark.parametrize("down, since, lasted", [(7.52, True, "8 s"), (720, False, "12 min")])
-def test_a_short_outage_is_said_since_the_second_it_began_in_whole_seconds(down, since, lasted):
+def test_a_short_outage_is_said_since_the_second_it_began_in_whole_seconds(down, since, lasted, monkeypatch):
     # "still down since 00:38 (7.52 s)" came right after an error line giving 00:38:19 (a
     # newcomer's finding): under a minute, to the second and in whole seconds; a long one as before.
+    # The outage's wall clock is held: 7.52 s said "9 s" after a stall of 0.98 s or more in here.
+    from streamrag import outage as outage_module
     from streamrag.outage import Outage
 
+    now = time.time()
+    held = types.ModuleType("time")
+    held.__dict__.update(vars(time))
+    held.time = lambda: now
+    monkeypatch.setattr(outage_module, "time", held)
     lines = []
     outage = Outage(make_settings("http://127.0.0.1:9/v1"), emit=lambda state, message, **_: lines.append(message))
-    outage.failing_since = time.time() - down
+    outage.failing_since = now - down
     outage.began()
     outage.still_down(1)   # (the full line said it just now)
     outage.still_down(2)   # the pause grew
