@@ -5056,29 +5056,55 @@ async def test_a_batch_waiting_when_an_extraction_outlasted_the_longest_wait_joi
 
 
 async def test_a_batch_just_after_an_extraction_that_outlasted_the_quiet_period_joins_its_sync(
-        corpus, tmp_path, simulator):
+        corpus, tmp_path, monkeypatch):
     """The watcher holds events back while they keep coming (a log appended to every 0.2 s
     reached the daemon about once a second): the sync began the moment an extraction longer
     than quiet_s ended, and the next batch, a moment later, made a sync of its own (a version
-    every 2 s with quiet_s = 1). The daemon now waits a moment for it."""
+    every 2 s with quiet_s = 1). The daemon now waits a moment for it (``settle``: the shorter
+    of quiet_s and twice debounce_ms), here 2 s: at quiet_s 0.4 the batch sent 0.1 s after the
+    waiting line was too late once the test ran 0.3 s after the daemon began to wait."""
+    from streamrag.pipeline import Indexer
+
+    extract = Indexer.prefetch
     first, second = corpus / "first.txt", corpus / "second.txt"
-    # Indexed beforehand without latency: the daemon's initial sync finds every answer cached.
-    await sync([corpus], make_settings(simulator.base_url, index=SMALL), tmp_path / "w.db", root=corpus)
-    with Simulator(SimulatorConfig(latency_ms=300)) as sim:   # an extraction takes 0.6 s or more
-        settings = make_settings(sim.base_url, index=SMALL, watch={"quiet_s": 0.4, "debounce_ms": 200})
-        async with running(settings, tmp_path / "w.db", corpus) as (daemon, events, send):
-            mark = len(events)
-            first.write_text("Captain Oskar Lind sailed the Blue Heron from Port Vell to Kessel.\n")
-            second.write_text("Mayor Ada Quill opened the Kessel ferry terminal.\n")
-            async with send:
-                await send.send({(Change.added, str(first))})
-                await until(lambda: "waiting" in events.states(mark))     # extracted
-                await anyio.sleep(0.1)
-                await send.send({(Change.added, str(second))})
-                await until(lambda: daemon.syncs >= 2 and not daemon.pending)
-                await anyio.sleep(0.8)   # a second sync, if any, would start within the quiet period
+
+    async def slow_extract(self, paths):
+        extracted = await extract(self, paths)
+        if first in paths:
+            await anyio.sleep(2.5)   # past quiet_s (a model's seconds)
+        return extracted
+
+    monkeypatch.setattr(Indexer, "prefetch", slow_extract)
+    settings = make_settings(index=SMALL, watch={"quiet_s": 2, "debounce_ms": 1000})   # offline: fast
+    async with running(settings, tmp_path / "w.db", corpus) as (daemon, events, send):
+        classify, sync_ = daemon._classify, daemon._sync
+        classified: list[dict] = []
+
+        async def noted(changes):
+            batch = await classify(changes)
+            if "second.txt" in batch:
+                classified.append(batch)
+            return batch
+
+        async def once_it_came(*args, **kwargs):
+            # A sync begun before the second batch came lasts until it has: an offline sync
+            # (0.2 s) that took second.txt from the folder and published before its batch was
+            # looked at left it nothing to queue (the fix undone, it passed in 2 runs of 3).
+            await until(lambda: classified)
+            return await sync_(*args, **kwargs)
+
+        daemon._classify, daemon._sync = noted, once_it_came
+        mark = len(events)
+        first.write_text("Captain Oskar Lind sailed the Blue Heron from Port Vell to Kessel.\n")
+        second.write_text("Mayor Ada Quill opened the Kessel ferry terminal.\n")
+        async with send:
+            await send.send({(Change.added, str(first))})
+            await until(lambda: "waiting" in events.states(mark))     # extracted
+            await anyio.sleep(0.1)
+            await send.send({(Change.added, str(second))})
+            await until(lambda: daemon.syncs >= 2 and not daemon.pending, timeout=30)
     waited = next(e for e in events[mark:] if e["state"] == "waiting")
-    assert waited["took_s"] > 0.4                 # the case: extraction outlasted quiet_s
+    assert waited["took_s"] > 2                   # the case: extraction outlasted quiet_s
     assert events.states(mark).count("idle") == 1 and daemon.syncs == 2
 
 
