@@ -511,9 +511,9 @@ def _split_paragraph(units: _Units, text: str, s: int, e: int, enc, budget: int,
     to the end of the sentence holding ``stop`` if given (its last unit then not reached)."""
     before = len(units)
     a = s if at is None else at
-    for b in _sentence_cuts(text, s, e, a):
+    for b in _sentence_cuts(text, s, e, a, units.check):
         if b > a:
-            tokens = encode_ordinary(enc, text, a, b)
+            tokens = encode_ordinary(enc, text, a, b, units.check)
             if len(tokens) <= budget:
                 units.add(a, b, len(tokens), SENTENCE, text[a:b])
             else:
@@ -525,14 +525,50 @@ def _split_paragraph(units: _Units, text: str, s: int, e: int, enc, budget: int,
         units.relevel(len(units) - 1, PARAGRAPH)
 
 
-def _sentence_cuts(text: str, s: int, e: int, at: int):
+def _sentence_cuts(text: str, s: int, e: int, at: int, check: Callable[[], None] = _going_on):
     """The sentence cuts of paragraph ``text[s:e]`` from ``at`` (its start, or a cut of it, or a
-    character after a letter or digit, which no sentence break takes), and its end."""
+    character after a letter or digit, which no sentence break takes), and its end. ``check``:
+    the cut's, called before each search (``_sentence_breaks``)."""
     # not after a title or an initial: a chunk ending "said Mrs." parts the name from its sentence
-    for m in _SENTENCE_BREAK.finditer(text, at, e):
+    for m in _sentence_breaks(text, at, e, check):
         if m.end() < e and not ends_with_abbreviation(text[max(s, m.start() - 12):m.start() + 1]):
             yield m.end()
     yield e
+
+
+# Characters searched at once for a sentence break: a line of 8 MB with none (a base64 blob) was
+# searched whole, most of a second holding up a stop (``_sentence_breaks``).
+_SEARCH_WINDOW = 1 << 20
+# What a break's first alternative may hold before its blanks: its mark, then closers.
+_MARK_OR_CLOSER = frozenset(".!?\u2026" + _CLOSERS.replace("\\", ""))
+
+
+def _sentence_breaks(text: str, at: int, e: int, check: Callable[[], None]):
+    """``_SENTENCE_BREAK.finditer(text, at, e)``, searched ``_SEARCH_WINDOW`` characters at a time,
+    ``check`` called before each search. A match found in a window is the whole search's when it
+    ends before the window does: no break's first character is another's closer, blank or later
+    character, so a search from ``at`` to ``e`` tries the same places first and fails at each; one
+    reaching the window's end is searched again to ``e``. None found, the search goes on from the
+    run of marks and closers the window ends with (a "." whose blank lies past it)."""
+    while at < e:
+        check()
+        w = min(e, at + _SEARCH_WINDOW)
+        m = _SENTENCE_BREAK.search(text, at, w)
+        if m is not None and m.end() == w < e:
+            m = _SENTENCE_BREAK.search(text, m.start(), e)   # (its blanks may run on past the window)
+        if m is not None:
+            yield m
+            at = m.end()
+            continue
+        if w == e:
+            return
+        r = w
+        while r > at and text[r - 1] in _MARK_OR_CLOSER:
+            r -= 1
+        if r == at:   # (a window of marks and closers alone: searched to the end at once)
+            yield from _SENTENCE_BREAK.finditer(text, at, e)
+            return
+        at = r
 
 
 def _split_sentence(units: _Units, text: str, a: int, b: int, tokens, enc, budget: int) -> None:
@@ -542,6 +578,8 @@ def _split_sentence(units: _Units, text: str, a: int, b: int, tokens, enc, budge
     cuts: list[tuple[int, int]] = []   # (token index, level of the cut)
     s, n = 0, len(tokens)
     while n - s > step:
+        if not len(cuts) % _CHECK_EVERY:   # (a line of 8 MB with no blank took most of a second here)
+            units.check()
         e, level = s + step, TOKEN
         for j in range(s + step, s + step // 2, -1):
             if led[tokens[j]]:

@@ -193,17 +193,25 @@ def more_words_than(text: str, n: int, start: int = 0, end: int | None = None) -
 # at a time, each ending at a safe seam (``_SEAM``, see "prompts around a text" below), where the
 # tokens of the whole are those of the part before it and those of the part after it.
 _WINDOW = 1 << 20
+# ... and this many when a ``check`` is called between windows: a quarter of a second of a base64
+# blob's encoding (a megabyte of it took half a second, and a stop waited for the whole line's).
+_CHECKED_WINDOW = 1 << 18
 
 
-def encode_ordinary(enc: tiktoken.Encoding, text: str, start: int = 0, end: int | None = None) -> array:
+def encode_ordinary(enc: tiktoken.Encoding, text: str, start: int = 0, end: int | None = None,
+                    check: Callable[[], None] | None = None) -> array:
     """``enc.encode_ordinary(text[start:end])`` as a compact array: a list of 20 million tokens (a
-    100 MB line) took 700 MB, the array takes 80. A long text is encoded a window at a time."""
+    100 MB line) took 700 MB, the array takes 80. A long text is encoded a window at a time;
+    ``check``, if given, is called before each (what it raises stops the encoding)."""
     end = len(text) if end is None else end
     out = array("I")
-    if end - start <= _WINDOW or not analysed(enc):
+    window = _WINDOW if check is None else _CHECKED_WINDOW
+    if end - start <= window or not analysed(enc):
         out.extend(enc.encode_ordinary(text[start:end]))
         return out
-    for at, cut in _windows(text, start, end, _WINDOW):
+    for at, cut in _windows(text, start, end, window):
+        if check is not None:
+            check()
         out.extend(enc.encode_ordinary(text[at:cut]))
     return out
 

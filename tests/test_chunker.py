@@ -290,6 +290,46 @@ def test_a_long_line_is_encoded_about_once_and_its_chunks_counted_right(monkeypa
         assert sum(encoded) < (2 if text is words else 3.3) * len(text), sum(encoded) / len(text)
 
 
+def test_a_line_with_no_blank_is_checked_while_it_is_encoded(monkeypatch):
+    # An 8 MB base64 blob in a .txt was encoded whole (and searched whole for a sentence end)
+    # before the cut's first check: SIGTERM at 3 s ended `index` 13 s later. Its windows are
+    # checked now, the first before any: about a window is encoded between two checks (the
+    # units' own counts, a check in 256 units, come to some 400,000 characters here).
+    import base64
+
+    from streamrag import chunker
+
+    blob = base64.b64encode(random.Random(4).randbytes(600_000)).decode()   # 800,000 characters
+    enc = get_encoding(ENC)
+    encoded = [0]
+    real = enc.encode_ordinary
+    monkeypatch.setattr(enc, "encode_ordinary", lambda t: encoded.__setitem__(0, encoded[0] + len(t)) or real(t))
+    seen: list[int] = []   # the characters encoded by each check
+    cut = chunker.cut_document(doc(blob), None, chunk_size=1200, overlap=100, encoding=ENC, key=b"k",
+                               check=lambda: seen.append(encoded[0]))
+    assert len(cut.chunks) > 100
+    steps = [b - a for a, b in zip([0] + seen, seen)]
+    assert max(steps) <= 2 * len(blob) // 3, max(steps)   # (two windows of tokens._CHECKED_WINDOW)
+
+
+def test_sentence_ends_searched_a_window_at_a_time_are_those_of_one_search(monkeypatch):
+    # (``_sentence_breaks``: a window ending inside a break, or after a "." whose blank lies past it)
+    from streamrag import chunker
+
+    monkeypatch.setattr(chunker, "_SEARCH_WINDOW", 7)
+    rng = random.Random(11)
+    marks = [".", "!", "?", "\u2026", '"', "'", ")", "]", " ", "\n", "a", "B", "\u3002", "\u201d", "x"]
+    texts = ["".join(rng.choice(marks) for _ in range(rng.randint(0, 300))) for _ in range(400)]
+    texts += ["." * 40 + " ok. ", '"' * 30 + "a. " + ")" * 20, "no end at all"]
+    for text in texts:
+        for at in (0, len(text) // 3):
+            got = [(m.start(), m.end()) for m in chunker._sentence_breaks(text, at, len(text), lambda: None)]
+            assert got == [(m.start(), m.end()) for m in chunker._SENTENCE_BREAK.finditer(text, at, len(text))], text
+    checks: list[int] = []
+    assert list(chunker._sentence_breaks("x" * 70, 0, 70, lambda: checks.append(1))) == []
+    assert len(checks) == 10   # (one a window)
+
+
 def test_a_paragraph_of_long_words_within_the_budget_is_encoded_once(monkeypatch):
     # More than four budgets of characters but few words: its tokens were counted a window at a
     # time to see it is no more than a chunk, then it was encoded whole again for its count.
