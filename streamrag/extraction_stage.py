@@ -46,6 +46,10 @@ if TYPE_CHECKING:
 # spans are recorded (``records.Spans``), for a changed version to be cut again from its change
 # on (a short one is cut whole in less than its rows cost).
 _CHUNK_IN_THREAD_CHARS = 200_000
+# Files at least this big are read in a worker thread (``ExtractionStage.read``): a 90 MB one-row
+# CSV took seconds in the event loop, where a signal waited for it (SIGTERM: 6-8 s to stop). A
+# smaller one is read in the event loop, in about what a hop to the thread would cost it.
+_READ_IN_THREAD_BYTES = 1 << 20
 # Offline extractions are stored this many at a time, in one writer transaction, not one each:
 # made again in moments, and paid for by no one, they need not each be committed before the next
 # is made (the 3,818 of a first index of 3,000 documents, committed one by one, took 0.43 s of
@@ -54,14 +58,31 @@ _CHUNK_IN_THREAD_CHARS = 200_000
 _OFFLINE_GROUP = 64
 # ... or those held, when no more has come for this many seconds: the chunks of small files
 # extracted while the chunker cuts a big one in its worker thread (``cut_big``) are counted, and
-# kept, when made, not once the cut is done. (Not while the loader reads a big file: it reads in
-# the event loop, which does nothing else meanwhile, the timer included.)
+# kept, when made, not once the cut is done; so are they while the loader reads a big file in its
+# thread (``ExtractionStage.read``).
 _OFFLINE_IDLE = 1.0
 
 
-class _CutAbandoned(Exception):
-    """Raised in the worker thread of a cut whose run was cancelled (``cut_big``): it ends it.
-    No one sees it: the cut was abandoned, its result awaited no more."""
+class _Abandoned(Exception):
+    """Raised in the worker thread of a cut or a read whose run was cancelled (``in_thread``): it
+    ends it. No one sees it: the work was abandoned, its result awaited no more."""
+
+
+async def in_thread(work: Callable[..., object], what: str):
+    """``work(check=check)`` in a worker thread, abandoned when the run is cancelled (Ctrl-C,
+    SIGTERM, a failing run): ``check``, which it calls every few milliseconds, raises then, so
+    the thread ends within them, not when its work is done (Python waits for it as it exits).
+    ``what``: the file, named by the exception no one sees."""
+    abandoned = threading.Event()
+
+    def check() -> None:
+        if abandoned.is_set():
+            raise _Abandoned(what)
+
+    try:
+        return await anyio.to_thread.run_sync(functools.partial(work, check=check), abandon_on_cancel=True)
+    finally:   # (returned, or cancelled; then the thread stops too)
+        abandoned.set()
 
 
 def chunk_shown(path: str, idx: int, chunk_id: str) -> str:
@@ -215,9 +236,7 @@ class ExtractionStage:
                     self.progress.add("files_done")
                     continue
                 try:
-                    docs, warnings = loader.read_documents(path, root=root, st=st,
-                                                           text_field=self.settings.index.text_field,
-                                                           max_mb=self.settings.index.max_file_mb)
+                    docs, warnings = await self.read(path, st)
                 except InputError as e:
                     await self.not_read(path, rel, rows, same, e, as_is)
                     continue
@@ -241,6 +260,17 @@ class ExtractionStage:
                 self.progress.add("files_done")
             if self.remembers_empty:
                 await self._remember_empty(looked_at)
+
+    async def read(self, path: Path, st: os.stat_result) -> tuple[list[Document], list[str]]:
+        """``loader.read_documents`` of ``path`` (``st``: its stat), a big file's in a worker thread
+        (``in_thread``): the event loop goes on meanwhile (a signal is taken, the chunks of other
+        files are extracted), and a stop ends the read within moments, not when it is done."""
+        read = functools.partial(loader.read_documents, path, root=self.root, st=st,
+                                 text_field=self.settings.index.text_field,
+                                 max_mb=self.settings.index.max_file_mb)
+        if st.st_size < _READ_IN_THREAD_BYTES:
+            return read()
+        return await in_thread(read, loader.stored_path(path, self.root))
 
     async def fail_load(self, rel: str, said: str, **kwargs) -> None:
         """Records that file ``rel`` could not be used (``fail``), and remembers it for
@@ -352,24 +382,15 @@ class ExtractionStage:
         """The chunks of a big document, in a worker thread, stored with their spans: those
         before and after its change kept from the document its file held (``chunker.cut_document``),
         without their text (``schedule`` reads it for those it sends). The run cancelled, the
-        thread stops within milliseconds (its ``check``), not when the cut is done: Python waits
+        thread stops within milliseconds (``in_thread``), not when the cut is done: Python waits
         for it as it exits (Ctrl-C said "interrupted", then a 100 MB log's cut went on for a minute)."""
         ix, store = self.settings.index, self.store
         was = self.previous.get(doc.id)
         before = index_rows.chunk_spans(store, was) if was is not None and not self.recut_all else None
-        abandoned = threading.Event()
-
-        def check() -> None:
-            if abandoned.is_set():
-                raise _CutAbandoned(doc.path)
-
         cut = functools.partial(chunker.cut_document, doc, before, chunk_size=ix.chunk_size,
                                 overlap=ix.chunk_overlap, encoding=ix.encoding,
-                                key=chunking_marks.chunker_key(self.settings).encode(), check=check)
-        try:
-            done = await anyio.to_thread.run_sync(cut, abandon_on_cancel=True)
-        finally:   # (returned, or cancelled: Ctrl-C, SIGTERM, a failing run; then the thread stops too)
-            abandoned.set()
+                                key=chunking_marks.chunker_key(self.settings).encode())
+        done = await in_thread(cut, doc.path)
         kept = []
         if before is not None and (done.kept or done.tail < len(before.starts)):
             kept = index_rows.chunks_of(store, was, done.kept, done.tail, doc.id,

@@ -163,7 +163,9 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 log = logging.getLogger(__name__)
 
-csv.field_size_limit(2**31 - 1)   # a document in one cell may be far beyond csv's 128 KB default
+csv.field_size_limit(2**31 - 1)
+# A read's ``check`` is called this many rows (or .jsonl lines) apart while they are parsed.
+_CHECK_ROWS = 256   # a document in one cell may be far beyond csv's 128 KB default
 
 
 def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
@@ -723,16 +725,22 @@ def _lead(top: Path, top_real: str, root: Path | None) -> str:
     return rel + "/"
 
 
+def _going_on() -> None:
+    """A read's ``check`` when none is given: nothing stops it."""
+
+
 def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
                    st: os.stat_result | None = None, limit: int | None = None,
-                   max_mb: float = 0) -> tuple[list[Document], list[str]]:
+                   max_mb: float = 0, check: Callable[[], None] = _going_on) -> tuple[list[Document], list[str]]:
     """The documents in one file and any warnings; ``InputError`` if the file cannot be used.
 
     ``st``: the file's ``os.stat`` as the caller has just taken it (the loader, which compares
     it with the index first), not taken again; else it is taken here. ``limit``: at most that
     many bytes read (the opening of a file, read as the whole would be as far as it goes: its
     last document, and character, may be cut short). ``max_mb``: ``index.max_file_mb``, a file
-    over which is ``TooBig``, never opened (0: no limit)."""
+    over which is ``TooBig``, never opened (0: no limit). ``check`` is called between the steps
+    of the reading (and every few rows): what it raises stops it (a big file read in a worker
+    thread whose run was cancelled, which Python waits for as it exits: ``extraction_stage``)."""
     path = Path(path)
     shown = stored_path(path, root)   # the path stored; ``label``: it as messages show it
     label = _safe(shown)
@@ -764,6 +772,7 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
         raise UnreadableFile(unreadable_line(label, why, kept=False), why=why) from None
     if limit is not None and len(data) >= limit:
         data = _without_cut_character(data)
+    check()
     warnings: list[str] = []
     data, end = _without_trailing_nuls(data)
     if start or end:
@@ -772,15 +781,18 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
     held = [text]
     del data, text   # (a big file's bytes, not kept beside its text)
     suffix = path.suffix.lower()
+    check()
     # (once they are let go: a CRLF file's were held beside two copies of its text)
     text = _newlines(held, breaks=suffix not in (".jsonl", ".csv"), nel=unicode)
+    check()
     if suffix not in _MARKDOWN:   # (Markdown's once read: "``\u200b`" in code shows a fence)
         text = _seen(text, label)
+        check()
     if _blank(text):   # (spaces and line ends alone: said "empty file", of bytes)
         what = "only white space" if text else "empty file"
         raise EmptyInput(f"{label}: {what}, nothing to index")
     if suffix in (".jsonl", ".csv"):
-        rows = (_jsonl_rows if suffix == ".jsonl" else _csv_rows)(text, label, warnings)
+        rows = (_jsonl_rows if suffix == ".jsonl" else _csv_rows)(text, label, warnings, check)
         del text   # (the rows hold what is kept of it)
     else:
         title = None
@@ -788,14 +800,16 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
             from streamrag import markdown   # (here, not above: see the note on the imports)
 
             text, title = markdown.front_matter(text)
+            check()
             text = _seen(markdown.readable(text), label)   # as a reader sees it
             title = _composed(visible(title)) if title else title   # (a mark left by a character taken out)
             if _blank(text):
                 raise EmptyInput(f"{label}: no text outside front matter, comments and embeds "
                                  "(![[...]]), nothing to index")
         title = title[:TITLE_CHARS] if title else _title(text, _composed(path.stem))
+        check()
         return [Document(id=document_id(text), path=shown, title=title, text=text)], warnings
-    return _row_documents(rows, shown, path.stem, text_field, warnings, nel=unicode), warnings
+    return _row_documents(rows, shown, path.stem, text_field, warnings, nel=unicode, check=check), warnings
 
 
 class TooBig(InputError):
@@ -1881,10 +1895,13 @@ def _lines(text: str, *, ends: bool = False):
         yield text[start:]
 
 
-def _jsonl_rows(text: str, label: str, warnings: list[str]) -> list[tuple[int, dict]]:
+def _jsonl_rows(text: str, label: str, warnings: list[str],
+                check: Callable[[], None] = _going_on) -> list[tuple[int, dict]]:
     rows: list[tuple[int, dict]] = []
     bad: list[int] = []   # line numbers
     for number, line in enumerate(_lines(text), 1):
+        if not number % _CHECK_ROWS:
+            check()
         if not line.strip():
             continue
         try:
@@ -1905,7 +1922,8 @@ def _jsonl_rows(text: str, label: str, warnings: list[str]) -> list[tuple[int, d
     return rows
 
 
-def _csv_rows(text: str, label: str, warnings: list[str]) -> list[tuple[int, dict]]:
+def _csv_rows(text: str, label: str, warnings: list[str],
+              check: Callable[[], None] = _going_on) -> list[tuple[int, dict]]:
     whole = text
     text = text[_BLANK_LINES.match(text).end():]   # blank lines before the header
     delimiter = None
@@ -1919,7 +1937,11 @@ def _csv_rows(text: str, label: str, warnings: list[str]) -> list[tuple[int, dic
         delimiter = max(",;\t", key=lambda d: (len(next(csv.reader([header], delimiter=d), [])), d == ","))
     try:
         reader = csv.DictReader(_lines(text, ends=True), delimiter=delimiter)
-        rows = [(number, row) for number, row in enumerate(reader, 1)]
+        rows = []
+        for number, row in enumerate(reader, 1):
+            if not number % _CHECK_ROWS:
+                check()
+            rows.append((number, row))
     except csv.Error as e:
         raise InputError(f"{label}: not readable as CSV ({_safe(str(e))}); check the quoting or convert it to .jsonl") from None
     if not rows:
@@ -1968,8 +1990,9 @@ def _line_of_row(text: str, row: int, delimiter: str = ",") -> int:
 
 def _whole_characters(value: str) -> tuple[str, bool]:
     """A row's field without NULs (a JSON "\\u0000": no text holds one) and with its lone
-    surrogates as U+FFFD; and whether it had any of those."""
-    halves = _LONE_SURROGATE.search(value) is not None
+    surrogates as U+FFFD; and whether it had any of those. (ASCII holds none: not searched, a
+    90 MB cell's search took half a second, a stop waiting for it.)"""
+    halves = not value.isascii() and _LONE_SURROGATE.search(value) is not None
     return (_LONE_SURROGATE.sub("\ufffd", value) if halves else value).replace("\x00", ""), halves
 
 
@@ -2002,7 +2025,7 @@ FIELDS_SHOWN = 8
 
 
 def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_field: str,
-                   warnings: list[str], *, nel: bool = True) -> list[Document]:
+                   warnings: list[str], *, nel: bool = True, check: Callable[[], None] = _going_on) -> list[Document]:
     def field(row: dict, wanted: str) -> str | None:
         if wanted in row:
             return wanted
@@ -2026,6 +2049,7 @@ def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_fie
     seen: set[str] = set()
     skipped = duplicates = lone = 0
     for number, row in rows:
+        check()   # (a row may be all of a 90 MB file: each is read in seconds)
         key = field(row, text_field)
         value = row.get(key) if key is not None else None
         if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):

@@ -201,6 +201,78 @@ def test_a_signal_stops_index_while_a_big_file_is_cut(tmp_path, signum):
         con.close()
 
 
+# Runs `python -m streamrag ARGS` with the loader slowed (a CSV row a few milliseconds): says
+# "reading" on stdout once its first row is read, and writes the file named by argv[1] when a
+# read (``loader.read_documents``) is done.
+_SLOW_READ = """
+import runpy, sys, time
+from pathlib import Path
+
+from streamrag import loader
+
+done, args = sys.argv[1], sys.argv[2:]
+row, read = loader._visible_row_text, loader.read_documents
+said = []
+
+def slow_row(*a, **kw):
+    if not said:
+        said.append(1)
+        print("reading", flush=True)
+    time.sleep(0.002)
+    return row(*a, **kw)
+
+def read_to_the_end(*a, **kw):
+    out = read(*a, **kw)
+    Path(done).write_text("read")
+    return out
+
+loader._visible_row_text, loader.read_documents = slow_row, read_to_the_end
+sys.argv = ["streamrag", *args]
+runpy.run_module("streamrag", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_stops_index_while_a_big_file_is_read(tmp_path, signum):
+    # A big file was read in the event loop, which took a signal only once the read was done: a
+    # 90 MB one-row CSV, SIGTERM at 3 s, exited 7.8 s later. It is read in a worker thread now,
+    # abandoned at a stop and checked between rows. Here the read, slowed, would take a minute
+    # (30,000 rows of 1.2 MB, each a few milliseconds): it is stopped before its end.
+    folder = tmp_path / "rows"
+    folder.mkdir()
+    (folder / "big.csv").write_text("title,text\n" + "".join(
+        f"Row {i},Ada Quill met Mira Osk at the Harbor Board on day {i} of the strike\n" for i in range(30_000)))
+    done = tmp_path / "read-done"
+    env = clean_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent.parent), env.get("PYTHONPATH", "")])
+
+    def as_from_a_terminal() -> None:   # (a suite run in the background ignores SIGINT, or blocks it)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+
+    proc = subprocess.Popen([sys.executable, "-c", _SLOW_READ, str(done), "index", str(folder), "--offline"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=as_from_a_terminal)
+    try:
+        assert proc.stdout.readline() == "reading\n", proc.communicate()
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert not done.exists(), "the process ended once the read was done, not at the signal"
+    assert proc.returncode == 128 + signum, err
+    assert err.splitlines()[-1] == "streamrag: interrupted; finished work is kept, run the same command to continue"
+    assert "Traceback" not in err and out == ""
+    con = sqlite3.connect(folder / ".streamrag" / "index.db")
+    try:
+        assert [r[0] for r in con.execute("SELECT status FROM runs")] == ["interrupted"]
+        assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    finally:
+        con.close()
+
+
 async def test_offline_extractions_are_stored_and_counted_when_no_more_come(tmp_path):
     # They were stored 64 at a time (or at the stream's end): the chunks of small files were
     # held, and counted 0 extracted, while the chunker cut a big file (a minute for a 100 MB

@@ -2871,3 +2871,32 @@ def test_no_docstring_holds_a_control_character_or_line_separator_it_names(modul
             if isinstance(doc, str) and re.search("[\x00-\x08\x0b-\x1f\x7f\x85\u2028\u2029]", doc):
                 held.append(shown)
     assert held == [], held
+
+
+@pytest.mark.parametrize("name", ["rows.csv", "rows.jsonl", "notes.txt", "notes.md"])
+def test_a_read_calls_its_check_between_its_steps_and_rows_and_stops_at_what_it_raises(tmp_path, name):
+    # A big file is read in a worker thread that a stop abandons (``extraction_stage.in_thread``):
+    # Python waits for the thread as it exits, so the read must end at its check, not run on.
+    class Stop(Exception):
+        pass
+
+    path = tmp_path / name
+    if name.endswith(".csv"):
+        path.write_text("title,text\n" + "".join(f"Row {i},Ada met Mira on day {i}.\n" for i in range(600)))
+    elif name.endswith(".jsonl"):
+        path.write_text("".join(json.dumps({"text": f"Ada met Mira on day {i}."}) + "\n" for i in range(600)))
+    else:
+        path.write_text("# Ada\n\nAda met Mira.\n")
+    calls: list[int] = []
+    docs, _ = read_documents(path, root=tmp_path, check=lambda: calls.append(1))
+    assert len(docs) == (600 if name.startswith("rows") else 1)
+    assert len(calls) >= (600 if name.startswith("rows") else 4), len(calls)   # (a row each, or each step)
+
+    def stop() -> None:
+        if len(calls) == 3:
+            raise Stop
+        calls.append(1)
+
+    calls.clear()
+    with pytest.raises(Stop):
+        read_documents(path, root=tmp_path, check=stop)
