@@ -18,6 +18,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 # Where a line may break, or may not: nothing else, wherever they stand.
 BREAK_HINTS = "\u00ad\u200b\u2060\ufeff"
@@ -29,8 +30,25 @@ _UNSEEN = re.compile(f"[{BREAK_HINTS}]+|(?<=[{_UNJOINED}])[\u200c\u200d]+(?=[{_U
 _ANY = re.compile(f"[{BREAK_HINTS}\u200c\u200d]")
 
 
-def visible(text: str) -> str:
-    """``text`` without the characters a reader does not see (see the module's docstring)."""
-    if text.isascii() or _ANY.search(text) is None:   # (most texts: one scan, in C; ASCII's quickest)
+def visible(text: str, check: Callable[[], None] | None = None) -> str:
+    """``text`` without the characters a reader does not see (see the module's docstring).
+    ``check``, if given, is called before each ``_WINDOW`` characters are searched for one (what
+    it raises stops the search: a big file's read, ``loader.read_documents``)."""
+    if text.isascii() or not _holds_any(text, check):   # (most texts: one scan, in C; ASCII's quickest)
         return text
     return _UNSEEN.sub("", text)
+
+
+# Characters searched at once when a check is called between: an 80 MB text in Cyrillic was
+# searched in one call of a second or two, which held up a stop.
+_WINDOW = 1 << 22
+
+
+def _holds_any(text: str, check: Callable[[], None] | None) -> bool:
+    if check is None:
+        return _ANY.search(text) is not None
+    for at in range(0, len(text), _WINDOW):   # (one character each: no match spans two windows)
+        check()
+        if _ANY.search(text, at, at + _WINDOW) is not None:
+            return True
+    return False

@@ -24,6 +24,7 @@ import codecs
 import collections
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -116,12 +117,18 @@ class Reading:
     likely: tuple[Encoding, ...]
 
 
-def read(data: bytes) -> Reading:
-    """``data`` (not UTF-8) read in the one legacy encoding whose text it is, if exactly one."""
+def _going_on() -> None:
+    """A reading's ``check`` when none is given: nothing stops it."""
+
+
+def read(data: bytes, check: Callable[[], None] = _going_on) -> Reading:
+    """``data`` (not UTF-8) read in the one legacy encoding whose text it is, if exactly one.
+    ``check``: the loader's read's (``loader.read_documents``), called as the whole is decoded,
+    a chunk at a time (what it raises stops the reading)."""
     fits: list[Encoding] = []
     near: list[tuple[float, Encoding]] = []
     for tries in _CANDIDATES:
-        scored = _scored(data, tries)
+        scored = _scored(data, tries, check)
         if scored is None:
             continue
         encoding, score = scored
@@ -131,13 +138,14 @@ def read(data: bytes) -> Reading:
             near.append((score, encoding))
     if len(fits) == 1:
         encoding = _koi8(fits[0], data)
+        check()
         return Reading(data.decode(fits[0].codec), encoding, (encoding,))
     near.sort(key=lambda n: -n[0])
     likely = fits or [e for score, e in near if score >= _SHORT] or [e for _, e in near[:1]]
     return Reading(None, None, tuple(_koi8(e, data) for e in likely))
 
 
-def _scored(data: bytes, tries: tuple[Encoding, ...]) -> tuple[Encoding, float] | None:
+def _scored(data: bytes, tries: tuple[Encoding, ...], check: Callable[[], None]) -> tuple[Encoding, float] | None:
     """The first of ``tries`` that all of ``data`` decodes in, and how well its first ``_SAMPLE``
     characters read as its language's text (``_reads_as``); None when none decodes, or when
     whichever does reads as none (0), found without decoding the whole. Only one that reads as
@@ -149,7 +157,7 @@ def _scored(data: bytes, tries: tuple[Encoding, ...]) -> tuple[Encoding, float] 
             continue
         if not any(later for _, later in scores[i:]):
             return None
-        if _decodes(data, encoding):
+        if _decodes(data, encoding, check):
             return encoding, score
     return None
 
@@ -169,12 +177,14 @@ def _scored_head(data: bytes, encoding: Encoding) -> float | None:
     return _reads_as(encoding, text[:_SAMPLE])
 
 
-def _decodes(data: bytes, encoding: Encoding) -> bool:
-    """Whether all of ``data`` decodes in ``encoding``, decoded ``_CHUNK`` bytes at a time."""
+def _decodes(data: bytes, encoding: Encoding, check: Callable[[], None]) -> bool:
+    """Whether all of ``data`` decodes in ``encoding``, decoded ``_CHUNK`` bytes at a time,
+    ``check`` called before each."""
     decoder = codecs.getincrementaldecoder(encoding.codec)()
     view = memoryview(data)
     try:
         for start in range(0, len(data), _CHUNK):
+            check()
             decoder.decode(view[start:start + _CHUNK], final=start + _CHUNK >= len(data))
     except UnicodeDecodeError:
         return False

@@ -777,7 +777,7 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
     data, end = _without_trailing_nuls(data)
     if start or end:
         warnings.append(_nul_runs_line(label, start, end))
-    text, unicode = _decode(data, label, warnings, os.fspath(path))
+    text, unicode = _decode(data, label, warnings, os.fspath(path), check)
     held = [text]
     del data, text   # (a big file's bytes, not kept beside its text)
     suffix = path.suffix.lower()
@@ -786,7 +786,7 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
     text = _newlines(held, breaks=suffix not in (".jsonl", ".csv"), nel=unicode)
     check()
     if suffix not in _MARKDOWN:   # (Markdown's once read: "``\u200b`" in code shows a fence)
-        text = _seen(text, label)
+        text = _seen(text, label, check)
         check()
     if _blank(text):   # (spaces and line ends alone: said "empty file", of bytes)
         what = "only white space" if text else "empty file"
@@ -907,17 +907,19 @@ def _blank(text: str) -> bool:
     return not text or text.isspace()
 
 
-def _seen(text: str, label: str) -> str:
+def _seen(text: str, label: str, check: Callable[[], None] | None = None) -> str:
     """``text`` without the characters no reader sees (``invisible``); a file holding text
-    but nothing else is said to (``label``: its path as messages show it), not "empty file"."""
-    seen = visible(text)
+    but nothing else is said to (``label``: its path as messages show it), not "empty file".
+    ``check``: the read's (``read_documents``)."""
+    seen = visible(text, check)
     if _blank(seen) and not _blank(text):
         raise EmptyInput(f"{label}: nothing but characters no reader sees (zero-width spaces, word joiners, "
                          "soft hyphens), nothing to index")
     return seen
 
 
-def _decode(data: bytes, label: str, warnings: list[str], read_from: str) -> tuple[str, bool]:
+def _decode(data: bytes, label: str, warnings: list[str], read_from: str,
+            check: Callable[[], None] = _going_on) -> tuple[str, bool]:
     """The text of ``data``, its line ends as written (``_newlines`` makes them "\\n"), and whether
     it was read as Unicode (UTF-8, -16, -32: its U+0085 is NEL, a line end; read as Latin-1 or
     ISO-8859-7 it is byte 0x85, cp1252's "…" in another code page, ``_newlines``); ``label``
@@ -935,7 +937,9 @@ def _decode(data: bytes, label: str, warnings: list[str], read_from: str) -> tup
     binary bytes (``_garbage_run``), but for ISO-2022 text whose shifts alone are so many,
     refused with iconv's command (``_refuse_unread_escapes``). ISO-2022-CN, which Python does not
     read, is refused with that command when iconv converts the file, else indexed as written under
-    a warning (``_iso_2022_cn_said``: amid UTF-8 text, the command failed). A few NULs are dropped."""
+    a warning (``_iso_2022_cn_said``: amid UTF-8 text, the command failed). A few NULs are dropped.
+    ``check``: the read's, called as its slices are read (a 80 MB file in cp1251 was judged for
+    seconds between two checks)."""
     text = None
     eight_bit = False   # (read as UTF-8, cp1252 or a legacy code page: its escape sequences are bytes)
     unicode = True
@@ -970,9 +974,10 @@ def _decode(data: bytes, label: str, warnings: list[str], read_from: str) -> tup
             text = _utf16_without_bom(data, label)
             if text is None:
                 eight_bit = True
-                text, unicode = _utf8_or_cp1252(data, label, warnings, first, read_from, cn_stop)
+                text, unicode = _utf8_or_cp1252(data, label, warnings, first, read_from, cn_stop, check)
                 _unread_escapes(data, label, warnings, read_from)
-    controls = _controls(text)
+    check()
+    controls = _controls(text, check)
     if controls > max(16, 0.05 * len(text)):
         shifted = controls - _shifts(text) <= max(16, 0.05 * len(text))   # (its SO and SI alone make it so)
         _refuse_binary(data, label, read_from, cn_stop, shifted=shifted)   # (but CN kept: said below)
@@ -1015,13 +1020,15 @@ _CONTROL_BYTES = bytes(b for b in range(0x80) if _CONTROL.match(chr(b)))
 _CONTROL_SLICE = 1 << 16   # (characters: small beside any big file, as fast as larger slices)
 
 
-def _controls(text: str) -> int:
+def _controls(text: str, check: Callable[[], None] = _going_on) -> int:
     """How many of ``_CONTROL`` ``text`` holds, counted a slice at a time in its UTF-8, where
     each is its own byte and no other character has one of those bytes: ``bytes.translate``
     drops them in C (the regex's scan took 0.13 s of each read of a 25 MB file, this 0.02 s),
-    with no copy of the whole text."""
+    with no copy of the whole text. ``check``: the read's, called every few slices."""
     n = 0
     for at in range(0, len(text), _CONTROL_SLICE):
+        if not at % (16 * _CONTROL_SLICE):
+            check()
         part = text[at:at + _CONTROL_SLICE].encode("utf-8", "surrogatepass")
         n += len(part) - len(part.translate(None, _CONTROL_BYTES))
     return n
@@ -1106,10 +1113,10 @@ def _refuse_binary(data: bytes, label: str, read_from: str, cn_stop: Callable[[]
 
 
 def _utf8_or_cp1252(data: bytes, label: str, warnings: list[str], first: int, read_from: str,
-                    cn_stop: Callable[[], int | None]) -> tuple[str, bool]:
+                    cn_stop: Callable[[], int | None], check: Callable[[], None] = _going_on) -> tuple[str, bool]:
     """The text of ``data``, which is not UTF-8 from byte ``first`` on, and whether it was read as
     UTF-8 (its strays as cp1252) (see ``_decode``; ``cn_stop``: its ``_cn_stop``)."""
-    strays, utf8, letters = _strays(data)
+    strays, utf8, letters = _strays(data, check)
     # Characters beyond ASCII that were UTF-8: more of them than strays says UTF-8 it is; so does
     # any of them when every stray is cp1252's punctuation (0x80-0x9f: quotes, dashes pasted in
     # from Windows), never a letter of a cp1252 file (a UTF-8 "Café" and two such quotes were
@@ -1123,7 +1130,7 @@ def _utf8_or_cp1252(data: bytes, label: str, warnings: list[str], first: int, re
     from streamrag import legacy   # (here, not above: see the note on the imports)
 
     # A legacy code page its letters say (cp1251, Shift-JIS, GBK ...), else cp1252 as before.
-    reading = legacy.read(data)
+    reading = legacy.read(data, check)
     if reading.text is not None:
         warnings.append(f"{label}: not valid UTF-8, read as {reading.encoding.name} by its letters; to be "
                         f"sure of them, save it as UTF-8 (the output of {_iconv(reading.encoding.iconv, read_from)})")
@@ -1415,16 +1422,18 @@ _STRAY_LETTER = re.compile("[\udca0-\udcff]")
 _SLICE = 1 << 20
 
 
-def _strays(data: bytes) -> tuple[int, int, bool]:
+def _strays(data: bytes, check: Callable[[], None] = _going_on) -> tuple[int, int, bool]:
     """Of ``data`` read as UTF-8: how many bytes are not UTF-8 (strays), how many characters
     beyond ASCII are, and whether a stray is a byte cp1252 has a letter for (0xA0-0xFF). Read a
     slice at a time, each byte that is not UTF-8 a lone surrogate (counted in C): the whole text
     so read (two bytes a character) and two copies of it to count took five times the file.
-    (A file read as cp1252 throughout, the most of them, is never read so whole.)"""
+    (A file read as cp1252 throughout, the most of them, is never read so whole.) ``check``: the
+    read's, called before each slice."""
     decoder = codecs.getincrementaldecoder("utf-8-sig")("surrogateescape")
     strays = beyond = 0
     letters = False
     for at in range(0, len(data), _SLICE):
+        check()
         piece = decoder.decode(data[at:at + _SLICE], final=at + _SLICE >= len(data))
         here = len(piece) - len(piece.encode("utf-8", errors="ignore").decode("utf-8"))
         strays += here
@@ -2054,7 +2063,7 @@ def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_fie
         value = row.get(key) if key is not None else None
         if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
             value = str(value)   # (NaN and Infinity, which JSON's reader takes, are no text)
-        value = visible(value) if isinstance(value, str) else None   # (a JSON "\u200b" once parsed)
+        value = visible(value, check) if isinstance(value, str) else None   # (a JSON "\u200b" once parsed)
         if not value or not value.strip():
             skipped += 1
             continue

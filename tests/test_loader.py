@@ -2900,3 +2900,31 @@ def test_a_read_calls_its_check_between_its_steps_and_rows_and_stops_at_what_it_
     calls.clear()
     with pytest.raises(Stop):
         read_documents(path, root=tmp_path, check=stop)
+
+
+def test_characters_no_reader_sees_are_searched_a_window_at_a_time_when_checked(monkeypatch):
+    # An 80 MB file in cp1251 was searched for them in one call of a second or two, which held up
+    # a stop of its read; with a check, a window at a time: the same text comes out.
+    from streamrag import invisible
+
+    monkeypatch.setattr(invisible, "_WINDOW", 8)
+    for text, windows in (("Приве\u200bт мир и всё", 1), ("Привет мир и всё\u00ad", 3), ("Привет мир и всё", 2)):
+        calls: list[int] = []
+        assert invisible.visible(text, lambda: calls.append(1)) == invisible.visible(text) == text.replace(
+            "\u200b", "").replace("\u00ad", "")
+        assert len(calls) == windows   # (to the window holding one, or all 16 characters' two)
+
+
+def test_a_file_in_a_legacy_code_page_is_checked_as_its_slices_are_judged(tmp_path, monkeypatch):
+    # Its bytes were judged (strays, each code page's decoding, control characters) between two
+    # checks of its read: an 80 MB file in cp1251 for 6 s under load, a stop waiting for them.
+    from streamrag import legacy, loader
+
+    monkeypatch.setattr(loader, "_SLICE", 1024)
+    monkeypatch.setattr(legacy, "_CHUNK", 1024)
+    path = tmp_path / "ru.txt"
+    path.write_bytes(("Привет, мир. Это текст на русском языке.\n\n" * 500).encode("cp1251"))   # 21,000 bytes
+    calls: list[int] = []
+    [doc], warnings = read_documents(path, root=tmp_path, check=lambda: calls.append(1))
+    assert "read as cp1251" in warnings[0] and doc.text.startswith("Привет, мир.")
+    assert len(calls) >= 2 * 21, len(calls)   # (a slice each, read for strays and decoded)
