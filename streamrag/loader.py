@@ -163,9 +163,9 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 log = logging.getLogger(__name__)
 
-csv.field_size_limit(2**31 - 1)
+csv.field_size_limit(2**31 - 1)   # a document in one cell may be far beyond csv's 128 KB default
 # A read's ``check`` is called this many rows (or .jsonl lines) apart while they are parsed.
-_CHECK_ROWS = 256   # a document in one cell may be far beyond csv's 128 KB default
+_CHECK_ROWS = 256
 
 
 def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
@@ -801,7 +801,7 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
 
             text, title = markdown.front_matter(text)
             check()
-            text = _seen(markdown.readable(text), label)   # as a reader sees it
+            text = _seen(markdown.readable(text), label, check)   # as a reader sees it
             title = _composed(visible(title)) if title else title   # (a mark left by a character taken out)
             if _blank(text):
                 raise EmptyInput(f"{label}: no text outside front matter, comments and embeds "
@@ -938,7 +938,7 @@ def _decode(data: bytes, label: str, warnings: list[str], read_from: str,
     refused with iconv's command (``_refuse_unread_escapes``). ISO-2022-CN, which Python does not
     read, is refused with that command when iconv converts the file, else indexed as written under
     a warning (``_iso_2022_cn_said``: amid UTF-8 text, the command failed). A few NULs are dropped.
-    ``check``: the read's, called as its slices are read (a 80 MB file in cp1251 was judged for
+    ``check``: the read's, called as its slices are read (an 80 MB file in cp1251 was judged for
     seconds between two checks)."""
     text = None
     eight_bit = False   # (read as UTF-8, cp1252 or a legacy code page: its escape sequences are bytes)
