@@ -32,16 +32,33 @@ _ANY = re.compile(f"[{BREAK_HINTS}\u200c\u200d]")
 
 def visible(text: str, check: Callable[[], None] | None = None) -> str:
     """``text`` without the characters a reader does not see (see the module's docstring).
-    ``check``, if given, is called before each ``_WINDOW`` characters are searched for one (what
-    it raises stops the search: a big file's read, ``loader.read_documents``)."""
+    ``check``, if given, is called before each ``_WINDOW`` characters are searched for one, and
+    before each ``_STRETCH`` or so they are taken out of (what it raises stops the search: a big
+    file's read, ``loader.read_documents``)."""
     if text.isascii() or not _holds_any(text, check):   # (most texts: one scan, in C; ASCII's quickest)
         return text
-    return _UNSEEN.sub("", text)
+    if check is None or len(text) <= _STRETCH:
+        return _UNSEEN.sub("", text)
+    # (taken out of the whole in one call, a 60 MB text with a soft hyphen in a few words held up
+    # a stop 5-11 s under load)
+    out, at, n = [], 0, len(text)
+    while at < n:
+        check()
+        seam = _SEAM.search(text, at + _STRETCH) if n - at > _STRETCH else None
+        cut = seam.start() if seam is not None else n
+        out.append(_UNSEEN.sub("", text[at:cut]))
+        at = cut
+    return "".join(out)
 
 
 # Characters searched at once when a check is called between: an 80 MB text in Cyrillic was
 # searched in one call of a second or two, which held up a stop.
 _WINDOW = 1 << 22
+# ... and taken out of (``_UNSEEN.sub``, slower: a second a window of that text, under load).
+_STRETCH = 1 << 20
+# A place between two characters neither of which ``_UNSEEN`` takes: none of its matches spans
+# it, nor looks across it (the (non-)joiners' lookarounds look at the letter beside their run).
+_SEAM = re.compile(f"(?<![{BREAK_HINTS}\u200c\u200d])(?![{BREAK_HINTS}\u200c\u200d])")
 
 
 def _holds_any(text: str, check: Callable[[], None] | None) -> bool:

@@ -2908,11 +2908,41 @@ def test_characters_no_reader_sees_are_searched_a_window_at_a_time_when_checked(
     from streamrag import invisible
 
     monkeypatch.setattr(invisible, "_WINDOW", 8)
-    for text, windows in (("Приве\u200bт мир и всё", 1), ("Привет мир и всё\u00ad", 3), ("Привет мир и всё", 2)):
+    monkeypatch.setattr(invisible, "_STRETCH", 8)
+    for text, windows in (("Приве\u200bт мир и всё", 1 + 3), ("Привет мир и всё\u00ad", 3 + 2), ("Привет мир и всё", 2)):
         calls: list[int] = []
         assert invisible.visible(text, lambda: calls.append(1)) == invisible.visible(text) == text.replace(
             "\u200b", "").replace("\u00ad", "")
-        assert len(calls) == windows   # (to the window holding one, or all 16 characters' two)
+        # (to the window holding one, or all 16 characters' two; then one a stretch taken out of)
+        assert len(calls) == windows
+
+
+def test_characters_no_reader_sees_are_taken_out_a_stretch_at_a_time_when_checked(monkeypatch):
+    # Found, they were taken out of the whole text in one call: a 60 MB text with soft hyphens
+    # held up a stop of its read 5 s. With a check, a stretch of about ``_STRETCH`` at a time, each
+    # ending between two characters none of whose runs or lookarounds it cuts.
+    import random
+
+    from streamrag import invisible
+
+    monkeypatch.setattr(invisible, "_WINDOW", 8)
+    monkeypatch.setattr(invisible, "_STRETCH", 8)
+    real, subbed = invisible._UNSEEN, []
+
+    class Counted:
+        def sub(self, repl, text):
+            subbed.append(len(text))
+            return real.sub(repl, text)
+
+    monkeypatch.setattr(invisible, "_UNSEEN", Counted())
+    text = "Bo\u00adLund, Ива\u200cнов, \u0628\u200c\u0627 " * 40
+    assert invisible.visible(text, lambda: None) == real.sub("", text)
+    assert max(subbed) <= 2 * 8, max(subbed)
+    rng = random.Random(3)
+    marks = ["a", "ж", "中", "\u0627", " ", "\u200c", "\u200d", "\u00ad", "\u200b", "\u2060", "\ufeff"]
+    for _ in range(500):
+        text = "".join(rng.choice(marks) for _ in range(rng.randint(0, 60)))
+        assert invisible.visible(text, lambda: None) == real.sub("", text), text
 
 
 def test_a_file_in_a_legacy_code_page_is_checked_as_its_slices_are_judged(tmp_path, monkeypatch):
