@@ -2926,7 +2926,7 @@ def test_characters_no_reader_sees_are_taken_out_a_stretch_at_a_time_when_checke
     from streamrag import invisible
 
     monkeypatch.setattr(invisible, "_WINDOW", 8)
-    monkeypatch.setattr(invisible, "_STRETCH", 8)
+    monkeypatch.setattr(invisible, "_STRETCH", 8, raising=False)
     real, subbed = invisible._UNSEEN, []
 
     class Counted:
