@@ -801,7 +801,7 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
 
             text, title = markdown.front_matter(text)
             check()
-            text = _seen(markdown.readable(text), label, check)   # as a reader sees it
+            text = _seen(markdown.readable(text, check), label, check)   # as a reader sees it
             title = _composed(visible(title)) if title else title   # (a mark left by a character taken out)
             if _blank(text):
                 raise EmptyInput(f"{label}: no text outside front matter, comments and embeds "

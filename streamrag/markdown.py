@@ -18,6 +18,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
+from collections.abc import Callable
 
 from streamrag.sentences import SETEXT_UNDERLINE
 
@@ -121,13 +122,23 @@ def _scalar(value: str) -> str:
     return plain.strip("'\"").strip() if plain[:1] in ("'", '"') else plain
 
 
-def readable(text: str) -> str:
+def _going_on() -> None:
+    """A reading's ``check`` when none is given: nothing stops it."""
+
+
+# A reading's ``check`` is called this many lines apart as its lines are scanned (``_blocks``).
+_CHECK_LINES = 4096
+
+
+def readable(text: str, check: Callable[[], None] = _going_on) -> str:
     """Markdown ``text`` as a reader sees it: ``as_shown``, and without its HTML comments and
     Obsidian's ``%%`` comments (code, fenced, in a quote too, or indented, kept as written),
-    read with one scan of its blocks (``_blocks``): a note with a comment was scanned twice."""
+    read with one scan of its blocks (``_blocks``): a note with a comment was scanned twice.
+    ``check``: the loader's read's (``loader.read_documents``), called as its lines are scanned
+    (what it raises stops the reading: a 60 MB note's scan took 2-4 s between two checks)."""
     if "-->" not in text and "%%" not in text:
-        return as_shown(text)
-    lines, code, joined = _blocks(text, comments=True)
+        return as_shown(text, check)
+    lines, code, joined = _blocks(text, comments=True, check=check)
     if not any(code):
         return _read(_rejoined(text, lines), joined)
     out = []
@@ -183,30 +194,32 @@ def _comment_end(text: str, m: re.Match, last: tuple[int, int]) -> int:
     return -1 - m.end()
 
 
-def as_shown(text: str) -> str:
+def as_shown(text: str, check: Callable[[], None] = _going_on) -> str:
     """Markdown ``text`` as a reader sees it: its quotes and callouts without their marks
     (``_blocks``), and its wikilinks (Obsidian, Foam, Logseq ...) as the text they show:
     ``[[Note|alias]]`` is its alias, ``[[Note]]`` the note's name, ``[[Note#Heading]]``
     ``Note > Heading`` (``[[Note#H#H2]]`` ``Note > H > H2``), a block's ``[[Note#^id]]`` the
     note's name, and an embed ``![[x.png]]`` nothing (its file is indexed on its own, if it is
     text). Code keeps them as written. Left as written, a link's ``|`` split the model's
-    ``|``-separated records, and answers quoted the brackets."""
-    lines, code, joined = _blocks(text)
+    ``|``-separated records, and answers quoted the brackets. ``check``: ``readable``'s."""
+    lines, code, joined = _blocks(text, check=check)
     # A link lies within a line (and a code span within a paragraph, which code lines end), so
     # the text is read in one pass unless a line of code holds one to keep, or its lines are
     # not its own (a quote's marks taken off): then a window of lines at a time (``_outside_code``).
     keep = code if any("[[" in line for line, kept in zip(lines, code) if kept) else None
-    if keep is None and _own_lines(text, lines):
+    if keep is None and _own_lines(text, lines, check):
         del lines
         return _links_shown(text, joined)
     return _outside_code(lines, keep, joined, _links_shown)
 
 
-def _own_lines(text: str, lines: list[str]) -> bool:
+def _own_lines(text: str, lines: list[str], check: Callable[[], None] = _going_on) -> bool:
     """Whether ``lines`` are ``text.split("\\n")`` (``_blocks`` took no quote's marks off), found
     without joining them: ``text`` is then their text, with no copy."""
     at = 0
-    for line in lines:
+    for i, line in enumerate(lines):
+        if not i % _CHECK_LINES:
+            check()
         if not text.startswith(line, at) or at + len(line) < len(text) and text[at + len(line)] != "\n":
             return False
         at += len(line) + 1
@@ -354,7 +367,8 @@ def _closes(fence: str, line: str) -> bool:
     return len(mark) >= len(fence) and mark == fence[0] * len(mark)
 
 
-def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[int], list[bool] | None]:
+def _blocks(text: str, *, comments: bool = False,
+            check: Callable[[], None] = _going_on) -> tuple[list[str], list[int], list[bool] | None]:
     """Markdown ``text``'s lines as shown, each blockquote line's ``>`` marks taken off, and
     whether each is code, kept as written: a fenced code block (in a quote too, or a list item)
     or an indented one.
@@ -382,13 +396,14 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[int],
     (a raw HTML block whose comments are hidden), 0 nothing; one scan for ``readable``.
     Third, whether each line goes on with the paragraph of the line above, where a code span
     may run on (CommonMark); ``None`` for a text with no block to scan and no backtick.
+    ``check``: ``readable``'s, called every ``_CHECK_LINES`` lines.
     """
     as_code = 2 if comments else True   # a line of code
     # a line of a raw HTML block: raw text (a <textarea>'s) or not (its comments hidden)
     kept_html = (as_code, 1 if comments else True)
     lines = text.split("\n")
-    if not _MAY_HOLD_BLOCKS.search(text):   # no quote, no indented line: nothing to do
-        return lines, [False] * len(lines), _joined(lines) if "`" in text else None
+    if not _may_hold_blocks(text, check):   # no quote, no indented line: nothing to do
+        return lines, [False] * len(lines), _joined(lines, check) if "`" in text else None
     out: list[str] = []
     code: list[int] = []
     joined: list[bool] = []   # the line goes on with the paragraph of the line above
@@ -414,6 +429,8 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[int],
     last_pct, last_end = (text.count("\n", 0, at) if comments and at >= 0 else -1
                           for at in (text.rfind("%%"), text.rfind("-->")))
     for i, line in enumerate(lines):
+        if not i % _CHECK_LINES:
+            check()
         joined.append(False)   # (the paragraph's lines say so below)
         was_para, was_quote_para = para, quote_para
         if in_comment == "%%" and i > last_pct or in_comment == "-->" and i > last_end:
@@ -685,13 +702,33 @@ def _quoted_item(inner: str, base: int, para: bool) -> tuple[int, int] | None:
     return (marker_end + 1 if not rest or text_at - marker_end > 4 else text_at), item.end()
 
 
-def _joined(lines: list[str]) -> list[bool]:
+# Characters searched at once for a line opening a block (``_may_hold_blocks``): a 60 MB note's
+# search took 1.8 s between two checks of its read.
+_SEARCH_WINDOW = 1 << 22
+
+
+def _may_hold_blocks(text: str, check: Callable[[], None]) -> bool:
+    """Whether ``_MAY_HOLD_BLOCKS`` is found in ``text``, searched a window of whole lines at a
+    time (a match lies within the opening of one line), ``check`` called before each."""
+    at, n = 0, len(text)
+    while at < n:
+        check()
+        end = text.find("\n", at + _SEARCH_WINDOW) + 1 or n   # (just past a line break, or the end)
+        if _MAY_HOLD_BLOCKS.search(text, at, end):
+            return True
+        at = end
+    return False
+
+
+def _joined(lines: list[str], check: Callable[[], None] = _going_on) -> list[bool]:
     """``_blocks``' ``joined`` of ``lines`` that hold no quote, code or HTML block: a line of text
     goes on with the paragraph of the line above unless it opens a block (a list item, a
-    heading, a thematic break) or is a heading's underline."""
+    heading, a thematic break) or is a heading's underline. ``check``: ``_blocks``'."""
     joined = []
     para = False
-    for line in lines:
+    for i, line in enumerate(lines):
+        if not i % _CHECK_LINES:
+            check()
         first = line.lstrip(" \t")[:1]
         if not line.strip(" \t"):
             para = False

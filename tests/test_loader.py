@@ -2958,3 +2958,22 @@ def test_a_file_in_a_legacy_code_page_is_checked_as_its_slices_are_judged(tmp_pa
     [doc], warnings = read_documents(path, root=tmp_path, check=lambda: calls.append(1))
     assert "read as cp1251" in warnings[0] and doc.text.startswith("Привет, мир.")
     assert len(calls) >= 2 * 21, len(calls)   # (a slice each, read for strays and decoded)
+
+
+@pytest.mark.parametrize("quoted", [False, True])
+def test_a_markdown_file_is_checked_as_its_lines_are_scanned(tmp_path, monkeypatch, quoted):
+    # Its lines were scanned for blocks (a search of the whole, then a loop over its lines)
+    # between two checks of its read: a 60 MB note, 2-4 s a stop waited for. Now a window of
+    # lines at a time (``markdown._SEARCH_WINDOW``), a check every ``_CHECK_LINES`` lines.
+    from streamrag import markdown
+
+    monkeypatch.setattr(markdown, "_CHECK_LINES", 4, raising=False)
+    monkeypatch.setattr(markdown, "_SEARCH_WINDOW", 64, raising=False)
+    lines = [f"{'> ' if quoted and i % 7 == 0 else ''}Ada met Mira on day {i}." for i in range(400)]
+    path = tmp_path / "notes.md"
+    path.write_text("\n\n".join(lines) + "\n")
+    calls: list[int] = []
+    [doc], _ = read_documents(path, root=tmp_path, check=lambda: calls.append(1))
+    assert "Ada met Mira on day 399." in doc.text and "> " not in doc.text
+    assert doc.text == read_documents(path, root=tmp_path)[0][0].text
+    assert len(calls) >= 800 // 4, len(calls)   # (its 800 lines, each fourth checked)
