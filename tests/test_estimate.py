@@ -327,6 +327,35 @@ async def test_a_parent_s_context_of_its_children_s_reports_is_estimated_from_th
     assert (got["calls"], got["cached"]) == (ran["calls"], ran["cached"]), (got, ran)
 
 
+def _two_of_a_child_shown_by_its_parent(db: Path) -> list[str]:
+    """The names of two people of a community whose report its parent's context holds (the
+    first such child's by id that has two, the first two by name)."""
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        for child in sorted(k for (elements,) in conn.execute("SELECT elements FROM reports")
+                            for k in json.loads(elements).get("reports", [])):
+            names = [n for (n,) in conn.execute(
+                "SELECT e.name FROM community_members m JOIN entities e ON e.id = m.entity_id "
+                "WHERE m.community_id = ? AND e.type = 'person' ORDER BY e.name LIMIT 2", (child,))]
+            if len(names) == 2:
+                return names
+    raise AssertionError("no child community shown by its parent has two people")
+
+
+async def test_a_parent_showing_a_child_s_report_the_model_writes_anew_is_counted_paid(news, tmp_path, simulator):
+    # A new file names two people of a child community whose report its parent's context holds
+    # (index.report_max_input_tokens too small for the parent's lines): the model rewrites the
+    # child's report, so the parent's context changes too. Its published report standing in for
+    # the child's, the parent's context came out the stored one, and was counted kept: 1 report
+    # for the run's 2.
+    settings = make_settings(simulator.base_url, index={"report_max_input_tokens": 400})
+    db = tmp_path / "index.db"
+    await sync([news], settings, db, root=news)
+    (news / "new.txt").write_text("{} and {} met on Tuesday.\n".format(*_two_of_a_child_shown_by_its_parent(db)))
+    est, done = await index_and_estimate(news, settings, db)
+    assert paid(done.llm, "report") >= 2, done.llm
+    assert asked(est, "report") == paid(done.llm, "report"), (est["llm"], done.llm)
+
+
 async def test_an_offline_estimate_of_an_index_a_model_built_says_the_model_s_work_the_run_replaces(
         ten_indexed, caplog):
     # `index --offline --estimate` said "no LLM calls, no cost" alone, where the run first says
