@@ -25,7 +25,8 @@ to be (``ratios_from`` in --json). Summaries and reports:
   published partition, or a fresh clustering when it drifted by more than
   index.recluster_drift: ``_partition``), and the communities whose report context changes,
   with those above them (new communities among them), but those whose context comes out as a
-  stored report's (the run keeps that report). Each report's prompt is its
+  stored report's, or close enough to the one it had (index.report_regen_threshold: ``_kept_close``)
+  (the run keeps that report). Each report's prompt is its
   community's context as the run builds it from the members' lines (``_report_prompt``); a
   report not worked out on the graph (a first index, reports asked again) a full context. A chunk extracted already
   counts with its stored extraction; one not yet extracted with the offline extractor's names
@@ -104,7 +105,8 @@ from streamrag.pipeline import (EVERY_CHUNK_EXTRACTED, check_not_downgraded, cla
                                 extracted_again, extractive_redone, nothing_found, replaced_model_work,
                                 reports_redone, resummarizes)
 from streamrag.prompts import load_prompt
-from streamrag.report_stage import built_min_members, children_of, claims_by_end, deepest_first, report_attempt
+from streamrag.report_stage import (built_min_members, children_of, claims_by_end, close_enough, deepest_first,
+                                   names_withdrawn, report_attempt)
 from streamrag.reports import (ReportContext, answered_report, build_context, claim_lines_redone, context_key,
                                extractive_report)
 from streamrag.records import (Chunk, Claim, ClaimRecord, Community, Extraction, Relationship, RelationshipRecord,
@@ -1228,6 +1230,7 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     # offline index: 72,271 report prompt tokens; the run's 79,666).
     reported: dict[str, Report] = {}
     guessed_reports: set[str] = set()
+    old_members = {k.id: k.members for k in state.old_communities}
 
     def report_of(k: Community) -> Report | None:
         # (one not worked out keeps its published report, read only when a parent needs it)
@@ -1261,6 +1264,10 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
                 if c.parent and (report := index_rows.load_report(store, key)) is not None:
                     reported[c.id] = report
                 continue
+            if (report := _kept_close(c, ctx, state, store, settings, guessed_reports, old_members)) is not None:
+                if c.parent:   # (unchanged for its parent: the report it showed)
+                    reported[c.id] = report
+                continue
             changed.add(c.id)
             # (a report the cache answers costs nothing: extract_claims off and on again was
             # estimated 11 reports on ten news articles, the run asked the cache for all 11)
@@ -1284,6 +1291,26 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
         prompts += [round(sum(touched) / len(touched))] * more
     return math.floor(summaries + 0.5), prompts, FromCache(cached_summaries, len(cached_reports),
                                                            tuple(cached_reports))
+
+
+def _kept_close(c: Community, ctx: ReportContext, state: GraphState, store: Store, settings: Settings,
+                guessed_reports: set[str], old_members: dict[str, list[str]]) -> Report | None:
+    """The report ``c`` had, where the run keeps it for context ``ctx``, close enough to the one
+    it was written from (index.report_regen_threshold: ``ReportStage.found``); else None. The
+    line of a child's report the model writes anew (``guessed_reports``: its published one stands
+    in) counts as changed, as the run's will be."""
+    threshold = settings.index.report_regen_threshold
+    if threshold <= 0 or (previous := state.old_reports.get(c.id)) is None:
+        return None
+    elements = ctx.elements
+    if not guessed_reports.isdisjoint(elements["reports"]):
+        elements = {**elements, "lines": [f"{line}~" if line.split("=", 1)[0] in guessed_reports else line
+                                          for line in elements["lines"]]}
+    report = index_rows.load_report(store, previous)
+    if close_enough(report, elements, threshold) and not names_withdrawn(report, old_members.get(c.id, ()),
+                                                                         state.entities):
+        return report
+    return None
 
 
 def _named_by(extractions: dict[str, Extraction], chunks: set[str]) -> set[str]:

@@ -356,6 +356,29 @@ async def test_a_parent_showing_a_child_s_report_the_model_writes_anew_is_counte
     assert asked(est, "report") == paid(done.llm, "report"), (est["llm"], done.llm)
 
 
+def _a_person_of_the_largest_community(db: Path) -> str:
+    """The name of a person of the index's largest community (the first by name)."""
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        return conn.execute("SELECT e.name FROM community_members m JOIN entities e ON e.id = m.entity_id "
+                            "WHERE m.community_id = (SELECT id FROM communities ORDER BY size DESC, id LIMIT 1) "
+                            "AND e.type = 'person' ORDER BY e.name LIMIT 1").fetchone()[0]
+
+
+async def test_an_update_counts_no_report_the_run_keeps_under_report_regen_threshold(news, tmp_path, simulator):
+    # A new file says a sentence of a person of the largest community: its sub-community's context
+    # changes by more than index.report_regen_threshold, the large one's by less, and the run keeps
+    # that one's report. The estimate ignored the threshold: 2 reports for the run's 1 (and a
+    # deleted article of ten, threshold 0.2: 9 for the run's 5).
+    settings = make_settings(simulator.base_url, index={"report_regen_threshold": 0.05})
+    db = tmp_path / "index.db"
+    await sync([news], settings, db, root=news)
+    (news / "new.txt").write_text(f"{_a_person_of_the_largest_community(db)} spoke on Tuesday.\n")
+    unkept = estimate([news], make_settings(simulator.base_url), db, root=news)   # (the threshold at 0)
+    est, done = await index_and_estimate(news, settings, db)
+    assert 1 <= paid(done.llm, "report") < asked(unkept, "report"), (unkept["llm"], done.llm)
+    assert asked(est, "report") == paid(done.llm, "report"), (est["llm"], done.llm)
+
+
 async def test_an_offline_estimate_of_an_index_a_model_built_says_the_model_s_work_the_run_replaces(
         ten_indexed, caplog):
     # `index --offline --estimate` said "no LLM calls, no cost" alone, where the run first says
