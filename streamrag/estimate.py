@@ -1224,10 +1224,13 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     # built without them its context was no stored report's, nor one the cache answers (200
     # corpusgen documents, a model run after an offline one: 13 reports estimated paid, the run
     # paid none). One a model writes anew is not known: its published one (or an extractive one)
-    # stands in, and a parent's context showing it is paid (``guessed``). The stand-in is not as
-    # long when it is extractive (an offline index's: about twice a model's), so fewer children
-    # fit and such a parent's prompt tokens come out lower (a model estimate over synth_small's
-    # offline index: 72,271 report prompt tokens; the run's 79,666).
+    # stands in, and a parent's context showing it is paid (``guessed``). An extractive stand-in
+    # (an offline index's) has a summary about twice a model's (136 tokens, 71 on synth_small),
+    # which matters little: a parent holds children's reports only when its lines fill
+    # index.report_max_input_tokens, and it is filled either way. (A model estimate over
+    # synth_small's offline index: 72,271 report prompt tokens, 72,034 with the stand-ins cut to
+    # a model's length, for the run's 79,666; the gap is the reports counted, 34 for the run's
+    # 54: the offline extractor's partition, not scaled to a model's as a first index's is.)
     reported: dict[str, Report] = {}
     guessed_reports: set[str] = set()
     old_members = {k.id: k.members for k in state.old_communities}
