@@ -379,6 +379,22 @@ async def test_an_update_counts_no_report_the_run_keeps_under_report_regen_thres
     assert asked(est, "report") == paid(done.llm, "report"), (est["llm"], done.llm)
 
 
+async def test_under_report_regen_threshold_a_child_s_report_the_model_writes_anew_changes_its_parent_s_context(
+        news, tmp_path, simulator):
+    # A parent's context showing a child's report the model writes anew: the published report
+    # standing in for it, the parent's context came out as close to its report's as could be,
+    # and the report was counted kept under index.report_regen_threshold: 1 report for the
+    # run's 2. The stand-in's line counts as changed, as the run's is.
+    settings = make_settings(simulator.base_url,
+                             index={"report_max_input_tokens": 400, "report_regen_threshold": 0.05})
+    db = tmp_path / "index.db"
+    await sync([news], settings, db, root=news)
+    (news / "new.txt").write_text("{} and {} met on Tuesday.\n".format(*_two_of_a_child_shown_by_its_parent(db)))
+    est, done = await index_and_estimate(news, settings, db)
+    assert paid(done.llm, "report") >= 2, done.llm
+    assert asked(est, "report") == paid(done.llm, "report"), (est["llm"], done.llm)
+
+
 async def test_an_offline_estimate_of_an_index_a_model_built_says_the_model_s_work_the_run_replaces(
         ten_indexed, caplog):
     # `index --offline --estimate` said "no LLM calls, no cost" alone, where the run first says
