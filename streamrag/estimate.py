@@ -1267,7 +1267,9 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
                 if c.parent and (report := index_rows.load_report(store, key)) is not None:
                     reported[c.id] = report
                 continue
-            if (report := _kept_close(c, ctx, state, store, settings, guessed_reports, old_members)) is not None:
+            # (not with new report settings: ``ReportStage.regen_threshold``)
+            if not rereport and (report := _kept_close(c, ctx, state, store, settings, guessed_reports,
+                                                        old_members)) is not None:
                 if c.parent:   # (unchanged for its parent: the report it showed)
                     reported[c.id] = report
                 continue

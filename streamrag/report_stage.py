@@ -95,6 +95,12 @@ class ReportStage:
         # without rebuilding the context (tokenizing every community's context is most of an
         # update's time on a large index).
         same_settings = store.get_meta("report_settings") == given.report_key
+        # index.report_regen_threshold keeps a report only where the settings that wrote it stay
+        # (but report_min_members, which no context holds): a new report model or prompt rewrites
+        # every report (threshold 0.1 and a new report model kept all 26 of ten articles' model
+        # reports, none written), and a new report_max_input_tokens those whose context changed.
+        self.regen_threshold = s.index.report_regen_threshold if use_llm and built_min_members(
+            s, store.get_meta, by_llm=True) is not None else 0.0
         self.dirty = dirty_communities(state, communities, same_settings=same_settings)
         # The relationships and claims contexts are built from, by entity (grouping 200,000
         # relationships was a fifth of a second of every update).
@@ -264,12 +270,11 @@ class ReportStage:
     def found(self, c: Community, ctx: ReportContext, key: str, by_llm: bool) -> Report | None:
         """The stored report with ``key``; else, for a model's report, the one ``c`` had if it
         is close enough to the new context (index.report_regen_threshold); else None."""
-        ix = self.settings.index
         previous = self.old.get(c.id)
         report = index_rows.load_report(self.store, key)
-        if report is None and by_llm and previous is not None and ix.report_regen_threshold > 0:
+        if report is None and by_llm and previous is not None and self.regen_threshold > 0:
             prev_report = index_rows.load_report(self.store, previous)
-            if close_enough(prev_report, ctx.elements, ix.report_regen_threshold) and not names_withdrawn(
+            if close_enough(prev_report, ctx.elements, self.regen_threshold) and not names_withdrawn(
                     prev_report, self.old_members.get(c.id, ()), self.state.entities):
                 report = prev_report
         return report

@@ -379,6 +379,19 @@ async def test_an_update_counts_no_report_the_run_keeps_under_report_regen_thres
     assert asked(est, "report") == paid(done.llm, "report"), (est["llm"], done.llm)
 
 
+async def test_a_new_report_model_rewrites_every_model_report_under_report_regen_threshold(ten_indexed, simulator):
+    # A new report model rewrites every report (README, and the run's own line says so),
+    # whatever index.report_regen_threshold: the contexts' elements unchanged, each model report
+    # was kept as close enough to its context, none of ten articles' 26 written, and, since the
+    # estimate applies the threshold, none estimated.
+    news, db, _ = ten_indexed
+    settings = make_settings(simulator.base_url, index={"report_regen_threshold": 0.1},
+                             llm={"report_model": "gpt-4o"})
+    est, done = await index_and_estimate(news, settings, db)
+    assert paid(done.llm, "report") >= 10, done.llm
+    assert asked(est, "report") == paid(done.llm, "report"), (est["llm"], done.llm)
+
+
 async def test_under_report_regen_threshold_a_child_s_report_the_model_writes_anew_changes_its_parent_s_context(
         news, tmp_path, simulator):
     # A parent's context showing a child's report the model writes anew: the published report
