@@ -302,6 +302,20 @@ async def test_a_model_run_after_an_offline_one_is_estimated_its_summaries_and_r
         assert (got.get("calls", 0), got.get("cached", 0)) == (ran["calls"], ran["cached"]), (stage, got, ran)
 
 
+async def test_a_model_estimate_of_an_index_built_offline_is_a_first_index_s(news, tmp_path, simulator):
+    # A model run of an offline index merges the model's extraction of every chunk anew: a new
+    # graph, clustered afresh. Its estimate worked it out as an update of the offline graph and
+    # counted the offline partition's reports, unscaled to a model's (synth_small: 34 for the
+    # run's 54, 260 summaries for 148); a first index's is scaled (41 and 174).
+    settings, db = make_settings(simulator.base_url), tmp_path / "index.db"
+    await sync([news], make_settings("", index={"extractor": "nlp"}), db, root=news)   # --offline
+    first = estimate([news], settings, tmp_path / "first.db", root=news)
+    est = estimate([news], settings, db, root=news)
+    for stage in ("summarize", "report"):
+        got, fresh = est["llm"]["by_stage"][stage], first["llm"]["by_stage"][stage]
+        assert (got["calls"], got["prompt_tokens"]) == (fresh["calls"], fresh["prompt_tokens"]), (stage, got, fresh)
+
+
 def _parents_of_children_reports(db: Path) -> int:
     """The stored reports whose context holds sub-communities' reports (``build_context``)."""
     with contextlib.closing(sqlite3.connect(db)) as conn:
