@@ -239,6 +239,9 @@ mount's 0.5 s an open); past them, the sync's scan tells exports, as past ``_EXP
 _LOOK_APART = 100
 """A batch of this many events on paths, or more, is looked at in a worker thread (``_classify``):
 about 0.1-0.2 ms an event (``relevant``, a stat or two, an index query), a few ms on the loop."""
+_STOP_READS_BELOW = 1 << 20
+"""At a stop, the files seen changing are counted (``_seen_left``) with the renames among them, a
+file read whole for that; one of this many bytes or more is not (the exit waited for its read)."""
 _MAX_WAIT_QUIETS = 10
 """Events that never pause for ``quiet_s`` delay a sync this many times ``quiet_s`` at most."""
 _NOT_THERE = ("deleted", "renamed away", "added and deleted")
@@ -1190,7 +1193,8 @@ class Daemon:
             self._exports_said.add(line)
             self.emit("warning", line, warning=line)
         if looked.touched:   # (it may read them: in a worker thread, as a folder is listed)
-            same = await anyio.to_thread.run_sync(self.folder.as_indexed, looked.touched, abandon_on_cancel=True)
+            same = await anyio.to_thread.run_sync(self.folder.as_indexed, looked.touched, self._stop_looking.is_set,
+                                                  abandon_on_cancel=True)
             out.update((rel, "modified") for rel in looked.touched if rel not in same and rel not in out)
         return out
 
@@ -1550,7 +1554,10 @@ class Daemon:
                         held.add(rel)
             gone = held - self.pending.keys() - self._syncing.keys()
             left |= gone
-        renamed = self.folder.renames({rel: "deleted" if rel in gone else "added" for rel in left})
+        # (a file of a megabyte or more is not read: the process's exit waited for it, a 20 MB file
+        # renamed just before the stop 2.5-4 s; such a rename counts as its two changes)
+        renamed = self.folder.renames({rel: "deleted" if rel in gone else "added" for rel in left},
+                                      read_below=_STOP_READS_BELOW)
         return len(left) - len(renamed)
 
     @staticmethod
@@ -2105,7 +2112,9 @@ class Daemon:
         self.pending.update(dict.fromkeys(came_and_went, "added and deleted"))
         self._retries = 0
         files = {rel: kind for rel, kind in batch.items() if rel != "."}  # "." is the whole folder
-        renamed = await anyio.to_thread.run_sync(self.folder.renames, files)   # it may read files
+        # (it may read files; a stop ends it with the renames found so far: a big file's read held
+        # the stop 4 s)
+        renamed = await anyio.to_thread.run_sync(self.folder.renames, files, self._stop_looking.is_set)
         for source in renamed.values():   # a rename is one changed file, in every count
             if self.pending.get(source) == "deleted":
                 self.pending[source] = "renamed away"
@@ -2138,7 +2147,9 @@ class Daemon:
             gone = {"added_and_deleted": len(came_and_went)} if came_and_went else {}
             self.emit("queued", said, files=count, pending=pending, whole_folder="." in batch,
                       changed_again=len(again), **{k: n for k, n in kinds.items()}, **gone)
-        if not ahead:
+        if not ahead or self.stopping:
+            # (a stop while the batch was looked at said "nothing under way": an extraction ahead
+            # begun after it was waited for, a 20 MB file's read and cut, 3.2 s)
             return
         self._extracting_ahead = True   # (a stop waits for it: ``stop``)
         try:

@@ -29,6 +29,16 @@ from streamrag.store import Store, index_files
 from streamrag.watch_events import ADDED, DELETED
 
 
+class _Stopped(Exception):
+    """Raised in a file's read by its check once the daemon stops (``WatchedFolder._documents_in``):
+    the read ends there, the file taken as one not read."""
+
+
+def _going_on() -> bool:
+    """``stopped`` when none is given: nothing stops a look."""
+    return False
+
+
 @contextlib.contextmanager
 def reading(db_path: Path) -> Iterator[Store | None]:
     """The index at ``db_path``, read-only, closed after the block; None while there is none to read."""
@@ -392,29 +402,37 @@ class WatchedFolder:
             return None
         return rel.as_posix() + "/"
 
-    def as_indexed(self, files: dict[str, dict[str, tuple[str, int, float]]]) -> set[str]:
+    def as_indexed(self, files: dict[str, dict[str, tuple[str, int, float]]],
+                   stopped: Callable[[], bool] = _going_on) -> set[str]:
         """Those of ``files`` (relative to the root -> their indexed rows) whose content is as
         indexed: a ``touch``, a ``chmod``, a backup or ``git checkout`` writing the same bytes.
         Unchanged by size and change stamp as the sync's scan sees it (``same_on_disk``), else
-        the same documents (content hashes) read. Runs in a worker thread: it only reads."""
+        the same documents (content hashes) read. Runs in a worker thread: it only reads. Once
+        ``stopped()``, it ends within moments, even amid a big file's read, with those found so
+        far (the process's exit waited for the thread: a 20 MB file touched, 4 s)."""
         same = set()
         for rel, rows in files.items():
+            if stopped():
+                break
             path = self.root / rel
             try:
                 st = path.stat()
             except OSError:   # what it cannot read now is the sync's to say
                 continue
-            if same_on_disk(rows, st) or self._documents_in(path, st) == {p: row[0] for p, row in rows.items()}:
+            if same_on_disk(rows, st) or (self._documents_in(path, st, stopped)
+                                          == {p: row[0] for p, row in rows.items()}):
                 same.add(rel)
         return same
 
-    def renames(self, files: dict[str, str]) -> dict[str, str]:
+    def renames(self, files: dict[str, str], stopped: Callable[[], bool] = _going_on,
+                read_below: float = float("inf")) -> dict[str, str]:
         """Added file -> deleted file it was renamed from: same size and same documents (a
         .jsonl or .csv file's rows, each stored as ``file#n``, count as one file). A file that
         could not be used (binary, not text: no document to compare) by the stamp its failure
         recorded, size and change time, which a move of its folder keeps: it was said "1 added,
         1 deleted". The sync decides by content anyway; this only lets the queued line say
-        "renamed"."""
+        "renamed". Once ``stopped()``, it ends within moments, as ``as_indexed``, with the
+        renames found so far. A file of ``read_below`` bytes or more is not read (no rename)."""
         deleted = [rel for rel, kind in files.items() if kind == "deleted"]
         added = [rel for rel, kind in files.items() if kind == "added"]
         if not deleted or not added:
@@ -438,6 +456,8 @@ class WatchedFolder:
         sizes = {size for _doc, size in was}
         out: dict[str, str] = {}
         for rel in sorted(added):
+            if stopped():
+                break
             path = self.root / rel
             try:
                 st = path.stat()
@@ -446,22 +466,28 @@ class WatchedFolder:
             if failed.get(stamp := file_stamp(st)):
                 out[rel] = failed[stamp].pop(0)
                 continue
-            if (size := st.st_size) not in sizes or (docs := self._documents_in(path, st)) is None:
+            if (size := st.st_size) not in sizes or size >= read_below or (docs := self._documents_in(path, st, stopped)) is None:
                 continue
             sources = was.get((tuple(sorted(docs.values())), size), [])
             if sources:
                 out[rel] = sources.pop(0)
         return out
 
-    def _documents_in(self, path: Path, st: os.stat_result) -> dict[str, str] | None:
+    def _documents_in(self, path: Path, st: os.stat_result,
+                      stopped: Callable[[], bool] = _going_on) -> dict[str, str] | None:
         """The documents the scan would read in ``path`` now, as shown path -> content hash (a
         .jsonl or .csv file's rows each one, ``file#n``); ``None`` if it cannot be read (the
-        sync says why; ``st``: its ``stat``, just taken). Only reads: for the worker threads of
-        ``as_indexed`` and ``renames``."""
+        sync says why; ``st``: its ``stat``, just taken), or once ``stopped()``: the read asks
+        between its steps (``read_documents``' check), a big file's ends there. Only reads: for
+        the worker threads of ``as_indexed`` and ``renames``."""
+        def check() -> None:
+            if stopped():
+                raise _Stopped(path)
+
         try:
             docs, _warnings = read_documents(path, root=self.root, text_field=self.settings.index.text_field, st=st,
-                                             max_mb=self.settings.index.max_file_mb)
-        except (OSError, StreamragError):
+                                             max_mb=self.settings.index.max_file_mb, check=check)
+        except (OSError, StreamragError, _Stopped):
             return None
         return {doc.path: doc.id for doc in docs}
 

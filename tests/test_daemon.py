@@ -2246,6 +2246,80 @@ async def test_a_sync_line_counts_the_files_it_scans_beside_a_folder_it_cannot_l
     assert any("sub: cannot list the folder" in e["message"] for e in events[:mark]), events
 
 
+def _stopped_at_its_first_check(monkeypatch) -> tuple[threading.Event, list[str]]:
+    """A stop (the event returned) set as a file's read by ``WatchedFolder`` reaches its first
+    check (``read_documents``' ``check``: after the bytes are read), and the files whose line
+    ends were then made (``loader._newlines``, the step after it: a read the stop ended never
+    gets there)."""
+    from streamrag import loader
+
+    stop, went_on = threading.Event(), []
+    read, newlines = watched_folder.read_documents, loader._newlines
+
+    def reading(path, *args, check=lambda: None, **kwargs):
+        def first() -> None:
+            stop.set()
+            check()
+
+        return read(path, *args, check=first, **kwargs)
+
+    def noted(held, **kwargs):
+        went_on.append("read on")
+        return newlines(held, **kwargs)
+
+    monkeypatch.setattr(watched_folder, "read_documents", reading)
+    monkeypatch.setattr(loader, "_newlines", noted)
+    return stop, went_on
+
+
+async def test_a_stop_ends_the_read_of_a_big_file_touched_or_renamed(corpus, tmp_path, monkeypatch):
+    # A touched file (``as_indexed``) and one renamed (``renames``, same size as a deleted one)
+    # are read whole in a worker thread to compare their documents with the index's; a stop
+    # abandoned the thread, but the read went on, and the process's exit waited for it: a 20 MB
+    # cp1251 file touched, SIGTERM 1 s later, exit 4 s after it (renamed: 4.3 s). Now the read
+    # asks the daemon's stop between its steps and ends there, the file taken as not read:
+    # touched, it is queued as modified; renamed, it is no rename (added, and one deleted).
+    settings = make_settings(index=SMALL)
+    db = tmp_path / "r.db"
+    await sync([corpus], settings, db, root=corpus)
+    folder = watched_folder.WatchedFolder(settings, db, corpus)
+    later = time.time() + 60
+    os.utime(corpus / "council.txt", (later, later))
+    with watched_folder.reading(db) as store:
+        rows = index_rows.file_rows(store, "council.txt")
+    assert folder.as_indexed({"council.txt": rows}) == {"council.txt"}   # (not stopped: read, as indexed)
+    os.rename(corpus / "guild.txt", corpus / "guild2.txt")
+    moved = {"guild.txt": "deleted", "guild2.txt": "added"}
+    assert folder.renames(moved) == {"guild2.txt": "guild.txt"}
+    stop, went_on = _stopped_at_its_first_check(monkeypatch)
+    assert folder.as_indexed({"council.txt": rows}, stop.is_set) == set()
+    assert stop.is_set() and went_on == []
+    stop.clear()
+    assert folder.renames(moved, stop.is_set) == {}
+    assert stop.is_set() and went_on == []
+    # (asked after the stop, nothing more is read: the next file is not begun)
+    assert folder.as_indexed({"council.txt": rows, "railway.txt": rows}, stop.is_set) == set()
+    assert went_on == []
+
+
+async def test_a_stop_while_a_batch_is_queued_extracts_nothing_ahead(corpus, tmp_path):
+    # A stop while a batch's files were looked at (a big file read for a rename) said "nothing
+    # under way"; the batch was queued after it, and its files extracted ahead, which the stop
+    # then waited for: a 20 MB file's read and cut, 3.2 s after SIGTERM. Queued, not extracted.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 30})
+    async with running(settings, tmp_path / "q.db", corpus) as (daemon, events, send):
+        async with send:
+            new = corpus / "new.txt"
+            new.write_text("Captain Oskar Lind sailed the Blue Heron to Kessel.\n")
+            earlier = time.time() - 60   # (settled: not waited for, ``_settled``, which a stop ends)
+            os.utime(new, (earlier, earlier))
+            mark = len(events)
+            daemon.stop("test")
+            await daemon._queue({"new.txt": "added"})
+    assert daemon.pending == {"new.txt": "added"}
+    assert "queued" in events.states(mark) and "extracting" not in events.states(mark), events.states(mark)
+
+
 async def test_an_event_on_a_file_whose_content_is_as_indexed_queues_nothing(corpus, tmp_path):
     # `touch corp/*.txt` said "queued 43 files (43 modified)" and ran a sync that changed
     # nothing: backups, `git checkout` and rsync filled the log with edits that were none.
