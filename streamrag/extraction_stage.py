@@ -85,6 +85,17 @@ async def in_thread(work: Callable[..., object], what: str):
         abandoned.set()
 
 
+async def read_apart(path: Path, st: os.stat_result, *, root: Path | None,
+                     **kwargs) -> tuple[list[Document], list[str]]:
+    """``loader.read_documents(path, root=root, st=st, **kwargs)``, a file of
+    ``_READ_IN_THREAD_BYTES`` or more (``st``: its stat) read in a worker thread a stop abandons
+    and ends (``in_thread``); a smaller one at once."""
+    read = functools.partial(loader.read_documents, path, root=root, st=st, **kwargs)
+    if st.st_size < _READ_IN_THREAD_BYTES:
+        return read()
+    return await in_thread(read, loader.stored_path(path, root))
+
+
 def chunk_shown(path: str, idx: int, chunk_id: str) -> str:
     """A chunk as a message names it: its file, and which chunk of it (``idx`` from 0)."""
     return f"{loader.shown(path)} (chunk {idx + 1}, {chunk_id})"
@@ -263,14 +274,10 @@ class ExtractionStage:
 
     async def read(self, path: Path, st: os.stat_result) -> tuple[list[Document], list[str]]:
         """``loader.read_documents`` of ``path`` (``st``: its stat), a big file's in a worker thread
-        (``in_thread``): the event loop goes on meanwhile (a signal is taken, the chunks of other
+        (``read_apart``): the event loop goes on meanwhile (a signal is taken, the chunks of other
         files are extracted), and a stop ends the read within moments, not when it is done."""
-        read = functools.partial(loader.read_documents, path, root=self.root, st=st,
-                                 text_field=self.settings.index.text_field,
-                                 max_mb=self.settings.index.max_file_mb)
-        if st.st_size < _READ_IN_THREAD_BYTES:
-            return read()
-        return await in_thread(read, loader.stored_path(path, self.root))
+        return await read_apart(path, st, root=self.root, text_field=self.settings.index.text_field,
+                                max_mb=self.settings.index.max_file_mb)
 
     async def fail_load(self, rel: str, said: str, **kwargs) -> None:
         """Records that file ``rel`` could not be used (``fail``), and remembers it for

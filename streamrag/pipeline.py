@@ -66,7 +66,7 @@ from streamrag.errors import (
     user_error,
     user_errors_unwrapped,
 )
-from streamrag.extraction_stage import ExtractionStage, ExtractionStageContext, Scan, chunk_shown
+from streamrag.extraction_stage import ExtractionStage, ExtractionStageContext, Scan, chunk_shown, read_apart
 from streamrag.extractor import ExtractionPrompts, claimless_key, extractor_key
 from streamrag.gleaner import YesNoCheck
 from streamrag.graph_state import (
@@ -1011,8 +1011,8 @@ class Indexer:
                                      + self._nothing_published, self.rejected_last.status)
         await self._fail_unaccounted(writer, scan, change)
         self.chunking_mixed = not self.none_left_to_recut and publishes_cut(store, scan, change)
-        self._read_shown_titles(store, scan, change)
-        found = self._code_headings_read(store, scan, change)
+        await self._read_shown_titles(store, scan, change)
+        found = await self._code_headings_read(store, scan, change)
         if self.settings.offline:   # (a front matter's title says a full name: ``joins``)
             self._join_bookkeeping(store, scan, change, found)
         if self.graph_cache is None:   # (a daemon keeps its graph: reading it costs nothing)
@@ -1457,7 +1457,7 @@ class Indexer:
                             "stored, and nothing said why; it is left out of this version, and the next "
                             "run extracts it again")
 
-    def _code_headings_read(self, store: Store, scan: Scan, change: Change) -> dict[str, bool]:
+    async def _code_headings_read(self, store: Store, scan: Scan, change: Change) -> dict[str, bool]:
         """Fills in ``change`` whether each document indexed opens with code that reads as a
         heading (``Change.code_headings``): those this run read, and once, in an index without the
         mark, the kept ones opening with a heading (later, those left pending); returns those of
@@ -1467,7 +1467,7 @@ class Indexer:
         # (of the documents indexed: a new one none of whose chunks was extracted is left out)
         change.code_headings = {d: d in scan.code_headings for d in scan.documents if d in change.doc_chunks}
         # (an index published before they were marked: its documents opening so, read again)
-        found = self._code_headings_published(store, change)
+        found = await self._code_headings_published(store, change)
         change.code_headings |= found
         return found
 
@@ -1495,7 +1495,7 @@ class Indexer:
                 shown[doc_id] = path
         return {d: t for d, path in shown.items() if (t := scan.titles.get(path))}
 
-    def _code_headings_published(self, store: Store, change: Change) -> dict[str, bool]:
+    async def _code_headings_published(self, store: Store, change: Change) -> dict[str, bool]:
         """Of an index without the mark of the documents opening with code that reads as a heading
         (no ``name_code_headings``: ``GraphState.code_headings``; published before it existed, or
         by older code's run with a model, which dropped it), the kept documents this run did not
@@ -1515,7 +1515,7 @@ class Indexer:
         headed = self._unmarked_headings(store, change, marked)
         if headed is None:
             return {}
-        out = self._opening_code(store, headed)
+        out = await self._opening_code(store, headed)
         # (the marks this run changes, found or guessed: of an index without the mark, those
         # opening with code; of one pending, those whose mark an earlier run's guess set otherwise)
         was = set(msgspec.json.decode(marked, type=list[str])) if marked is not None else set()
@@ -1539,7 +1539,7 @@ class Indexer:
         return {d: title for chunk_id, text in index_rows.opening_headings(store, sorted(first))
                 if (title := joins.heading_title(text)) is not None for d in first[chunk_id]}
 
-    def _opening_code(self, store: Store, headed: dict[str, str]) -> dict[str, bool]:
+    async def _opening_code(self, store: Store, headed: dict[str, str]) -> dict[str, bool]:
         """Whether each document of ``headed`` (``_unmarked_headings``) opens with code, and sets
         ``code_headings_pending``. A document is found in its file as it is now (its id), or, the
         file's one document, as the start of it (``_as_indexed``: a log appended to since).
@@ -1558,7 +1558,7 @@ class Indexer:
         out: dict[str, bool] = {}
         guessed: dict[str, bool] = {}
         for file, doc_ids in by_file.items():
-            texts = _as_indexed(doc_ids, chars, docs := self._read_file(file))
+            texts = _as_indexed(doc_ids, chars, docs := await self._read_file(file))
             out.update((d, joins.code_heading(text)) for d, text in texts.items())
             guessed.update(_opening_as_now({d: headed[d] for d in doc_ids - texts.keys()}, docs))
         # (one read but not found, its file unreadable now or changed outside this run's paths,
@@ -1570,28 +1570,30 @@ class Indexer:
         # it: each run's guess is its own, from the file as it is now)
         return {d: False for d in headed} | guessed | out
 
-    def _read_stored(self, path: str) -> list[Document]:
+    async def _read_stored(self, path: str) -> list[Document]:
         """The documents of the file a stored ``path`` names, read now; none when it is gone or
         cannot be read (the run that meets it so says why)."""
-        return self._read_file(self._stored_file(path))
+        return await self._read_file(self._stored_file(path))
 
     def _stored_file(self, path: str) -> Path | None:
         """The file a stored ``path`` names (of a row, ``file#n``, its .jsonl or .csv file), None
         when it is gone."""
         return next((f for f in on_disk.stored_files(path, self.root) if on_disk.is_file(f)), None)
 
-    def _read_file(self, file: Path | None) -> list[Document]:
+    async def _read_file(self, file: Path | None) -> list[Document]:
         """The documents of ``file`` (``_stored_file``'s), read now; none when it is None or cannot
-        be read."""
+        be read. A big one in a worker thread a stop ends (``read_apart``): read in the event loop,
+        a 20 MB copy of a deleted file, read for its title, held the loop (signals, a daemon's
+        lines and timers) 2.4 s, and a stop waited for it."""
         if file is None:
             return []
         try:
-            docs, _ = loader.read_documents(file, root=self.root, text_field=self.settings.index.text_field)
-        except InputError:
+            docs, _ = await read_apart(file, file.stat(), root=self.root, text_field=self.settings.index.text_field)
+        except (InputError, OSError):   # (its stat: as read_documents says it, unreadable)
             return []
         return docs
 
-    def _read_shown_titles(self, store: Store, scan: Scan, change: Change) -> None:
+    async def _read_shown_titles(self, store: Store, scan: Scan, change: Change) -> None:
         """Reads the title of a kept document now shown by a file this run did not read (the copy
         shown before went away): the title and the path a document is shown with come from one
         file, as in a fresh index."""
@@ -1599,7 +1601,7 @@ class Indexer:
         for doc_id, path in index_rows.shown_paths(scan.files).items():
             if doc_id not in change.kept_docs or path == stored.get(doc_id) or path in scan.titles:
                 continue
-            scan.titles.update({d.path: d.title for d in self._read_stored(path)})
+            scan.titles.update({d.path: d.title for d in await self._read_stored(path)})
 
     def _keep_previous_versions(self, store: Store, scan: Scan, old_docs: set[str]) -> None:
         """A document whose new chunks are not all extracted (their calls failed) stays indexed

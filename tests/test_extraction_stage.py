@@ -302,3 +302,40 @@ async def test_offline_extractions_are_stored_and_counted_when_no_more_come(tmp_
     finally:
         store.close()
     assert given.progress.counts["chunks_extracted"] == len(made)
+
+
+async def test_the_title_of_a_kept_copy_is_read_off_the_event_loop(tmp_path, monkeypatch):
+    # A document held by two files (a copy) is shown by the first; that one deleted, the run
+    # reads the other for its title (``Indexer._read_shown_titles``). It read it in the event
+    # loop: a 20 MB copy held it 2.4 s, a signal and a daemon's lines and timers with it, and a
+    # stop waited for the read. A big file is read there as the loader reads one, in a worker
+    # thread a stop ends (``read_apart``: here every file counts as big); the title is the same.
+    import threading
+
+    from streamrag import extraction_stage, loader
+    from streamrag.pipeline import sync
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    text = "Harbor log\n\nCaptain Oskar Lind sailed the Blue Heron to Kessel.\n"
+    (folder / "a.txt").write_text(text)
+    (folder / "b.txt").write_text(text)
+    settings, db = make_settings(index={"chunk_size": 80, "chunk_overlap": 10}), tmp_path / "n.db"
+    await sync([folder], settings, db, root=folder)
+    (folder / "a.txt").unlink()
+    reads, read = [], loader.read_documents
+
+    def reading(path, *args, **kwargs):
+        reads.append((Path(path).name, threading.get_ident(), "check" in kwargs))
+        return read(path, *args, **kwargs)
+
+    monkeypatch.setattr(loader, "read_documents", reading)
+    monkeypatch.setattr(extraction_stage, "_READ_IN_THREAD_BYTES", 0)
+    await sync([folder], settings, db, root=folder)
+    assert reads and {name for name, _, _ in reads} == {"b.txt"}, reads
+    assert all(thread != threading.get_ident() and checked for _, thread, checked in reads), reads
+    store = Store(db, readonly=True)
+    try:
+        assert [(r["path"], r["title"]) for r in store.query("SELECT path, title FROM documents")] == [("b.txt", "Harbor log")]
+    finally:
+        store.close()
