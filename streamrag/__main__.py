@@ -1,22 +1,44 @@
 """``python -m streamrag`` (and ``python -m streamrag.cli``) and the ``streamrag`` command:
 ``cli.main``, imported inside ``run`` so that a Ctrl-C while the program loads (its imports take
 a few tenths of a second) ends it as a Ctrl-C during a command does, with one line and 130, not
-with a traceback."""
+with a traceback. A SIGTERM then is taken as a Ctrl-C is (``_terminated_as_interrupt``)."""
 
+import signal
 import sys
+
+from streamrag.signals import Terminated
 
 
 def run() -> int:
+    _terminated_as_interrupt()
     try:
         from streamrag.cli import main
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         if sys.stderr is not None:   # (closed with 2>&-: print would write to stdout)
             try:
                 print("streamrag: interrupted", file=sys.stderr)
             except (OSError, ValueError):
                 pass
-        return 130
+        return 128 + signal.SIGTERM if isinstance(e, Terminated) else 130
     return main()
+
+
+def _terminated(signum: int, frame) -> None:
+    raise Terminated()
+
+
+def _terminated_as_interrupt() -> None:
+    """SIGTERM raises ``Terminated`` (a ``KeyboardInterrupt``) from the program's start, as
+    Python's own handler raises one for SIGINT, until a command takes it otherwise (``index``'s
+    event loop, ``until_sigterm``; the watch daemon's). Its default ended the process at once:
+    a SIGTERM in the first second or so of ``index`` (its imports, settings, opening the
+    index, under load 1.5 s) exited -15, with no "interrupted" line. Left as it is when ignored
+    (a caller's ``SIG_IGN``)."""
+    try:
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _terminated)
+    except ValueError:   # (not the main thread: a caller's Python, its signals its own)
+        pass
 
 
 if __name__ == "__main__":

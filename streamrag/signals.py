@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import signal
 
-import anyio
-
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM during ``index`` or ``ask``: stopped like Ctrl-C, so the run is recorded as interrupted."""
@@ -21,6 +19,8 @@ async def until_sigterm(work, *, ended=None):
     it ended (a published ``index`` exited 143, which says "recorded as interrupted").
     ``ended()``, if given, is called then, as soon as this stops taking SIGTERM, so that the
     caller can take the signals that come while it prints the result and exits."""
+    import anyio   # (here: ``Terminated`` is imported as the program starts, ``__main__``)
+
     terminated = finished = False
     result = None
     try:

@@ -1969,6 +1969,30 @@ def test_a_ctrl_c_while_the_program_loads_is_one_line_and_130(tmp_path, main, mo
     assert err == "streamrag: interrupted\n" and out == ""
 
 
+@pytest.mark.parametrize("module, command, said", [
+    ("streamrag.config", ["status"], "streamrag: interrupted\n"),   # while streamrag.cli is imported
+    ("streamrag.pipeline", ["index", "--offline", "."],            # index, before its event loop
+     "streamrag: interrupted; finished work is kept, run the same command to continue\n")])
+def test_a_sigterm_while_the_program_loads_is_one_line_and_143(corpus, module, command, said):
+    # SIGTERM kept its default until a command took it (index's event loop): one in the first
+    # second or so of `index` (its imports, settings, under load 1.5 s) ended it at once, exit
+    # -15 and no line. The entry point takes it first, as Python takes SIGINT: a Ctrl-C's line.
+    env = clean_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent.parent), env.get("PYTHONPATH", "")])
+    proc = subprocess.Popen([sys.executable, "-c", _SLOW_IMPORT, "streamrag", module, *command], cwd=corpus,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
+    try:
+        assert proc.stdout.readline() == "loading\n"
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert err == said and out == ""
+
+
 def test_status_of_a_run_that_never_finished(cli_run, corpus):
     """A run killed with -9 records no end: its row says "running" while no process holds the
     index's writer lock, and the process it names is gone, so status says it was killed
