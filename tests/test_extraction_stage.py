@@ -155,6 +155,42 @@ runpy.run_module("streamrag", run_name="__main__", alter_sys=True)
 """
 
 
+def _stopped_at(signum: int, tmp_path: Path, folder: Path, script: str, step: str, timeout: float) -> None:
+    """`index --offline folder` run by ``script`` (_SLOW_CUT or _SLOW_READ), sent ``signum`` once it
+    says the slowed ``step`` began ("cut": "cutting", "read": "reading"): it ends at the signal, not
+    once the step is done, in one line, its run recorded as interrupted and the index intact."""
+    said = {"cut": "cutting", "read": "reading"}[step]
+    done = tmp_path / f"{step}-done"
+    env = clean_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent.parent), env.get("PYTHONPATH", "")])
+
+    def as_from_a_terminal() -> None:   # (a suite run in the background ignores SIGINT, or blocks it)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+
+    proc = subprocess.Popen([sys.executable, "-c", script, str(done), "index", str(folder), "--offline"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=as_from_a_terminal)
+    try:
+        assert proc.stdout.readline() == f"{said}\n", proc.communicate()
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert not done.exists(), f"the process ended once the {step} was done, not at the signal"
+    assert proc.returncode == 128 + signum, err
+    assert err.splitlines()[-1] == "streamrag: interrupted; finished work is kept, run the same command to continue"
+    assert "Traceback" not in err and out == ""
+    con = sqlite3.connect(folder / ".streamrag" / "index.db")
+    try:
+        assert [r[0] for r in con.execute("SELECT status FROM runs")] == ["interrupted"]
+        assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    finally:
+        con.close()
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_stops_index_while_a_big_file_is_cut(tmp_path, signum):
     # The cut of a big file runs in a worker thread, which Python waits for as it exits: Ctrl-C
@@ -170,35 +206,7 @@ def test_a_signal_stops_index_while_a_big_file_is_cut(tmp_path, signum):
     (folder / "big.txt").write_text("".join(
         f"2031-04-{i % 28 + 1:02d} worker-{i % 9} {rnd.choice(names)} met {rnd.choice(names)}, request {i}\n"
         for i in range(22_000)))
-    done = tmp_path / "cut-done"
-    env = clean_env()
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent.parent), env.get("PYTHONPATH", "")])
-
-    def as_from_a_terminal() -> None:   # (a suite run in the background ignores SIGINT, or blocks it)
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
-
-    proc = subprocess.Popen([sys.executable, "-c", _SLOW_CUT, str(done), "index", str(folder), "--offline"],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=as_from_a_terminal)
-    try:
-        assert proc.stdout.readline() == "cutting\n", proc.communicate()
-        proc.send_signal(signum)
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert not done.exists(), "the process ended once the cut was done, not at the signal"
-    assert proc.returncode == 128 + signum, err
-    assert err.splitlines()[-1] == "streamrag: interrupted; finished work is kept, run the same command to continue"
-    assert "Traceback" not in err and out == ""
-    con = sqlite3.connect(folder / ".streamrag" / "index.db")
-    try:
-        assert [r[0] for r in con.execute("SELECT status FROM runs")] == ["interrupted"]
-        assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-    finally:
-        con.close()
+    _stopped_at(signum, tmp_path, folder, _SLOW_CUT, "cut", timeout=120)
 
 
 # Runs `python -m streamrag ARGS` with the loader slowed (a CSV row a few milliseconds): says
@@ -242,35 +250,7 @@ def test_a_signal_stops_index_while_a_big_file_is_read(tmp_path, signum):
     folder.mkdir()
     (folder / "big.csv").write_text("title,text\n" + "".join(
         f"Row {i},Ada Quill met Mira Osk at the Harbor Board on day {i} of the strike\n" for i in range(30_000)))
-    done = tmp_path / "read-done"
-    env = clean_env()
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent.parent), env.get("PYTHONPATH", "")])
-
-    def as_from_a_terminal() -> None:   # (a suite run in the background ignores SIGINT, or blocks it)
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
-
-    proc = subprocess.Popen([sys.executable, "-c", _SLOW_READ, str(done), "index", str(folder), "--offline"],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=as_from_a_terminal)
-    try:
-        assert proc.stdout.readline() == "reading\n", proc.communicate()
-        proc.send_signal(signum)
-        out, err = proc.communicate(timeout=180)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert not done.exists(), "the process ended once the read was done, not at the signal"
-    assert proc.returncode == 128 + signum, err
-    assert err.splitlines()[-1] == "streamrag: interrupted; finished work is kept, run the same command to continue"
-    assert "Traceback" not in err and out == ""
-    con = sqlite3.connect(folder / ".streamrag" / "index.db")
-    try:
-        assert [r[0] for r in con.execute("SELECT status FROM runs")] == ["interrupted"]
-        assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-    finally:
-        con.close()
+    _stopped_at(signum, tmp_path, folder, _SLOW_READ, "read", timeout=180)
 
 
 async def test_offline_extractions_are_stored_and_counted_when_no_more_come(tmp_path):
