@@ -290,6 +290,23 @@ def _strip_ending(word: str) -> str:
     return word
 
 
+def same_stem(word: str, stem_: str) -> bool:
+    """Whether ``word`` is of ``stem_`` (a ``stem``), a final "e" aside: a stem keeps its "e" when
+    four letters or fewer, so "live" stays and "lived" is "liv"."""
+    return _no_final_e(stem(word)) == _no_final_e(stem_)
+
+
+def stem_start(stem_: str) -> str:
+    """What every word of ``stem_`` (``same_stem``) begins with: "liv" ("living"), "marr"
+    ("married", "marries": their "y" was an "i")."""
+    start = _no_final_e(stem_)
+    return start[:-1] if start.endswith("y") else start
+
+
+def _no_final_e(stem_: str) -> str:
+    return stem_[:-1] if stem_.endswith("e") else stem_
+
+
 def asked_names(question: str, anchors: Sequence[str] = ()) -> frozenset[str]:
     """The words of the names ``question`` asks about: those it writes capitalised where no
     sentence opens (not first, nor after . ! ? : ; but a title's "Mr."), and those of the entity

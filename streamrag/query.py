@@ -527,7 +527,7 @@ class _Search:
         q = self.settings.query
         entities, how = await self._entities()
         anchors = [a for a, _name in self.anchors]
-        data = local_search.load_local_data(self.store, [e for e, _ in entities], anchors, self._asked_stems())
+        data = local_search.load_local_data(self.store, [e for e, _ in entities], anchors, self._asked_forms())
         ctx = local_search.build_local_context(
             data, max_tokens=self._context_budget(), text_share=q.local_text_share,
             community_share=q.local_community_share, encoding=self.encoding, anchors=anchors,
@@ -539,21 +539,31 @@ class _Search:
                     f"{sum(ctx.sections.values()):,} context tokens")
         return ctx
 
-    def _asked_stems(self) -> list[str]:
-        """The stems of the question's words other than the names it asks about, by which the
-        chunks of the named entities are chosen (``local_search.load_local_data``): by the
-        entities they mention alone, "Where did Scrooge live?" took four of his 43 chunks, none
-        the one saying where he lived. (A stem marked as a stop word's, ``extractive.stem``, or
-        under three letters would find most chunks.) A word it writes as a name (``asked_names``)
-        is searched whole (but a plural's "s": "Spirits" finds "Spirit"), as ``extractive.NameKeys``
-        matches it: "Who did Belle marry?" (no entity named Belle) searched "bell", and the chunks
-        of church bells came first."""
+    def _asked_forms(self) -> list[tuple[str, ...]]:
+        """The question's words other than the names it asks about, each as the words of the index
+        it stands for, by which the chunks of the named entities are chosen
+        (``local_search.load_local_data``): by the entities they mention alone, "Where did Scrooge
+        live?" took four of his 43 chunks, none the one saying where he lived. A word stands for
+        the index's words of its stem (``extractive.same_stem``: "live" for "lived", "marry" for
+        "married"); as the start of a word, "art" found "article" and "run" "rung". (A stem marked
+        as a stop word's, ``extractive.stem``, or under three letters would find most chunks.) A
+        word it writes as a name (``asked_names``) stands for itself and its plural, as
+        ``extractive.NameKeys`` matches it: "Who did Belle marry?" (no entity named Belle) searched
+        "bell", and the chunks of church bells came first."""
         names = {w for _e, name in self.anchors for w in words(name)}
         written = extractive.asked_names(self.answer.question, [name for _e, name in self.anchors])
         terms = local_search.query_terms(self.answer.question, extra_stop=self.local_stop or frozenset())
-        stems = ((t[:-1] if t[-1:] == "s" and len(t) > 3 else t) if t in written else extractive.stem(t)
-                 for t in terms if t not in names)
-        return [s for s in stems if len(s) >= 3 and not s.endswith("~")]
+        out = []
+        for t in terms:
+            one = (t[:-1] if t[-1:] == "s" and len(t) > 3 else t) if t in written else extractive.stem(t)
+            if t in names or len(one) < 3 or one.endswith("~"):
+                continue
+            if t in written:
+                out.append((one, one + "s"))
+            else:
+                found = local_search.index_words(self.store, extractive.stem_start(one))
+                out.append(tuple(w for w in found if extractive.same_stem(w, one)))
+        return out
 
     async def _local(self) -> None:
         ctx = await self._local_context()
