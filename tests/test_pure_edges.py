@@ -311,6 +311,19 @@ def test_stems_follow_the_documented_rules():
     assert stem("owed") == "owed" and stem("rowed") == "row"   # an ending goes only if 3 letters remain
 
 
+def test_the_start_a_stems_words_are_looked_up_by_holds_them_all_and_no_more_letters_than_it_must():
+    # (local search reads the index's words beginning with it: "day" looked up "da", "eye" "e",
+    # every word of that letter, for no "dies" or "eies" is of their stem)
+    from streamrag.extractive import same_stem, stem_start
+    family = ("day", "days", "eye", "eyes", "dye", "dyes", "key", "keys", "marry", "married", "marries", "city",
+              "cities", "company", "companies", "spy", "spies", "live", "lived", "living", "joy", "joys")
+    for word in family:
+        start = stem_start(stem(word))
+        assert all(other.startswith(start) for other in family if same_stem(other, stem(word))), (word, start)
+    assert [stem_start(stem(w)) for w in ("day", "eye", "dye", "key", "joy", "marry", "city", "lived")] == [
+        "day", "ey", "dy", "key", "joy", "marr", "cit", "liv"]
+
+
 def test_words_ending_in_ss_meet_their_plurals():
     # "class" lost its last "s" while "classes" lost "es": the two never matched.
     for word in ("class", "business", "process", "address", "boss"):
