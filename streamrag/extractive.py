@@ -291,22 +291,25 @@ def _strip_ending(word: str) -> str:
 
 
 def same_stem(word: str, stem_: str) -> bool:
-    """Whether ``word`` is of ``stem_`` (a ``stem``), a final "e" aside: a stem keeps its "e" when
-    four letters or fewer, so "live" stays and "lived" is "liv"."""
+    """Whether ``word`` is of ``stem_`` (a ``stem``), a final "e" aside (but a three-letter stem's):
+    a stem keeps its "e" when four letters or fewer, so "live" stays and "lived" is "liv"."""
     return _no_final_e(stem(word)) == _no_final_e(stem_)
 
 
 def stem_start(stem_: str) -> str:
     """What every word of ``stem_`` (``same_stem``) begins with: "liv" ("living"), "marr"
     ("married", "marries": their "y" was an "i"). A "y" goes only where "ies"/"ied" could have
-    been cut (three letters left before it): "day" and "eye" are no "dies" or "eies", and "d" and
-    "e" (every index word of that letter) cost 7 ms an ask at 13,200 chunks, "dy" and "ey" 0.1."""
+    been cut (three letters before it): "day" and "way" are no "dies" or "wies", and "da" and "wa"
+    (with "was") made fts5vocab walk the doclists of every word so beginning: "wa" 2.6 ms an ask
+    at 13,200 chunks, "way" 0.3."""
     start = _no_final_e(stem_)
     return start[:-1] if start.endswith("y") and len(start) >= 4 else start
 
 
 def _no_final_e(stem_: str) -> str:
-    return stem_[:-1] if stem_.endswith("e") else stem_
+    # (not of three letters: no ending leaves a two-letter stem, and "ore" stood for "or", "toe"
+    # for "to", "ate" for "at", words most chunks have, so the question's word ordered none)
+    return stem_[:-1] if stem_.endswith("e") and len(stem_) > 3 else stem_
 
 
 def asked_names(question: str, anchors: Sequence[str] = ()) -> frozenset[str]:

@@ -4379,3 +4379,27 @@ async def test_the_chunks_holding_a_word_most_chunks_have_are_not_read(tmp_path)
     assert len(held) == 1 and list(held.values())[0][0] == 1, held
     read = [s for s in statements if "bm25" in s]
     assert read and not any("letter" in s for s in read), statements
+
+
+async def test_a_three_letter_word_ending_in_e_does_not_stand_for_the_two_letter_word_before_its_e(tmp_path, monkeypatch):
+    """'What ore did Ada Osk show?': a final "e" aside, "ore" stood for "or" too (and "toe" for
+    "to", "ate" for "at", "bye" for "by"), which most chunks have: the word ordered none, and the
+    chunk saying what ore she showed stayed out of the context. No ending leaves a two-letter
+    stem, so a three-letter one keeps its "e"."""
+    corpus = tmp_path / "notes"
+    corpus.mkdir()
+    crowd = ["Bram Tell", "Mira Voss", "Olek Harn", "Lena Varga", "Tomas Quill", "Ines Rook"]
+    for i in range(6):
+        others = " and ".join(crowd[i:] + crowd[:i])
+        (corpus / f"meeting_{i}.txt").write_text(
+            f"Ada Osk met {others} or their friends at the quay on day {i}. " * 8 + "\n", encoding="utf-8")
+    (corpus / "home.txt").write_text("Ada Osk kept to herself at the quay. " + "the gulls were loud that year. " * 12
+                                     + "Ada Osk showed her copper ore of the northern hills.\n", encoding="utf-8")
+    settings = make_settings("", query={"local_max_tokens": 1200})
+    await sync([corpus], settings, tmp_path / "index.db", root=corpus)
+    built: list[local_search.Context] = []
+    build = local_search.build_local_context
+    monkeypatch.setattr(local_search, "build_local_context", lambda *a, **k: built.append(build(*a, **k)) or built[-1])
+    await aask("What ore did Ada Osk show?", settings, tmp_path / "index.db", mode="local")
+    [ctx] = built
+    assert "copper ore" in ctx.text, ctx.text
