@@ -328,11 +328,6 @@ class KeptPartition(msgspec.Struct):
     communities: list[Community]
     leiden: str | None          # the model's run's Leiden settings (meta ``leiden``)
     changed_since_fresh: int    # ... and its entities changed since its last drift check
-    # The partition published beside it (``partition_print``; "": kept before the mark). A run
-    # of a streamrag that knows no kept partition leaves it as it was: a model run's publishes
-    # its own (this one is stale then), and an offline run's after it keeps the stale one. A
-    # print not the published partition's tells it so.
-    published: str = ""
 
 
 MODEL_PARTITION = "model_partition"
@@ -353,26 +348,16 @@ def kept_partition(store: Store) -> KeptPartition | None:
         return None
 
 
-def partition_print(communities: Iterable[Community]) -> str:
-    """A digest of a partition: its communities' ids, levels, parents and members."""
-    rows = sorted((c.id, c.level, c.parent or "", c.members) for c in communities)
-    return ids.text_hash(msgspec.json.encode(rows).decode(), 16)
-
-
-def partition_to_keep(store: Store, state: GraphState, *, offline: bool,
-                      published: list[Community]) -> dict[str, str | None]:
+def partition_to_keep(store: Store, state: GraphState, *, offline: bool) -> dict[str, str | None]:
     """The bookkeeping an update writes of the model's partition: an offline run of an index a
-    model built keeps the published one (the model's); an offline run of an offline index keeps
-    the one kept, marked with the partition it publishes now; a run with a model drops it (its
-    own partition is published now). ``published``: the partition this run publishes."""
+    model built keeps the published one (the model's); an offline run of an offline index leaves
+    the one kept as it is; a run with a model drops it (its own partition is published now)."""
     if not offline:
         return {MODEL_PARTITION: None}
-    if index_rows.built_by_model(store) and state.old_communities:
-        kept = KeptPartition(communities=state.old_communities, leiden=store.get_meta("leiden"),
-                             changed_since_fresh=changed_since_fresh(store))
-    elif (kept := kept_partition(store)) is None or not kept.published:   # (none; or one of before the mark: as it is)
+    if not (index_rows.built_by_model(store) and state.old_communities):
         return {}
-    kept.published = partition_print(published)
+    kept = KeptPartition(communities=state.old_communities, leiden=store.get_meta("leiden"),
+                         changed_since_fresh=changed_since_fresh(store))
     return {MODEL_PARTITION: msgspec.json.encode(kept).decode()}
 
 
@@ -388,12 +373,7 @@ class WarmStart(NamedTuple):
 def _kept_for(store: Store, *, offline: bool) -> KeptPartition | None:
     """The model's partition a run starts from instead of the published one: a run with a
     model of an index an offline run made of a model's (``KeptPartition``); else None."""
-    if offline or not index_rows.built_offline(store) or (kept := kept_partition(store)) is None:
-        return None
-    # (one kept beside another partition than the published one is stale: ``KeptPartition.published``)
-    if kept.published and kept.published != partition_print(c for c, *_ in index_rows.load_communities(store)):
-        return None
-    return kept
+    return None if offline or not index_rows.built_offline(store) else kept_partition(store)
 
 
 def start_leiden(store: Store, *, offline: bool) -> str | None:

@@ -1042,7 +1042,7 @@ class Indexer:
         self.progress.set_stage("publishing")
         version = await writer.run(index_rows.publish, scan, change, state, communities, assignments,
                                    self.key, vectors, self._marks(state),
-                                   self._bookkeeping(store, state, next_id(), communities))
+                                   self._bookkeeping(store, state, next_id()))
         self._unpublished = None   # (published: a stop from here on leaves no file unindexed)
         if self.graph_cache is not None:
             self.graph_cache.keep(state.published(store, communities, assignments), store.path)
@@ -1153,7 +1153,7 @@ class Indexer:
         next_id = next_community_number(store.get_meta("next_community_id"), index_rows.community_ids(store))
         # (``_bookkeeping`` keeps the unusable counts of elements in the graph, not read here:
         # those published are all in it still)
-        bookkeeping = {**self._bookkeeping(store, state, next_id, None),
+        bookkeeping = {**self._bookkeeping(store, state, next_id),
                        "summary_unusable": msgspec.json.encode(dict(sorted(state.unusable.items()))).decode()}
         version = await writer.run(index_rows.publish, scan, change, state, [], {}, self.key, [],
                                    self._marks(state), bookkeeping)
@@ -1856,8 +1856,7 @@ class Indexer:
             return {"chunker": MIXED_CHUNKING, "chunker_settings": json.dumps(self.chunking, sort_keys=True)}
         return {}
 
-    def _bookkeeping(self, store: Store, state: GraphState, next_community_id: int,
-                     communities: list[Community] | None) -> dict[str, str | None]:
+    def _bookkeeping(self, store: Store, state: GraphState, next_community_id: int) -> dict[str, str | None]:
         """The settings the index was built with (``_settings_marks``), the summaries to try
         again, the answers unusable on runs in a row and the report_min_members the reports were
         chosen with, for the next run and its estimate to go on from (written with the index, but
@@ -1868,8 +1867,7 @@ class Indexer:
         reader or chunker that cuts them anew into other text or chunks publishes those, a
         version; one that reads every file to the same text changes no row a query reads (an
         upgrade's loader VERSION published version 2 of an unchanged folder, its graph as it was).
-        And the model's partition an offline run of its index keeps (``partition_to_keep``), with
-        the print of the partition published (``communities``; None: as published)."""
+        And the model's partition an offline run of its index keeps (``partition_to_keep``)."""
         counts: dict[str, str | None] = {"report_min_members": str(self.settings.index.report_min_members),
                   "summary_fallbacks": msgspec.json.encode(sorted(state.fallbacks)).decode(),
                   "summary_unusable": msgspec.json.encode(state.published_unusable()).decode(),
@@ -1886,9 +1884,7 @@ class Indexer:
             # The rule the joins were made by (a query reads the joins alone): an index joined by
             # an earlier rule to the joins this one makes published version 2 of its mark alone.
             counts["name_joins_rule"] = joins.RULE
-        published = communities if communities is not None else [
-            c for c, *_ in index_rows.load_communities(store)] if self.settings.offline else []
-        counts.update(partition_to_keep(store, state, offline=self.settings.offline, published=published))
+        counts.update(partition_to_keep(store, state, offline=self.settings.offline))
         return {**self._settings_marks(state, next_community_id), **counts, **self._reading_marks()}
 
 

@@ -2306,43 +2306,6 @@ async def test_a_model_run_after_an_offline_one_pays_for_what_changed_since_the_
     assert marks == [True] * 4, marks
 
 
-async def test_a_model_partition_kept_beside_another_partition_than_the_published_one_is_not_started_from(
-        corpus, tmp_path, simulator, monkeypatch):
-    # A streamrag that knows no kept partition (before model_partition) leaves the mark as it
-    # was: its model run publishes the model's own partition, and its offline run after that
-    # keeps the stale one, from which a newer model run then warm-started. The kept partition is
-    # marked with the partition published beside it, and one marked with another is not taken.
-    import streamrag.pipeline as pipeline_module
-    from streamrag.graph_state import GraphState, warm_start
-
-    sized = {"chunk_size": 80, "chunk_overlap": 10, "max_cluster_size": 4}
-    model, offline = (make_settings(simulator.base_url, index=sized),
-                      make_settings("", index={**sized, "extractor": "nlp"}))
-    db = tmp_path / "index.db"
-
-    def started_from_kept() -> bool:
-        store = Store(db, readonly=True)
-        try:
-            return warm_start(store, GraphState.load(store), offline=False).kept
-        finally:
-            store.close()
-
-    with anyio.fail_after(120):
-        await sync([corpus], model, db, root=corpus)
-        await sync([corpus], offline, db, root=corpus)
-    assert started_from_kept()   # (this streamrag's offline run: the model's partition, current)
-    published = _communities(db)
-    with monkeypatch.context() as older:   # (the older streamrag: no kept partition written or dropped)
-        older.setattr(pipeline_module, "partition_to_keep", lambda *a, **k: {})
-        council = corpus / "council.txt"
-        council.write_text(council.read_text() + "\nMayor Ilse Varga met Captain Tomas Brennan in port.\n")
-        with anyio.fail_after(120):
-            await sync([corpus], model, db, root=corpus)
-            await sync([corpus], offline, db, root=corpus)
-    assert _meta(db, "model_partition") and _communities(db) != published
-    assert not started_from_kept()
-
-
 @pytest.mark.parametrize("then", [5, 3], ids=["the-offline-runs-seed", "the-models-seed"])
 async def test_a_model_run_after_an_offline_one_says_clustered_afresh_by_the_model_partitions_settings(
         corpus, tmp_path, simulator, caplog, then):
