@@ -113,8 +113,8 @@ from streamrag.records import (Chunk, Claim, ClaimRecord, Community, Extraction,
                                Report)
 from streamrag.sentences import sentences_of
 from streamrag.status import llm_summary, unusable_said
-from streamrag.store import (Store, alive, as_it_lies, index_files, older_schema, reader_in_place,
-                             without_index_files)
+from streamrag.store import (Store, alive, as_it_lies, index_files, older_schema, read_only_here,
+                             reader_in_place, without_index_files)
 from streamrag.summarizer import (SUMMARY_HEADROOM, asks_model, new_summary_input, summary_input, summary_messages,
                                   within_budget, without_model)
 from streamrag.terminal import shell_word
@@ -209,9 +209,20 @@ def _upgraded_copy(db: Path, stack: contextlib.ExitStack) -> Store:
     # (said once the copy is made: said before, "estimated on an upgraded copy" stood above the
     # error that no copy could be made; its size unsaid, the index's, in RAM on a tmpfs /tmp)
     log.warning("%s was made by an older streamrag: estimated on an upgraded copy (%s in %s, removed after); "
-                "the index is left as it is (`%s` upgrades it, once, with no LLM call; so does `index`)", db,
-                _megabytes(_bytes_in(folder)), folder.parent, status)
+                "the index is left as it is (%s)", db, _megabytes(_bytes_in(folder)), folder.parent,
+                _how_to_upgrade(db, status))
     return store
+
+
+def _how_to_upgrade(db: Path, status: str) -> str:
+    """How the user upgrades the older index at ``db`` once: ``status`` where it lies, or, where
+    no run may write it (read-only media, an immutable file or folder), a copy where they may."""
+    why = read_only_here(db)
+    if why is None:
+        return f"`{status}` upgrades it, once, with no LLM call; so does `index`"
+    # (as store's refusals of an index no reader could upgrade say it: status there would fail too)
+    return (f"it cannot be upgraded where it lies ({why}): copy it to a folder you may write and run "
+            "`streamrag status --db COPY` once there, with no LLM call, then use the copy")
 
 
 def _held(folder: Path, stack: contextlib.ExitStack) -> None:

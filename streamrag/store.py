@@ -1831,6 +1831,12 @@ def _read_only_here(path: Path) -> str | None:
     return None
 
 
+def read_only_here(path: Path) -> str | None:
+    """Why this user may not write the index at ``path`` where it lies (``_read_only_here``), else
+    None: for a command that names how to upgrade it without opening it to write."""
+    return _read_only_here(path)
+
+
 def _side_folder(path: Path) -> StoreError | None:
     """The refusal to write the index at ``path`` when a folder lies where SQLite keeps a file
     beside it (``index.db-shm``, ``-wal``, ``-journal``), else None: SQLite cannot make that

@@ -2535,6 +2535,35 @@ def test_an_older_index_whose_copy_cannot_be_made_is_said_so_alone_and_left_as_i
         assert conn.execute("SELECT count(*) FROM runs").fetchone() == runs
 
 
+def test_an_older_index_in_a_folder_no_one_may_write_is_not_told_to_be_upgraded_where_it_lies(cli_run, corpus,
+                                                                                              tmp_path):
+    # An index marked immutable (chattr +i, file and folder: read-only to root too) whose estimate
+    # read an upgraded copy said "`streamrag status --db ...` upgrades it", which no run can do
+    # there: it names the fix the other read-only refusals name, a copy in a folder one may write.
+    import subprocess
+
+    folder = tmp_path / "kept"
+    folder.mkdir()
+    db = folder / "index.db"
+    assert cli_run("index", str(corpus), "--offline", "-q", "--db", str(db)).returncode == 0
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:   # (as an older streamrag left it: read from a copy)
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                     (str(schema_before("failure_keys_guarded")),))
+    if subprocess.run(["chattr", "+i", str(db)], capture_output=True).returncode != 0:
+        pytest.skip("chattr is not available here (or the file system has no attributes)")
+    try:
+        subprocess.run(["chattr", "+i", str(folder)], check=True)
+        out = cli_run("index", str(corpus), "--estimate", "--offline", "--db", str(db))
+    finally:
+        subprocess.run(["chattr", "-i", str(folder)], check=True)
+        subprocess.run(["chattr", "-i", str(db)], check=True)
+    assert out.returncode == 0, out.stderr
+    assert "estimated on an upgraded copy" in out.stderr, out.stderr
+    assert "upgrades it" not in out.stderr, out.stderr
+    assert "cannot be upgraded where it lies" in out.stderr and "copy it to a folder you may write" in out.stderr, \
+        out.stderr
+
+
 async def older_index(corpus: Path, tmp_path: Path, before: str = "failure_keys_guarded") -> tuple[Path, Path]:
     """``corpus`` indexed offline, its schema marked as an older streamrag left it (before step
     ``before``: by default failure_keys_guarded, an upgrade an estimate reads a copy for), and an
