@@ -364,14 +364,15 @@ class _Search:
         elif self.on_delta is not None:
             self.on_delta(text)
 
-    def _say(self, text: str, outcome: str, *, first: str = "") -> None:
+    def _say(self, text: str, outcome: str) -> None:
         """``text``, a sentence of this program's own, as the answer, which came to ``outcome``
         (``OUTCOMES``: no answer, or a redirect): labelled as an extractive answer is when there is
-        no model (``extractive.EXTRACTIVE_LABEL``), after ``first``."""
+        no model (``extractive.EXTRACTIVE_LABEL``), after the names the index lacks. (Only the
+        report-less redirect said them: one of an index without entities or communities did not,
+        where a model's came after the CLI's ``missing_note``.)"""
         self.answer.outcome = outcome
         if self.answer.extractive:
-            text = f"{extractive.EXTRACTIVE_LABEL}: {text[0].lower()}{text[1:]}"
-        text = first + text
+            text = self._missing_said() + f"{extractive.EXTRACTIVE_LABEL}: {text[0].lower()}{text[1:]}"
         self._emit(text)
         self.answer.text = text
 
@@ -809,7 +810,7 @@ class _Search:
             # (``run_extractive``), this answer stands only where that finds nothing either.
             self.answer.details["reports"] = 0
             if self.answer.auto_choice is None and local_search.fts_chunks(self.store, question, 1, extra_stop=stop):
-                self._say(NO_REPORT_RATED, "redirected", first=self._missing_said())
+                self._say(NO_REPORT_RATED, "redirected")
             else:
                 self._extract([], "community reports")
             return

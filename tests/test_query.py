@@ -948,6 +948,23 @@ def test_an_empty_context_is_said_with_a_model_as_offline(cli_run, nameless_db, 
     assert set(answer["details"]) == set(DETAILS[mode])   # (the shape of the search's details, kept)
 
 
+@pytest.mark.parametrize("mode", ["local", "global"])
+def test_a_redirect_offline_names_what_the_index_lacks_as_a_models_answer_does(cli_run, nameless_db, simulator,
+                                                                               mode):
+    # Of an index with no entities (local) or no communities (global), a model's redirect came
+    # after the CLI's 'Nothing in the index mentions "Zorblax Quintrell": ...' line, the offline
+    # one did not say it at all: only stderr and --json's not_in_index named the name.
+    common = ("ask", "--db", str(nameless_db), "--mode", mode, "Where did the cat sit, and did Zorblax Quintrell see it?")
+    with_model = cli_run(*common, "--api-base", simulator.base_url)
+    offline = cli_run(*common)
+    assert with_model.returncode == offline.returncode == 0, offline.stderr
+    missing = 'Nothing in the index mentions "Zorblax Quintrell"'
+    assert with_model.stdout.startswith(missing), with_model.stdout
+    assert offline.stdout.startswith(f"{missing}.\n\n{EXTRACTIVE_LABEL}: the index has no "), offline.stdout
+    answer = json.loads(cli_run(*common, "--json").stdout)
+    assert answer["outcome"] == "redirected" and answer["answer"].startswith(f"{missing}.\n\n"), answer
+
+
 @pytest.mark.parametrize("model", [False, True])
 async def test_outcome_says_a_redirect_or_no_answer_not_answered(nameless_db, offline_db, llm_db, simulator,
                                                                   model):
