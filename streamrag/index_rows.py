@@ -1090,6 +1090,13 @@ def load_failures_by_kind(store: Store, *run_ids: str) -> dict[str, int]:
         f"WHERE {_in('run_id', run_ids)} AND stage = 'load' GROUP BY 1", run_ids))
 
 
+def too_big_failures(store: Store, *run_ids: str) -> int:
+    """Of ``load_failures_by_kind``'s "unusable" files, those over index.max_file_mb ("too_big"):
+    counted with them (``errors.SAID_AS``), said apart by `status`, a raised setting takes them."""
+    return store.scalar(f"SELECT count(DISTINCT item) FROM failures WHERE {_in('run_id', run_ids)} "
+                        "AND stage = 'load' AND kind = 'too_big'", run_ids) if run_ids else 0
+
+
 def last_failure(store: Store, *run_ids: str) -> str:
     """``[stage] message`` of the newest failure runs ``run_ids`` recorded, on one line and safe to
     print (``terminal.flat``), or ""."""

@@ -186,6 +186,8 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             "not_indexed_by": missing_since(store, last_run) if failed.not_indexed else None,
             # ... by what is true of them (``UNUSABLE_KINDS``), for the line that says them
             "unreadable_by_kind": unreadable_by_kind(store, *runs),
+            # ... of its "unusable" ones, the files over index.max_file_mb (``errors.SAID_AS``)
+            "too_big_last_run": index_rows.too_big_failures(store, *runs),
             "last_run": last_run,
             # whether an index or watch is at work now: last_run cannot say (a run killed with
             # -9 stays "running"; while watch runs, last_run is its last sync).
@@ -423,14 +425,16 @@ def unreadable_by_kind(store: Store, *run_ids: str) -> dict[str, int]:
     return {kind: found.get(kind, 0) for kind in UNUSABLE_KINDS}
 
 
-def unusable_said(by_kind: Mapping[str, int]) -> str:
+def unusable_said(by_kind: Mapping[str, int], too_big: int = 0) -> str:
     """The files and folders an update could not use, as what is true of them: ``1 file could
     not be read, 1 is not text, 1 folder could not be listed`` ("" for none). A binary file was
-    said to be one that "could not be read", and so was a folder that could not be listed."""
+    said to be one that "could not be read", and so was a folder that could not be listed.
+    ``too_big``: of the "unusable" ones, those over index.max_file_mb, which a raised setting
+    takes: said so, not "could not be used" (`status`; a run's own line names the setting)."""
     parts, named = [], False
-    for kind in UNUSABLE_KINDS:
-        n = by_kind.get(kind, 0)
-        if not n:
+    for kind in _SAID_ORDER:
+        n = too_big if kind == "too_big" else by_kind.get(kind, 0) - (too_big if kind == "unusable" else 0)
+        if n <= 0:
             continue
         if kind == "unlisted":
             parts.append(f"{counted(n, 'folder')} could not be listed")
@@ -438,8 +442,15 @@ def unusable_said(by_kind: Mapping[str, int]) -> str:
         what = f"{number(n)} {'' if named else 'file ' if n == 1 else 'files '}"
         named = True
         parts.append(what + {"unreadable": "could not be read", "unusable": "could not be used",
-                             "not_text": "is not text" if n == 1 else "are not text"}[kind])
+                             "not_text": "is not text" if n == 1 else "are not text",
+                             "too_big": f"{'is' if n == 1 else 'are'} over index.max_file_mb (raise it to index it)",
+                             }[kind])
     return ", ".join(parts)
+
+
+# The kinds ``unusable_said`` says, in order: the files over index.max_file_mb after the others
+# that could not be used, whose count holds them (``errors.SAID_AS``).
+_SAID_ORDER = (*UNUSABLE_KINDS[:3], "too_big", *UNUSABLE_KINDS[3:])
 
 
 def without_claims_said(n: int) -> str:
@@ -458,7 +469,8 @@ def _outcome(info: dict) -> str:
     published, and ``index`` or ``watch --once`` exited 1): the failures are said beside it."""
     state = info["last_run"]["status"]
     unreadable = info.get("unreadable_last_run", 0)
-    skipped = unusable_said(info.get("unreadable_by_kind") or {"unusable": unreadable}) if unreadable else ""
+    skipped = (unusable_said(info.get("unreadable_by_kind") or {"unusable": unreadable}, info.get("too_big_last_run", 0))
+               if unreadable else "")
     if state == "running":
         killed = info["last_run"].get("killed")
         # The files it met that it could not use were not said: skipped, as every update skips

@@ -174,3 +174,22 @@ def test_a_negative_limit_is_refused_naming_the_setting(tmp_path, value):
     with pytest.raises(ConfigError, match=r"index\.max_file_mb: must be >= 0 MB \(0 = no limit\); set it to 0 or "
                                           r"more \(its default: max_file_mb = 100.0\)"):
         load_settings(tmp_path / "streamrag.toml", env={})
+
+
+@pytest.mark.anyio
+async def test_status_says_a_file_too_big_is_over_the_setting_not_that_it_could_not_be_used(corpus, tmp_path):
+    # status said a file over index.max_file_mb "could not be used", as of a file it cannot
+    # read whatever the settings: the setting that takes it went unsaid. --json keeps its count
+    # under "unusable", as `index --json` does.
+    from streamrag.status import format_status
+
+    (corpus / "big.txt").write_text(LOG * 40)
+    (corpus / "odd.jsonl").write_text('[1, 2]\n')   # (unusable whatever the settings)
+    db = tmp_path / "x.db"
+    with anyio.fail_after(120):
+        await sync([corpus], _settings(0.002), db, root=corpus)
+    info = status_info(db)
+    assert info["unreadable_by_kind"]["unusable"] == 2 and "too_big" not in info["unreadable_by_kind"], info
+    [line] = [line for line in format_status(info, db).splitlines() if line.startswith("  last update")]
+    assert line.endswith(": ok, but 1 file could not be used, 1 is over index.max_file_mb (raise it to index it)"), \
+        line
