@@ -735,8 +735,10 @@ class _Search:
             # The first answer says best what is missing, unless it advises the search just made.
             if self.context_tags or first.details.get("communities") == 0:
                 self.answer.auto_choice = "basic"
-                self.answer.auto_reason = (f"the {first.mode} search found nothing for it, so the "
-                                           "source text answers")
+                # (of an index without communities, the basic search's answer stands though it
+                # found nothing: "so the source text answers" was said above "nothing matches")
+                self.answer.auto_reason = (f"the {first.mode} search found nothing for it, so the source text "
+                                           + ("answers" if self.context_tags else "was searched: it has nothing either"))
                 self.status(f"auto mode: the {first.mode} search found nothing; basic search of "
                             "the source text " + ("answers" if self.context_tags else "found nothing either"))
             else:

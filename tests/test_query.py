@@ -2739,6 +2739,9 @@ async def test_auto_mode_on_an_index_without_communities_does_not_advise_the_sea
     assert nothing.search == "basic" and "--mode basic" not in nothing.text
     assert (found.outcome, nothing.outcome) == ("answered", "no_answer")
     assert "nothing in the source text searched matches" in nothing.text
+    # (its footer said "so the source text answers" below that answer of nothing)
+    assert nothing.auto_reason == ("the global search found nothing for it, so the source text was searched: "
+                                   "it has nothing either"), nothing.auto_reason
 
 
 def _zh_extract(messages):
