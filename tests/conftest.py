@@ -171,10 +171,18 @@ CALLERS_VARIABLES = ("STREAMRAG_", "OPENAI_")   # (the prefixes of a user's own 
 def clean_env(**extra: str) -> dict[str, str]:
     """The environment for a process a test starts: this one's without the caller's
     ``STREAMRAG_*`` and ``OPENAI_*`` variables (a key, an endpoint or a setting of the user's
-    running the suite must not reach the command), ``extra`` set over it."""
+    running the suite must not reach the command), ``extra`` set over it. This checkout comes
+    first on ``PYTHONPATH``: the process runs in a corpus folder, where ``import streamrag``
+    found the installed (editable) streamrag, another checkout's code, when the suite ran
+    without PYTHONPATH; its index, of a newer schema, then failed the test's own ``status``
+    (KeyError 'last_run' in test_a_signal_once_index_has_published_leaves_its_exit_status)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(CALLERS_VARIABLES)}
+    env["PYTHONPATH"] = os.pathsep.join([_CHECKOUT, *filter(None, [env.get("PYTHONPATH")])])
     env.update(extra)
     return env
+
+
+_CHECKOUT = str(Path(__file__).resolve().parent.parent)
 
 
 def unset_callers_variables(monkeypatch) -> None:
