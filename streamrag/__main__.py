@@ -6,7 +6,8 @@ with a traceback. A SIGTERM then is taken as a Ctrl-C is (``_terminated_as_inter
 import signal
 import sys
 
-from streamrag.signals import Terminated
+import streamrag.signals
+from streamrag.signals import Terminated, raise_terminated
 
 
 def run() -> int:
@@ -23,10 +24,6 @@ def run() -> int:
     return main()
 
 
-def _terminated(signum: int, frame) -> None:
-    raise Terminated()
-
-
 def _terminated_as_interrupt() -> None:
     """SIGTERM raises ``Terminated`` (a ``KeyboardInterrupt``) from the program's start, as
     Python's own handler raises one for SIGINT, until a command takes it otherwise (``index``'s
@@ -35,8 +32,9 @@ def _terminated_as_interrupt() -> None:
     index, under load 1.5 s) exited -15, with no "interrupted" line. Left as it is when ignored
     (a caller's ``SIG_IGN``)."""
     try:
+        streamrag.signals.ending = None
         if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, _terminated)
+            signal.signal(signal.SIGTERM, raise_terminated)
     except ValueError:   # (not the main thread: a caller's Python, its signals its own)
         pass
 

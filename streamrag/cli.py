@@ -35,12 +35,12 @@ from pathlib import Path
 
 import anyio
 
-from streamrag import __version__, index_rows
+from streamrag import __version__, index_rows, signals
 from streamrag.config import (API_BASE_HELP, CONFIG_NAME, Settings, default_config_text, find_config,
                               load_settings, problems_line, without_secrets)
 from streamrag.errors import (ConfigError, IndexMissingError, StoreError, StreamragError, UsageError,
                               WriterBusyError, user_error)
-from streamrag.signals import Terminated, until_sigterm
+from streamrag.signals import Terminated, raise_terminated, until_sigterm
 from streamrag.status import format_status, gather_status, llm_summary, unusable_said, without_claims_said
 from streamrag.store import (Store, bound_wal, check_readable, database_of, default_db_path,
                              foreign_file_error, holds_documents, indexed_root, last_opened, one_writer,
@@ -1820,6 +1820,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _main(argv)
     finally:
+        signals.ending = _after_the_run   # (first: see _ending)
+        _ending()
         if isinstance(sys.stderr, _Stderr) and sys.stderr.stream is stderr:
             sys.stderr = stderr
         if isinstance(sys.stdout, _Stdout) and sys.stdout.stream is stdout:
@@ -1833,6 +1835,19 @@ def main(argv: list[str] | None = None) -> int:
                 if signal.getsignal(signum) is _after_the_run:   # last 0.1 s), so one ignored
                     with contextlib.suppress(ValueError):      # then ended a published run
                         signal.signal(signum, signal.SIG_IGN)   # with -15, not 0
+
+
+def _ending() -> None:
+    """The command has returned (or raised): the entry point's SIGTERM handler (``__main__``,
+    raising ``Terminated``), still there when no command took SIGTERM (``status``, ``export``),
+    gives way to ``_after_the_run``, so that a SIGTERM as ``main`` ends leaves the exit status as
+    it is, as for a recorded run: raised there, out of any ``except``, it was a traceback and
+    exit 1 once `status` had printed its object. ``main`` first sets ``signals.ending``, which
+    the handler then calls instead (an assignment: a call, even ``signal.signal``, lets a
+    pending signal's handler run before it)."""
+    with contextlib.suppress(ValueError):   # (not the main thread: a library caller's)
+        if signal.getsignal(signal.SIGTERM) is raise_terminated:
+            signal.signal(signal.SIGTERM, _after_the_run)
 
 
 def _interrupted(command: str | None, e: KeyboardInterrupt) -> int:

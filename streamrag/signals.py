@@ -9,6 +9,19 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM during ``index`` or ``ask``: stopped like Ctrl-C, so the run is recorded as interrupted."""
 
 
+ending = None
+"""Set by ``cli.main`` first thing as it ends (the handler of a signal that comes then): a plain
+assignment, which runs no pending signal's handler first, as a call does."""
+
+
+def raise_terminated(signum: int, frame) -> None:
+    """The program's SIGTERM handler from its start (``__main__``) until a command takes SIGTERM
+    otherwise, or ``cli.main`` ends (``ending``, then ``cli._ending``)."""
+    if ending is not None:
+        return ending(signum, frame)
+    raise Terminated()
+
+
 async def until_sigterm(work, *, ended=None):
     """``await work()``, cancelled by SIGTERM like Ctrl-C cancels it (then ``Terminated`` is
     raised). The signal is taken inside the event loop: raising from a plain signal handler
