@@ -30,13 +30,23 @@ def _terminated_as_interrupt() -> None:
     event loop, ``until_sigterm``; the watch daemon's). Its default ended the process at once:
     a SIGTERM in the first second or so of ``index`` (its imports, settings, opening the
     index, under load 1.5 s) exited -15, with no "interrupted" line. Left as it is when ignored
-    (a caller's ``SIG_IGN``)."""
+    (a caller's ``SIG_IGN``). Left too for `watch` until its daemon takes it: a service manager's
+    stop soon after a start (`systemctl restart`) is a clean stop when the process dies by
+    SIGTERM, a failure when it exits 143, and a stopped `watch` exits 0 (README)."""
     try:
         streamrag.signals.ending = None
+        if _command(sys.argv[1:]) == "watch":
+            return
         if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
             signal.signal(signal.SIGTERM, raise_terminated)
     except ValueError:   # (not the main thread: a caller's Python, its signals its own)
         pass
+
+
+def _command(argv: list[str]) -> str | None:
+    """The command ``argv`` names: its first word not an option (the parser's own options before
+    it, ``-v`` and ``--version``, take no value)."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
 
 
 if __name__ == "__main__":
