@@ -713,7 +713,7 @@ async def test_markdown_indexed_before_wikilinks_were_read_as_shown_is_read_agai
     from streamrag import loader, markdown
     with monkeypatch.context() as m:   # the reader before: links kept as written
         m.setattr(loader, "VERSION", "5")
-        m.setattr(markdown, "as_shown", lambda text: text)
+        m.setattr(markdown, "as_shown", lambda text, check=None: text)
         folder, db = await index_one_file(tmp_path, "a.md", "Ada Osk sailed to [[Velo Harbour|Velo]].\n")
     await sync([folder], make_settings(), db, root=folder)   # the file unchanged on disk
     store = Store(db, readonly=True)
