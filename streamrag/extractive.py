@@ -84,6 +84,19 @@ def quoted_sentences(text: str) -> list[tuple[str, str, str]]:
     return out
 
 
+def _quotable(tag: str, text: str) -> list[tuple[str, str, str]]:
+    """``quoted_sentences`` of a passage of source text (``[T:...]``); of any other (a report, an
+    entity's or a relationship's description), its sentences each quoted alone: offline those are
+    sentences taken from all over the text and set side by side, so a quotation one of them left
+    open went on with the next, and an answer "quoted as written" what no text writes ("'My dear,'
+    said Bob, 'the children! 'And your brother, Tiny Tim?" of a report; "'Old Jacob Marley, tell
+    me more! (Also called Jacob.) 'Scrooge and Marley's, I believe,' said one of the gentlemen"
+    of a description)."""
+    if tag.startswith("[T:"):
+        return quoted_sentences(text)
+    return [(s, s, s) for s in split_sentences(text)]
+
+
 # A quotation mark as it opens a quotation: at a sentence's start, or after a comma, colon,
 # semicolon or dash and a space ("pursued the Ghost, 'the weight"), not after a word ("upon
 # 'Change", an elision), nor an elision's opening a sentence ("'Tis the season, O'Brien said."
@@ -472,7 +485,7 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
     anchor_stems = [_name_stems(name, key) for name in credited]
     rivals = [_rivals(name, types or {}, anchors, key) for name in credited]
     owns = [own_words(name, types or {}, [*anchors, *namesakes]) for name in credited]
-    split = [(tag, quoted_sentences(_TAG.sub("", text))) for tag, text in passages]
+    split = [(tag, _quotable(tag, _TAG.sub("", text))) for tag, text in passages]
     if typed is not None:
         typed = _names_within(typed[0], (s for _tag, sentences in split for s, _q, _o in sentences)), typed[1]
     candidates: list[tuple[int, int, str, str, set[str], set[str], float, bool, tuple[str, str]]] = []

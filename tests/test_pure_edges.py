@@ -252,6 +252,20 @@ def test_a_sentence_of_a_quotation_is_quoted_with_the_quotation_it_goes_on():
         "Ada's notes on the engine were not ready."
 
 
+def test_a_quotation_is_joined_in_source_text_only_not_in_a_report_or_a_description():
+    """An offline report or description sets sentences from all over the text side by side: one
+    whose quotation a later sentence closed ("'My dear,' said Bob, 'the children!") went on with
+    the next sentence set beside it, and the answer quoted the two as one, as written. Each of
+    them is quoted alone there; the same text as a chunk's still joins them."""
+    report = ("'My dear,' said Bob, 'the children! 'And your brother, Tiny Tim? "
+              "Bob Cratchit told them how he had a situation in his eye for Master Peter.")
+    for tag in ("[R:C28]", "[E:ent-1]", "[L:rel-1]"):
+        quoted = [s for s, _tag, _score in pick_sentences("Who is the brother, Tiny Tim?", [(tag, report)])]
+        assert quoted[0] == "'And your brother, Tiny Tim?", tag
+    quoted = [s for s, _tag, _score in pick_sentences("Who is the brother, Tiny Tim?", [("[T:1]", report)])]
+    assert quoted[0] == "'My dear,' said Bob, 'the children! 'And your brother, Tiny Tim?"
+
+
 def test_a_heading_is_not_read_into_the_sentence_under_it():
     """A heading's line with the line under it read "Ada Lovelace Ada was a mathematician."; and
     a heading of three words or more was quoted alone ("Early life of Ada")."""
