@@ -39,9 +39,6 @@ CANCELLED = "cancelled"       # ... and the start of a cancelled call's (its row
 # before it is no longer asked (``GraphState.unusable``, ``report_unusable``). Here, not in
 # graph_state, so that ``status`` (every command's parser) does not import the graph's numpy.
 UNUSABLE_RUNS = 3
-# The llm_calls stage of the one-token request asking a model the listing leaves out by name
-# (``LLMClient.check_models``). Here, not in llm, so that ``status`` says it without httpx.
-MODEL_CHECK = "model_check"
 # errors: calls that failed; unusable: those of them that got an answer the caller could not use;
 # asked_again: those unusable answers whose request was then answered usably (a report cut off at
 # max_tokens, asked again with more room): the call failed, its item did not;

@@ -90,7 +90,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
 from streamrag.answer_cache import Answer, AnswerCache
 from streamrag.answer_json import read_embeddings, read_usage
 from streamrag.cache import batch_key, cache_key, embedding_key
-from streamrag.call_log import MODEL_CHECK, UNUSABLE, CallLog
+from streamrag.call_log import UNUSABLE, CallLog
 from streamrag.config import LLMSettings, check_api_key
 from streamrag.endpoint_health import (GAVE_UP, PROXY_STATUSES, RUN_AGAIN, START_AGAIN, EndpointHealth, GaveUp,
                                       failure, only_errors)
@@ -296,6 +296,9 @@ _MODELS_UNLISTED: set[str] = set()
 MODELS_TIMEOUT_S = 10.0
 # How many of the models an endpoint lists its "unknown model" line names.
 MODELS_SHOWN = 6
+# The llm_calls stage of the one-token request asking a model the listing leaves out by name
+# (``LLMClient.check_models``).
+MODEL_CHECK = "model_check"
 # The meta key of the models an index's endpoint answered when asked so by name (``LLMClient.
 # check_models``), by models URL: asked once a process, such a model cost every `index` a paid
 # call, one of an index unchanged too ("Nothing changed ...", "LLM 1 call, 9 tokens"). Taken back

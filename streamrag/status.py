@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from streamrag import index_rows
-from streamrag.call_log import MODEL_CHECK, UNUSABLE_RUNS
+from streamrag.call_log import UNUSABLE_RUNS
 from streamrag.store import Store, process_gone, process_stamp, writer_at_work, writer_said, writers_lock
 from streamrag.terminal import flat
 from streamrag.words import counted, number
@@ -690,23 +690,6 @@ _USAGE_COLUMNS = (("calls", "calls", 10), ("cached", "cached", 10), ("prompt tok
                   ("completion tok", "completion_tokens", 17), ("errors", "errors", 9))
 
 
-def _usage_cell(row: dict, key: str, width: int) -> str:
-    """A usage table cell: a model check's errors are "-", said apart (``_failed_checks_line``)."""
-    if key == "errors" and row["stage"] == MODEL_CHECK:
-        return f"{'-':>{width}}"
-    return f"{row[key] or 0:>{width},}"
-
-
-def _failed_checks_line(usage: list[dict]) -> list[str]:
-    """The line of the checks of a model by name that failed, if any: index and watch count them
-    in no failed call (``CallLog.record``'s apart), and in the errors column they read as
-    failures of the run's work beside them (--json keeps them in its errors, as it did)."""
-    failed = sum(r["errors"] or 0 for r in usage if r["stage"] == MODEL_CHECK)
-    if not failed:
-        return []
-    return [f"    {MODEL_CHECK}: {counted(failed, 'check')} of a model by name failed (not an error of a run's work)"]
-
-
 def format_status(info: dict, db: Path) -> str:
     when = (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info["published_at"]))
             if info["published_at"] else "never")
@@ -733,8 +716,7 @@ def format_status(info: dict, db: Path) -> str:
         lines.append("    stage          model                     " + "".join(f"{h:>{w}}" for h, _, w in columns))
         for r in info["llm_by_model"]:
             lines.append(f"    {r['stage']:<14} {r['model'][:26]:<26}"
-                         + "".join(_usage_cell(r, key, w) for _, key, w in columns))
-        lines += _failed_checks_line(info["llm_by_model"])
+                         + "".join(f"{r[key] or 0:>{w},}" for _, key, w in columns))
     else:
         lines.append("  LLM calls      none")
     last, total = info["failures_last_run"], info["failures_total"]

@@ -446,21 +446,6 @@ def test_calls_a_run_cancelled_are_counted_apart_from_those_that_failed(tmp_path
     assert lines[header].endswith("errors  cancelled") and lines[header + 1].split()[-2:] == ["1", "1"], text
 
 
-def test_a_failed_check_of_a_model_by_name_is_said_apart_from_the_errors(tmp_path):
-    # A check of a model by name that failed (stage model_check) is no failed call of the run's
-    # work to index and watch (``CallLog.record``'s apart), but the table's errors column counted
-    # it beside the work's failures. It is said apart; --json keeps its counts as they were.
-    db = _with_calls(tmp_path / "s.db", "model_check", {"error": "http://x/v1: no answer to the check of m1"}, {})
-    _with_calls(db, "extract", {"error": "HTTP 500: boom"})
-    info, text = status_of(db)
-    assert info["llm"]["by_stage"]["model_check"]["errors"] == 1 and info["llm"]["errors"] == 2, info["llm"]
-    lines = text.splitlines()
-    [check] = [line for line in lines if line.strip().startswith("model_check ")]
-    [extract] = [line for line in lines if line.strip().startswith("extract ")]
-    assert check.split()[-1] == "-" and extract.split()[-1] == "1", text
-    assert "    model_check: 1 check of a model by name failed (not an error of a run's work)" in lines, text
-
-
 def test_answers_asked_again_are_said_as_watch_says_them(tmp_path):
     # watch's idle line said "4 answers asked again" (its `asked_again`), status only 4 errors.
     import httpx
