@@ -4225,6 +4225,27 @@ def test_ask_of_an_index_with_nothing_to_read_loads_no_pipeline(cli_run, tmp_pat
     assert "pipeline loaded False" in lines, lines
 
 
+def _crowded_meetings(corpus, sentence: str) -> None:
+    """Six meeting notes in ``corpus``, each ``sentence`` (formatted with ``others``, five people
+    besides Ada Osk in another order each, and ``i``, its number) eight times: chunks mentioning
+    many selected entities, which a local context takes first when nothing else orders them."""
+    crowd = ["Bram Tell", "Mira Voss", "Olek Harn", "Lena Varga", "Tomas Quill", "Ines Rook"]
+    for i in range(6):
+        others = " and ".join(crowd[i:] + crowd[:i])
+        (corpus / f"meeting_{i}.txt").write_text(sentence.format(others=others, i=i) * 8 + "\n", encoding="utf-8")
+
+
+async def _local_context_asked(question: str, settings, db, monkeypatch) -> tuple:
+    """The local context ``aask`` of ``question`` built (``local_search.build_local_context``),
+    and its answer."""
+    built: list[local_search.Context] = []
+    build = local_search.build_local_context
+    monkeypatch.setattr(local_search, "build_local_context", lambda *a, **k: built.append(build(*a, **k)) or built[-1])
+    answer = await aask(question, settings, db, mode="local")
+    [ctx] = built
+    return ctx, answer
+
+
 async def test_a_local_context_takes_the_named_entitys_chunks_that_have_the_questions_words(tmp_path, monkeypatch):
     """'Where did Scrooge live?' (A Christmas Carol, indexed offline): the text section took the
     four of Scrooge's 43 chunks mentioning the most other selected entities, and the one saying
@@ -4233,21 +4254,13 @@ async def test_a_local_context_takes_the_named_entitys_chunks_that_have_the_ques
     ("quay" here) orders none."""
     corpus = tmp_path / "notes"
     corpus.mkdir()
-    crowd = ["Bram Tell", "Mira Voss", "Olek Harn", "Lena Varga", "Tomas Quill", "Ines Rook"]
-    for i in range(6):
-        others = " and ".join(crowd[i:] + crowd[:i])
-        (corpus / f"meeting_{i}.txt").write_text(
-            f"Ada Osk met {others} at the quay on day {i}. " * 8 + "\n", encoding="utf-8")
+    _crowded_meetings(corpus, "Ada Osk met {others} at the quay on day {i}. ")
     # (as long as a meeting's, its sentence last: no room left over, nor a line cut to it, holds it)
     (corpus / "home.txt").write_text("Ada Osk kept to herself at the quay. " + "the gulls were loud that year. " * 12
                                      + "Ada Osk lived in a narrow house above the quay.\n", encoding="utf-8")
     settings = make_settings("", query={"local_max_tokens": 1200})
     await sync([corpus], settings, tmp_path / "index.db", root=corpus)
-    built: list[local_search.Context] = []
-    build = local_search.build_local_context
-    monkeypatch.setattr(local_search, "build_local_context", lambda *a, **k: built.append(build(*a, **k)) or built[-1])
-    answer = await aask("Where did Ada Osk live?", settings, tmp_path / "index.db", mode="local")
-    [ctx] = built
+    ctx, answer = await _local_context_asked("Where did Ada Osk live?", settings, tmp_path / "index.db", monkeypatch)
     assert "narrow house" in ctx.text and ctx.sections["text"] > 0, ctx.text
     assert "narrow house" in answer.text, answer.text
 
@@ -4268,11 +4281,7 @@ async def test_a_word_most_chunks_have_does_not_order_a_local_contexts_chunks(tm
                                       encoding="utf-8")
     settings = make_settings("", query={"local_max_tokens": 1200})
     await sync([corpus], settings, tmp_path / "index.db", root=corpus)
-    built: list[local_search.Context] = []
-    build = local_search.build_local_context
-    monkeypatch.setattr(local_search, "build_local_context", lambda *a, **k: built.append(build(*a, **k)) or built[-1])
-    await aask("What did Ada Osk write in the letter?", settings, tmp_path / "index.db", mode="local")
-    [ctx] = built
+    ctx, _ = await _local_context_asked("What did Ada Osk write in the letter?", settings, tmp_path / "index.db", monkeypatch)
     assert "quay would close" in ctx.text, ctx.text
 
 
@@ -4284,20 +4293,12 @@ async def test_a_local_context_finds_a_words_y_ending_turned_to_i(tmp_path, monk
     alike."""
     corpus = tmp_path / "notes"
     corpus.mkdir()
-    crowd = ["Bram Tell", "Mira Voss", "Olek Harn", "Lena Varga", "Tomas Quill", "Ines Rook"]
-    for i in range(6):
-        others = " and ".join(crowd[i:] + crowd[:i])
-        (corpus / f"meeting_{i}.txt").write_text(
-            f"Ada Osk met {others} at the quay on day {i}. " * 8 + "\n", encoding="utf-8")
+    _crowded_meetings(corpus, "Ada Osk met {others} at the quay on day {i}. ")
     (corpus / "home.txt").write_text("Ada Osk kept to herself at the quay. " + "the gulls were loud that year. " * 12
                                      + "Ada Osk married a lighthouse keeper from the north.\n", encoding="utf-8")
     settings = make_settings("", query={"local_max_tokens": 1200})
     await sync([corpus], settings, tmp_path / "index.db", root=corpus)
-    built: list[local_search.Context] = []
-    build = local_search.build_local_context
-    monkeypatch.setattr(local_search, "build_local_context", lambda *a, **k: built.append(build(*a, **k)) or built[-1])
-    await aask("Who did Ada Osk marry?", settings, tmp_path / "index.db", mode="local")
-    [ctx] = built
+    ctx, _ = await _local_context_asked("Who did Ada Osk marry?", settings, tmp_path / "index.db", monkeypatch)
     assert "lighthouse keeper" in ctx.text, ctx.text
 
 
@@ -4329,20 +4330,12 @@ async def test_a_local_context_finds_the_questions_words_by_their_stem_not_as_a_
     showed stayed out of the context. A word stands for the index's words of its stem."""
     corpus = tmp_path / "notes"
     corpus.mkdir()
-    crowd = ["Bram Tell", "Mira Voss", "Olek Harn", "Lena Varga", "Tomas Quill", "Ines Rook"]
-    for i in range(6):
-        others = " and ".join(crowd[i:] + crowd[:i])
-        (corpus / f"meeting_{i}.txt").write_text(
-            f"Ada Osk met {others} at the quay on day {i} to read articles. " * 8 + "\n", encoding="utf-8")
+    _crowded_meetings(corpus, "Ada Osk met {others} at the quay on day {i} to read articles. ")
     (corpus / "home.txt").write_text("Ada Osk kept to herself at the quay. " + "the gulls were loud that year. " * 12
                                      + "Ada Osk showed her art of woven nets to the town.\n", encoding="utf-8")
     settings = make_settings("", query={"local_max_tokens": 1200})
     await sync([corpus], settings, tmp_path / "index.db", root=corpus)
-    built: list[local_search.Context] = []
-    build = local_search.build_local_context
-    monkeypatch.setattr(local_search, "build_local_context", lambda *a, **k: built.append(build(*a, **k)) or built[-1])
-    await aask("What art did Ada Osk show?", settings, tmp_path / "index.db", mode="local")
-    [ctx] = built
+    ctx, _ = await _local_context_asked("What art did Ada Osk show?", settings, tmp_path / "index.db", monkeypatch)
     assert "woven nets" in ctx.text, ctx.text
 
 
@@ -4370,11 +4363,7 @@ async def test_a_word_most_searchable_chunks_have_orders_none_however_many_chunk
         store.conn.commit()
     finally:
         store.close()
-    built: list[local_search.Context] = []
-    build = local_search.build_local_context
-    monkeypatch.setattr(local_search, "build_local_context", lambda *a, **k: built.append(build(*a, **k)) or built[-1])
-    await aask("What did Ada Osk write in the letter?", settings, tmp_path / "index.db", mode="local")
-    [ctx] = built
+    ctx, _ = await _local_context_asked("What did Ada Osk write in the letter?", settings, tmp_path / "index.db", monkeypatch)
     assert "quay would close" in ctx.text, ctx.text
 
 
@@ -4408,18 +4397,10 @@ async def test_a_three_letter_word_ending_in_e_does_not_stand_for_the_two_letter
     stem, so a three-letter one keeps its "e"."""
     corpus = tmp_path / "notes"
     corpus.mkdir()
-    crowd = ["Bram Tell", "Mira Voss", "Olek Harn", "Lena Varga", "Tomas Quill", "Ines Rook"]
-    for i in range(6):
-        others = " and ".join(crowd[i:] + crowd[:i])
-        (corpus / f"meeting_{i}.txt").write_text(
-            f"Ada Osk met {others} or their friends at the quay on day {i}. " * 8 + "\n", encoding="utf-8")
+    _crowded_meetings(corpus, "Ada Osk met {others} or their friends at the quay on day {i}. ")
     (corpus / "home.txt").write_text("Ada Osk kept to herself at the quay. " + "the gulls were loud that year. " * 12
                                      + "Ada Osk showed her copper ore of the northern hills.\n", encoding="utf-8")
     settings = make_settings("", query={"local_max_tokens": 1200})
     await sync([corpus], settings, tmp_path / "index.db", root=corpus)
-    built: list[local_search.Context] = []
-    build = local_search.build_local_context
-    monkeypatch.setattr(local_search, "build_local_context", lambda *a, **k: built.append(build(*a, **k)) or built[-1])
-    await aask("What ore did Ada Osk show?", settings, tmp_path / "index.db", mode="local")
-    [ctx] = built
+    ctx, _ = await _local_context_asked("What ore did Ada Osk show?", settings, tmp_path / "index.db", monkeypatch)
     assert "copper ore" in ctx.text, ctx.text
