@@ -4190,6 +4190,22 @@ async def test_a_jsonl_whose_cut_line_holds_half_a_surrogate_pair_whole_is_read_
     assert tied(first + json.dumps({"text": half.replace("silver", "copper")})[:-1] + after) == {}
 
 
+def _salt_rows() -> list[str]:
+    """60 rows' texts of a .jsonl, a few KB: an opening of 32 small chunks cuts one."""
+    return [f"Row {n}: Mira Osk weighed {n} salt barges at Port Vell and logged them by lamplight."
+            for n in range(1, 61)]
+
+
+async def _tie_of_renamed(corpus: Path, settings, db: Path, jsonl, texts: list[str]):
+    """rows.jsonl of ``texts`` (``jsonl`` makes its bytes) indexed into ``db``, then gone: a
+    daemon's tie (``_tied_as_written``) of a new.jsonl of the rows given, to rows.jsonl."""
+    (corpus / "rows.jsonl").write_bytes(jsonl(texts))
+    await sync([corpus], settings, db, root=corpus)
+    (corpus / "rows.jsonl").unlink()
+    daemon = Daemon(settings, db, corpus, report=Events())
+    return lambda rows: _tied_as_written(daemon, corpus / "new.jsonl", ["rows.jsonl"], jsonl(rows))
+
+
 @pytest.mark.parametrize("ends, lead",
                          [("\r", b""), ("\r\n", b""), ("\n", b"\0" * 1024), ("\r", b"\0" * 1024)],
                          ids=["CR", "CRLF", "NULs-LF", "NULs-CR"])
@@ -4202,21 +4218,13 @@ async def test_a_jsonl_opening_is_read_in_the_lines_the_loader_reads(corpus, tmp
     settings = make_settings(index=SMALL)
     db = tmp_path / "r.db"
     limit = 32 * SMALL["chunk_size"]
-    texts = [f"Row {n}: Mira Osk weighed {n} salt barges at Port Vell and logged them by lamplight."
-             for n in range(1, 61)]
+    texts = _salt_rows()
 
     def jsonl(rows: list[str]) -> bytes:
         return lead + "".join(json.dumps({"text": text}) + ends for text in rows).encode()
 
     assert len(jsonl(texts)) > len(lead) + 2 * limit   # (an opening holds some of its rows)
-    (corpus / "rows.jsonl").write_bytes(jsonl(texts))
-    await sync([corpus], settings, db, root=corpus)
-    (corpus / "rows.jsonl").unlink()
-    daemon = Daemon(settings, db, corpus, report=Events())
-
-    def tied(rows: list[str]) -> dict[str, str]:
-        return _tied_as_written(daemon, corpus / "new.jsonl", ["rows.jsonl"], jsonl(rows))
-
+    tied = await _tie_of_renamed(corpus, settings, db, jsonl, texts)
     more = [f"Row {n}: Bo Lund paid the toll at Kessel." for n in range(61, 66)]
     assert tied(texts + more) == {"new.jsonl": "rows.jsonl"}   # (renamed, written on)
     assert tied(texts[:1] + ["Row 2: another row"] + texts[2:] + more) == {}
@@ -4235,8 +4243,7 @@ async def test_the_row_a_jsonl_opening_cuts_is_read_where_the_loader_reads_it(co
     settings = make_settings(index=SMALL)
     db = tmp_path / "r.db"
     limit = 32 * SMALL["chunk_size"]
-    texts = [f"Row {n}: Mira Osk weighed {n} salt barges at Port Vell and logged them by lamplight."
-             for n in range(1, 61)]
+    texts = _salt_rows()
     texts[0] += " And so on." * 5
 
     def jsonl(rows: list[str]) -> bytes:
@@ -4245,14 +4252,7 @@ async def test_the_row_a_jsonl_opening_cuts_is_read_where_the_loader_reads_it(co
     opening = jsonl(texts)[len(lead):len(lead) + limit]
     cut = opening.rpartition(ends.encode())[2]
     assert cut == b'{"text": "Row 27: Mira Osk weighed 27 salt barges at '   # (row 27, cut in its text)
-    (corpus / "rows.jsonl").write_bytes(jsonl(texts))
-    await sync([corpus], settings, db, root=corpus)
-    (corpus / "rows.jsonl").unlink()
-    daemon = Daemon(settings, db, corpus, report=Events())
-
-    def tied(rows: list[str]) -> dict[str, str]:
-        return _tied_as_written(daemon, corpus / "new.jsonl", ["rows.jsonl"], jsonl(rows))
-
+    tied = await _tie_of_renamed(corpus, settings, db, jsonl, texts)
     assert tied(texts + [f"Row {n}: Bo Lund paid the toll at Kessel." for n in range(61, 66)]) == \
         {"new.jsonl": "rows.jsonl"}
     other = [f"Row {n}: Una Vik hauled crates of tin to Narsk and sold them at dawn, by the {n}th quay."
@@ -4270,8 +4270,7 @@ async def test_a_wide_jsonl_renamed_and_written_on_is_tied_by_whole_rows_alone(c
     # opening, never by the row that opening cuts.
     from streamrag.daemon import _cut_line
 
-    texts = [f"Row {n}: Mira Osk weighed {n} salt barges at Port Vell and logged them by lamplight."
-             for n in range(1, 61)]
+    texts = _salt_rows()
 
     def jsonl(rows: list[str], ends: str = "\r\n") -> bytes:
         return "".join(json.dumps({"text": text}) + ends for text in rows).encode(encoding)
@@ -4305,8 +4304,7 @@ async def test_a_utf8_jsonl_with_a_stray_nul_is_tied_by_the_row_its_opening_cuts
     # drops them, and its cut row read; a wide one still gives None (the test above).
     from streamrag.daemon import _cut_line
 
-    texts = [f"Row {n}: Mira Osk weighed {n} salt barges at Port Vell and logged them by lamplight."
-             for n in range(1, 61)]
+    texts = _salt_rows()
     texts[0] += " And so on." * 5
     at = 1 if stray == "row 2" else 26   # (row 27: the one a 2,560-byte opening cuts, in its text)
 
@@ -4321,14 +4319,7 @@ async def test_a_utf8_jsonl_with_a_stray_nul_is_tied_by_the_row_its_opening_cuts
     assert opening.count(b"\0") == 1 and b'"Row 27: ' in opening.rpartition(b"\n")[2]
     assert _cut_line(opening, [], "text") == _cut_line(opening.replace(b"\0", b""), [], "text") != None
     db = tmp_path / "r.db"
-    (corpus / "rows.jsonl").write_bytes(jsonl(texts))
-    await sync([corpus], settings, db, root=corpus)
-    (corpus / "rows.jsonl").unlink()
-    daemon = Daemon(settings, db, corpus, report=Events())
-
-    def tied(rows: list[str]) -> dict[str, str]:
-        return _tied_as_written(daemon, corpus / "new.jsonl", ["rows.jsonl"], jsonl(rows))
-
+    tied = await _tie_of_renamed(corpus, settings, db, jsonl, texts)
     assert tied(texts + [f"Row {n}: Bo Lund paid the toll at Kessel." for n in range(61, 99)]) == \
         {"new.jsonl": "rows.jsonl"}
     other = [f"Row {n}: Una Vik hauled crates of tin to Narsk and sold them at dawn." for n in range(27, 200)]
