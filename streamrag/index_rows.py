@@ -617,6 +617,36 @@ def model_extractor(extractor: str | None) -> bool:
     return (extractor or "").startswith("llm-")
 
 
+# The kinds of indexing run ``runs.kind`` records (``store``'s ``runs_kind``).
+MODEL_RUN, OFFLINE_RUN = "model", "offline"
+
+# The stages of a model's work on the index (an offline run may call an embedding model alone).
+_MODEL_WORK = "('extract', 'glean', 'glean_check', 'claims', 'summarize', 'report')"
+
+
+def _model_run_ok(store: Store) -> str:
+    """The indexing runs (``runs r``) that ended "ok" with a model, or may have: of kind "model",
+    or of no kind recorded (a streamrag before ``runs_kind``) that called a model for its work
+    (each call is a row of ``llm_calls``, a cache hit too). A daemon's extraction ahead
+    ("watch:extract") publishes nothing. An index a reader cannot upgrade is read without the
+    column (``store._NO_OP_WHEN``): every run of no kind recorded."""
+    kind = _kind_column(store)
+    return ("r.status = 'ok' AND r.command NOT IN ('ask', 'watch:extract') AND ("
+            f"{kind} = '{MODEL_RUN}' OR ({kind} IS NULL AND EXISTS (SELECT 1 FROM llm_calls c "
+            f"WHERE c.run_id = r.id AND c.stage IN {_MODEL_WORK})))")
+
+
+def _kind_column(store: Store) -> str:
+    """``runs r``'s kind, as SQL: NULL of a table without the column."""
+    return "r.kind" if store.scalar("SELECT 1 FROM pragma_table_info('runs') WHERE name = 'kind'") else "NULL"
+
+
+def model_run_completed(store: Store) -> bool:
+    """Whether a run with a model ended "ok" on the index in ``store`` (or may have: a run of
+    no kind recorded that called a model), among the runs not yet pruned (``prune``)."""
+    return bool(store.scalar(f"SELECT EXISTS (SELECT 1 FROM runs r WHERE {_model_run_ok(store)})"))
+
+
 def extractive_report_keys(store: Store) -> set[str]:
     return {key for (key,) in store.conn.execute("SELECT key FROM reports WHERE extractive = 1")}
 

@@ -886,7 +886,8 @@ class Indexer:
                 status = "interrupted"
                 try:
                     # Inside: a signal that lands as it commits still has the run row closed.
-                    await writer.run(lambda s: s.start_run(self.run_id, self.command, self.update_of))
+                    kind = index_rows.OFFLINE_RUN if self.settings.offline else index_rows.MODEL_RUN
+                    await writer.run(lambda s: s.start_run(self.run_id, self.command, self.update_of, kind))
                     self.llm = self._open_llm(store, writer)
                     if self.llm is not None:
                         await self.llm.__aenter__()

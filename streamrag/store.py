@@ -211,6 +211,11 @@ def _runs_taking(conn: sqlite3.Connection) -> None:
     _add_column(conn, "runs", "taking", "TEXT")
 
 
+def _runs_kind(conn: sqlite3.Connection) -> None:
+    """``runs.kind``: NULL on a row recorded before, whose kind is not known."""
+    _add_column(conn, "runs", "kind", "TEXT")
+
+
 def _extraction_checks(conn: sqlite3.Connection) -> None:
     """``extractions.checks``: NULL on a row stored before, whose checks are not known."""
     _add_column(conn, "extractions", "checks", "INTEGER")
@@ -794,6 +799,12 @@ CREATE INDEX IF NOT EXISTS llm_calls_failed ON llm_calls(cached, cancelled, erro
     # again after the setting was raised) and `status` would have said them wrongly. They have a
     # kind of their own now, "too_big" (``loader.TooBig``); those recorded before are made so.
     ("failures_too_big", _failures_too_big),
+    # Whether an indexing run worked with a model or offline ("model", "offline"; NULL: an ask's
+    # row, or one recorded before): `index --estimate` took an offline index in which a model run
+    # killed part-way had stored a few extractions for one a model had published, and estimated
+    # the next model run as an update of the offline partition (30 articles: 32 reports for the
+    # run's 42, where a first index's estimate says 38). (``index_rows.model_run_completed``)
+    ("runs_kind", _runs_kind),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -811,6 +822,8 @@ _NO_OP_WHEN: dict[str, Callable[[sqlite3.Connection], bool]] = {
     # (one recorded after the reader looked, by a writer of the schema before, is read as
     # "unusable", which is what `status` says of a "too_big" one: ``errors.said_kind``)
     "failures_too_big": lambda conn: conn.execute(f"SELECT 1 {_TOO_BIG_UNKINDED} LIMIT 1").fetchone() is None,
+    # (a column, no row: ``index_rows`` reads the runs of a table without it as of no kind recorded)
+    "runs_kind": lambda conn: True,
 }
 
 
@@ -1257,13 +1270,14 @@ class Store:
             "INSERT INTO failures(run_id, stage, item, message, created_at, stamp, kind) VALUES (?,?,?,?,?,?,?)",
             (run_id, stage, item, message, time.time(), stamp, kind))
 
-    def start_run(self, run_id: str, command: str, update_of: str | None = None) -> None:
-        """``update_of``: the first run of the update this one goes on with (``runs_update_of``).
+    def start_run(self, run_id: str, command: str, update_of: str | None = None, kind: str | None = None) -> None:
+        """``update_of``: the first run of the update this one goes on with (``runs_update_of``);
+        ``kind``: an indexing run's, "model" or "offline" (``runs_kind``; None: an ask's).
         The row names this process (``runs_process``: ``process_gone`` tells once it is gone)."""
         pid = os.getpid()
-        self.conn.execute("INSERT INTO runs(id, command, started_at, status, update_of, pid, process) "
-                          "VALUES (?,?,?,?,?,?,?)",
-                          (run_id, command, time.time(), "running", update_of, pid, process_stamp(pid)))
+        self.conn.execute("INSERT INTO runs(id, command, started_at, status, update_of, pid, process, kind) "
+                          "VALUES (?,?,?,?,?,?,?,?)",
+                          (run_id, command, time.time(), "running", update_of, pid, process_stamp(pid), kind))
 
     def finish_run(self, run_id: str, status: str, stats: str | None = None) -> None:
         """Closes the run's row (its failures' keys go into ``failure_keys`` by trigger; a table

@@ -2573,3 +2573,63 @@ def test_deleting_many_full_text_rows_looks_at_the_table_once(tmp_path):
 
     one_look = steps_to_delete(6000, 1) - steps_to_delete(3000, 1)   # (3,000 rows more, looked at once)
     assert steps_to_delete(6000, 1500) - steps_to_delete(3000, 1500) < 1.5 * one_look
+
+
+@pytest.mark.parametrize("read", ["upgraded", "in place"])
+def test_a_run_recorded_before_runs_kind_is_a_model_run_by_the_calls_of_a_model_it_recorded(tmp_path, monkeypatch,
+                                                                                            read):
+    # runs.kind tells an indexing run with a model ("model") from an offline one; a run recorded
+    # before it (NULL) is told by its llm_calls rows (a cache hit is one too): a model's work
+    # makes them, an offline run's embeddings alone do not. An ask, a daemon's extraction ahead
+    # (it publishes nothing) and a run that did not end "ok" are no model run that ended. A
+    # reader that cannot upgrade reads the table without the column: every run of no kind.
+    import sqlite3
+
+    import streamrag.store as store_module
+    from streamrag import index_rows
+
+    db = tmp_path / "index.db"
+    Store(db).close()
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute("ALTER TABLE runs DROP COLUMN kind")
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(schema_before("runs_kind")),))
+
+    def ran(run_id: str, command: str, status: str, *stages: str, cached: int = 0) -> None:
+        with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+            conn.execute("INSERT INTO runs(id, command, started_at, status) VALUES (?, ?, 0, ?)",
+                         (run_id, command, status))
+            conn.executemany("INSERT INTO llm_calls(run_id, stage, model, prompt, prompt_version, cache_key, "
+                             "prompt_tokens, completion_tokens, latency_ms, cached, created_at) "
+                             "VALUES (?, ?, 'm', 'p', '1', ?, 1, 1, 1, ?, 0)",
+                             [(run_id, stage, f"{run_id}-{stage}", cached) for stage in stages])
+
+    def completed() -> tuple[bool, str | None]:
+        """Whether a model run ended, as a reader finds it, and the schema it read."""
+        with monkeypatch.context() as reader:
+            if read == "in place":
+                _write_protected(reader)
+                reader.setattr(store_module, "_read_only_here", lambda path: "the file is read-only to you")
+            store = Store(db, readonly=True)
+            try:
+                return index_rows.model_run_completed(store), store.get_meta("schema_version")
+            finally:
+                store.close()
+
+    schema = str(schema_before("runs_kind") if read == "in place" else SCHEMA_VERSION)
+    for run in [("offline", "index", "ok", "embed"), ("asked", "ask", "ok", "map", "reduce"),
+                ("killed", "index", "interrupted", "extract", "summarize"),
+                ("ahead", "watch:extract", "ok", "extract")]:
+        ran(*run)
+        assert completed() == (False, schema), run
+    ran("model", "watch", "ok", "summarize", "report", cached=1)
+    assert completed() == (True, schema)
+    if read == "upgraded":   # (and this streamrag's rows: by their kind alone)
+        with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+            conn.execute("DELETE FROM runs WHERE id = 'model'")
+            conn.execute("INSERT INTO runs(id, command, started_at, status, kind) VALUES "
+                         "('new-offline', 'index', 0, 'ok', 'offline'), ('new-ahead', 'watch:extract', 0, 'ok', 'model')")
+        assert completed() == (False, schema)
+        with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+            conn.execute("INSERT INTO runs(id, command, started_at, status, kind) VALUES "
+                         "('new-model', 'index', 0, 'ok', 'model')")
+        assert completed() == (True, schema)
