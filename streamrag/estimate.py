@@ -95,8 +95,8 @@ from streamrag.errors import (EmptyInput, IndexMissingError, InputError, NoTextF
 from streamrag.extractor import (ExtractionPrompts, claimless_key, claims_messages, entity_types_text,
                                  extraction_request, extractor_key)
 from streamrag.gleaner import check_messages, glean_messages, merge_round, yes_no_bias
-from streamrag.graph_state import (Change, GraphState, dirty_communities, document_changes, moved_since,
-                                   start_leiden, stranded_chunks, warm_start)
+from streamrag.graph_state import (Change, GraphState, dirty_communities, document_changes, kept_partition,
+                                   moved_since, start_leiden, stranded_chunks, warm_start)
 from streamrag.llm import request_options
 from streamrag.merge import descriptions_after, mentions_of, unique_descriptions
 from streamrag.on_disk import change_stamp, covered, file_names, retimed, same_on_disk, still_there
@@ -625,14 +625,15 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     if not settings.offline:
         summaries = communities = report_tokens = 0.0
         answered = FromCache()   # (the summaries and reports of an update the cache answers)
-        made_anew = store is not None and bool(store.version) and _made_anew(
-            store, new_chunks, from_cache, wanted | {c for ids in index_rows.chunk_ids_of(
-                store, kept_docs).values() for c in ids})
+        staying = wanted | {c for ids in index_rows.chunk_ids_of(store, kept_docs).values() for c in ids} \
+            if store is not None and store.version else set()
+        made_anew = bool(staying) and _made_anew(store, new_chunks, from_cache, staying)
         if store is None or not (store.version or unpublished or replacing) or made_anew:
             # A first index: worked out on the offline extractor's names (``_first_index``)
             if made_anew:   # (said as the run says it: "it was built offline")
                 summarized_again = summary_change(store, settings)
-            summaries, communities, report_tokens = _first_index(new_chunks, settings)
+            summaries, communities, report_tokens = _first_index(
+                _with_stored(store, new_chunks, staying) if made_anew else new_chunks, settings)
         else:
             # Settings that change every summary, or every report, since the published index
             # (a model, a prompt, a budget): all of them are written again, changed chunks or not.
@@ -791,11 +792,31 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
 def _made_anew(store: Store, new_chunks: dict[str, Chunk], from_cache: dict[str, Extraction],
                staying: set[str]) -> bool:
     """Whether the run makes its graph anew of a model's extraction of every chunk it keeps
-    (``staying``), none stored nor answered by the cache: an index built offline, which the run
-    merges again whole (``index_rows.built_offline``). Its summaries and reports are a first
-    index's, not the offline partition's: worked out as an update of it, synth_small's offline
-    index was estimated 34 reports and 260 summaries for the run's 54 and 148."""
-    return index_rows.built_offline(store) and not from_cache and staying <= new_chunks.keys()
+    (``staying``): an index built offline, which the run merges again whole
+    (``index_rows.built_offline``), of chunks none stored nor answered by the cache, or on which
+    no model run has ended (``_model_published``). Its summaries and reports are a first index's,
+    not the offline partition's: worked out as an update of it, synth_small's offline index was
+    estimated 34 reports and 260 summaries for the run's 54 and 148; and one a model run killed
+    part-way had left 6 extractions in (30 articles), 32 reports for the run's 42."""
+    if not index_rows.built_offline(store):
+        return False
+    return not _model_published(store) or (not from_cache and staying <= new_chunks.keys())
+
+
+def _model_published(store: Store) -> bool:
+    """Whether a run with a model has ended on the index in ``store`` (``runs.kind``), or its
+    partition is kept (``graph_state.KeptPartition``: the runs' rows may be pruned since).
+    Without, the extractions a model stored are a killed run's: no summary or report of the
+    model's is published or kept, and the run clusters the model's graph afresh."""
+    return index_rows.model_run_completed(store) or kept_partition(store) is not None
+
+
+def _with_stored(store: Store, new_chunks: dict[str, Chunk], staying: set[str]) -> dict[str, Chunk]:
+    """``new_chunks`` and the other chunks the run keeps (``staying``, their extraction stored),
+    read from the index: a first index's graph is worked out of their texts (``_first_index``)."""
+    stored = sorted(staying - new_chunks.keys())
+    return {**new_chunks, **{cid: Chunk(id=cid, doc_id="", idx=0, text=text, tokens=0)
+                             for cid, text in index_rows.chunk_texts(store, stored)}}
 
 
 def _changes(indexed: dict[str, tuple[str, int, float]], read: dict[str, tuple[str, int, float]], kept: set[str],

@@ -316,6 +316,45 @@ async def test_a_model_estimate_of_an_index_built_offline_is_a_first_index_s(new
         assert (got["calls"], got["prompt_tokens"]) == (fresh["calls"], fresh["prompt_tokens"]), (stage, got, fresh)
 
 
+async def _killed_after_extractions(news: Path, settings, db: Path, monkeypatch, stored: int) -> None:
+    """A model run of ``news`` stopped (as by Ctrl-C) once it has stored ``stored`` extractions:
+    those stay stored, nothing is published."""
+    import anyio
+
+    real, saved = index_rows.save_extraction, []
+    with anyio.CancelScope() as scope:
+        def save(store, *args):
+            real(store, *args)
+            saved.append(args[0])
+            if len(saved) >= stored:
+                scope.cancel()
+        monkeypatch.setattr(index_rows, "save_extraction", save)
+        await sync([news], settings, db, root=news)
+    monkeypatch.setattr(index_rows, "save_extraction", real)
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        runs = conn.execute("SELECT status, kind FROM runs ORDER BY started_at").fetchall()
+    assert scope.cancelled_caught and len(saved) == stored and runs[-1] == ("interrupted", "model"), runs
+
+
+async def test_a_model_estimate_of_an_offline_index_a_killed_model_run_left_extractions_in_is_a_first_index_s(
+        news, tmp_path, simulator, monkeypatch):
+    # A model run of an offline index killed part-way leaves a few of the model's extractions
+    # stored. The next model run still merges the model's extraction of every chunk and clusters
+    # it afresh (no model run ended there: no model's summaries, reports or partition to go on
+    # from), but its estimate took the extractions stored for a model's index's and worked it
+    # out as an update of the offline partition (30 articles, 6 stored: 32 reports for the
+    # run's 42, where a first index's estimate says 38).
+    settings, db = make_settings(simulator.base_url), tmp_path / "index.db"
+    await sync([news], make_settings("", index={"extractor": "nlp"}), db, root=news)   # --offline
+    await _killed_after_extractions(news, settings, db, monkeypatch, 3)
+    first = estimate([news], settings, tmp_path / "first.db", root=news)
+    est = estimate([news], settings, db, root=news)
+    assert est["chunks_to_extract"] == first["chunks_to_extract"] - 3, (est["chunks_to_extract"], first)
+    for stage in ("summarize", "report"):
+        got, fresh = est["llm"]["by_stage"][stage], first["llm"]["by_stage"][stage]
+        assert (got["calls"], got["prompt_tokens"]) == (fresh["calls"], fresh["prompt_tokens"]), (stage, got, fresh)
+
+
 def _parents_of_children_reports(db: Path) -> int:
     """The stored reports whose context holds sub-communities' reports (``build_context``)."""
     with contextlib.closing(sqlite3.connect(db)) as conn:
