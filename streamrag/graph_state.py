@@ -372,7 +372,14 @@ class WarmStart(NamedTuple):
 
 def _kept_for(store: Store, *, offline: bool) -> KeptPartition | None:
     """The model's partition a run starts from instead of the published one: a run with a
-    model of an index an offline run made of a model's (``KeptPartition``); else None."""
+    model of an index an offline run made of a model's (``KeptPartition``); else None.
+
+    One a streamrag before the mark left stale (its model run, then its offline run, after the
+    keeping) is taken too: an older model's partition is still a nearer start than the offline
+    one published (news41 through the simulator, the next model run after one more edit: 10 and
+    20 articles, 0 reports paid from the stale one, 11 from the published one; 30 articles, an
+    article added each time, 11 against 26). Such a streamrag (schema 32) refuses an index any
+    streamrag of schema 33 on has written."""
     return None if offline or not index_rows.built_offline(store) else kept_partition(store)
 
 
