@@ -351,8 +351,26 @@ def not_answering(url: str, detail: str, setting: str) -> str:
     """Why no connection to ``url`` was ever made (``detail``, the last try's), and the fix
     (``setting``: the one naming the endpoint). A server that is up but speaks plain HTTP to
     an https:// address, or whose certificate is not trusted, was told to "start the server"."""
-    return (tls_refused(url, detail, setting)
+    return (tls_refused(url, detail, setting) or name_unknown(url, detail, setting)
             or f"nothing answers at {url} ({detail}); start the server, or fix {setting}")
+
+
+# How a failed look-up of a host name reads (glibc: -2 a name unknown, -3 no DNS answer; -5
+# no address; macOS; Windows).
+_NAME_UNKNOWN = ("Name or service not known", "Temporary failure in name resolution",
+                 "No address associated with hostname", "nodename nor servname provided",
+                 "getaddrinfo failed")
+
+
+def name_unknown(url: str, detail: str, setting: str) -> str | None:
+    """Why no connection to ``url`` was made when its host name could not be looked up; None for
+    any other reason. A mistyped host (`api.opnai.com`), or no network, was told to "start the
+    server", which no one can do for a provider's host."""
+    if not any(said in detail for said in _NAME_UNKNOWN):
+        return None
+    host = httpx.URL(url).host
+    return (f"{url}: the host name {host} could not be looked up ({detail}); check its spelling "
+            f"in {setting}, and that this machine is online (its network and DNS)")
 
 
 def tls_refused(url: str, detail: str, setting: str) -> str | None:

@@ -2651,6 +2651,23 @@ def test_retry_after_parsing():
     assert parse_retry_after("Tue, 14 Nov 2023 22:13:00 GMT", now=now) == 0.0
 
 
+@pytest.mark.parametrize("detail", ["[Errno -2] Name or service not known",
+                                    "[Errno -3] Temporary failure in name resolution",
+                                    "[Errno 8] nodename nor servname provided, or not known",
+                                    "[Errno 11001] getaddrinfo failed"])
+async def test_a_host_name_that_cannot_be_looked_up_is_said_as_one(tmp_path, detail):
+    # `--api-base https://api.opnai.com/v1` (or no network) was told "nothing answers at ...;
+    # start the server", which no one can do for a provider's host: the name is to check.
+    endpoint = Endpoint(*[httpx.ConnectError(detail) for _ in range(5)])
+    with anyio.fail_after(10):
+        async with client(tmp_path, endpoint, max_retries=6) as (llm, _):
+            with pytest.raises(LLMUnavailableError) as e:
+                await llm.chat(ask(), model="m1", stage="s")
+    said = str(e.value)
+    assert "the host name llm.test could not be looked up" in said and "start the server" not in said, said
+    assert "check its spelling in llm.api_base" in said, said
+
+
 async def test_a_refused_connection_fails_fast_until_the_endpoint_has_answered(tmp_path):
     refused = [httpx.ConnectError("connection refused") for _ in range(20)]
     endpoint = Endpoint(*refused)
