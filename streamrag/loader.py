@@ -2033,6 +2033,18 @@ def _one_line_title(cell: str) -> str:
 FIELDS_SHOWN = 8
 
 
+def _longest_field(rows: list[tuple[int, dict]]) -> str | None:
+    """The field whose words run longest over the rows, the likeliest to hold the text; None when
+    no field holds words. "set index.text_field" left a newcomer to work out the TOML to write."""
+    lengths: collections.Counter[str] = collections.Counter()
+    for _, row in rows:
+        for key, value in row.items():
+            # (words, not a CSV's numbers or ids, which are strings too)
+            if isinstance(key, str) and isinstance(value, str) and any(c.isalpha() for c in value):
+                lengths[key] += len(value)
+    return lengths.most_common(1)[0][0] if lengths else None
+
+
 def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_field: str,
                    warnings: list[str], *, nel: bool = True, check: Callable[[], None] = _going_on) -> list[Document]:
     def field(row: dict, wanted: str) -> str | None:
@@ -2050,9 +2062,12 @@ def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_fie
         shown_names = ", ".join(repr(_safe(k)) for k in names[:FIELDS_SHOWN]) + \
             (f" and {len(names) - FIELDS_SHOWN} more" if len(names) > FIELDS_SHOWN else "")
         has = f" (its fields: {shown_names})" if names else ""
+        longest = _longest_field(rows)
+        setting = (f"set index.text_field (`text_field = {json.dumps(_safe(longest), ensure_ascii=False)}` "
+                   "under [index] reads its longest field)" if longest else "set index.text_field")
         raise NoTextField(
             f"{label}: no {text_field!r} field in any row{has}; name the column holding the text "
-            f"{text_field!r} or set index.text_field"
+            f"{text_field!r} or {setting}"
         )
     docs: list[Document] = []
     seen: set[str] = set()

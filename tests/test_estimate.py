@@ -1908,7 +1908,8 @@ def test_an_estimate_names_the_files_it_cannot_use_as_index_does(cli_run, tmp_pa
     warnings = json.loads(run_json.stdout)["warnings"]
     assert json.loads(est_json.stdout)["warnings"] == warnings and len(warnings) == 13
     assert {"blob00.txt: binary file, not indexed; move it out of the folder, or add it to index.exclude",
-            "rows.jsonl: no 'text' field in any row (its fields: 'body'); name the column holding the text 'text' or set index.text_field",
+            "rows.jsonl: no 'text' field in any row (its fields: 'body'); name the column holding the text 'text' or set "
+            "index.text_field (`text_field = \"body\"` under [index] reads its longest field)",
             "sub/guild.txt: cannot read (Permission denied); what was indexed from it stays; check that it "
             "exists and is readable (its permissions, and its folder's)"} <= set(warnings), warnings
     # (said as `index` says them: what is true of each)

@@ -917,12 +917,30 @@ def test_a_file_without_the_text_field_names_the_fields_it_has(tmp_path):
     with pytest.raises(InputError) as e:
         read_documents(f, root=tmp_path)
     assert str(e.value) == ("t.csv: no 'text' field in any row (its fields: 'id', 'body', 'date'); name the "
-                            "column holding the text 'text' or set index.text_field")
+                            "column holding the text 'text' or set index.text_field (`text_field = \"body\"` "
+                            "under [index] reads its longest field)")
     many = {f"f{i}": i for i in range(10)}
     f = write(tmp_path / "m.jsonl", json.dumps({"id": 1, **many}) + "\n" + json.dumps({"note": "x"}) + "\n")
     with pytest.raises(InputError, match=r"^m\.jsonl: no 'text' field in any row \(its fields: 'id', 'f0', 'f1', "
                                          r"'f2', 'f3', 'f4', 'f5', 'f6' and 4 more\); name"):
         read_documents(f, root=tmp_path)
+
+
+def test_a_file_without_the_text_field_names_the_setting_of_its_longest_field(tmp_path):
+    # "set index.text_field" left the TOML to write to a look at the file and the reference. The
+    # field with the most words over the rows is named (not the longest of the first row, nor a
+    # CSV's numbers, strings too); with no field of words, no line is offered.
+    f = write(tmp_path / "n.jsonl", json.dumps({"id": "a-1", "title": "A long title of the first note here",
+                                                "n": 12345678901234567890, "body": "Ada Osk met Bo."}) + "\n"
+              + json.dumps({"id": "a-2", "title": "Q", "body": "Bo Lund wrote to Ada Osk about the quay."}) + "\n")
+    with pytest.raises(InputError) as e:
+        read_documents(f, root=tmp_path)
+    assert str(e.value).endswith("or set index.text_field (`text_field = \"body\"` under [index] reads its "
+                                 "longest field)"), e.value
+    numbers = write(tmp_path / "k.csv", "id,amount\n1,20.5\n2,3\n")
+    with pytest.raises(InputError) as e:
+        read_documents(numbers, root=tmp_path)
+    assert str(e.value).endswith("name the column holding the text 'text' or set index.text_field"), e.value
 
 
 def test_blank_lines_and_excels_sep_line_before_a_csv_header(tmp_path):

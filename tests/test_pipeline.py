@@ -236,7 +236,8 @@ async def test_a_file_that_failed_is_not_read_again_until_it_or_the_reading_sett
     # Unchanged: named again, as the run's failure, but not read, and not counted again.
     again = await sync([corpus], make_settings(), db, root=corpus)
     assert again.failures == 1 and [w for w in again.warnings if "rows.csv" in w] == [
-        "rows.csv: no 'text' field in any row (its fields: 'title', 'body'); name the column holding the text 'text' or set index.text_field"]
+        "rows.csv: no 'text' field in any row (its fields: 'title', 'body'); name the column holding the text 'text' or set index.text_field "
+        "(`text_field = \"body\"` under [index] reads its longest field)"]
     assert read.count("rows.csv") == 1
     # The setting it is read with changed: read again, and indexed.
     assert await run(text_field="body") == (0, 1, 2)
