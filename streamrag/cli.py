@@ -1129,9 +1129,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         stdout_needed("export --json", "prints its object",
                       "redirect standard output to a file, or drop --json")
     fmt = format_for(args.out, args.format)
-    if args.folder is not None and out.is_dir() and not Path(args.folder).exists():
+    if args.folder is not None and out.is_dir() and not Path(args.folder).is_dir():
         # `export notes graph.json`, DIR first as `index notes` has it: check_out's "give the
-        # file to write, e.g. notes/graph.json" led to "graph.json: no such folder".
+        # file to write, e.g. notes/graph.json" led to "graph.json: no such folder". (An earlier
+        # export there, `graph.json` a file, is no folder either: it was told as before.)
         raise StreamragError(f"{shown(out)}: is a folder, and {shown(args.folder)} is none: the file to "
                              f"write comes first, then the indexed folder: streamrag export "
                              f"{shell_word(args.folder)} {shell_word(out)}")
@@ -1202,12 +1203,24 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return demo(args)
 
 
+def _question_first(args: argparse.Namespace) -> None:
+    """Refuses `ask notes "What ...?"`, the folder first as `index notes` has it, saying the
+    order: it was told "What ...?: no such folder; give the indexed folder after the question",
+    as if the question were the mistake."""
+    if args.folder is None or Path(args.folder).exists() or not Path(args.question).is_dir():
+        return
+    raise StreamragError(f"{shown(args.question)}: a folder, given before the question; the question "
+                         f"comes first, then the indexed folder: streamrag ask "
+                         f"{shell_word(args.folder)} {shell_word(args.question)}")
+
+
 def cmd_ask_checked(args: argparse.Namespace) -> int:
     """``ask``'s arguments checked before anything is opened, then ``ask_command.cmd_ask``."""
     from streamrag.ask_command import cmd_ask
     from streamrag.question import checked_question
 
     checked_question(args.question)
+    _question_first(args)
     _check_indexed_folder(args, after=" after the question", missing="and quote a question of several words",
                           why="ask answers from a whole index: ")
     if args.level is not None:

@@ -2679,6 +2679,12 @@ def test_ask_refuses_a_folder_it_cannot_ask_in_one_line(cli_run, corpus, tmp_pat
         out = cli_run("ask", "Who rebuilt the quay?", *extra, cwd=tmp_path)
         assert out.returncode == code and out.stderr.startswith(said), (extra, out.stderr)
         assert len(out.stderr.splitlines()) == 1 and out.stdout == "", out
+    # The folder first, as `index corpus` has it: "Who rebuilt the quay?: no such folder; give the
+    # indexed folder after the question" took the question for the mistake, the order not said.
+    out = cli_run("ask", "corpus", "Who rebuilt the quay?", cwd=tmp_path)
+    assert out.returncode == 1 and out.stdout == "", out
+    assert out.stderr == ("streamrag: error: corpus: a folder, given before the question; the question comes "
+                          "first, then the indexed folder: streamrag ask 'Who rebuilt the quay?' corpus\n"), out.stderr
     # A question of several words unquoted: its second word was taken for the folder.
     out = cli_run("ask", "Who", "rebuilt", "it", cwd=tmp_path)
     assert out.returncode == 2 and 'quote a question of several words: streamrag ask "QUESTION" [DIR]' in out.stderr

@@ -313,6 +313,11 @@ def test_export_given_its_folder_first_says_the_order(notes, monkeypatch, capsys
     assert _files(notes) == before
     rc, _, stderr = _cli(capsys, "graph.json", "notes")          # as it says
     assert rc == 0 and stderr.startswith("wrote graph.json: ")
+    # Once an export is there, its name is a file, no folder: it was told "notes: is a folder;
+    # give the file to write", the order not said.
+    rc, _, stderr = _cli(capsys, "notes", "graph.json")
+    assert rc == 1 and stderr.endswith("the file to write comes first, then the indexed folder: "
+                                       "streamrag export graph.json notes\n"), stderr
     # A folder as OUT with no DIR, or with a DIR that is a folder, is told as before.
     rc, _, stderr = _cli(capsys, "notes")
     assert rc == 1 and stderr == "streamrag: error: notes: is a folder; give the file to write, e.g. notes/graph.json\n"
