@@ -1287,10 +1287,18 @@ class _UsageExit(SystemExit):
         self.said = said
 
 
+# The commands whose folder is not the current one by default, and the name of its argument.
+_FOLDER_ARGUMENT = {"streamrag index": "PATH", "streamrag watch": "DIR"}
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line usage errors (exit 2), like every other streamrag error."""
 
     def error(self, message: str):  # type: ignore[override]
+        folder = _FOLDER_ARGUMENT.get(self.prog)
+        if folder and message == f"the following arguments are required: {folder}":
+            # (`ask` and `status` take the folder they run in; `index` in ~/notes did not say how)
+            message += f" (the folder to {self.prog.split()[1]}: `{self.prog} .` for the one you are in)"
         said = f"{message}; see `{self.prog} --help`"
         self._print_message(f"{self.prog}: error: {said}\n", sys.stderr)
         raise _UsageExit(said)

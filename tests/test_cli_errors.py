@@ -1672,6 +1672,17 @@ def test_a_usage_error_under_json_is_one_json_error_object_on_stdout(cli_run):
     assert cli_run("index").stdout == ""
 
 
+def test_index_or_watch_without_a_folder_says_how_to_name_the_current_one(cli_run):
+    # `streamrag index` run inside ~/notes, as `ask` and `status` are: "the following arguments
+    # are required: PATH" left a newcomer to guess that "." names it.
+    for command, name in (("index", "PATH"), ("watch", "DIR")):
+        out = cli_run(command)
+        assert out.returncode == 2 and out.stdout == "", out
+        assert out.stderr == (f"streamrag {command}: error: the following arguments are required: {name} (the "
+                              f"folder to {command}: `streamrag {command} .` for the one you are in); see "
+                              f"`streamrag {command} --help`\n"), out.stderr
+
+
 @pytest.mark.parametrize("args", [("simulate", "--json"), ("simulate", "--port", "x", "--json"),
                                   ("--json", "index"), ("--json", "status", "--bogus"), ("bogus", "--json")])
 def test_a_usage_error_prints_no_object_for_a_json_the_command_does_not_take(cli_run, args):
