@@ -1590,6 +1590,9 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
                      or _long_option_for(option, known))
             if close:
                 hints.append(f"{option}: did you mean {close[0]}?")
+            elif option == "--offline" and getattr(args, "command", None) == "ask":
+                # (index and watch take --offline, so a newcomer tried it when the server was down)
+                hints.append(f'{option}: ask answers with no model (extractively) given --api-base ""')
     if getattr(args, "command", None) == "ask" and any(not extra.startswith("-") for extra in extras):
         # (`ask What is it` took "What" for the question and "is" for the folder)
         hints.append('quote a question of several words: streamrag ask "QUESTION" [DIR]')

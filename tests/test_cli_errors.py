@@ -1672,6 +1672,16 @@ def test_a_usage_error_under_json_is_one_json_error_object_on_stdout(cli_run):
     assert cli_run("index").stdout == ""
 
 
+def test_ask_given_offline_says_how_it_answers_with_no_model(cli_run):
+    # index and watch take --offline; `ask --offline` (the server down) said only "unrecognized
+    # arguments: --offline", the way to an answer without a model (--api-base "") not named.
+    out = cli_run("ask", "--offline", "Who is Ada Osk?")
+    assert out.returncode == 2 and out.stdout == "", out
+    assert out.stderr == ('streamrag ask: error: unrecognized arguments: --offline (--offline: ask answers with '
+                          'no model (extractively) given --api-base ""); see `streamrag ask --help`\n'), out.stderr
+    assert "(--offline" not in cli_run("status", "--offline").stderr   # (no model to leave out)
+
+
 def test_index_or_watch_without_a_folder_says_how_to_name_the_current_one(cli_run):
     # `streamrag index` run inside ~/notes, as `ask` and `status` are: "the following arguments
     # are required: PATH" left a newcomer to guess that "." names it.
