@@ -415,7 +415,43 @@ def _toml_fix(e: tomllib.TOMLDecodeError, data: bytes) -> str:
         number = int(m.group(1))
         key = lines[number - 1].split("=", 1)[0].strip() if 0 < number <= len(lines) else ""
         return f"{key or 'a key'} is set twice in one section; keep one of them"
-    return "fix the syntax"
+    return _value_fix(text, data) or "fix the syntax"
+
+
+_AT_RE = re.compile(r"^Invalid value \(at line (\d+), column (\d+)\)")
+# Quotes a word processor or a web page writes for "..." and '...', which TOML does not read.
+_CURLY = "\u201c\u201d\u2018\u2019\u201e\u00ab\u00bb"
+
+
+def _value_fix(text: str, data: bytes) -> str | None:
+    """What to write instead of a value TOML cannot read, for the mistakes of a value typed or
+    pasted by hand: a text setting without quotes (`api_base = http://...`, as an environment
+    variable is set), typographic quotes (copied from a web page), Python's True and False. They
+    were all told "Invalid value (at line 2, column 12); fix the syntax". None for any other error."""
+    m = _AT_RE.match(text)
+    lines = data.decode("utf-8-sig", errors="replace").splitlines()
+    if not m or not 0 < int(m.group(1)) <= len(lines) or "=" not in lines[int(m.group(1)) - 1]:
+        return None
+    line = lines[int(m.group(1)) - 1]
+    key, written = (part.strip() for part in line.split("=", 1))
+    written = written.split(" #", 1)[0].strip()
+    value = line[int(m.group(2)) - 1:].split(" #", 1)[0].strip()
+    if not value:
+        return None
+    if value[0] in _CURLY:
+        straight = written.translate({ord(q): '"' for q in _CURLY})
+        return (f"{value[0]} is a typographic quote (as a web page or word processor writes them); "
+                f"TOML reads straight ones: {key} = {straight}")
+    if value in ("True", "False"):
+        return f"TOML writes {value} in lowercase: {key} = {value.lower()}"
+    if value == written and _is_text_setting(key):
+        return f"text needs quotes: {key} = {json.dumps(value, ensure_ascii=False)}"
+    return None
+
+
+def _is_text_setting(key: str) -> bool:
+    """Whether a setting of that name, in any section, holds text (llm.api_base, a model)."""
+    return any(typing.get_type_hints(typ).get(key) is str for typ in _sections().values())
 
 
 _PATH_RE = re.compile(r"at `\$\.?(.*)`$")

@@ -443,6 +443,30 @@ def test_range_edges_are_accepted(tmp_path):
     assert s.llm.max_retries == 0 and s.query.dynamic_threshold == 5 and s.watch.debounce_ms == 0
 
 
+@pytest.mark.parametrize("text, fix", [
+    # A text setting written as the environment variable is set, or as a server's log prints it.
+    ("[llm]\napi_base = http://localhost:11434/v1\n", 'text needs quotes: api_base = "http://localhost:11434/v1"'),
+    ("[llm]\nextraction_model = llama3.1   # the served name\n", 'text needs quotes: extraction_model = "llama3.1"'),
+    # Copied from a web page or a word processor.
+    ("[llm]\napi_base = \u201chttp://localhost:11434/v1\u201d\n",
+     '\u201c is a typographic quote (as a web page or word processor writes them); TOML reads straight ones: '
+     'api_base = "http://localhost:11434/v1"'),
+    ("[index]\ninclude = [\u201c*.md\u201d, \u2018*.txt\u2019]\n",
+     'TOML reads straight ones: include = ["*.md", "*.txt"]'),
+    ("[llm]\nlogit_bias = False\n", "TOML writes False in lowercase: logit_bias = false"),
+    # A number setting given a word has no right text to offer: quotes would be refused next.
+    ("[llm]\nconcurrency = two\n", "); fix the syntax"),
+])
+def test_a_value_toml_cannot_read_is_said_with_the_line_to_write(tmp_path, text, fix):
+    # Each was "not valid TOML (Invalid value (at line 2, column 12)); fix the syntax".
+    path = tmp_path / "other.toml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_settings(path, env={})
+    assert str(err.value).startswith(f"{path}: not valid TOML (Invalid value (at line 2, column "), err.value
+    assert str(err.value).endswith(fix), err.value
+
+
 def test_malformed_settings_file_points_at_init_force_only_when_init_would_rewrite_it(tmp_path):
     # Its folder quoted for a shell: `streamrag init --force /tmp/.../my notes` was two folders.
     folder = tmp_path / "my notes"
