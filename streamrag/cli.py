@@ -488,8 +488,15 @@ def db_for_reading(args: argparse.Namespace, settings: Settings) -> Path:
         quoted = shell_word(folder)
         raise IndexMissingError(f"{shown(folder)}: no index in it or in a folder above it; run "
                                 f"`streamrag index {quoted}` first, or pass --db PATH")
-    raise IndexMissingError("no index found here or in a parent folder; build one with "
+    # (run elsewhere after `index ~/notes`, the folder to name was the fix it did not say)
+    raise IndexMissingError("no index found here or in a parent folder; name the indexed folder "
+                            f"(`{_WITH_FOLDER.get(getattr(args, 'command', None), 'streamrag COMMAND DIR')}`), build one with "
                             "`streamrag index DIR`, or pass --db PATH")
+
+
+# How each reading command names the indexed folder, for a run outside it.
+_WITH_FOLDER = {"ask": 'streamrag ask "QUESTION" DIR', "status": "streamrag status DIR",
+                "export": "streamrag export OUT DIR", "vacuum": "streamrag vacuum DIR"}
 
 
 def _missing_said(db: Path, given: str) -> Path:

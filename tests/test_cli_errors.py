@@ -1672,6 +1672,17 @@ def test_a_usage_error_under_json_is_one_json_error_object_on_stdout(cli_run):
     assert cli_run("index").stdout == ""
 
 
+def test_a_reading_command_run_outside_any_index_says_to_name_the_folder(cli_run, tmp_path):
+    # Run elsewhere after `streamrag index ~/notes`: "no index found here or in a parent folder;
+    # build one with `streamrag index DIR`, or pass --db PATH" left out naming the folder.
+    for args, usage in ((("ask", "Who?"), 'streamrag ask "QUESTION" DIR'), (("status",), "streamrag status DIR"),
+                        (("export", "g.json"), "streamrag export OUT DIR"), (("vacuum",), "streamrag vacuum DIR")):
+        out = cli_run(*args, cwd=tmp_path)
+        assert out.returncode == 1 and out.stdout == "", (args, out)
+        assert out.stderr == (f"streamrag: error: no index found here or in a parent folder; name the indexed "
+                              f"folder (`{usage}`), build one with `streamrag index DIR`, or pass --db PATH\n"), out.stderr
+
+
 def test_ask_given_offline_says_how_it_answers_with_no_model(cli_run):
     # index and watch take --offline; `ask --offline` (the server down) said only "unrecognized
     # arguments: --offline", the way to an answer without a model (--api-base "") not named.
