@@ -86,10 +86,12 @@ class CallLog:
         ``watch_lines.calls_failed``), and the run's end line said 3 unusable of one stop.
         A failed call's row that another program's lock kept out (``StoreBusyError``) is written
         with the next: its caller raises the call's error, not the lock's.
-        ``apart``: a check of the endpoint that failed (``LLMClient._refusal_by_name``), no call of
-        the run's work: its row is written (`status` lists it under its stage), and it is counted in
-        no ``stats``: a watch's idle line said "1 failed" of it beside every work call answered, and
-        a run with items failed for other reasons took it for an endpoint down."""
+        ``apart``: a check of the endpoint that failed and refused nothing (``LLMClient.
+        _refusal_by_name``: no answer, a page, a 5xx), no call of the run's work: it is counted in
+        no ``stats`` (a watch's idle line said "1 failed" of it beside every work call answered, and
+        a run with items failed for other reasons took it for an endpoint down), and its row says
+        so (``llm_calls.apart``), for `status` to count it as they do. A check the model's refusal
+        failed is a failed call of its stage, apart from nothing: it stops the run."""
         counts = {} if apart else self._stats.setdefault(row["stage"], dict.fromkeys(STAT_FIELDS, 0))
         if not (shared or apart):
             counts["calls"] += 1
@@ -105,7 +107,7 @@ class CallLog:
         if self.store is None:
             return
         record = {**row, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                  "latency_ms": round(latency_ms, 3), "cached": int(cached or shared),
+                  "latency_ms": round(latency_ms, 3), "cached": int(cached or shared), "apart": int(apart),
                   "error": unusable_error(error) if unusable and error is not None else error}
         try:
             await self._write(self._take_unwritten(), [record], put)

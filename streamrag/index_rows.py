@@ -976,30 +976,49 @@ def unusable_calls(store: Store) -> int:
 # error), each group's counted as below: one read of that index (50 ms of 300,000 calls), not
 # of every row sorted (250 ms). Written once, for `status` and for ``prune``, which folds old
 # calls into the archive by them: each was written twice, per row and per group, kept equal by a test.
-_USAGE_OF_GROUPS = ("n - CASE WHEN cached = 1 THEN failed ELSE 0 END",   # (not ``_WAITED``)
+# The failed checks of the endpoint that refused nothing (``apart``: ``CallLog.record``) are counted
+# nowhere, as the client's stats do not count them (index's and watch's lines): a down server's
+# check was one of `status`'s errors, beside the refusal that stops a run.
+_USAGE_OF_GROUPS = ("CASE WHEN apart = 1 THEN 0 ELSE n - CASE WHEN cached = 1 THEN failed ELSE 0 END END",   # (not ``_WAITED``)
                     "CASE WHEN cached = 1 THEN n - failed ELSE 0 END",
                     "CASE WHEN cached = 0 THEN prompt_tokens ELSE 0 END",
                     "CASE WHEN cached = 0 THEN completion_tokens ELSE 0 END",
-                    "CASE WHEN cancelled = 0 AND cached = 0 THEN failed ELSE 0 END",
+                    "CASE WHEN cancelled = 0 AND cached = 0 AND apart = 0 THEN failed ELSE 0 END",
                     "cancelled * n")
 
 
-def _usage_by_model(where: str = "") -> str:
+def calls_apart(store: Store) -> str:
+    """The SQL of a call's ``llm_calls.apart``: the column, or 0 in an index that has none (an
+    older one a reader that cannot upgrade it reads as it lies: ``store._NO_OP_WHEN``)."""
+    columns = {row[1] for row in store.conn.execute("PRAGMA table_info(llm_calls)")}
+    return "apart" if "apart" in columns else "0"
+
+
+def _usage_by_model(where: str = "", apart: str = "apart") -> str:
     """The SQL of the usage counts (``_USAGE``) by stage and model of the calls ``where`` says
-    (a condition on llm_calls; "": all of them)."""
+    (a condition on llm_calls; "": all of them); ``apart``: ``calls_apart``'s."""
     counts = ", ".join(f"sum({expr}) AS {name}" for expr, name in zip(_USAGE_OF_GROUPS, _USAGE))
-    return (f"SELECT stage, model, {counts} FROM (SELECT stage, model, cached, cancelled, count(*) AS n, "
-            "count(error) AS failed, sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens "
-            f"FROM llm_calls {f'WHERE {where} ' if where else ''}GROUP BY stage, model, cached, cancelled) "
-            "GROUP BY stage, model")
+    return (f"SELECT stage, model, {counts} FROM (SELECT stage, model, cached, cancelled, {apart} AS apart, "
+            "count(*) AS n, count(error) AS failed, sum(prompt_tokens) AS prompt_tokens, "
+            f"sum(completion_tokens) AS completion_tokens FROM llm_calls {f'WHERE {where} ' if where else ''}"
+            "GROUP BY stage, model, cached, cancelled, apart) GROUP BY stage, model")
 
 
 def usage_rows(store: Store) -> list[dict]:
-    """LLM usage by stage and model: the calls recorded, and those folded into the archive."""
+    """LLM usage by stage and model: the calls recorded, and those folded into the archive (a
+    stage and model of no call counted, only failed checks apart, left out)."""
     return store.query(
         f"SELECT stage, model, {', '.join(f'sum({c}) AS {c}' for c in _USAGE)} FROM ("
-        f"{_usage_by_model()} UNION ALL SELECT stage, model, {', '.join(_USAGE)} FROM llm_usage_archive) "
-        "GROUP BY stage, model ORDER BY stage, model")
+        f"{_usage_by_model(apart=calls_apart(store))} UNION ALL SELECT stage, model, {', '.join(_USAGE)} "
+        "FROM llm_usage_archive) GROUP BY stage, model HAVING sum(calls) > 0 ORDER BY stage, model")
+
+
+def checks_apart(store: Store) -> int:
+    """The failed checks of the endpoint that refused nothing (``CallLog.record``'s apart) that
+    ``llm_calls`` holds: counted in no call (``_USAGE_OF_GROUPS``), said apart by `status`."""
+    apart = calls_apart(store)
+    # (among the failed calls: ``llm_calls_failed``, not every call)
+    return store.scalar(f"SELECT count(*) FROM llm_calls WHERE error IS NOT NULL AND {apart} = 1") if apart != "0" else 0
 
 
 def call_history(store: Store) -> dict[tuple[str, str], tuple[int, int, int, int]]:

@@ -160,6 +160,11 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             **_extractive_why(store),
             "llm": llm,            # every run's calls: index, watch and ask
             "llm_by_model": usage,  # the same calls by stage and model
+            # the failed checks of the endpoint that refused nothing (a check of a model by name
+            # that got no answer, a page, a 5xx): counted in no call above, as index and watch
+            # count them (``CallLog.record``'s apart); a check the model's refusal failed is one
+            # of model_check's errors (it stops the run)
+            "checks_failed": index_rows.checks_apart(store),
             "cache_hit_rate": round(llm["cached"] / llm["calls"], 3) if llm["calls"] else None,
             # of llm's errors, the unusable answers whose request a later try answered (as
             # watch's idle line says them)
@@ -690,6 +695,15 @@ _USAGE_COLUMNS = (("calls", "calls", 10), ("cached", "cached", 10), ("prompt tok
                   ("completion tok", "completion_tokens", 17), ("errors", "errors", 9))
 
 
+def _checks_failed_line(failed: int) -> list[str]:
+    """The line of the failed checks of the endpoint that refused nothing, if any: in no count of
+    the table, as in none of index's and watch's lines, and not to be lost (a server down)."""
+    if not failed:
+        return []
+    return [f"    and {counted(failed, 'check')} of a model by name failed without the model refused "
+            "(no answer, or the server's error; no call of a run's work, counted in none above)"]
+
+
 def format_status(info: dict, db: Path) -> str:
     when = (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info["published_at"]))
             if info["published_at"] else "never")
@@ -719,6 +733,7 @@ def format_status(info: dict, db: Path) -> str:
                          + "".join(f"{r[key] or 0:>{w},}" for _, key, w in columns))
     else:
         lines.append("  LLM calls      none")
+    lines += _checks_failed_line(info.get("checks_failed", 0))
     last, total = info["failures_last_run"], info["failures_total"]
     # How to list them is said once, on the first of the failures, not indexed and settled lines
     # that has any (it was said on each: twice when an update failed with items failed).

@@ -167,6 +167,27 @@ def _failures_too_big(conn: sqlite3.Connection) -> None:
     conn.execute(f"UPDATE failures SET kind = 'too_big' WHERE rowid IN (SELECT rowid {_TOO_BIG_UNKINDED})")
 
 
+# The failed checks of a model by name recorded before ``llm_calls.apart`` that cannot have been
+# the model refused (``LLMClient._refusal_by_name``: a refusal is an HTTP 400, 404 or 422, its
+# error "<url>: HTTP 404: ..."): no answer, a page or an error object sent with 200, a 5xx. A 400,
+# 404 or 422 may have been either, and stays counted among the errors, as it was.
+_CHECKS_APART = ("FROM llm_calls WHERE stage = 'model_check' AND error IS NOT NULL AND cancelled = 0 "
+                 "AND error NOT LIKE '%: HTTP 400%' AND error NOT LIKE '%: HTTP 404%' "
+                 "AND error NOT LIKE '%: HTTP 422%'")
+
+
+def _calls_apart(conn: sqlite3.Connection) -> None:
+    """``llm_calls.apart``, and ``_CHECKS_APART`` marked so; the usage index and that of the
+    failed calls made again with it (`status` reads each count from one: ``llm_calls_usage``)."""
+    _add_column(conn, "llm_calls", "apart", "INTEGER NOT NULL DEFAULT 0")
+    conn.execute(f"UPDATE llm_calls SET apart = 1 WHERE rowid IN (SELECT rowid {_CHECKS_APART})")
+    conn.execute("DROP INDEX IF EXISTS llm_calls_usage")
+    conn.execute("CREATE INDEX llm_calls_usage ON llm_calls(stage, model, cached, cancelled, apart, "
+                 "prompt_tokens, completion_tokens, error)")
+    conn.execute("DROP INDEX IF EXISTS llm_calls_failed")
+    conn.execute("CREATE INDEX llm_calls_failed ON llm_calls(cached, cancelled, apart, error) WHERE error IS NOT NULL")
+
+
 def _cache_packed(conn: sqlite3.Connection) -> None:
     """Nothing to change: rows stored as text are read as they were. The step marks an index
     that may hold compressed answers and packed vectors (``answer_cache.pack``, ``pack_vector``),
@@ -805,6 +826,11 @@ CREATE INDEX IF NOT EXISTS llm_calls_failed ON llm_calls(cached, cancelled, erro
     # the next model run as an update of the offline partition (30 articles: 32 reports for the
     # run's 42, where a first index's estimate says 38). (``index_rows.model_run_completed``)
     ("runs_kind", _runs_kind),
+    # Whether a failed call was a check of the endpoint that refused nothing (``CallLog.record``'s
+    # apart: a check of a model by name that got no answer, a page, a 5xx): index and watch count
+    # it in no call, and `status` counted it among its stage's errors, the down server's failed
+    # check beside the refusal that stops a run. The row says which now (``index_rows._USAGE_OF_GROUPS``).
+    ("llm_calls_apart", _calls_apart),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -824,6 +850,10 @@ _NO_OP_WHEN: dict[str, Callable[[sqlite3.Connection], bool]] = {
     "failures_too_big": lambda conn: conn.execute(f"SELECT 1 {_TOO_BIG_UNKINDED} LIMIT 1").fetchone() is None,
     # (a column, no row: ``index_rows`` reads the runs of a table without it as of no kind recorded)
     "runs_kind": lambda conn: True,
+    # (a reader counts a row without the column as not apart: ``index_rows.calls_apart``; one
+    # recorded after the reader looked, by a writer of the schema before, is counted among the
+    # errors, as that streamrag's `status` counted it)
+    "llm_calls_apart": lambda conn: conn.execute(f"SELECT 1 {_CHECKS_APART} LIMIT 1").fetchone() is None,
 }
 
 
@@ -1254,13 +1284,15 @@ class Store:
             "VALUES (?,?,?,?)", (key, model, response, time.time()))
 
     def record_call(self, row: dict) -> None:
-        """One ``llm_calls`` row (``created_at``: now, unless the row says when)."""
+        """One ``llm_calls`` row (``created_at``: now, unless the row says when; ``apart``: a failed
+        check of the endpoint that refused nothing, ``CallLog.record``)."""
         cols = ("run_id", "stage", "model", "prompt", "prompt_version", "cache_key",
                 "prompt_tokens", "completion_tokens", "latency_ms", "cached", "error")
         self.conn.execute(
-            f"INSERT INTO llm_calls({', '.join(cols)}, cancelled, created_at) "
-            f"VALUES ({', '.join('?' * len(cols))}, ?, ?)",
-            (*(row.get(c) for c in cols), int(row.get("cancelled", 0)), row.get("created_at") or time.time()))
+            f"INSERT INTO llm_calls({', '.join(cols)}, cancelled, apart, created_at) "
+            f"VALUES ({', '.join('?' * len(cols))}, ?, ?, ?)",
+            (*(row.get(c) for c in cols), int(row.get("cancelled", 0)), int(row.get("apart", 0)),
+             row.get("created_at") or time.time()))
 
     def record_failure(self, run_id: str | None, stage: str, item: str, message: str,
                        stamp: str | None = None, kind: str | None = None) -> None:

@@ -4681,6 +4681,7 @@ async def test_check_models_stops_at_a_model_neither_listed_nor_served(tmp_path)
             [row] = calls(store)
     assert (row["stage"], row["model"], row["prompt_tokens"], row["completion_tokens"]) == \
         ("model_check", "missing-model", 0, 0) and "HTTP 404" in row["error"]
+    assert row["apart"] == 0   # (the refusal, a failed call of its stage: `status` counts it among its errors)
     said = str(stopped.value)
     assert said.startswith("unknown model: llm.summary_model = 'missing-model': ") and stopped.value.every_call
     assert "http://models-a.test/v1/models lists: model-0, model-1, model-2, model-3, model-4, model-5 and 3 more" in said
@@ -5267,3 +5268,5 @@ async def test_a_failed_check_by_name_is_no_failed_call_of_the_run(tmp_path, fai
     assert calls_said(paid(stats), 0, stats) == "1 LLM call" and calls_failed(stats) == 0
     [check, call] = calls(store)   # (its row is kept: `status` lists it under its stage)
     assert check["stage"] == "model_check" and check["error"] and call["error"] is None
+    # (the row says so, for `status` to count it as index and watch do: in no call)
+    assert (check["apart"], call["apart"]) == (1, 0)

@@ -446,6 +446,62 @@ def test_calls_a_run_cancelled_are_counted_apart_from_those_that_failed(tmp_path
     assert lines[header].endswith("errors  cancelled") and lines[header + 1].split()[-2:] == ["1", "1"], text
 
 
+_CHECK_URL = "http://x/v1/chat/completions"
+
+
+def test_a_failed_check_that_refused_nothing_is_counted_as_index_and_watch_count_it(tmp_path):
+    # A check of a model by name that got no answer (a server down) or a 500 is no failed call to
+    # index and watch (``CallLog.record``'s apart); `status` counted it among model_check's errors,
+    # beside the refusal that stops a run (which stays one). Its row says which now.
+    db = _with_calls(tmp_path / "s.db", "model_check",
+                     {"error": f"{_CHECK_URL}: no answer to the check of m1", "apart": 1},
+                     {"error": f"{_CHECK_URL}: HTTP 500: busy", "apart": 1},
+                     {"error": f"{_CHECK_URL}: HTTP 404: model m1 not found"})
+    _with_calls(db, "extract", {"error": "HTTP 500: boom"}, {})
+    info, text = status_of(db)
+    check = info["llm"]["by_stage"]["model_check"]
+    assert (check["calls"], check["errors"], info["llm"]["errors"], info["llm"]["calls"]) == (1, 1, 2, 3), info["llm"]
+    assert info["checks_failed"] == 2
+    [row] = [line for line in text.splitlines() if line.strip().startswith("model_check ")]
+    assert row.split()[-1] == "1", text
+    assert "    and 2 checks of a model by name failed without the model refused (no answer, or the server's " \
+           "error; no call of a run's work, counted in none above)" in text, text
+
+
+def test_a_model_whose_checks_alone_failed_has_no_row_of_zeros(tmp_path):
+    db = _with_calls(tmp_path / "s.db", "model_check", {"error": f"{_CHECK_URL}: HTTP 502: Bad Gateway", "apart": 1})
+    _with_calls(db, "extract", {})
+    info, text = status_of(db)
+    assert [r["stage"] for r in info["llm_by_model"]] == ["extract"] and "model_check" not in info["llm"]["by_stage"]
+    assert info["llm"]["errors"] == 0 and info["checks_failed"] == 1 and "    and 1 check of a model by name" in text
+
+
+def test_a_read_only_index_from_before_the_checks_apart_is_read_as_it_lies(tmp_path, monkeypatch):
+    # An index made before llm_calls.apart, read where it cannot be upgraded (read-only media):
+    # the step changes no row of one whose failed checks were all refusals (``store._NO_OP_WHEN``),
+    # and status reads it without the column, each failed check counted as that streamrag did.
+    import sqlite3
+
+    import streamrag.store as store_module
+    from conftest import schema_before
+    from test_store import _write_protected
+
+    db = _with_calls(tmp_path / "s.db", "model_check", {"error": f"{_CHECK_URL}: HTTP 404: model m1 not found"})
+    with sqlite3.connect(db) as conn:
+        for index in ("llm_calls_usage", "llm_calls_failed"):   # (as the schema before made them)
+            conn.execute(f"DROP INDEX {index}")
+        conn.execute("ALTER TABLE llm_calls DROP COLUMN apart")
+        conn.execute("CREATE INDEX llm_calls_usage ON llm_calls(stage, model, cached, cancelled, prompt_tokens, "
+                     "completion_tokens, error)")
+        conn.execute("CREATE INDEX llm_calls_failed ON llm_calls(cached, cancelled, error) WHERE error IS NOT NULL")
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(schema_before("llm_calls_apart")),))
+    conn.close()
+    _write_protected(monkeypatch)
+    monkeypatch.setattr(store_module, "_read_only_here", lambda path: "the file is read-only to you")
+    info, _text = status_of(db)
+    assert (info["llm"]["by_stage"]["model_check"]["errors"], info["checks_failed"]) == (1, 0), info["llm"]
+
+
 def test_answers_asked_again_are_said_as_watch_says_them(tmp_path):
     # watch's idle line said "4 answers asked again" (its `asked_again`), status only 4 errors.
     import httpx
@@ -1774,10 +1830,10 @@ def test_status_reads_the_calls_usage_from_indexes_not_every_call(tmp_path):
         info = gather_status(store, failures=True)
         store.conn.set_trace_callback(None)
         plans = {sql: [row[3] for row in store.conn.execute(f"EXPLAIN QUERY PLAN {sql}")]
-                 for sql in statements if "llm_calls" in sql}
+                 for sql in statements if "llm_calls" in sql and not sql.startswith("PRAGMA")}
     finally:
         store.close()
-    assert len(plans) == 3, plans   # the usage, the unusable answers, those asked again
+    assert len(plans) == 4, plans   # the usage, the unusable answers, those asked again, the checks apart
     scans = [step for plan in plans.values() for step in plan if step.startswith("SCAN")
              and ("llm_calls" in step or step.startswith("SCAN u")) and "COVERING INDEX" not in step]
     assert not scans, plans

@@ -524,6 +524,8 @@ def test_a_reader_in_the_process_holding_the_writer_lock_upgrades_under_it(tmp_p
     ("two steps short", False),            # (failure_keys_guarded has no proof of nothing)
     ("a file too big told by its line", False),   # (failures_too_big makes it "too_big")
     ("another file unusable", True),
+    ("a failed check told by its error", False),   # (llm_calls_apart marks it apart)
+    ("a check refused by its model", True),
 ])
 def test_a_reader_that_cannot_upgrade_reads_on_only_where_the_upgrade_changes_nothing(tmp_path, monkeypatch,
                                                                                         case, reads):
@@ -548,6 +550,11 @@ def test_a_reader_that_cannot_upgrade_reads_on_only_where_the_upgrade_changes_no
                 "odd.jsonl: no JSON object, not indexed"
             conn.execute("INSERT INTO failures(run_id, stage, item, message, created_at, stamp, kind) "
                          "VALUES ('r', 'load', 'big.txt', ?, 0, '1 2', 'unusable')", (said,))
+        if case.endswith("check told by its error") or case.endswith("refused by its model"):
+            said = "HTTP 503: loading" if case.endswith("error") else "HTTP 404: model m not found"
+            conn.execute("INSERT INTO llm_calls(run_id, stage, model, prompt, prompt_version, cache_key, "
+                         "prompt_tokens, completion_tokens, latency_ms, cached, error, created_at) VALUES "
+                         "('r', 'model_check', 'm', '', '', 'k', 0, 0, 1.0, 0, ?, 0)", (f"http://x/v1/chat/completions: {said}",))
         # (the steps from chunks_encoding_counted on, each with its proof; one more: failure_keys_guarded)
         back = SCHEMA_VERSION - schema_before("chunks_encoding_counted") + (case == "two steps short")
         conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION - back),))
@@ -564,6 +571,32 @@ def test_a_reader_that_cannot_upgrade_reads_on_only_where_the_upgrade_changes_no
                                              r".*must be upgraded once, which cannot be done where it lies"):
             Store(db, readonly=True)
     assert hashlib.sha256(db.read_bytes()).hexdigest() == digest
+
+
+def test_the_failed_checks_recorded_before_llm_calls_apart_that_refused_nothing_are_marked_apart(tmp_path):
+    # A failed check of a model by name that cannot have been a refusal (no answer, a page, a
+    # 5xx) is no failed call of index's and watch's; one of HTTP 400, 404 or 422 may have been
+    # the model refused, and stays counted among the errors, as it was.
+    import sqlite3
+
+    db = tmp_path / "index.db"
+    Store(db).close()
+    said = ["no answer to the check of m: connection failed", "HTTP 500: busy",
+            "HTTP 200: the answer to the check of m holds no choices", "HTTP 404: model m not found",
+            "HTTP 400: The model `m` does not exist", "HTTP 422: unknown model m"]
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        conn.executemany("INSERT INTO llm_calls(run_id, stage, model, prompt, prompt_version, cache_key, "
+                         "prompt_tokens, completion_tokens, latency_ms, cached, error, created_at) VALUES "
+                         "('r', ?, 'm', '', '', 'k', 0, 0, 1.0, 0, ?, 0)",
+                         [("model_check", f"http://x/v1/chat/completions: {s}") for s in said]
+                         + [("extract", "http://x/v1/chat/completions: HTTP 500: busy"), ("model_check", None)])
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(schema_before("llm_calls_apart")),))
+    store = Store(db)
+    try:
+        marked = [r["apart"] for r in store.query("SELECT apart FROM llm_calls ORDER BY id")]
+    finally:
+        store.close()
+    assert marked == [1, 1, 1, 0, 0, 0, 0, 0]
 
 
 def _schema_one_index_with_rows(db) -> None:
