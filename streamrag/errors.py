@@ -135,14 +135,16 @@ class LLMRequestError(LLMError):
     other call would get the same answer (a rejected key, an unknown model, no quota left), so a
     run stops at the first instead of sending them all (default: for 401, 403 and 404). ``said``:
     the provider's own words, for a caller that says the error anew (an unknown model's
-    ``LLMClient._refused_model``: Ollama's "try pulling it first" is the fix)."""
+    ``LLMClient._refused_model``: Ollama's "try pulling it first" is the fix); ``code``: its
+    error's code (or type), which may say what its words do not ("model_not_found")."""
 
     def __init__(self, message: str, status: int | None = None, *, every_call: bool | None = None,
-                 said: str = "") -> None:
+                 said: str = "", code: str = "") -> None:
         super().__init__(message)
         self.status = status
         self.every_call = status in (401, 403, 404) if every_call is None else every_call
         self.said = said
+        self.code = code
 
 
 class WebPageAnswer(LLMRequestError):

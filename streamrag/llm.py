@@ -1075,7 +1075,7 @@ class LLMClient:
         always right): the listing is asked only after such a refusal, once a client."""
         if not str(error).startswith("unknown model"):
             return error
-        if error.status == 404 and not of_model(error.said, model):
+        if error.status == 404 and not of_model(error.said, model, error.code):
             # (words of no model, "Not Found", "404 page not found": a path's, maybe, as the check by
             # name takes them; said as they are, no "refused by name", the note of an answer kept)
             return error
@@ -1188,7 +1188,7 @@ class LLMClient:
         whole = hidden(answer.said, self._replies.secrets)   # (a server quoting the key back)
         said = one_line(whole)
         if resp.status_code == 404:   # (of the model, not of the route: "no such route", a page, are not)
-            unknown = not answer.page and of_model(whole, model)
+            unknown = not answer.page and of_model(whole, model, answer.code)
         else:
             unknown = resp.status_code in (400, 422) and (unknown_model("", whole, model)
                                                           or "model_not_found" in resp.text)

@@ -323,7 +323,10 @@ def read_error(resp: httpx.Response) -> ErrorAnswer:
         text = str(err)
     error = body.get("error") if isinstance(body, dict) else None
     error = error if isinstance(error, dict) else None
-    code = str(error.get("code") or error.get("type") or "") if error is not None else ""
+    if error is not None:
+        code = str(error.get("code") or error.get("type") or "")
+    else:   # (a body that is its error: {"code": "model_not_found", "message": ...}; a number is no code)
+        code = body.get("code") if isinstance(body, dict) and isinstance(body.get("code"), str) else ""
     return ErrorAnswer(" ".join(str(text).split()), error, code)
 
 
@@ -467,20 +470,27 @@ _UNKNOWN_MODEL = re.compile(r"model[_ ]not[_ ]found|\bmodel\b[^.;]{0,120}?\b(?:d
                             re.IGNORECASE)
 
 
+def model_not_found(code: str) -> bool:
+    """Whether an error's ``code`` (or type) says the model asked for is not served (OpenAI's
+    "model_not_found"): it decides whatever the message says, or leaves unsaid."""
+    return bool(re.search(r"model[_ ]not[_ ]found", code, re.IGNORECASE))
+
+
 def unknown_model(code: str, message: str, model: str) -> bool:
     """Whether an error's ``code`` or ``message`` says ``model``, the one asked for, is not
     served: a message must name it ("An unknown model parameter was set", "Invalid model output:
     tool call not found" say nothing of which model a server serves)."""
-    if re.search(r"model[_ ]not[_ ]found", code, re.IGNORECASE):
+    if model_not_found(code):
         return True
     return bool(model) and model.casefold() in message.casefold() and bool(_UNKNOWN_MODEL.search(message))
 
 
-def of_model(words: str, model: str) -> bool:
-    """Whether a 404's ``words`` speak of a model (the word, or ``model`` by name), as a server
-    refusing the model does ("The model `x` does not exist", Ollama's "model 'x' not found");
-    "Not Found", "404 page not found" are of a path the server does not serve."""
-    return "model" in words.casefold() or bool(model) and model.casefold() in words.casefold()
+def of_model(words: str, model: str, code: str = "") -> bool:
+    """Whether a 404 refuses a model: its ``code`` says so (``model_not_found``), or its
+    ``words`` speak of a model (the word, or ``model`` by name), as a server refusing the model
+    does ("The model `x` does not exist", Ollama's "model 'x' not found"); "Not Found", "404
+    page not found" are of a path the server does not serve."""
+    return model_not_found(code) or "model" in words.casefold() or bool(model) and model.casefold() in words.casefold()
 
 
 def model_settings(settings: LLMSettings, model: str) -> list[str]:

@@ -31,7 +31,8 @@ from streamrag.config import LLMSettings, without_secrets
 from streamrag.errors import LLMRequestError, WebPageAnswer
 from streamrag.provider_errors import (AZURE_HOST, CONTEXT_OVERFLOW, Refused, Retryable, aside, base_setting,
                                        batch_advice, batch_too_small, crowded_advice, duration, forbidden_reason,
-                                       hidden, html_page, http_said, key_advice, kv_cache_full, model_settings,
+                                       hidden, html_page, http_said, key_advice, kv_cache_full, model_not_found,
+                                       model_settings,
                                        one_line, overflow_advice, provider_message, read_error, refused_param,
                                        sent_secrets, unknown_model, versioned, web_page,
                                        with_version, wrong_address)
@@ -185,7 +186,7 @@ class Replies:
                     "llm.api_version (e.g. \"2024-10-21\"); or use Azure's v1 API: set "
                     f"{setting} to 'https://{parsed.host}/openai/v1' and the *_model keys to "
                     "deployment names", status)
-            if "model" not in message.lower() and not versioned(base) \
+            if "model" not in message.lower() and not model_not_found(code) and not versioned(base) \
                     and not self.settings.api_version:
                 # Not about the model, and no version in the path (as /v1, /v1beta/openai): most
                 # servers (OpenAI, Ollama, vLLM, llama.cpp) serve under /v1.
@@ -196,7 +197,7 @@ class Replies:
             fix = (f"check {' / '.join(keys)} = {model!r}: give a model the server serves, or {setting}"
                    if keys else f"give a model the server serves, or check {setting}")
             raise LLMRequestError(f"unknown model or wrong api_base: {model} at {url}; {fix}{aside(message)}",
-                                  status, said=message)
+                                  status, said=message, code=code)
         raise LLMRequestError(f"{url} rejected the request for {model}: {http_said(status, message)}",
                               status)
 

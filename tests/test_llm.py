@@ -5239,6 +5239,41 @@ async def test_a_404_of_no_model_is_no_refusal_by_name(tmp_path, route_404):
     assert "refused by name" not in said
 
 
+@pytest.mark.parametrize("body", [
+    {"error": {"message": "The requested resource was not found", "code": "model_not_found"}},
+    {"code": "model_not_found", "message": "Not Found"},   # (a body that is its error)
+], ids=["error.code", "code"])
+async def test_a_404_whose_code_says_model_not_found_is_a_refusal_by_name(tmp_path, body):
+    # Its words name neither "model" nor the model: the check by name took it for no refusal
+    # (the run went on, to fail at the model's first call, an hour in), and a call refused so
+    # kept the model noted answered by name. The code decides, as a 400's does.
+    served = {"llama3"}
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(200, json={"object": "list", "data": [{"id": "other"}]})
+        if json.loads(request.content)["model"] in served:
+            return httpx.Response(200, json={"choices": [{"message": {"content": "x"}, "finish_reason": "length"}]})
+        return httpx.Response(404, json=body)
+    with anyio.fail_after(10):
+        llm_module._MODELS_SERVED.clear()
+        async with client(tmp_path / "check", handle, api_base="http://code-404.test/v1",
+                          summary_model="missing") as (llm, store):
+            with pytest.raises(LLMRequestError) as stopped:
+                await llm.check_models(["summary_model"])
+            [row] = calls(store)
+        async with client(tmp_path / "call", handle, api_base="http://code-404.test/v1",
+                          summary_model="llama3") as (llm, store):
+            await llm.check_models(["summary_model"])   # answered by name: noted
+            served.clear()
+            with pytest.raises(LLMRequestError) as refused:
+                await llm.chat(ask(), model="llama3", stage="summarize")
+            assert store.get_meta(llm_module.MODELS_ANSWERED) == "{}"   # (the note taken back)
+        llm_module._MODELS_SERVED.clear()
+    assert str(stopped.value).startswith("unknown model: llm.summary_model = 'missing': ") and row["apart"] == 0
+    assert "refused by name" in str(stopped.value) and "refused by name" in str(refused.value), str(refused.value)
+
+
 @pytest.mark.parametrize("failure", ["no answer", "page", "server error"])
 async def test_a_failed_check_by_name_is_no_failed_call_of_the_run(tmp_path, failure):
     # The check of a model by name that failed (stage model_check) was counted a failed call:
