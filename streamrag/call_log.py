@@ -21,18 +21,23 @@ failed, and the error lines, the idle line and ``status`` all count it in ``erro
 from __future__ import annotations
 
 import logging
+import sqlite3
 import time
 from collections.abc import Callable
 
 import anyio
 
-from streamrag.errors import StoreBusyError, StreamragError
+from streamrag.errors import StoreError, StreamragError
 from streamrag.store import Store
 from streamrag.words import counted
 from streamrag.writer import Writer
 
 log = logging.getLogger(__name__)
 
+# What a write of the index fails with that is no bug: another program's lock past the wait
+# (``StoreBusyError``), a full disk ("database or disk is full"), a read-only index ("attempt to
+# write a readonly database"), an I/O error: sqlite3's, or a ``StoreError`` that says it.
+UNWRITTEN = (StoreError, sqlite3.OperationalError)
 UNUSABLE = "unusable answer"  # how the llm_calls error of an answer the caller could not use begins
 CANCELLED = "cancelled"       # ... and the start of a cancelled call's (its row has cancelled = 1)
 # Runs in a row an element's summary answers (or a community's report answers) may be unusable
@@ -84,8 +89,9 @@ class CallLog:
         answered it nothing, and it made no call of its own to fail; counted as an error, each
         waiter was an endpoint error to the watch's lines (errors beyond the unusable ones:
         ``watch_lines.calls_failed``), and the run's end line said 3 unusable of one stop.
-        A failed call's row that another program's lock kept out (``StoreBusyError``) is written
-        with the next: its caller raises the call's error, not the lock's.
+        A failed call's row the index could not take (``UNWRITTEN``: another program's lock, a full
+        disk, a read-only index) is written with the next: its caller raises the call's error, not
+        the index's.
         ``apart``: a check of the endpoint that failed and refused nothing (``LLMClient.
         _refusal_by_name``: no answer, a page, a 5xx), no call of the run's work: it is counted in
         no ``stats`` (a watch's idle line said "1 failed" of it beside every work call answered, and
@@ -111,12 +117,13 @@ class CallLog:
                   "error": unusable_error(error) if unusable and error is not None else error}
         try:
             await self._write(self._take_unwritten(), [record], put)
-        except StoreBusyError as e:
+        except UNWRITTEN as e:
             if error is None:
                 raise   # (an answer's row, and the cache put it brings: the caller's to know)
             # A failed call's row is bookkeeping: the error it records (a refusal the user must act
-            # on) is what its caller raises, not the index's lock, which replaced it. Kept, as a
-            # cancelled call's row is, for the next write (``flush``: said there if it fails too).
+            # on) is what its caller raises, not the index's lock, a full disk or a read-only index,
+            # which replaced it. Kept, as a cancelled call's row is, for the next write (``flush``:
+            # said there if it fails too; the run's own writes say a disk that stays full).
             self._unwritten.append({**record, "created_at": time.time()})
             log.debug("the row of a failed %s call is kept for the next write: %s", row["stage"], e)
 
@@ -167,9 +174,9 @@ class CallLog:
         with anyio.CancelScope(shield=True):
             try:
                 await self._write(rows, [], None)
-            except StreamragError as e:
-                log.warning("%s (cancelled, or failed as the index was busy) could not be recorded: %s",
-                            counted(len(rows), "LLM call"), e)
+            except (StreamragError, sqlite3.OperationalError) as e:
+                log.warning("%s (cancelled, or failed as the index could not be written) could not be "
+                            "recorded: %s", counted(len(rows), "LLM call"), e)
 
     def _take_unwritten(self) -> list[dict]:
         rows, self._unwritten = self._unwritten, []
@@ -202,4 +209,4 @@ def unusable_error(error: str) -> str:
     return error if error.startswith(UNUSABLE) else f"{UNUSABLE}: {error}"
 
 
-__all__ = ["CallLog", "CANCELLED", "STAT_FIELDS", "UNUSABLE", "UNUSABLE_RUNS", "unusable_error"]
+__all__ = ["CallLog", "CANCELLED", "STAT_FIELDS", "UNUSABLE", "UNUSABLE_RUNS", "UNWRITTEN", "unusable_error"]

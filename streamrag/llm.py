@@ -90,13 +90,12 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
 from streamrag.answer_cache import Answer, AnswerCache
 from streamrag.answer_json import read_embeddings, read_usage
 from streamrag.cache import batch_key, cache_key, embedding_key
-from streamrag.call_log import UNUSABLE, CallLog
+from streamrag.call_log import UNUSABLE, UNWRITTEN, CallLog
 from streamrag.config import LLMSettings, check_api_key
 from streamrag.endpoint_health import (GAVE_UP, PROXY_STATUSES, RUN_AGAIN, START_AGAIN, EndpointHealth, GaveUp,
                                       failure, only_errors)
 from streamrag.endpoint_reach import REFUSED_ATTEMPTS, EndpointReach
-from streamrag.errors import (ConfigError, LLMError, LLMOutputError, LLMRequestError, LLMUnavailableError,
-                             StoreBusyError)
+from streamrag.errors import ConfigError, LLMError, LLMOutputError, LLMRequestError, LLMUnavailableError
 from streamrag.model_quirks import (REASONING_ALLOWANCE, THINKERS, ends_unmarked, leave_out, note_server_cut,
                                     note_whole_answer, refuses, sendable, server_cuts, thinks_aloud,
                                     unmarked_seen)
@@ -1116,9 +1115,10 @@ class LLMClient:
 
     async def _forget_answered_by_name(self, model: str) -> None:
         """Takes ``model`` out of the models this endpoint answered by name (``MODELS_ANSWERED``),
-        the index's note, when it holds it. A write another program's lock kept out is let go
-        (said at debug): the refusal it follows is what the caller must see, not StoreBusyError,
-        and a later run's call refused so takes the note back then."""
+        the index's note, when it holds it. A write the index could not take (``UNWRITTEN``:
+        another program's lock, a full disk, a read-only index) is let go (said at debug): the
+        refusal it follows is what the caller must see, and a later run's call refused so takes
+        the note back then."""
         store, writer = self._call_log.store, self._call_log.writer
         if store is None or model not in self._answered_by_name():
             return
@@ -1133,8 +1133,8 @@ class LLMClient:
             elif not store.readonly:
                 with store.transaction():
                     drop(store)
-        except StoreBusyError as e:
-            log.debug("%s stays noted answered by name at %s (the index is busy: %s)", model,
+        except UNWRITTEN as e:
+            log.debug("%s stays noted answered by name at %s (the index could not be written: %s)", model,
                       self.models_url, e)
 
     async def _listed_models(self) -> set[str] | None:

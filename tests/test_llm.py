@@ -5161,6 +5161,54 @@ async def test_a_refusal_whose_row_a_busy_index_kept_out_is_still_said_as_the_re
     assert any("kept for the next write" in r.getMessage() for r in caplog.records)
 
 
+@pytest.mark.parametrize("where", ["call", "check", "noted"])
+@pytest.mark.parametrize("why", ["disk full", "read-only"])
+async def test_a_refusal_whose_row_the_index_could_not_take_is_still_said_as_the_refusal(tmp_path, monkeypatch,
+                                                                                         caplog, why, where):
+    # Only another program's lock (StoreBusyError) was kept from replacing the refusal when its
+    # llm_calls row (or the answered-by-name note's removal) could not be written: a full disk
+    # or a read-only index raised "database or disk is full" in place of the unknown model.
+    import sqlite3
+
+    served = {"gone"} if where == "noted" else set()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(200, json={"object": "list", "data": [{"id": "other"}]})
+        if json.loads(request.content)["model"] in served:
+            return httpx.Response(200, json={"choices": [{"message": {"content": "x"}, "finish_reason": "length"}]})
+        return httpx.Response(404, json={"error": {"message": "The model `gone` does not exist",
+                                                   "code": "model_not_found"}})
+
+    def full(*_args) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+    llm_module._MODELS_SERVED.clear()
+    with anyio.fail_after(10), caplog.at_level(logging.DEBUG):
+        async with client(tmp_path, handler, api_base=f"http://{where}-unwritable.test/v1",
+                          summary_model="gone") as (llm, store):
+            if where == "noted":
+                await llm.check_models(["summary_model"])   # answered by name: noted
+                served.clear()
+            if why == "disk full":
+                monkeypatch.setattr(Store, "record_call", full)
+                monkeypatch.setattr(Store, "set_meta", full)
+            else:
+                store.conn.execute("PRAGMA query_only = ON")   # (SQLite: "attempt to write a readonly database")
+            with pytest.raises(LLMRequestError) as refused:
+                if where == "check":
+                    await llm.check_models(["summary_model"])
+                else:
+                    await llm.chat(ask(), model="gone", stage="summarize")
+            store.conn.execute("PRAGMA query_only = OFF")
+            monkeypatch.undo()
+        llm_module._MODELS_SERVED.clear()
+    assert str(refused.value).startswith("unknown model: llm.summary_model = 'gone': "), str(refused.value)
+    # (kept for the next write: written as the client closed, the index writable again)
+    assert [r["model"] for r in calls(store) if r["error"]] == ["gone"]
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert not said, said
+
+
 _PAGE_404 = "<!DOCTYPE html><html><head><title>Model Gateway: 404 Not Found</title></head><body>nothing here</body></html>"
 
 
