@@ -11,7 +11,6 @@ model's answer to a question naming what the index lacks is printed after a line
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from typing import TYPE_CHECKING
@@ -19,7 +18,7 @@ from typing import TYPE_CHECKING
 from streamrag import citations
 from streamrag.config import MODES
 from streamrag.store import update_under_way
-from streamrag.terminal import TerminalText, shown, terminal_text
+from streamrag.terminal import TerminalText, json_line, shown, terminal_text
 from streamrag.words import counted
 
 if TYPE_CHECKING:
@@ -95,9 +94,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
     updating = update_under_way(db)
     if args.json:
         # (\u escapes where the output cannot take UTF-8: the CLI's escaping of what it cannot
-        # encode would make the JSON invalid)
+        # encode would make the JSON invalid; and of a model's controls on any terminal)
         utf8 = (getattr(sys.stdout, "encoding", "") or "").lower().replace("-", "") == "utf8"
-        print(json.dumps({**answer.to_json(), "updating": updating}, ensure_ascii=not utf8, default=str))
+        print(json_line({**answer.to_json(), "updating": updating}, ascii=not utf8))
         return 0
     if stream:
         rest = held[0] + terminal.flush()

@@ -9,6 +9,7 @@ that makes most such messages, for ``ask``'s footer not to load it (17 ms of CPU
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -94,6 +95,16 @@ def flat(text: object) -> str:
     title), whitespace runs one space, any other control character (and the marks that reorder
     a line) escaped as ``one_line`` shows them (``\\x07``); letters of any script kept."""
     return one_line(" ".join(without_sequences(str(text)).split()))
+
+
+def json_line(obj: object, *, ascii: bool) -> str:
+    """``obj`` as one line of JSON that is safe to print and means the same: every character
+    ``one_line`` escapes is written as a ``\\u`` escape. ``json.dumps`` escapes C0 alone, and
+    unless ``ascii`` (a UTF-8 terminal: letters of any script as they are) it wrote DEL, C1
+    (U+009B: a one-byte CSI on some terminals) and the marks that reorder a line raw, from a
+    model's answer. (They occur in JSON's strings alone, where the escape stands for them.)"""
+    text = json.dumps(obj, ensure_ascii=ascii, default=str)
+    return _UNPRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def shown(path: Path | str) -> str:

@@ -14,6 +14,7 @@ import math
 import re
 import shutil
 import sqlite3
+import sys
 
 import anyio
 import httpx
@@ -2215,6 +2216,25 @@ def test_cmd_ask_json(llm_db, simulator, capsys):
     assert {"tag", "kind", "id", "resolved"} <= set(c) and c["resolved"] is True
     assert ("name" in c) or ("title" in c) or ("path" in c)
     assert out["documents"]
+
+
+def test_cmd_ask_json_escapes_the_controls_of_a_model_answer_on_a_utf8_output(offline_db, capsys, monkeypatch):
+    # On a UTF-8 output --json wrote non-ASCII as it is, and json.dumps escapes C0 alone: a
+    # model's U+009B (a one-byte CSI on some terminals), DEL and a mark that reorders the line
+    # reached the terminal raw. Escaped, the JSON means the same; letters of any script stay.
+    import streamrag.query as query_module
+
+    said = "Mira Osk \x9b2J chairs \x7f the council \u202e, café 港"
+
+    class Said:
+        def to_json(self) -> dict:
+            return {"answer": said}
+    monkeypatch.setattr(query_module, "ask", lambda *args, **kwargs: Said())
+    assert cmd_ask(_parse(["ask", "Who is Mira Osk?", "--json", "--db", str(offline_db), "--api-base", ""])) == 0
+    out = capsys.readouterr().out
+    assert sys.stdout.encoding.lower().replace("-", "") == "utf8"   # (the output --json writes UTF-8 to)
+    assert json.loads(out)["answer"] == said and "café 港" in out
+    assert not {"\x9b", "\x7f", "\u202e"} & set(out) and "\\u009b2J" in out, out
 
 
 @pytest.mark.parametrize("flag", [None, "--no-stream", "--json"])
