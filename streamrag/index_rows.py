@@ -972,14 +972,15 @@ def unusable_calls(store: Store) -> int:
 
 
 # The counts are made from the calls grouped as the index ``llm_calls_usage`` orders them, by
-# stage, model, cached and cancelled, with plain counts and sums (``failed``: the rows with an
+# stage, model, cached, cancelled and apart, with plain counts and sums (``failed``: the rows with an
 # error), each group's counted as below: one read of that index (50 ms of 300,000 calls), not
 # of every row sorted (250 ms). Written once, for `status` and for ``prune``, which folds old
 # calls into the archive by them: each was written twice, per row and per group, kept equal by a test.
 # The failed checks of the endpoint that refused nothing (``apart``: ``CallLog.record``) are counted
 # nowhere, as the client's stats do not count them (index's and watch's lines): a down server's
 # check was one of `status`'s errors, beside the refusal that stops a run.
-_USAGE_OF_GROUPS = ("CASE WHEN apart = 1 THEN 0 ELSE n - CASE WHEN cached = 1 THEN failed ELSE 0 END END",   # (not ``_WAITED``)
+# (calls: neither ``_WAITED``'s rows nor those apart)
+_USAGE_OF_GROUPS = ("CASE WHEN apart = 1 THEN 0 ELSE n - CASE WHEN cached = 1 THEN failed ELSE 0 END END",
                     "CASE WHEN cached = 1 THEN n - failed ELSE 0 END",
                     "CASE WHEN cached = 0 THEN prompt_tokens ELSE 0 END",
                     "CASE WHEN cached = 0 THEN completion_tokens ELSE 0 END",
@@ -1016,9 +1017,10 @@ def usage_rows(store: Store) -> list[dict]:
 def checks_apart(store: Store) -> int:
     """The failed checks of the endpoint that refused nothing (``CallLog.record``'s apart) that
     ``llm_calls`` holds: counted in no call (``_USAGE_OF_GROUPS``), said apart by `status`."""
-    apart = calls_apart(store)
+    if calls_apart(store) == "0":
+        return 0
     # (among the failed calls: ``llm_calls_failed``, not every call)
-    return store.scalar(f"SELECT count(*) FROM llm_calls WHERE error IS NOT NULL AND {apart} = 1") if apart != "0" else 0
+    return store.scalar("SELECT count(*) FROM llm_calls WHERE error IS NOT NULL AND apart = 1")
 
 
 def call_history(store: Store) -> dict[tuple[str, str], tuple[int, int, int, int]]:

@@ -295,8 +295,10 @@ _MODELS_UNLISTED: set[str] = set()
 MODELS_TIMEOUT_S = 10.0
 # How many of the models an endpoint lists its "unknown model" line names.
 MODELS_SHOWN = 6
-# The llm_calls stage of the one-token request asking a model the listing leaves out by name
-# (``LLMClient.check_models``).
+# The llm_calls stage of the request asking by name a model the listing leaves out
+# (``LLMClient.check_models``, ``_refusal_by_name``): a chat of one word answered with one token
+# (max_tokens 1), or an embedding of one word. (What follows a call's refusal of a model is no
+# such check: a GET /models, no tokens and no row, ``_refused_model``.)
 MODEL_CHECK = "model_check"
 # The meta key of the models an index's endpoint answered when asked so by name (``LLMClient.
 # check_models``), by models URL: asked once a process, such a model cost every `index` a paid
@@ -1071,7 +1073,8 @@ class LLMClient:
         ``check_models`` says it (what the endpoint lists beside it) when its listing leaves the
         model out; else ``error`` as it is. For a command that calls no ``check_models`` before
         its first call (``ask``: a GET /models on every question, for a setting that is nearly
-        always right): the listing is asked only after such a refusal, once a client."""
+        always right): the listing (a GET /models, no tokens and no ``llm_calls`` row; no request
+        by name) is asked only after such a refusal, once a client."""
         if not str(error).startswith("unknown model"):
             return error
         if error.status == 404 and not of_model(error.said, model, error.code):
@@ -1158,17 +1161,18 @@ class LLMClient:
         return ids or None
 
     async def _refusal_by_name(self, model: str, *, embedding: bool) -> str | None:
-        """The endpoint's refusal of ``model`` asked by name (one try of the smallest request: a
-        word, one token back): the provider's words ("" for none) when it answers that it does not
-        serve the model; None for anything else, an answer or a failed check. Only an answer marks
-        ``model`` served (``_MODELS_SERVED``, ``MODELS_ANSWERED``)."""
+        """The endpoint's refusal of ``model`` asked by name (one try of the smallest request of
+        its route: a chat of one word with max_tokens 1, or an embedding of one word): the
+        provider's words ("" for none) when it answers that it does not serve the model; None for
+        anything else, an answer or a failed check. Only an answer marks ``model`` served
+        (``_MODELS_SERVED``, ``MODELS_ANSWERED``)."""
         if embedding:
             url, body = self.embeddings_url, {"model": model, "input": ["x"]}
         else:
             url, body = self.chat_url, {"model": model, "messages": [{"role": "user", "content": "x"}],
                                         "max_tokens": 1}
         timeout = min(self.settings.request_timeout_s, MODELS_TIMEOUT_S)
-        # A call like any (a provider bills it: its prompt and its one token), so an ``llm_calls``
+        # A call like any (a provider bills it: its prompt, and a chat's one token), so an ``llm_calls``
         # row of stage MODEL_CHECK: `status` and the benches count what the run paid.
         key = embedding_key(model, "x") if embedding else \
             cache_key(model, body["messages"], {"max_tokens": 1}, "", "")

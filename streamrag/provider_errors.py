@@ -490,7 +490,8 @@ def of_model(words: str, model: str, code: str = "") -> bool:
     ``words`` speak of a model (the word, or ``model`` by name), as a server refusing the model
     does ("The model `x` does not exist", Ollama's "model 'x' not found"); "Not Found", "404
     page not found" are of a path the server does not serve."""
-    return model_not_found(code) or "model" in words.casefold() or bool(model) and model.casefold() in words.casefold()
+    said = words.casefold()
+    return model_not_found(code) or "model" in said or bool(model) and model.casefold() in said
 
 
 def model_settings(settings: LLMSettings, model: str) -> list[str]:

@@ -185,7 +185,8 @@ def _calls_apart(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX llm_calls_usage ON llm_calls(stage, model, cached, cancelled, apart, "
                  "prompt_tokens, completion_tokens, error)")
     conn.execute("DROP INDEX IF EXISTS llm_calls_failed")
-    conn.execute("CREATE INDEX llm_calls_failed ON llm_calls(cached, cancelled, apart, error) WHERE error IS NOT NULL")
+    conn.execute("CREATE INDEX llm_calls_failed ON llm_calls(cached, cancelled, apart, error) "
+                 "WHERE error IS NOT NULL")
 
 
 def _cache_packed(conn: sqlite3.Connection) -> None:
