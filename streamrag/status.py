@@ -700,8 +700,8 @@ def _checks_failed_line(failed: int) -> list[str]:
     the table, as in none of index's and watch's lines, and not to be lost (a server down)."""
     if not failed:
         return []
-    return [f"    and {counted(failed, 'check')} of a model by name failed without the model refused "
-            "(no answer, or the server's error; no call of a run's work, counted in none above)"]
+    return [f"    and {counted(failed, 'model check')} failed with no refusal (no answer, or a server "
+            "error): no call of a run's work, counted in none above"]
 
 
 def format_status(info: dict, db: Path) -> str:

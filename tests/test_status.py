@@ -464,8 +464,8 @@ def test_a_failed_check_that_refused_nothing_is_counted_as_index_and_watch_count
     assert info["checks_failed"] == 2
     [row] = [line for line in text.splitlines() if line.strip().startswith("model_check ")]
     assert row.split()[-1] == "1", text
-    assert "    and 2 checks of a model by name failed without the model refused (no answer, or the server's " \
-           "error; no call of a run's work, counted in none above)" in text, text
+    assert "    and 2 model checks failed with no refusal (no answer, or a server error): no call of a run's " \
+           "work, counted in none above" in text, text
 
 
 def test_a_model_whose_checks_alone_failed_has_no_row_of_zeros(tmp_path):
@@ -473,7 +473,7 @@ def test_a_model_whose_checks_alone_failed_has_no_row_of_zeros(tmp_path):
     _with_calls(db, "extract", {})
     info, text = status_of(db)
     assert [r["stage"] for r in info["llm_by_model"]] == ["extract"] and "model_check" not in info["llm"]["by_stage"]
-    assert info["llm"]["errors"] == 0 and info["checks_failed"] == 1 and "    and 1 check of a model by name" in text
+    assert info["llm"]["errors"] == 0 and info["checks_failed"] == 1 and "    and 1 model check failed" in text
 
 
 def test_a_read_only_index_from_before_the_checks_apart_is_read_as_it_lies(tmp_path, monkeypatch):
