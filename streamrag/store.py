@@ -1231,7 +1231,12 @@ class Store:
         try:
             yield self
         finally:
-            self.conn.execute("COMMIT")
+            # Closed already: a stop (Ctrl-C, SIGTERM) taken as the with statement began or ended,
+            # before this generator was resumed, left it at its yield until it was collected, after
+            # the command's close; closing ended the read. Its COMMIT then printed "Exception ignored
+            # in: <generator object Store.snapshot> ... closed database" below `export -`'s line.
+            if not self._closed:
+                self.conn.execute("COMMIT")
         if self._unchanging_stamp is not None and _file_stamp(self.path) != self._unchanging_stamp:
             raise StoreError(f"{self.path}: the index was updated while this command read it, and what it "
                              f"read may mix two versions ({unchanging_why(self.path)}, so the read could "
