@@ -425,14 +425,15 @@ class WatchedFolder:
         return same
 
     def renames(self, files: dict[str, str], stopped: Callable[[], bool] = _going_on,
-                read_below: float = float("inf")) -> dict[str, str]:
+                read_below: float = float("inf"), read_at_most: float = float("inf")) -> dict[str, str]:
         """Added file -> deleted file it was renamed from: same size and same documents (a
         .jsonl or .csv file's rows, each stored as ``file#n``, count as one file). A file that
         could not be used (binary, not text: no document to compare) by the stamp its failure
         recorded, size and change time, which a move of its folder keeps: it was said "1 added,
         1 deleted". The sync decides by content anyway; this only lets the queued line say
         "renamed". Once ``stopped()``, it ends within moments, as ``as_indexed``, with the
-        renames found so far. A file of ``read_below`` bytes or more is not read (no rename)."""
+        renames found so far. A file of ``read_below`` bytes or more is not read (no rename), nor
+        one past ``read_at_most`` bytes read in all."""
         deleted = [rel for rel, kind in files.items() if kind == "deleted"]
         added = [rel for rel, kind in files.items() if kind == "added"]
         if not deleted or not added:
@@ -454,6 +455,7 @@ class WatchedFolder:
                 if rel in unused:
                     failed.setdefault(unused[rel][0], []).append(rel)
         sizes = {size for _doc, size in was}
+        unread = read_at_most   # (bytes still to read)
         out: dict[str, str] = {}
         for rel in sorted(added):
             if stopped():
@@ -466,7 +468,10 @@ class WatchedFolder:
             if failed.get(stamp := file_stamp(st)):
                 out[rel] = failed[stamp].pop(0)
                 continue
-            if (size := st.st_size) not in sizes or size >= read_below or (docs := self._documents_in(path, st, stopped)) is None:
+            if (size := st.st_size) not in sizes or size >= read_below or size > unread:
+                continue
+            unread -= size
+            if (docs := self._documents_in(path, st, stopped)) is None:
                 continue
             sources = was.get((tuple(sorted(docs.values())), size), [])
             if sources:

@@ -6067,6 +6067,26 @@ async def test_a_rename_held_back_at_a_stop_is_one_change_and_a_file_come_and_go
     assert stopped["message"].startswith("1 change seen but not synced;"), stopped
 
 
+async def test_a_stop_reads_a_few_megabytes_at_most_to_tell_the_renames_it_counts(corpus, tmp_path, monkeypatch):
+    # A folder of 60 indexed 0.9 MB files renamed 0.3 s before Ctrl-C had each file read to tell
+    # the renames the stopped line counts: the exit came 2.8 s after the signal, and a second
+    # signal did not shorten it (no work under way). Past ``_STOP_READS_AT_MOST`` bytes read in
+    # all (here the first file's size) no file is read: such a rename counts as its two changes.
+    from streamrag import daemon as daemon_module
+
+    monkeypatch.setattr(daemon_module, "_STOP_READS_AT_MOST", (corpus / "council.txt").stat().st_size, raising=False)
+
+    def hold():
+        events = set()
+        for name in ("council", "guild"):   # (read in name order: council-2024.txt first)
+            (corpus / f"{name}.txt").rename(corpus / f"{name}-2024.txt")
+            events |= {(Change.deleted, str(corpus / f"{name}.txt")), (Change.added, str(corpus / f"{name}-2024.txt"))}
+        return events
+
+    stopped = await _stopped_holding(corpus, tmp_path / "w.db", make_settings(index=SMALL), hold)
+    assert stopped["seen"] == 3, stopped   # (council's rename read: 1; guild's not: 2)
+
+
 async def test_a_file_the_watcher_never_passed_on_is_not_said_current(corpus, tmp_path):
     # A file saved in watchfiles' last step before Ctrl-C (its changes dropped when the stop is
     # set: never handed over, nor held) was neither synced nor counted, and the line said "index
