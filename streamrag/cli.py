@@ -986,7 +986,7 @@ def _format_sync(r, db: Path, include: list[str], status: str | None = None) -> 
                      f"{number(tokens)} tokens")
     if r.failures:
         # What is true of the files and folders among them (a binary file "could not be read").
-        unusable = unusable_said(r.unreadable_by_kind)
+        unusable = unusable_said(r.unreadable_by_kind, r.too_big)   # (over index.max_file_mb: said so)
         items = r.failures - sum(r.unreadable_by_kind.values())
         # (of the items, the chunks whose claims calls failed are in the version without their claims)
         left, claimless = items - r.claims_failed, r.claims_failed

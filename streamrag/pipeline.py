@@ -361,6 +361,9 @@ class SyncResult(msgspec.Struct):
     # Of ``failures``, the files and folders that could not be used, by kind (``InputError.kind``:
     # "unreadable", "not_text", "unusable"; "unlisted" for a folder), those of none left out
     unreadable_by_kind: dict[str, int] = {}
+    # Of them, the files over index.max_file_mb (counted as "unusable" there, as before they had a
+    # kind of their own: ``errors.SAID_AS``), said apart: a raised setting takes them
+    too_big: int = 0
     published: bool = True  # False: nothing differed, and ``version`` is the one already published
     files: int = 0          # files (and .jsonl/.csv rows) indexed: more than ``documents`` when texts repeat
     left_out: dict[str, int] = {}   # extension -> files of a document format index.include leaves out
@@ -709,6 +712,7 @@ class Indexer:
         self.settled = 0
         self.unreadable: list[str] = []  # why files could not be indexed, one line each
         self.unreadable_kinds: Counter[str] = Counter()   # and of which kind (``InputError.kind``)
+        self.too_big = 0   # (of them, the files over index.max_file_mb: ``RunResult.too_big``)
         self.broken_links: list[str] = []   # the scan's symlinks leading nowhere, as stored paths
         self.conflict_copies: list[str] = []   # the scan's sync conflict copies, as stored paths
         self.settings_changed: list[str] = []   # (_say_what_settings_redo's, for the result)
@@ -811,6 +815,7 @@ class Indexer:
         if stage == "load":   # an unreadable file stays unreadable; a failed call may go next time
             self.unreadable.append(message)
             self.unreadable_kinds[said_kind(kind or InputError.kind)] += 1
+            self.too_big += kind == loader.TooBig.kind
         elif not settled:
             self.failed_items += 1
         else:
@@ -1081,6 +1086,7 @@ class Indexer:
             chunks=len(change.live), chunks_extracted=self.progress.counts["chunks_extracted"],
             chunks_reused=self.progress.counts["chunks_reused"], **graph, failures=self.failures,
             failed_items=self.failed_items, settled=self.settled, unreadable_by_kind=dict(self.unreadable_kinds),
+            too_big=self.too_big,
             claims_failed=index_rows.published_without_claims(store, self.claimless, self.run_id)
             if self.failed_items else 0,
             warnings=self.unreadable + scan.warnings, left_out=dict(sorted(scan.left_out.items())),

@@ -7,6 +7,7 @@ it, and that setting, raised, taking it.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import anyio
@@ -193,3 +194,19 @@ async def test_status_says_a_file_too_big_is_over_the_setting_not_that_it_could_
     [line] = [line for line in format_status(info, db).splitlines() if line.startswith("  last update")]
     assert line.endswith(": ok, but 1 file could not be used, 1 is over index.max_file_mb (raise it to index it)"), \
         line
+
+
+def test_index_says_a_file_too_big_is_over_the_setting_as_status_says(cli_run, corpus):
+    # `index`'s failures line said "2 files could not be used" of a file over index.max_file_mb
+    # beside an unusable one, where status (f7baf59) says the one is over the setting, which a
+    # raised setting takes. --json keeps its count under "unusable", with too_big apart.
+    (corpus / "big.txt").write_text(LOG * 40)
+    (corpus / "odd.jsonl").write_text('[1, 2]\n')   # (unusable whatever the settings)
+    (corpus / "streamrag.toml").write_text("[index]\nmax_file_mb = 0.002\n")
+    done = cli_run("index", ".", cwd=corpus)
+    assert done.returncode == 0, done.stderr
+    [line] = [line for line in done.stdout.splitlines() if line.startswith("  failures")]
+    assert line.startswith("  failures       2 (1 file could not be used, 1 is over index.max_file_mb "
+                           "(raise it to index it)): see "), line
+    said = json.loads(cli_run("index", "--json", ".", cwd=corpus).stdout)
+    assert said["too_big"] == 1 and said["unreadable_by_kind"] == {"unusable": 2}, said
