@@ -25,7 +25,8 @@ from streamrag.call_log import UNUSABLE
 from streamrag.config import without_secrets
 from streamrag.errors import SAID_AS, StoreError
 from streamrag.records import Chunk, Claim, Community, Extraction, Report, Spans
-from streamrag.store import COUNTED_RUN, FAILURE_KEY, UNINDEXED_FILES, UNINDEXED_RUNS, Store, count_failure_keys
+from streamrag.store import (COUNTED_RUN, FAILURE_KEY, TOO_BIG_UNKINDED_IF, UNINDEXED_FILES, UNINDEXED_RUNS, Store,
+                             count_failure_keys)
 from streamrag.terminal import flat
 from streamrag.terms import fts_text
 
@@ -1143,9 +1144,12 @@ def load_failures_by_kind(store: Store, *run_ids: str) -> dict[str, int]:
 
 def too_big_failures(store: Store, *run_ids: str) -> int:
     """Of ``load_failures_by_kind``'s "unusable" files, those over index.max_file_mb ("too_big"):
-    counted with them (``errors.SAID_AS``), said apart by `status`, a raised setting takes them."""
+    counted with them (``errors.SAID_AS``), said apart by `status`, a raised setting takes them.
+    Those recorded before they had a kind of their own too, by their line: a reader that cannot
+    upgrade the index reads on without the step that makes them "too_big" (``store._NO_OP_WHEN``)."""
     return store.scalar(f"SELECT count(DISTINCT item) FROM failures WHERE {_in('run_id', run_ids)} "
-                        "AND stage = 'load' AND kind = 'too_big'", run_ids) if run_ids else 0
+                        f"AND stage = 'load' AND (kind = 'too_big' OR ({TOO_BIG_UNKINDED_IF}))",
+                        run_ids) if run_ids else 0
 
 
 def last_failure(store: Store, *run_ids: str) -> str:

@@ -158,8 +158,10 @@ def _failures_kind_inferred(conn: sqlite3.Connection) -> None:
 # (``loader.TooBig``: recorded "unusable", told apart by their line), by their line as every
 # streamrag has written it: "<file>: 2.5 MB, over index.max_file_mb (1), not indexed; set
 # index.max_file_mb = 3 (or 0: no limit) to index it, or add it to index.exclude".
-_TOO_BIG_UNKINDED = ("FROM failures WHERE stage = 'load' AND coalesce(kind, 'unusable') = 'unusable' "
-                     "AND message LIKE '%, over index.max_file_mb (%), not indexed; set index.max_file_mb = %'")
+# A reader of an index that lacks the step reads them as "too_big" all the same (``TOO_BIG_UNKINDED_IF``).
+TOO_BIG_UNKINDED_IF = ("stage = 'load' AND coalesce(kind, 'unusable') = 'unusable' "
+                       "AND message LIKE '%, over index.max_file_mb (%), not indexed; set index.max_file_mb = %'")
+_TOO_BIG_UNKINDED = f"FROM failures WHERE {TOO_BIG_UNKINDED_IF}"
 
 
 def _failures_too_big(conn: sqlite3.Connection) -> None:
@@ -846,9 +848,12 @@ SCHEMA_VERSION = len(MIGRATIONS)
 # gives a document only chunks it counted, or a document's chunks already.
 _NO_OP_WHEN: dict[str, Callable[[sqlite3.Connection], bool]] = {
     "chunks_encoding_counted": lambda conn: conn.execute(f"SELECT 1 {_UNCOUNTED} LIMIT 1").fetchone() is None,
-    # (one recorded after the reader looked, by a writer of the schema before, is read as
-    # "unusable", which is what `status` says of a "too_big" one: ``errors.said_kind``)
-    "failures_too_big": lambda conn: conn.execute(f"SELECT 1 {_TOO_BIG_UNKINDED} LIMIT 1").fetchone() is None,
+    # Changes rows, but none as a reader reads them: the one reader of "too_big" apart
+    # (``index_rows.too_big_failures``, `status`) reads an unkinded row by its line as well, and
+    # every other says "too_big" as "unusable" (``errors.said_kind``). An index an older streamrag
+    # (index.max_file_mb came a session before this step) left on read-only media with a file
+    # over the setting was refused by `ask` and `status` until copied where it could be upgraded.
+    "failures_too_big": lambda conn: True,
     # (a column, no row: ``index_rows`` reads the runs of a table without it as of no kind recorded)
     "runs_kind": lambda conn: True,
     # (a reader counts a row without the column as not apart: ``index_rows.calls_apart``; one

@@ -210,3 +210,24 @@ def test_index_says_a_file_too_big_is_over_the_setting_as_status_says(cli_run, c
                            "(raise it to index it)): see "), line
     said = json.loads(cli_run("index", "--json", ".", cwd=corpus).stdout)
     assert said["too_big"] == 1 and said["unreadable_by_kind"] == {"unusable": 2}, said
+
+
+@pytest.mark.anyio
+async def test_status_reads_a_file_too_big_recorded_before_its_kind_as_over_the_setting(corpus, tmp_path):
+    # A reader that cannot upgrade an index (read-only media) reads on without failures_too_big,
+    # whose rows `status` alone reads apart: it reads such a row by its line, as the step would.
+    from streamrag import index_rows
+    from streamrag.store import Store
+
+    (corpus / "big.txt").write_text(LOG * 40)
+    (corpus / "odd.jsonl").write_text('[1, 2]\n')
+    db = tmp_path / "x.db"
+    with anyio.fail_after(120):
+        await sync([corpus], _settings(0.002), db, root=corpus)
+    execute_on(db, "UPDATE failures SET kind = 'unusable' WHERE item = 'big.txt'")   # (as recorded before)
+    store = Store(db, readonly=True)
+    try:
+        runs = [run for run, in store.conn.execute("SELECT id FROM runs")]
+        assert index_rows.too_big_failures(store, *runs) == 1
+    finally:
+        store.close()
