@@ -166,6 +166,7 @@ log = logging.getLogger(__name__)
 csv.field_size_limit(2**31 - 1)   # a document in one cell may be far beyond csv's 128 KB default
 # A read's ``check`` is called this many rows (or .jsonl lines) apart while they are parsed.
 _CHECK_ROWS = 256
+_CHECK_CHARS = 1 << 20   # (``_lines``: a stop is looked for once a megabyte of lines has gone by)
 
 
 def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
@@ -808,7 +809,7 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
                                  "(![[...]]), nothing to index")
         title = title[:TITLE_CHARS] if title else _title(text, _composed(path.stem))
         check()
-        return [Document(id=document_id(text), path=shown, title=title, text=text)], warnings
+        return [Document(id=document_id(text, check), path=shown, title=title, text=text)], warnings
     return _row_documents(rows, shown, path.stem, text_field, warnings, nel=unicode, check=check), warnings
 
 
@@ -1890,16 +1891,21 @@ def _composed(title: str) -> str:
     return unicodedata.normalize("NFC", title)
 
 
-def _lines(text: str, *, ends: bool = False):
+def _lines(text: str, *, ends: bool = False, check: Callable[[], None] = _going_on):
     """``text.split("\\n")`` a line at a time: a big file's title is in its first lines, and a
     list of all the lines of a .jsonl file took twice its text beside it. ``ends``: each line
     with its "\\n", as ``io.StringIO(text, newline="")`` gives them to ``csv`` (the text's line
     ends are all "\\n" by then, ``_newlines``), without that copy of the text four bytes a
-    character (a 25 MB .csv file peaked at 12 times its size)."""
-    start = 0
+    character (a 25 MB .csv file peaked at 12 times its size). ``check`` is called every
+    ``_CHECK_CHARS`` characters: ``csv`` reads a row of many lines (a quoted cell) in one call,
+    which asks for its lines here (a one-row 50 MB .csv, loaded: 3.2 s, a stop waiting for it)."""
+    start, checked = 0, _CHECK_CHARS
     while (end := text.find("\n", start)) >= 0:
         yield text[start:end + 1 if ends else end]
         start = end + 1
+        if start >= checked:
+            check()
+            checked = start + _CHECK_CHARS
     if not ends or start < len(text):
         yield text[start:]
 
@@ -1945,7 +1951,7 @@ def _csv_rows(text: str, label: str, warnings: list[str],
     if delimiter is None:
         delimiter = max(",;\t", key=lambda d: (len(next(csv.reader([header], delimiter=d), [])), d == ","))
     try:
-        reader = csv.DictReader(_lines(text, ends=True), delimiter=delimiter)
+        reader = csv.DictReader(_lines(text, ends=True, check=check), delimiter=delimiter)
         rows = []
         for number, row in enumerate(reader, 1):
             if not number % _CHECK_ROWS:
@@ -1974,7 +1980,7 @@ def _csv_rows(text: str, label: str, warnings: list[str],
                         f"{_safe(last)!r}: quote values that hold the delimiter {delimiter!r}")
     if rows and any(isinstance(v, str) and "\n" in v for v in rows[-1][1].values()):
         # A quote opened and never closed takes the rest of the file into one field.
-        strict = csv.reader(_lines(text, ends=True), strict=True, delimiter=delimiter)
+        strict = csv.reader(_lines(text, ends=True, check=check), strict=True, delimiter=delimiter)
         try:
             for _ in strict:
                 pass
@@ -1997,11 +2003,14 @@ def _line_of_row(text: str, row: int, delimiter: str = ",") -> int:
     return reader.line_num + 1
 
 
-def _whole_characters(value: str) -> tuple[str, bool]:
+def _whole_characters(value: str, check: Callable[[], None] = _going_on) -> tuple[str, bool]:
     """A row's field without NULs (a JSON "\\u0000": no text holds one) and with its lone
     surrogates as U+FFFD; and whether it had any of those. (ASCII holds none: not searched, a
-    90 MB cell's search took half a second, a stop waiting for it.)"""
-    halves = not value.isascii() and _LONE_SURROGATE.search(value) is not None
+    90 MB cell's search took half a second, a stop waiting for it.) Other text is searched a
+    slice at a time, ``check`` called between (a 50 MB cell, loaded: 1-1.5 s in one search)."""
+    halves = not value.isascii() and any(
+        check() or _LONE_SURROGATE.search(value, at, at + _CHECK_CHARS) is not None
+        for at in range(0, len(value), _CHECK_CHARS))   # (one character a match: no slice cuts one)
     return (_LONE_SURROGATE.sub("\ufffd", value) if halves else value).replace("\x00", ""), halves
 
 
@@ -2011,11 +2020,12 @@ def row_text(value: str) -> str:
     return _visible_row_text(visible(value))[0]
 
 
-def _visible_row_text(value: str, *, nel: bool = True) -> tuple[str, bool]:
+def _visible_row_text(value: str, *, nel: bool = True,
+                      check: Callable[[], None] = _going_on) -> tuple[str, bool]:
     """``row_text`` of a field already ``visible``, and whether it held a lone surrogate: one
     place for both readers (the daemon's rename tie compares what ``_row_documents`` stored; it
     reads UTF-8 alone). ``nel``: as ``_newlines``'s, the file read as Unicode."""
-    value, halves = _whole_characters(value)
+    value, halves = _whole_characters(value, check)
     return _newlines([value], nel=nel), halves
 
 
@@ -2082,8 +2092,8 @@ def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_fie
         if not value or not value.strip():
             skipped += 1
             continue
-        text, halves = _visible_row_text(value, nel=nel)
-        doc_id = document_id(text)
+        text, halves = _visible_row_text(value, nel=nel, check=check)
+        doc_id = document_id(text, check)
         if doc_id in seen:
             duplicates += 1
             continue

@@ -2995,3 +2995,42 @@ def test_a_markdown_file_is_checked_as_its_lines_are_scanned(tmp_path, monkeypat
     assert "Ada met Mira on day 399." in doc.text and "> " not in doc.text
     assert doc.text == read_documents(path, root=tmp_path)[0][0].text
     assert len(calls) >= 800 // 4, len(calls)   # (its 800 lines, each fourth checked)
+
+
+def test_a_one_row_csv_is_checked_as_its_cell_is_parsed_searched_and_hashed(tmp_path, monkeypatch):
+    # A .csv file of one row, its text a quoted cell of many lines, was parsed by csv in one
+    # call, its cell searched for lone surrogates in another and hashed in a third, with no check
+    # between: a 50 MB one, loaded, held a stop of `index` 2.5-5.3 s. Each now looks for a stop
+    # a slice at a time (``_CHECK_CHARS`` characters of lines, of the search; ids' hash slices).
+    import sys
+
+    from streamrag import ids, loader
+
+    monkeypatch.setattr(loader, "_CHECK_CHARS", 1024, raising=False)
+    monkeypatch.setattr(ids, "_HASHED_AT_ONCE", 1024)
+    cell = "".join(f"Ada met Mira — on day {i}.\n" for i in range(400))   # (not ASCII: searched)
+    path = tmp_path / "one.csv"
+    path.write_text(f'title,text\nOne,"{cell}"\n', encoding="utf-8")
+    callers: list[str] = []
+    [doc], _ = read_documents(path, root=tmp_path, check=lambda: callers.append(sys._getframe(1).f_code.co_name))
+    assert doc.text == cell and doc.id == document_id(doc.text)
+    # (about 11,000 characters: each of the three every 1,024)
+    assert min(callers.count(name) for name in ("_lines", "<genexpr>", "text_hash")) >= 8, sorted(set(callers))
+
+
+def test_a_text_s_hash_looks_for_a_stop_between_its_slices(monkeypatch):
+    from streamrag import ids
+
+    class Stop(Exception):
+        pass
+
+    monkeypatch.setattr(ids, "_HASHED_AT_ONCE", 4)
+    calls: list[int] = []
+    assert ids.text_hash("abcdefghij", check=lambda: calls.append(1)) == ids.text_hash("abcdefghij")
+    assert len(calls) == 3   # (its slices: abcd, efgh, ij)
+
+    def stop() -> None:
+        raise Stop
+
+    with pytest.raises(Stop):
+        ids.text_hash("abcdefghij", check=stop)
