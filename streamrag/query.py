@@ -200,8 +200,11 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
                                "question asks about nothing else: no search was made.")
                 answer.search, answer.outcome = "none", "no_answer"
                 if mode == "auto":   # (``mode`` is a search's, as in every answer: the one auto picks)
-                    answer.auto_choice, answer.auto_reason = choose_mode(store, question, named, anchored, missing)
-                    answer.mode = answer.auto_choice
+                    answer.auto_choice = answer.mode = choose_mode(store, question, named, anchored, missing)[0]
+                    # (not the reason it gives for its search: "... so the community reports answer
+                    # it" beside a text saying that no search was made)
+                    answer.auto_reason = ("the question names only what the index lacks ("
+                                          + ", ".join(f'"{n}"' for n in answer.not_in_index) + "), so no search was made")
                 if on_delta is not None:
                     on_delta(answer.text)
                 return answer

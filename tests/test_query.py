@@ -1637,10 +1637,12 @@ async def test_a_name_whose_words_the_index_has_but_never_together_is_said_missi
         assert "names" not in answer.auto_reason, answer.auto_reason
         body = answer.text.split("\n\n", 1)[1]
         assert "Lena Varga" not in body and "Varga" not in body, body
-    # ... and a question of such names only is said to match no entity, as it does
+    # ... and a question of such names only is said to name only what the index lacks, as its text
+    # says (its reason was the global search's, "... so the community reports answer it", beside
+    # "no search was made")
     answer = await aask("Who is Lena Brandt?", offline, offline_db)
-    assert (answer.search, answer.auto_reason) == ("none", "the question matches no entity, so the community "
-                                                   "reports answer it")
+    assert (answer.search, answer.auto_reason) == ("none", 'the question names only what the index lacks '
+                                                   '("Lena Brandt"), so no search was made')
     # So is a short word the index lacks, written with a name's: "Who is Bob Marley?" of an
     # index with no Bob quoted its Gideon Marley and never said Bob Marley is not in it.
     answer = await aask("Who is Bob Varga?", offline, offline_db)
@@ -1754,7 +1756,10 @@ async def test_a_question_of_unknown_names_only_answers_json_as_every_answer_doe
     shown = answer.to_json()
     assert shown["search"] == "none" and shown.keys() == other.keys()
     assert shown["mode"] in ("global", "local", "basic") and shown["auto_choice"] == shown["mode"]
-    assert (shown["mode"], shown["auto_reason"]) == choose_mode_of(offline_db, "Zorblax Quintrell?")
+    assert shown["mode"] == choose_mode_of(offline_db, "Zorblax Quintrell?")[0]
+    # (not the reason of the search it would have made: "... so the community reports answer it")
+    assert shown["auto_reason"] == 'the question names only what the index lacks ("Zorblax Quintrell"), so no search was made'
+    assert shown["answer"].endswith("no search was made.")
     assert shown["details"] == {}
     assert "chosen automatically" not in format_footer(answer)   # (nothing was searched)
     given = (await aask("Zorblax Quintrell?", offline, offline_db, mode="basic")).to_json()
