@@ -262,27 +262,29 @@ def _shorten(sentence: str) -> str:
     return sentence
 
 
-# Endings and what replaces them, longest first; applied once, then a final "e" goes.
-_ENDINGS = (("ational", "ate"), ("ations", "ate"), ("ation", "ate"), ("ies", "y"), ("ied", "y"),
-            ("ings", ""), ("ing", ""), ("ers", ""), ("er", ""), ("ed", ""), ("es", ""), ("ly", ""),
-            ("s", ""))
 # Stop words of questions that are content words in a text ("show", "list", "describe"): stemmed
 # like any word, so "shows" meets "show". The other stop words are function words: a stem that is
-# one of them ("themes" -> "them") is marked, so it does not meet every "them".
+# one of them ("evening" -> "even") is marked, so it does not meet every "even".
 _CONTENT_STOPS = frozenset("tell know give show explain describe list thing things say said says happen "
                            "happened happens".split())
 _FUNCTION_WORDS = STOPWORDS - _CONTENT_STOPS
 # Words whose ending is not one: "news" is not the plural of "new" (a question about the news
 # would otherwise match every sentence saying "new").
 _WHOLE = frozenset({"news"})
+# A stem of one syllable ending in one vowel and one consonant ("liv", "hop", "us", "quot"): what
+# "lived" and "live" leave alike, while "hop" doubles its consonant ("hopped").
+_SHORT = re.compile(r"[^aeiou]*(?:qu)?[aeiou][^aeiouwxy]")
 
 
 @functools.lru_cache(maxsize=65536)   # a global question stems every word of every report read
 def stem(word: str) -> str:
-    """``word`` without a common English ending, so "operate", "operates" and "operations" (or
-    "company" and "companies") match; an ending goes only when three letters remain. A stem
-    that is a stop word ("themes" -> "them", "evening" -> "even") is marked, so that it
-    matches its own family and not every sentence holding the stop word."""
+    """``word`` without an English inflection, so that the forms of one word meet and different
+    words do not: "live", "lives", "lived" and "living" are "live"; "use" and "used" "use"; "hop"
+    and "hopped" "hop", "hope" and "hoped" "hope"; "city" and "cities" "city"; "operate",
+    "operates" and "operations" "operat". "-er" and "-ly" are no endings: "letter" is not "let",
+    "officer" not "office", "early" not "ear" (nor "colder" "cold": a noun so ending is likelier
+    in a question than a comparative). A stem that is a stop word ("evening" -> "even") is
+    marked, so that it matches its own family and not every sentence holding the stop word."""
     if word in _WHOLE or word in _FUNCTION_WORDS:
         return word
     stemmed = _strip_ending(word)
@@ -290,39 +292,53 @@ def stem(word: str) -> str:
 
 
 def _strip_ending(word: str) -> str:
-    for ending, replacement in _ENDINGS:
-        if ending == "s" and word.endswith("ss"):
-            break  # "class", "business": the plural loses "es" and meets them there
+    """The rules of ``stem``, in order: a plural's or third person's "s", then "ed" or "ing",
+    then a final "e" (kept where the stem is short: ``_e_ending``)."""
+    if word.endswith(("ies", "ied")) and len(word) > 4:
+        return word[:-3] + "y"        # cities, married, tried
+    if word.endswith(("ies", "ied")):
+        word = word[:-3] + "ie"       # dies, tied: their "ie" is the word's
+    elif len(word) > 3 and word[-1] == "s" and word[-2] not in "siu":
+        word = word[:-1]              # not "class", "famous", "basis"
+    for ending in ("ational", "ation"):
         if word.endswith(ending) and len(word) - len(ending) >= 3:
-            word = word[:len(word) - len(ending)] + replacement
+            word = word[:-len(ending)] + "ate"   # operations -> operate
+    for ending in ("ing", "ed"):
+        rest = word[:-len(ending)]
+        if word.endswith(ending) and not (ending == "ed" and rest.endswith("e")) and _has_vowel(rest):
+            if len(rest) > 3 and rest[-1] == rest[-2] and rest[-1] not in "aeioulsfz":
+                return rest[:-1]      # hopped -> hop, running -> run (not "called", "passed")
+            word = rest if rest.endswith("e") else rest + "e"   # seeing -> see; lived -> live
             break
-    if word.endswith("e") and len(word) > 4:
-        word = word[:-1]
-    if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "aeiouls":
-        word = word[:-1]   # running -> run(n)
-    return word
+    return _e_ending(word[:-1]) if word.endswith("e") else word
+
+
+def _has_vowel(rest: str) -> bool:
+    # ("shed", "bring" and "need" are no "sh", "br" and "ne" with an ending; "dyed" is "dye")
+    return len(rest) >= 2 and any(c in "aeiouy" for c in rest[1:] + rest[0].replace("y", ""))
+
+
+def _e_ending(rest: str) -> str:
+    """The stem of ``rest`` with a final "e" or an ending cut off: with the "e", where ``rest`` is
+    short (``_SHORT``: "live" of "lived" and of "live", not "liv") or of two letters ("use",
+    "eye", "see"); without it otherwise ("operat", "offic"), as the ending's forms lack it."""
+    return rest + "e" if len(rest) <= 2 or _SHORT.fullmatch(rest) else rest
 
 
 def same_stem(word: str, stem_: str) -> bool:
-    """Whether ``word`` is of ``stem_`` (a ``stem``), a final "e" aside (but a three-letter stem's):
-    a stem keeps its "e" when four letters or fewer, so "live" stays and "lived" is "liv"."""
-    return _no_final_e(stem(word)) == _no_final_e(stem_)
+    """Whether ``word`` is of ``stem_`` (a ``stem``)."""
+    return stem(word) == stem_
 
 
 def stem_start(stem_: str) -> str:
-    """What every word of ``stem_`` (``same_stem``) begins with: "liv" ("living"), "marr"
-    ("married", "marries": their "y" was an "i"). A "y" goes only where "ies"/"ied" could have
-    been cut (three letters before it): "day" and "way" are no "dies" or "wies", and "da" and "wa"
-    (with "was") made fts5vocab walk the doclists of every word so beginning: "wa" 2.6 ms an ask
-    at 13,200 chunks, "way" 0.3."""
-    start = _no_final_e(stem_)
-    return start[:-1] if start.endswith("y") and len(start) >= 4 else start
-
-
-def _no_final_e(stem_: str) -> str:
-    # (not of three letters: no ending leaves a two-letter stem, and "ore" stood for "or", "toe"
-    # for "to", "ate" for "at", words most chunks have, so the question's word ordered none)
-    return stem_[:-1] if stem_.endswith("e") and len(stem_) > 3 else stem_
+    """What the regular words of ``stem_`` (``same_stem``) begin with: "liv" ("living"), "marr"
+    ("married", "marries": their "y" was an "i"). A stem of three letters is its own start ("use",
+    "day", "try"): "using" and "tried" are left out, as a start of two letters ("us", "da") makes
+    fts5vocab walk the doclists of every word so beginning ("wa", with "was", took 2.6 ms an
+    ask at 13,200 chunks, "way" 0.3)."""
+    if len(stem_) <= 3:
+        return stem_
+    return stem_[:-1] if stem_.endswith(("e", "y")) else stem_
 
 
 def asked_names(question: str, anchors: Sequence[str] = ()) -> frozenset[str]:
