@@ -271,6 +271,34 @@ _FUNCTION_WORDS = STOPWORDS - _CONTENT_STOPS
 # Words whose ending is not one: "news" is not the plural of "new" (a question about the news
 # would otherwise match every sentence saying "new").
 _WHOLE = frozenset({"news"})
+# Irregular verbs (and a few plurals), base first: "wrote" and "written" meet "write", as no
+# ending rule can make them. Left out are forms that are as often another word: "bit" (a
+# little), "rose" (the flower), "ground", "wound", "bound", "lay", "bore".
+_IRREGULAR_TABLE = """
+arise arose arisen; awake awoke awoken; bear borne; become became; begin began begun;
+bend bent; bite bitten; bleed bled; blow blew blown; break broke broken; breed bred;
+bring brought; build built; burn burnt; buy bought; catch caught; choose chose chosen;
+cling clung; come came; creep crept; deal dealt; die dying; dig dug; draw drew drawn;
+dream dreamt; drink drank drunk; drive drove driven; dwell dwelt; eat ate eaten;
+fall fell fallen; feed fed; feel felt; fight fought; find found; flee fled; fling flung;
+fly flew flown; forbid forbade forbidden; forget forgot forgotten; forgive forgave forgiven;
+freeze froze frozen; get got gotten; give gave given; go goes going went gone; grow grew grown;
+hang hung; hear heard; hide hid hidden; hold held; keep kept; kneel knelt; know knew known;
+lead led; lean leant; leap leapt; learn learnt; leave left; lend lent; lie lain lying;
+light lit; lose lost; make made; mean meant; meet met; pay paid; ride rode ridden;
+ring rang rung; rise risen; run ran; see saw seen; seek sought; sell sold; send sent;
+shake shook shaken; shine shone; shoot shot; show shown; shrink shrank shrunk; sing sang sung;
+sink sank sunk; sit sat; slay slew slain; sleep slept; slide slid; sling slung; smell smelt;
+speak spoke spoken; speed sped; spend spent; spin spun; spit spat; spring sprang sprung;
+stand stood; steal stole stolen; stick stuck; sting stung; stink stank; stride strode;
+strike struck stricken; string strung; strive strove striven; swear swore sworn; sweep swept;
+swim swam swum; swing swung; take took taken; teach taught; tear tore torn; think thought;
+throw threw thrown; tie tying; tread trod trodden; understand understood; wake woke woken;
+wear wore worn; weave wove woven; weep wept; win won; wring wrung; write wrote written;
+child children; foot feet; goose geese; knife knives; man men; mouse mice; thief thieves;
+tooth teeth; wife wives; woman women
+"""
+_IRREGULAR = {form: entry.split()[0] for entry in _IRREGULAR_TABLE.split(";") for form in entry.split()[1:]}
 # A stem of one syllable ending in one vowel and one consonant ("liv", "hop", "us", "quot"): what
 # "lived" and "live" leave alike, while "hop" doubles its consonant ("hopped").
 _SHORT = re.compile(r"[^aeiou]*(?:qu)?[aeiou][^aeiouwxy]")
@@ -280,14 +308,14 @@ _SHORT = re.compile(r"[^aeiou]*(?:qu)?[aeiou][^aeiouwxy]")
 def stem(word: str) -> str:
     """``word`` without an English inflection, so that the forms of one word meet and different
     words do not: "live", "lives", "lived" and "living" are "live"; "use" and "used" "use"; "hop"
-    and "hopped" "hop", "hope" and "hoped" "hope"; "city" and "cities" "city"; "operate",
-    "operates" and "operations" "operat". "-er" and "-ly" are no endings: "letter" is not "let",
+    and "hopped" "hop", "hope" and "hoped" "hope"; "city" and "cities" "city"; "wrote" and
+    "written" "write" (``_IRREGULAR``); "operate", "operates" and "operations" "operat". "-er" and "-ly" are no endings: "letter" is not "let",
     "officer" not "office", "early" not "ear" (nor "colder" "cold": a noun so ending is likelier
     in a question than a comparative). A stem that is a stop word ("evening" -> "even") is
     marked, so that it matches its own family and not every sentence holding the stop word."""
     if word in _WHOLE or word in _FUNCTION_WORDS:
         return word
-    stemmed = _strip_ending(word)
+    stemmed = _strip_ending(_IRREGULAR.get(word, word))
     return stemmed + "~" if stemmed in _FUNCTION_WORDS else stemmed
 
 
@@ -335,10 +363,25 @@ def stem_start(stem_: str) -> str:
     ("married", "marries": their "y" was an "i"). A stem of three letters is its own start ("use",
     "day", "try"): "using" and "tried" are left out, as a start of two letters ("us", "da") makes
     fts5vocab walk the doclists of every word so beginning ("wa", with "was", took 2.6 ms an
-    ask at 13,200 chunks, "way" 0.3)."""
+    ask at 13,200 chunks, "way" 0.3). The irregular ones are ``irregular_forms``."""
     if len(stem_) <= 3:
         return stem_
     return stem_[:-1] if stem_.endswith(("e", "y")) else stem_
+
+
+def irregular_forms(stem_: str) -> tuple[str, ...]:
+    """The words of ``_IRREGULAR`` that are of ``stem_`` ("wrote", "written" of "write")."""
+    return _FORMS_OF.get(stem_, ())
+
+
+def _forms_of() -> dict[str, tuple[str, ...]]:
+    out: dict[str, tuple[str, ...]] = {}
+    for form in _IRREGULAR:
+        out[stem(form)] = (*out.get(stem(form), ()), form)
+    return out
+
+
+_FORMS_OF = _forms_of()
 
 
 def asked_names(question: str, anchors: Sequence[str] = ()) -> frozenset[str]:

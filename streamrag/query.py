@@ -549,8 +549,9 @@ class _Search:
         (``local_search.load_local_data``): by the entities they mention alone, "Where did Scrooge
         live?" took four of his 43 chunks, none the one saying where he lived. A word stands for
         the index's words of its stem (``extractive.same_stem``: "live" for "lived", "marry" for
-        "married"); as the start of a word, "art" found "article" and "run" "rung". (A stem marked
-        as a stop word's, ``extractive.stem``, or under three letters would find most chunks.) A
+        "married") and its irregular forms ("bought" for "buy"); as the start of a word, "art"
+        found "article" and "run" "rung". (A stem marked as a stop word's, ``extractive.stem``, or
+        under three letters would find most chunks.) A
         word it writes as a name (``asked_names``) stands for itself and its plural, as
         ``extractive.NameKeys`` matches it: "Who did Belle marry?" (no entity named Belle) searched
         "bell", and the chunks of church bells came first."""
@@ -566,7 +567,7 @@ class _Search:
                 out.append((one, one + "s"))
             else:
                 found = local_search.index_words(self.store, extractive.stem_start(one))
-                out.append(tuple(w for w in found if extractive.same_stem(w, one)))
+                out.append((*(w for w in found if extractive.same_stem(w, one)), *extractive.irregular_forms(one)))
         return out
 
     async def _local(self) -> None:

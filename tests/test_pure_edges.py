@@ -339,6 +339,21 @@ def test_the_forms_of_one_word_meet(same):
     assert len({stem(w) for w in same.split()}) == 1, {w: stem(w) for w in same.split()}
 
 
+@pytest.mark.parametrize("same", ["see saw seen", "go goes going went gone", "write wrote written", "sit sat",
+                                  "ring rang rung", "die dying", "child children", "man men", "buy bought"])
+def test_irregular_forms_meet_their_word(same):
+    from streamrag.extractive import irregular_forms
+    base, *forms = same.split()
+    assert {stem(w) for w in same.split()} == {stem(base)}
+    assert set(forms) - {w for w in forms if w.startswith(base)} <= set(irregular_forms(stem(base)))
+
+
+def test_a_sentence_with_an_irregular_form_of_the_questions_verb_comes_first():
+    picked = pick_sentences("What did Tim sing?", [("[T:1]", "Tim was small for his age. The goose was eaten "
+                                                            "at noon. Tim sang a carol by the fire.")])
+    assert picked[0][0] == "Tim sang a carol by the fire.", picked
+
+
 @pytest.mark.parametrize("apart", [
     "liver live", "letter let", "officer office", "hope hop", "hoped hopped", "time tim", "care car", "seed see",
     "quite quit", "early ear", "tender tend", "used us", "dye die", "butter but", "shower show", "theme them",
@@ -501,7 +516,7 @@ def test_name_keys_read_a_texts_capitals_only_where_a_word_has_a_names_stem(monk
     real = extractive._capitalised
     monkeypatch.setattr(extractive, "_capitalised", lambda text: read.append(text) or real(text))
     key = extractive.NameKeys(extractive.asked_names("Who is Tim?"))
-    assert key.of("The Bells rang at Port Velvellfield.") == ["the", "bell", "rang", "at", "port", "velvellfield"]
+    assert key.of("The Bells rang at Port Velvellfield.") == ["the", "bell", "ring", "at", "port", "velvellfield"]
     assert key.set_of("Scrooge walked there three days.") == {"scroog", "walk", "there", "thre", "day"}
     assert read == []
     assert key.of("Tim's crutch; and TIM") == ["=tim", "s", "crutch", "and", "=tim"]   # the name's own form

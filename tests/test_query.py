@@ -4327,6 +4327,22 @@ async def test_a_local_context_finds_a_words_y_ending_turned_to_i(tmp_path, monk
     assert "lighthouse keeper" in ctx.text, ctx.text
 
 
+async def test_a_local_context_finds_an_irregular_verbs_forms(tmp_path, monkeypatch):
+    """'What did Ada Osk buy?': "buy" found "buys" and "buying", not "bought" (no ending rule
+    makes it), so the chunk saying what she bought stayed out of the context and the answer.
+    A verb stands for its irregular forms too (``extractive.irregular_forms``)."""
+    corpus = tmp_path / "notes"
+    corpus.mkdir()
+    _crowded_meetings(corpus, "Ada Osk met {others} at the quay on day {i}. ")
+    (corpus / "home.txt").write_text("Ada Osk kept to herself at the quay. " + "the gulls were loud that year. " * 12
+                                     + "Ada Osk bought a brass lantern from a pedlar.\n", encoding="utf-8")
+    settings = make_settings("", query={"local_max_tokens": 1200})
+    await sync([corpus], settings, tmp_path / "index.db", root=corpus)
+    ctx, answer = await _local_context_asked("What did Ada Osk buy?", settings, tmp_path / "index.db", monkeypatch)
+    assert "brass lantern" in ctx.text, ctx.text
+    assert answer.text.split("\n")[2].startswith("- Ada Osk bought a brass lantern"), answer.text
+
+
 async def test_a_local_context_finds_a_name_the_question_writes_by_its_whole_word(tmp_path, monkeypatch):
     """'Who did Belle marry?' (A Christmas Carol; no entity named Belle, so no anchor): "Belle"
     was stemmed to "bell", and "bell*" put first the chunks of church bells ("Bell, dong, ding;
