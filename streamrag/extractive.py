@@ -56,15 +56,16 @@ def split_sentences(text: str) -> list[str]:
     list items, table rows and log lines, . ! ? before a capital in any script (not after a
     title or abbreviation such as Mr. or e.g., nor after an initial), and 。！？; headings left
     out (``_titles``)."""
-    return [s for s, _quoted, _opening in quoted_sentences(text)]
+    return [s for s, _quoted, _opening, _before in quoted_sentences(text)]
 
 
-def quoted_sentences(text: str) -> list[tuple[str, str, str]]:
+def quoted_sentences(text: str) -> list[tuple[str, str, str, str]]:
     """``split_sentences(text)`` as (sentence, what an answer quotes for it, the sentence opening
-    its quotation): for a sentence inside a quotation an earlier one opened (``_quotations``),
-    the quotation from that one through it, when that is at most ``MAX_SENTENCE_WORDS`` words,
-    and that one; else the sentence itself, twice."""
-    out: list[tuple[str, str, str]] = []
+    its quotation, the sentence before it in its paragraph): for a sentence inside a quotation an
+    earlier one opened (``_quotations``), the quotation from that one through it, when that is at
+    most ``MAX_SENTENCE_WORDS`` words, and that one; else the sentence itself, twice. The
+    sentence before is "" for a paragraph's first, and may be one too short to quote ("No Bob.")."""
+    out: list[tuple[str, str, str, str]] = []
     units = [unit for block in _blocks(text)
              for unit in (_table_rows(block) if "|" in block else ((u, False) for u in _items(block)))]
     for (line, row), title in zip(units, _titles(units)):
@@ -77,24 +78,25 @@ def quoted_sentences(text: str) -> list[tuple[str, str, str]]:
             # A table's row is a record however short ("Cache; Sofia."), no fragment.
             if (row or word_count(s) >= 3) and not s.startswith("("):
                 quoted = " ".join(sentences[first:i + 1])
+                before = sentences[i - 1] if i else ""
                 if word_count(quoted) <= MAX_SENTENCE_WORDS:
-                    out.append((s, quoted, sentences[first]))
+                    out.append((s, quoted, sentences[first], before))
                 else:
-                    out.append((s, s, s))
+                    out.append((s, s, s, before))
     return out
 
 
-def _quotable(tag: str, text: str) -> list[tuple[str, str, str]]:
+def _quotable(tag: str, text: str) -> list[tuple[str, str, str, str]]:
     """``quoted_sentences`` of a passage of source text (``[T:...]``); of any other (a report, an
     entity's or a relationship's description), its sentences each quoted alone: offline those are
     sentences taken from all over the text and set side by side, so a quotation one of them left
     open went on with the next, and an answer "quoted as written" what no text writes ("'My dear,'
     said Bob, 'the children! 'And your brother, Tiny Tim?" of a report; "'Old Jacob Marley, tell
     me more! (Also called Jacob.) 'Scrooge and Marley's, I believe,' said one of the gentlemen"
-    of a description)."""
+    of a description). (Nor has such a sentence one before it: ``_pronoun_credits``.)"""
     if tag.startswith("[T:"):
         return quoted_sentences(text)
-    return [(s, s, s) for s in split_sentences(text)]
+    return [(s, s, s, "") for s in split_sentences(text)]
 
 
 # A quotation mark as it opens a quotation: at a sentence's start, or after a comma, colon,
@@ -309,10 +311,11 @@ def stem(word: str) -> str:
     """``word`` without an English inflection, so that the forms of one word meet and different
     words do not: "live", "lives", "lived" and "living" are "live"; "use" and "used" "use"; "hop"
     and "hopped" "hop", "hope" and "hoped" "hope"; "city" and "cities" "city"; "wrote" and
-    "written" "write" (``_IRREGULAR``); "operate", "operates" and "operations" "operat". "-er" and "-ly" are no endings: "letter" is not "let",
-    "officer" not "office", "early" not "ear" (nor "colder" "cold": a noun so ending is likelier
-    in a question than a comparative). A stem that is a stop word ("evening" -> "even") is
-    marked, so that it matches its own family and not every sentence holding the stop word."""
+    "written" "write" (``_IRREGULAR``); "operate", "operates" and "operations" "operat". "-er"
+    and "-ly" are no endings: "letter" is not "let", "officer" not "office", "early" not "ear"
+    (nor "colder" "cold": a noun so ending is likelier in a question than a comparative). A stem
+    that is a stop word ("evening" -> "even") is marked, so that it matches its own family and
+    not every sentence holding the stop word."""
     if word in _WHOLE or word in _FUNCTION_WORDS:
         return word
     stemmed = _strip_ending(_IRREGULAR.get(word, word))
@@ -546,10 +549,12 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
     owns = [own_words(name, types or {}, [*anchors, *namesakes]) for name in credited]
     split = [(tag, _quotable(tag, _TAG.sub("", text))) for tag, text in passages]
     if typed is not None:
-        typed = _names_within(typed[0], (s for _tag, sentences in split for s, _q, _o in sentences)), typed[1]
+        typed = _names_within(typed[0], (s for _tag, sentences in split for s, _q, _o, _b in sentences)), typed[1]
+    people = [(types or {}).get(name, "").lower() in _ASKED_TYPES["who"] for name in credited]
+    others = _other_people(credited, people, types or {}, (b for _tag, sentences in split for *_s, b in sentences))
     candidates: list[tuple[int, int, str, str, set[str], set[str], float, bool, tuple[str, str]]] = []
     for p_rank, (tag, sentences) in enumerate(split):
-        for s_rank, (sentence, *quoted) in enumerate(sentences):
+        for s_rank, (sentence, *quoted, before) in enumerate(sentences):
             # A context line's label ("Ada Osk -- Galwen Energy:", "Ada Osk (person):") names
             # what the line is filed under, not what its sentence says: its words count for the
             # anchors and the kinds asked for at half weight (``said`` holds the sentence's own).
@@ -564,6 +569,15 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
             label_text = label.group() if label else ""
             credits = [_anchor_credit(stems, rival, own, ws, said, label_text, body, key)
                        for stems, rival, own in zip(anchor_stems, rivals, owns, strict=True)]
+            if (before and any(people) and not any(credits) and not others.search(before)
+                    and _PRONOUN_OPENING.match(before) is None):
+                held = set(key.of(before))
+                credits = _pronoun_credits(body, [_anchor_credit(stems, rival, own, held, held, "", before, key)
+                                                  for stems, rival, own in zip(anchor_stems, rivals, owns, strict=True)],
+                                           people) or credits
+                if typed is not None and any(credits):   # (the pronoun names a person, as "Who" asks)
+                    kind = {typed[1].get(credited[credits.index(2.0)], "")} - {""}
+                    said, ws = said | kind, ws | kind
             credit = sum(credits)
             # A sentence naming an anchor whole by a word of its own ("Halick said at a briefing")
             # has the words of its name for the question's too: with "halick" alone, it came after
@@ -731,6 +745,43 @@ def _anchor_credit(a: set[str], rivals: tuple[list[tuple[str, ...]], tuple[str, 
 
 
 _WORD_TOKEN = re.compile(r"[^\W\d_][^\W_]*")
+
+
+# A sentence opening with a pronoun that stands for a person named just before: "Scrooge took
+# his melancholy dinner ... He lived in chambers".
+_PRONOUN_OPENING = re.compile(r"(?:He|She|His|Her)\b")
+
+
+def _pronoun_credits(body: str, before: list[float], people: list[bool]) -> list[float] | None:
+    """The anchor credits of a sentence (``body``) naming no anchor but by the pronoun it opens
+    with ("He lived in chambers which had once belonged to his deceased partner."), from those of
+    the sentence before it in its paragraph (``before``): the whole credit of the one person asked
+    about that sentence names in full, where it names no other person asked about (``people``:
+    which anchors are persons) nor, ``_other_people``, one the question does not ask about; else
+    None. Without it, "Where did Scrooge live?" put the sentence saying where 83rd, after every
+    sentence writing "Scrooge". (A pronoun inside a sentence is as often someone else's: "The
+    office was closed, and the clerk, with the long ends of his white comforter ...", after a
+    sentence naming Scrooge alone; and ``pick_sentences`` gives none after a sentence opening
+    with a pronoun itself, which goes on about someone named before it: "He did it all ...; and
+    to Tiny Tim, who did NOT die, he was a second father. He became as good a friend ...".)"""
+    if _PRONOUN_OPENING.match(body) is None:
+        return None
+    named = [i for i, (c, person) in enumerate(zip(before, people, strict=True)) if c and person]
+    if len(named) != 1 or before[named[0]] < 2:
+        return None
+    return [2.0 if i == named[0] else 0.0 for i in range(len(before))]
+
+
+def _other_people(anchors: Sequence[str], people: list[bool], types: Mapping[str, str],
+                  texts: Iterable[str]) -> re.Pattern:
+    """A pattern finding the persons of ``types`` in ``texts`` other than the ``anchors`` that are
+    people, and sharing no word with one ("Ebenezer Scrooge" is Scrooge; "Scrooge's nephew" a
+    rival ``_anchor_credit`` tells apart): after a sentence naming one of them too, a pronoun may
+    stand for either ("Scrooge paid Bob. He thanked him.")."""
+    mine = {w for name, person in zip(anchors, people, strict=True) if person for w in name_words(name)}
+    names = [name for name, kind in types.items() if kind.lower() in _ASKED_TYPES["who"]
+             and name not in anchors and mine.isdisjoint(name_words(name))]
+    return _names_within(sorted(names, key=len, reverse=True), texts)
 
 
 def _names_by_own(text: str, own: frozenset[str], name: tuple[str, ...]) -> bool:

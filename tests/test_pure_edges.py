@@ -354,6 +354,27 @@ def test_a_sentence_with_an_irregular_form_of_the_questions_verb_comes_first():
     assert picked[0][0] == "Tim sang a carol by the fire.", picked
 
 
+def test_a_sentence_opening_with_a_pronoun_counts_for_the_person_named_just_before():
+    # "Where did Scrooge live?" put "He lived in chambers which had once belonged to his deceased
+    # partner." 83rd, after every sentence writing "Scrooge" (A Christmas Carol, offline).
+    types = {"Ada Osk": "person", "Bram Tull": "person", "Harbour Inn": "organization"}
+
+    def first(text: str, tag: str = "[T:1]") -> str:
+        return pick_sentences("Where did Ada Osk live?", [(tag, text)], anchors=["Ada Osk"], types=types)[0][0]
+
+    assert first("Ada Osk took her dinner at the Harbour Inn. She lived in rooms above the quay.") == (
+        "She lived in rooms above the quay.")
+    # Not after a sentence naming another person too, nor in another paragraph, nor a pronoun
+    # inside a sentence, nor after a sentence opening with one (it goes on about someone named
+    # before), nor in a description's sentences (set side by side from all over).
+    for text, tag in (("Ada Osk met Bram Tull at the Harbour Inn. He lived by the mill.", "[T:1]"),
+                      ("Ada Osk took her dinner at the Harbour Inn.\n\nShe lived in rooms above the quay.", "[T:1]"),
+                      ("Ada Osk took her dinner at the Harbour Inn. The clerk who lived there took her coat.", "[T:1]"),
+                      ("She gave the keys to Ada Osk at the Harbour Inn. She lived by the mill.", "[T:1]"),
+                      ("Ada Osk took her dinner at the Harbour Inn. She lived in rooms above the quay.", "[E:1]")):
+        assert "lived" not in first(text, tag), text   # (the sentence naming her comes first)
+
+
 @pytest.mark.parametrize("apart", [
     "liver live", "letter let", "officer office", "hope hop", "hoped hopped", "time tim", "care car", "seed see",
     "quite quit", "early ear", "tender tend", "used us", "dye die", "butter but", "shower show", "theme them",
