@@ -551,7 +551,8 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
     if typed is not None:
         typed = _names_within(typed[0], (s for _tag, sentences in split for s, _q, _o, _b in sentences)), typed[1]
     people = [(types or {}).get(name, "").lower() in _ASKED_TYPES["who"] for name in credited]
-    others = _other_people(credited, people, types or {}, (b for _tag, sentences in split for *_s, b in sentences))
+    others = (_other_people(credited, people, types or {}, (b for _tag, sentences in split for *_s, b in sentences))
+              if any(people) else _NOTHING)   # (its names looked for only where a person is asked about)
     candidates: list[tuple[int, int, str, str, set[str], set[str], float, bool, tuple[str, str]]] = []
     for p_rank, (tag, sentences) in enumerate(split):
         for s_rank, (sentence, *quoted, before) in enumerate(sentences):
