@@ -210,7 +210,10 @@ from streamrag.sentences import HONORIFICS, TITLE_SMALL, is_title, joined, table
 #     the next line's first word would have fitted beside (no hard wrap ended it), or where the
 #     next line opens with a word of the name ending it ("Ada Lovelace" over "Ada was ..." gave
 #     "Ada Lovelace Ada": ``_ends_alone``).
-VERSION = "29"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
+# 30: a line ending with a name whose word opens the next ends its sentence only where that word
+#     would have fitted on it, as for a name alone (a wrap cut "... by Ford Madox" over "Ford and"
+#     into "Ford Madox": ``_ends_alone``).
+VERSION = "30"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
 # The note closing a description of a name its chunk also said shorter ("Margaret Hollis ...
@@ -1017,12 +1020,13 @@ def _ends_alone(above: str, line: str, width: int) -> bool:
     line's first word would have fitted on it in ``width`` (its block's widest line, at least
     ``_WRAP_WIDTH``) with room to spare (``_WRAP_SLACK``): "Ada Lovelace" or "Notes on Ada
     Lovelace" over "Ada was ..." (a note's first line), "Attendees", "Ada Osk", "Bo Lund" (a list
-    without bullets). So does a line ending with a name whose own word opens the next ("... met
-    Ada Lovelace" over "Ada said"). Read as prose a wrap cut, each gave one name of both ("Ada
-    Lovelace Ada", "Attendees Ada Osk Bo Lund"). A wrap cuts a line only where the next word does
-    not fit, and a name wrapped across its line end repeats no word of it ("Ebenezer" over
-    "Scrooge"): a line all names is no rare thing in news wrapped at 40 or 70 columns ("Port
-    Velvellfield Semiconductors")."""
+    without bullets). So does a line ending with a name whose own word opens the next ("I met
+    Ada Lovelace" over "Ada said"), where that word would have fitted too. Read as prose a wrap
+    cut, each gave one name of both ("Ada Lovelace Ada", "Attendees Ada Osk Bo Lund"). A wrap
+    cuts a line only where the next word does not fit: a line all names is no rare thing in news
+    wrapped at 40 or 70 columns ("Port Velvellfield Semiconductors"), and a name wrapped across
+    its line end may repeat a word of it ("... written by Ford Madox" over "Ford and ..." was
+    "Ford Madox")."""
     if (not line[:1].isupper() and line[:1] not in _OPEN_QUOTE) or not above[-1:].isalnum():
         return False   # (most lines of prose: the cheap tests first)
     first = _WORD.search(line)
@@ -1031,10 +1035,11 @@ def _ends_alone(above: str, line: str, width: int) -> bool:
     # (the next word as a wrap measures it: with the punctuation after it, "Talks."; a title
     # opens with no lower-case word, "in Lake Harstadford, Norova" over "Media Group runs ...",
     # and holds no sentence's end, "Norvane Maritime Safety Bureau. Norvane Maritime")
-    if len(above) + 1 + len(line.split(None, 1)[0]) <= _WRAP_SLACK * width and (
-            (_NAME_LINE.fullmatch(_WORD.sub("", above)) and all(t[_CAP] for t in _tokens(above))
-             or not above[:1].islower() and is_title(above, common=_HEADLINE_COMMON, small=_HEADLINE_SMALL))
-            and len(_split_sentences(above)) == 1):
+    if len(above) + 1 + len(line.split(None, 1)[0]) > _WRAP_SLACK * width:
+        return False   # (a wrap may have cut it)
+    if (_NAME_LINE.fullmatch(_WORD.sub("", above)) and all(t[_CAP] for t in _tokens(above))
+            or not above[:1].islower() and is_title(above, common=_HEADLINE_COMMON, small=_HEADLINE_SMALL)) \
+            and len(_split_sentences(above)) == 1:
         return True
     if first.group() not in above:
         return False

@@ -538,6 +538,16 @@ def test_a_name_a_hard_wrap_cut_is_still_one_name():
                                     "Press has kept its head office in New Wexwin Heights.")
 
 
+def test_a_name_a_wrap_cut_before_a_word_it_repeats_is_still_one_name():
+    # A line ending with a name whose word opens the next ended its sentence wherever it stood,
+    # so a name repeating its first word across a wrap lost its last ("Ford Madox").
+    wrapped = ("The Good Soldier, a novel of 1915, was written by Ford Madox\n"
+               "Ford and published by John Lane in London that year.")
+    assert "Ford Madox Ford" in names(wrapped) and "Ford Madox" not in names(wrapped)
+    # (where the word would have fitted on the line, no wrap ended it: "Ada Lovelace Ada" stays apart)
+    assert names("I met Ada Lovelace\nAda said she would review the notes.") == {"Ada Lovelace": "person"}
+
+
 def test_a_name_a_wrap_that_is_not_greedy_cut_is_still_one_name():
     # GNU fmt (optimum fit) and a proportional font's lines (a PDF's, a licence's) end a line a
     # few characters short of where the next word would have fitted, so a name cut by such a wrap
