@@ -15,8 +15,8 @@ How a chunk is read:
 * Blocks are split on blank lines; hard-wrapped lines are joined, but for a line that is a name
   alone or a title where no wrap ended it, or one ending with a name whose word opens the next
   ("Ada Lovelace" over "Ada was ...": ``_ends_alone``). ALL-CAPS lines ("STAVE ONE",
-  "MARLEY'S GHOST") are headings and yield nothing. A short single-line block without final
-  punctuation whose words are mostly capitalised is a headline: title case makes every word
+  "MARLEY'S GHOST") are headings and yield nothing. A short line without final punctuation
+  whose words are mostly capitalised (or such lines a wrap cut) is a headline: title case makes every word
   look like a name, so only names also found in the body are looked for in it. Title case
   leaves only small words in lower case (articles, conjunctions, prepositions); a line with a
   lower-case verb or noun ("Kim Lowe met Leo Marsh in Dublin") is a sentence without its full
@@ -212,7 +212,8 @@ from streamrag.sentences import HONORIFICS, TITLE_SMALL, is_title, joined, table
 #     "Ada Lovelace Ada": ``_ends_alone``).
 # 30: a line ending with a name whose word opens the next ends its sentence only where that word
 #     would have fitted on it, as for a name alone (a wrap cut "... by Ford Madox" over "Ford and"
-#     into "Ford Madox": ``_ends_alone``).
+#     into "Ford Madox": ``_ends_alone``); a headline a wrap cut is a headline ("Annual Report of
+#     the" over "Harbour Board" gave "Annual Report").
 VERSION = "30"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
@@ -954,8 +955,11 @@ def _sentences(text: str) -> tuple[list[str], list[int], set[int], dict[int, str
     text = _CODE_FENCE.sub("\n\n", text.replace("\r\n", "\n").replace("\r", "\n"))
     for b, block in enumerate(_BLOCK_SPLIT.split(text)):
         for item, lines, row in _line_groups(block):
-            if len(lines) == 1 and not item and _is_headline(lines[0]):
-                sentences.append(_HEADING_MARK.sub("", lines[0]).strip(" #*_"))
+            # (a headline a wrap cut is one too: "Annual Report of the" over "Harbour Board"
+            # gave "Annual Report", its capitals read as names)
+            line = lines[0] if len(lines) == 1 else " ".join(lines)
+            if not item and _is_headline(line):
+                sentences.append(_HEADING_MARK.sub("", line).strip(" #*_"))
                 blocks.append(b)
                 headlines.add(len(sentences) - 1)
                 continue

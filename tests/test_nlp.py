@@ -548,6 +548,17 @@ def test_a_name_a_wrap_cut_before_a_word_it_repeats_is_still_one_name():
     assert names("I met Ada Lovelace\nAda said she would review the notes.") == {"Ada Lovelace": "person"}
 
 
+def test_a_headline_a_wrap_cut_is_still_a_headline():
+    # Only a block's one line was read as a headline: wrapped, a title's capitals were names
+    # ("Annual Report", one long name of the whole headline).
+    body = "The Harbour Board met in Port Vell under Mira Osk."
+    assert names(f"Annual Report of the\nHarbour Board\n\n{body}") == names(f"Annual Report of the Harbour Board\n\n{body}") \
+        == {"Harbour Board": "organization", "Port Vell": "geo", "Mira Osk": "person"}
+    headline = "Port Velvellfield Semiconductors Announces New Direction Amid Market\nPressure"
+    assert set(names(f"{headline}\n\nPort Velvellfield Semiconductors said Mira Osk would lead it.")) == {
+        "Port Velvellfield Semiconductors", "Mira Osk"}
+
+
 def test_a_name_a_wrap_that_is_not_greedy_cut_is_still_one_name():
     # GNU fmt (optimum fit) and a proportional font's lines (a PDF's, a licence's) end a line a
     # few characters short of where the next word would have fitted, so a name cut by such a wrap
