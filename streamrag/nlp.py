@@ -1025,7 +1025,7 @@ def _ends_alone(above: str, line: str, width: int) -> bool:
     ``_WRAP_WIDTH``) with room to spare (``_WRAP_SLACK``): "Ada Lovelace" or "Notes on Ada
     Lovelace" over "Ada was ..." (a note's first line), "Attendees", "Ada Osk", "Bo Lund" (a list
     without bullets). So does a line ending with a name whose own word opens the next ("I met
-    Ada Lovelace" over "Ada said"), where that word would have fitted too. Read as prose a wrap
+    Ada Lovelace" over "Ada said"), where that word would have fitted too (in ``width``). Read as prose a wrap
     cut, each gave one name of both ("Ada Lovelace Ada", "Attendees Ada Osk Bo Lund"). A wrap
     cuts a line only where the next word does not fit: a line all names is no rare thing in news
     wrapped at 40 or 70 columns ("Port Velvellfield Semiconductors"), and a name wrapped across
@@ -1039,9 +1039,11 @@ def _ends_alone(above: str, line: str, width: int) -> bool:
     # (the next word as a wrap measures it: with the punctuation after it, "Talks."; a title
     # opens with no lower-case word, "in Lake Harstadford, Norova" over "Media Group runs ...",
     # and holds no sentence's end, "Norvane Maritime Safety Bureau. Norvane Maritime")
-    if len(above) + 1 + len(line.split(None, 1)[0]) > _WRAP_SLACK * width:
-        return False   # (a wrap may have cut it)
-    if (_NAME_LINE.fullmatch(_WORD.sub("", above)) and all(t[_CAP] for t in _tokens(above))
+    room = len(above) + 1 + len(line.split(None, 1)[0])
+    if room > width:
+        return False   # (a wrap cut it)
+    if room <= _WRAP_SLACK * width and (
+            _NAME_LINE.fullmatch(_WORD.sub("", above)) and all(t[_CAP] for t in _tokens(above))
             or not above[:1].islower() and is_title(above, common=_HEADLINE_COMMON, small=_HEADLINE_SMALL)) \
             and len(_split_sentences(above)) == 1:
         return True

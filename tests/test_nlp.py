@@ -546,6 +546,9 @@ def test_a_name_a_wrap_cut_before_a_word_it_repeats_is_still_one_name():
     assert "Ford Madox Ford" in names(wrapped) and "Ford Madox" not in names(wrapped)
     # (where the word would have fitted on the line, no wrap ended it: "Ada Lovelace Ada" stays apart)
     assert names("I met Ada Lovelace\nAda said she would review the notes.") == {"Ada Lovelace": "person"}
+    # (in the block's widest line, no tenth of it to spare: a headline a few characters short of
+    # the line under it repeats its word there, and was joined to it as "Crowds Gather Outside Crowds")
+    assert names("Crowds Gather Outside\nCrowds gathered near Port Vell.") == {"Port Vell": "geo"}
 
 
 def test_a_headline_a_wrap_cut_is_still_a_headline():
