@@ -14,15 +14,17 @@ How a chunk is read:
   the combining marks a letter without a precomposed form carries ("Olúwaṣẹ́un").
 * Blocks are split on blank lines; hard-wrapped lines are joined, but for a line that is a name
   alone or a title where no wrap ended it, or one ending with a name whose word opens the next
-  ("Ada Lovelace" over "Ada was ...": ``_ends_alone``). ALL-CAPS lines ("STAVE ONE",
-  "MARLEY'S GHOST") are headings and yield nothing. A short line without final punctuation
-  whose words are mostly capitalised (or such lines a wrap cut) is a headline: title case makes every word
-  look like a name, so only names also found in the body are looked for in it. Title case
-  leaves only small words in lower case (articles, conjunctions, prepositions); a line with a
-  lower-case verb or noun ("Kim Lowe met Leo Marsh in Dublin") is a sentence without its full
-  stop, as CSV and JSONL rows often are, and its capitals are names. A Markdown table's row
-  is a sentence of its own, each cell opening as a sentence does ("| City |" is no place), and
-  descriptions quote it as its cells read ("Ada Osk; Boston."), without its pipes.
+  ("Ada Lovelace" over "Ada was ...": ``_ends_alone``). ALL-CAPS lines ("STAVE ONE", "MARLEY'S
+  GHOST") are headings and yield nothing. A short line without final punctuation whose words are
+  mostly capitalised (or such lines a wrap cut) is a headline: title case makes every word look
+  like a name, so only names also found in the body are looked for in it, unless it is an
+  honorific and a name alone whose word the body opens a sentence with alone ("Dr. Ada Lovelace"
+  over "Ada was ...": that name). Title case leaves only small words in lower case (articles,
+  conjunctions, prepositions); a line with a lower-case verb or noun ("Kim Lowe met Leo Marsh in
+  Dublin") is a sentence without its full stop, as CSV and JSONL rows often are, and its capitals
+  are names. A Markdown table's row is a sentence of its own, each cell opening as a sentence does
+  ("| City |" is no place), and descriptions quote it as its cells read ("Ada Osk; Boston."),
+  without its pipes.
 * A name is a run of capitalised words, which may be joined by name particles ("van", "de"),
   by "&", and by "of" / "of the" after an institutional head ("Bank of England", "Ministry of
   Trade", "Ghost of Christmas Past"). A year next to an event word belongs to the event
@@ -213,7 +215,9 @@ from streamrag.sentences import HONORIFICS, TITLE_SMALL, is_title, joined, table
 # 30: a line ending with a name whose word opens the next ends its sentence only where that word
 #     would have fitted on it, as for a name alone (a wrap cut "... by Ford Madox" over "Ford and"
 #     into "Ford Madox": ``_ends_alone``); a headline a wrap cut is a headline ("Annual Report of
-#     the" over "Harbour Board" gave "Annual Report").
+#     the" over "Harbour Board" gave "Annual Report"); a headline that is an honorific and a name
+#     alone is that name where its text opens a sentence with a word of it alone ("Dr. Ada
+#     Lovelace" over "Ada was ..." gave no "Ada Lovelace": ``_names_an_opener``).
 VERSION = "30"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
@@ -906,7 +910,15 @@ def extract_offline(chunk_text: str, *, entity_types: list[str] | None = None) -
                                                item=i in items, skipped=skipped))
     openers = sorted(set(skipped))
     if headlines:
-        mentions.extend(_headline_mentions(sentences, headlines, {m.name for m in mentions}))
+        # A title that is a person's name alone, over text that says a word of it alone only
+        # where a sentence opens ("Dr. Ada Lovelace" over "Ada was ..."), is that name: as a
+        # headline it gave none, the text saying no name it holds.
+        said = frozenset(skipped)
+        named = [i for i in sorted(headlines) if said and _names_an_opener(sentences[i], tokens[i], said)]
+        for i in named:
+            mentions.extend(_sentence_mentions(i, sentences[i], tokens[i], initial[i], lower_words,
+                                               mid_caps, de))
+        mentions.extend(_headline_mentions(sentences, headlines - set(named), {m.name for m in mentions}))
     if not mentions:
         return Extraction(openers=openers)
 
@@ -1020,17 +1032,17 @@ def _line_groups(block: str) -> list[tuple[bool, list[str], bool]]:
 
 def _ends_alone(above: str, line: str, width: int) -> bool:
     """Whether a line ends its sentence though no blank line parts it from the next, which opens
-    with a capital. So does a name alone or a title where a hard wrap did not end it: the next
-    line's first word would have fitted on it in ``width`` (its block's widest line, at least
+    with a capital. So does a name alone or a title where a hard wrap did not end it: the next line's
+    first word would have fitted on it in ``width`` (its block's widest line, at least
     ``_WRAP_WIDTH``) with room to spare (``_WRAP_SLACK``): "Ada Lovelace" or "Notes on Ada
-    Lovelace" over "Ada was ..." (a note's first line), "Attendees", "Ada Osk", "Bo Lund" (a list
-    without bullets). So does a line ending with a name whose own word opens the next ("I met
-    Ada Lovelace" over "Ada said"), where that word would have fitted too (in ``width``). Read as prose a wrap
-    cut, each gave one name of both ("Ada Lovelace Ada", "Attendees Ada Osk Bo Lund"). A wrap
-    cuts a line only where the next word does not fit: a line all names is no rare thing in news
-    wrapped at 40 or 70 columns ("Port Velvellfield Semiconductors"), and a name wrapped across
-    its line end may repeat a word of it ("... written by Ford Madox" over "Ford and ..." was
-    "Ford Madox")."""
+    Lovelace" over "Ada was ..." (a note's first line), "Attendees", "Ada Osk", "Bo Lund" (a
+    list without bullets). So does a line ending with a name whose own word opens the next ("I
+    met Ada Lovelace" over "Ada said"), where that word would have fitted too (in ``width``).
+    Read as prose a wrap cut, each gave one name of both ("Ada Lovelace Ada", "Attendees Ada Osk
+    Bo Lund"). A wrap cuts a line only where the next word does not fit: a line all names is no
+    rare thing in news wrapped at 40 or 70 columns ("Port Velvellfield Semiconductors"), and a
+    name wrapped across its line end may repeat a word of it ("... written by Ford Madox" over
+    "Ford and ..." was "Ford Madox")."""
     if (not line[:1].isupper() and line[:1] not in _OPEN_QUOTE) or not above[-1:].isalnum():
         return False   # (most lines of prose: the cheap tests first)
     first = _WORD.search(line)
@@ -1043,7 +1055,7 @@ def _ends_alone(above: str, line: str, width: int) -> bool:
     if room > width:
         return False   # (a wrap cut it)
     if room <= _WRAP_SLACK * width and (
-            _NAME_LINE.fullmatch(_WORD.sub("", above)) and all(t[_CAP] for t in _tokens(above))
+            _name_alone(above, _tokens(above))
             or not above[:1].islower() and is_title(above, common=_HEADLINE_COMMON, small=_HEADLINE_SMALL)) \
             and len(_split_sentences(above)) == 1:
         return True
@@ -1057,8 +1069,13 @@ def _ends_alone(above: str, line: str, width: int) -> bool:
     return any(t[_TEXT] == first.group() for t in toks[k:])
 
 
-# What a line that is a name alone holds beside its words: spaces, the full stop of a title or
-# an initial ("Dr. Ada B. Lovelace"), "&".
+def _name_alone(line: str, toks: list[_Token]) -> bool:
+    """Whether a line is a name alone: capitalised words and, beside them, only spaces, the full
+    stop of a title or an initial ("Dr. Ada B. Lovelace"), "&"."""
+    return _NAME_LINE.fullmatch(_WORD.sub("", line)) is not None and all(t[_CAP] for t in toks)
+
+
+# What a line that is a name alone holds beside its words (``_name_alone``).
 _NAME_LINE = re.compile(r"[\s.&]*")
 # The narrowest a hard wrap is taken to cut prose: a block of shorter lines (a list of names, a
 # note's title over one short line) was ended line by line by its writer.
@@ -1690,6 +1707,16 @@ def _going(before: str) -> str:
     """A going's preposition: "way" after one that takes a place ("moved to", "docked at", "the
     train from"), "to" after any other word ("went to Ravi", "passed from Ravi to Priya")."""
     return "way" if (before in _GOING or before in _ARRIVING) and before not in _GOING_TO_ANYONE else "to"
+
+
+def _names_an_opener(line: str, toks: list[_Token], openers: frozenset[str]) -> bool:
+    """Whether a headline is a person's name alone: an honorific and capitalised words
+    (``_name_alone``, no type's cue), one of which its chunk opens a sentence with alone and so
+    reads as no name (``openers``: "Ada" of "Ada was ..."). Title case makes a headline's
+    words a name alone as readily ("Mayor Tull Resigns" over "Tull said ..."); an honorific
+    opens few."""
+    return len(toks) > 1 and toks[0][_TEXT].lower() in _HONORIFICS \
+        and any(t[_TEXT] in openers for t in toks) and _name_alone(line, toks) and _cue_type(line) is None
 
 
 def _headline_mentions(sentences: list[str], headlines: set[int], known: set[str]) -> list[_Mention]:

@@ -526,6 +526,19 @@ def test_a_line_that_is_a_name_alone_or_whose_name_the_next_repeats_ends_its_sen
     assert names("I met Ada Lovelace\nAda said she would review the notes.") == {"Ada Lovelace": "person"}
 
 
+def test_a_title_that_is_an_honorific_and_a_name_over_its_first_word_is_that_name():
+    # Three words make a title a headline, whose names are only those its text says: the text
+    # saying "Ada" only where a sentence opens (no name by itself), "Dr. Ada Lovelace" named no one.
+    body = "Ada was a mathematician who worked with Charles Babbage."
+    expected = {"Ada Lovelace": "person", "Charles Babbage": "person"}
+    assert names(f"Dr. Ada Lovelace\n{body}") == names(f"Dr. Ada Lovelace\n\n{body}") == expected
+    # (a text not saying a word of it so names no one in it, and nor does a headline a title
+    # case makes all capitals: "Mayor Tull Resigns" over "Tull said ...")
+    assert names("Dr. Ada Lovelace\nShe was a mathematician who worked with Charles Babbage.") == {
+        "Charles Babbage": "person"}
+    assert names("Mayor Tull Resigns\nTull said he would leave the council.") == {}
+
+
 def test_a_name_a_hard_wrap_cut_is_still_one_name():
     # A wrap cuts a line where the next word does not fit: such a line all names (news wrapped
     # at 40 columns) goes on under it, and so does a name cut where no word of it repeats.
