@@ -986,21 +986,33 @@ def _sentences(text: str) -> tuple[list[str], list[int], set[int], dict[int, str
     return sentences, blocks, headlines, rows, items
 
 
-def _line_groups(block: str) -> list[tuple[bool, list[str], bool]]:
+def line_starts(block: str) -> list[int]:
+    """Which lines of ``block`` (a text without blank lines) begin a run of lines read as one
+    text, by their indexes in ``block.split("\\n")``: the rule ``_line_groups`` reads lines by,
+    shared with the simulator's sentences (``simulator.split_sentences``, which copied an older
+    one and read "Ada Lovelace" over "Ada was ..." as "Ada Lovelace Ada"). A line read as no
+    text (a heading in capitals, a bare quote mark) begins none."""
+    starts: list[int] = []
+    _line_groups(block, starts)
+    return starts
+
+
+def _line_groups(block: str, starts: list[int] | None = None) -> list[tuple[bool, list[str], bool]]:
     """A block's lines, without their Markdown marks (quote, bullet, task box, callout), in the
     runs that read as one text: a heading, a list item or a callout's title begins a run of its
     own (joined to the line above, "## Notes" and "Met with ..." gave "Notes Met"), and a
-    heading ends its run. Other lines, prose a hard wrap cut, join the run above them. With each
-    run, whether it is a list item (in title case, "Submit to Energy Policy Journal", no
+    heading ends its run; so does a line ending alone (``_ends_alone``). Other lines, prose a
+    hard wrap cut, join the run above them. With each run, whether it is a list item (in title case, "Submit to Energy Policy Journal", no
     headline), and whether it is a table's row. A table's row is a run of its own, read as a list
     item is: its cells are records, not prose a hard wrap cut ("Role | City" over "Alice Johnson
-    | Boston" gave "City Alice Johnson"), and a title-case row is no headline."""
+    | Boston" gave "City Alice Johnson"), and a title-case row is no headline. ``starts``, if
+    given, gets the index of each line that begins a run (``line_starts``)."""
     groups: list[tuple[bool, list[str], bool]] = []
     heading = row = caps = False
     lines = block.split("\n")
     width = max(_WRAP_WIDTH, max(len(line.strip()) for line in lines))   # (``_ends_alone``)
     rows = table_rows(lines) if "|" in block else [False] * len(lines)
-    for raw, is_row in zip(lines, rows):
+    for n, (raw, is_row) in enumerate(zip(lines, rows)):
         m = _LINE_MARK.match(raw)
         mark = m.group(1)
         if mark and mark[0].isdigit() and int(_NUMBER.match(mark).group()) != 1 and groups \
@@ -1026,6 +1038,8 @@ def _line_groups(block: str) -> list[tuple[bool, list[str], bool]]:
             groups.append((bool(mark) and mark[0] != "[", [line], False))
         else:
             groups[-1][1].append(line)
+        if starts is not None and len(groups[-1][1]) == 1:   # (a run begun here)
+            starts.append(n)
         heading, row = is_heading, is_row
     return groups
 

@@ -56,6 +56,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import msgspec
 
+from streamrag import nlp
 from streamrag.tokens import count_message_tokens, count_tokens, get_encoding, truncate
 
 TASKS = ("extract", "glean_check", "glean", "claims", "summarize", "report", "rate", "map",
@@ -197,11 +198,8 @@ _STOPWORDS = {
 }
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=[\"'“‘(\[]*[A-Z0-9])")
 _BLANK_LINES = re.compile(r"\n\s*\n")
-# A line that is a Markdown list item (bullet or number) or a heading ("#tag" is none).
 _LIST_LABEL = re.compile(r"[A-Z][\w ]{0,20}:\s")   # "Related: ", "See also: " before a list
-_ITEM_OR_HEADING = re.compile(r"[ \t]*(?:(?:[-*+]|\d{1,3}[.)])[ \t]+\S|#{1,6}[ \t])")
 _LIST_JOIN = re.compile(r"[,;&]|\b(?:and|or)\b")
-_ITEM_NUMBER = re.compile(r"[ \t]*(\d{1,3})[.)][ \t]")
 _TOKEN = re.compile(r"[^\W_](?:[\w&'’.]|-(?!-))*")
 _WORDS = re.compile(r"[^\W_]+")
 _SPACES = re.compile(r"\s+")
@@ -249,29 +247,16 @@ def split_sentences(text: str) -> list[str]:
 
 
 def _markdown_lines(paragraph: str) -> list[str]:
-    """``paragraph`` cut before each list item or heading line and after each heading line
-    (other lines, prose a hard wrap cut, stay with the line above).
-
-    Prose wrapped before a number ("... counted\n12. ships") goes on: as in CommonMark, and as
-    offline extraction reads it (``nlp._line_groups``), only a list numbered from 1 interrupts
-    a paragraph; a bullet does, and so does any number after a list item or a heading.
-    """
+    """``paragraph`` cut before each line that begins a run of its own, as offline extraction
+    reads them (``nlp.line_starts``: a list item, a heading and the line after it, a table's
+    row, a line after one that ends alone, "Ada Lovelace" over "Ada was ..."); other lines,
+    prose a hard wrap cut ("... counted\n12. ships" too), stay with the line above. One rule
+    for both: a copy here kept the old one, and read "Ada Lovelace Ada"."""
     if "\n" not in paragraph:
         return [paragraph]
-    parts: list[list[str]] = []
-    in_prose = after_heading = False
-    for line in paragraph.split("\n"):
-        own = _ITEM_OR_HEADING.match(line)
-        number = _ITEM_NUMBER.match(line)
-        if own and number and int(number.group(1)) != 1 and in_prose:
-            own = None
-        if own or after_heading or not parts:
-            parts.append([line])
-            in_prose = not own
-        else:
-            parts[-1].append(line)
-        after_heading = bool(own) and line.lstrip().startswith("#")
-    return ["\n".join(part) for part in parts]
+    lines = paragraph.split("\n")
+    cuts = sorted({0, *nlp.line_starts(paragraph)})
+    return ["\n".join(lines[a:b]) for a, b in zip(cuts, [*cuts[1:], len(lines)])]
 
 
 def content_terms(text: str) -> set[str]:

@@ -70,3 +70,14 @@ def test_what_a_name_is_of_does_not_make_its_kind():
     # "Ghost of Christmas Past" was an event, for the "Christmas" it is of.
     assert kinds("The Ghost of Christmas Past met Scrooge at the Festival of Lights.") == {
         "Ghost of Christmas Past": "person", "Scrooge": "person", "Festival of Lights": "event"}
+
+
+def test_lines_end_where_offline_extraction_ends_them():
+    # The simulator copied the extractor's old line rule: a note's title over its text gave
+    # "Ada Lovelace Ada", a list of names without bullets one name of them all.
+    body = "Ada was a mathematician who worked with Charles Babbage."
+    assert names(f"Ada Lovelace\n{body}") == ["Ada Lovelace", "Charles Babbage"]
+    assert set(names("Attendees\nAda Lovelace\nCharles Babbage\nWe met in London to talk about the engine.")) \
+        == {"Ada Lovelace", "Charles Babbage", "London"}
+    # (prose a hard wrap cut goes on, before a number too)
+    assert names("The clerk wrote a letter\nto Ada Brenn in\nPort Vell.") == ["Ada Brenn", "Port Vell"]
