@@ -57,6 +57,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import msgspec
 
 from streamrag import nlp
+from streamrag.sentences import TITLE_SMALL
 from streamrag.tokens import count_message_tokens, count_tokens, get_encoding, truncate
 
 TASKS = ("extract", "glean_check", "glean", "claims", "summarize", "report", "rate", "map",
@@ -591,10 +592,12 @@ def _places_too(sentences: list[str], in_order: dict[int, list[str]], lists: dic
 
 def _is_title_case(sentence: str) -> bool:
     """Whether ``sentence`` is written in title case: four words or more, every word of four
-    letters or more capitalised, and no full stop, question or exclamation mark at its end."""
+    letters or more capitalised, the shorter ones in lower case small words (``TITLE_SMALL``:
+    "a", "of"; not "I met Ada Lovelace", a line of a note, whose names were no names), and no
+    full stop, question or exclamation mark at its end."""
     words = [w for w in _WORDS.findall(sentence) if not w.isdigit()]
     return (len(words) >= 4 and not sentence.rstrip("\"'”’)]").endswith((".", "!", "?"))
-            and all(_is_cap(w) for w in words if len(w) >= 4))
+            and all(_is_cap(w) if len(w) >= 4 else not w.islower() or w in TITLE_SMALL for w in words))
 
 
 def _is_headline(sentence: str, runs: list[list[str]], known: set[str]) -> bool:

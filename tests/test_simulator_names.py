@@ -79,5 +79,7 @@ def test_lines_end_where_offline_extraction_ends_them():
     assert names(f"Ada Lovelace\n{body}") == ["Ada Lovelace", "Charles Babbage"]
     assert set(names("Attendees\nAda Lovelace\nCharles Babbage\nWe met in London to talk about the engine.")) \
         == {"Ada Lovelace", "Charles Babbage", "London"}
-    # (prose a hard wrap cut goes on, before a number too)
+    # (a line of a note ending alone is no title: its words in lower case are no small words)
+    assert names("I met Ada Lovelace\nAda said she would review the notes.") == ["Ada Lovelace"]
+    # (prose a hard wrap cut goes on)
     assert names("The clerk wrote a letter\nto Ada Brenn in\nPort Vell.") == ["Ada Brenn", "Port Vell"]
