@@ -89,7 +89,11 @@ JOINING = frozenset({PERSON, ""})
 #    first line's heading ends there too ("# Ada Lovelace\u2028born 1815", ``heading_title``).
 # 11: ... at no U+0085, which a text keeps only as Latin-1's byte 0x85 (``LINE_END``, loader VERSION
 #    30): "Ada\x85Lovelace wrote." was titled "Ada" and its first line "Ada".
-RULE = "11"
+# 12: ... and a row's title cell at no U+0085 either (loader VERSION 31, ``loader._one_line_title``):
+#    a row titled "Ada\x85Lovelace" by its text's first line was titled "Ada Lovelace", read as a
+#    name the row says besides its text; its title is that line now, and an index's joins are
+#    looked at again under it (``titled_anew`` reads no change: both say the name "ada lovelace").
+RULE = "12"
 # Where a title's line ends in a document's text besides "\n": where ``str.splitlines`` ends one
 # (a line separator, a form feed: an index's older texts), but for U+0085, which a text keeps only
 # as the byte 0x85 of one read as Latin-1 or ISO-8859-7, no line end (``loader._newlines``, whose

@@ -140,7 +140,9 @@ TITLE_CHARS = 100
 # escape, ``_iconv_reads_gb2312``), remembered refused until touched; it is indexed under a warning.
 # 30: a first line's title ends at no byte 0x85 read as Latin-1 or ISO-8859-7, which its text keeps
 # (``_title``: "Ada\x85Lovelace wrote." was titled "Ada"), as ``joins.own_title`` reads it too.
-VERSION = "30"
+# 31: a row's title cell read as Latin-1 or ISO-8859-7 ends no line at its byte 0x85 either
+# (``_one_line_title``: "Ada\x85Lovelace" was "Ada Lovelace", where a first line's title keeps it).
+VERSION = "31"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
 # to this many (and 1% of the bytes) are a text file's stray ones, dropped (one NUL in a file's
@@ -2029,14 +2031,23 @@ def _visible_row_text(value: str, *, nel: bool = True,
     return _newlines([value], nel=nel), halves
 
 
-def _one_line_title(cell: str) -> str:
+def _one_line_title(cell: str, *, nel: bool = True) -> str:
     """A row's title ``cell`` on one line: its lines (a cell wrapped in a spreadsheet, "Ada\nLovelace")
     joined by a space, each without the blanks around it. A title is shown on one line, and
     said a name as a whole (``joins.name_title`` reads "Ada\nLovelace" as "Ada Lovelace"): its
-    first line alone, "Ada", would have been no full name, and the graph's joins would change."""
+    first line alone, "Ada", would have been no full name, and the graph's joins would change.
+    A line ends where it does in a text (``_newlines``): ``nel``, the file was read as Unicode,
+    where a U+0085 is NEL; else it is byte 0x85 of Latin-1 or ISO-8859-7, kept, as a first
+    line's title keeps it (``_title``: "Ada\\x85Lovelace" was "Ada Lovelace", its text's first
+    line "Ada\\x85Lovelace", so ``joins.own_title`` read it as a name the row says besides)."""
     if cell.isprintable():   # (no line break: most cells)
         return cell.strip()
-    return " ".join(line.strip() for line in cell.splitlines() if line.strip())
+    lines = cell.splitlines() if nel else _CELL_LINE_END.split(cell)
+    return " ".join(line.strip() for line in lines if line.strip())
+
+
+# Where ``str.splitlines`` ends a line but at U+0085 (``_one_line_title``, read as Latin-1).
+_CELL_LINE_END = re.compile(f"\r\n|[\r\n{_BREAKS.replace(chr(0x85), '')}]")
 
 
 # How many of a file's fields its "no 'text' field" line names.
@@ -2100,7 +2111,7 @@ def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_fie
         seen.add(doc_id)
         title_key = field(row, "title")
         title = row.get(title_key) if title_key is not None else None
-        title = _one_line_title(visible(title)) if isinstance(title, str) else ""
+        title = _one_line_title(visible(title), nel=nel) if isinstance(title, str) else ""
         title = title or _title(text, f"{stem} #{number}")
         title, title_halves = _whole_characters(title)
         title = _composed(title)

@@ -866,6 +866,23 @@ def test_a_title_ends_at_no_byte_0x85_its_latin_1_text_keeps(tmp_path):
     assert doc.title == "Ada Lovelace" and joins.own_title(doc.title, doc.text) is None
 
 
+def test_a_row_title_ends_at_no_byte_0x85_its_latin_1_text_keeps(tmp_path):
+    from streamrag import joins
+
+    # A first line's title keeps it (loader 30), but a row's title cell ended a line there all
+    # the same ("Ada Lovelace"), so a row titled by its text's first line read as a title
+    # saying a name besides its text (``joins.own_title``), as a .txt file with that line is not.
+    text = b"Ada\x85Lovelace\nShe wrote the first program.\x81"
+    [row] = read_documents(write(tmp_path / "t.csv", b'title,text\nAda\x85Lovelace,"' + text + b'"\n'), root=tmp_path)[0]
+    [txt] = read_documents(write(tmp_path / "t.txt", text), root=tmp_path)[0]
+    assert row.title == txt.title == "Ada\x85Lovelace"
+    assert joins.own_title(row.title, row.text) is joins.own_title(txt.title, txt.text) is None
+    # Read as Unicode, it is NEL, a line end, in a cell as in a text.
+    [row] = read_documents(write(tmp_path / "u.jsonl", '{"title": "Ada\x85Lovelace", "text": "x"}\n'.encode()),
+                           root=tmp_path)[0]
+    assert row.title == "Ada Lovelace"
+
+
 def test_a_row_title_over_several_lines_is_one_line_and_the_same_name(tmp_path):
     from streamrag import joins
 
