@@ -592,12 +592,13 @@ def _places_too(sentences: list[str], in_order: dict[int, list[str]], lists: dic
 
 def _is_title_case(sentence: str) -> bool:
     """Whether ``sentence`` is written in title case: four words or more, every word of four
-    letters or more capitalised, the shorter ones in lower case small words (``TITLE_SMALL``:
-    "a", "of"; not "I met Ada Lovelace", a line of a note, whose names were no names), and no
-    full stop, question or exclamation mark at its end."""
+    letters or more capitalised, those of two or three in lower case small words (``TITLE_SMALL``:
+    "of", "the"; not "I met Ada Lovelace", a line of a note, whose names were no names; a
+    possessive's "s" is none), and no full stop, question or exclamation mark at its end."""
     words = [w for w in _WORDS.findall(sentence) if not w.isdigit()]
     return (len(words) >= 4 and not sentence.rstrip("\"'”’)]").endswith((".", "!", "?"))
-            and all(_is_cap(w) if len(w) >= 4 else not w.islower() or w in TITLE_SMALL for w in words))
+            and all(_is_cap(w) if len(w) >= 4 else len(w) < 2 or not w.islower() or w in TITLE_SMALL
+                    for w in words))
 
 
 def _is_headline(sentence: str, runs: list[list[str]], known: set[str]) -> bool:

@@ -81,5 +81,7 @@ def test_lines_end_where_offline_extraction_ends_them():
         == {"Ada Lovelace", "Charles Babbage", "London"}
     # (a line of a note ending alone is no title: its words in lower case are no small words)
     assert names("I met Ada Lovelace\nAda said she would review the notes.") == ["Ada Lovelace"]
+    # (but a possessive's "s" is no word in lower case: a headline still)
+    assert names("Fishermen's Guild Demands a Voice\n\nThe Fishermen's Guild met.") == ["Fishermen's Guild"]
     # (prose a hard wrap cut goes on)
     assert names("The clerk wrote a letter\nto Ada Brenn in\nPort Vell.") == ["Ada Brenn", "Port Vell"]
