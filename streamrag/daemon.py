@@ -1522,7 +1522,9 @@ class Daemon:
         """Replaces each folder of ``rels`` (made or moved in; not a link) by the files under it
         the scan takes (``WatchedFolder.files_in``), in place. Reads the folder: a worker
         thread's."""
-        for rel in [rel for rel in rels if (self.root / rel).is_dir() and not os.path.islink(self.root / rel)]:
+        # (os.path.isdir: Path.is_dir raised PermissionError of a path in a folder made
+        # unsearchable, `chmod 000`, and the daemon died; the sync says what it cannot read)
+        for rel in [rel for rel in rels if os.path.isdir(self.root / rel) and not os.path.islink(self.root / rel)]:
             if (found := self.folder.files_in(self.root / rel)) is not None:
                 rels.discard(rel)
                 rels.update(found)

@@ -3214,6 +3214,28 @@ def test_a_file_it_may_list_but_not_look_at_is_left_to_the_sync(corpus, monkeypa
     assert found == [corpus / "guild.txt"]
 
 
+def test_a_held_file_in_a_folder_it_may_not_enter_is_left_to_the_sync(corpus, tmp_path, monkeypatch):
+    # A burst the watcher held at a sync (a file still written beside it) named a file in a folder
+    # made unsearchable since (`chmod 000 b`): Path.is_dir raised PermissionError out of
+    # _folders_as_files and the daemon died with a traceback (the chaos run of helper G, s49).
+    daemon = Daemon(make_settings(index=SMALL), tmp_path / "c.db", corpus)
+    locked = corpus / "locked"
+    locked.mkdir()
+    (locked / "in.md").write_text("Ada Osk met Bram Tell at the quay.\n")
+    (corpus / "council.txt").write_text("Mira Osk chaired the Harbor Council.\n")
+    real_stat = os.stat
+
+    def stat(path, *args, **kwargs):   # (as root nothing is refused, so the refusal is made)
+        if locked in Path(path).parents:
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat)
+    held, _renamed = daemon._held_files({(Change.modified, str(locked / "in.md")),
+                                         (Change.modified, str(corpus / "council.txt"))}, {})
+    assert held.get("council.txt") == "modified", held
+
+
 async def test_an_index_deleted_under_the_daemon_is_said_and_built_again(corpus, tmp_path):
     # rsync --delete or git clean -x on the folder took .streamrag/: the next sync made a new
     # index without a word, and with a model every answer was paid for again.
