@@ -117,7 +117,7 @@ from streamrag.status import (failures_said, last_update, left_missing, llm_summ
 from streamrag.store import (Store, WriterLock, bound_wal, indexed_root, one_writer, remember_wal_tried,
                              updating_note, wal_kept_line, wal_past_bound, wal_tried)
 from streamrag.terminal import shell_word
-from streamrag.watch_events import (ADDED, DELETED, LINK_LOOP, REPLACED, RESCAN, UNDECODABLE, ChangeSet,
+from streamrag.watch_events import (ADDED, DELETED, LINK_LOOP, REOPENED, REPLACED, RESCAN, UNDECODABLE, ChangeSet,
                                     folder_identity, watch_folder)
 from streamrag.watch_lines import (Reporter, StageLines, answered, asked_again, calls_failed, calls_said, clause,
                                    ends_outage, paid, seconds_said, summed)
@@ -1117,6 +1117,11 @@ class Daemon:
                     self._check_root(replaced=True)
                 out["."] = "rescan"
                 continue
+            if change == REOPENED:
+                # A folder the watcher could not follow is readable again: it restarted to follow
+                # it, and what changed meanwhile, in it or elsewhere, is found by a look at all.
+                out["."] = "rescan"
+                continue
             if change == RESCAN:
                 bad_name = UNDECODABLE.search(path)
                 if path in self._watcher_failures:
@@ -1491,7 +1496,7 @@ class Daemon:
         """``events`` without rescans, replacements and the settings files' (a stop's and a
         held burst's count of the files they name)."""
         return {(int(change), path) for change, path in events
-                if int(change) not in (RESCAN, REPLACED) and not self._settings_edits.follows(path)}
+                if int(change) not in (RESCAN, REPLACED, REOPENED) and not self._settings_edits.follows(path)}
 
     def _without_children(self, raw: set[tuple[int, str]]) -> set[tuple[int, str]]:
         """``raw`` without the events that made paths under a folder it made that is a folder now

@@ -2,15 +2,17 @@
 
 The daemon reads an async iterator of watchfiles-shaped sets of ``(change, path)``
 (``ChangeSet``); ``watch_folder`` is the real one, tests feed scripted sets. Besides
-watchfiles' own kinds (1 added, 2 modified, 3 deleted) the iterator says two of its own:
-``REPLACED`` (the folder was deleted and made again, the watch moved to the new one) and
-``RESCAN`` (watchfiles failed and was restarted). Which events count is the daemon's: it
-gives ``watch_folder`` a ``keep`` that drops, from each raw batch, the writes of files the scan
-leaves out, before the burst gathers them (a hidden or excluded file written on and on kept
-the burst open, and held every other file's batch back with it, up to ``10 x debounce_ms``),
-and a ``renamed_from`` that says which files a raw batch added are one it deleted, renamed
-(beginning with its indexed text): watchfiles' events do not pair a rename's names, and a burst
-keeps a deletion with an added file only when it may be its new name (``_Burst``).
+watchfiles' own kinds (1 added, 2 modified, 3 deleted) the iterator says three of its own:
+``REPLACED`` (the folder was deleted and made again, the watch moved to the new one),
+``RESCAN`` (watchfiles failed and was restarted) and ``REOPENED`` (a folder it could not read,
+so could not follow, is readable again: it was restarted to follow it). Which events count is
+the daemon's: it gives ``watch_folder`` a ``keep`` that drops, from each raw batch, the writes
+of files the scan leaves out, before the burst gathers them (a hidden or excluded file written
+on and on kept the burst open, and held every other file's batch back with it, up to ``10 x
+debounce_ms``), and a ``renamed_from`` that says which files a raw batch added are one it
+deleted, renamed (beginning with its indexed text): watchfiles' events do not pair a rename's
+names, and a burst keeps a deletion with an added file only when it may be its new name
+(``_Burst``).
 """
 
 from __future__ import annotations
@@ -47,6 +49,9 @@ LINK_LOOP = re.compile(r"File system loop found: (.+?) points to an ancestor|"
 REPLACED = -2
 """A change kind of our own: the watched folder was deleted and made again (another inode);
 the watcher restarted on the new one. The path is the folder."""
+REOPENED = -3
+"""A change kind of our own: a folder inside the watched one that the watcher could not read
+(chmod 000) is readable again; the watcher restarted to follow it. The path is that folder."""
 _GONE_WAIT_S = 2.0
 """How long the watcher waits for a vanished folder to be made again before saying it is gone."""
 # A watcher that fails is restarted after _RESTART_S; one that fails again at once (within
@@ -257,8 +262,13 @@ async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event,
     polling = False
     failed_at_once = 0   # restarts in a row that failed again at once
     while not stop_event.is_set():
-        replaced = False
+        replaced, reopened = False, None
         started = time.monotonic()
+        # The folders it cannot read, which watchfiles skips (ignore_permission_denied) and never
+        # follows later, when they are readable again: files written in one after a `chmod 755`
+        # were not synced until the next start. Listed once the watcher has started (at its first
+        # batch, within a second), so that no event waits for the walk of a large folder.
+        unreadable: set[str] | None = None
         # (a debounce_ms no longer than the step: watchfiles' own batches are the bursts)
         step = _STEP_MS if quiet > _STEP_MS else _FINE_STEP_MS
         held = quiet > step
@@ -295,6 +305,13 @@ async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event,
                     if gone or now != identity:
                         identity, replaced = now, True
                         break
+                    if unreadable is None:
+                        unreadable = await anyio.to_thread.run_sync(unreadable_folders, root,
+                                                                    abandon_on_cancel=True)
+                    if changes and (reopened := await anyio.to_thread.run_sync(
+                            _readable_again, changes, unreadable, abandon_on_cancel=True)):
+                        replaced = True   # (restarted to follow it; the daemon syncs the folder whole,
+                        break             # as events of the restart's moment are not seen)
                     if changes and watch.keep is not None:   # (the folder's own events are above)
                         # In a worker thread: it looks at each path (100,000 files copied in: 5 s).
                         watch.filtering = changes   # (held meanwhile: a stop may come)
@@ -334,7 +351,8 @@ async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event,
             with anyio.move_on_after(min(_RESTART_MAX_S, _RESTART_S * 2.0 ** max(0, failed_at_once - 1))):
                 await stop_event.wait()
             continue
-        yield {(REPLACED, str(root))}   # the loop watches the new folder
+        # the loop watches the new folder, or the one readable again too
+        yield {(REOPENED, reopened)} if reopened else {(REPLACED, str(root))}
 
 
 # What Rust's Debug form of a path escapes: a byte not UTF-8 (\xE9), a character (\u{1b}) and
@@ -366,6 +384,37 @@ def _pieces(debug: str) -> list[bytes]:
         at = m.end()
     out.append(debug[at:].encode("utf-8", "surrogateescape"))
     return out
+
+
+def _readable(path: str | Path) -> bool:
+    """Whether the watcher may list ``path`` and follow it (read and search)."""
+    return os.access(path, os.R_OK | os.X_OK)
+
+
+def unreadable_folders(root: Path) -> set[str]:
+    """The folders under ``root`` it may not list now (links not followed)."""
+    found: set[str] = set()
+
+    def note(e: OSError) -> None:
+        if isinstance(e, PermissionError) and e.filename:
+            found.add(os.fspath(e.filename))
+
+    for _top, _dirs, _files in os.walk(root, onerror=note):
+        pass
+    return found
+
+
+def _readable_again(changes: ChangeSet, unreadable: set[str]) -> str | None:
+    """A folder of ``unreadable`` that ``changes`` names (its `chmod`) and that is readable now,
+    if any; the folders ``changes`` names that are unreadable now join ``unreadable`` (a `chmod
+    000`, or a folder made so). Looks at each path: a worker thread's."""
+    for _kind, path in changes:
+        if path in unreadable:
+            if _readable(path):
+                return path
+        elif os.path.isdir(path) and not os.path.islink(path) and not _readable(path):
+            unreadable.add(path)
+    return None
 
 
 async def _wait_for_folder(root: Path, stop_event: anyio.Event) -> tuple[int, int] | None:

@@ -6299,3 +6299,59 @@ async def test_a_file_written_on_is_said_settling_once_and_synced_once_it_is_qui
             await send.send({(Change.modified, str(log))})
             await until(lambda: len(settling()) == 2)
             daemon.stop()
+
+
+async def test_a_folder_readable_again_is_followed_by_a_restarted_watcher(tmp_path, monkeypatch):
+    # `mkdir x; chmod 000 x` (or a folder unreadable at the start), then `chmod 755 x`: watchfiles
+    # skips a folder it may not read (ignore_permission_denied) and never follows it later, so
+    # files written in x after the chmod were never synced (until the next start). Now the
+    # folder's chmod restarts the watcher, said REOPENED (the daemon then syncs the folder whole).
+    # As root nothing is refused, so watchfiles is scripted and the refusal is made.
+    import watchfiles
+    from streamrag import watch_events
+    from streamrag.config import WatchSettings
+
+    locked = tmp_path / "x"
+    locked.mkdir()
+    readable = {str(locked): False}
+    starts: list[int] = []
+    stop = anyio.Event()
+
+    async def awatch(*paths, stop_event, **kwargs):
+        starts.append(len(starts))
+        if len(starts) == 1:
+            yield {(Change.added, str(locked))}
+            readable[str(locked)] = True      # `chmod 755 x`
+            yield {(Change.modified, str(locked))}
+        else:                                 # (started again: the test ends)
+            stop_event.set()
+            return
+            yield set()
+
+    monkeypatch.setattr(watchfiles, "awatch", awatch)
+    monkeypatch.setattr(watch_events, "_readable", lambda path: readable.get(os.fspath(path), True))
+    batches = []
+    with anyio.fail_after(20):
+        async for changes in watch_folder(tmp_path, WatchSettings(debounce_ms=50), stop):
+            batches.append(changes)
+    assert {(getattr(watch_events, "REOPENED", "REOPENED"), str(locked))} in batches, batches
+    assert len(starts) == 2, starts
+
+
+async def test_a_folder_readable_again_syncs_the_folder_whole_without_an_error(corpus, tmp_path):
+    # The watcher's REOPENED (above): what changed while it restarted, in that folder or
+    # elsewhere, is found by a sync of the whole folder; nothing failed, so no error line.
+    from streamrag import watch_events
+
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
+    (corpus / "x").mkdir()
+    async with running(settings, tmp_path / "p.db", corpus) as (daemon, events, send):
+        mark = len(events)
+        (corpus / "x" / "in.md").write_text("Ada Osk met Bram Tell at the quay.\n")
+        async with send:
+            await send.send({(watch_events.REOPENED, str(corpus / "x"))})
+            await until(lambda: daemon.syncs == 2)
+    (queued,) = [e for e in events[mark:] if e["state"] == "queued"]
+    assert queued["whole_folder"], queued["message"]
+    assert not [e for e in events[mark:] if e["state"] in ("error", "warning")], events[mark:]
+    assert db_count(tmp_path / "p.db", "SELECT count(*) FROM documents WHERE path = 'x/in.md'") == 1
