@@ -316,9 +316,11 @@ async def test_a_model_estimate_of_an_index_built_offline_is_a_first_index_s(new
         assert (got["calls"], got["prompt_tokens"]) == (fresh["calls"], fresh["prompt_tokens"]), (stage, got, fresh)
 
 
-async def _killed_after_extractions(news: Path, settings, db: Path, monkeypatch, stored: int) -> None:
+async def _killed_after_extractions(news: Path, settings, db: Path, monkeypatch, stored: int) -> int:
     """A model run of ``news`` stopped (as by Ctrl-C) once it has stored ``stored`` extractions:
-    those stay stored, nothing is published."""
+    those stay stored, nothing is published. Returns the model's extractions stored: ``stored``
+    or more, as the writer runs the rest of the batch the cancel lands in and the ops queued then
+    (``Writer._loop``; 10 articles through the simulator, 3, 4 or 5 of 8 kills)."""
     import anyio
 
     real, saved = index_rows.save_extraction, []
@@ -333,7 +335,10 @@ async def _killed_after_extractions(news: Path, settings, db: Path, monkeypatch,
     monkeypatch.setattr(index_rows, "save_extraction", real)
     with contextlib.closing(sqlite3.connect(db)) as conn:
         runs = conn.execute("SELECT status, kind FROM runs ORDER BY started_at").fetchall()
-    assert scope.cancelled_caught and len(saved) == stored and runs[-1] == ("interrupted", "model"), runs
+        (kept,) = conn.execute("SELECT count(*) FROM extractions WHERE extractor LIKE 'llm-%'").fetchone()
+    assert scope.cancelled_caught and kept >= stored and runs[-1] == ("interrupted", "model"), \
+        (runs, kept, saved)
+    return kept
 
 
 async def test_a_model_estimate_of_an_offline_index_a_killed_model_run_left_extractions_in_is_a_first_index_s(
@@ -346,10 +351,10 @@ async def test_a_model_estimate_of_an_offline_index_a_killed_model_run_left_extr
     # run's 42, where a first index's estimate says 38).
     settings, db = make_settings(simulator.base_url), tmp_path / "index.db"
     await sync([news], make_settings("", index={"extractor": "nlp"}), db, root=news)   # --offline
-    await _killed_after_extractions(news, settings, db, monkeypatch, 3)
+    kept = await _killed_after_extractions(news, settings, db, monkeypatch, 3)
     first = estimate([news], settings, tmp_path / "first.db", root=news)
     est = estimate([news], settings, db, root=news)
-    assert est["chunks_to_extract"] == first["chunks_to_extract"] - 3, (est["chunks_to_extract"], first)
+    assert est["chunks_to_extract"] == first["chunks_to_extract"] - kept, (est["chunks_to_extract"], kept, first)
     for stage in ("summarize", "report"):
         got, fresh = est["llm"]["by_stage"][stage], first["llm"]["by_stage"][stage]
         assert (got["calls"], got["prompt_tokens"]) == (fresh["calls"], fresh["prompt_tokens"]), (stage, got, fresh)
