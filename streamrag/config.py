@@ -16,6 +16,7 @@ import math
 import os
 import re
 import tomllib
+import types
 import typing
 import urllib.parse
 from pathlib import Path
@@ -427,31 +428,59 @@ def _value_fix(text: str, data: bytes) -> str | None:
     """What to write instead of a value TOML cannot read, for the mistakes of a value typed or
     pasted by hand: a text setting without quotes (`api_base = http://...`, as an environment
     variable is set), typographic quotes (copied from a web page), Python's True and False. They
-    were all told "Invalid value (at line 2, column 12); fix the syntax". None for any other error."""
+    were all told "Invalid value (at line 2, column 12); fix the syntax". None for any other error,
+    and for a line to write that TOML would not read either, or the setting would refuse."""
     m = _AT_RE.match(text)
     lines = data.decode("utf-8-sig", errors="replace").splitlines()
     if not m or not 0 < int(m.group(1)) <= len(lines) or "=" not in lines[int(m.group(1)) - 1]:
         return None
     line = lines[int(m.group(1)) - 1]
     key, written = (part.strip() for part in line.split("=", 1))
-    written = written.split(" #", 1)[0].strip()
-    value = line[int(m.group(2)) - 1:].split(" #", 1)[0].strip()
+    written = _COMMENT_RE.split(written, 1)[0].strip()
+    value = _COMMENT_RE.split(line[int(m.group(2)) - 1:], 1)[0].strip()
     if not value:
         return None
+    kinds = _setting_kinds(key)
     if value[0] in _CURLY:
-        straight = written.translate({ord(q): '"' for q in _CURLY})
-        return (f"{value[0]} is a typographic quote (as a web page or word processor writes them); "
-                f"TOML reads straight ones: {key} = {straight}")
-    if value in ("True", "False"):
-        return f"TOML writes {value} in lowercase: {key} = {value.lower()}"
-    if value == written and _is_text_setting(key):
-        return f"text needs quotes: {key} = {json.dumps(value, ensure_ascii=False)}"
-    return None
+        if written[0] in _CURLY and written[-1] in _CURLY and len(written) > 1:
+            # (one text: the quotes and apostrophes inside it, `“It’s”`, are its own)
+            straight = json.dumps(written[1:-1], ensure_ascii=False)
+        else:
+            straight = written.translate({ord(q): '"' for q in _CURLY})
+        fix = (f"{value[0]} is a typographic quote (as a web page or word processor writes them); "
+               f"TOML reads straight ones: {key} = {straight}")
+    elif value in ("True", "False") and (not kinds or "bool" in kinds):
+        # (a number or text setting refuses true as it refused True: no line to offer)
+        fix, straight = f"TOML writes {value} in lowercase: {key} = {value.lower()}", value.lower()
+    elif value == written and "text" in kinds and value not in ("True", "False"):
+        straight = json.dumps(value, ensure_ascii=False)
+        fix = f"text needs quotes: {key} = {straight}"
+    else:
+        return None
+    try:
+        tomllib.loads(f"{key} = {straight}")
+    except tomllib.TOMLDecodeError:
+        return None
+    return fix
 
 
-def _is_text_setting(key: str) -> bool:
-    """Whether a setting of that name, in any section, holds text (llm.api_base, a model)."""
-    return any(typing.get_type_hints(typ).get(key) is str for typ in _sections().values())
+# A comment after a value: `#` after a space or a tab (in `http://host/v1#x` it is the text's).
+_COMMENT_RE = re.compile(r"\s#")
+
+
+def _setting_kinds(key: str) -> set[str]:
+    """What a setting of that name (written as TOML has it: `"api_base"`, `llm.api_base`), in any
+    section, holds: "text" (llm.api_base, a model, one of index.extractor's words), "bool", or
+    "other"; none for no such setting."""
+    name = key.rsplit(".", 1)[-1].strip().strip("\"'")
+    kinds: set[str] = set()
+    for typ in _sections().values():
+        hint = typing.get_type_hints(typ).get(name)
+        union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+        for one in typing.get_args(hint) if union else (hint,) if hint is not None else ():
+            kinds.add("text" if one is str or typing.get_origin(one) is Literal
+                      else "bool" if one is bool else "other")
+    return kinds
 
 
 _PATH_RE = re.compile(r"at `\$\.?(.*)`$")

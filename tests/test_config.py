@@ -456,6 +456,16 @@ def test_range_edges_are_accepted(tmp_path):
     ("[llm]\nlogit_bias = False\n", "TOML writes False in lowercase: logit_bias = false"),
     # A number setting given a word has no right text to offer: quotes would be refused next.
     ("[llm]\nconcurrency = two\n", "); fix the syntax"),
+    # One of a setting's words (index.extractor's, glean_check's) is text too.
+    ("[index]\nextractor = nlp\n", 'text needs quotes: extractor = "nlp"'),
+    ("[index]\nglean_check = off\n", 'text needs quotes: glean_check = "off"'),
+    # A comment after a tab is no part of the value.
+    ("[llm]\napi_base = http://localhost:11434/v1\t# ollama\n", 'text needs quotes: api_base = "http://localhost:11434/v1"'),
+    # An apostrophe inside typographic quotes is the text's: `title = "It"s"` does not parse either.
+    ("[index]\nclaim_description = \u201cIt\u2019s a fact.\u201d\n",
+     'TOML reads straight ones: claim_description = "It\u2019s a fact."'),
+    # True for a number setting: `concurrency = true` is refused next, as True was.
+    ("[llm]\nconcurrency = True\n", "); fix the syntax"),
 ])
 def test_a_value_toml_cannot_read_is_said_with_the_line_to_write(tmp_path, text, fix):
     # Each was "not valid TOML (Invalid value (at line 2, column 12)); fix the syntax".
