@@ -107,8 +107,8 @@ from streamrag.proxies import (Proxy, answering, proxy_down, proxy_failed, proxy
 from streamrag.provider_errors import (AZURE_HOST, CONTEXT_OVERFLOW, MORE_RETRIES, Refused, Retryable, advice,
                                        aside, hidden, html_page, key_not_sent, key_source, listing_refused,
                                        model_settings, not_answering, of_model, one_line, provider_message,
-                                       read_error, reason, shorter_answer, stopped_answering, tls_refused,
-                                       unknown_model)
+                                       name_unknown, read_error, reason, shorter_answer, stopped_answering,
+                                       tls_refused, unknown_model)
 from streamrag.ratelimit import MinuteBudget, minute_budget
 from streamrag.replies import (CUT_OFF, CUT_OFF_UNASKED, CUT_OFFS, OnLength, Replies, chat_answer, checker,
                                answer_thinking, event_deltas, event_usage, unstreamed)
@@ -1436,7 +1436,9 @@ class LLMClient:
             if e.refused and self._reach.down_s() >= DOWN_AFTER_S:
                 raise LLMUnavailableError(
                     f"{url} answered earlier but has refused every connection for "
-                    f"{self._reach.down_s():.0f} s ({e.detail}); the server stopped: start it again"
+                    f"{self._reach.down_s():.0f} s ({e.detail}); "
+                    + ("its host name could not be looked up: check that this machine is online (its network and DNS)"
+                       if name_unknown(url, e.detail, self._replies.setting) else "the server stopped: start it again")
                     + (f", {self._then}" if self._then else ""), run_again=bool(self._then)) from None
             raise LLMUnavailableError(
                 f"{url} (model {model}) failed {counted(attempts, 'time')}, last: {e.detail}; "

@@ -359,17 +359,20 @@ def not_answering(url: str, detail: str, setting: str) -> str:
 
 
 # How a failed look-up of a host name reads (glibc: -2 a name unknown, -3 no DNS answer; -5
-# no address; macOS; Windows).
+# no address; musl, as Alpine's images have it: "Name does not resolve", "Try again"; macOS;
+# Windows), and its number, which every C library's -2 and -3 are (musl's words were "nothing
+# answers at ...; start the server").
 _NAME_UNKNOWN = ("Name or service not known", "Temporary failure in name resolution",
                  "No address associated with hostname", "nodename nor servname provided",
-                 "getaddrinfo failed")
+                 "getaddrinfo failed", "Name does not resolve")
+_NAME_ERRNO = re.compile(r"\[Errno (-2|-3|-5|11001|11002|11004)\]")
 
 
 def name_unknown(url: str, detail: str, setting: str) -> str | None:
     """Why no connection to ``url`` was made when its host name could not be looked up; None for
     any other reason. A mistyped host (`api.opnai.com`), or no network, was told to "start the
     server", which no one can do for a provider's host."""
-    if not any(said in detail for said in _NAME_UNKNOWN):
+    if not any(said in detail for said in _NAME_UNKNOWN) and not _NAME_ERRNO.search(detail):
         return None
     host = httpx.URL(url).host
     return (f"{url}: the host name {host} could not be looked up ({detail}); check its spelling "
@@ -403,6 +406,12 @@ def stopped_answering(url: str, detail: str, setting: str, answered_at: float, t
     # a client of the model alone, streamrag.llm, would load for this one line.)
     from streamrag.watch_lines import clock
 
+    if name_unknown(url, detail, setting):
+        # (the address that answered is right: this machine went offline, or its DNS; "start the
+        # server again" was said of a provider's host)
+        return (f"{url}: the host name {httpx.URL(url).host} could not be looked up ({detail}), though it "
+                f"answered at {clock(answered_at)}; check that this machine is online (its network and DNS)"
+                + (f", {then}" if then else "; retried until it answers"))
     return (f"{url} stopped answering (it last answered at {clock(answered_at)}): every connection is "
             f"refused ({detail}); " + (f"start the server again, {then}" if then else "retried until it answers"))
 

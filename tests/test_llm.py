@@ -2654,7 +2654,9 @@ def test_retry_after_parsing():
 @pytest.mark.parametrize("detail", ["[Errno -2] Name or service not known",
                                     "[Errno -3] Temporary failure in name resolution",
                                     "[Errno 8] nodename nor servname provided, or not known",
-                                    "[Errno 11001] getaddrinfo failed"])
+                                    "[Errno 11001] getaddrinfo failed",
+                                    # musl (Alpine's images): "nothing answers at ...; start the server"
+                                    "[Errno -2] Name does not resolve", "[Errno -3] Try again"])
 async def test_a_host_name_that_cannot_be_looked_up_is_said_as_one(tmp_path, detail):
     # `--api-base https://api.opnai.com/v1` (or no network) was told "nothing answers at ...;
     # start the server", which no one can do for a provider's host: the name is to check.
@@ -2715,6 +2717,20 @@ async def test_a_tls_failure_of_an_endpoint_that_answered_before_is_said_as_one(
     # refused (...); retried until it answers", not that the certificate is not trusted.
     e = await _refused_after_answering(tmp_path, detail, retried=True)
     assert str(e.value).startswith(said) and "stopped answering" not in str(e.value), e.value
+
+
+@pytest.mark.parametrize("retried", [True, False])
+async def test_a_host_name_not_looked_up_after_it_answered_is_said_as_one(tmp_path, retried):
+    # api.openai.com answered the last run, and this machine is offline now: "stopped answering
+    # (...): every connection is refused ([Errno -3] Temporary failure in name resolution); start
+    # the server again", of a provider's host.
+    e = await _refused_after_answering(tmp_path, "[Errno -3] Temporary failure in name resolution", retried=retried)
+    said = str(e.value)
+    assert said.startswith("https://llm.test/v1/chat/completions: the host name llm.test could not be looked up "
+                           "(connection failed (ConnectError: [Errno -3] Temporary failure in name resolution)), "
+                           "though it answered at "), said
+    assert "start the server" not in said and "check that this machine is online (its network and DNS)" in said, said
+    assert said.endswith("retried until it answers") == retried and e.value.run_again != retried, said
 
 
 @pytest.mark.parametrize("detail, run_again", [
