@@ -1216,6 +1216,14 @@ def _question_first(args: argparse.Namespace) -> None:
     as if the question were the mistake."""
     if args.folder is None or Path(args.folder).exists() or not Path(args.question).is_dir():
         return
+    # (A question of one word, or a path: `ask docs notess`, a typo of the folder, was told to
+    # swap them, `streamrag ask notess docs`, when docs is a folder and no index. Taken for the
+    # question: words with a space, a "?", or a single word after an indexed folder.)
+    said = args.folder.strip()
+    question = any(c.isspace() for c in said) or said.endswith("?")
+    if not question and (os.sep in said or "/" in said
+                         or not (Path(args.question) / ".streamrag" / "index.db").is_file()):
+        return
     raise StreamragError(f"{shown(args.question)}: a folder, given before the question; the question "
                          f"comes first, then the indexed folder: streamrag ask "
                          f"{shell_word(args.folder)} {shell_word(args.question)}")

@@ -2685,6 +2685,14 @@ def test_ask_refuses_a_folder_it_cannot_ask_in_one_line(cli_run, corpus, tmp_pat
     assert out.returncode == 1 and out.stdout == "", out
     assert out.stderr == ("streamrag: error: corpus: a folder, given before the question; the question comes "
                           "first, then the indexed folder: streamrag ask 'Who rebuilt the quay?' corpus\n"), out.stderr
+    # A one-word question after the indexed folder is one too; a folder that is no index before a
+    # typo of the folder (or a path) is no question first: `ask empty nowhere` said to swap them.
+    out = cli_run("ask", "corpus", "summary", cwd=tmp_path)
+    assert out.stderr.endswith("then the indexed folder: streamrag ask summary corpus\n"), out.stderr
+    for folder in ("nowhere", "gone/corpus"):
+        out = cli_run("ask", "empty", folder, cwd=tmp_path)
+        assert out.returncode == 1 and out.stderr.startswith(f"streamrag: error: {folder}: no such folder; give the "
+                                                             "indexed folder after the question"), out.stderr
     # A question of several words unquoted: its second word was taken for the folder.
     out = cli_run("ask", "Who", "rebuilt", "it", cwd=tmp_path)
     assert out.returncode == 2 and 'quote a question of several words: streamrag ask "QUESTION" [DIR]' in out.stderr
