@@ -452,6 +452,10 @@ def _value_fix(text: str, data: bytes) -> str | None:
     elif value in ("True", "False") and (not kinds or "bool" in kinds):
         # (a number or text setting refuses true as it refused True: no line to offer)
         fix, straight = f"TOML writes {value} in lowercase: {key} = {value.lower()}", value.lower()
+    elif value == written and "text" in kinds and _ENV_REF_RE.fullmatch(value):
+        # (quoted, "$OPENAI_BASE" is that text, sent as the model's name or refused as an address)
+        return (f"TOML does not read environment variables: write the value of {value} itself, "
+                f"in quotes: {key} = \"...\"")
     elif value == written and "text" in kinds and value not in ("True", "False"):
         straight = json.dumps(value, ensure_ascii=False)
         fix = f"text needs quotes: {key} = {straight}"
@@ -464,6 +468,8 @@ def _value_fix(text: str, data: bytes) -> str | None:
     return fix
 
 
+# A shell's reference to an environment variable: $NAME, ${NAME}.
+_ENV_REF_RE = re.compile(r"\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)")
 # A comment after a value: `#` after a space or a tab (in `http://host/v1#x` it is the text's).
 _COMMENT_RE = re.compile(r"\s#")
 

@@ -464,6 +464,9 @@ def test_range_edges_are_accepted(tmp_path):
     # An apostrophe inside typographic quotes is the text's: `title = "It"s"` does not parse either.
     ("[index]\nclaim_description = \u201cIt\u2019s a fact.\u201d\n",
      'TOML reads straight ones: claim_description = "It\u2019s a fact."'),
+    # An environment variable, as a shell reads it: quoted, it is that text, sent as the model's name.
+    ("[llm]\nextraction_model = ${MODEL}\n",
+     'TOML does not read environment variables: write the value of ${MODEL} itself, in quotes: extraction_model = "..."'),
     # True for a number setting: `concurrency = true` is refused next, as True was.
     ("[llm]\nconcurrency = True\n", "); fix the syntax"),
 ])
