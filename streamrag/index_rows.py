@@ -1372,6 +1372,8 @@ def left_by_killed(store: Store, run_id: str) -> tuple[int, list[str]] | None:
     it could not use left out (its ``load`` failures say them, as skipped). Not its failures of
     folders, nor those naming again a file unchanged since an earlier run's failure (the same
     stamp, of a kind not read again): it was not taking those (``ExtractionStage.not_indexed``).
+    (A file over index.max_file_mb is read again, recorded before it had a kind of its own or
+    not: a reader that cannot upgrade the index reads on without ``store._failures_too_big``.)
     None when the row records none (a run of an older streamrag, or killed before it knew them)."""
     try:
         taking = json.loads(store.scalar("SELECT taking FROM runs WHERE id = ?", (run_id,)) or "null")
@@ -1380,7 +1382,8 @@ def left_by_killed(store: Store, run_id: str) -> tuple[int, list[str]] | None:
         return None
     unusable = {item for (item,) in store.conn.execute(
         "SELECT DISTINCT item FROM failures f WHERE run_id = ? AND stage = 'load' AND coalesce(kind, '') != "
-        f"'unlisted' AND NOT (coalesce(kind, 'unusable') IN {_REMEMBERED_SQL} AND stamp IS NOT NULL AND "
+        f"'unlisted' AND NOT (coalesce(kind, 'unusable') IN {_REMEMBERED_SQL} AND NOT ({TOO_BIG_UNKINDED_IF}) "
+        "AND stamp IS NOT NULL AND "
         "EXISTS (SELECT 1 FROM failures g WHERE g.item = f.item AND g.stage = 'load' AND g.stamp IS NOT NULL "
         "AND g.stamp = f.stamp AND g.id < f.id))", (run_id,))}
     named = [f for f in named if f not in unusable]

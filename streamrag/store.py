@@ -848,9 +848,10 @@ SCHEMA_VERSION = len(MIGRATIONS)
 # gives a document only chunks it counted, or a document's chunks already.
 _NO_OP_WHEN: dict[str, Callable[[sqlite3.Connection], bool]] = {
     "chunks_encoding_counted": lambda conn: conn.execute(f"SELECT 1 {_UNCOUNTED} LIMIT 1").fetchone() is None,
-    # Changes rows, but none as a reader reads them: the one reader of "too_big" apart
-    # (``index_rows.too_big_failures``, `status`) reads an unkinded row by its line as well, and
-    # every other says "too_big" as "unusable" (``errors.said_kind``). An index an older streamrag
+    # Changes rows, but none as a reader reads them: the readers of "too_big" apart
+    # (``index_rows.too_big_failures``, `status`; ``index_rows.left_by_killed``, `status` of a
+    # killed run) read an unkinded row by its line as well, and every other says "too_big" as
+    # "unusable" (``errors.said_kind``). An index an older streamrag
     # (index.max_file_mb came a session before this step) left on read-only media with a file
     # over the setting was refused by `ask` and `status` until copied where it could be upgraded.
     "failures_too_big": lambda conn: True,

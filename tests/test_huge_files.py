@@ -231,3 +231,34 @@ async def test_status_reads_a_file_too_big_recorded_before_its_kind_as_over_the_
         assert index_rows.too_big_failures(store, *runs) == 1
     finally:
         store.close()
+
+
+@pytest.mark.anyio
+async def test_a_killed_run_s_file_too_big_recorded_before_its_kind_is_read_as_over_the_setting(corpus, tmp_path):
+    # left_by_killed counts a file over the setting as one the killed run found it could not use
+    # (it is read again each run), but one recorded before it had a kind (a reader that cannot
+    # upgrade reads on without failures_too_big) as a file named again unchanged: the run's
+    # "taking" said big.txt among the files it left unindexed (2, not 1).
+    from streamrag import index_rows
+    from streamrag.store import Store
+
+    (corpus / "big.txt").write_text(LOG * 40)
+    db = tmp_path / "x.db"
+    with anyio.fail_after(120):
+        await sync([corpus], _settings(0.002), db, root=corpus)
+        (corpus / "new.txt").write_text("Mira Osk met Ada Brandt in Port Vale.\n")
+        await sync([corpus], _settings(0.002), db, root=corpus)   # (big.txt recorded again, its stamp the same)
+    execute_on(db, "UPDATE runs SET status = 'running' WHERE started_at = (SELECT max(started_at) FROM runs)")
+
+    def taking() -> tuple[int, list[str]] | None:
+        store = Store(db, readonly=True)
+        try:
+            [run] = [run for run, in store.conn.execute("SELECT id FROM runs WHERE status = 'running'")]
+            return index_rows.left_by_killed(store, run)
+        finally:
+            store.close()
+
+    marked = taking()
+    assert marked == (1, ["new.txt"]), marked
+    execute_on(db, "UPDATE failures SET kind = 'unusable' WHERE item = 'big.txt'")   # (as recorded before)
+    assert taking() == marked
