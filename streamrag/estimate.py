@@ -358,6 +358,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     unlisted: list[tuple[Path, str]] = []
     corpus_tokens = unreadable = 0
     unreadable_kinds: dict[str, int] = {}   # (by what is true of them, as `index` says them: ``unusable_said``)
+    too_big = 0   # (of them, the files over index.max_file_mb: said so, as `index` says them)
     indexed = index_rows.files(store) if store is not None else {}
     rows_of: dict[str, dict[str, tuple[str, int, float]]] = {}   # a file's rows, as the run finds them
     for p, v in indexed.items():
@@ -409,6 +410,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             unreadable += 1
             said = said_kind(e.kind)
             unreadable_kinds[said] = unreadable_kinds.get(said, 0) + 1
+            too_big += e.kind == loader.TooBig.kind
             # a file the system would not read, or one as indexed whose rows lack the field
             # named now: what was indexed stays
             if isinstance(e, UnreadableFile) or isinstance(e, NoTextField) and _unchanged(st, rows):
@@ -729,7 +731,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             "update": bool(store is not None and store.version), "documents_added": added_docs,
             "documents_edited": edited_docs, "documents_removed": removed_docs,
             "documents_read_again": read_again_docs, "unreadable_files": unreadable,
-            "unreadable_kept": unread_kept, "unreadable_by_kind": unreadable_kinds,
+            "unreadable_kept": unread_kept, "unreadable_by_kind": unreadable_kinds, "too_big": too_big,
             "left_out": dict(sorted(left_out.items())),
             "left_out_said": loader.left_out_lines(left_out, ix.include), "corpus_tokens": corpus_tokens,
             "chunks_to_extract": n, "chunks_unpublished": len(unpublished),
@@ -1974,9 +1976,10 @@ def format_estimate(e: dict) -> str:
         counts = "not counted"
     # What is true of them, as `index` says it ("1 file is not text"): it said "1 file cannot be
     # indexed as it is" of a binary file. And the files index.include leaves out, as `index` says
-    # them, which it did not say at all.
+    # them, which it did not say at all. A file over index.max_file_mb as `index` says it (it said
+    # "2 files could not be used" where `index` says "1 file could not be used, 1 is over ...").
     by_kind = e.get("unreadable_by_kind", {})
-    said = unusable_said(by_kind) if sum(by_kind.values()) == n else ""
+    said = unusable_said(by_kind, e.get("too_big", 0)) if sum(by_kind.values()) == n else ""
     said = said or f"{counted(n, 'file')} cannot be indexed as {'it is' if n == 1 else 'they are'}"
     unreadable = f"\n{said} ({counts}); the warnings name {it}" if n else ""
     unreadable += "".join(f"\n{'Left out: ' if i == 0 else ' ' * 10}{line}"

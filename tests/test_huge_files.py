@@ -262,3 +262,17 @@ async def test_a_killed_run_s_file_too_big_recorded_before_its_kind_is_read_as_o
     assert marked == (1, ["new.txt"]), marked
     execute_on(db, "UPDATE failures SET kind = 'unusable' WHERE item = 'big.txt'")   # (as recorded before)
     assert taking() == marked
+
+
+def test_the_estimate_says_a_file_too_big_is_over_the_setting_as_index_says(cli_run, corpus):
+    # The estimate's line said "2 files could not be used" of a file over index.max_file_mb beside
+    # an unusable one, where `index` (and status) say the one is over the setting.
+    (corpus / "big.txt").write_text(LOG * 40)
+    (corpus / "odd.jsonl").write_text('[1, 2]\n')
+    (corpus / "streamrag.toml").write_text("[index]\nmax_file_mb = 0.002\n")
+    done = cli_run("index", "--estimate", "--offline", ".", cwd=corpus)
+    assert done.returncode == 0, done.stderr
+    assert "\n1 file could not be used, 1 is over index.max_file_mb (raise it to index it) (not counted); " \
+           in done.stdout, done.stdout
+    said = json.loads(cli_run("index", "--estimate", "--offline", "--json", ".", cwd=corpus).stdout)
+    assert said["too_big"] == 1 and said["unreadable_by_kind"] == {"unusable": 2}, said
