@@ -34,10 +34,16 @@ from streamrag.writer import Writer
 
 log = logging.getLogger(__name__)
 
-# What a write of the index fails with that is no bug: another program's lock past the wait
-# (``StoreBusyError``), a full disk ("database or disk is full"), a read-only index ("attempt to
-# write a readonly database"), an I/O error: sqlite3's, or a ``StoreError`` that says it.
+# What a write of the index fails with that may be no bug (``unwritten`` tells): another
+# program's lock past the wait (``StoreBusyError``), a full disk ("database or disk is full"), a
+# read-only index ("attempt to write a readonly database"), an I/O error: sqlite3's, or a
+# ``StoreError`` that says it.
 UNWRITTEN = (StoreError, sqlite3.OperationalError)
+# ... SQLite's of them, by name (``sqlite_errorname``; its extended ones too, SQLITE_IOERR_WRITE,
+# SQLITE_READONLY_DBMOVED). Its others are bugs (a column a bad migration left out: SQLITE_ERROR,
+# "no such column"), raised as they are, as the CLI raises them (``cli._database_failed``): one
+# was kept as a row for later and said as a warning at the client's close.
+_UNWRITABLE = ("SQLITE_FULL", "SQLITE_READONLY", "SQLITE_IOERR", "SQLITE_BUSY", "SQLITE_LOCKED")
 UNUSABLE = "unusable answer"  # how the llm_calls error of an answer the caller could not use begins
 CANCELLED = "cancelled"       # ... and the start of a cancelled call's (its row has cancelled = 1)
 # Runs in a row an element's summary answers (or a community's report answers) may be unusable
@@ -118,8 +124,8 @@ class CallLog:
         try:
             await self._write(self._take_unwritten(), [record], put)
         except UNWRITTEN as e:
-            if error is None:
-                raise   # (an answer's row, and the cache put it brings: the caller's to know)
+            if error is None or not unwritten(e):
+                raise   # (an answer's row, and the cache put it brings: the caller's to know; a bug)
             # A failed call's row is bookkeeping: the error it records (a refusal the user must act
             # on) is what its caller raises, not the index's lock, a full disk or a read-only index,
             # which replaced it. Kept, as a cancelled call's row is, for the next write (``flush``:
@@ -175,6 +181,8 @@ class CallLog:
             try:
                 await self._write(rows, [], None)
             except (StreamragError, sqlite3.OperationalError) as e:
+                if not (isinstance(e, StreamragError) or unwritten(e)):
+                    raise   # (a bug: ``unwritten``)
                 log.warning("%s (cancelled, or failed as the index could not be written) could not be "
                             "recorded: %s", counted(len(rows), "LLM call"), e)
 
@@ -202,6 +210,16 @@ class CallLog:
             raise
 
 
+def unwritten(e: BaseException) -> bool:
+    """Whether ``e`` (one of ``UNWRITTEN``) is the index not taking a write, no bug: a
+    ``StoreError``, or SQLite's error of a lock, a full disk, a read-only index, an I/O error."""
+    if isinstance(e, StoreError):
+        return True
+    name = getattr(e, "sqlite_errorname", None) or ""
+    return isinstance(e, sqlite3.OperationalError) and any(
+        name == kind or name.startswith(f"{kind}_") for kind in _UNWRITABLE)
+
+
 def unusable_error(error: str) -> str:
     """The ``llm_calls`` error of an answer its caller could not use: ``error``, begun with
     ``UNUSABLE`` when its words do not (a content filter's stop), so that the rows `status` and
@@ -209,4 +227,5 @@ def unusable_error(error: str) -> str:
     return error if error.startswith(UNUSABLE) else f"{UNUSABLE}: {error}"
 
 
-__all__ = ["CallLog", "CANCELLED", "STAT_FIELDS", "UNUSABLE", "UNUSABLE_RUNS", "UNWRITTEN", "unusable_error"]
+__all__ = ["CallLog", "CANCELLED", "STAT_FIELDS", "UNUSABLE", "UNUSABLE_RUNS", "UNWRITTEN", "unusable_error",
+           "unwritten"]

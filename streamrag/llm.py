@@ -90,7 +90,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
 from streamrag.answer_cache import Answer, AnswerCache
 from streamrag.answer_json import read_embeddings, read_usage
 from streamrag.cache import batch_key, cache_key, embedding_key
-from streamrag.call_log import UNUSABLE, UNWRITTEN, CallLog
+from streamrag.call_log import UNUSABLE, UNWRITTEN, CallLog, unwritten
 from streamrag.config import LLMSettings, check_api_key
 from streamrag.endpoint_health import (GAVE_UP, PROXY_STATUSES, RUN_AGAIN, START_AGAIN, EndpointHealth, GaveUp,
                                       failure, only_errors)
@@ -1137,6 +1137,8 @@ class LLMClient:
                 with store.transaction():
                     drop(store)
         except UNWRITTEN as e:
+            if not unwritten(e):
+                raise   # (a bug, not the index refusing a write)
             log.debug("%s stays noted answered by name at %s (the index could not be written: %s)", model,
                       self.models_url, e)
 

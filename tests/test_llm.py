@@ -5197,7 +5197,9 @@ async def test_a_refusal_whose_row_the_index_could_not_take_is_still_said_as_the
                                                    "code": "model_not_found"}})
 
     def full(*_args) -> None:
-        raise sqlite3.OperationalError("database or disk is full")
+        error = sqlite3.OperationalError("database or disk is full")
+        error.sqlite_errorname = "SQLITE_FULL"   # (as SQLite's own says it)
+        raise error
     llm_module._MODELS_SERVED.clear()
     with anyio.fail_after(10), caplog.at_level(logging.DEBUG):
         async with client(tmp_path, handler, api_base=f"http://{where}-unwritable.test/v1",
@@ -5223,6 +5225,47 @@ async def test_a_refusal_whose_row_the_index_could_not_take_is_still_said_as_the
     assert [r["model"] for r in calls(store) if r["error"]] == ["gone"]
     said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert not said, said
+
+
+@pytest.mark.parametrize("where", ["call", "check", "noted"])
+async def test_a_bug_of_the_index_at_a_refusals_row_is_raised_not_kept(tmp_path, monkeypatch, where):
+    # A full disk or a read-only index is no bug, and the refusal is said in its place; an
+    # OperationalError of another kind is one (a column a bad migration left out: SQLite's
+    # SQLITE_ERROR, "no such column"), and was kept as a row for later, said as a warning at the
+    # client's close: a traceback, as the CLI raises any such error (``cli._database_failed``).
+    import sqlite3
+
+    served = {"gone"} if where == "noted" else set()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(200, json={"object": "list", "data": [{"id": "other"}]})
+        if json.loads(request.content)["model"] in served:
+            return httpx.Response(200, json={"choices": [{"message": {"content": "x"}, "finish_reason": "length"}]})
+        return httpx.Response(404, json={"error": {"message": "The model `gone` does not exist",
+                                                   "code": "model_not_found"}})
+
+    def broken(*_args) -> None:
+        error = sqlite3.OperationalError("table llm_calls has no column named apart")
+        error.sqlite_errorname = "SQLITE_ERROR"
+        raise error
+    llm_module._MODELS_SERVED.clear()
+    with anyio.fail_after(10):
+        async with client(tmp_path, handler, api_base=f"http://{where}-bug.test/v1", summary_model="gone") as (llm, _):
+            if where == "noted":
+                await llm.check_models(["summary_model"])   # answered by name: noted
+                served.clear()
+            monkeypatch.setattr(Store, "record_call", broken)
+            if where == "noted":   # (the note's removal, its call's row written)
+                monkeypatch.undo()
+                monkeypatch.setattr(Store, "set_meta", broken)
+            with pytest.raises(sqlite3.OperationalError, match="no column named apart"):
+                if where == "check":
+                    await llm.check_models(["summary_model"])
+                else:
+                    await llm.chat(ask(), model="gone", stage="summarize")
+            monkeypatch.undo()
+        llm_module._MODELS_SERVED.clear()
 
 
 _PAGE_404 = "<!DOCTYPE html><html><head><title>Model Gateway: 404 Not Found</title></head><body>nothing here</body></html>"
