@@ -973,37 +973,45 @@ def unusable_calls(store: Store) -> int:
 
 
 # The counts are made from the calls grouped as the index ``llm_calls_usage`` orders them, by
-# stage, model, cached, cancelled and apart, with plain counts and sums (``failed``: the rows with an
+# stage, model, cached and cancelled, with plain counts and sums (``failed``: the rows with an
 # error), each group's counted as below: one read of that index (50 ms of 300,000 calls), not
 # of every row sorted (250 ms). Written once, for `status` and for ``prune``, which folds old
 # calls into the archive by them: each was written twice, per row and per group, kept equal by a test.
-# The failed checks of the endpoint that refused nothing (``apart``: ``CallLog.record``) are counted
-# nowhere, as the client's stats do not count them (index's and watch's lines): a down server's
-# check was one of `status`'s errors, beside the refusal that stops a run.
-# (calls: neither ``_WAITED``'s rows nor those apart)
-_USAGE_OF_GROUPS = ("CASE WHEN apart = 1 THEN 0 ELSE n - CASE WHEN cached = 1 THEN failed ELSE 0 END END",
+_USAGE_OF_GROUPS = ("n - CASE WHEN cached = 1 THEN failed ELSE 0 END",   # (not ``_WAITED``)
                     "CASE WHEN cached = 1 THEN n - failed ELSE 0 END",
                     "CASE WHEN cached = 0 THEN prompt_tokens ELSE 0 END",
                     "CASE WHEN cached = 0 THEN completion_tokens ELSE 0 END",
-                    "CASE WHEN cancelled = 0 AND cached = 0 AND apart = 0 THEN failed ELSE 0 END",
+                    "CASE WHEN cancelled = 0 AND cached = 0 THEN failed ELSE 0 END",
                     "cancelled * n")
+# The failed checks of the endpoint that refused nothing (``apart``: ``CallLog.record``) are counted
+# in no call and no error, as the client's stats do not count them (index's and watch's lines): a
+# down server's check was one of `status`'s errors, beside the refusal that stops a run. What
+# ``_USAGE_OF_GROUPS`` counts of each (a group of one row: n 1) is taken off, read from their own
+# small index (``llm_calls_apart``): ``llm_calls_usage`` is no index of ``apart``.
+_APART_TAKEN = {"calls": "CASE WHEN cached = 1 AND error IS NOT NULL THEN 0 ELSE 1 END",
+                "errors": "CASE WHEN cancelled = 0 AND cached = 0 AND error IS NOT NULL THEN 1 ELSE 0 END"}
 
 
-def calls_apart(store: Store) -> str:
-    """The SQL of a call's ``llm_calls.apart``: the column, or 0 in an index that has none (an
-    older one a reader that cannot upgrade it reads as it lies: ``store._NO_OP_WHEN``)."""
-    columns = {row[1] for row in store.conn.execute("PRAGMA table_info(llm_calls)")}
-    return "apart" if "apart" in columns else "0"
+def calls_apart(store: Store) -> bool:
+    """Whether the index has ``llm_calls.apart`` (an older one a reader that cannot upgrade reads
+    as it lies has none: ``store._NO_OP_WHEN``; none of its calls is apart)."""
+    return "apart" in {row[1] for row in store.conn.execute("PRAGMA table_info(llm_calls)")}
 
 
-def _usage_by_model(where: str = "", apart: str = "apart") -> str:
+def _usage_by_model(where: str = "", apart: bool = True) -> str:
     """The SQL of the usage counts (``_USAGE``) by stage and model of the calls ``where`` says
     (a condition on llm_calls; "": all of them); ``apart``: ``calls_apart``'s."""
     counts = ", ".join(f"sum({expr}) AS {name}" for expr, name in zip(_USAGE_OF_GROUPS, _USAGE))
-    return (f"SELECT stage, model, {counts} FROM (SELECT stage, model, cached, cancelled, {apart} AS apart, "
-            "count(*) AS n, count(error) AS failed, sum(prompt_tokens) AS prompt_tokens, "
-            f"sum(completion_tokens) AS completion_tokens FROM llm_calls {f'WHERE {where} ' if where else ''}"
-            "GROUP BY stage, model, cached, cancelled, apart) GROUP BY stage, model")
+    grouped = (f"SELECT stage, model, {counts} FROM (SELECT stage, model, cached, cancelled, count(*) AS n, "
+               "count(error) AS failed, sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS "
+               f"completion_tokens FROM llm_calls {f'WHERE {where} ' if where else ''}"
+               "GROUP BY stage, model, cached, cancelled) GROUP BY stage, model")
+    if not apart:
+        return grouped
+    taken = (f"SELECT stage, model, {', '.join(f'sum({e}) AS {c}' for c, e in _APART_TAKEN.items())} FROM llm_calls "
+             f"WHERE apart = 1{f' AND {where}' if where else ''} GROUP BY stage, model")
+    out = ", ".join(f"g.{c} - coalesce(a.{c}, 0) AS {c}" if c in _APART_TAKEN else f"g.{c} AS {c}" for c in _USAGE)
+    return f"SELECT stage, model, {out} FROM ({grouped}) g LEFT JOIN ({taken}) a USING (stage, model)"
 
 
 def usage_rows(store: Store) -> list[dict]:
@@ -1017,11 +1025,11 @@ def usage_rows(store: Store) -> list[dict]:
 
 def checks_apart(store: Store) -> int:
     """The failed checks of the endpoint that refused nothing (``CallLog.record``'s apart) that
-    ``llm_calls`` holds: counted in no call (``_USAGE_OF_GROUPS``), said apart by `status`."""
-    if calls_apart(store) == "0":
+    ``llm_calls`` holds: counted in no call (``_usage_by_model``), said apart by `status`."""
+    if not calls_apart(store):
         return 0
-    # (among the failed calls: ``llm_calls_failed``, not every call)
-    return store.scalar("SELECT count(*) FROM llm_calls WHERE error IS NOT NULL AND apart = 1")
+    # (from their own index, ``llm_calls_apart``: each is a failed call, its row an error)
+    return store.scalar("SELECT count(*) FROM llm_calls WHERE apart = 1")
 
 
 def call_history(store: Store) -> dict[tuple[str, str], tuple[int, int, int, int]]:

@@ -488,12 +488,8 @@ def test_a_read_only_index_from_before_the_checks_apart_is_read_as_it_lies(tmp_p
 
     db = _with_calls(tmp_path / "s.db", "model_check", {"error": f"{_CHECK_URL}: HTTP 404: model m1 not found"})
     with sqlite3.connect(db) as conn:
-        for index in ("llm_calls_usage", "llm_calls_failed"):   # (as the schema before made them)
-            conn.execute(f"DROP INDEX {index}")
+        conn.execute("DROP INDEX llm_calls_apart")   # (as the schema before made it)
         conn.execute("ALTER TABLE llm_calls DROP COLUMN apart")
-        conn.execute("CREATE INDEX llm_calls_usage ON llm_calls(stage, model, cached, cancelled, prompt_tokens, "
-                     "completion_tokens, error)")
-        conn.execute("CREATE INDEX llm_calls_failed ON llm_calls(cached, cancelled, error) WHERE error IS NOT NULL")
         conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(schema_before("llm_calls_apart")),))
     conn.close()
     _write_protected(monkeypatch)
