@@ -1024,12 +1024,14 @@ def usage_rows(store: Store) -> list[dict]:
 
 
 def checks_apart(store: Store) -> int:
-    """The failed checks of the endpoint that refused nothing (``CallLog.record``'s apart) that
-    ``llm_calls`` holds: counted in no call (``_usage_by_model``), said apart by `status`."""
+    """The failed checks of the endpoint that refused nothing (``CallLog.record``'s apart):
+    counted in no call (``_usage_by_model``), said apart by `status`; those folded into the
+    archive included (``prune``: ``archived_checks_apart``)."""
+    archived = int(store.get_meta("archived_checks_apart") or 0)
     if not calls_apart(store):
-        return 0
+        return archived
     # (from their own index, ``llm_calls_apart``: each is a failed call, its row an error)
-    return store.scalar("SELECT count(*) FROM llm_calls WHERE apart = 1")
+    return store.scalar("SELECT count(*) FROM llm_calls WHERE apart = 1") + archived
 
 
 def call_history(store: Store) -> dict[tuple[str, str], tuple[int, int, int, int]]:
@@ -1488,9 +1490,9 @@ def prune(store: Store, keep_days: float, now: float) -> int:
     hit). At most once a day; ``keep_days`` 0 keeps everything. Returns the rows deleted.
 
     Calls older than that are folded into ``llm_usage_archive``, and older runs, failures,
-    answers asked again and unusable answers into counts in ``meta`` (``archived_queries``,
-    ``archived_failures``, ``archived_asked_again``, ``archived_unusable``): what ``status``
-    counts stays the same."""
+    answers asked again, unusable answers and failed checks apart into counts in ``meta``
+    (``archived_queries``, ``archived_failures``, ``archived_asked_again``, ``archived_unusable``,
+    ``archived_checks_apart``): what ``status`` counts stays the same."""
     if keep_days <= 0 or now - float(store.get_meta("pruned_at") or 0) < PRUNE_EVERY_S:
         return 0
     cutoff = now - keep_days * 86400
@@ -1518,6 +1520,7 @@ def prune(store: Store, keep_days: float, now: float) -> int:
                  + ", ".join(f"{c} = {c} + excluded.{c}" for c in _USAGE + _ANSWERED), {"cutoff": cutoff})
     again = conn.execute(f"SELECT count(*) {_ASKED_AGAIN} AND u.created_at < ?", (cutoff,)).fetchone()[0]
     unusable = conn.execute(f"SELECT count(*) {_UNUSABLE_CALLS} AND created_at < ?", (cutoff,)).fetchone()[0]
+    checks = conn.execute("SELECT count(*) FROM llm_calls WHERE apart = 1 AND created_at < ?", (cutoff,)).fetchone()[0]
     unchecked = _archived_unchecked(store)
     for stage, model, n in conn.execute(f"SELECT stage, model, count(*) FROM llm_calls WHERE {_UNCHECKED} "
                                         "AND created_at < ? GROUP BY stage, model", (cutoff,)).fetchall():
@@ -1537,7 +1540,8 @@ def prune(store: Store, keep_days: float, now: float) -> int:
     if store.get_meta("failure_keys_stale"):   # (marked by a deletion of a failure or run)
         count_failure_keys(conn)
     for name, n in (("archived_queries", queries), ("archived_failures", archived),
-                    ("archived_asked_again", again), ("archived_unusable", unusable)):
+                    ("archived_asked_again", again), ("archived_unusable", unusable),
+                    ("archived_checks_apart", checks)):
         if n:
             store.set_meta(name, str(int(store.get_meta(name) or 0) + n))
     deleted = conn.total_changes - before

@@ -476,6 +476,20 @@ def test_a_model_whose_checks_alone_failed_has_no_row_of_zeros(tmp_path):
     assert info["llm"]["errors"] == 0 and info["checks_failed"] == 1 and "    and 1 model check failed" in text
 
 
+def test_the_failed_checks_apart_folded_into_the_archive_are_still_said(tmp_path):
+    # prune keeps what `status` counts (its docstring): the line of the failed checks that
+    # refused nothing counted the rows llm_calls kept, and said nothing once they were folded.
+    db = _with_calls(tmp_path / "s.db", "model_check",
+                     {"error": f"{_CHECK_URL}: no answer to the check of m1", "apart": 1},
+                     {"error": f"{_CHECK_URL}: HTTP 404: model m1 not found"})
+    _with_calls(db, "extract", {})
+    info, text = status_of(db)
+    assert pruned(db, "llm_calls") == 0
+    after, text_after = status_of(db)
+    assert (after["checks_failed"], after["llm"]) == (info["checks_failed"], info["llm"]) == (1, info["llm"])
+    assert "    and 1 model check failed" in text_after, text_after
+
+
 def test_a_read_only_index_from_before_the_checks_apart_is_read_as_it_lies(tmp_path, monkeypatch):
     # An index made before llm_calls.apart, read where it cannot be upgraded (read-only media):
     # the step changes no row of one whose failed checks were all refusals (``store._NO_OP_WHEN``),
