@@ -485,6 +485,19 @@ def model_not_found(code: str) -> bool:
     return bool(re.search(r"model[_ ]not[_ ]found", code, re.IGNORECASE))
 
 
+# An error's code (or type, or an "error" that is its code) saying model_not_found, where it
+# stands in a JSON body ({"detail": {"code": ...}}, which ``read_error`` does not read), not those
+# words anywhere in it: a 400 of the check's max_tokens 1 whose body named the provider's error
+# codes was taken for the model refused, and stopped the run with "unknown model".
+_CODED_UNKNOWN_MODEL = re.compile(r'"(?:code|type|error)"\s*:\s*"model[_ ]not[_ ]found"', re.IGNORECASE)
+
+
+def coded_model_not_found(body: str) -> bool:
+    """Whether a JSON error ``body`` says by a code (``_CODED_UNKNOWN_MODEL``) that the model
+    asked for is not served."""
+    return bool(_CODED_UNKNOWN_MODEL.search(body))
+
+
 def unknown_model(code: str, message: str, model: str) -> bool:
     """Whether an error's ``code`` or ``message`` says ``model``, the one asked for, is not
     served: a message must name it ("An unknown model parameter was set", "Invalid model output:

@@ -5251,7 +5251,8 @@ async def test_a_bug_of_the_index_at_a_refusals_row_is_raised_not_kept(tmp_path,
         raise error
     llm_module._MODELS_SERVED.clear()
     with anyio.fail_after(10):
-        async with client(tmp_path, handler, api_base=f"http://{where}-bug.test/v1", summary_model="gone") as (llm, _):
+        async with client(tmp_path, handler, api_base=f"http://{where}-bug.test/v1",
+                          summary_model="gone") as (llm, _):
             if where == "noted":
                 await llm.check_models(["summary_model"])   # answered by name: noted
                 served.clear()
@@ -5379,6 +5380,36 @@ async def test_a_404_whose_code_says_model_not_found_is_a_refusal_by_name(tmp_pa
         llm_module._MODELS_SERVED.clear()
     assert str(stopped.value).startswith("unknown model: llm.summary_model = 'missing': ") and row["apart"] == 0
     assert "refused by name" in str(stopped.value) and "refused by name" in str(refused.value), str(refused.value)
+
+
+@pytest.mark.parametrize("body, refused", [
+    ({"error": {"message": "max_tokens must be at least 16", "type": "invalid_request_error", "param": "max_tokens",
+                "code": "integer_below_min_value"}, "docs": "https://docs.test/errors (model_not_found, ...)"}, False),
+    ({"error": {"message": "Invalid request: see model_not_found in the docs", "code": "bad_request"}}, False),
+    ({"detail": {"code": "model_not_found", "message": "no such deployment"}}, True),
+    ({"error": "model_not_found"}, True),
+], ids=["words-elsewhere", "words-in-message", "detail.code", "error-is-code"])
+async def test_a_400_refuses_the_model_by_its_code_not_by_the_words_anywhere(tmp_path, body, refused):
+    # The check by name took a 400 (or 422) for a refusal of the model when "model_not_found"
+    # stood anywhere in its body: one about the check's max_tokens 1 that named the provider's
+    # error codes stopped the run with "unknown model". A code (or type) saying it decides, where
+    # it stands in the JSON ({"detail": {"code": ...}} too).
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(200, json={"object": "list", "data": [{"id": "other"}]})
+        return httpx.Response(400, json=body)
+    llm_module._MODELS_SERVED.clear()
+    with anyio.fail_after(10):
+        async with client(tmp_path, handle, api_base="http://code-400.test/v1",
+                          summary_model="llama3") as (llm, store):
+            if refused:
+                with pytest.raises(LLMRequestError, match="unknown model: llm.summary_model = 'llama3'"):
+                    await llm.check_models(["summary_model"])
+            else:
+                await llm.check_models(["summary_model"])   # (the run goes on: its first call says the 400)
+            [row] = calls(store)
+    llm_module._MODELS_SERVED.clear()
+    assert row["stage"] == "model_check" and "HTTP 400" in row["error"] and row["apart"] == int(not refused)
 
 
 @pytest.mark.parametrize("failure", ["no answer", "page", "server error"])
