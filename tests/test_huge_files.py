@@ -13,7 +13,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from conftest import execute_on, make_settings, status_info
+from conftest import execute_on, make_settings, schema_before, status_info
 from streamrag import loader
 from streamrag.errors import ConfigError
 from streamrag.pipeline import sync
@@ -107,7 +107,7 @@ async def test_a_reworded_line_is_still_a_file_too_big_read_again_once_the_setti
 async def test_a_failure_recorded_as_unusable_by_an_index_of_before_is_read_as_a_file_too_big(corpus, tmp_path):
     # An index of the streamrag before recorded such a file "unusable", told by its line: the
     # upgrade makes it "too_big" (``store._failures_too_big``), and a raised setting reads it.
-    from streamrag.store import SCHEMA_VERSION, Store
+    from streamrag.store import Store
 
     (corpus / "big.txt").write_text(LOG * 40)
     (corpus / "odd.jsonl").write_text('[1, 2]\n')   # (unusable: its failure stays so)
@@ -115,7 +115,7 @@ async def test_a_failure_recorded_as_unusable_by_an_index_of_before_is_read_as_a
     with anyio.fail_after(120):
         await sync([corpus], _settings(0.002), db, root=corpus)
     execute_on(db, "UPDATE failures SET kind = 'unusable' WHERE item = 'big.txt'")
-    execute_on(db, "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION - 1),))
+    execute_on(db, "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(schema_before("failures_too_big")),))
     store = Store(db)
     try:
         kinds = dict(store.conn.execute("SELECT item, kind FROM failures WHERE stage = 'load'"))
