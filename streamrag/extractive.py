@@ -571,7 +571,7 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
             credits = [_anchor_credit(stems, rival, own, ws, said, label_text, body, key)
                        for stems, rival, own in zip(anchor_stems, rivals, owns, strict=True)]
             if (before and any(people) and not any(credits) and not others.search(before)
-                    and _PRONOUN_OPENING.match(before) is None):
+                    and not _opens_with_pronoun(before)):
                 held = set(key.of(before))
                 credits = _pronoun_credits(body, [_anchor_credit(stems, rival, own, held, held, "", before, key)
                                                   for stems, rival, own in zip(anchor_stems, rivals, owns, strict=True)],
@@ -753,6 +753,14 @@ _WORD_TOKEN = re.compile(r"[^\W\d_][^\W_]*")
 _PRONOUN_OPENING = re.compile(r"(?:He|She|His|Her)\b")
 
 
+def _opens_with_pronoun(text: str) -> bool:
+    """Whether ``text`` opens with a pronoun (``_PRONOUN_OPENING``) not followed by a capitalised
+    word: "He Lifeng said" names a person ("He" is a Chinese family name), and "His Majesty" and
+    "Her Excellency" someone other than the person named before."""
+    m = _PRONOUN_OPENING.match(text)
+    return m is not None and not text[m.end():].lstrip()[:1].isupper()
+
+
 def _pronoun_credits(body: str, before: list[float], people: list[bool]) -> list[float] | None:
     """The anchor credits of a sentence (``body``) naming no anchor but by the pronoun it opens
     with ("He lived in chambers which had once belonged to his deceased partner."), from those of
@@ -765,7 +773,7 @@ def _pronoun_credits(body: str, before: list[float], people: list[bool]) -> list
     sentence naming Scrooge alone; and ``pick_sentences`` gives none after a sentence opening
     with a pronoun itself, which goes on about someone named before it: "He did it all ...; and
     to Tiny Tim, who did NOT die, he was a second father. He became as good a friend ...".)"""
-    if _PRONOUN_OPENING.match(body) is None:
+    if not _opens_with_pronoun(body):
         return None
     named = [i for i, (c, person) in enumerate(zip(before, people, strict=True)) if c and person]
     if len(named) != 1 or before[named[0]] < 2:
