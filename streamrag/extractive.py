@@ -275,7 +275,9 @@ _FUNCTION_WORDS = STOPWORDS - _CONTENT_STOPS
 _WHOLE = frozenset({"news"})
 # Irregular verbs (and a few plurals), base first: "wrote" and "written" meet "write", as no
 # ending rule can make them. Left out are forms that are as often another word: "bit" (a
-# little), "rose" (the flower), "ground", "wound", "bound", "lay", "bore".
+# little), "rose" (the flower), "ground", "wound", "bound", "lay", "bore". (Last, "buses" and
+# "gases", whose "e" the rules keep as in "cases", and the pasts of verbs in "-ee", which the
+# "ed" rule leaves whole as it does "need" and "proceed".)
 _IRREGULAR_TABLE = """
 arise arose arisen; awake awoke awoken; bear borne; become became; begin began begun;
 bend bent; bite bitten; bleed bled; blow blew blown; break broke broken; breed bred;
@@ -298,7 +300,8 @@ swim swam swum; swing swung; take took taken; teach taught; tear tore torn; thin
 throw threw thrown; tie tying; tread trod trodden; understand understood; wake woke woken;
 wear wore worn; weave wove woven; weep wept; win won; wring wrung; write wrote written;
 child children; foot feet; goose geese; knife knives; man men; mouse mice; thief thieves;
-tooth teeth; wife wives; woman women
+tooth teeth; wife wives; woman women; bus buses busses; gas gases;
+agree agreed; disagree disagreed; free freed; guarantee guaranteed; decree decreed; referee refereed
 """
 _IRREGULAR = {form: entry.split()[0] for entry in _IRREGULAR_TABLE.split(";") for form in entry.split()[1:]}
 # A stem of one syllable ending in one vowel and one consonant ("liv", "hop", "us", "quot"): what

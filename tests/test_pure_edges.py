@@ -333,7 +333,8 @@ def test_stems_follow_the_documented_rules():
     "city cities", "marry marries married marrying", "try tries tried", "eye eyes eyed", "owe owed owing",
     "class classes", "box boxes", "match matches matched", "need needs needed", "stop stopped stopping",
     "call called calling", "add added", "office offices", "letter letters", "hundred hundreds",
-    "write writes writing", "sit sits sitting",
+    "write writes writing", "sit sits sitting", "agree agrees agreed agreeing", "free frees freed freeing",
+    "guarantee guarantees guaranteed", "bus buses", "gas gases", "case cases cased",
 ])
 def test_the_forms_of_one_word_meet(same):
     assert len({stem(w) for w in same.split()}) == 1, {w: stem(w) for w in same.split()}
