@@ -406,13 +406,16 @@ def unreadable_folders(root: Path) -> set[str]:
 
 def _readable_again(changes: ChangeSet, unreadable: set[str]) -> str | None:
     """A folder of ``unreadable`` that ``changes`` names (its `chmod`) and that is readable now,
-    if any; the folders ``changes`` names that are unreadable now join ``unreadable`` (a `chmod
-    000`, or a folder made so). Looks at each path: a worker thread's."""
-    for _kind, path in changes:
+    if any; the folders ``changes`` adds that are unreadable now join ``unreadable`` (made, or
+    moved in, so: the watch on it was refused). A folder followed and then made unreadable (a
+    `chmod 000`, said modified) is still followed: the kernel checks the permission only as a
+    watch is added, and a restart at its `chmod 755` synced the whole folder for nothing. Looks
+    at each path: a worker thread's."""
+    for kind, path in changes:
         if path in unreadable:
             if _readable(path):
                 return path
-        elif os.path.isdir(path) and not os.path.islink(path) and not _readable(path):
+        elif int(kind) == ADDED and os.path.isdir(path) and not os.path.islink(path) and not _readable(path):
             unreadable.add(path)
     return None
 

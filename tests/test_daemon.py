@@ -6355,3 +6355,40 @@ async def test_a_folder_readable_again_syncs_the_folder_whole_without_an_error(c
     assert queued["whole_folder"], queued["message"]
     assert not [e for e in events[mark:] if e["state"] in ("error", "warning")], events[mark:]
     assert db_count(tmp_path / "p.db", "SELECT count(*) FROM documents WHERE path = 'x/in.md'") == 1
+
+
+async def test_a_followed_folder_made_unreadable_and_readable_again_restarts_nothing(tmp_path, monkeypatch):
+    # `chmod 000 x; chmod 755 x` of a folder the watcher follows: its inotify watch stays (the
+    # kernel checks the permission only as the watch is added), so files written in x after are
+    # seen; the watcher restarted all the same, and the daemon synced the whole folder (10,000
+    # files: 2-4 s of stats) at each such chmod. Only a folder that came in unreadable (made,
+    # moved in) or was unreadable at the start is not followed.
+    import watchfiles
+    from streamrag import watch_events
+    from streamrag.config import WatchSettings
+
+    followed = tmp_path / "x"
+    followed.mkdir()
+    readable = {str(followed): True}
+    starts: list[int] = []
+    stop = anyio.Event()
+
+    async def awatch(*paths, stop_event, **kwargs):
+        starts.append(len(starts))
+        if len(starts) == 1:
+            readable[str(followed)] = False   # `chmod 000 x`
+            yield {(Change.modified, str(followed))}
+            readable[str(followed)] = True    # `chmod 755 x`
+            yield {(Change.modified, str(followed))}
+            yield {(Change.added, str(followed / "b.txt"))}
+        stop_event.set()
+
+    monkeypatch.setattr(watchfiles, "awatch", awatch)
+    monkeypatch.setattr(watch_events, "_readable", lambda path: readable.get(os.fspath(path), True))
+    batches = []
+    with anyio.fail_after(20):
+        async for changes in watch_folder(tmp_path, WatchSettings(debounce_ms=50), stop):
+            batches.append(changes)
+    assert not [b for b in batches if any(int(kind) < 0 for kind, _ in b)], batches
+    assert starts == [0], starts
+    assert {(Change.added, str(followed / "b.txt"))} in batches, batches
