@@ -410,13 +410,21 @@ def _readable_again(changes: ChangeSet, unreadable: set[str]) -> str | None:
     moved in, so: the watch on it was refused). A folder followed and then made unreadable (a
     `chmod 000`, said modified) is still followed: the kernel checks the permission only as a
     watch is added, and a restart at its `chmod 755` synced the whole folder for nothing. Looks
-    at each path: a worker thread's."""
+    at each path: a worker thread's.
+
+    A folder added that is readable is looked through for those it holds (``mv ~/m DIR/`` with
+    m/s unreadable: the watch follows m and skips m/s), unless its parent was added with it
+    (`cp -r`: looked through once, from the top)."""
+    added = {path for kind, path in changes if int(kind) == ADDED}
     for kind, path in changes:
         if path in unreadable:
             if _readable(path):
                 return path
-        elif int(kind) == ADDED and os.path.isdir(path) and not os.path.islink(path) and not _readable(path):
-            unreadable.add(path)
+        elif int(kind) == ADDED and os.path.isdir(path) and not os.path.islink(path):
+            if not _readable(path):
+                unreadable.add(path)
+            elif os.path.dirname(path) not in added:
+                unreadable |= unreadable_folders(Path(path))
     return None
 
 

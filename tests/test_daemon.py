@@ -6392,3 +6392,41 @@ async def test_a_followed_folder_made_unreadable_and_readable_again_restarts_not
     assert not [b for b in batches if any(int(kind) < 0 for kind, _ in b)], batches
     assert starts == [0], starts
     assert {(Change.added, str(followed / "b.txt"))} in batches, batches
+
+
+async def test_an_unreadable_folder_inside_one_moved_in_is_followed_once_readable(tmp_path, monkeypatch):
+    # `mv ~/m DIR/` where m/s is unreadable (chmod 000): watchfiles says m added, follows m and
+    # skips m/s; the `chmod 755 m/s` was an event on a folder never noted, so files written in
+    # m/s were not synced until the next start. The folder added is looked through for them.
+    import watchfiles
+    from streamrag import watch_events
+    from streamrag.config import WatchSettings
+
+    moved, inner = tmp_path / "m", tmp_path / "m" / "s"
+    readable = {str(inner): False}
+    starts: list[int] = []
+    stop = anyio.Event()
+
+    async def awatch(*paths, stop_event, **kwargs):
+        starts.append(len(starts))
+        if len(starts) == 1:
+            yield set()                      # (a second without events: the start's walk)
+            inner.mkdir(parents=True)        # `mv ~/m DIR/`
+            yield {(Change.added, str(moved))}
+            readable[str(inner)] = True      # `chmod 755 m/s`
+            yield {(Change.modified, str(inner))}
+        stop_event.set()
+
+    def unreadable_folders(root):   # (as root nothing is refused: the walk's refusals are made)
+        return {path for path, ok in readable.items()
+                if not ok and Path(root) in Path(path).parents and os.path.isdir(path)}
+
+    monkeypatch.setattr(watchfiles, "awatch", awatch)
+    monkeypatch.setattr(watch_events, "_readable", lambda path: readable.get(os.fspath(path), True))
+    monkeypatch.setattr(watch_events, "unreadable_folders", unreadable_folders)
+    batches = []
+    with anyio.fail_after(20):
+        async for changes in watch_folder(tmp_path, WatchSettings(debounce_ms=50), stop):
+            batches.append(changes)
+    assert {(watch_events.REOPENED, str(inner))} in batches, batches
+    assert len(starts) == 2, starts
