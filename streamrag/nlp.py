@@ -1010,8 +1010,14 @@ def _line_groups(block: str, starts: list[int] | None = None) -> list[tuple[bool
     groups: list[tuple[bool, list[str], bool]] = []
     heading = row = caps = False
     lines = block.split("\n")
-    width = max(_WRAP_WIDTH, max(len(line.strip()) for line in lines))   # (``_ends_alone``)
+    lengths = [len(line.strip()) for line in lines]
+    width = max(_WRAP_WIDTH, max(lengths))   # (``_ends_alone``)
+    # (whether a line besides the one above sets the width: ``_ends_alone``'s ``measured``)
+    widest = lengths.index(max(lengths))
+    sets = max(lengths) >= _WRAP_SLACK * width
+    beside = max(lengths[:widest] + lengths[widest + 1:], default=0) >= _WRAP_SLACK * width
     rows = table_rows(lines) if "|" in block else [False] * len(lines)
+    above = 0   # (the index of the line above, the last one kept)
     for n, (raw, is_row) in enumerate(zip(lines, rows)):
         m = _LINE_MARK.match(raw)
         mark = m.group(1)
@@ -1034,17 +1040,18 @@ def _line_groups(block: str, starts: list[int] | None = None) -> list[tuple[bool
         is_heading = _ATX_HEADING.match(line) is not None
         if is_row:
             groups.append((True, [line], True))
-        elif mark or heading or row or not groups or is_heading or _ends_alone(groups[-1][1][-1], line, width):
+        elif mark or heading or row or not groups or is_heading or _ends_alone(
+                groups[-1][1][-1], line, width, measured=sets if above != widest else beside):
             groups.append((bool(mark) and mark[0] != "[", [line], False))
         else:
             groups[-1][1].append(line)
         if starts is not None and len(groups[-1][1]) == 1:   # (a run begun here)
             starts.append(n)
-        heading, row = is_heading, is_row
+        heading, row, above = is_heading, is_row, n
     return groups
 
 
-def _ends_alone(above: str, line: str, width: int) -> bool:
+def _ends_alone(above: str, line: str, width: int, *, measured: bool = True) -> bool:
     """Whether a line ends its sentence though no blank line parts it from the next, which opens
     with a capital. So does a name alone or a title where a hard wrap did not end it: the next line's
     first word would have fitted on it in ``width`` (its block's widest line, at least
@@ -1056,7 +1063,11 @@ def _ends_alone(above: str, line: str, width: int) -> bool:
     Bo Lund"). A wrap cuts a line only where the next word does not fit: a line all names is no
     rare thing in news wrapped at 40 or 70 columns ("Port Velvellfield Semiconductors"), and a
     name wrapped across its line end may repeat a word of it ("... written by Ford Madox" over
-    "Ford and ..." was "Ford Madox")."""
+    "Ford and ..." was "Ford Madox"). That a wrap cut it is told only where ``measured``: a line
+    besides ``above`` sets the width too (reaches ``_WRAP_SLACK`` of it). Where ``above`` alone
+    is the widest (a note's two lines, "... lunch downtown with Ada Lovelace" over a shorter "Ada
+    said ..."), no wrap says the next word would not have fitted: a line unwrapped is as long
+    as its writer made it, and was read "Ada Lovelace Ada"."""
     if (not line[:1].isupper() and line[:1] not in _OPEN_QUOTE) or not above[-1:].isalnum():
         return False   # (most lines of prose: the cheap tests first)
     first = _WORD.search(line)
@@ -1066,7 +1077,7 @@ def _ends_alone(above: str, line: str, width: int) -> bool:
     # opens with no lower-case word, "in Lake Harstadford, Norova" over "Media Group runs ...",
     # and holds no sentence's end, "Norvane Maritime Safety Bureau. Norvane Maritime")
     room = len(above) + 1 + len(line.split(None, 1)[0])
-    if room > width:
+    if room > width and measured:
         return False   # (a wrap cut it)
     if room <= _WRAP_SLACK * width and (
             _name_alone(above, _tokens(above))

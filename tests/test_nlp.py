@@ -555,8 +555,15 @@ def test_a_name_a_wrap_cut_before_a_word_it_repeats_is_still_one_name():
     # A line ending with a name whose word opens the next ended its sentence wherever it stood,
     # so a name repeating its first word across a wrap lost its last ("Ford Madox").
     wrapped = ("The Good Soldier, a novel of 1915, was written by Ford Madox\n"
-               "Ford and published by John Lane in London that year.")
+               "Ford and published by John Lane in London that year, to the\n"
+               "acclaim of critics.")
     assert "Ford Madox Ford" in names(wrapped) and "Ford Madox" not in names(wrapped)
+    # (but where that line alone is the block's widest, nothing says a wrap cut it: a note's line
+    # is as long as its writer made it, and its name was joined to the next line's "Ada")
+    assert names("Yesterday I had a long lunch downtown with Ada Lovelace\nAda said the engine would work.") \
+        == {"Ada Lovelace": "person"}
+    assert names("Then we had a very long meeting with Kim Lowe\nKim said the budget was fine.") == {
+        "Kim Lowe": "person"}
     # (where the word would have fitted on the line, no wrap ended it: "Ada Lovelace Ada" stays apart)
     assert names("I met Ada Lovelace\nAda said she would review the notes.") == {"Ada Lovelace": "person"}
     # (in the block's widest line, no tenth of it to spare: a headline a few characters short of
