@@ -1739,8 +1739,11 @@ def _names_an_opener(line: str, toks: list[_Token], openers: frozenset[str]) -> 
     (``_name_alone``, no type's cue), one of which its chunk opens a sentence with alone and so
     reads as no name (``openers``: "Ada" of "Ada was ..."). Title case makes a headline's
     words a name alone as readily ("Mayor Tull Resigns" over "Tull said ..."); an honorific
-    opens few."""
-    return len(toks) > 1 and toks[0][_TEXT].lower() in _HONORIFICS \
+    opens few, and two words at most (initials apart) follow it in a name: a headline under
+    one goes on with what the person did ("Dr. Kim Lowe Resigns" over "Lowe said ..." named
+    "Kim Lowe Resigns", "Prof. Ada Osk Wins Award" over "Osk said ..." "Ada Osk Wins Award")."""
+    return 1 < len(toks) and toks[0][_TEXT].lower() in _HONORIFICS \
+        and sum(len(t[_TEXT]) > 1 for t in toks[1:]) <= 2 \
         and any(t[_TEXT] in openers for t in toks) and _name_alone(line, toks) and _cue_type(line) is None
 
 

@@ -537,6 +537,11 @@ def test_a_title_that_is_an_honorific_and_a_name_over_its_first_word_is_that_nam
     assert names("Dr. Ada Lovelace\nShe was a mathematician who worked with Charles Babbage.") == {
         "Charles Babbage": "person"}
     assert names("Mayor Tull Resigns\nTull said he would leave the council.") == {}
+    # (nor a headline going on after a name under its honorific: what the person did)
+    assert names("Dr. Kim Lowe Resigns\nLowe said she would leave the Harbour Board in May.") == {
+        "Harbour Board": "organization"}
+    assert names("Prof. Ada Osk Wins Award\n\nOsk said the prize was a surprise.") == {}
+    assert names("Dr. Ada B. Lovelace\nAda was a mathematician.") == {"Ada B. Lovelace": "person"}
 
 
 def test_a_name_a_hard_wrap_cut_is_still_one_name():
