@@ -970,7 +970,7 @@ def _sentences(text: str) -> tuple[list[str], list[int], set[int], dict[int, str
             # (a headline a wrap cut is one too: "Annual Report of the" over "Harbour Board"
             # gave "Annual Report", its capitals read as names)
             line = lines[0] if len(lines) == 1 else " ".join(lines)
-            if not item and _is_headline(line):
+            if not item and (len(lines) == 1 or _cut_by_a_wrap(lines)) and _is_headline(line):
                 sentences.append(_HEADING_MARK.sub("", line).strip(" #*_"))
                 blocks.append(b)
                 headlines.add(len(sentences) - 1)
@@ -984,6 +984,16 @@ def _sentences(text: str) -> tuple[list[str], list[int], set[int], dict[int, str
                 sentences.append(s)
                 blocks.append(b)
     return sentences, blocks, headlines, rows, items
+
+
+def _cut_by_a_wrap(lines: list[str]) -> bool:
+    """Whether ``lines`` (a run of two or more) read as one line a wrap cut: each but the last
+    ends where the next line's first word would not have fitted in the widest of them (to
+    ``_WRAP_SLACK``, as ``_ends_alone`` measures). Lines a writer ended themselves, each a
+    record of its own, are no headline however capitalised ("Ada Lovelace" over "12 St James
+    Square" over "London", an address: its names were lost, the run read as a title)."""
+    width = _WRAP_SLACK * max(map(len, lines))
+    return all(len(a) + 1 + len(b.split(None, 1)[0]) > width for a, b in zip(lines, lines[1:]))
 
 
 def line_starts(block: str) -> list[int]:

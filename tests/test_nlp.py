@@ -585,6 +585,10 @@ def test_a_headline_a_wrap_cut_is_still_a_headline():
     headline = "Port Velvellfield Semiconductors Announces New Direction Amid Market\nPressure"
     assert set(names(f"{headline}\n\nPort Velvellfield Semiconductors said Mira Osk would lead it.")) == {
         "Port Velvellfield Semiconductors", "Mira Osk"}
+    # (but lines their writer ended, each a record, are no headline a wrap cut: an address's
+    # names were lost, read as a title's over a text not saying them)
+    assert names("Ada Lovelace\n12 St James Square\nLondon\n\nDear Charles,\nThe engine is ready.") == {
+        "Ada Lovelace": "person", "St James Square": "geo", "Charles": "person"}
 
 
 def test_a_name_a_wrap_that_is_not_greedy_cut_is_still_one_name():
