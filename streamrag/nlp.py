@@ -213,11 +213,12 @@ from streamrag.sentences import HONORIFICS, TITLE_SMALL, is_title, joined, table
 #     next line opens with a word of the name ending it ("Ada Lovelace" over "Ada was ..." gave
 #     "Ada Lovelace Ada": ``_ends_alone``).
 # 30: a line ending with a name whose word opens the next ends its sentence only where that word
-#     would have fitted on it, as for a name alone (a wrap cut "... by Ford Madox" over "Ford and"
-#     into "Ford Madox": ``_ends_alone``); a headline a wrap cut is a headline ("Annual Report of
-#     the" over "Harbour Board" gave "Annual Report"); a headline that is an honorific and a name
-#     alone is that name where its text opens a sentence with a word of it alone ("Dr. Ada
-#     Lovelace" over "Ada was ..." gave no "Ada Lovelace": ``_names_an_opener``).
+#     would have fitted on it, as for a name alone, a line besides it measuring the block's width
+#     (a wrap cut "... by Ford Madox" over "Ford and" into "Ford Madox": ``_ends_alone``); a
+#     headline a wrap cut, each line but its last, is a headline ("Annual Report of the" over
+#     "Harbour Board" gave "Annual Report": ``_cut_by_a_wrap``); a headline that is an honorific
+#     and a name of two words alone is that name where its text opens a sentence with a word of
+#     it alone ("Dr. Ada Lovelace" over "Ada was ..." gave no "Ada Lovelace": ``_names_an_opener``).
 VERSION = "30"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
