@@ -452,9 +452,10 @@ def _value_fix(text: str, data: bytes) -> str | None:
     elif value in ("True", "False") and (not kinds or "bool" in kinds):
         # (a number or text setting refuses true as it refused True: no line to offer)
         fix, straight = f"TOML writes {value} in lowercase: {key} = {value.lower()}", value.lower()
-    elif value == written and "text" in kinds and _ENV_REF_RE.fullmatch(value):
-        # (quoted, "$OPENAI_BASE" is that text, sent as the model's name or refused as an address)
-        return (f"TOML does not read environment variables: write the value of {value} itself, "
+    elif value == written and "text" in kinds and (ref := _ENV_REF_RE.search(value)):
+        # (quoted, "$OPENAI_BASE" is that text, sent as the model's name or refused as an address;
+        # so is "$OPENAI_BASE/v1", which was offered as the line to write)
+        return (f"TOML does not read environment variables: write the value of {ref.group(0)} itself, "
                 f"in quotes: {key} = \"...\"")
     elif value == written and "text" in kinds and value not in ("True", "False"):
         straight = json.dumps(value, ensure_ascii=False)

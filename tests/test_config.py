@@ -467,6 +467,11 @@ def test_range_edges_are_accepted(tmp_path):
     # An environment variable, as a shell reads it: quoted, it is that text, sent as the model's name.
     ("[llm]\nextraction_model = ${MODEL}\n",
      'TOML does not read environment variables: write the value of ${MODEL} itself, in quotes: extraction_model = "..."'),
+    # One inside the text: `"$OPENAI_BASE/v1"` was offered, the variable's name sent as the address.
+    ("[llm]\napi_base = $OPENAI_BASE/v1\n",
+     'TOML does not read environment variables: write the value of $OPENAI_BASE itself, in quotes: api_base = "..."'),
+    ("[llm]\napi_base = http://${HOST}:11434/v1\n",
+     'TOML does not read environment variables: write the value of ${HOST} itself, in quotes: api_base = "..."'),
     # True for a number setting: `concurrency = true` is refused next, as True was.
     ("[llm]\nconcurrency = True\n", "); fix the syntax"),
 ])
