@@ -415,6 +415,7 @@ def _readable_again(changes: ChangeSet, unreadable: set[str]) -> str | None:
     A folder added that is readable is looked through for those it holds (``mv ~/m DIR/`` with
     m/s unreadable: the watch follows m and skips m/s), unless its parent was added with it
     (`cp -r`: looked through once, from the top)."""
+    _forget_deleted(changes, unreadable)   # (first: a folder deleted and made again, in one batch)
     added = {path for kind, path in changes if int(kind) == ADDED}
     for kind, path in changes:
         if path in unreadable:
@@ -426,6 +427,23 @@ def _readable_again(changes: ChangeSet, unreadable: set[str]) -> str | None:
             elif os.path.dirname(path) not in added:
                 unreadable |= unreadable_folders(Path(path))
     return None
+
+
+def _forget_deleted(changes: ChangeSet, unreadable: set[str]) -> None:
+    """Drops from ``unreadable`` the folders ``changes`` deletes (removed, moved away), and those
+    under them: a folder made again under the name is a new one, followed as it is made (or
+    noted, if unreadable then), and the old one's note made its `mkdir` a restart and a sync of
+    the whole folder for nothing. Looks up each noted folder's parents, not each deleted path
+    (an `rm -rf` of 100,000 files)."""
+    deleted = {path for kind, path in changes if int(kind) == DELETED}
+    if not deleted:
+        return
+    for folder in list(unreadable):
+        path = folder
+        while path not in deleted and (parent := os.path.dirname(path)) != path:
+            path = parent
+        if path in deleted:
+            unreadable.discard(folder)
 
 
 async def _wait_for_folder(root: Path, stop_event: anyio.Event) -> tuple[int, int] | None:

@@ -6430,3 +6430,46 @@ async def test_an_unreadable_folder_inside_one_moved_in_is_followed_once_readabl
             batches.append(changes)
     assert {(watch_events.REOPENED, str(inner))} in batches, batches
     assert len(starts) == 2, starts
+
+
+@pytest.mark.parametrize("removed", ["x", "m"])
+async def test_an_unreadable_folder_removed_and_made_again_readable_restarts_nothing(tmp_path, monkeypatch, removed):
+    # An empty x unreadable (chmod 000) at the start, `rmdir x` (or m/x's m moved away), then a
+    # readable x made under the name: the watcher follows the new folder as it is made, but the
+    # old one stayed noted unreadable, so the `mkdir` was a REOPENED: a restart and a sync of the
+    # whole folder for nothing. A folder deleted, and those under it, are no longer noted.
+    import watchfiles
+    from streamrag import watch_events
+    from streamrag.config import WatchSettings
+
+    top = tmp_path / removed
+    locked = tmp_path / "m" / "x" if removed == "m" else top
+    locked.mkdir(parents=True)
+    readable = {str(locked): False}
+    starts: list[int] = []
+    stop = anyio.Event()
+
+    async def awatch(*paths, stop_event, **kwargs):
+        starts.append(len(starts))
+        if len(starts) == 1:
+            yield set()                      # (a second without events: the start's walk)
+            shutil.rmtree(top)               # `rmdir x` (or `mv m ~/`)
+            yield {(Change.deleted, str(top))}
+            locked.mkdir(parents=True)       # `mkdir x` (or `mkdir -p m/x`): readable
+            readable[str(locked)] = True
+            yield {(Change.added, str(top))} | {(Change.added, str(locked))}
+        stop_event.set()
+
+    def unreadable_folders(root):   # (as root nothing is refused: the walk's refusals are made)
+        return {path for path, ok in readable.items()
+                if not ok and Path(root) in Path(path).parents and os.path.isdir(path)}
+
+    monkeypatch.setattr(watchfiles, "awatch", awatch)
+    monkeypatch.setattr(watch_events, "_readable", lambda path: readable.get(os.fspath(path), True))
+    monkeypatch.setattr(watch_events, "unreadable_folders", unreadable_folders)
+    batches = []
+    with anyio.fail_after(20):
+        async for changes in watch_folder(tmp_path, WatchSettings(debounce_ms=50), stop):
+            batches.append(changes)
+    assert not [b for b in batches if any(int(kind) < 0 for kind, _ in b)], batches
+    assert starts == [0], starts
