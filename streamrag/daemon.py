@@ -1412,6 +1412,7 @@ class Daemon:
             async with anyio.create_task_group() as tg:
                 if source is not None:
                     tg.start_soon(self._pump, source, send)
+                    await self._watcher_started(source)
                 else:
                     send.close()
                 if not self.stopping:
@@ -1625,6 +1626,22 @@ class Daemon:
         """Cancels ``scope`` once the daemon is asked to stop (``stop``)."""
         await self.stop_event.wait()
         scope.cancel()
+
+    async def _watcher_started(self, source: AsyncIterable[ChangeSet]) -> None:
+        """Waits until ``source``'s watcher has started (its ``started``, as ``FolderWatch``'s; a
+        scripted source has none), or a stop: the watcher starts before the initial sync, so
+        that an edit made during its scan is seen, and it walks the folder first (for the
+        folders it cannot read), while the sync's scan would have begun."""
+        started = getattr(source, "started", None)
+        if started is None:
+            return
+        async with anyio.create_task_group() as tg:
+            async def until(event: anyio.Event) -> None:
+                await event.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(until, started)
+            tg.start_soon(until, self.stop_event)
 
     async def _pump(self, source: AsyncIterable[ChangeSet], send) -> None:
         """Source -> relevant changes, one dict per batch; closing ``send`` ends the stream."""

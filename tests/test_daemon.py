@@ -6473,3 +6473,79 @@ async def test_an_unreadable_folder_removed_and_made_again_readable_restarts_not
             batches.append(changes)
     assert not [b for b in batches if any(int(kind) < 0 for kind, _ in b)], batches
     assert starts == [0], starts
+
+
+async def test_a_folder_unreadable_as_the_watcher_starts_is_followed_once_readable_before_its_first_batch(
+        tmp_path, monkeypatch):
+    # x unreadable (chmod 000) as watchfiles starts (it skips x), `chmod 755 x` before the
+    # watcher's first batch: the walk for unreadable folders ran at that batch alone, found x
+    # readable, and x's chmod was an event on a folder never noted: files written in x were not
+    # synced until the next start. The folder is walked before the watcher starts too.
+    import watchfiles
+    from streamrag import watch_events
+    from streamrag.config import WatchSettings
+
+    locked = tmp_path / "x"
+    locked.mkdir()
+    readable = {str(locked): False}
+    starts: list[int] = []
+    walked_before_start: list[bool] = []
+    stop = anyio.Event()
+
+    async def awatch(*paths, stop_event, **kwargs):
+        starts.append(len(starts))
+        if len(starts) == 1:
+            readable[str(locked)] = True      # `chmod 755 x`, watchfiles started
+            yield {(Change.modified, str(locked))}
+        stop_event.set()
+
+    def unreadable_folders(root):   # (as root nothing is refused: the walk's refusals are made)
+        walked_before_start.append(not getattr(watch, "started", anyio.Event()).is_set())
+        return {path for path, ok in readable.items() if not ok and Path(root) in Path(path).parents}
+
+    monkeypatch.setattr(watchfiles, "awatch", awatch)
+    monkeypatch.setattr(watch_events, "_readable", lambda path: readable.get(os.fspath(path), True))
+    monkeypatch.setattr(watch_events, "unreadable_folders", unreadable_folders)
+    batches = []
+    watch = watch_folder(tmp_path, WatchSettings(debounce_ms=50), stop)
+    with anyio.fail_after(20):
+        async for changes in watch:
+            batches.append(changes)
+    assert {(watch_events.REOPENED, str(locked))} in batches, batches
+    assert len(starts) == 2, starts
+    assert walked_before_start[0], walked_before_start   # (the daemon's initial sync waits for ``started``)
+
+
+async def test_the_initial_sync_waits_for_the_watcher_to_start(corpus, tmp_path):
+    # The watcher starts before the initial sync, so that an edit made during its scan is seen;
+    # it walks the folder for the folders it cannot read first (in a worker thread), and the sync
+    # began meanwhile. The daemon waits for the source's ``started`` (FolderWatch's).
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
+    daemon = Daemon(settings, tmp_path / "w.db", corpus, report=Events())
+    started = anyio.Event()
+    seen: list[bool] = []
+
+    class Source:
+        def __init__(self):
+            self.started = started
+
+        async def __aiter__(self):
+            await anyio.to_thread.run_sync(lambda: None)   # (the walk before the watcher)
+            started.set()
+            await daemon.stop_event.wait()
+            return
+            yield set()
+
+    sync = daemon._sync
+
+    async def first_sync(reason, **kwargs):
+        seen.append(started.is_set())
+        return await sync(reason, **kwargs)
+
+    daemon._sync = first_sync
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(daemon.run, Source())
+            await until(lambda: daemon.syncs == 1)
+            daemon.stop()
+    assert seen[:1] == [True], seen
