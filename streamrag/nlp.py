@@ -992,9 +992,18 @@ def _cut_by_a_wrap(lines: list[str]) -> bool:
     ends where the next line's first word would not have fitted in the widest of them (to
     ``_WRAP_SLACK``, as ``_ends_alone`` measures). Lines a writer ended themselves, each a
     record of its own, are no headline however capitalised ("Ada Lovelace" over "12 St James
-    Square" over "London", an address: its names were lost, the run read as a title)."""
+    Square" over "London", an address: its names were lost, the run read as a title); nor is a
+    run each of whose lines parts a record's fields ("Ada Lovelace (Analytical Society)" over
+    "Charles Babbage (Royal Society)", a list of attendees without bullets, whose lines a wrap
+    could as well have cut: its names were lost, where nlp 29 read them all)."""
     width = _WRAP_SLACK * max(map(len, lines))
-    return all(len(a) + 1 + len(b.split(None, 1)[0]) > width for a, b in zip(lines, lines[1:]))
+    return all(len(a) + 1 + len(b.split(None, 1)[0]) > width for a, b in zip(lines, lines[1:])) \
+        and not all(_RECORD_FIELDS.search(line) for line in lines)
+
+
+# Where a line parts a record's fields: "Ada Lovelace, Chair", "Ada Lovelace (Analytical
+# Society)", "Ada Lovelace - Analytical Society" (``_cut_by_a_wrap``).
+_RECORD_FIELDS = re.compile(r"\S(?:,| \(| [-\u2013\u2014] )\s*\S")
 
 
 def line_starts(block: str) -> list[int]:

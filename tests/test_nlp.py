@@ -589,6 +589,14 @@ def test_a_headline_a_wrap_cut_is_still_a_headline():
     # names were lost, read as a title's over a text not saying them)
     assert names("Ada Lovelace\n12 St James Square\nLondon\n\nDear Charles,\nThe engine is ready.") == {
         "Ada Lovelace": "person", "St James Square": "geo", "Charles": "person"}
+    # (nor a list without bullets whose lines each part a record's fields, as wide as a wrap's:
+    # its names were lost, where nlp 29 read them all)
+    assert names("Attendees\nAda Lovelace (Analytical Society)\nCharles Babbage (Royal Society)\n\n"
+                 "We agreed to meet again in March.") == {
+        "Ada Lovelace": "person", "Analytical Society": "organization", "Charles Babbage": "person",
+        "Royal Society": "organization"}
+    assert "Ada Lovelace" in names("Attendees\nAda Lovelace, Analytical Society\nCharles Babbage, Royal Society\n\n"
+                                   "We agreed to meet again in March.")
 
 
 def test_a_name_a_wrap_that_is_not_greedy_cut_is_still_one_name():
