@@ -859,18 +859,22 @@ def _applied(r) -> str:
     documents differently) is said as such: it was "the reading and chunking settings applied".
     Said of this version, not "this newer streamrag": nothing here tells the direction, and an
     index a newer one read is refused before the run (``check_not_newer``), as long as its
-    versions are whole numbers."""
+    versions are whole numbers. Offline no setting is said (``settings_changed`` is a model
+    run's), but an upgrade is: "Nothing changed" beside "62 extracted now" of a run after a new
+    offline extractor (``extraction_upgraded``) never said why."""
     names = [n for n in r.settings_changed if not (n == "clustering" and r.reclustered)]
-    upgraded = r.reading_upgraded and "chunking" in names
-    if upgraded:
+    upgraded = r.reading_upgraded
+    if upgraded and "chunking" in names:
         names.remove("chunking")
-    if not names and not upgraded:
+    extracted = r.extraction_upgraded and r.chunks_extracted > 0
+    if not names and not upgraded and not extracted:
         return ""
     shown = ["reading and chunking" if n == "chunking" else n for n in names]
     named = ", ".join(shown[:-1]) + (" and " if len(shown) > 1 else "") + "".join(shown[-1:])
     what = " and ".join(part for part in (
         f"the {named} settings applied" if names else "",
-        "documents read again as this version of streamrag reads them" if upgraded else "") if part)
+        "documents read again as this version of streamrag reads them" if upgraded else "",
+        "chunks extracted again as this version of streamrag extracts them" if extracted else "") if part)
     u = llm_summary(r.llm)
     calls, cached = u["calls"], u["cached"]
     if calls and cached == calls:

@@ -34,6 +34,18 @@ def extractor_key(settings: Settings) -> str:
         ix.glean_check, settings.llm.logit_bias, length=12)
 
 
+def offline_upgrade(built: str | None, settings: Settings) -> bool:
+    """Whether ``built``, the extractor mark of an index, is the offline extractor's of these same
+    entity types under an earlier ``nlp.VERSION``: the run's offline extraction of every chunk
+    again is then this streamrag's doing, no setting's (the run said "Nothing changed" beside
+    "62 extracted now", and never why)."""
+    if not settings.offline or not built or not built.startswith("nlp-"):
+        return False
+    types = [t.lower() for t in settings.index.entity_types]
+    return any("nlp-" + ids.digest(NLP_VERSION, types, str(v), length=12) == built
+               for v in range(1, int(nlp.VERSION)))
+
+
 def claimless_key(settings: Settings) -> str | None:
     """The extractor key of ``settings`` with index.extract_claims off (None when it is off, or
     offline): the key a chunk's extraction is stored under when its claims call failed after its

@@ -67,7 +67,7 @@ from streamrag.errors import (
     user_errors_unwrapped,
 )
 from streamrag.extraction_stage import ExtractionStage, ExtractionStageContext, Scan, chunk_shown, read_apart
-from streamrag.extractor import ExtractionPrompts, claimless_key, extractor_key
+from streamrag.extractor import ExtractionPrompts, claimless_key, extractor_key, offline_upgrade
 from streamrag.gleaner import YesNoCheck
 from streamrag.graph_state import (
     DEGREES_VERSION,
@@ -374,6 +374,9 @@ class SyncResult(msgspec.Struct):
     # Of ``settings_changed``, "chunking" is a streamrag upgrade alone, no setting: this
     # streamrag reads (or chunks) documents differently from the one that built the index
     reading_upgraded: bool = False
+    # Offline: this streamrag's NLP extractor is not the one that extracted the index's chunks
+    # (``extractor.offline_upgrade``), so the run extracted them all again, free
+    extraction_upgraded: bool = False
     # What a model made of the index that this offline run replaced, as said before it published
     # (``index_rows.model_work``: "chunks", "claims", "summaries", "reports", "not_cached");
     # empty with a model, and offline of an index not built by one
@@ -717,6 +720,7 @@ class Indexer:
         self.conflict_copies: list[str] = []   # the scan's sync conflict copies, as stored paths
         self.settings_changed: list[str] = []   # (_say_what_settings_redo's, for the result)
         self.reading_upgraded = False   # (its "chunking" an upgrade's, no setting's)
+        self.extraction_upgraded = False   # (offline: this streamrag's NLP extractor is another's)
         # (an offline run's of a model's index, said before it publishes)
         self.model_work_replaced: dict[str, int] = {}
         # Where that line goes: the log (a line on stderr), or a daemon's warning event, which
@@ -1092,6 +1096,7 @@ class Indexer:
             warnings=self.unreadable + scan.warnings, left_out=dict(sorted(scan.left_out.items())),
             llm=llm_stats, wall_s=round(time.monotonic() - started, 3), offline=self.settings.offline,
             settings_changed=self.settings_changed, reading_upgraded=self.reading_upgraded,
+            extraction_upgraded=self.extraction_upgraded,
             model_work_replaced=self.model_work_replaced,
             documents_failed_added=len(self.failed_added), documents_failed_edited=len(self.failed_edited))
 
@@ -1188,7 +1193,10 @@ class Indexer:
         recut yet keeps the old one recorded, and every run would say it again): returns
         whether it was said now."""
         s, said = self.settings, store.get_meta
-        self.settings_changed, self.reading_upgraded = [], False
+        self.settings_changed, self.reading_upgraded, self.extraction_upgraded = [], False, False
+        if store.version and s.offline:   # (free: nothing said before; the summary says what it redid)
+            self.reading_upgraded = self._reading_upgraded(store)
+            self.extraction_upgraded = offline_upgrade(said("extractor"), s) and index_rows.has_chunks(store)
         if not store.version or s.offline:
             return False
         changes: list[tuple[str, str]] = []
@@ -1261,6 +1269,14 @@ class Indexer:
         elif changes:
             self.say(changed)
         return "chunking" in names
+
+    def _reading_upgraded(self, store: Store) -> bool:
+        """Whether this run reads and cuts every document again because this streamrag reads or
+        chunks them differently from the one that built the index, no setting changed."""
+        built = store.get_meta("chunker")
+        if built in (None, self.chunker_key, MIXED_CHUNKING):
+            return False
+        return not chunking_change(store.get_meta("chunker_settings"), self.chunking, built)[1]
 
     def report_key(self) -> str:
         """The report settings of this run (``reports.settings_key``): with a model or without."""

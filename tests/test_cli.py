@@ -3109,6 +3109,27 @@ def test_the_applied_clause_names_settings_and_an_upgrade_apart():
     assert _applied(result([], False)) == ""
 
 
+@pytest.mark.parametrize("module", ["nlp", "loader"])
+def test_an_offline_run_after_an_upgrade_says_what_it_did_again(cli_run, corpus, monkeypatch, module):
+    """An offline index built by an older streamrag (its NLP extractor's or loader's VERSION
+    earlier) was extracted (or read) again at the next `index`, which said "Nothing changed: ...;
+    checked in 0.1 s" beside "4 extracted now", and never why. It says what this version redid,
+    once."""
+    from streamrag import loader, nlp
+
+    versioned = {"nlp": nlp, "loader": loader}[module]
+    upgraded = versioned.VERSION
+    monkeypatch.setattr(versioned, "VERSION", str(int(upgraded) - 1))   # the streamrag that built it
+    assert cli_run("index", ".", "-q", "--offline", cwd=corpus).returncode == 0
+    monkeypatch.setattr(versioned, "VERSION", upgraded)
+    said = {"nlp": "chunks extracted again as this version of streamrag extracts them",
+            "loader": "documents read again as this version of streamrag reads them"}[module]
+    head = cli_run("index", ".", "--offline", cwd=corpus).stdout.splitlines()[0]
+    assert head.startswith("Nothing changed: ") and f"; {said}, to the same index; checked in" in head, head
+    again = cli_run("index", ".", "--offline", cwd=corpus).stdout   # (this streamrag's already: nothing said)
+    assert "again as this version" not in again and "(0 extracted now" in again, again
+
+
 def test_index_names_the_status_command_that_reads_its_index(cli_run, tmp_path):
     # `streamrag index notes` with a binary file said "see `streamrag status --failures`", which,
     # run where index was, said "no index found here or in a parent folder".
