@@ -1589,7 +1589,10 @@ def _show_logs(debug: bool) -> None:
 def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
     """``parse_args``, but an unknown option is reported by the command it was given to, with
     the option it most looks like (`ask --levle 1` said only "unrecognized arguments")."""
-    dashed = _dashed_question(parser, sys.argv[1:] if argv is None else argv)
+    given = sys.argv[1:] if argv is None else argv
+    if _asked_offline(given):   # (argparse said only "QUESTION required" when no question was given)
+        parser.commands["ask"].error(f"unrecognized arguments: --offline ({_ASK_OFFLINE})")  # type: ignore[attr-defined]
+    dashed = _dashed_question(parser, given)
     if dashed:
         parser.commands["ask"].error(  # type: ignore[attr-defined]
             f'{dashed}: a question that begins with - is read as an option; put -- before it: '
@@ -1609,14 +1612,27 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
                      or _long_option_for(option, known))
             if close:
                 hints.append(f"{option}: did you mean {close[0]}?")
-            elif option == "--offline" and getattr(args, "command", None) == "ask":
-                # (index and watch take --offline, so a newcomer tried it when the server was down)
-                hints.append(f'{option}: ask answers with no model (extractively) given --api-base ""')
     if getattr(args, "command", None) == "ask" and any(not extra.startswith("-") for extra in extras):
         # (`ask What is it` took "What" for the question and "is" for the folder)
         hints.append('quote a question of several words: streamrag ask "QUESTION" [DIR]')
     command.error(f"unrecognized arguments: {' '.join(extras)}" + (f" ({'; '.join(hints)})" if hints else ""))
     raise AssertionError("unreachable")  # error() exits
+
+
+# What `ask --offline` is told: index and watch take --offline, so a newcomer tried it when the
+# server was down.
+_ASK_OFFLINE = '--offline: ask answers with no model (extractively) given --api-base ""'
+
+
+def _asked_offline(argv: list[str]) -> bool:
+    """Whether ``argv`` gives ``ask`` --offline, which it does not take (a question after ``--``
+    is none): said before argparse reads the line, which without a question said only that
+    QUESTION was required."""
+    words = [a for a in argv if not a.startswith("-")]
+    if not words or words[0] != "ask":
+        return False
+    rest = argv[argv.index("ask") + 1:]
+    return any(a.split("=", 1)[0] == "--offline" for a in (rest[:rest.index("--")] if "--" in rest else rest))
 
 
 def _dashed_question(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:

@@ -1686,10 +1686,13 @@ def test_a_reading_command_run_outside_any_index_says_to_name_the_folder(cli_run
 def test_ask_given_offline_says_how_it_answers_with_no_model(cli_run):
     # index and watch take --offline; `ask --offline` (the server down) said only "unrecognized
     # arguments: --offline", the way to an answer without a model (--api-base "") not named.
-    out = cli_run("ask", "--offline", "Who is Ada Osk?")
-    assert out.returncode == 2 and out.stdout == "", out
-    assert out.stderr == ('streamrag ask: error: unrecognized arguments: --offline (--offline: ask answers with '
-                          'no model (extractively) given --api-base ""); see `streamrag ask --help`\n'), out.stderr
+    # With no question it said only "the following arguments are required: QUESTION".
+    for given in (("--offline", "Who is Ada Osk?"), ("--offline",), ("--offline", "--mode", "local")):
+        out = cli_run("ask", *given)
+        assert out.returncode == 2 and out.stdout == "", out
+        assert out.stderr == ('streamrag ask: error: unrecognized arguments: --offline (--offline: ask answers with '
+                              'no model (extractively) given --api-base ""); see `streamrag ask --help`\n'), out.stderr
+    assert "--offline" not in cli_run("ask", "--", "--offline").stderr   # (a question, after --)
     assert "(--offline" not in cli_run("status", "--offline").stderr   # (no model to leave out)
 
 
