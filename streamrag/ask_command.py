@@ -27,14 +27,14 @@ if TYPE_CHECKING:
 
 def add_ask_command(subparsers) -> None:
     """The ``ask`` subcommand."""
-    from streamrag.cli import CONFIG_DEFAULT, DB_WITH_DIR, path_arg
+    from streamrag.cli import CONFIG_DEFAULT, DB_WITH_DIR, choice_arg, path_arg
 
     p = subparsers.add_parser("ask", help="ask the index a question (global, local or basic search)")
     p.add_argument("question", metavar="QUESTION", help="the question, quoted")
     p.add_argument("folder", nargs="?", metavar="DIR", type=path_arg,
                    help="the indexed folder to ask, as if ask ran in it: its streamrag.toml and its "
                         "index (default: here)")
-    p.add_argument("--mode", choices=MODES, default="auto",
+    p.add_argument("--mode", choices=MODES, type=choice_arg, default="auto",
                    help="global: community reports; local: entities and their sources; basic: plain "
                         "chunk retrieval; auto (default): global or local, chosen without a model call")
     p.add_argument("--level", type=int, metavar="N",

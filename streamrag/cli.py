@@ -60,6 +60,12 @@ def path_arg(text: str) -> str:
     return text
 
 
+def choice_arg(text: str) -> str:
+    """An argparse ``type`` for an option of named choices: any case is the choice (`ask --mode
+    Global` was refused, "invalid choice: 'Global'"); --help lists the choices as they are."""
+    return text.lower()
+
+
 # Where a command that reads an index finds its settings (``reading_settings``), for --help.
 CONFIG_DEFAULT = (f"{CONFIG_NAME} in the folder of the index given by --db or above; without --db, "
                   "here or above; with DIR, in DIR or above")
@@ -1409,7 +1415,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("export", help="write the index as JSON or GraphML")
     p.add_argument("out", metavar="OUT", type=path_arg, help="output file (- for standard output)")
-    p.add_argument("--format", choices=("json", "graphml"), default=None,
+    p.add_argument("--format", choices=("json", "graphml"), type=choice_arg, default=None,
                    help="default: follows OUT's extension (.graphml: graphml; anything else, "
                         "and -: json)")
     p.add_argument("--json", action="store_true",

@@ -1011,6 +1011,20 @@ def test_a_misspelt_option_is_named_with_the_one_it_looks_like(cli):
     assert "did you mean" not in err          # nothing close: no guess
 
 
+def test_an_option_of_named_choices_takes_any_case(cli):
+    # `ask --mode Global` was refused ("invalid choice: 'Global'"), and `export --format GraphML`.
+    from streamrag.cli import build_parser
+
+    parser = build_parser()
+    for argv, dest, value in ((("ask", "--mode", "Global", "x"), "mode", "global"),
+                              (("ask", "--mode", "BASIC", "x"), "mode", "basic"),
+                              (("export", "--format", "GraphML", "g.xml"), "format", "graphml")):
+        assert getattr(parser.parse_args(list(argv)), dest) == value, argv
+    cli("ask", "--mode", "Glob", "x", code=2, fragments=("invalid choice", "choose from 'auto', 'global'"))
+    assert "--mode {auto,global,local,basic}" in parser.commands["ask"].format_help()   # (--help lists them)
+    assert "--format {json,graphml}" in parser.commands["export"].format_help()
+
+
 def test_a_short_option_that_is_none_is_named_with_the_long_one_it_stands_for(cli):
     # `ask -m local Scrooge notes` took "local" for the question and said only to quote it.
     cli("ask", "-m", "local", "Scrooge", "x", code=2, fragments=("-m: did you mean --mode?",))
