@@ -139,7 +139,15 @@ def fix(proxy: Proxy, what: str) -> str:
 
 def proxy_down(proxy: Proxy, url: str, detail: str) -> str:
     """Why no connection to ``url`` was made, when requests to it go through ``proxy``: the
-    proxy is not listening (``detail``, the last try's), not the server."""
+    proxy is not listening (``detail``, the last try's), not the server; or its own host name
+    could not be looked up (``provider_errors.name_unknown``), which was told to "start the
+    proxy": its spelling in the variable, or this machine's network, is what to check."""
+    from streamrag.provider_errors import name_unknown   # (it loads httpx: not for every command)
+
+    if unknown := name_unknown(proxy.address, detail, proxy.variable):   # ("{address}: the host name ...")
+        if loopback(proxy.host):   # (passing it over comes first, as ``fix`` says it)
+            return f"requests to {url} go through {through(proxy)}: " + fix(proxy, unknown)
+        return f"requests to {url} go through the proxy {unknown}"   # (its variable named in the fix)
     return (f"nothing answers at {through(proxy)} that requests to {url} go through ({detail}); "
             + fix(proxy, "start the proxy"))
 

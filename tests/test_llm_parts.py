@@ -816,6 +816,23 @@ def test_a_proxy_for_a_remote_endpoint_is_not_told_to_be_passed_over():
         assert said.endswith(f"`export NO_PROXY=intranet,{host}`, or unset ALL_PROXY; else start the proxy"), said
 
 
+def test_a_proxy_whose_host_name_is_unknown_is_told_to_be_checked_not_started():
+    # A proxy named by a mistyped host was told "nothing answers at the proxy ...; start the
+    # proxy": its name could not be looked up, which no start fixes.
+    from streamrag.proxies import proxy_down, proxy_for
+
+    unknown = "connection failed (ConnectError: [Errno -2] Name or service not known)"
+    environ = {"HTTPS_PROXY": "http://u:pw@proxy.crop:3128"}
+    said = proxy_down(proxy_for("https://api.openai.com/v1", environ), "https://api.openai.com/v1/x", unknown)
+    assert said == ("requests to https://api.openai.com/v1/x go through the proxy http://u:***@proxy.crop:3128: the "
+                    f"host name proxy.crop could not be looked up ({unknown}); check its spelling in HTTPS_PROXY, "
+                    "and that this machine is online (its network and DNS)"), said
+    local = "http://localhost:11434/v1"   # (a server on this machine: passing the proxy over comes first)
+    said = proxy_down(proxy_for(local, {"HTTP_PROXY": "http://proxy.crop:3128"}), local, unknown)
+    assert "`export NO_PROXY=localhost`, or unset HTTP_PROXY; else http://proxy.crop:3128: the host name " \
+           "proxy.crop could not be looked up" in said and "start the proxy" not in said, said
+
+
 @pytest.mark.parametrize("local", ["http://127.0.0.1:8000/v1", "http://localhost:11434/v1", "http://[::1]:8000/v1"])
 def test_the_no_proxy_advised_is_one_httpx_takes(monkeypatch, local):
     # `export NO_PROXY=[::1]` was advised for an endpoint at [::1]: httpx refuses the brackets
