@@ -796,13 +796,20 @@ def _made_anew(store: Store, new_chunks: dict[str, Chunk], from_cache: dict[str,
     """Whether the run makes its graph anew of a model's extraction of every chunk it keeps
     (``staying``): an index built offline, which the run merges again whole
     (``index_rows.built_offline``), of chunks none stored nor answered by the cache, or on which
-    no model run has ended (``_model_published``). Its summaries and reports are a first index's,
-    not the offline partition's: worked out as an update of it, synth_small's offline index was
+    no model run has ended (``_model_published``) and the model's extraction is still to make.
+    Its summaries and reports are a first index's, not the offline partition's: worked out as an update of it, synth_small's offline index was
     estimated 34 reports and 260 summaries for the run's 54 and 148; and one a model run killed
     part-way had left 6 extractions in (30 articles), 32 reports for the run's 42."""
     if not index_rows.built_offline(store):
         return False
-    return not _model_published(store) or (not from_cache and staying <= new_chunks.keys())
+    if not _model_published(store) and (new_chunks or from_cache):
+        # (killed as it extracted: it merged nothing, and left no summary or report of the
+        # model's. One killed later, every chunk's extraction stored, left them in the cache and
+        # its reports stored, which the next run takes: worked out as an update, as before; as a
+        # first index, christmas_carol killed as it reported was estimated 45 summaries and 18
+        # reports for the run's 0 (45 from the cache) and 4.)
+        return True
+    return not from_cache and staying <= new_chunks.keys()
 
 
 def _model_published(store: Store) -> bool:

@@ -360,6 +360,37 @@ async def test_a_model_estimate_of_an_offline_index_a_killed_model_run_left_extr
         assert (got["calls"], got["prompt_tokens"]) == (fresh["calls"], fresh["prompt_tokens"]), (stage, got, fresh)
 
 
+async def test_a_model_estimate_of_an_offline_index_a_model_run_killed_as_it_reported_takes_the_cache(
+        news, tmp_path, simulator, monkeypatch):
+    # Killed later, as it wrote reports (every chunk's extraction stored, the summaries answered
+    # and in the cache, a report stored): the next run takes those from the cache and the index.
+    # Worked out as a first index (96dcbec), its estimate counted every summary and report again
+    # (christmas_carol: 45 summaries and 18 reports for the run's 0 and 4).
+    import anyio
+
+    settings, db = make_settings(simulator.base_url), tmp_path / "index.db"
+    await sync([news], make_settings("", index={"extractor": "nlp"}), db, root=news)   # --offline
+    real = index_rows.save_report
+    with anyio.CancelScope() as scope:
+        def save(store, report):
+            real(store, report)
+            if not report.extractive:
+                scope.cancel()
+        monkeypatch.setattr(index_rows, "save_report", save)
+        await sync([news], settings, db, root=news)
+    monkeypatch.setattr(index_rows, "save_report", real)
+    assert scope.cancelled_caught
+    est = estimate([news], settings, db, root=news)
+    assert est["chunks_to_extract"] == 0, est["chunks_to_extract"]
+    await sync([news], settings, db, root=news)
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        (last,) = conn.execute("SELECT id FROM runs ORDER BY started_at DESC LIMIT 1").fetchone()
+        (paid,) = conn.execute("SELECT count(*) FROM llm_calls WHERE run_id = ? AND stage = 'summarize' AND "
+                               "cached = 0", (last,)).fetchone()
+    summarize = est["llm"]["by_stage"].get("summarize", {})
+    assert summarize.get("calls", 0) - summarize.get("cached", 0) == paid, (est["llm"], paid)
+
+
 def _parents_of_children_reports(db: Path) -> int:
     """The stored reports whose context holds sub-communities' reports (``build_context``)."""
     with contextlib.closing(sqlite3.connect(db)) as conn:
