@@ -6301,21 +6301,46 @@ async def test_a_file_written_on_is_said_settling_once_and_synced_once_it_is_qui
             daemon.stop()
 
 
+async def _scripted_watch(tmp_path, monkeypatch, awatch, readable, walked=None, *, walk=True) -> list:
+    """The batches ``watch_folder`` yields over ``tmp_path`` with watchfiles scripted by ``awatch``
+    and the folders of ``readable`` (path -> may be read) refused where False: as root nothing is
+    refused, so the refusals, with ``walk`` the walk's (``unreadable_folders``) too, are made.
+    ``walked`` (a list) records, at each walk, whether the watcher had not started yet."""
+    import watchfiles
+    from streamrag import watch_events
+    from streamrag.config import WatchSettings
+
+    watch = watch_folder(tmp_path, WatchSettings(debounce_ms=50), anyio.Event())
+
+    def unreadable_folders(root):
+        if walked is not None:
+            walked.append(not getattr(watch, "started", anyio.Event()).is_set())
+        return {path for path, ok in readable.items()
+                if not ok and Path(root) in Path(path).parents and os.path.isdir(path)}
+
+    monkeypatch.setattr(watchfiles, "awatch", awatch)
+    monkeypatch.setattr(watch_events, "_readable", lambda path: readable.get(os.fspath(path), True))
+    if walk:
+        monkeypatch.setattr(watch_events, "unreadable_folders", unreadable_folders)
+    batches = []
+    with anyio.fail_after(20):
+        async for changes in watch:
+            batches.append(changes)
+    return batches
+
+
 async def test_a_folder_readable_again_is_followed_by_a_restarted_watcher(tmp_path, monkeypatch):
     # `mkdir x; chmod 000 x` (or a folder unreadable at the start), then `chmod 755 x`: watchfiles
     # skips a folder it may not read (ignore_permission_denied) and never follows it later, so
     # files written in x after the chmod were never synced (until the next start). Now the
     # folder's chmod restarts the watcher, said REOPENED (the daemon then syncs the folder whole).
     # As root nothing is refused, so watchfiles is scripted and the refusal is made.
-    import watchfiles
     from streamrag import watch_events
-    from streamrag.config import WatchSettings
 
     locked = tmp_path / "x"
     locked.mkdir()
     readable = {str(locked): False}
     starts: list[int] = []
-    stop = anyio.Event()
 
     async def awatch(*paths, stop_event, **kwargs):
         starts.append(len(starts))
@@ -6328,12 +6353,7 @@ async def test_a_folder_readable_again_is_followed_by_a_restarted_watcher(tmp_pa
             return
             yield set()
 
-    monkeypatch.setattr(watchfiles, "awatch", awatch)
-    monkeypatch.setattr(watch_events, "_readable", lambda path: readable.get(os.fspath(path), True))
-    batches = []
-    with anyio.fail_after(20):
-        async for changes in watch_folder(tmp_path, WatchSettings(debounce_ms=50), stop):
-            batches.append(changes)
+    batches = await _scripted_watch(tmp_path, monkeypatch, awatch, readable, walk=False)
     assert {(getattr(watch_events, "REOPENED", "REOPENED"), str(locked))} in batches, batches
     assert len(starts) == 2, starts
 
@@ -6363,15 +6383,10 @@ async def test_a_followed_folder_made_unreadable_and_readable_again_restarts_not
     # seen; the watcher restarted all the same, and the daemon synced the whole folder (10,000
     # files: 2-4 s of stats) at each such chmod. Only a folder that came in unreadable (made,
     # moved in) or was unreadable at the start is not followed.
-    import watchfiles
-    from streamrag import watch_events
-    from streamrag.config import WatchSettings
-
     followed = tmp_path / "x"
     followed.mkdir()
     readable = {str(followed): True}
     starts: list[int] = []
-    stop = anyio.Event()
 
     async def awatch(*paths, stop_event, **kwargs):
         starts.append(len(starts))
@@ -6383,12 +6398,7 @@ async def test_a_followed_folder_made_unreadable_and_readable_again_restarts_not
             yield {(Change.added, str(followed / "b.txt"))}
         stop_event.set()
 
-    monkeypatch.setattr(watchfiles, "awatch", awatch)
-    monkeypatch.setattr(watch_events, "_readable", lambda path: readable.get(os.fspath(path), True))
-    batches = []
-    with anyio.fail_after(20):
-        async for changes in watch_folder(tmp_path, WatchSettings(debounce_ms=50), stop):
-            batches.append(changes)
+    batches = await _scripted_watch(tmp_path, monkeypatch, awatch, readable, walk=False)
     assert not [b for b in batches if any(int(kind) < 0 for kind, _ in b)], batches
     assert starts == [0], starts
     assert {(Change.added, str(followed / "b.txt"))} in batches, batches
@@ -6398,14 +6408,11 @@ async def test_an_unreadable_folder_inside_one_moved_in_is_followed_once_readabl
     # `mv ~/m DIR/` where m/s is unreadable (chmod 000): watchfiles says m added, follows m and
     # skips m/s; the `chmod 755 m/s` was an event on a folder never noted, so files written in
     # m/s were not synced until the next start. The folder added is looked through for them.
-    import watchfiles
     from streamrag import watch_events
-    from streamrag.config import WatchSettings
 
     moved, inner = tmp_path / "m", tmp_path / "m" / "s"
     readable = {str(inner): False}
     starts: list[int] = []
-    stop = anyio.Event()
 
     async def awatch(*paths, stop_event, **kwargs):
         starts.append(len(starts))
@@ -6417,17 +6424,7 @@ async def test_an_unreadable_folder_inside_one_moved_in_is_followed_once_readabl
             yield {(Change.modified, str(inner))}
         stop_event.set()
 
-    def unreadable_folders(root):   # (as root nothing is refused: the walk's refusals are made)
-        return {path for path, ok in readable.items()
-                if not ok and Path(root) in Path(path).parents and os.path.isdir(path)}
-
-    monkeypatch.setattr(watchfiles, "awatch", awatch)
-    monkeypatch.setattr(watch_events, "_readable", lambda path: readable.get(os.fspath(path), True))
-    monkeypatch.setattr(watch_events, "unreadable_folders", unreadable_folders)
-    batches = []
-    with anyio.fail_after(20):
-        async for changes in watch_folder(tmp_path, WatchSettings(debounce_ms=50), stop):
-            batches.append(changes)
+    batches = await _scripted_watch(tmp_path, monkeypatch, awatch, readable)
     assert {(watch_events.REOPENED, str(inner))} in batches, batches
     assert len(starts) == 2, starts
 
@@ -6438,16 +6435,11 @@ async def test_an_unreadable_folder_removed_and_made_again_readable_restarts_not
     # readable x made under the name: the watcher follows the new folder as it is made, but the
     # old one stayed noted unreadable, so the `mkdir` was a REOPENED: a restart and a sync of the
     # whole folder for nothing. A folder deleted, and those under it, are no longer noted.
-    import watchfiles
-    from streamrag import watch_events
-    from streamrag.config import WatchSettings
-
     top = tmp_path / removed
     locked = tmp_path / "m" / "x" if removed == "m" else top
     locked.mkdir(parents=True)
     readable = {str(locked): False}
     starts: list[int] = []
-    stop = anyio.Event()
 
     async def awatch(*paths, stop_event, **kwargs):
         starts.append(len(starts))
@@ -6460,17 +6452,7 @@ async def test_an_unreadable_folder_removed_and_made_again_readable_restarts_not
             yield {(Change.added, str(top))} | {(Change.added, str(locked))}
         stop_event.set()
 
-    def unreadable_folders(root):   # (as root nothing is refused: the walk's refusals are made)
-        return {path for path, ok in readable.items()
-                if not ok and Path(root) in Path(path).parents and os.path.isdir(path)}
-
-    monkeypatch.setattr(watchfiles, "awatch", awatch)
-    monkeypatch.setattr(watch_events, "_readable", lambda path: readable.get(os.fspath(path), True))
-    monkeypatch.setattr(watch_events, "unreadable_folders", unreadable_folders)
-    batches = []
-    with anyio.fail_after(20):
-        async for changes in watch_folder(tmp_path, WatchSettings(debounce_ms=50), stop):
-            batches.append(changes)
+    batches = await _scripted_watch(tmp_path, monkeypatch, awatch, readable)
     assert not [b for b in batches if any(int(kind) < 0 for kind, _ in b)], batches
     assert starts == [0], starts
 
@@ -6481,16 +6463,13 @@ async def test_a_folder_unreadable_as_the_watcher_starts_is_followed_once_readab
     # watcher's first batch: the walk for unreadable folders ran at that batch alone, found x
     # readable, and x's chmod was an event on a folder never noted: files written in x were not
     # synced until the next start. The folder is walked before the watcher starts too.
-    import watchfiles
     from streamrag import watch_events
-    from streamrag.config import WatchSettings
 
     locked = tmp_path / "x"
     locked.mkdir()
     readable = {str(locked): False}
     starts: list[int] = []
     walked_before_start: list[bool] = []
-    stop = anyio.Event()
 
     async def awatch(*paths, stop_event, **kwargs):
         starts.append(len(starts))
@@ -6499,18 +6478,7 @@ async def test_a_folder_unreadable_as_the_watcher_starts_is_followed_once_readab
             yield {(Change.modified, str(locked))}
         stop_event.set()
 
-    def unreadable_folders(root):   # (as root nothing is refused: the walk's refusals are made)
-        walked_before_start.append(not getattr(watch, "started", anyio.Event()).is_set())
-        return {path for path, ok in readable.items() if not ok and Path(root) in Path(path).parents}
-
-    monkeypatch.setattr(watchfiles, "awatch", awatch)
-    monkeypatch.setattr(watch_events, "_readable", lambda path: readable.get(os.fspath(path), True))
-    monkeypatch.setattr(watch_events, "unreadable_folders", unreadable_folders)
-    batches = []
-    watch = watch_folder(tmp_path, WatchSettings(debounce_ms=50), stop)
-    with anyio.fail_after(20):
-        async for changes in watch:
-            batches.append(changes)
+    batches = await _scripted_watch(tmp_path, monkeypatch, awatch, readable, walked_before_start)
     assert {(watch_events.REOPENED, str(locked))} in batches, batches
     assert len(starts) == 2, starts
     assert walked_before_start[0], walked_before_start   # (the daemon's initial sync waits for ``started``)
