@@ -5177,6 +5177,19 @@ async def test_a_refusal_whose_row_a_busy_index_kept_out_is_still_said_as_the_re
     assert any("kept for the next write" in r.getMessage() for r in caplog.records)
 
 
+def _gone_unless_served(served: set[str]):
+    """A server listing only "other" that answers a chat of a model in ``served`` (changed as a
+    test goes) and refuses any other as OpenAI does (404, code model_not_found)."""
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(200, json={"object": "list", "data": [{"id": "other"}]})
+        if json.loads(request.content)["model"] in served:
+            return httpx.Response(200, json={"choices": [{"message": {"content": "x"}, "finish_reason": "length"}]})
+        return httpx.Response(404, json={"error": {"message": "The model `gone` does not exist",
+                                                   "code": "model_not_found"}})
+    return handler
+
+
 @pytest.mark.parametrize("where", ["call", "check", "noted"])
 @pytest.mark.parametrize("why", ["disk full", "read-only"])
 async def test_a_refusal_whose_row_the_index_could_not_take_is_still_said_as_the_refusal(tmp_path, monkeypatch,
@@ -5187,14 +5200,7 @@ async def test_a_refusal_whose_row_the_index_could_not_take_is_still_said_as_the
     import sqlite3
 
     served = {"gone"} if where == "noted" else set()
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        if request.method == "GET":
-            return httpx.Response(200, json={"object": "list", "data": [{"id": "other"}]})
-        if json.loads(request.content)["model"] in served:
-            return httpx.Response(200, json={"choices": [{"message": {"content": "x"}, "finish_reason": "length"}]})
-        return httpx.Response(404, json={"error": {"message": "The model `gone` does not exist",
-                                                   "code": "model_not_found"}})
+    handler = _gone_unless_served(served)
 
     def full(*_args) -> None:
         error = sqlite3.OperationalError("database or disk is full")
@@ -5236,14 +5242,7 @@ async def test_a_bug_of_the_index_at_a_refusals_row_is_raised_not_kept(tmp_path,
     import sqlite3
 
     served = {"gone"} if where == "noted" else set()
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        if request.method == "GET":
-            return httpx.Response(200, json={"object": "list", "data": [{"id": "other"}]})
-        if json.loads(request.content)["model"] in served:
-            return httpx.Response(200, json={"choices": [{"message": {"content": "x"}, "finish_reason": "length"}]})
-        return httpx.Response(404, json={"error": {"message": "The model `gone` does not exist",
-                                                   "code": "model_not_found"}})
+    handler = _gone_unless_served(served)
 
     def broken(*_args) -> None:
         error = sqlite3.OperationalError("table llm_calls has no column named apart")
