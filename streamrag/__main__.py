@@ -1,7 +1,10 @@
 """``python -m streamrag`` (and ``python -m streamrag.cli``) and the ``streamrag`` command:
 ``cli.main``, imported inside ``run`` so that a Ctrl-C while the program loads (its imports take
 a few tenths of a second) ends it as a Ctrl-C during a command does, with one line and 130, not
-with a traceback. A SIGTERM then is taken as a Ctrl-C is (``_terminated_as_interrupt``)."""
+with a traceback. A SIGTERM then is taken as a Ctrl-C is (``_terminated_as_interrupt``). So is
+one that ``main`` lets out, from the few lines outside its own handlers (before them, and between
+the parsed arguments and the command): a KeyboardInterrupt out of the program is a traceback, and
+Python then ends it by SIGINT (-2)."""
 
 import signal
 import sys
@@ -11,9 +14,11 @@ from streamrag.signals import Terminated, raise_terminated
 
 
 def run() -> int:
-    _terminated_as_interrupt()
     try:
+        _terminated_as_interrupt()
         from streamrag.cli import main
+
+        return main()
     except KeyboardInterrupt as e:
         if sys.stderr is not None:   # (closed with 2>&-: print would write to stdout)
             try:
@@ -21,7 +26,6 @@ def run() -> int:
             except (OSError, ValueError):
                 pass
         return 128 + signal.SIGTERM if isinstance(e, Terminated) else 130
-    return main()
 
 
 def _terminated_as_interrupt() -> None:

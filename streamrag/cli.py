@@ -1882,11 +1882,17 @@ def main(argv: list[str] | None = None) -> int:
     # given back; as the program, those set once a run is recorded stay while the process
     # ends (its last 0.1 s: a signal then made a published run exit 143).
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)} if argv is not None else {}
+    _late_signals.clear()   # (a caller's earlier command's)
     try:
         return _main(argv)
     finally:
-        signals.ending = _after_the_run   # (first: see _ending)
-        _ending()
+        try:
+            signals.ending = _after_the_run   # (first: see _ending)
+            _ending()
+        except KeyboardInterrupt as e:   # one that came before _ending took its signal: taken as it takes one
+            _late_signals.append(signal.SIGTERM if isinstance(e, Terminated) else signal.SIGINT)
+            signals.ending = _after_the_run
+            _ending()
         if isinstance(sys.stderr, _Stderr) and sys.stderr.stream is stderr:
             sys.stderr = stderr
         if isinstance(sys.stdout, _Stdout) and sys.stdout.stream is stdout:
@@ -1909,10 +1915,15 @@ def _ending() -> None:
     it is, as for a recorded run: raised there, out of any ``except``, it was a traceback and
     exit 1 once `status` had printed its object. ``main`` first sets ``signals.ending``, which
     the handler then calls instead (an assignment: a call, even ``signal.signal``, lets a
-    pending signal's handler run before it)."""
+    pending signal's handler run before it). Python's SIGINT handler gives way too (it was a
+    KeyboardInterrupt out of the program, then a death by SIGINT, -2, after export's "wrote"
+    line); it cannot be told to, so the Ctrl-C that comes before is raised here (``main``
+    takes it)."""
     with contextlib.suppress(ValueError):   # (not the main thread: a library caller's)
         if signal.getsignal(signal.SIGTERM) is raise_terminated:
             signal.signal(signal.SIGTERM, _after_the_run)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, _after_the_run)
 
 
 def _interrupted(command: str | None, e: KeyboardInterrupt) -> int:
