@@ -1533,6 +1533,7 @@ class _Stderr:
         self.stream = stream
         self.lost = False
         self.stdout = stdout
+        self.open = False   # (its own last line: ``_interrupted``)
 
     def write(self, text: str) -> int:
         if text and self.stdout is not None and self.stdout.open:
@@ -1541,7 +1542,10 @@ class _Stderr:
                 with contextlib.suppress(OSError, ValueError):   # (its own errors come where it is written)
                     self.stdout.flush()   # (what it holds goes first)
                 self._write("\n")
-        return self._write(text)
+        written = self._write(text)
+        if text:
+            self.open = not text.endswith("\n")
+        return written
 
     def _write(self, text: str) -> int:
         if not self.lost:
@@ -1928,6 +1932,8 @@ def _ending() -> None:
 
 def _interrupted(command: str | None, e: KeyboardInterrupt) -> int:
     """One line for a Ctrl-C (or a SIGTERM taken like one); the exit code."""
+    if getattr(sys.stderr, "open", False):   # (one between a line and its end, as print writes
+        print(file=sys.stderr)               # them apart: "... 38 reportsstreamrag: interrupted")
     print("streamrag: interrupted" + ("; finished work is kept, run the same command to continue"
                                       if command in ("index", "watch", "demo") else
                                       "; the index is as it was (nothing given back)"

@@ -2076,6 +2076,26 @@ def test_a_signal_as_python_shuts_down_leaves_the_exit_status(corpus, signum):
     assert json.loads((corpus / "graph.json").read_text())["entities"]
 
 
+def test_a_ctrl_c_between_a_line_and_its_end_says_so_on_a_line_of_its_own(cli_run, corpus, monkeypatch):
+    # print writes a line's text and its end apart: a Ctrl-C between them (export's "wrote" line)
+    # said "... 5 reportsstreamrag: interrupted". It is raised as the end is written, once.
+    from streamrag import cli
+
+    assert cli_run("index", "-q", "--offline", ".", cwd=corpus).returncode == 0
+    writing, stopped = cli._Stderr._write, []
+
+    def write(self, text: str) -> int:
+        if text == "\n" and not stopped:
+            stopped.append(True)
+            raise KeyboardInterrupt
+        return writing(self, text)
+
+    monkeypatch.setattr(cli._Stderr, "_write", write)
+    out = cli_run("export", "graph.json", cwd=corpus)
+    assert stopped and out.returncode == 130, out
+    assert re.fullmatch(r"wrote graph\.json: [^\n]* reports\nstreamrag: interrupted\n", out.stderr), out.stderr
+
+
 @pytest.mark.parametrize("raised, code", [("KeyboardInterrupt", 130), ("Terminated", 143)])
 def test_a_signal_before_the_command_runs_is_one_line(corpus, raised, code):
     # Between the parsed arguments and the command, and in main before its own handlers, a
