@@ -14,6 +14,7 @@ import msgspec
 
 from streamrag import ids, nlp
 from streamrag.config import Settings
+from streamrag.index_rows import offline_extractor
 from streamrag.parsing import parse_records, read_claims, usable_extraction
 from streamrag.prompts import Prompt, load_prompt
 from streamrag.records import Chunk, Extraction
@@ -39,7 +40,7 @@ def offline_upgrade(built: str | None, settings: Settings) -> bool:
     entity types under an earlier ``nlp.VERSION``: the run's offline extraction of every chunk
     again is then this streamrag's doing, no setting's (the run said "Nothing changed" beside
     "62 extracted now", and never why)."""
-    if not settings.offline or not built or not built.startswith("nlp-"):
+    if not settings.offline or not offline_extractor(built):
         return False
     types = [t.lower() for t in settings.index.entity_types]
     return any("nlp-" + ids.digest(NLP_VERSION, types, str(v), length=12) == built
