@@ -1737,18 +1737,21 @@ class LLMClient:
         def before_sleep(state: RetryCallState) -> None:
             exc = state.outcome.exception() if state.outcome else None
             wait = state.next_action.sleep if state.next_action else 0
+            # (a server's sentence keeps one stop: "Sorry about that.; retry" read as two)
+            detail = str(getattr(exc, "detail", exc))
+            detail = detail[:-1] if detail.endswith(".") and not detail.endswith("..") else detail
             # Nothing listening yet: the error after the last try says so in one line; a warning
             # per concurrent call and try before it (dozens of lines) would only bury it.
             if getattr(exc, "free", False) and exc.loading:
-                line = (f"{url}: {exc.detail}; the server is loading its model: waited "
+                line = (f"{url}: {detail}; the server is loading its model: waited "
                         f"{exc.refused_for:.0f} s, retry in {wait:.1f} s (for up to "
                         f"{LOADING_MAX_S:g} s)")
             elif getattr(exc, "free", False):
-                line = (f"{url}: {getattr(exc, 'detail', exc)}; it answered before: this call refused "
+                line = (f"{url}: {detail}; it answered before: this call refused "
                         f"for {exc.refused_for:.0f} s, retry in {wait:.1f} s (until it answers, or "
                         f"has refused every connection for {DOWN_AFTER_S:g} s)")
             else:
-                line = (f"{url}: {getattr(exc, 'detail', exc)}; retry "
+                line = (f"{url}: {detail}; retry "
                         f"{getattr(exc, 'tries', 0) or state.attempt_number}/"
                         f"{self.settings.max_retries} in {wait:.1f} s")
             if getattr(exc, "refused", False) and not self._reach.reached:

@@ -749,6 +749,20 @@ async def test_clients_made_while_sharing_notices_say_one_retry_line_between_the
     assert said[2].endswith("(and 1 more like it since the last; -v shows each)"), said
     assert sum("HTTP 500: boom" in r.getMessage() for r in caplog.records) == 7   # each try, at -v
 
+async def test_a_retry_line_ends_a_servers_sentence_once(tmp_path, caplog):
+    # OpenAI's 500 says "... Sorry about that." and the simulator's "(fault injection).": the
+    # retry line read "Sorry about that.; retry 1/1 in 0.8 s", two stops in a row.
+    def down(body):
+        return httpx.Response(500, json={"error": {"message": "The server had an error. Sorry about that."}})
+
+    with anyio.fail_after(10), caplog.at_level(logging.WARNING, logger="streamrag.llm"):
+        async with client(tmp_path, Endpoint(down, down), max_retries=1) as (llm, _):
+            with pytest.raises(LLMError):
+                await llm.chat(ask(), model="m1", stage="s")
+    (said,) = [r.getMessage() for r in caplog.records if "retry 1/1" in r.getMessage()]
+    assert "Sorry about that; retry 1/1 in " in said, said
+
+
 async def test_tokens_beyond_a_minutes_budget_wait_and_an_oversized_request_still_goes(
         tmp_path, monkeypatch):
     import streamrag.ratelimit
