@@ -4271,21 +4271,30 @@ async def _local_context_asked(question: str, settings, db, monkeypatch) -> tupl
     return ctx, answer
 
 
+async def _home_among_meetings(tmp_path, monkeypatch, meeting: str, home: str, question: str) -> tuple:
+    """The local context and answer of ``question`` over six crowded meeting notes
+    (``_crowded_meetings`` of ``meeting``) and Ada Osk's home note, ending with ``home`` (as long
+    as a meeting's, its sentence last: no room left over, nor a line cut to it, holds it),
+    indexed offline into ``tmp_path``."""
+    corpus = tmp_path / "notes"
+    corpus.mkdir()
+    _crowded_meetings(corpus, meeting)
+    (corpus / "home.txt").write_text("Ada Osk kept to herself at the quay. " + "the gulls were loud that year. " * 12
+                                     + home, encoding="utf-8")
+    settings = make_settings("", query={"local_max_tokens": 1200})
+    await sync([corpus], settings, tmp_path / "index.db", root=corpus)
+    return await _local_context_asked(question, settings, tmp_path / "index.db", monkeypatch)
+
+
 async def test_a_local_context_takes_the_named_entitys_chunks_that_have_the_questions_words(tmp_path, monkeypatch):
     """'Where did Scrooge live?' (A Christmas Carol, indexed offline): the text section took the
     four of Scrooge's 43 chunks mentioning the most other selected entities, and the one saying
     where he lived, with few others in it, was 21st. Among the named entity's chunks, those
     having the question's words ("live" finding "lived") come first; a word most chunks have
     ("quay" here) orders none."""
-    corpus = tmp_path / "notes"
-    corpus.mkdir()
-    _crowded_meetings(corpus, "Ada Osk met {others} at the quay on day {i}. ")
-    # (as long as a meeting's, its sentence last: no room left over, nor a line cut to it, holds it)
-    (corpus / "home.txt").write_text("Ada Osk kept to herself at the quay. " + "the gulls were loud that year. " * 12
-                                     + "Ada Osk lived in a narrow house above the quay.\n", encoding="utf-8")
-    settings = make_settings("", query={"local_max_tokens": 1200})
-    await sync([corpus], settings, tmp_path / "index.db", root=corpus)
-    ctx, answer = await _local_context_asked("Where did Ada Osk live?", settings, tmp_path / "index.db", monkeypatch)
+    ctx, answer = await _home_among_meetings(
+        tmp_path, monkeypatch, "Ada Osk met {others} at the quay on day {i}. ",
+        "Ada Osk lived in a narrow house above the quay.\n", "Where did Ada Osk live?")
     assert "narrow house" in ctx.text and ctx.sections["text"] > 0, ctx.text
     assert "narrow house" in answer.text, answer.text
 
@@ -4316,14 +4325,9 @@ async def test_a_local_context_finds_a_words_y_ending_turned_to_i(tmp_path, monk
     saying "married" (none in A Christmas Carol or synth_small, 8 and 3 for "marri*"), so the one
     saying whom she married stayed out of the context; "companies"/"company", "studied"/"study"
     alike."""
-    corpus = tmp_path / "notes"
-    corpus.mkdir()
-    _crowded_meetings(corpus, "Ada Osk met {others} at the quay on day {i}. ")
-    (corpus / "home.txt").write_text("Ada Osk kept to herself at the quay. " + "the gulls were loud that year. " * 12
-                                     + "Ada Osk married a lighthouse keeper from the north.\n", encoding="utf-8")
-    settings = make_settings("", query={"local_max_tokens": 1200})
-    await sync([corpus], settings, tmp_path / "index.db", root=corpus)
-    ctx, _ = await _local_context_asked("Who did Ada Osk marry?", settings, tmp_path / "index.db", monkeypatch)
+    ctx, _ = await _home_among_meetings(
+        tmp_path, monkeypatch, "Ada Osk met {others} at the quay on day {i}. ",
+        "Ada Osk married a lighthouse keeper from the north.\n", "Who did Ada Osk marry?")
     assert "lighthouse keeper" in ctx.text, ctx.text
 
 
@@ -4331,14 +4335,9 @@ async def test_a_local_context_finds_an_irregular_verbs_forms(tmp_path, monkeypa
     """'What did Ada Osk buy?': "buy" found "buys" and "buying", not "bought" (no ending rule
     makes it), so the chunk saying what she bought stayed out of the context and the answer.
     A verb stands for its irregular forms too (``extractive.irregular_forms``)."""
-    corpus = tmp_path / "notes"
-    corpus.mkdir()
-    _crowded_meetings(corpus, "Ada Osk met {others} at the quay on day {i}. ")
-    (corpus / "home.txt").write_text("Ada Osk kept to herself at the quay. " + "the gulls were loud that year. " * 12
-                                     + "Ada Osk bought a brass lantern from a pedlar.\n", encoding="utf-8")
-    settings = make_settings("", query={"local_max_tokens": 1200})
-    await sync([corpus], settings, tmp_path / "index.db", root=corpus)
-    ctx, answer = await _local_context_asked("What did Ada Osk buy?", settings, tmp_path / "index.db", monkeypatch)
+    ctx, answer = await _home_among_meetings(
+        tmp_path, monkeypatch, "Ada Osk met {others} at the quay on day {i}. ",
+        "Ada Osk bought a brass lantern from a pedlar.\n", "What did Ada Osk buy?")
     assert "brass lantern" in ctx.text, ctx.text
     assert answer.text.split("\n")[2].startswith("- Ada Osk bought a brass lantern"), answer.text
 
@@ -4369,14 +4368,9 @@ async def test_a_local_context_finds_the_questions_words_by_their_stem_not_as_a_
     """'What art did Ada Osk show?': "art", searched as the start of a word, found every chunk
     saying "articles" (as "run" found "rung" and "live" "liver"), and the one saying what art she
     showed stayed out of the context. A word stands for the index's words of its stem."""
-    corpus = tmp_path / "notes"
-    corpus.mkdir()
-    _crowded_meetings(corpus, "Ada Osk met {others} at the quay on day {i} to read articles. ")
-    (corpus / "home.txt").write_text("Ada Osk kept to herself at the quay. " + "the gulls were loud that year. " * 12
-                                     + "Ada Osk showed her art of woven nets to the town.\n", encoding="utf-8")
-    settings = make_settings("", query={"local_max_tokens": 1200})
-    await sync([corpus], settings, tmp_path / "index.db", root=corpus)
-    ctx, _ = await _local_context_asked("What art did Ada Osk show?", settings, tmp_path / "index.db", monkeypatch)
+    ctx, _ = await _home_among_meetings(
+        tmp_path, monkeypatch, "Ada Osk met {others} at the quay on day {i} to read articles. ",
+        "Ada Osk showed her art of woven nets to the town.\n", "What art did Ada Osk show?")
     assert "woven nets" in ctx.text, ctx.text
 
 
@@ -4436,12 +4430,7 @@ async def test_a_three_letter_word_ending_in_e_does_not_stand_for_the_two_letter
     "to", "ate" for "at", "bye" for "by"), which most chunks have: the word ordered none, and the
     chunk saying what ore she showed stayed out of the context. No ending leaves a two-letter
     stem, so a three-letter one keeps its "e"."""
-    corpus = tmp_path / "notes"
-    corpus.mkdir()
-    _crowded_meetings(corpus, "Ada Osk met {others} or their friends at the quay on day {i}. ")
-    (corpus / "home.txt").write_text("Ada Osk kept to herself at the quay. " + "the gulls were loud that year. " * 12
-                                     + "Ada Osk showed her copper ore of the northern hills.\n", encoding="utf-8")
-    settings = make_settings("", query={"local_max_tokens": 1200})
-    await sync([corpus], settings, tmp_path / "index.db", root=corpus)
-    ctx, _ = await _local_context_asked("What ore did Ada Osk show?", settings, tmp_path / "index.db", monkeypatch)
+    ctx, _ = await _home_among_meetings(
+        tmp_path, monkeypatch, "Ada Osk met {others} or their friends at the quay on day {i}. ",
+        "Ada Osk showed her copper ore of the northern hills.\n", "What ore did Ada Osk show?")
     assert "copper ore" in ctx.text, ctx.text
