@@ -1944,28 +1944,34 @@ runpy.run_module(main, run_name="__main__", alter_sys=True)
 """
 
 
+def _signalled_while_loading(args: list[str], cwd, sig: int, preexec) -> tuple[int, str, str]:
+    """Exit status, stdout and stderr of ``_SLOW_IMPORT`` run with ``args`` in ``cwd`` (this
+    checkout's streamrag first on PYTHONPATH), sent ``sig`` once it says it is loading."""
+    env = clean_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent.parent), env.get("PYTHONPATH", "")])
+    proc = subprocess.Popen([sys.executable, "-c", _SLOW_IMPORT, *args], cwd=cwd, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
+    try:
+        assert proc.stdout.readline() == "loading\n"
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, out, err
+
+
 @pytest.mark.parametrize("main, module", [("streamrag", "streamrag.config"),    # while streamrag.cli is imported
                                           ("streamrag", "streamrag.ask_command"),    # while the parser is built
                                           ("streamrag.cli", "streamrag.config")])   # (a traceback)
 def test_a_ctrl_c_while_the_program_loads_is_one_line_and_130(tmp_path, main, module):
     # Ctrl-C in the first 0.2 s of any command (its imports) printed a traceback.
-    env = clean_env()
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent.parent), env.get("PYTHONPATH", "")])
     def as_from_a_terminal() -> None:   # (a suite run in the background ignores SIGINT, or blocks it)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
-    proc = subprocess.Popen([sys.executable, "-c", _SLOW_IMPORT, main, module, "status"], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=as_from_a_terminal)
-    try:
-        assert proc.stdout.readline() == "loading\n"
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, err
+    code, out, err = _signalled_while_loading([main, module, "status"], tmp_path, signal.SIGINT, as_from_a_terminal)
+    assert code == 130, err
     assert err == "streamrag: interrupted\n" and out == ""
 
 
@@ -1980,19 +1986,9 @@ def test_a_sigterm_while_the_program_loads_is_one_line_and_143(corpus, module, c
     # -15 and no line. The entry point takes it first, as Python takes SIGINT: a Ctrl-C's line.
     # But `watch`'s, until its daemon takes it: a service manager's stop (systemd counts a death
     # by SIGTERM a clean stop, exit 143 a failure) as a `systemctl restart` soon after a start.
-    env = clean_env()
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent.parent), env.get("PYTHONPATH", "")])
-    proc = subprocess.Popen([sys.executable, "-c", _SLOW_IMPORT, "streamrag", module, *command], cwd=corpus,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
-    try:
-        assert proc.stdout.readline() == "loading\n"
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == code, err
+    got, out, err = _signalled_while_loading(["streamrag", module, *command], corpus, signal.SIGTERM,
+                                             lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
+    assert got == code, err
     assert err == said and out == ""
 
 
