@@ -963,6 +963,15 @@ def extractive_answer(question: str, passages: Sequence[tuple[str, str]], *, wha
     return "\n".join(lines), True
 
 
+def words_met(question: str, sentences: Iterable[str], extra_stop: frozenset[str] = frozenset()) -> tuple[int, int]:
+    """How many of ``question``'s words (``query_terms`` without ``extra_stop``, compared as
+    ``pick_sentences`` compares them) the one of ``sentences`` having most of them has, and how
+    many it has in all: what tells a strong answer from one sharing a single word with it."""
+    key = NameKeys(asked_names(question))
+    terms = {key.word(t, t in key.names) for t in query_terms(question, extra_stop=extra_stop)}
+    return max((len(terms & key.set_of(s)) for s in sentences), default=0), len(terms)
+
+
 def overlap_rating(question_terms: set[str], text: str, names: Sequence[str] = (),
                    held: Collection[str] = (), key: NameKeys | None = None) -> float:
     """A 0-5 relevance rating from the share of the question's words found in ``text``, the

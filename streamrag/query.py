@@ -731,13 +731,16 @@ class _Search:
             return
         self._held = []
         await self._extractive(self.answer.mode)
-        if not self.context_tags:
-            first, first_held = msgspec.structs.replace(self.answer), self._held
-            self._held = []
+        met = self._words_met() if self.context_tags and self.answer.mode == "global" else None
+        if not self.context_tags or met is not None and met[0] < met[1]:
+            first, first_held, first_tags = msgspec.structs.replace(self.answer), self._held, self.context_tags
+            self._held, self.context_tags = [], []
             self.answer.mode = "basic"
             await self._extractive("basic")
+            if met is not None:
+                self._weaker_of(met, first, first_held, first_tags)
             # The first answer says best what is missing, unless it advises the search just made.
-            if self.context_tags or first.details.get("communities") == 0:
+            elif self.context_tags or first.details.get("communities") == 0:
                 self.answer.auto_choice = "basic"
                 # (of an index without communities, the basic search's answer stands though it
                 # found nothing: "so the source text answers" was said above "nothing matches")
@@ -752,6 +755,32 @@ class _Search:
         held, self._held = self._held, None
         for text in held:
             self._emit(text)
+
+    def _words_met(self) -> tuple[int, int]:
+        """How many of the words a basic search looks for the best sentence the answer quotes
+        has, and of how many (``extractive.words_met``); none of none for a broad question.
+        (Not the words global search rates reports by, without the generic ones: "Who wrote the
+        letter?" asks for "letter" too.)"""
+        if self.local_stop is None:
+            return 0, 0
+        return extractive.words_met(self.answer.question, [s for s, _tag in extractive.quotes(self.answer.text)],
+                                    RELATION_WORDS | self.local_stop)
+
+    def _weaker_of(self, met: tuple[int, int], first: Answer, first_held: list[str], first_tags: list[str]) -> None:
+        """Auto mode's global answer (``first``) whose best sentence has only ``met`` of the
+        question's words, beside the basic search's just made: the source text answers where
+        its best sentence has more of them (counted alike), else the global answer stands. A
+        report's sentence sharing one word of "Who fell upon his knees?" ("fall off", of
+        another passage) was quoted, while the text says "Scrooge fell upon his knees"."""
+        if self.context_tags and (basic := self._words_met()[0]) >= met[0]:
+            self.answer.auto_choice = "basic"
+            self.answer.auto_reason = (f"the global search's best sentence has {met[0]} of the question's "
+                                       f"{met[1]} words, the source text's {basic}, so the source text answers")
+            self.status(f"auto mode: {self.answer.auto_reason}")
+            return
+        for field in self.answer.__struct_fields__:
+            setattr(self.answer, field, getattr(first, field))
+        self._held, self.context_tags = first_held, first_tags
 
     async def _extractive(self, mode: str) -> None:
         if mode != "global" and self.answer.requested_mode == mode and self.local_stop is None:

@@ -2769,6 +2769,29 @@ async def test_auto_mode_on_an_index_without_communities_does_not_advise_the_sea
                                    "it has nothing either"), nothing.auto_reason
 
 
+async def test_auto_mode_falls_back_from_a_global_answer_sharing_one_word_of_the_question(tmp_path):
+    # A report's sentence sharing one word ("fall", of "fell") of "Who fell upon his knees?" was
+    # auto mode's answer, while the text says who fell upon his knees (A Christmas Carol: "I have
+    # seen your nobler aspirations fall off one by one" for "Scrooge fell upon his knees").
+    _folder, settings, db = await offline_index(tmp_path, {
+        "harvest.txt": "Ada Osk told Bo Lund in Oslo that the harvest would fall short.\n",
+        "gate.txt": "It was late. The old porter fell upon his knees at the gate, and wept.\n"})
+    asked = await aask("Who fell upon his knees?", settings, db, mode="global")   # (a mode asked for is kept)
+    assert asked.search == "global_dynamic" and "the harvest would fall short" in asked.text
+    streamed: list[str] = []
+    auto = await aask("Who fell upon his knees?", settings, db, on_delta=streamed.append)
+    assert auto.search == "basic" and auto.auto_choice == "basic" and auto.documents == ["gate.txt"]
+    assert "".join(streamed) == auto.text and "The old porter fell upon his knees" in auto.text
+    assert auto.auto_reason == ("the global search's best sentence has 1 of the question's 2 words, the "
+                                "source text's 2, so the source text answers")
+    check_citations(auto, db)
+    # A report's sentence with every word of the question stands. (Offline, a question whose
+    # words the reports write as the question does goes local: its entities' descriptions have them.)
+    whole = await aask("Who fell?", settings, db)
+    assert whole.search == "global_dynamic" and whole.auto_choice == "global"
+    assert "the harvest would fall short" in whole.text and whole.documents == ["harvest.txt"]
+
+
 def _zh_extract(messages):
     from streamrag.simulator import section
 
