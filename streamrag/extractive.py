@@ -434,7 +434,7 @@ class NameKeys:
 
     def of(self, text: str) -> list[str]:
         """The keys of the words of ``text``, in order."""
-        ws = words(text)
+        ws = _uncontracted(words(text))
         if not self.names:
             return [stem(w) for w in ws]
         caps = None
@@ -453,7 +453,7 @@ class NameKeys:
         a question of relation words), most of such an ask's work on a large index."""
         found = self._sets.get(text)
         if found is None:
-            ws = set(words(text))
+            ws = set(_uncontracted(words(text)))
             if not self.names:
                 found = frozenset(map(stem, ws))
             else:
@@ -502,6 +502,24 @@ class NameKeys:
         return found
 
 
+def _asked_keys(question: str, extra_stop: frozenset[str], key: NameKeys) -> set[str]:
+    """The keys of ``question``'s words (``query_terms`` without ``extra_stop``), as ``key``
+    gives them: "won" of "won't" as a text's (``_uncontracted``)."""
+    wont = "wont" in _uncontracted(words(question))
+    return {"wont" if wont and t == "won" else key.word(t, t in key.names)
+            for t in query_terms(question, extra_stop=extra_stop)}
+
+
+def _uncontracted(ws: list[str]) -> list[str]:
+    """The words ``ws`` (``terms.words``, which parts "won't" into "won" and "t") with the "won"
+    of "won't" written "wont": "will not", not the past of "win" (``_IRREGULAR``), which had
+    "Who won?" of A Christmas Carol quote "he won't come and dine with us" and "you won't find a
+    hole in it"."""
+    if "won" not in ws:
+        return ws
+    return ["wont" if w == "won" and after == "t" else w for w, after in zip(ws, [*ws[1:], ""], strict=True)]
+
+
 def _capitalised(text: str) -> set[str]:
     """The words of ``text`` written capitalised (not a heading's "PORTLY", for "Port"). (Their
     ``words`` taken at once: a space parts words as their own edges do.)"""
@@ -538,7 +556,7 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
     ``named`` are the entities the search found named in the question, for ``asks_about_group``
     alone (given by every mode; they give no anchor credit)."""
     key = NameKeys(asked_names(question, anchors))
-    terms = {key.word(t, t in key.names) for t in query_terms(question, extra_stop=extra_stop)}
+    terms = _asked_keys(question, extra_stop, key)
     about_group = asks_about_group(question, asked_names(question, [*anchors, *named]))
     # The question's own words: a kind only its question word asks for ("Who": a person) ranks
     # the sentences that match them, and matches nothing alone: "Who is Belle?", in a context
@@ -968,7 +986,7 @@ def words_met(question: str, sentences: Iterable[str], extra_stop: frozenset[str
     ``pick_sentences`` compares them) the one of ``sentences`` having most of them has, and how
     many it has in all: what tells a strong answer from one sharing a single word with it."""
     key = NameKeys(asked_names(question))
-    terms = {key.word(t, t in key.names) for t in query_terms(question, extra_stop=extra_stop)}
+    terms = _asked_keys(question, extra_stop, key)
     return max((len(terms & key.set_of(s)) for s in sentences), default=0), len(terms)
 
 

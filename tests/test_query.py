@@ -1877,6 +1877,15 @@ def test_question_words_match_other_forms_of_themselves():
     assert picked[0][0] == "From Pellric, Luntane Logistics runs operations across Aurelia."
 
 
+def test_the_won_of_wont_is_no_past_of_win():
+    # "won't" is parted into "won" and "t", and "won" is "win" (the irregular verbs): "Who won?" of
+    # A Christmas Carol, which says of no one that he won, quoted "he won't come and dine with us".
+    passages = [("[T:chk-1]", "He won't come and dine with us. Ada won the race at Oslo. Bo said nothing.")]
+    sentences = lambda q: [s for s, _tag, _score in pick_sentences(q, passages)]
+    assert sentences("Who won?") == sentences("Who won the race?") == ["Ada won the race at Oslo."]
+    assert sentences("Who won’t come?") == ["He won't come and dine with us."]   # (as a text writes it)
+
+
 def test_the_offline_rating_reads_words_by_stem_too():
     from streamrag.extractive import overlap_rating
     report = "Luntane Logistics was criticised for its handling of the flood."
