@@ -73,12 +73,13 @@ def quoted_sentences(text: str) -> list[tuple[str, str, str, str]]:
             continue
         line = _ITEM_MARK.sub("", " ".join(_HEADING.sub("", line).split()))
         sentences = _sentence_ends(line)
+        befores = _befores(sentences)
         for i, (s, first) in enumerate(zip(sentences, _quotations(sentences))):
             # Parenthesised asides ("(Also called Bob.)") are notes, not sentences to quote.
             # A table's row is a record however short ("Cache; Sofia."), no fragment.
             if (row or word_count(s) >= 3) and not s.startswith("("):
                 quoted = " ".join(sentences[first:i + 1])
-                before = sentences[i - 1] if i else ""
+                before = befores[i]
                 if word_count(quoted) <= MAX_SENTENCE_WORDS:
                     out.append((s, quoted, sentences[first], before))
                 else:
@@ -125,20 +126,43 @@ def _quotations(sentences: list[str]) -> list[int]:
     open_, said = False, False
     for i, s in enumerate(sentences):
         was_open = open_
-        opens, outside = _OPENS.match(s) is not None, False   # (``outside``: words outside quotes)
-        marks = sorted([(m.start(), True) for m in _OPENS.finditer(s)]
-                       + [(m.start(), False) for m in _CLOSES.finditer(s)])
-        at = 0
-        for pos, opening in marks:
-            if not open_ and opening:
-                outside = outside or any(ch.isalnum() for ch in s[at:pos])
-                open_ = True
-            elif open_ and not opening:
-                open_, at = False, pos + 1
-        outside = outside or (not open_ and any(ch.isalnum() for ch in s[at:]))
+        opens = _OPENS.match(s) is not None
+        unquoted, open_ = _outside(s, open_)
+        outside = any(ch.isalnum() for ch in unquoted)   # (words outside quotes)
         goes_on = was_open or (opens and not outside and said)
         out.append(out[-1] if goes_on and out else i)
         said = (opens or goes_on) and outside and not open_
+    return out
+
+
+def _outside(sentence: str, open_: bool) -> tuple[str, bool]:
+    """What ``sentence`` writes outside quotations, given whether one is ``open_`` at its start,
+    and whether one is open at its end."""
+    kept, at = [], 0
+    for pos, opening in sorted([(m.start(), True) for m in _OPENS.finditer(sentence)]
+                               + [(m.start(), False) for m in _CLOSES.finditer(sentence)]):
+        if not open_ and opening:
+            kept.append(sentence[at:pos])
+            open_ = True
+        elif open_ and not opening:
+            open_, at = False, pos + 1
+    if not open_:
+        kept.append(sentence[at:])
+    return " ".join(" ".join(kept).split()), open_
+
+
+def _befores(sentences: list[str]) -> list[str]:
+    """For each of a paragraph's ``sentences``, the one before it as a pronoun opening it may
+    stand for a name of (``_pronoun_credits``): "" for the first; the words it writes outside
+    quotations, for one opening outside any ("'Ada is late,' said the porter. He shrugged.":
+    "said the porter.", for it is the porter who shrugged, not Ada, said only in what he
+    said); the whole of it for one inside the quotation it is in ("'Ada is late. She missed
+    the train,' said the porter.")."""
+    out, open_ = [""], False
+    for s in sentences[:-1]:
+        unquoted, open_ = _outside(s, open_)
+        # (a quotation open after it goes on in the next sentence, which speaks in it)
+        out.append(s if open_ else unquoted)
     return out
 
 

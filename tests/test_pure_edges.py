@@ -379,6 +379,20 @@ def test_a_sentence_opening_with_a_pronoun_counts_for_the_person_named_just_befo
         assert "lived" not in first(text, tag), text   # (the sentence naming her comes first)
 
 
+def test_a_pronoun_does_not_stand_for_a_name_said_only_inside_a_quotation():
+    # "'Ada Osk is late,' said the porter. He ..." is the porter, who says her name.
+    types = {"Ada Osk": "person"}
+
+    def first(text: str) -> str:
+        return pick_sentences("Where did Ada Osk live?", [("[T:1]", text)], anchors=["Ada Osk"], types=types)[0][0]
+
+    assert "lived" not in first("'Ada Osk is late,' said the porter. He lived by the mill.")
+    assert "lived" not in first('The porter said: "Ada Osk is late." He lived by the mill.')
+    # Named outside the quotation, she is the one the pronoun stands for.
+    assert first("'I am late,' said Ada Osk. She lived in rooms above the quay.") == (
+        "She lived in rooms above the quay.")
+
+
 @pytest.mark.parametrize("apart", [
     "liver live", "letter let", "officer office", "hope hop", "hoped hopped", "time tim", "care car", "seed see",
     "quite quit", "early ear", "tender tend", "used us", "dye die", "butter but", "shower show", "theme them",
