@@ -339,8 +339,10 @@ def stem(word: str) -> str:
     words do not: "live", "lives", "lived" and "living" are "live"; "use" and "used" "use"; "hop"
     and "hopped" "hop", "hope" and "hoped" "hope"; "city" and "cities" "city"; "wrote" and
     "written" "write" (``_IRREGULAR``); "operate", "operates" and "operations" "operat". "-er"
-    and "-ly" are no endings: "letter" is not "let", "officer" not "office", "early" not "ear"
-    (nor "colder" "cold": a noun so ending is likelier in a question than a comparative). A stem
+    is no ending: "letter" is not "let", "officer" not "office" (nor "colder" "cold": a noun so
+    ending is likelier in a question than a comparative); "-ly" only an adverb's of a longer word
+    ("clearly" is "clear", ``_without_ly``; "early" is not "ear"); a British double "l" is one
+    ("travelled" is "travel", ``_single_l``). A stem
     that is a stop word ("evening" -> "even") is marked, so that it matches its own family and
     not every sentence holding the stop word."""
     if word in _WHOLE or word in _FUNCTION_WORDS:
