@@ -395,7 +395,9 @@ def _strip_ending(word: str) -> str:
         rest = word[:-len(ending)]
         if word.endswith(ending) and not (ending == "ed" and rest.endswith("e")) and _has_vowel(rest):
             if len(rest) > 3 and rest[-1] == rest[-2] and rest[-1] not in "aeioulsfz":
-                return rest[:-1]      # hopped -> hop, running -> run (not "called", "passed")
+                # hopped -> hop, running -> run (not "called", "passed"); stemmed as the word
+                # itself is: "embedded" is "embed" as "embed" and "embeds" are ("emb")
+                return _strip_ending(rest[:-1])
             word = rest if rest.endswith("e") else rest + "e"   # seeing -> see; lived -> live
             break
     return _e_ending(word[:-1]) if word.endswith("e") else word
