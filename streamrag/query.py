@@ -352,6 +352,7 @@ class _Search:
         self.fresh = fresh   # the model's cached answers are not used, and are replaced
         self._held: list[str] | None = None   # emitted text held back while a fallback may replace it
         self._global_stop: frozenset[str] | None = None   # the words offline global search left out
+        self._global_terms: set[str] = set()   # the words it rated reports by (none: a broad question)
         # the words of the names the index lacks, searched for by no search ("Zeno Ulmard": "zeno")
         self.missing = missing
 
@@ -731,7 +732,10 @@ class _Search:
             return
         self._held = []
         await self._extractive(self.answer.mode)
-        met = self._words_met() if self.context_tags and self.answer.mode == "global" else None
+        # (not of a question global search found no words of its own in, "What is the story
+        # about?": its overview of the reports stands, not a sentence that says "story")
+        met = (self._words_met() if self.context_tags and self.answer.mode == "global" and self._global_terms
+               else None)
         if not self.context_tags or met is not None and met[0] < met[1]:
             first, first_held, first_tags = msgspec.structs.replace(self.answer), self._held, self.context_tags
             self._held, self.context_tags = [], []
@@ -833,7 +837,7 @@ class _Search:
             # were kept: left out of both, the theatre's report was never quoted.
             stop, terms = stop | RELATION_WORDS, terms - RELATION_WORDS
             nodes = await self._global_nodes(tree, terms, names, holding, key)
-        self._global_stop = stop
+        self._global_stop, self._global_terms = stop, terms
         broad = False
         if not nodes and terms:
             # The question names something and no report's line has any of its words: say so,

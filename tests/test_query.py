@@ -2801,6 +2801,20 @@ async def test_auto_mode_falls_back_from_a_global_answer_sharing_one_word_of_the
     assert "the harvest would fall short" in whole.text and whole.documents == ["harvest.txt"]
 
 
+async def test_auto_mode_keeps_the_overview_of_a_question_global_search_finds_no_words_in(tmp_path):
+    # "What is the story about?" asks about the whole collection: global search rates reports by
+    # none of its words ("story" is one for the collection) and quotes their overview. Basic
+    # search's words have "story", which no report sentence has: its sentence saying "story"
+    # (A Christmas Carol: "nothing wonderful can come of the story I am going to relate") was
+    # quoted instead, as if it said what the story is about.
+    _folder, settings, db = await offline_index(tmp_path, {
+        "harvest.txt": "Ada Osk told Bo Lund in Oslo that the harvest would fall short.\n",
+        "gate.txt": "It was late. The old porter told a story at the gate, and wept.\n"})
+    auto = await aask("What is the story about?", settings, db)
+    assert auto.search == "global_dynamic" and auto.auto_choice == "global", auto.auto_reason
+    assert "The old porter told a story" not in auto.text
+
+
 def _zh_extract(messages):
     from streamrag.simulator import section
 
