@@ -362,7 +362,9 @@ _ADVERB = re.compile(r"[a-z]{4,}[cdghjkmnpqrstvwxz]ly")
 
 
 def _without_ly(word: str) -> str:
-    if _ADVERB.fullmatch(word) is None or word[:-2].endswith("ing"):
+    # (nor of a verb or noun ending so: "multiply", "reapply", "grizzly", whose other forms keep
+    # the "ly", "multiplied", "grizzlies")
+    if _ADVERB.fullmatch(word) is None or word[:-2].endswith("ing") or word.endswith(("iply", "pply", "zzly")):
         return word
     return word[:-2]
 

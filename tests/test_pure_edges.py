@@ -339,6 +339,7 @@ def test_stems_follow_the_documented_rules():
     "clear clearly", "quick quickly", "silent silently", "public publicly",
     "travel travels travelled travelling", "cancel cancelled", "control controlled", "install installed",
     "family families", "assembly assemblies", "anomaly anomalies", "ally allies",
+    "multiply multiplies multiplied", "reapply reapplies reapplied", "grizzly grizzlies",
     # a doubled consonant's word stemmed as the word is ("embed" is "emb")
     "embed embeds embedded embedding", "shred shredded", "wed wedded", "sled sledding",
 ])
