@@ -1203,6 +1203,13 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_help(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """``help [COMMAND]``: what ``--help`` prints, on stdout, exit 0."""
+    shown_parser = parser.commands[args.topic] if args.topic else parser  # type: ignore[attr-defined]
+    shown_parser.print_help()
+    return 0
+
+
 def cmd_watch(args: argparse.Namespace) -> int:
     """``watch``: ``daemon.cmd_watch``, its module loaded by the one command that runs it."""
     from streamrag.daemon import cmd_watch as watch
@@ -1455,6 +1462,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--api-key", default="", help="the key every request must carry, as "
                                                  "Authorization: Bearer KEY (default: none asked)")
     p.set_defaults(func=cmd_simulate)
+
+    # (`streamrag help` was refused as an invalid choice, as git and pip users type it)
+    p = sub.add_parser("help", help="show this help, or a command's (as COMMAND --help does)")
+    p.add_argument("topic", nargs="?", metavar="COMMAND", type=choice_arg,
+                   choices=list(sub.choices),
+                   help="the command to show the help of (default: streamrag's own)")
+    p.set_defaults(func=partial(cmd_help, parser))
     parser.commands = sub.choices  # type: ignore[attr-defined]
     for command in sub.choices.values():  # `ask -v` as well as `-v ask`
         command.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,

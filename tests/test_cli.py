@@ -41,6 +41,16 @@ def test_version_and_help(cli_run):
     assert cli_run("index").returncode == 2
 
 
+def test_help_as_a_command_shows_the_help(cli_run):
+    # `streamrag help` and `streamrag help index` were refused ("invalid choice: 'help'").
+    out = cli_run("help")
+    assert out.returncode == 0 and out.stdout == cli_run("--help").stdout, out.stderr
+    out = cli_run("help", "index")
+    assert out.returncode == 0 and out.stdout == cli_run("index", "--help").stdout, out.stderr
+    out = cli_run("help", "indx")
+    assert out.returncode == 2 and "invalid choice: 'indx'" in out.stderr, out.stderr
+
+
 @pytest.mark.parametrize("command, does", [("index", "indexes"), ("watch", "indexes"), ("ask", "answers")])
 def test_help_says_what_an_empty_api_base_does(cli_run, corpus, command, does):
     # `watch --help` said only "OpenAI-compatible endpoint (overrides settings)"; `index` and
