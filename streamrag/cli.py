@@ -1615,7 +1615,10 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
     the option it most looks like (`ask --levle 1` said only "unrecognized arguments")."""
     given = sys.argv[1:] if argv is None else argv
     if _asked_offline(given):   # (argparse said only "QUESTION required" when no question was given)
-        parser.commands["ask"].error(f"unrecognized arguments: --offline ({_ASK_OFFLINE})")  # type: ignore[attr-defined]
+        ask = parser.commands["ask"]  # type: ignore[attr-defined]
+        # (with the other misspellings named: `--offline "q" --levle 1` said only --offline's)
+        hints = [_ASK_OFFLINE, *_misspelt(ask, _ask_options(given))]
+        ask.error(f"unrecognized arguments: --offline ({'; '.join(hints)})")
     dashed = _dashed_question(parser, given)
     if dashed:
         parser.commands["ask"].error(  # type: ignore[attr-defined]
@@ -1627,20 +1630,33 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
     if not extras:
         return args
     command = parser.commands.get(getattr(args, "command", None) or "", parser)  # type: ignore[attr-defined]
-    known = [s for action in command._actions for s in action.option_strings]
-    hints = []
-    for extra in extras:
-        if extra.startswith("-"):
-            option = extra.split("=", 1)[0]
-            close = (difflib.get_close_matches(option, known, n=1, cutoff=0.75)
-                     or _long_option_for(option, known))
-            if close:
-                hints.append(f"{option}: did you mean {close[0]}?")
+    hints = _misspelt(command, extras)
     if getattr(args, "command", None) == "ask" and any(not extra.startswith("-") for extra in extras):
         # (`ask What is it` took "What" for the question and "is" for the folder)
         hints.append('quote a question of several words: streamrag ask "QUESTION" [DIR]')
     command.error(f"unrecognized arguments: {' '.join(extras)}" + (f" ({'; '.join(hints)})" if hints else ""))
     raise AssertionError("unreachable")  # error() exits
+
+
+def _misspelt(command: argparse.ArgumentParser, words: list[str]) -> list[str]:
+    """"OPTION: did you mean ..." for each of ``words`` that is an option ``command`` does not
+    take but one it takes looks like."""
+    known = [s for action in command._actions for s in action.option_strings]
+    hints = []
+    for word in words:
+        option = word.split("=", 1)[0]
+        if not word.startswith("-") or option in known:
+            continue
+        close = difflib.get_close_matches(option, known, n=1, cutoff=0.75) or _long_option_for(option, known)
+        if close:
+            hints.append(f"{option}: did you mean {close[0]}?")
+    return hints
+
+
+def _ask_options(argv: list[str]) -> list[str]:
+    """The words of ``argv`` after ``ask`` and before ``--`` but --offline (``_asked_offline``)."""
+    rest = argv[argv.index("ask") + 1:]
+    return [a for a in (rest[:rest.index("--")] if "--" in rest else rest) if a.split("=", 1)[0] != "--offline"]
 
 
 # What `ask --offline` is told: index and watch take --offline, so a newcomer tried it when the

@@ -1710,6 +1710,16 @@ def test_ask_given_offline_says_how_it_answers_with_no_model(cli_run):
     assert "(--offline" not in cli_run("status", "--offline").stderr   # (no model to leave out)
 
 
+def test_ask_given_offline_names_a_misspelt_option_beside_it(cli_run):
+    # `ask --offline "q" --levle 1` said only --offline's line: the "did you mean --level?" every
+    # other misspelling gets was dropped. A question after -- is still no option.
+    out = cli_run("ask", "--offline", "Who is Ada Osk?", "--levle", "1")
+    assert out.returncode == 2 and out.stderr == (
+        'streamrag ask: error: unrecognized arguments: --offline (--offline: ask answers with no model '
+        '(extractively) given --api-base ""; --levle: did you mean --level?); see `streamrag ask --help`\n'), out.stderr
+    assert "did you mean" not in cli_run("ask", "--offline", "--", "--levle").stderr
+
+
 def test_index_or_watch_without_a_folder_says_how_to_name_the_current_one(cli_run):
     # `streamrag index` run inside ~/notes, as `ask` and `status` are: "the following arguments
     # are required: PATH" left a newcomer to guess that "." names it.
