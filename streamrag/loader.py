@@ -473,8 +473,15 @@ def unreadable_line(label: str, why: str, *, kept: bool) -> str:
     """The line for a file the system would not read or look at (``label``: its path as shown,
     ``why``: the system's reason), saying what is true of the index: ``kept``, what was indexed
     from it stays; else nothing was, so it is not indexed."""
+    return f"{label}: {_unreadable_said(why, kept=kept)}"
+
+
+def _unreadable_said(why: str, *, kept: bool) -> str:
+    """``unreadable_line`` after the path: the one wording of a file the system would not read or
+    look at, in `index`, `watch` and `status` (a file the scan could not look at was said
+    "cannot be read (...), not indexed; check that it is readable", a third wording)."""
     told = "; what was indexed from it stays" if kept else ", so it is not indexed"
-    return f"{label}: cannot read ({_safe(why)}){told}; check that it exists and is readable (its permissions, and its folder's)"
+    return f"cannot read ({_safe(why)}){told}; check that it exists and is readable (its permissions, and its folder's)"
 
 
 def failure_line(label: str, e: InputError, *, kept: bool) -> str:
@@ -508,7 +515,7 @@ def why_unusable(path: Path | str) -> str:
             except OSError:
                 target = "a missing file"
             return f"broken symlink to {_safe(target)}, not indexed; fix or remove the link"
-        return f"cannot be read ({_safe(e.strerror or str(e))}), not indexed; check that it is readable"
+        return _unreadable_said(e.strerror or str(e), kept=False)
     if stat.S_ISDIR(st.st_mode):   # (a file replaced by a folder since the scan was said a pipe)
         return "is a folder now (it was a file when the folder was scanned), not read; the next run looks inside it"
     return "not a regular file (a pipe, socket or device), not indexed; remove it, or add it to index.exclude"

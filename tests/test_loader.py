@@ -687,6 +687,27 @@ def test_unreadable_file(tmp_path):
             read_documents(f, root=tmp_path)
 
 
+def test_a_file_that_cannot_be_looked_at_is_said_as_one_that_cannot_be_read(tmp_path, monkeypatch):
+    # A symlink in a folder without search permission (the scan lists it, cannot stat it) was
+    # "cannot be read (Permission denied), not indexed; check that it is readable", where the
+    # same file's read in `index`, `watch` and `status --failures` says unreadable_line's words.
+    import errno
+
+    from streamrag import loader
+
+    link = tmp_path / "sealed" / "link.md"
+    real_stat = os.stat
+
+    def stat(path, *args, **kwargs):
+        if os.fspath(path) == os.fspath(link):
+            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat)
+    said = f"sealed/link.md: {loader.why_unusable(link)}"
+    assert said == loader.unreadable_line("sealed/link.md", "Permission denied", kept=False), said
+
+
 def test_jsonl_rows(tmp_path):
     f = write(tmp_path / "rows.jsonl",
               '{"text": "First doc.", "title": "One"}\n'
