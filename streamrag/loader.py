@@ -768,6 +768,7 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
             # Judged before the rest is read (a 3 GB sparse file took 3 GB), without the NULs its
             # first bytes end with (a short file's may be its crash's end).
             if _clearly_binary(_without_trailing_nuls(head)[0]):
+                _refuse_nul_run(head, label)
                 _binary(label)
             if not start and exported_head(head):   # (under a name index.include takes: x.txt)
                 told = export_state(f)
@@ -968,6 +969,7 @@ def _decode(data: bytes, label: str, warnings: list[str], read_from: str,
     if text is None and _many_nuls(data[:_SNIFF]):
         text = _utf32_without_bom(data) or _utf16_without_bom(data, label)
         if text is None:
+            _refuse_nul_run(data, label)
             _binary(label)
     if text is None:
         first = None   # where the bytes stop being UTF-8, if they do
@@ -990,6 +992,7 @@ def _decode(data: bytes, label: str, warnings: list[str], read_from: str,
     controls = _controls(text, check)
     if controls > max(16, 0.05 * len(text)):
         shifted = controls - _shifts(text) <= max(16, 0.05 * len(text))   # (its SO and SI alone make it so)
+        _refuse_nul_run(data, label)
         _refuse_binary(data, label, read_from, cn_stop, shifted=shifted)   # (but CN kept: said below)
     if controls >= _GARBAGE_CONTROLS and not text.isascii():   # (a run is half beyond ASCII)
         _refuse_garbage(text, label)
@@ -1027,6 +1030,7 @@ _BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
 _CONTROL = re.compile(r"[\x00-\x06\x0e-\x1a\x1c-\x1f\x7f]")
 # (its characters, read off it: all ASCII, so each is one UTF-8 byte, ``_controls``)
 _CONTROL_BYTES = bytes(b for b in range(0x80) if _CONTROL.match(chr(b)))
+_CONTROL_BYTES_RE = re.compile(b"[" + re.escape(_CONTROL_BYTES) + b"]")   # (searched in place: no copy)
 _CONTROL_SLICE = 1 << 16   # (characters: small beside any big file, as fast as larger slices)
 
 
@@ -1097,6 +1101,25 @@ def _refuse_garbage(text: str, label: str) -> None:
     raise NotText(f"{label}: binary bytes amid its text ({controls} control characters from line {line:,} "
                   "on), so it is not indexed; remove them (a page of a damaged copy, a blob pasted in), "
                   "or add it to index.exclude")
+
+
+_NUL_RUN_AMID = re.compile(rb"\0{%d,}" % _NUL_RUN)
+
+
+def _refuse_nul_run(data: bytes, label: str) -> None:
+    """Refuses ``data`` naming the line of its run of NULs when that run is all that makes it
+    binary: text before and after it holds no control byte at all. It was "binary file", where
+    README says a run amid text is refused with the line it begins at (as ``_refuse_garbage``
+    names a run of other bytes). A run opening or ending the file is dropped before this."""
+    run = _NUL_RUN_AMID.search(data)
+    if run is None or run.start() == 0 or run.end() == len(data):   # (``head``'s end: may go on)
+        return
+    if _CONTROL_BYTES_RE.search(data, 0, run.start()) or _CONTROL_BYTES_RE.search(data, run.end()):
+        return
+    line = data.count(b"\n", 0, run.start()) + 1
+    raise NotText(f"{label}: a run of {run.end() - run.start():,} NUL bytes amid its text (from line {line:,} on), "
+                  "so it is not indexed; remove them (what a crash or a damaged copy leaves), or add it to "
+                  "index.exclude")
 
 
 def _binary(label: str) -> None:

@@ -1975,9 +1975,10 @@ def test_a_run_of_nuls_opening_or_ending_a_text_file_is_dropped_and_said(tmp_pat
         assert doc.text == "Ada Osk met Bram Tull. " * 21, run
         assert warnings == [f"wide{run}.txt: NUL bytes dropped ({run} at its end: what a crash, or a log "
                             "rotated with copytruncate, leaves); the text between is indexed"]
-    # A NUL run between texts is no crash's end: still a binary file, as a file of zeros is.
+    # A NUL run between texts is no crash's end: still not indexed, as a file of zeros is not
+    # (its line named: test_a_run_of_nuls_amid_text_is_refused_naming_its_line).
     middle = write(tmp_path / "middle.txt", text.encode() + b"\0" * 4096 + text.encode())
-    with pytest.raises(InputError, match="binary file"):
+    with pytest.raises(InputError, match="4,096 NUL bytes amid its text"):
         read_documents(middle, root=tmp_path)
 
 
@@ -2706,6 +2707,22 @@ def test_a_page_of_binary_bytes_amid_text_is_refused_naming_its_line(tmp_path):
     assert read_back(tmp_path / "fix.txt", text) == text.decode()
     strays = (line * 3 + b"\x02") * 200
     assert read_back(tmp_path / "strays.txt", strays) == strays.decode()
+
+
+def test_a_run_of_nuls_amid_text_is_refused_naming_its_line(tmp_path):
+    # README: a run of binary bytes amid text is refused with "the line where the run begins";
+    # a run of NULs there (in the first 8 KB, or long past them) was "binary file" without it.
+    line = "Ada Osk ate at the café by the quay; Bo Lund paid the bill.\n".encode()
+    for name, text, at in (("early.txt", line * 3 + b"\0" * 40 + line * 3, 4),
+                           ("late.txt", line * 300 + b"\0" * 4000 + line * 300, 301)):
+        with pytest.raises(InputError, match=rf"^{name}: a run of [\d,]+ NUL bytes amid its text \(from line "
+                                             rf"{at} on\), so it is not indexed; remove them"):
+            read_documents(write(tmp_path / name, text), root=tmp_path)
+    # Beside other control bytes, or with a second run, it is a binary file, as before.
+    for name, text in (("elf.txt", b"\x7fELF\x02\x01\x01" + b"\0" * 40 + line),
+                       ("two.txt", line + b"\0" * 40 + line + b"\0" * 40 + line)):
+        with pytest.raises(InputError, match=rf"^{name}: binary file, not indexed"):
+            read_documents(write(tmp_path / name, text), root=tmp_path)
 
 
 def test_fields_delimited_by_control_characters_amid_words_beyond_ascii_are_text(tmp_path):
