@@ -307,8 +307,8 @@ def duplicates(db: Path) -> dict[str, int]:
         tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
                                             "AND name NOT LIKE '%fts%' AND name NOT LIKE 'sqlite%'")]
         for t in tables:
-            cols = [c[1] for c in conn.execute(f"PRAGMA table_info({t})")
-                    if not (c[5] and c[2].upper() == "INTEGER")]
+            info = conn.execute(f"PRAGMA table_info({t})").fetchall()
+            cols = [c[1] for c in info if not _row_id(c, info)]
             listed = ", ".join(f'"{c}"' for c in cols)
             twice = conn.execute(f'SELECT count(*) - (SELECT count(*) FROM (SELECT DISTINCT {listed} FROM "{t}")) '
                                  f'FROM "{t}"').fetchone()[0]
@@ -320,6 +320,14 @@ def duplicates(db: Path) -> dict[str, int]:
         return out
     finally:
         conn.close()
+
+
+def _row_id(column: tuple, info: list[tuple]) -> bool:
+    """Whether ``column`` (a row of ``PRAGMA table_info``, of the table ``info`` lists) is the
+    table's row id: its one INTEGER primary key. An INTEGER column of a primary key of several
+    is data (document_chunks' idx): left out, a document whose text repeats (the same chunk at
+    idx 0 and 1) was counted a duplicate row, a false alarm on repetitive files."""
+    return bool(column[5]) and column[2].upper() == "INTEGER" and sum(1 for c in info if c[5]) == 1
 
 
 def cached_keys(db: Path) -> set[str]:

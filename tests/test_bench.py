@@ -804,6 +804,32 @@ def test_crash_fuzz_names_the_stages_it_may_kill_in():
         stage_list("publish")
 
 
+def test_crash_fuzz_counts_a_chunk_repeated_in_a_document_as_no_duplicate(tmp_path):
+    # duplicates() left out every INTEGER column of a primary key, document_chunks' idx too:
+    # a file whose text repeats (the same chunk at idx 0 and 1) was a duplicate row, a false
+    # alarm on repetitive files. A row id is still left out, and a real duplicate still counted.
+    import sqlite3
+
+    from crash_fuzz import duplicates
+
+    db = tmp_path / "i.db"
+    conn = sqlite3.connect(db)
+    conn.executescript("""
+        CREATE TABLE documents (id TEXT PRIMARY KEY, path TEXT NOT NULL);
+        CREATE TABLE document_chunks (doc_id TEXT NOT NULL, idx INTEGER NOT NULL, chunk_id TEXT NOT NULL,
+                                      PRIMARY KEY (doc_id, idx));
+        CREATE TABLE runs (n INTEGER PRIMARY KEY, what TEXT);
+        INSERT INTO documents VALUES ('doc-1', 'a.txt');
+        INSERT INTO document_chunks VALUES ('doc-1', 0, 'chk-same'), ('doc-1', 1, 'chk-same');
+        INSERT INTO runs VALUES (1, 'index');""")
+    conn.commit()
+    assert duplicates(db) == {}
+    conn.execute("INSERT INTO runs VALUES (2, 'index')")
+    conn.commit()
+    conn.close()
+    assert duplicates(db) == {"runs": 1}
+
+
 def test_crash_fuzz_reads_an_index_a_kill_at_the_start_left_unmade(tmp_path):
     # A kill before the index was made (--stages start) ended the bench with a traceback: the
     # cache it reads after each kill ("unable to open database file"), or its tables not there.
