@@ -432,9 +432,11 @@ def _value_fix(text: str, data: bytes) -> str | None:
     and for a line to write that TOML would not read either, or the setting would refuse."""
     m = _AT_RE.match(text)
     lines = data.decode("utf-8-sig", errors="replace").splitlines()
-    if not m or not 0 < int(m.group(1)) <= len(lines) or "=" not in lines[int(m.group(1)) - 1]:
+    if not m or not 0 < int(m.group(1)) <= len(lines):
         return None
     line = lines[int(m.group(1)) - 1]
+    if not _KEY_LINE_RE.match(line):   # (an item of a list written over several lines, or none)
+        return _list_item_fix(lines, int(m.group(1)), int(m.group(2)))
     key, written = (part.strip() for part in line.split("=", 1))
     written = _COMMENT_RE.split(written, 1)[0].strip()
     value = _COMMENT_RE.split(line[int(m.group(2)) - 1:], 1)[0].strip()
@@ -467,6 +469,60 @@ def _value_fix(text: str, data: bytes) -> str | None:
     except tomllib.TOMLDecodeError:
         return None
     return fix
+
+
+# A line setting a key (``include = [``), not an item of a list over several lines.
+_KEY_PART = r"""(?:[A-Za-z0-9_\-]+|"[^"]*"|'[^']*')"""
+_KEY_LINE_RE = re.compile(rf"\s*{_KEY_PART}(?:\s*\.\s*{_KEY_PART})*\s*=")
+
+
+def _list_item_fix(lines: list[str], number: int, column: int) -> str | None:
+    """``_value_fix`` of line ``number``, an item of a list written over several lines
+    (``include = [`` above it): the item as TOML reads it, with the line and the setting. They
+    were told "fix the syntax", where the same item on the key's own line got its fix."""
+    key = _list_key(lines, number)
+    item = _COMMENT_RE.split(lines[number - 1], 1)[0].strip()
+    value = item[column - 1 - (len(lines[number - 1]) - len(lines[number - 1].lstrip())):]
+    if key is None or not value or value != item:   # (one item a line, the fault at its start)
+        return None
+    bare, comma = (item[:-1].rstrip(), ",") if item.endswith(",") else (item, "")
+    if bare[0] in _CURLY:
+        straight = (json.dumps(bare[1:-1], ensure_ascii=False) if len(bare) > 1 and bare[-1] in _CURLY
+                    else bare.translate({ord(q): '"' for q in _CURLY}))
+        said = f"{bare[0]} is a typographic quote (as a web page or word processor writes them); TOML reads straight ones"
+    elif "text" in _item_kinds(key) and not any(q in bare for q in "\"'[]{}=") and not bare[0].isdigit():
+        straight, said = json.dumps(bare, ensure_ascii=False), "text needs quotes"
+    else:
+        return None
+    try:
+        tomllib.loads(f"x = [{straight}]")
+    except tomllib.TOMLDecodeError:
+        return None
+    return f"{said}: write line {number} of {key} = [...] as {straight}{comma}"
+
+
+def _list_key(lines: list[str], number: int) -> str | None:
+    """The key of the list line ``number`` is an item of: the nearest line above setting a key,
+    when it opens a list it does not close. None for a line of no list (a stray line, a table)."""
+    for line in reversed(lines[:number - 1]):
+        if _KEY_LINE_RE.match(line):
+            key, written = (part.strip() for part in line.split("=", 1))
+            written = _COMMENT_RE.split(written, 1)[0]
+            return key if written.startswith("[") and written.count("[") > written.count("]") else None
+        if line.lstrip().startswith("["):   # (a section's header)
+            return None
+    return None
+
+
+def _item_kinds(key: str) -> set[str]:
+    """What the items of a list setting of that name (``index.include``) hold: "text", "other"."""
+    name = key.rsplit(".", 1)[-1].strip().strip("\"'")
+    kinds: set[str] = set()
+    for typ in _sections().values():
+        hint = typing.get_type_hints(typ).get(name)
+        if typing.get_origin(hint) is list:
+            kinds.update("text" if one is str else "other" for one in typing.get_args(hint))
+    return kinds
 
 
 # A shell's reference to an environment variable: $NAME, ${NAME}.

@@ -485,6 +485,33 @@ def test_a_value_toml_cannot_read_is_said_with_the_line_to_write(tmp_path, text,
     assert str(err.value).endswith(fix), err.value
 
 
+@pytest.mark.parametrize("text, fix", [
+    ("[index]\ninclude = [\n  \"*.txt\",\n  \u201c*.md\u201d,  # notes\n]\n",
+     '\u201c is a typographic quote (as a web page or word processor writes them); TOML reads straight ones: '
+     'write line 4 of include = [...] as "*.md",'),
+    ("[index]\nexclude = [\n  \"Templates\",\n  *.excalidraw.md\n]\n",
+     'text needs quotes: write line 4 of exclude = [...] as "*.excalidraw.md"'),
+    # Not the item at the line's start (two on the line), or a line of no list: no line to offer.
+    ("[index]\nexclude = [\n  \"a\", \u2018b\u2019,\n]\n", "); fix the syntax"),
+    ("[index]\nchunk_size = 300\n  *.md,\n", "); fix the syntax"),
+])
+def test_an_item_of_a_list_over_several_lines_is_said_with_the_line_to_write(tmp_path, text, fix):
+    # The same item on the key's line got its line to write; on a line of its own, only "fix
+    # the syntax" (the line holds no "=").
+    path = tmp_path / "other.toml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_settings(path, env={})
+    assert "not valid TOML (Invalid " in str(err.value), err.value
+    assert str(err.value).endswith(fix), err.value
+    if "write line" in fix:   # (the line as said, written there, is read)
+        number, line = int(fix.split("write line ")[1].split()[0]), fix.split(" as ", 1)[1]
+        lines = text.splitlines()
+        lines[number - 1] = line
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        load_settings(path, env={})
+
+
 def test_malformed_settings_file_points_at_init_force_only_when_init_would_rewrite_it(tmp_path):
     # Its folder quoted for a shell: `streamrag init --force /tmp/.../my notes` was two folders.
     folder = tmp_path / "my notes"
