@@ -650,12 +650,30 @@ def _explain(err: msgspec.ValidationError, where: str, data: dict | None = None)
             # (Said as the other settings' errors are, with its default; not msgspec's "enum".)
             what = (f"is {what.removeprefix('invalid enum value ')}, not one of its values; use one of "
                     + ", ".join(f"{v!r}" for v in values) + f" (its default: {_default_line(key)})")
+        elif what.startswith("expected bool,") and (meant := _bool_meant(data, key)) is not None:
+            # (`cache = "false"` was told "write it like its default: cache = true", the opposite)
+            what += f"; TOML writes yes and no as true and false, unquoted: {key.partition('.')[2]} = {meant}"
         elif what.startswith("expected ") and (default := _default_line(setting := _ITEM_RE.sub("", key))):
             # (of an item too: `include = [1]` said "index.include[0]: expected str, got int" alone)
             example = _EXAMPLES.get(setting)
             what += (f"; write it like {setting.partition('.')[2]} = {example}" if example
                      else f"; write it like its default: {default}")
     return ConfigError(f"{where}: {key or 'top level'}: {what}")
+
+
+_NO_WORDS = {"false", "off", "no", "0", "n"}
+_YES_WORDS = {"true", "on", "yes", "1", "y"}
+
+
+def _bool_meant(data: dict | None, key: str) -> str | None:
+    """``true`` or ``false``, as TOML writes what the value of the setting ``key`` in ``data``
+    means, when it is a word or a number for it ("false", "off", 0); else None."""
+    section, _, field = key.partition(".")
+    value = (data or {}).get(section, {}).get(field) if isinstance((data or {}).get(section), dict) else None
+    if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
+        return "true" if value else "false"
+    word = value.strip().lower() if isinstance(value, str) else None
+    return "false" if word in _NO_WORDS else "true" if word in _YES_WORDS else None
 
 
 def _named_twice(types: list[str]) -> str:

@@ -61,6 +61,14 @@ def test_the_file_init_writes_loads_as_the_defaults(tmp_path):
                                "azure = \"auto\")"),
     ('[llm]\nazure = "false"\n', "llm.azure: is 'false', not one of its values"),
     ('[llm]\nazure = 1\n', "llm.azure: expected bool | str, got int; write it like azure = \"auto\" (or true, false)"),
+    # A yes or no as a word or a number: `cache = "false"` was told "write it like its default:
+    # cache = true", the opposite of what was meant.
+    ('[llm]\ncache = "false"\n', "llm.cache: expected bool, got str; TOML writes yes and no as true and false, "
+                                 "unquoted: cache = false"),
+    ('[llm]\ncache = 0\n', "llm.cache: expected bool, got int; TOML writes yes and no as true and false, "
+                           "unquoted: cache = false"),
+    ('[index]\nextract_claims = "on"\n', "unquoted: extract_claims = true"),
+    ('[llm]\ncache = "maybe"\n', "llm.cache: expected bool, got str; write it like its default: cache = true"),
     ('[llm]\napi_base = "http://127.0.0.1:9/v1"\nreport_model = " "\n', "llm.report_model: is empty; name the model to use"),
     ("[index]\nchunk_overlap = -5\n", "index.chunk_overlap: is -5; it must be >= 0 and below 600 (half of "
                                       "index.chunk_size, 1200, rounded down): set it to 0 or more"),
