@@ -204,6 +204,11 @@ class Settings(_Section):
                    else "no llm.api_base is set")
             lines.append(f"{where}index.extract_claims is set, but this index is built offline ({why}), "
                          "which extracts no claims: they need a model")
+        if self.offline and self.index.extraction_prompt \
+                and (bad := _prompt_error(Path(self.index.extraction_prompt).expanduser())):
+            # (unread offline, it went unsaid until a run with a model stopped on it)
+            lines.append(f"{where}index.extraction_prompt names {bad.path}, which {bad.what}; this offline "
+                         f"run does not read it, but a run with a model stops on it: {bad.fix}")
         if self.llm.embedding_model and self.has_endpoint and self.no_network:
             lines.append(f"{where}llm.embedding_model is set, but --offline calls no model: this run "
                          "embeds nothing (`ask` finds what has no vector by its words); to embed and "
@@ -272,13 +277,20 @@ def _prompt_fault(path: Path) -> str:
     """What is wrong with the extraction prompt file at ``path`` ("" when nothing is), by the
     rules the run reads it with (``prompts.read_prompt``): missing, not a file, not UTF-8, no
     [user] section, a placeholder left out."""
+    bad = _prompt_error(path)
+    return f"names {path}, which {bad.what}; {bad.fix}" if bad else ""
+
+
+def _prompt_error(path: Path) -> PromptFileError | None:
+    """Why the extraction prompt file at ``path`` cannot be used (``_prompt_fault``), or None."""
     from streamrag.prompts import read_prompt   # (here: prompts imports config)
 
     try:
         read_prompt("extract", path, custom=True)
     except PromptFileError as e:
-        return f"names {path}, which {e.what}; {e.fix}"
-    return ""
+        e.path = path
+        return e
+    return None
 
 
 def _merge(base: dict, over: dict) -> dict:

@@ -824,6 +824,22 @@ def test_every_command_printing_one_json_object_has_its_row_in_the_readme():
         json_output_row(command)
 
 
+def test_a_missing_extraction_prompt_is_said_offline_too(cli_run, corpus, tmp_path):
+    # index.extraction_prompt naming no file was said nothing offline (unread there), until a
+    # run with a model stopped on it.
+    (tmp_path / "s.toml").write_text('[index]\nextraction_prompt = "prompts/mine.md"\n')
+    said = (f"s.toml: index.extraction_prompt names {tmp_path / 'prompts' / 'mine.md'}, which does not exist; "
+            "this offline run does not read it, but a run with a model stops on it: write your prompt there")
+    for args in (("index", "-q"), ("watch", "--once")):
+        out = cli_run(*args, str(corpus), "--offline", "--config", str(tmp_path / "s.toml"),
+                      "--db", str(tmp_path / "i.db"))
+        assert out.returncode == 0 and out.stderr.count(said) == 1, out.stderr
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "mine.md").write_bytes((Path(__file__).parents[1] / "prompts" / "extract.md").read_bytes())
+    out = cli_run("index", "-q", str(corpus), "--config", str(tmp_path / "s.toml"), "--db", str(tmp_path / "i.db"))
+    assert out.returncode == 0 and "extraction_prompt" not in out.stderr, out.stderr
+
+
 def test_claims_asked_for_offline_are_said_to_need_a_model(cli_run, corpus, tmp_path):
     # index.extract_claims = true gave 0 claims offline, without a word.
     (tmp_path / "s.toml").write_text("[index]\nextract_claims = true\n")
