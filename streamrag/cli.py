@@ -1203,13 +1203,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_help(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    """``help [COMMAND]``: what ``--help`` prints, on stdout, exit 0."""
-    shown_parser = parser.commands[args.topic] if args.topic else parser  # type: ignore[attr-defined]
-    shown_parser.print_help()
-    return 0
-
-
 def cmd_watch(args: argparse.Namespace) -> int:
     """``watch``: ``daemon.cmd_watch``, its module loaded by the one command that runs it."""
     from streamrag.daemon import cmd_watch as watch
@@ -1463,12 +1456,6 @@ def build_parser() -> argparse.ArgumentParser:
                                                  "Authorization: Bearer KEY (default: none asked)")
     p.set_defaults(func=cmd_simulate)
 
-    # (`streamrag help` was refused as an invalid choice, as git and pip users type it)
-    p = sub.add_parser("help", help="show this help, or a command's (as COMMAND --help does)")
-    p.add_argument("topic", nargs="?", metavar="COMMAND", type=choice_arg,
-                   choices=list(sub.choices),
-                   help="the command to show the help of (default: streamrag's own)")
-    p.set_defaults(func=partial(cmd_help, parser))
     parser.commands = sub.choices  # type: ignore[attr-defined]
     for command in sub.choices.values():  # `ask -v` as well as `-v ask`
         command.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
@@ -1636,6 +1623,23 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
         hints.append('quote a question of several words: streamrag ask "QUESTION" [DIR]')
     command.error(f"unrecognized arguments: {' '.join(extras)}" + (f" ({'; '.join(hints)})" if hints else ""))
     raise AssertionError("unreachable")  # error() exits
+
+
+def _help_of(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.ArgumentParser | None:
+    """The parser whose help `streamrag help [COMMAND]` asks for (streamrag's, or COMMAND's),
+    else None: `help` was refused as an invalid choice, as git and pip users type it. Read
+    before argparse, as no command: the README's table lists what streamrag does."""
+    words = [a for a in argv if not a.startswith("-")]
+    if not words or words[0] != "help":
+        return None
+    if len(words) > 2:
+        parser.error(f"unrecognized arguments: {' '.join(words[2:])} (`streamrag help COMMAND` takes one)")
+    commands = parser.commands  # type: ignore[attr-defined]
+    if len(words) == 1:
+        return parser
+    if words[1].lower() not in commands:
+        parser.error(f"help {words[1]}: no such command; choose from {', '.join(commands)}")
+    return commands[words[1].lower()]
 
 
 def _misspelt(command: argparse.ArgumentParser, words: list[str]) -> list[str]:
@@ -1975,6 +1979,9 @@ def _interrupted(command: str | None, e: KeyboardInterrupt) -> int:
 def _main(argv: list[str] | None) -> int:
     try:   # (the commands' modules load here: a Ctrl-C then was a traceback)
         parser = build_parser()
+        if (helped := _help_of(parser, sys.argv[1:] if argv is None else argv)) is not None:
+            helped.print_help()
+            return 0
         args = _parse(parser, argv)
     except KeyboardInterrupt as e:
         return _interrupted(None, e)

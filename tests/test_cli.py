@@ -48,7 +48,9 @@ def test_help_as_a_command_shows_the_help(cli_run):
     out = cli_run("help", "index")
     assert out.returncode == 0 and out.stdout == cli_run("index", "--help").stdout, out.stderr
     out = cli_run("help", "indx")
-    assert out.returncode == 2 and "invalid choice: 'indx'" in out.stderr, out.stderr
+    assert out.returncode == 2 and out.stdout == "" and "help indx: no such command; choose from init, index" \
+        in out.stderr, out.stderr
+    assert cli_run("-v", "help", "Ask").stdout == cli_run("ask", "--help").stdout
 
 
 @pytest.mark.parametrize("command, does", [("index", "indexes"), ("watch", "indexes"), ("ask", "answers")])
