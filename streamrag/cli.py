@@ -1632,6 +1632,8 @@ def _help_of(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Argum
     words = [a for a in argv if not a.startswith("-")]
     if not words or words[0] != "help":
         return None
+    if any(len(a) > 5 and "--version".startswith(a.split("=", 1)[0]) for a in argv[:argv.index("help")]):
+        return None   # (`streamrag --version help` printed the help: argparse says the version, as before)
     if len(words) > 2:
         parser.error(f"unrecognized arguments: {' '.join(words[2:])} (`streamrag help COMMAND` takes one)")
     commands = parser.commands  # type: ignore[attr-defined]

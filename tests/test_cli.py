@@ -51,6 +51,8 @@ def test_help_as_a_command_shows_the_help(cli_run):
     assert out.returncode == 2 and out.stdout == "" and "help indx: no such command; choose from init, index" \
         in out.stderr, out.stderr
     assert cli_run("-v", "help", "Ask").stdout == cli_run("ask", "--help").stdout
+    # An option said before it is still read first: --version prints the version, not the help.
+    assert cli_run("--version", "help").stdout == cli_run("--version").stdout
 
 
 @pytest.mark.parametrize("command, does", [("index", "indexes"), ("watch", "indexes"), ("ask", "answers")])
