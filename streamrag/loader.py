@@ -768,7 +768,7 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
             # Judged before the rest is read (a 3 GB sparse file took 3 GB), without the NULs its
             # first bytes end with (a short file's may be its crash's end).
             if _clearly_binary(_without_trailing_nuls(head)[0]):
-                _refuse_nul_run(head, label)
+                _refuse_nul_run(head, label, rest=f)
                 _binary(label)
             if not start and exported_head(head):   # (under a name index.include takes: x.txt)
                 told = export_state(f)
@@ -1106,16 +1106,22 @@ def _refuse_garbage(text: str, label: str) -> None:
 _NUL_RUN_AMID = re.compile(rb"\0{%d,}" % _NUL_RUN)
 
 
-def _refuse_nul_run(data: bytes, label: str) -> None:
+def _refuse_nul_run(data: bytes, label: str, *, rest=None) -> None:
     """Refuses ``data`` naming the line of its run of NULs when that run is all that makes it
     binary: text before and after it holds no control byte at all. It was "binary file", where
     README says a run amid text is refused with the line it begins at (as ``_refuse_garbage``
-    names a run of other bytes). A run opening or ending the file is dropped before this."""
+    names a run of other bytes). A run opening or ending the file is dropped before this.
+    ``rest``: the file ``data`` is the head of, read on from there (a piece at a time, up to its
+    first control byte): a binary file whose first 8 KB were text, a run and text was told "a
+    run of NUL bytes amid its text" and to remove them."""
     run = _NUL_RUN_AMID.search(data)
     if run is None or run.start() == 0 or run.end() == len(data):   # (``head``'s end: may go on)
         return
     if _CONTROL_BYTES_RE.search(data, 0, run.start()) or _CONTROL_BYTES_RE.search(data, run.end()):
         return
+    while rest is not None and (piece := rest.read(1 << 20)):
+        if _CONTROL_BYTES_RE.search(piece):
+            return
     line = data.count(b"\n", 0, run.start()) + 1
     raise NotText(f"{label}: a run of {run.end() - run.start():,} NUL bytes amid its text (from line {line:,} on), "
                   "so it is not indexed; remove them (what a crash or a damaged copy leaves), or add it to "

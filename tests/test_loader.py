@@ -2714,13 +2714,16 @@ def test_a_run_of_nuls_amid_text_is_refused_naming_its_line(tmp_path):
     # a run of NULs there (in the first 8 KB, or long past them) was "binary file" without it.
     line = "Ada Osk ate at the café by the quay; Bo Lund paid the bill.\n".encode()
     for name, text, at in (("early.txt", line * 3 + b"\0" * 40 + line * 3, 4),
-                           ("late.txt", line * 300 + b"\0" * 4000 + line * 300, 301)):
+                           ("late.txt", line * 300 + b"\0" * 4000 + line * 300, 301),
+                           ("long.txt", line * 3 + b"\0" * 40 + line * 3000, 4)):
         with pytest.raises(InputError, match=rf"^{name}: a run of [\d,]+ NUL bytes amid its text \(from line "
                                              rf"{at} on\), so it is not indexed; remove them"):
             read_documents(write(tmp_path / name, text), root=tmp_path)
     # Beside other control bytes, or with a second run, it is a binary file, as before.
     for name, text in (("elf.txt", b"\x7fELF\x02\x01\x01" + b"\0" * 40 + line),
-                       ("two.txt", line + b"\0" * 40 + line + b"\0" * 40 + line)):
+                       ("two.txt", line + b"\0" * 40 + line + b"\0" * 40 + line),
+                       # (text, a run and text in the first 8 KB, but binary past them)
+                       ("head.txt", line * 3 + b"\0" * 40 + line * 150 + bytes(range(32)) * 100)):
         with pytest.raises(InputError, match=rf"^{name}: binary file, not indexed"):
             read_documents(write(tmp_path / name, text), root=tmp_path)
 
