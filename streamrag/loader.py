@@ -993,6 +993,7 @@ def _decode(data: bytes, label: str, warnings: list[str], read_from: str,
     if controls > max(16, 0.05 * len(text)):
         shifted = controls - _shifts(text) <= max(16, 0.05 * len(text))   # (its SO and SI alone make it so)
         _refuse_nul_run(data, label)
+        _refuse_nul_run(text, label)   # (read in characters: UTF-16 or UTF-32, NULs every other byte)
         _refuse_binary(data, label, read_from, cn_stop, shifted=shifted)   # (but CN kept: said below)
     if controls >= _GARBAGE_CONTROLS and not text.isascii():   # (a run is half beyond ASCII)
         _refuse_garbage(text, label)
@@ -1104,26 +1105,31 @@ def _refuse_garbage(text: str, label: str) -> None:
 
 
 _NUL_RUN_AMID = re.compile(rb"\0{%d,}" % _NUL_RUN)
+_NUL_RUN_AMID_TEXT = re.compile("\0{%d,}" % _NUL_RUN)
 
 
-def _refuse_nul_run(data: bytes, label: str, *, rest=None) -> None:
+def _refuse_nul_run(data: bytes | str, label: str, *, rest=None) -> None:
     """Refuses ``data`` naming the line of its run of NULs when that run is all that makes it
     binary: text before and after it holds no control byte at all. It was "binary file", where
     README says a run amid text is refused with the line it begins at (as ``_refuse_garbage``
     names a run of other bytes). A run opening or ending the file is dropped before this.
     ``rest``: the file ``data`` is the head of, read on from there (a piece at a time, up to its
     first control byte): a binary file whose first 8 KB were text, a run and text was told "a
-    run of NUL bytes amid its text" and to remove them."""
-    run = _NUL_RUN_AMID.search(data)
+    run of NUL bytes amid its text" and to remove them. ``data`` as text: the file decoded (a
+    UTF-16 file's run, amid NUL bytes every other byte, was "binary file"), its run in characters."""
+    wide = isinstance(data, str)
+    run = (_NUL_RUN_AMID_TEXT if wide else _NUL_RUN_AMID).search(data)
     if run is None or run.start() == 0 or run.end() == len(data):   # (``head``'s end: may go on)
         return
-    if _CONTROL_BYTES_RE.search(data, 0, run.start()) or _CONTROL_BYTES_RE.search(data, run.end()):
+    control = _CONTROL if wide else _CONTROL_BYTES_RE
+    if control.search(data, 0, run.start()) or control.search(data, run.end()):
         return
     while rest is not None and (piece := rest.read(1 << 20)):
         if _CONTROL_BYTES_RE.search(piece):
             return
-    line = data.count(b"\n", 0, run.start()) + 1
-    raise NotText(f"{label}: a run of {run.end() - run.start():,} NUL bytes amid its text (from line {line:,} on), "
+    line = data.count("\n" if wide else b"\n", 0, run.start()) + 1
+    nuls = "NUL characters" if wide else "NUL bytes"
+    raise NotText(f"{label}: a run of {run.end() - run.start():,} {nuls} amid its text (from line {line:,} on), "
                   "so it is not indexed; remove them (what a crash or a damaged copy leaves), or add it to "
                   "index.exclude")
 

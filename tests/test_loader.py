@@ -2719,6 +2719,13 @@ def test_a_run_of_nuls_amid_text_is_refused_naming_its_line(tmp_path):
         with pytest.raises(InputError, match=rf"^{name}: a run of [\d,]+ NUL bytes amid its text \(from line "
                                              rf"{at} on\), so it is not indexed; remove them"):
             read_documents(write(tmp_path / name, text), root=tmp_path)
+    # In UTF-16 or UTF-32 (NUL bytes every other byte), in characters: it was "binary file".
+    for name, text in (("wide16.txt", codecs.BOM_UTF16_LE + (line.decode() * 3).encode("utf-16-le") + b"\0" * 40
+                        + (line.decode() * 3).encode("utf-16-le")),
+                       ("wide32.txt", codecs.BOM_UTF32_BE + (line.decode() * 3).encode("utf-32-be") + b"\0" * 80
+                        + (line.decode() * 3).encode("utf-32-be"))):
+        with pytest.raises(InputError, match=rf"^{name}: a run of 20 NUL characters amid its text \(from line 4 on\)"):
+            read_documents(write(tmp_path / name, text), root=tmp_path)
     # Beside other control bytes, or with a second run, it is a binary file, as before.
     for name, text in (("elf.txt", b"\x7fELF\x02\x01\x01" + b"\0" * 40 + line),
                        ("two.txt", line + b"\0" * 40 + line + b"\0" * 40 + line),
