@@ -768,7 +768,7 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
             # Judged before the rest is read (a 3 GB sparse file took 3 GB), without the NULs its
             # first bytes end with (a short file's may be its crash's end).
             if _clearly_binary(_without_trailing_nuls(head)[0]):
-                _refuse_nul_run(head, label, rest=f)
+                _refuse_nul_run(head, label, rest=f, upto=None if limit is None else limit - len(head))
                 _binary(label)
             if not start and exported_head(head):   # (under a name index.include takes: x.txt)
                 told = export_state(f)
@@ -1108,14 +1108,14 @@ _NUL_RUN_AMID = re.compile(rb"\0{%d,}" % _NUL_RUN)
 _NUL_RUN_AMID_TEXT = re.compile("\0{%d,}" % _NUL_RUN)
 
 
-def _refuse_nul_run(data: bytes | str, label: str, *, rest=None) -> None:
+def _refuse_nul_run(data: bytes | str, label: str, *, rest=None, upto: int | None = None) -> None:
     """Refuses ``data`` naming the line of its run of NULs when that run is all that makes it
     binary: text before and after it holds no control byte at all. It was "binary file", where
     README says a run amid text is refused with the line it begins at (as ``_refuse_garbage``
     names a run of other bytes). A run opening or ending the file is dropped before this.
     ``rest``: the file ``data`` is the head of, read on from there (a piece at a time, up to its
-    first control byte): a binary file whose first 8 KB were text, a run and text was told "a
-    run of NUL bytes amid its text" and to remove them. ``data`` as text: the file decoded (a
+    first control byte, or ``upto`` bytes: a read of ``limit`` bytes): a binary file whose first
+    8 KB were text, a run and text was told "a run of NUL bytes amid its text" and to remove them. ``data`` as text: the file decoded (a
     UTF-16 file's run, amid NUL bytes every other byte, was "binary file"), its run in characters."""
     wide = isinstance(data, str)
     run = (_NUL_RUN_AMID_TEXT if wide else _NUL_RUN_AMID).search(data)
@@ -1124,9 +1124,11 @@ def _refuse_nul_run(data: bytes | str, label: str, *, rest=None) -> None:
     control = _CONTROL if wide else _CONTROL_BYTES_RE
     if control.search(data, 0, run.start()) or control.search(data, run.end()):
         return
-    while rest is not None and (piece := rest.read(1 << 20)):
+    while rest is not None and (upto is None or upto > 0) and \
+            (piece := rest.read(1 << 20 if upto is None else min(1 << 20, upto))):
         if _CONTROL_BYTES_RE.search(piece):
             return
+        upto = None if upto is None else upto - len(piece)
     line = data.count("\n" if wide else b"\n", 0, run.start()) + 1
     nuls = "NUL characters" if wide else "NUL bytes"
     raise NotText(f"{label}: a run of {run.end() - run.start():,} {nuls} amid its text (from line {line:,} on), "
