@@ -6301,32 +6301,50 @@ async def test_a_file_written_on_is_said_settling_once_and_synced_once_it_is_qui
             daemon.stop()
 
 
-async def _scripted_watch(tmp_path, monkeypatch, awatch, readable, walked=None, *, walk=True) -> list:
+async def _scripted_watch(tmp_path, monkeypatch, awatch, readable, walked=None, *, walk=True, refused=False,
+                          walks=None) -> list:
     """The batches ``watch_folder`` yields over ``tmp_path`` with watchfiles scripted by ``awatch``
     and the folders of ``readable`` (path -> may be read) refused where False: as root nothing is
-    refused, so the refusals, with ``walk`` the walk's (``unreadable_folders``) too, are made.
-    ``walked`` (a list) records, at each walk, whether the watcher had not started yet."""
+    refused, so the refusals, with ``walk`` the walk's (``unreadable_folders``) too, are made;
+    with ``refused`` (and no ``walk``) the real walk's, by its listing (``_refused``). ``walked``
+    (a list) records, at each walk, whether the watcher had not started yet. ``walks``: which
+    folders the daemon reads (``WatchedFolder.walks``)."""
     import watchfiles
     from streamrag import watch_events
     from streamrag.config import WatchSettings
 
-    watch = watch_folder(tmp_path, WatchSettings(debounce_ms=50), anyio.Event())
+    watch = watch_folder(tmp_path, WatchSettings(debounce_ms=50), anyio.Event(), walks=walks)
 
-    def unreadable_folders(root):
+    def unreadable_folders(root, walks=None, top=None):
         if walked is not None:
             walked.append(not getattr(watch, "started", anyio.Event()).is_set())
         return {path for path, ok in readable.items()
-                if not ok and Path(root) in Path(path).parents and os.path.isdir(path)}
+                if not ok and Path(top or root) in Path(path).parents and os.path.isdir(path)}
 
     monkeypatch.setattr(watchfiles, "awatch", awatch)
     monkeypatch.setattr(watch_events, "_readable", lambda path: readable.get(os.fspath(path), True))
     if walk:
         monkeypatch.setattr(watch_events, "unreadable_folders", unreadable_folders)
+    elif refused:
+        _refused(monkeypatch, readable)
     batches = []
     with anyio.fail_after(20):
         async for changes in watch:
             batches.append(changes)
     return batches
+
+
+def _refused(monkeypatch, readable) -> None:
+    """``os.scandir`` (``os.walk``'s listing) refuses the folders of ``readable`` (path -> may be
+    read) where False, as it refuses one chmod 000 to all but root."""
+    listing = os.scandir
+
+    def scandir(path="."):
+        if readable.get(os.fspath(path), True) is False:
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return listing(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
 
 
 async def test_a_folder_readable_again_is_followed_by_a_restarted_watcher(tmp_path, monkeypatch):
@@ -6517,3 +6535,65 @@ async def test_the_initial_sync_waits_for_the_watcher_to_start(corpus, tmp_path)
             await until(lambda: daemon.syncs == 1)
             daemon.stop()
     assert seen[:1] == [True], seen
+
+
+def test_the_walk_for_unreadable_folders_skips_those_the_daemon_never_reads(tmp_path, monkeypatch):
+    # Each watcher start walks the whole folder twice for the folders it cannot follow: hidden
+    # ones (a .git's hundreds of folders) and excluded ones (node_modules) too, which the daemon
+    # never reads, and one of them unreadable was noted. Not looked into now.
+    from streamrag import watch_events
+
+    folders = ["notes/locked", ".git/objects/locked", "node_modules/pkg/locked", "Notes.bak/locked"]
+    for rel in folders:
+        (tmp_path / rel).mkdir(parents=True)
+    readable = {str(tmp_path / rel): False for rel in folders}
+    _refused(monkeypatch, readable)
+    listed: list[str] = []
+    listing = os.scandir
+
+    def counted(path="."):
+        listed.append(os.path.relpath(path, tmp_path))
+        return listing(path)
+
+    monkeypatch.setattr(os, "scandir", counted)
+    folder = watched_folder.WatchedFolder(make_settings(index={"exclude": ["node_modules", "*.bak"]}),
+                                          tmp_path / "i.db", tmp_path)
+    found = watch_events.unreadable_folders(tmp_path, folder.walks)
+    assert found == {str(tmp_path / "notes" / "locked")}, found
+    assert not [rel for rel in listed if rel.startswith((".git", "node_modules", "Notes.bak"))], listed
+    assert len(watch_events.unreadable_folders(tmp_path)) == 4   # (no ``walks``: every folder, as before)
+
+
+@pytest.mark.parametrize("rel", [".cache/x", "node_modules/x", "x"])
+async def test_a_folder_the_daemon_never_reads_readable_again_restarts_nothing(tmp_path, monkeypatch, rel):
+    # A hidden or excluded folder unreadable at the start (x) or made so (y, moved in unreadable),
+    # then `chmod 755`: the watcher restarted to follow it, and the daemon synced the whole folder,
+    # for files it never reads. Now nothing happens; a folder it reads (rel "x") is still followed.
+    from streamrag import watch_events
+
+    at_start, moved_in = tmp_path / rel, tmp_path / (rel[:-1] + "y")
+    at_start.mkdir(parents=True)
+    readable = {str(at_start): False, str(moved_in): False}
+    _refused(monkeypatch, readable)
+    starts: list[int] = []
+
+    async def awatch(*paths, stop_event, **kwargs):
+        starts.append(len(starts))
+        if len(starts) == 1:
+            moved_in.mkdir()                    # `mv ~/y DIR/...`, unreadable
+            yield {(Change.added, str(moved_in))}
+            readable[str(moved_in)] = True      # `chmod 755 y`
+            yield {(Change.modified, str(moved_in))}
+            readable[str(at_start)] = True      # `chmod 755 x`
+            yield {(Change.modified, str(at_start))}
+        stop_event.set()
+
+    folder = watched_folder.WatchedFolder(make_settings(index={"exclude": ["node_modules"]}), tmp_path / "i.db",
+                                          tmp_path)
+    batches = await _scripted_watch(tmp_path, monkeypatch, awatch, readable, walk=False, refused=True,
+                                    walks=folder.walks)
+    reopened = [b for b in batches if any(int(kind) == watch_events.REOPENED for kind, _ in b)]
+    if rel == "x":
+        assert reopened == [{(watch_events.REOPENED, str(moved_in))}], batches
+    else:
+        assert not reopened and starts == [0], (batches, starts)
