@@ -877,10 +877,8 @@ def _applied(r) -> str:
         return ""
     shown = ["reading and chunking" if n == "chunking" else n for n in names]
     named = ", ".join(shown[:-1]) + (" and " if len(shown) > 1 else "") + "".join(shown[-1:])
-    what = " and ".join(part for part in (
-        f"the {named} settings applied" if names else "",
-        "documents read again as this version of streamrag reads them" if upgraded else "",
-        "chunks extracted again as this version of streamrag extracts them" if extracted else "") if part)
+    what = " and ".join(part for part in (f"the {named} settings applied" if names else "",
+                                          redone_by_upgrade(upgraded, extracted)) if part)
     u = llm_summary(r.llm)
     calls, cached = u["calls"], u["cached"]
     if calls and cached == calls:
@@ -890,6 +888,15 @@ def _applied(r) -> str:
     else:
         spent = ""
     return f"{what}, to the same index{spent}; "
+
+
+def redone_by_upgrade(read: bool, extracted: bool) -> str:
+    """What a run did again because this streamrag reads documents (``read``) or extracts chunks
+    offline (``extracted``) differently from the one that built the index, as `index`'s summary
+    and `watch`'s idle line say it; "" for neither."""
+    return " and ".join(part for part in (
+        "documents read again as this version of streamrag reads them" if read else "",
+        "chunks extracted again as this version of streamrag extracts them" if extracted else "") if part)
 
 
 def failures_command(db: Path, root: Path, by_folder: bool = True) -> str:

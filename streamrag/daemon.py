@@ -2782,7 +2782,7 @@ class Daemon:
         if quiet:   # a retry while the endpoint is still down: its calls go to the next idle line's
             self._ahead = {"chunks": extracted, "llm": spent}
         else:
-            from streamrag.cli import items_left_out, outcome
+            from streamrag.cli import items_left_out, outcome, redone_by_upgrade
 
             # (a sync whose changes all failed, or that changed nothing, said "version 1: ..." as
             # one that published it: said as `index`'s summary heads it, and as its --json has it)
@@ -2791,11 +2791,17 @@ class Daemon:
                     f"nothing published: stays at version {result.version}, "
                     f"{_n(items_left_out(result), 'item')} failed (left out);" if came_to == "nothing_published" else
                     f"nothing changed: stays at version {result.version};")
+            # An upgrade that made it redo work (offline: with a model, the sync said it before the
+            # work, ``Indexer._say_what_settings_redo``), as `index`'s summary says it: an offline
+            # watch after a new nlp.VERSION extracted every chunk again and never said why. Once:
+            # the sync records this streamrag's marks.
+            upgrade = redone_by_upgrade(result.offline and result.reading_upgraded,
+                                        result.extraction_upgraded and extracted > 0)
             self.emit("idle", f"{head} {_n(result.documents, 'document')}, "
                               f"{_n(result.entities, 'entity')}, {_n(result.communities, 'community')}; "
                               f"{_n(result.reports_generated, 'report')} written, {number(result.reports_kept)} "
                               f"kept; {calls_said(calls, cached, spent)}; sync {seconds_said(took)}"
-                              f"{_joins_moved_said(result)}",
+                              f"{_joins_moved_said(result)}{f'; {upgrade}' if upgrade else ''}",
                       version=result.version, outcome=came_to, published=result.published,
                       documents=result.documents,
                       documents_added=result.documents_added, documents_removed=result.documents_removed,
@@ -2811,7 +2817,9 @@ class Daemon:
                       asked_again=asked_again(spent), joins_moved=result.joins_moved,
                       joins_joined=result.joins_joined, joins_parted=result.joins_parted,
                       documents_failed_added=result.documents_failed_added,
-                      documents_failed_edited=result.documents_failed_edited)
+                      documents_failed_edited=result.documents_failed_edited,
+                      reading_upgraded=result.reading_upgraded,
+                      extraction_upgraded=result.extraction_upgraded and extracted > 0)
         return spent
 
     def _say_settled(self, result: SyncResult) -> None:

@@ -6597,3 +6597,32 @@ async def test_a_folder_the_daemon_never_reads_readable_again_restarts_nothing(t
         assert reopened == [{(watch_events.REOPENED, str(moved_in))}], batches
     else:
         assert not reopened and starts == [0], (batches, starts)
+
+
+@pytest.mark.parametrize("module", ["nlp", "loader"])
+async def test_an_offline_watch_after_an_upgrade_says_what_it_did_again_once(corpus, tmp_path, monkeypatch, module):
+    # An offline index built by an older streamrag (its NLP extractor's or loader's VERSION
+    # earlier): watch's initial sync extracted every chunk (or read every document) again and its
+    # idle line never said why; `index` says it (``cli._applied``). Said once, as index says it.
+    from streamrag import loader, nlp
+
+    versioned = {"nlp": nlp, "loader": loader}[module]
+    said = {"nlp": "chunks extracted again as this version of streamrag extracts them",
+            "loader": "documents read again as this version of streamrag reads them"}[module]
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
+    db = tmp_path / "u.db"
+    upgraded = versioned.VERSION
+    monkeypatch.setattr(versioned, "VERSION", str(int(upgraded) - 1))   # the streamrag that built it
+    await sync([corpus], settings, db, root=corpus)
+    monkeypatch.setattr(versioned, "VERSION", upgraded)
+    async with running(settings, db, corpus) as (daemon, events, send):
+        (corpus / "new.md").write_text("Ada Osk met Bram Tell at the quay.\n")
+        async with send:
+            await send.send({(Change.added, str(corpus / "new.md"))})
+            await until(lambda: daemon.syncs == 2)
+    idle = [e for e in events if e["state"] == "idle"]
+    assert len(idle) == 2, events.states()
+    assert idle[0]["message"].endswith(f"; {said}"), idle[0]["message"]
+    assert idle[0][{"nlp": "extraction_upgraded", "loader": "reading_upgraded"}[module]], idle[0]
+    assert "again as this version" not in idle[1]["message"], idle[1]["message"]
+    assert not idle[1]["extraction_upgraded"] and not idle[1]["reading_upgraded"], idle[1]
