@@ -322,18 +322,25 @@ async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event,
                     if gone or now != identity:
                         identity, replaced = now, True
                         break
+                    watch.filtering = changes   # (held while it is looked at: a stop may come)
                     if unreadable is None:
                         unreadable = before | await anyio.to_thread.run_sync(unreadable_folders, root, watch.walks,
                                                                              abandon_on_cancel=True)
                     if changes and (reopened := await anyio.to_thread.run_sync(
                             _readable_again, changes, unreadable, root, watch.walks, abandon_on_cancel=True)):
-                        replaced = True   # (restarted to follow it; the daemon syncs the folder whole,
-                        break             # as events of the restart's moment are not seen)
+                        # Restarted to follow it; the daemon syncs the folder whole, as events of the
+                        # restart's moment are not seen. This batch and the burst held go with the
+                        # REOPENED, held till then: the sync takes them up, but a stop before it
+                        # counted none of their files ("the whole folder not synced yet" alone).
+                        # (not the folder's own chmod: it names no file)
+                        watch.filtering = {(kind, path) for kind, path in changes | burst.changes if path != reopened}
+                        watch.burst = None
+                        replaced = True
+                        break
                     if changes and watch.keep is not None:   # (the folder's own events are above)
                         # In a worker thread: it looks at each path (100,000 files copied in: 5 s).
-                        watch.filtering = changes   # (held meanwhile: a stop may come)
                         changes = await anyio.to_thread.run_sync(watch.keep, changes, abandon_on_cancel=True)
-                        watch.filtering = set()
+                    watch.filtering = set()
                     renames = None   # (no renamed_from: each deletion with each added path)
                     if watch.renamed_from is not None and {ADDED, DELETED} <= {int(kind) for kind, _ in changes}:
                         # In a worker thread: it reads the files added, and the index.
@@ -369,7 +376,11 @@ async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event,
                 await stop_event.wait()
             continue
         # the loop watches the new folder, or the one readable again too
-        yield {(REOPENED, reopened)} if reopened else {(REPLACED, str(root))}
+        if reopened:
+            yield {(REOPENED, reopened)} | watch.filtering
+            watch.filtering = set()
+        else:
+            yield {(REPLACED, str(root))}
 
 
 # What Rust's Debug form of a path escapes: a byte not UTF-8 (\xE9), a character (\u{1b}) and

@@ -6626,3 +6626,47 @@ async def test_an_offline_watch_after_an_upgrade_says_what_it_did_again_once(cor
     assert idle[0][{"nlp": "extraction_upgraded", "loader": "reading_upgraded"}[module]], idle[0]
     assert "again as this version" not in idle[1]["message"], idle[1]["message"]
     assert not idle[1]["extraction_upgraded"] and not idle[1]["reading_upgraded"], idle[1]
+
+
+async def test_the_events_of_the_batch_that_finds_a_folder_readable_again_go_with_its_reopened(tmp_path, monkeypatch):
+    # The batch in which a folder is found readable again (and the burst held before it) was
+    # dropped for the whole-folder sync that REOPENED makes; a stop before that sync then
+    # counted none of their files ("the whole folder not synced yet", pending 0, seen 0). They
+    # go with the REOPENED now, which the daemon queues with the whole folder.
+    from streamrag import watch_events
+
+    locked = tmp_path / "x"
+    locked.mkdir()
+    readable = {str(locked): False}
+    starts: list[int] = []
+    before, beside = (Change.added, str(tmp_path / "a.md")), (Change.added, str(tmp_path / "b.md"))
+
+    async def awatch(*paths, stop_event, **kwargs):
+        starts.append(len(starts))
+        if len(starts) == 1:
+            yield {before}                    # (held in the burst, or handed over: either way seen)
+            readable[str(locked)] = True      # `chmod 755 x`, b.md written with it
+            yield {(Change.modified, str(locked)), beside}
+        stop_event.set()
+
+    batches = await _scripted_watch(tmp_path, monkeypatch, awatch, readable)
+    (reopened,) = [b for b in batches if (watch_events.REOPENED, str(locked)) in b]
+    assert beside in reopened, batches
+    assert any(before in b for b in batches), batches
+
+
+async def test_a_stop_before_the_sync_a_reopened_makes_counts_the_files_that_came_with_it(corpus, tmp_path):
+    # (the daemon's side of the test above: queued with the whole folder, they are counted)
+    from streamrag import watch_events
+
+    settings = make_settings(index=SMALL, watch={"quiet_s": 60})
+    (corpus / "x").mkdir()
+    async with running(settings, tmp_path / "r.db", corpus) as (daemon, events, send):
+        (corpus / "b.md").write_text("Ada Osk met Bram Tell at the quay.\n")
+        async with send:
+            await send.send({(watch_events.REOPENED, str(corpus / "x")), (Change.added, str(corpus / "b.md"))})
+            await until(lambda: "queued" in events.states())
+            daemon.stop()
+    (stopped,) = [e for e in events if e["state"] == "stopped"]
+    assert stopped["pending"] == 1 and "the whole folder not synced yet (1 new or changed file)" in stopped["message"], \
+        stopped
