@@ -280,6 +280,10 @@ async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event,
         # a .git and an excluded node_modules beside them skipped: 40 ms with them), a
         # folder unreadable at either noted: one unreadable as the watcher started and readable
         # by a walk at the first batch alone was never followed. In a worker thread, both.
+        # Left: one `chmod 000` after the first walk looked at it, as watchfiles set up, and back
+        # before the second walk is found by neither, and its `chmod 755` looks as a followed
+        # folder's does (which restarts nothing); only the kernel knows which folders are
+        # watched (/proc/self/fdinfo of watchfiles' inotify descriptor, Linux, not polling).
         before = await anyio.to_thread.run_sync(unreadable_folders, root, watch.walks, abandon_on_cancel=True)
         unreadable: set[str] | None = None
         started = time.monotonic()
