@@ -276,9 +276,9 @@ async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event,
         # The folders it cannot read, which watchfiles skips (ignore_permission_denied) and never
         # follows later, when they are readable again: files written in one after a `chmod 755`
         # were not synced until the next start. Listed before the watcher starts and again at its
-        # first batch (within a second; a walk of 9,000 files in 1,000 folders: 18 ms of CPU warm,
-        # a .git and an excluded node_modules beside them skipped: 40 ms with them), a
-        # folder unreadable at either noted: one unreadable as the watcher started and readable
+        # first batch (within a second; a walk of 9,000 files in 1,000 folders: 18 ms of CPU warm;
+        # a .git and an excluded node_modules beside it, no longer walked, added 22 ms), a folder
+        # unreadable at either noted: one unreadable as the watcher started and readable
         # by a walk at the first batch alone was never followed. In a worker thread, both.
         # Left: one `chmod 000` after the first walk looked at it, as watchfiles set up, and back
         # before the second walk is found by neither, and its `chmod 755` looks as a followed
@@ -454,9 +454,9 @@ def unreadable_folders(root: Path, walks: Walks | None = None, top: Path | None 
 
 def _walked(root: Path, path: str, walks: Walks | None) -> bool:
     """Whether the daemon reads the folder ``path`` (``walks`` passes it and each folder it lies
-    in, from ``root``; one outside it, as before)."""
+    in, from ``root``; ``root`` itself, or one outside it, as before)."""
     rel = os.path.relpath(path, root)
-    if walks is None or rel == os.pardir or rel.startswith(os.pardir + os.sep):
+    if walks is None or rel in (os.curdir, os.pardir) or rel.startswith(os.pardir + os.sep):
         return True
     parts = rel.split(os.sep)
     return all(walks("/".join(parts[:i + 1])) for i in range(len(parts)))
