@@ -3154,7 +3154,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
                     warnings=tuple(note for note in notes if note is not None),
                     failures_command=failures_command_given(db, given, root, settings))
     source = None if args.once else watch_folder(daemon.root, settings.watch, daemon.stop_event, keep=daemon.worth_holding,
-                                                 renamed_from=daemon._written_on, walks=daemon.folder.walks)
+                                                 renamed_from=daemon._written_on)
     with one_writer(db, f"streamrag watch {shell_word(given)}", given=db_given(args, settings)) as daemon.writer_lock:
         # A model-built index with no endpoint now is refused before the first line: it said
         # "starting ..., offline (NLP extraction, extractive reports)" and then refused to run offline.

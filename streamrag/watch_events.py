@@ -101,12 +101,11 @@ that it reads the folder that one lies in."""
 
 def watch_folder(root: Path, settings: WatchSettings, stop_event: anyio.Event,
                  keep: Callable[[ChangeSet], ChangeSet] | None = None,
-                 renamed_from: RenamedFrom | None = None, walks: Walks | None = None) -> AsyncIterator[ChangeSet]:
+                 renamed_from: RenamedFrom | None = None) -> AsyncIterator[ChangeSet]:
     """Batches of file events under ``root`` from watchfiles (which count is the daemon's: ``keep``,
     given, takes each raw batch's events that may count, before they are gathered into bursts;
     ``renamed_from``, given, says which deleted file a burst keeps with which added one, as a
-    rename's names: without it, each with every file its raw batch added; ``walks``, given, which
-    folders the daemon reads, the only ones looked through for those it cannot follow).
+    rename's names: without it, each with every file its raw batch added).
 
     A burst ends after ``debounce_ms`` without an event (a batch lasts ten times that at most),
     so an editor saving every few hundred milliseconds makes one batch, not one per save; a file
@@ -120,7 +119,7 @@ def watch_folder(root: Path, settings: WatchSettings, stop_event: anyio.Event,
     ``RESCAN`` event makes the daemon sync the whole folder, so nothing it missed is lost.
     What it has seen of a burst not ended yet is its ``held``: a stop drops it, and says it.
     """
-    return FolderWatch(Path(root).resolve(), settings, stop_event, keep, renamed_from, walks)
+    return FolderWatch(Path(root).resolve(), settings, stop_event, keep, renamed_from)
 
 
 class FolderWatch:
@@ -130,11 +129,10 @@ class FolderWatch:
 
     def __init__(self, root: Path, settings: WatchSettings, stop_event: anyio.Event,
                  keep: Callable[[ChangeSet], ChangeSet] | None = None,
-                 renamed_from: RenamedFrom | None = None, walks: Walks | None = None) -> None:
+                 renamed_from: RenamedFrom | None = None) -> None:
         self.burst: _Burst | None = None
         self.keep = keep
         self.renamed_from = renamed_from
-        self.walks = walks
         self.root = root
         self.filtering: ChangeSet = set()   # a raw batch ``keep`` is looking at
         # Set as watchfiles starts (after the walk for unreadable folders before it): the daemon's
@@ -277,14 +275,19 @@ async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event,
         # follows later, when they are readable again: files written in one after a `chmod 755`
         # were not synced until the next start. Listed before the watcher starts and again at its
         # first batch (within a second; a walk of 9,000 files in 1,000 folders: 18 ms of CPU warm;
-        # a .git and an excluded node_modules beside it, no longer walked, added 22 ms), a folder
+        # a .git and a node_modules beside it, walked too, add 22 ms), a folder
         # unreadable at either noted: one unreadable as the watcher started and readable
         # by a walk at the first batch alone was never followed. In a worker thread, both.
         # Left: one `chmod 000` after the first walk looked at it, as watchfiles set up, and back
         # before the second walk is found by neither, and its `chmod 755` looks as a followed
         # folder's does (which restarts nothing); only the kernel knows which folders are
         # watched (/proc/self/fdinfo of watchfiles' inotify descriptor, Linux, not polling).
-        before = await anyio.to_thread.run_sync(unreadable_folders, root, watch.walks, abandon_on_cancel=True)
+        # Every folder, hidden and excluded ones too (``WatchedFolder.walks`` is not given): one
+        # watchfiles (notify) cannot read stops its walk as it adds its watches, so the folders it
+        # would have met after it are not watched either (measured, watchfiles 1.3: with
+        # .git/locked chmod 000, files written in sub/ and build/ gave no event), and that
+        # folder's `chmod 755` is the restart, and the whole-folder sync, that brings them back.
+        before = await anyio.to_thread.run_sync(unreadable_folders, root, abandon_on_cancel=True)
         unreadable: set[str] | None = None
         started = time.monotonic()
         # (a debounce_ms no longer than the step: watchfiles' own batches are the bursts)
@@ -328,10 +331,10 @@ async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event,
                         break
                     watch.filtering = changes   # (held while it is looked at: a stop may come)
                     if unreadable is None:
-                        unreadable = before | await anyio.to_thread.run_sync(unreadable_folders, root, watch.walks,
+                        unreadable = before | await anyio.to_thread.run_sync(unreadable_folders, root,
                                                                              abandon_on_cancel=True)
                     if changes and (reopened := await anyio.to_thread.run_sync(
-                            _readable_again, changes, unreadable, root, watch.walks, abandon_on_cancel=True)):
+                            _readable_again, changes, unreadable, root, abandon_on_cancel=True)):
                         # Restarted to follow it; the daemon syncs the folder whole, as events of the
                         # restart's moment are not seen. This batch and the burst held go with the
                         # REOPENED, held till then: the sync takes them up, but a stop before it

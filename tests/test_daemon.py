@@ -6301,19 +6301,18 @@ async def test_a_file_written_on_is_said_settling_once_and_synced_once_it_is_qui
             daemon.stop()
 
 
-async def _scripted_watch(tmp_path, monkeypatch, awatch, readable, walked=None, *, walk=True, refused=False,
-                          walks=None) -> list:
+async def _scripted_watch(tmp_path, monkeypatch, awatch, readable, walked=None, *, walk=True,
+                          refused=False) -> list:
     """The batches ``watch_folder`` yields over ``tmp_path`` with watchfiles scripted by ``awatch``
     and the folders of ``readable`` (path -> may be read) refused where False: as root nothing is
     refused, so the refusals, with ``walk`` the walk's (``unreadable_folders``) too, are made;
     with ``refused`` (and no ``walk``) the real walk's, by its listing (``_refused``). ``walked``
-    (a list) records, at each walk, whether the watcher had not started yet. ``walks``: which
-    folders the daemon reads (``WatchedFolder.walks``)."""
+    (a list) records, at each walk, whether the watcher had not started yet."""
     import watchfiles
     from streamrag import watch_events
     from streamrag.config import WatchSettings
 
-    watch = watch_folder(tmp_path, WatchSettings(debounce_ms=50), anyio.Event(), walks=walks)
+    watch = watch_folder(tmp_path, WatchSettings(debounce_ms=50), anyio.Event())
 
     def unreadable_folders(root, walks=None, top=None):
         if walked is not None:
@@ -6565,10 +6564,14 @@ def test_the_walk_for_unreadable_folders_skips_those_the_daemon_never_reads(tmp_
 
 
 @pytest.mark.parametrize("rel", [".cache/x", "node_modules/x", "x"])
-async def test_a_folder_the_daemon_never_reads_readable_again_restarts_nothing(tmp_path, monkeypatch, rel):
+async def test_a_hidden_or_excluded_folder_readable_again_restarts_the_watcher_too(tmp_path, monkeypatch, rel):
     # A hidden or excluded folder unreadable at the start (x) or made so (y, moved in unreadable),
-    # then `chmod 755`: the watcher restarted to follow it, and the daemon synced the whole folder,
-    # for files it never reads. Now nothing happens; a folder it reads (rel "x") is still followed.
+    # then `chmod 755`: it was left out of the walks and restarted nothing. But watchfiles stops
+    # its walk at any folder it cannot read, so every folder after it went unwatched (measured,
+    # watchfiles 1.3, `chmod 000 .git/locked`: files written in sub/ gave no event, and after
+    # `chmod 755 .git/locked` none still, till watch was started again). Its restart and the
+    # whole-folder sync bring them back, whatever its name; node_modules is left out by
+    # index.exclude, as a user's settings have it.
     from streamrag import watch_events
 
     at_start, moved_in = tmp_path / rel, tmp_path / (rel[:-1] + "y")
@@ -6584,19 +6587,16 @@ async def test_a_folder_the_daemon_never_reads_readable_again_restarts_nothing(t
             yield {(Change.added, str(moved_in))}
             readable[str(moved_in)] = True      # `chmod 755 y`
             yield {(Change.modified, str(moved_in))}
+        elif len(starts) == 2:
             readable[str(at_start)] = True      # `chmod 755 x`
             yield {(Change.modified, str(at_start))}
         stop_event.set()
 
-    folder = watched_folder.WatchedFolder(make_settings(index={"exclude": ["node_modules"]}), tmp_path / "i.db",
-                                          tmp_path)
-    batches = await _scripted_watch(tmp_path, monkeypatch, awatch, readable, walk=False, refused=True,
-                                    walks=folder.walks)
+    batches = await _scripted_watch(tmp_path, monkeypatch, awatch, readable, walk=False, refused=True)
     reopened = [b for b in batches if any(int(kind) == watch_events.REOPENED for kind, _ in b)]
-    if rel == "x":
-        assert reopened == [{(watch_events.REOPENED, str(moved_in))}], batches
-    else:
-        assert not reopened and starts == [0], (batches, starts)
+    assert reopened == [{(watch_events.REOPENED, str(moved_in))}, {(watch_events.REOPENED, str(at_start))}], \
+        batches
+    assert starts == [0, 1, 2], starts
 
 
 @pytest.mark.parametrize("module", ["nlp", "loader"])
