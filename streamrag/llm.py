@@ -105,7 +105,7 @@ from streamrag.prompts import Prompt
 from streamrag.proxies import (Proxy, answering, proxy_down, proxy_failed, proxy_for, proxy_refused,
                                socks_unreachable, unreadable)
 from streamrag.provider_errors import (AZURE_HOST, CONTEXT_OVERFLOW, MORE_RETRIES, Refused, Retryable, advice,
-                                       aside, coded_model_not_found, hidden, html_page, key_not_sent, key_source,
+                                       aside, hidden, html_page, key_not_sent, key_source,
                                        listing_refused, model_settings, name_unknown, not_answering, of_model,
                                        one_line, provider_message, read_error, reason, shorter_answer, stopped_answering,
                                        tls_refused, unknown_model)
@@ -1196,8 +1196,7 @@ class LLMClient:
         if resp.status_code == 404:   # (of the model, not of the route: "no such route", a page, are not)
             unknown = not answer.page and of_model(whole, model, answer.code)
         else:
-            unknown = resp.status_code in (400, 422) and (unknown_model(answer.code, whole, model)
-                                                          or coded_model_not_found(resp.text))
+            unknown = resp.status_code in (400, 422) and unknown_model(answer.code, whole, model)
         if resp.status_code != 200:
             # (a refusal of the model stops the run, a failed call of it; any other error is the
             # check's alone, no call of the run's work: ``CallLog.record``'s apart)

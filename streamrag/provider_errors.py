@@ -302,7 +302,7 @@ class ErrorAnswer(NamedTuple):
 
     said: str            # its message whole, on one line (not cut: ``one_line`` after ``hidden``)
     error: dict | None   # its error object (its JSON's "error", when an object), else None
-    code: str            # that object's code, else its type, or ""
+    code: str            # its error's code, else its type (``_code_of``), or ""
     page: str = ""       # what an HTML page says of itself (``html_page``), when the body is one
 
 
@@ -316,18 +316,43 @@ def read_error(resp: httpx.Response) -> ErrorAnswer:
     except (msgspec.DecodeError, RecursionError):
         page = html_page(resp.text) or ""
         return ErrorAnswer(" ".join((page or resp.text).split()), None, "", page)
-    err = body.get("error", body) if isinstance(body, dict) else body
+    err = _error_of(body)
     if isinstance(err, dict):
         text = err.get("message") or err.get("detail") or msgspec.json.encode(err).decode()
     else:
         text = str(err)
     error = body.get("error") if isinstance(body, dict) else None
     error = error if isinstance(error, dict) else None
-    if error is not None:
-        code = str(error.get("code") or error.get("type") or "")
-    else:   # (a body that is its error: {"code": "model_not_found", "message": ...}; a number is no code)
-        code = body.get("code") if isinstance(body, dict) and isinstance(body.get("code"), str) else ""
-    return ErrorAnswer(" ".join(str(text).split()), error, code)
+    return ErrorAnswer(" ".join(str(text).split()), error, _code_of(err))
+
+
+def _error_of(body: object) -> object:
+    """Where a JSON error body says its error: its "error" (OpenAI's object, or a server's words
+    or code: {"error": "model_not_found"}), a FastAPI server's "detail" when an object
+    ({"detail": {"code": ..., "message": ...}}), or the body itself ({"code": ..., "message": ...})."""
+    if not isinstance(body, dict):
+        return body
+    if "error" in body:
+        return body["error"]
+    detail = body.get("detail")
+    return detail if isinstance(detail, dict) else body
+
+
+# An error's code as servers send one: a word of letters, digits, "_", "-" or "." (OpenAI's
+# "model_not_found", Anthropic's "not_found_error"), not a number (llama.cpp's 500, Mistral's
+# "1500": an HTTP status, or a number that says nothing here), nor words (Ollama's {"error":
+# "model 'x' not found"}: a message, which must name the model, ``unknown_model``).
+_CODE = re.compile(r"[A-Za-z][\w.-]*")
+
+
+def _code_of(err: object) -> str:
+    """The code an error (``_error_of``'s) gives: its "code", else its "type", else a "detail" of
+    one word ({"detail": "model_not_found"}); or the error itself when it is one word (``_CODE``);
+    "" for none. The check of a model by name and a call read it alike: a code the check alone
+    found ({"detail": {"code": "model_not_found"}}) stopped the run at the check, and a call
+    refused so failed as any 400."""
+    said = (err.get("code"), err.get("type"), err.get("detail")) if isinstance(err, dict) else (err,)
+    return next((c for c in said if isinstance(c, str) and _CODE.fullmatch(c)), "")
 
 
 def provider_message(resp: httpx.Response) -> str:
@@ -483,19 +508,6 @@ def model_not_found(code: str) -> bool:
     """Whether an error's ``code`` (or type) says the model asked for is not served (OpenAI's
     "model_not_found"): it decides whatever the message says, or leaves unsaid."""
     return bool(re.search(r"model[_ ]not[_ ]found", code, re.IGNORECASE))
-
-
-# An error's code (or type, or an "error" that is its code) saying model_not_found, where it
-# stands in a JSON body ({"detail": {"code": ...}}, which ``read_error`` does not read), not those
-# words anywhere in it: a 400 of the check's max_tokens 1 whose body named the provider's error
-# codes was taken for the model refused, and stopped the run with "unknown model".
-_CODED_UNKNOWN_MODEL = re.compile(r'"(?:code|type|error)"\s*:\s*"model[_ ]not[_ ]found"', re.IGNORECASE)
-
-
-def coded_model_not_found(body: str) -> bool:
-    """Whether a JSON error ``body`` says by a code (``_CODED_UNKNOWN_MODEL``) that the model
-    asked for is not served."""
-    return bool(_CODED_UNKNOWN_MODEL.search(body))
 
 
 def unknown_model(code: str, message: str, model: str) -> bool:

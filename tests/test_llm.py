@@ -5395,13 +5395,27 @@ async def test_a_404_whose_code_says_model_not_found_is_a_refusal_by_name(tmp_pa
     assert "refused by name" in str(stopped.value) and "refused by name" in str(refused.value), str(refused.value)
 
 
-@pytest.mark.parametrize("body, refused", [
+# An error body's shapes, and whether it refuses the model by its code. (Words anywhere are no
+# refusal: a 400 about the check's max_tokens 1 that linked the provider's error codes stopped the
+# run with "unknown model".)
+_CODED_BODIES = [
     ({"error": {"message": "max_tokens must be at least 16", "type": "invalid_request_error", "param": "max_tokens",
                 "code": "integer_below_min_value"}, "docs": "https://docs.test/errors (model_not_found, ...)"}, False),
     ({"error": {"message": "Invalid request: see model_not_found in the docs", "code": "bad_request"}}, False),
+    ({"error": "model 'other' not found"}, False),   # (Ollama's words, of another model)
+    ({"error": {"message": "not served", "code": "model_not_found"}}, True),
+    ({"error": {"message": "not served", "code": 404, "type": "model_not_found"}}, True),
+    ({"code": "model_not_found", "message": "Not Found"}, True),
     ({"detail": {"code": "model_not_found", "message": "no such deployment"}}, True),
+    ({"detail": {"type": "model_not_found", "msg": "no such deployment"}}, True),
+    ({"detail": "model_not_found"}, True),
     ({"error": "model_not_found"}, True),
-], ids=["words-elsewhere", "words-in-message", "detail.code", "error-is-code"])
+]
+_CODED_IDS = ["words-elsewhere", "words-in-message", "words-of-another", "error.code", "error.type",
+              "code", "detail.code", "detail.type", "detail-is-code", "error-is-code"]
+
+
+@pytest.mark.parametrize("body, refused", _CODED_BODIES, ids=_CODED_IDS)
 async def test_a_400_refuses_the_model_by_its_code_not_by_the_words_anywhere(tmp_path, body, refused):
     # The check by name took a 400 (or 422) for a refusal of the model when "model_not_found"
     # stood anywhere in its body: one about the check's max_tokens 1 that named the provider's
@@ -5423,6 +5437,27 @@ async def test_a_400_refuses_the_model_by_its_code_not_by_the_words_anywhere(tmp
             [row] = calls(store)
     llm_module._MODELS_SERVED.clear()
     assert row["stage"] == "model_check" and "HTTP 400" in row["error"] and row["apart"] == int(not refused)
+
+
+@pytest.mark.parametrize("body, refused", _CODED_BODIES, ids=_CODED_IDS)
+async def test_a_call_refused_so_is_an_unknown_model_as_the_check_says(tmp_path, body, refused):
+    # The check by name found the code where the call did not ({"detail": {"code": ...}},
+    # {"error": "model_not_found"}): the check stopped a run for a 400 a call said as any other
+    # ("rejected the request"), so a run whose check had passed failed every call one by one.
+    # Both read the code where read_error finds it.
+    def handle(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(400, json=body)   # (GET /models too: no listing)
+    with anyio.fail_after(10):
+        async with client(tmp_path, handle, summary_model="llama3") as (llm, _):
+            with pytest.raises(LLMRequestError) as err:
+                await llm.chat(ask(), model="llama3", stage="summarize")
+    said = str(err.value)
+    if refused:
+        assert said.startswith("unknown model: ") and "llm.summary_model = 'llama3'" in said, said
+        assert err.value.every_call
+    else:
+        assert said.startswith("http://llm.test/v1/chat/completions rejected the request for llama3: HTTP 400"), said
+        assert not err.value.every_call
 
 
 @pytest.mark.parametrize("failure", ["no answer", "page", "server error"])
