@@ -8,6 +8,13 @@ answer was streamed. Options set to ``None`` are dropped, so leaving an option o
 
 The prefix (``llm-v1-``, ``emb-v1-``) names the scheme. Changing what goes into a key means a new
 prefix, so old rows stay recognisable instead of silently answering a different question.
+
+One exception to "not the URL": a search's answer (``ask``) is keyed by the endpoint too
+(``llmat-v1-``), for ``ask --api-base`` names the server whose answer the user wants: two servers
+serving one model name (Ollama's and vLLM's "llama3", two Azure deployments labelled alike) may
+answer differently, and one asked anew was answered by the other's cached words. The index's calls
+keep the model's key: its extractions were made by whichever server made them, and a server moved
+(or put behind a proxy) re-paying every summary and report is what a user would not expect.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from typing import Any
 import msgspec
 
 CHAT_SCHEME = "llm-v1"
+ENDPOINT_CHAT_SCHEME = "llmat-v1"   # ... of a chat keyed by its endpoint too (``cache_key``'s ``endpoint``)
 EMBEDDING_SCHEME = "emb-v1"
 BATCH_SCHEME = "embb-v1"
 
@@ -47,14 +55,18 @@ def canonical_options(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def cache_key(model: str, messages: list[dict], options: dict[str, Any],
-              prompt_name: str = "", prompt_version: str = "") -> str:
-    """The cache key of one chat completion request."""
-    return _hash(CHAT_SCHEME, {
+              prompt_name: str = "", prompt_version: str = "", endpoint: str = "") -> str:
+    """The cache key of one chat completion request; with ``endpoint`` (the api_base asked,
+    without a password), that endpoint's answer to it."""
+    request = {
         "model": model,
         "messages": messages,
         "options": canonical_options(options),
         "prompt": [prompt_name or "", prompt_version or ""],
-    })
+    }
+    if endpoint:
+        return _hash(ENDPOINT_CHAT_SCHEME, {**request, "endpoint": endpoint})
+    return _hash(CHAT_SCHEME, request)
 
 
 def embedding_key(model: str, text: str) -> str:

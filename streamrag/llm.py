@@ -476,6 +476,10 @@ class LLMClient:
         self._released = anyio.Event()   # set as a try ends (``_release``), then a new one
         self.thinking: set[str] = set()   # models seen thinking aloud (``split_reasoning``)
         self.fresh = False   # chat answers are asked again, not taken from the cache (and replace it)
+        # Chat answers are cached as this endpoint's (``cache.cache_key``'s endpoint: ask's, whose
+        # --api-base names the server to answer), not as any server's of the model.
+        self.by_endpoint = False
+        self._endpoint = base   # (api_base, its password out)
         self._answer_tokens = 0
         # Full jitter: the n-th retry waits up to retry_base_s * 2**(n-1), at most a minute (tests
         # shrink it; None: RETRY_BASE_S).
@@ -570,7 +574,8 @@ class LLMClient:
         options = request_options(self.settings.temperature if temperature is None else temperature,
                                   max_tokens=max_tokens, logit_bias=logit_bias,
                                   response_format=response_format, stop=stop, seed=seed)
-        key = cache_key(model, messages, options, prompt_name, prompt_version)
+        key = cache_key(model, messages, options, prompt_name, prompt_version,
+                        endpoint=self._endpoint if self.by_endpoint else "")
         row = {"run_id": self.run_id, "stage": stage, "model": model, "prompt": prompt_name,
                "prompt_version": prompt_version, "cache_key": key}
         payload = {"model": model, "messages": messages, **options}

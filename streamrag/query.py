@@ -420,6 +420,7 @@ class _Search:
                     run_id=run_id, transport=transport, encoding=self.encoding,
                     base_setting=self.settings.api_base_from))
                 self.llm.fresh = self.fresh
+                self.llm.by_endpoint = True   # (--api-base names the server whose answer is wanted)
                 try:
                     await self._dispatch()
                 finally:

@@ -38,6 +38,15 @@ def test_key_ignores_dict_order_and_none_options():
     assert base_key(options={**OPTIONS, "stop": None, "logit_bias": None}) == base_key()
 
 
+def test_an_endpoints_answer_has_a_key_of_its_own_and_a_models_keeps_its_old_one():
+    # ask's answers are keyed by the endpoint too (--api-base names the server to answer); the
+    # index's keep the key they had, so an index built before still finds its answers.
+    assert base_key(endpoint="") == base_key() == cache_key("m1", MESSAGES, OPTIONS, "extract", "abc")
+    ours, theirs = base_key(endpoint="http://gpu1:8000/v1"), base_key(endpoint="http://gpu2:8000/v1")
+    assert ours.startswith("llmat-v1-") and len({ours, theirs, base_key()}) == 3
+    assert ours == base_key(endpoint="http://gpu1:8000/v1")
+
+
 def test_integer_and_float_temperature_are_one_key():
     assert base_key(options={"temperature": 0, "max_tokens": 100}) == base_key()
     assert canonical_options({"temperature": 1, "max_tokens": 5}) == {"temperature": 1.0,

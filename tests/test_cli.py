@@ -449,6 +449,22 @@ def test_ask_fresh_asks_the_model_again_and_replaces_its_cached_answers(cli_run,
     assert json.loads(cli_run(*ask, cwd=corpus).stdout)["llm"]["cached"] == first["calls"]   # the new ones
 
 
+def test_ask_with_another_server_is_answered_by_it_not_by_the_cache_of_the_first(cli_run, corpus, simulator):
+    # The cache was keyed by the model: `ask --api-base` another server serving the same model
+    # name answered from the first server's cached answers, and the other was never asked.
+    from streamrag.simulator import Simulator, SimulatorConfig
+
+    assert cli_run("index", str(corpus), "-q", "--api-base", simulator.base_url).returncode == 0
+    ask = ("ask", "--mode", "local", "--json", "Who is Mira Osk?")
+    first = json.loads(cli_run(*ask, "--api-base", simulator.base_url, cwd=corpus).stdout)["llm"]
+    with Simulator(SimulatorConfig()) as other:
+        there = json.loads(cli_run(*ask, "--api-base", other.base_url, cwd=corpus).stdout)["llm"]
+        again = json.loads(cli_run(*ask, "--api-base", other.base_url, cwd=corpus).stdout)["llm"]
+        asked = other.stats()["by_task"]
+    assert first["calls"] == there["calls"] == again["cached"] > 0 == there["cached"] == first["cached"]
+    assert sum(asked.values()) > 0   # (its own answer, then cached as its)
+
+
 def test_the_estimate_of_an_empty_index_file_is_that_of_a_first_run(cli_run, corpus, tmp_path):
     # `touch x/index.db`: index builds in it, and --estimate (reading it as a reader) said
     # "holds no index yet; run `streamrag index DIR`".

@@ -136,6 +136,22 @@ def calls(store: Store) -> list[dict]:
     return store.query("SELECT * FROM llm_calls ORDER BY id")
 
 
+@pytest.mark.parametrize("by_endpoint", [True, False], ids=["ask", "index"])
+async def test_an_answer_cached_by_its_endpoint_is_not_another_servers(tmp_path, by_endpoint):
+    # `ask --api-base` another server answered from the cache of the first one's answers (the key
+    # named the model, not the server). ask's client keys them by the endpoint too (its password
+    # out: a new one is the same server); the index's calls still share a model's answers.
+    gpu1, gpu2 = Endpoint(), Endpoint()
+    asked = [(gpu1, "http://gpu1.test/v1"), (gpu2, "http://ada:first-pass@gpu2.test/v1/"),
+             (gpu2, "http://ada:second-pass@gpu2.test/v1")]
+    with anyio.fail_after(10):
+        for endpoint, api in asked:
+            async with client(tmp_path, endpoint, api_base=api) as (llm, _):
+                llm.by_endpoint = by_endpoint
+                await llm.chat(ask(), model="m1", stage="answer")
+    assert (len(gpu1.requests), len(gpu2.requests)) == ((1, 1) if by_endpoint else (1, 0))
+
+
 async def test_identical_request_is_served_from_the_cache(tmp_path):
     endpoint = Endpoint()
     with anyio.fail_after(5):
