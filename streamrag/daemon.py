@@ -2974,8 +2974,7 @@ class Daemon:
         elif stopped := self.outage.stopped():
             said = stopped
         else:
-            said = (f"is the endpoint {fields['endpoint']} down? Start it, or fix "
-                    f"{self.outage.base_setting()}")
+            said = self.outage.unreachable()
         # Stopping (SIGTERM during it), this process retries nothing: the line's head says that
         # the next start does ("left to the next start", "retried by the next start"); it said
         # "(retrying until it answers, ...)".

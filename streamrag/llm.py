@@ -106,7 +106,7 @@ from streamrag.proxies import (Proxy, answering, proxy_down, proxy_failed, proxy
                                socks_unreachable, unreadable)
 from streamrag.provider_errors import (AZURE_HOST, CONTEXT_OVERFLOW, MORE_RETRIES, Refused, Retryable, advice,
                                        aside, hidden, html_page, key_not_sent, key_source,
-                                       listing_refused, model_settings, name_unknown, not_answering, of_model,
+                                       listing_refused, lookup_failed, model_settings, name_unknown, not_answering, of_model,
                                        one_line, provider_message, read_error, reason, shorter_answer, stopped_answering,
                                        tls_refused, unknown_model)
 from streamrag.ratelimit import MinuteBudget, minute_budget
@@ -479,6 +479,9 @@ class LLMClient:
         # Chat answers are cached as this endpoint's (``cache.cache_key``'s endpoint: ask's, whose
         # --api-base names the server to answer), not as any server's of the model.
         self.by_endpoint = False
+        # The last connection refused failed at looking up the host name (no network, no DNS),
+        # not at a server: said so by a watch's outage lines (``outage.Outage.unnamed``).
+        self.lookups_failing = False
         self._endpoint = base   # (api_base, its password out)
         self._answer_tokens = 0
         # Full jitter: the n-th retry waits up to retry_base_s * 2**(n-1), at most a minute (tests
@@ -1577,6 +1580,7 @@ class LLMClient:
                 booked = True
                 if isinstance(e, httpx.ConnectError):
                     self._reach.refused()
+                    self.lookups_failing = lookup_failed(reason(e))
                     raise Retryable(f"connection failed ({reason(e)})", refused=True) from None
                 raise Retryable(f"connection failed ({reason(e)})", unconnected=True) from None
             except httpx.TimeoutException:   # (per read: the headers may have come, then no more)

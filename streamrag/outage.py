@@ -31,6 +31,9 @@ OUTAGE_REMIND_S = 3600.0
 UNTIL_IT_ANSWERS = "retrying until it answers, less often as it stays down, said briefly"
 UNTIL_READABLE = "retrying after a pause, less often as it goes on, said briefly"
 """... of a server whose answers could not be read: it answers, so not "until it answers"."""
+LOOKUP_FIX = "check that this machine is online (its network and DNS)"
+"""What to do when the endpoint's host name cannot be looked up, as the model client says it
+(``provider_errors.stopped_answering``): no server to start."""
 
 
 class Outage:
@@ -59,6 +62,9 @@ class Outage:
         # ... and its endpoint refused every connection, never answering: each call then stopped
         # after ``REFUSED_ATTEMPTS`` tries, not llm.max_retries + 1 (said "up to 7 times").
         self.refused = False
+        # ... and the last of them failed at looking up its host name (``LLMClient.lookups_failing``):
+        # this machine is offline, or its DNS; no server to start (it said "stopped answering").
+        self.unnamed = False
         # ... the proxy the environment sends its requests through (``proxies.proxy_for``): then the
         # connections refused were the proxy's, down, not the endpoint's (said "http://127.0.0.1:...
         # still down", or "stopped answering at ...", of a server that was up).
@@ -130,7 +136,28 @@ class Outage:
             return None   # (a proxy refused: the client's error names it, ``proxies.proxy_down``)
         since, answered_at = clocks(o["since"], self.answered_at)
         o["to_second"] = since != clock(o["since"])   # (to the minute but in the minute it answered)
+        if self.unnamed:
+            return (f"the host name {self._host()} of {o['endpoint']} could not be looked up since {since}, "
+                    f"though it answered at {answered_at}: {LOOKUP_FIX}")
         return f"{o['endpoint']} stopped answering at {since}, having answered at {answered_at}"
+
+    def unreachable(self) -> str:
+        """How the line of an outage begun says an endpoint that never answered, as far as this
+        watch knows (``stopped``: None), and answers nothing: a wrong address as likely as a
+        server down, or its host name not looked up (a typo, or this machine offline: it said
+        "Start it" of a provider's host)."""
+        o = self.current
+        assert o is not None
+        if self.unnamed:
+            return (f"the host name {self._host()} of {o['endpoint']} could not be looked up: check its "
+                    f"spelling in {self.base_setting()}, and {LOOKUP_FIX.removeprefix('check ')}")
+        return f"is the endpoint {o['endpoint']} down? Start it, or fix {self.base_setting()}"
+
+    def _host(self) -> str:
+        """The endpoint's host name."""
+        from urllib.parse import urlsplit   # (httpx, as ``base_setting``)
+
+        return urlsplit(self.settings.llm.api_base).hostname or "?"
 
     def fields(self) -> dict[str, Any]:
         """The fields of a line that says the outage under way."""
@@ -162,6 +189,8 @@ class Outage:
             return f"the server behind {o['endpoint']} still down since {since}"
         if self.refused and self.proxy is not None:
             return f"{through(self.proxy)} to {o['endpoint']} still down since {since}"
+        if self.refused and self.unnamed:
+            return f"the host name {self._host()} of {o['endpoint']} still not looked up since {since}"
         still = "still down"
         if self.server_errors:
             still = ("still giving answers that cannot be read" if unreadable_only(self.statuses)
@@ -177,6 +206,7 @@ class Outage:
         stats = indexer.llm.stats if indexer.llm is not None else {}
         self.server_errors = indexer.llm is not None and indexer.llm.reached
         self.refused = indexer.llm is not None and not indexer.llm.reached and indexer.llm.refusing
+        self.unnamed = self.refused and indexer.llm.lookups_failing
         self.proxy = indexer.llm.proxy if indexer.llm is not None else None
         self.statuses = Counter(indexer.llm.failed_statuses) if indexer.llm is not None else Counter()
         self.fixes = Counter(indexer.llm.failed_fixes) if indexer.llm is not None else Counter()
@@ -236,7 +266,8 @@ class Outage:
         took = f"the last took {span(self.tried_s)}" + (
             f", each call in it tried up to {tries} times" if tries > 1 else "")
         # (whole seconds: "(7.52 s)" of an outage said to the minute or second)
-        self.emit("outage", f"{self.down_since()} ({span(round(down))}); retrying {span(pause)} after each "
+        fix = f"{LOOKUP_FIX}; " if self.refused and self.unnamed and self.proxy is None else ""
+        self.emit("outage", f"{self.down_since()} ({span(round(down))}); {fix}retrying {span(pause)} after each "
                             f"failed sync ({took})",
                   **self.fields(), took_s=round(self.tried_s, 3), call_tries=tries,
                   down_s=round(down, 3), retry_s=round(pause, 3), **counts)

@@ -393,11 +393,16 @@ _NAME_UNKNOWN = ("Name or service not known", "Temporary failure in name resolut
 _NAME_ERRNO = re.compile(r"\[Errno (-2|-3|-5|11001|11002|11004)\]")
 
 
+def lookup_failed(detail: str) -> bool:
+    """Whether a failed connection's ``detail`` says its host name could not be looked up."""
+    return any(said in detail for said in _NAME_UNKNOWN) or _NAME_ERRNO.search(detail) is not None
+
+
 def name_unknown(url: str, detail: str, setting: str) -> str | None:
     """Why no connection to ``url`` was made when its host name could not be looked up; None for
     any other reason. A mistyped host (`api.opnai.com`), or no network, was told to "start the
     server", which no one can do for a provider's host."""
-    if not any(said in detail for said in _NAME_UNKNOWN) and not _NAME_ERRNO.search(detail):
+    if not lookup_failed(detail):
         return None
     host = httpx.URL(url).host
     return (f"{url}: the host name {host} could not be looked up ({detail}); check its spelling "

@@ -1207,6 +1207,53 @@ async def test_an_endpoint_the_index_was_built_through_is_said_to_have_stopped_n
         store.close()
 
 
+class Offline(Switch):
+    """A switch whose endpoint, when down, fails as a host name no DNS answers does (glibc's words)."""
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        if not self.up:
+            raise httpx.ConnectError("[Errno -2] Name or service not known", request=request)
+        return await super().__call__(request)
+
+
+async def test_an_endpoint_whose_host_name_is_not_looked_up_is_said_so_not_stopped(
+        corpus, tmp_path, simulator, monkeypatch):
+    # This machine offline (or its DNS), the watch said "http://... stopped answering at ..., having
+    # answered at ..." and "still down since", as of a server stopped; the model client (and
+    # `index`) said the host name could not be looked up, and to check the network.
+    from streamrag.pipeline import Indexer
+
+    _switch, settings, _cap = fast_outage(monkeypatch, simulator)
+    offline = Offline(simulator.base_url)
+    db = tmp_path / "n.db"
+    await Indexer(settings, db, root=corpus, transport=httpx.MockTransport(offline)).run([corpus])
+    events = await _down_then_back(offline, settings, db, corpus,
+                                   lambda events: any(e["state"] == "outage" for e in events))
+    first = next(e for e in events if e.get("outage"))
+    host = httpx.URL(simulator.base_url).host
+    assert f"no call succeeded: the host name {host} of {first['endpoint']} could not be looked up since " \
+        in first["message"], first
+    assert "check that this machine is online (its network and DNS)" in first["message"], first
+    assert "stopped answering" not in first["message"] and "start the server" not in first["message"], first
+    short = next(e for e in events if e["state"] == "outage")
+    assert short["message"].startswith(f"the host name {host} of {first['endpoint']} still not looked up since "), short
+    assert "; check that this machine is online (its network and DNS); retrying " in short["message"], short
+
+
+def test_an_outage_of_an_endpoint_never_answered_whose_host_is_not_looked_up_says_to_check_its_spelling():
+    # Said of calls recorded with no words of the client's: "is the endpoint ... down? Start it".
+    from streamrag.outage import Outage
+
+    outage = Outage(make_settings("http://llm.example.test/v1"), emit=lambda *a, **k: None)
+    outage.refused = outage.unnamed = True
+    outage.began()
+    assert outage.unreachable() == ("the host name llm.example.test of http://llm.example.test/v1 could not be "
+                                    "looked up: check its spelling in llm.api_base, and that this machine is online "
+                                    "(its network and DNS)")
+    outage.unnamed = False
+    assert outage.unreachable() == "is the endpoint http://llm.example.test/v1 down? Start it, or fix llm.api_base"
+
+
 async def test_status_says_a_call_refused_by_an_endpoint_that_answered_before_was_refused_by_one_stopped(
         corpus, tmp_path, simulator, monkeypatch):
     # Each sync's model client is new, so one refused by an endpoint that had answered the sync
