@@ -697,11 +697,12 @@ _USAGE_COLUMNS = (("calls", "calls", 10), ("cached", "cached", 10), ("prompt tok
 
 def _checks_failed_line(failed: int) -> list[str]:
     """The line of the failed checks of the endpoint that refused nothing, if any: in no count of
-    the table, as in none of index's and watch's lines, and not to be lost (a server down)."""
+    the table, as in none of index's and watch's lines, and not to be lost (a server down). Under
+    100 columns, as the table's (it was 123)."""
     if not failed:
         return []
-    return [f"    and {counted(failed, 'model check')} failed with no refusal (no answer, or a server "
-            "error): no call of a run's work, counted in none above"]
+    return [f"    and {counted(failed, 'model check')} failed, refusing nothing (no answer, or a server "
+            "error): in no count above"]
 
 
 def format_status(info: dict, db: Path) -> str:
