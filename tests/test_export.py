@@ -6,6 +6,7 @@ import contextlib
 import itertools
 import os
 import json
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -63,6 +64,43 @@ def test_graphml_is_valid_xml_when_the_text_holds_control_characters(offline_db,
     assert data["n_description"] == "Bell formfeed nul \ttab\nline"
     edge = root.find(f".//g:edge[@id='{rel}']", NS)
     assert edge.find("g:data[@key='e_description']", NS).text == "abc & <d>"
+
+
+@pytest.mark.parametrize("fmt", ["json", "graphml"])
+def test_no_export_writes_a_c1_control_raw(offline_db, tmp_path, fmt):
+    # A model's text holding DEL or a C1 control (U+009B, a one-byte CSI on some terminals) was
+    # written raw: `export -` to a terminal let it drive the terminal, where ask --json escapes
+    # it (terminal.json_line). Written as the escape that means it, the text reads back the same.
+    db = tmp_path / "index.db"
+    shutil.copy(offline_db, db)
+    said = "Ferry\x9b31m master\x85 of the\x7f harbor"
+    conn = sqlite3.connect(db)
+    with conn:
+        ent = conn.execute("SELECT id FROM entities ORDER BY id LIMIT 1").fetchone()[0]
+        conn.execute("UPDATE entities SET description = ? WHERE id = ?", (said, ent))
+        rel = conn.execute("SELECT id FROM relationships ORDER BY id LIMIT 1").fetchone()[0]
+        conn.execute("UPDATE relationships SET description = ? WHERE id = ?", (said, rel))
+    conn.close()
+    out = tmp_path / f"graph.{fmt}"
+    store = Store(db, readonly=True)
+    try:
+        export(store, out, fmt)
+    finally:
+        store.close()
+    text = out.read_text(encoding="utf-8")
+    assert not re.search("[\x7f-\x9f]", text), [c for c in text if "\x7f" <= c <= "\x9f"]
+    if fmt == "json":
+        data = json.loads(text)
+        assert "\\u009b31m" in text
+        assert [e["description"] for e in data["entities"] if e["id"] == ent] == [said]
+        assert [r["description"] for r in data["relationships"] if r["id"] == rel] == [said]
+    else:
+        root = ET.parse(out).getroot()
+        node = root.find(f".//g:node[@id='{ent}']", NS)
+        assert node.find("g:data[@key='n_description']", NS).text == said
+        edge = root.find(f".//g:edge[@id='{rel}']", NS)
+        assert edge.find("g:data[@key='e_description']", NS).text == said
+    assert loader.written_by_export(out)   # (its seal is of what was written, escapes and all)
 
 
 def test_export_to_standard_output_with_a_dash(offline_db, tmp_path):
@@ -722,8 +760,9 @@ def test_plain_values_are_escaped_as_every_character_escaped_them():
     values += ["ent-3f2a9c", 'say "hi"', "a\tb", 7, 2.5, None]
     for value in values:
         kept = export_module._NOT_XML.sub("", str(value))
-        assert export_module.escape(value) == saxutils.escape(kept), repr(value)
-        assert export_module.quoteattr(value) == saxutils.quoteattr(kept), repr(value)
+        # (DEL and C1 as character references: test_no_export_writes_a_c1_control_raw)
+        assert export_module.escape(value) == saxutils.escape(kept).replace("\x7f", "&#x7f;"), repr(value)
+        assert export_module.quoteattr(value) == saxutils.quoteattr(kept).replace("\x7f", "&#x7f;"), repr(value)
 
 
 def test_an_export_file_ends_its_lines_as_the_loader_tells_an_export_on_any_system(offline_db, tmp_path,
