@@ -632,12 +632,22 @@ _NOT_THE_KEY = (
 )
 
 
+# An error type that is only a 403's own name (vLLM's and the openai library's
+# "PermissionDeniedError", Anthropic's "permission_error", a proxy's "forbidden"): it says no
+# reason, so the message decides (``forbidden_reason``). Read as a code, its "permission" said the
+# key: a 403 {"type": "PermissionDeniedError", "code": 403, "message": "Country not supported"}
+# was told to set the API key, once a code that is a number gave way to the type.
+_ONLY_FORBIDDEN = re.compile(r"(?:permission[_ ]?(?:denied)?|(?:request[_ ]?)?forbidden|access[_ ]?denied)"
+                             r"(?:[_ ]?error)?", re.IGNORECASE)
+
+
 def forbidden_reason(code: str, message: str, setting: str) -> str | None:
     """What a 403 that is not about the key says, and what to do, or None when it may be about
     the key (the provider's words name it, or name nothing else). A 403 "Country, region, or
     territory not supported" said "the API key was rejected; set OPENAI_API_KEY", its reason in
-    parentheses. The error's ``code`` (or type) decides first, then its message."""
-    for said in (code, message):
+    parentheses. The error's ``code`` (or type) decides first, unless it is only a 403's name
+    (``_ONLY_FORBIDDEN``), then its message."""
+    for said in ("" if _ONLY_FORBIDDEN.fullmatch(code) else code, message):
         for words, what, fix in _NOT_THE_KEY:
             if words.search(said):
                 return f"{what} ({message or code}); {fix.format(setting=setting)}"

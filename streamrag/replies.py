@@ -154,7 +154,7 @@ class Replies:
                                   status, every_call=True)
         if status == 403 and (why := forbidden_reason(code, message, self.setting)):
             raise LLMRequestError(f"{url}: HTTP 403: {why}", status)
-        if status == 403 and "model" in message.lower():
+        if status == 403 and ("model" in message.lower() or model_not_found(code)):
             # OpenAI: "Project ... does not have access to model ...": the key is good.
             # (A model no setting names, a library's: no "llm.*_model", no such setting; as
             # ``LLMClient._unserved`` says it.)

@@ -501,6 +501,33 @@ async def test_a_403_for_another_reason_than_the_key_leads_with_it(tmp_path, err
     assert err.value.every_call and len(endpoint.requests) == 1
 
 
+@pytest.mark.parametrize(("body", "expected"), [
+    # (vLLM's error body, the openai library's type; a code that is a number gives way to the type)
+    ({"object": "error", "message": "Country not supported", "type": "PermissionDeniedError", "param": None,
+      "code": 403}, "HTTP 403: the provider does not serve requests from this country or region (Country not"),
+    ({"error": {"message": "Request blocked: your country or region is not supported", "type": "permission_error",
+                "param": None, "code": "403"}},   # (LiteLLM's shape)
+     "HTTP 403: the provider does not serve requests from this country or region (Request blocked"),
+    ({"detail": {"type": "permission_denied", "message": "Your IP address is not allowed"}},
+     "HTTP 403: the provider does not take requests from this machine's network address"),
+    ({"type": "error", "error": {"type": "permission_error", "message": "Your API key does not have permission "
+                                                                        "to use the specified resource."}},
+     "the API key was rejected"),
+    ({"detail": {"code": "model_not_found", "message": "no such deployment"}}, "HTTP 403: the key may not use m1"),
+])
+async def test_a_403_whose_type_only_says_forbidden_is_told_by_its_message(tmp_path, body, expected):
+    # read_error reads an error's type where its code is a number (or in the body, or its
+    # "detail"): "PermissionDeniedError", "permission_error" then decided before the message
+    # (their "permission" is a word of the key's), and a 403 for the country said to set the key.
+    endpoint = Endpoint(httpx.Response(403, json=body))
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, _):
+            with pytest.raises(LLMRequestError) as err:
+                await llm.chat(ask(), model="m1", stage="s")
+    assert expected in str(err.value), str(err.value)
+    assert ("the API key was rejected" in str(err.value)) == (expected == "the API key was rejected"), str(err.value)
+
+
 LEAKED = "sk-LEAKCHECK-1234567890abcdef"
 
 
