@@ -503,9 +503,10 @@ def hidden(text: str, secrets: tuple[str, ...]) -> str:
 
 # A model the server does not serve, as a 400 (or 422) says it: OpenAI-compatible proxies
 # (LiteLLM, OpenRouter, vLLM) answer so where OpenAI answers 404 ("The model `x` does not exist",
-# code model_not_found).
+# code model_not_found; OpenRouter's 400 "x is not a valid model ID", its code the number 400).
 _UNKNOWN_MODEL = re.compile(r"model[_ ]not[_ ]found|\bmodel\b[^.;]{0,120}?\b(?:does not exist|not found|"
-                            r"is not (?:available|served))|\b(?:unknown|invalid|no such) model\b",
+                            r"is not (?:available|served))|\b(?:unknown|invalid|no such) model\b"
+                            r"|\bnot a valid model (?:id|name)\b",
                             re.IGNORECASE)
 
 

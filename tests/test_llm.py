@@ -5503,6 +5503,19 @@ async def test_a_call_refused_so_is_an_unknown_model_as_the_check_says(tmp_path,
         assert not err.value.every_call
 
 
+async def test_openrouters_400_for_a_model_id_it_does_not_know_is_an_unknown_model(tmp_path):
+    # {"error": {"message": "x is not a valid model ID", "code": 400}}: no code to read (a number),
+    # and words _UNKNOWN_MODEL did not know, so each call failed as any 400 ("rejected the
+    # request"), one by one, and the check by name passed it.
+    def handle(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(400, json={"error": {"message": "llama3 is not a valid model ID", "code": 400}})
+    with anyio.fail_after(10):
+        async with client(tmp_path, handle, summary_model="llama3") as (llm, _):
+            with pytest.raises(LLMRequestError) as err:
+                await llm.chat(ask(), model="llama3", stage="summarize")
+    assert str(err.value).startswith("unknown model: ") and err.value.every_call, str(err.value)
+
+
 @pytest.mark.parametrize("failure", ["no answer", "page", "server error"])
 async def test_a_failed_check_by_name_is_no_failed_call_of_the_run(tmp_path, failure):
     # The check of a model by name that failed (stage model_check) was counted a failed call:
