@@ -15,7 +15,9 @@ built over many updates equals that of the index built at once (its communities,
 from the previous partition, need not: see ``_cluster``). Nothing a query reads changes until ``publish``
 replaces the published rows and bumps the version in one transaction (a run that changes
 no row a query reads publishes no new version, whatever it redid: the settings it ran with, and
-which stored extraction or cached answer a row came from, are bookkeeping).
+which stored extraction or cached answer a row came from, are bookkeeping). An ``index`` run
+with a big new file and other changes is two runs, each publishing once: the others first, so
+that they are answered while the big file is extracted (``Indexer._lead``).
 
 This module holds the stages in their order (``Indexer._sync``) and wires their streams. The
 first half's actors are ``extraction_stage``'s, the report of each community ``report_stage``'s.
@@ -407,6 +409,69 @@ class SyncResult(msgspec.Struct):
     # ... and the new texts of edited files whose previous version stays indexed (counted in
     # ``documents_unchanged``; two copies edited alike are one, as in ``documents_edited``)
     documents_failed_edited: int = 0
+
+
+# --------------------------------------------------------------------------------------------
+# A big file's text published after the rest of its run (``Indexer._lead``)
+# --------------------------------------------------------------------------------------------
+# A file with this much new text (some 200 chunks of the default size: with a model, minutes to
+# hours of calls) holds back the rest of its run: a run publishes once every file is extracted,
+# and 20 notes added beside a 2 MB dump were answerable only 28 s later with a 300 ms model
+# (bench: the dump extracted first), hours with a 30 MB one. The other files are published first.
+LEAD_BYTES = 1_000_000
+
+
+def extracted_later(changed: dict[str, tuple[int, int | None]], gone: dict[str, int]) -> set[str]:
+    """The files of a run (``changed``: the new or changed files it reads, path -> (size, the size
+    indexed, None when new)) whose new text is at least ``LEAD_BYTES``, to publish after the
+    others (``Indexer._lead``); none when no other file changed (a run of the big file alone),
+    or when an indexed file that big is gone (``gone``: path -> indexed size), which a new one
+    may be renamed from: left out of the first version, its text would drop out of the index until
+    the second. An edit within a big file's size (a word changed) reuses its chunks: not held."""
+    later = {path for path, (size, indexed) in changed.items() if size - (indexed or 0) >= LEAD_BYTES}
+    if not later or not changed.keys() - later or any(size >= LEAD_BYTES for size in gone.values()):
+        return set()
+    return later
+
+
+def _summed(first: dict, then: dict) -> dict:
+    """Two runs' ``llm`` stats as one (numbers added, stage by stage; other values ``then``'s)."""
+    out = dict(first)
+    for key, value in then.items():
+        was = first.get(key)
+        if isinstance(value, dict) and isinstance(was, dict):
+            out[key] = _summed(was, value)
+        elif isinstance(value, int | float) and not isinstance(value, bool) \
+                and isinstance(was, int | float) and not isinstance(was, bool):
+            out[key] = was + value
+        else:
+            out[key] = value
+    return out
+
+
+def after_lead(lead: SyncResult, result: SyncResult) -> SyncResult:
+    """The result of a run that published ``lead`` (its smaller files) before ``result`` (the
+    big ones): what the command did, as one run doing it all would say it. The documents the
+    lead added or edited are kept by ``result`` (so not unchanged); its failures ``result``
+    tried again (``result``'s stand); reports written by both are counted (each was paid)."""
+    changed = lead.documents_added + lead.documents_edited + lead.documents_read_again
+    warnings = list(dict.fromkeys(lead.warnings + result.warnings))
+    return msgspec.structs.replace(
+        result, published=lead.published or result.published,
+        documents_added=lead.documents_added + result.documents_added,
+        documents_removed=lead.documents_removed + result.documents_removed,
+        documents_edited=lead.documents_edited + result.documents_edited,
+        documents_read_again=lead.documents_read_again + result.documents_read_again,
+        documents_unchanged=max(0, result.documents_unchanged - changed),
+        documents_new_times=lead.documents_new_times + result.documents_new_times,
+        documents_renamed=lead.documents_renamed + result.documents_renamed,
+        chunks_extracted=lead.chunks_extracted + result.chunks_extracted,
+        chunks_reused=lead.chunks_reused + result.chunks_reused,
+        reports_generated=lead.reports_generated + result.reports_generated,
+        reclustered=lead.reclustered or result.reclustered,
+        joins_moved=lead.joins_moved + result.joins_moved, joins_joined=lead.joins_joined + result.joins_joined,
+        joins_parted=lead.joins_parted + result.joins_parted,
+        warnings=warnings, llm=_summed(lead.llm, result.llm))
 
 
 # --------------------------------------------------------------------------------------------
@@ -857,9 +922,83 @@ class Indexer:
 
     # -- the run -------------------------------------------------------------------------------
     async def run(self, paths: list[Path]) -> SyncResult:
-        """Brings the index to ``paths`` and publishes it."""
+        """Brings the index to ``paths`` and publishes it; first without its big new files, when
+        it has others (``_lead``)."""
         started = time.monotonic()
-        return await self._session(lambda store, writer: self._sync(store, writer, paths, started))
+        lead = await self._lead(paths)
+        result = await self._session(lambda store, writer: self._sync(store, writer, paths, started))
+        return result if lead is None else after_lead(lead, result)
+
+    async def _lead(self, paths: list[Path]) -> SyncResult | None:
+        """Publishes the run's files but its big new ones (``extracted_later``) as a run of its
+        own, left as indexed, so that the others are answered while the big ones are extracted;
+        its result, or None when there are none to hold back. ``index`` only: a daemon's sync
+        finds its files extracted ahead (its waiting is ``Daemon._queue``'s), and offline the big
+        file is read in seconds. Each of the two runs publishes in one transaction; killed
+        between them, the index is the folder without the big files, and the next run extracts
+        only what the second had not stored."""
+        if self.command != "index" or self.settings.offline or self.left_as_indexed:
+            return None
+        later = await anyio.to_thread.run_sync(self._extracted_later, paths, abandon_on_cancel=True)
+        if not later:
+            return None
+        big = sorted(later)
+        named = ", ".join(big[:3]) + (f" and {counted(len(big) - 3, 'other')}" if len(big) > 3 else "")
+        self.say(f"{named} ({sum(later.values()) / 1e6:.1f} MB) {'is' if len(big) == 1 else 'are'} extracted "
+                 "after the run's other files, which are published first (`ask` answers from them meanwhile)")
+        lead = Indexer(self.settings, self.db_path, root=self.root, progress=self.progress, command=self.command,
+                       transport=self.transport, retry_base_s=self.retry_base_s, answered_at=self.answered_at,
+                       left_as_indexed=frozenset(later), say=self.say, stopped=self.stopped,
+                       failures_command=self.failures_command)
+        try:
+            result = await lead.run(paths)
+        except (UnusableFirstIndex, RejectedFirstIndex):
+            # Every small file's chunk failed for the model's answers or a refusal: the run of them
+            # all goes on as it would have (the big file's chunks may be answered), saying the rest.
+            result = None
+        progress = self.progress   # (counted anew: a run's give-up rules read its own counts)
+        progress.counts.clear()
+        progress.totals.clear()
+        progress.nothing_to_redo = False
+        progress.set_stage("scanning")
+        return result
+
+    def _extracted_later(self, paths: list[Path]) -> dict[str, int]:
+        """The files of ``paths`` to publish after the others (``extracted_later``) and their
+        sizes, by a stat each against the index's rows."""
+        known: dict[str, tuple[str, int, float]] = {}
+        if Path(self.db_path).exists():
+            try:
+                store = Store(self.db_path, readonly=True)
+            except StreamragError:   # (an index the run upgrades, or refuses: the run says so)
+                return {}
+            try:
+                known = index_rows.files(store)
+            finally:
+                store.close()
+        rows: dict[str, dict[str, tuple[str, int, float]]] = {}
+        for path, row in known.items():
+            rows.setdefault(loader.file_of(path), {})[path] = row
+        s = self.settings
+        # (what the run's scan says of odd names and unlisted folders, it says: not collected twice)
+        found = loader.scan(paths, s.index.include, root=self.root, exclude=s.index.exclude, skipped=[],
+                            unlisted=[], left_out={}, broken=[], copies=[],
+                            own=[*index_files(self.db_path), *s.own_files()])
+        files = without_index_files(found, self.db_path, also=s.own_files())
+        changed: dict[str, tuple[int, int | None]] = {}
+        seen = set()
+        for path in files:
+            rel = loader.stored_path(path, self.root)
+            seen.add(rel)
+            with contextlib.suppress(OSError):
+                st = os.stat(path)
+                held = rows.get(rel, {})
+                if not on_disk.same_on_disk(held, st):
+                    changed[rel] = (st.st_size, max((size for _d, size, _s in held.values()), default=None))
+        scope = [loader.stored_path(p, self.root) for p in paths]
+        gone = {file: max(size for _d, size, _s in held.values()) for file, held in rows.items()
+                if file not in seen and on_disk.covered(file, scope)}
+        return {path: changed[path][0] for path in extracted_later(changed, gone)}
 
     async def prefetch(self, paths: list[Path]) -> int:
         """Loads, chunks and extracts ``paths`` without publishing (a later ``run`` reuses it all).

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import anyio
+import httpx
 import pytest
 
 from conftest import KeyRefusedMidway, chat_answer, claims_answered, clean_env, simulated_transport
@@ -2405,3 +2406,69 @@ def test_the_offline_over_a_model_line_says_answers_missing_from_the_cache_witho
                                30, True)
     assert line.endswith("but asks for its 9 summaries and reports anew (none of them is in the cache)"), line
     assert "llm.cache" not in line.split("anew")[-1], line
+
+
+def _notes_beside_a_big_file(folder: Path) -> None:
+    """Three notes and a file of some 3 kB (``LEAD_BYTES`` set below it), the only one naming
+    Orrin Vale."""
+    folder.mkdir()
+    (folder / "big.txt").write_text(" ".join(f"Captain Orrin Vale sailed from Port Alder on voyage {i}."
+                                             for i in range(60)))
+    for i, name in enumerate(["Ada Osk", "Bram Teller", "Cora Vin"]):
+        (folder / f"note{i}.md").write_text(f"# {name}\n\n{name} works at the Zephyr Cannery in Port Alder.\n")
+
+
+async def test_notes_indexed_beside_a_big_new_file_are_published_before_it_is_extracted(tmp_path, monkeypatch,
+                                                                                           caplog):
+    # A run published once every file was extracted: 20 notes indexed beside a 2 MB dump were
+    # answered 28 s later with a 300 ms model, hours later beside a 30 MB one. The version the
+    # big file's first extraction call sees holds the notes (and not it); the run ends with
+    # both, the graph a run of them all at once makes.
+    from streamrag import pipeline
+
+    monkeypatch.setattr(pipeline, "LEAD_BYTES", 2000)
+    folder, db = tmp_path / "notes", tmp_path / "index.db"
+    _notes_beside_a_big_file(folder)
+    seen: list[tuple[int, list[str]]] = []
+    real = simulated_transport()
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.method == "POST" and b"Orrin Vale" in request.content and not seen:
+            store = Store(db, readonly=True)
+            try:
+                seen.append((store.version, sorted(r["path"] for r in store.query("SELECT path FROM documents"))))
+            finally:
+                store.close()
+        return real.handler(request)
+
+    settings = make_settings("http://127.0.0.1:9/v1", index={"chunk_size": 80, "chunk_overlap": 10})
+    with anyio.fail_after(120):
+        result = await sync([folder], settings, db, root=folder, transport=httpx.MockTransport(answer))
+    assert seen == [(1, ["note0.md", "note1.md", "note2.md"])]
+    assert "big.txt (0.0 MB) is extracted after the run's other files, which are published first" in caplog.text
+    assert (result.version, result.documents, result.documents_added, result.documents_unchanged) == (2, 4, 4, 0)
+    assert result.llm["extract"]["calls"] == result.chunks_extracted == result.chunks   # (each asked once)
+
+    # A run of them all at once (no file that big) makes the same graph, which the notes' version
+    # held part of (the communities are clustered from that version's: they need not be the same).
+    monkeypatch.setattr(pipeline, "LEAD_BYTES", 10**9)
+    at_once = tmp_path / "at_once.db"
+    with anyio.fail_after(120):
+        whole = await sync([folder], settings, at_once, root=folder, transport=simulated_transport())
+    assert whole.version == 1
+    graph = ("entities", "relationships", "entity_sources", "relationship_sources", "claims", "documents")
+    assert {k: snapshot(db)[k] for k in graph} == {k: snapshot(at_once)[k] for k in graph}
+
+
+def test_only_a_big_files_new_text_waits_and_only_beside_other_changes():
+    from streamrag.pipeline import LEAD_BYTES, extracted_later
+
+    big, small = LEAD_BYTES + 1, 10
+    assert extracted_later({"dump.txt": (big, None), "a.md": (small, None)}, {}) == {"dump.txt"}
+    assert extracted_later({"dump.txt": (big, None)}, {}) == set()   # (alone: nothing to publish first)
+    # grown by less than LEAD_BYTES (a log appended to, a word changed): its chunks mostly reused
+    assert extracted_later({"log.txt": (big + 5, big), "a.md": (small, 8)}, {}) == set()
+    assert extracted_later({"log.txt": (2 * big, big - 1), "a.md": (small, 8)}, {}) == {"log.txt"}
+    # an indexed big file gone (renamed to the new one?) would drop out of the first version
+    assert extracted_later({"dump2.txt": (big, None), "a.md": (small, None)}, {"dump.txt": big}) == set()
+    assert extracted_later({"dump.txt": (big, None), "a.md": (small, None)}, {"b.md": small}) == {"dump.txt"}
