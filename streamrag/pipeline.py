@@ -802,6 +802,8 @@ class Indexer:
         # The new or changed files of the run, should it publish nothing (``_not_indexed``).
         self._unpublished: Callable[[], list[str]] | None = None
         self.not_indexed_files: list[str] | None = None   # ... as found then (None: not looked)
+        # The version ``_lead`` published of the run's other files, and the big files it left out
+        self.published_first: tuple[int, str] | None = None
 
     @property
     def unavailable_error(self) -> str:
@@ -832,7 +834,13 @@ class Indexer:
         """What a run that stops says it left (``nothing_published``): nothing, of an extraction
         ahead of a daemon's sync, which never publishes (its line said "Nothing was published;
         the index is as it was"; the daemon says what it leaves to the sync)."""
-        return "" if self.command == "watch:extract" else nothing_published(self.indexed, reuses)
+        if self.command == "watch:extract":
+            return ""
+        if self.published_first is not None:   # (``_lead``: "the index is as it was" hid the version it made)
+            version, later = self.published_first
+            said = f". Only the run's other files were published (version {version}, without {later})"
+            return said + (", and a run after the fix reuses the finished work" if reuses else "")
+        return nothing_published(self.indexed, reuses)
 
     # -- helpers -------------------------------------------------------------------------------
     async def fail(self, writer: Writer, stage: str, item: str, message: str,
@@ -952,6 +960,8 @@ class Indexer:
                        failures_command=self.failures_command)
         try:
             result = await lead.run(paths)
+            if result.published:
+                self.published_first = (result.version, named)
         except (UnusableFirstIndex, RejectedFirstIndex):
             # Every small file's chunk failed for the model's answers or a refusal: the run of them
             # all goes on as it would have (the big file's chunks may be answered), saying the rest.

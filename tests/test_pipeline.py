@@ -2472,3 +2472,28 @@ def test_only_a_big_files_new_text_waits_and_only_beside_other_changes():
     # an indexed big file gone (renamed to the new one?) would drop out of the first version
     assert extracted_later({"dump2.txt": (big, None), "a.md": (small, None)}, {"dump.txt": big}) == set()
     assert extracted_later({"dump.txt": (big, None), "a.md": (small, None)}, {"b.md": small}) == {"dump.txt"}
+
+
+async def test_a_run_stopped_on_its_big_file_says_the_version_its_other_files_made(tmp_path, monkeypatch):
+    # Its error said "Nothing was published; the index is as it was" of a run that had published
+    # the notes beside the big file as version 1, which `ask` answers from.
+    from streamrag import pipeline
+    from streamrag.errors import LLMRequestError
+
+    monkeypatch.setattr(pipeline, "LEAD_BYTES", 2000)
+    folder, db = tmp_path / "notes", tmp_path / "index.db"
+    _notes_beside_a_big_file(folder)
+    real = simulated_transport()
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if b"Orrin Vale" in request.content:   # (the key revoked as the big file is reached)
+            return httpx.Response(401, json={"error": {"message": "Incorrect API key provided"}})
+        return real.handler(request)
+
+    settings = make_settings("http://127.0.0.1:9/v1", index={"chunk_size": 80, "chunk_overlap": 10})
+    with anyio.fail_after(120), pytest.raises(LLMRequestError) as raised:
+        await sync([folder], settings, db, root=folder, transport=httpx.MockTransport(answer))
+    said = str(raised.value)
+    assert said.endswith(". Only the run's other files were published (version 1, without big.txt)"), said
+    assert "Nothing was published" not in said, said
+    assert status_info(db)["version"] == 1
