@@ -88,6 +88,8 @@ class ReportStage:
         self.reports: dict[str, Report] = {}          # community id -> report (this run), until its parent's is
         self.assignments: dict[str, tuple[str, str]] = {}
         self.generated = self.kept = 0
+        self.written: set[str] = set()       # keys of the reports written (``generated``)
+        self.kept_reports: list[str] = []    # keys of the reports kept (``kept``), one a community
         self.progress.total("reports", len(communities))
         self.old = state.old_reports
 
@@ -180,6 +182,7 @@ class ReportStage:
         report = self.found(c, ctx, key, by_llm)
         if report is not None:
             self.kept += 1
+            self.kept_reports.append(report.key)
         else:
             if by_llm:
                 report = await self.ask(c, ctx, key)
@@ -221,6 +224,7 @@ class ReportStage:
         self.kept_keys[c.id] = kept_as[1]
         self.assignments[c.id] = kept_as
         self.kept += 1
+        self.kept_reports.append(kept_as[1])
         self.progress.add("reports_done")
 
     def let_go_of_children(self, c: Community) -> None:
@@ -308,6 +312,7 @@ class ReportStage:
         # meanwhile by another worker, its row stands, and parents are built from it.
         report = index_rows.load_report(self.store, report.key) or report
         self.generated += 1
+        self.written.add(report.key)
         self.progress.add("reports_written")
         return report
 
