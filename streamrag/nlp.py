@@ -219,7 +219,9 @@ from streamrag.sentences import HONORIFICS, TITLE_SMALL, is_title, joined, table
 #     "Harbour Board" gave "Annual Report": ``_cut_by_a_wrap``); a headline that is an honorific
 #     and a name of two words alone is that name where its text opens a sentence with a word of
 #     it alone ("Dr. Ada Lovelace" over "Ada was ..." gave no "Ada Lovelace": ``_names_an_opener``).
-VERSION = "30"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
+# 31: a wrap is told by a line besides the one above that a wrap may have ended, not the block's
+#     last ("... and Kim Lowe" over "Kim will send ...", as wide, gave "Kim Lowe Kim").
+VERSION = "31"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
 # The note closing a description of a name its chunk also said shorter ("Margaret Hollis ...
@@ -1032,10 +1034,12 @@ def _line_groups(block: str, starts: list[int] | None = None) -> list[tuple[bool
     lines = block.split("\n")
     lengths = [len(line.strip()) for line in lines]
     width = max(_WRAP_WIDTH, max(lengths))   # (``_ends_alone``)
-    # (whether a line besides the one above sets the width: ``_ends_alone``'s ``measured``)
-    widest = lengths.index(max(lengths))
-    sets = max(lengths) >= _WRAP_SLACK * width
-    beside = max(lengths[:widest] + lengths[widest + 1:], default=0) >= _WRAP_SLACK * width
+    # The lines that say a wrap's width, for ``_ends_alone``'s ``measured`` (a line besides the
+    # one above): those a wrap may have ended reaching ``_WRAP_SLACK`` of it. The block's last
+    # line is none: its text ended it, wrapped or not, and two lines of a note as wide (".. and
+    # Kim Lowe" over "Kim will send ...") were read as a wrap's, "Kim Lowe Kim".
+    last = max((n for n, length in enumerate(lengths) if length), default=0)
+    full = [n for n, length in enumerate(lengths) if n != last and length >= _WRAP_SLACK * width]
     rows = table_rows(lines) if "|" in block else [False] * len(lines)
     above = 0   # (the index of the line above, the last one kept)
     for n, (raw, is_row) in enumerate(zip(lines, rows)):
@@ -1061,7 +1065,7 @@ def _line_groups(block: str, starts: list[int] | None = None) -> list[tuple[bool
         if is_row:
             groups.append((True, [line], True))
         elif mark or heading or row or not groups or is_heading or _ends_alone(
-                groups[-1][1][-1], line, width, measured=sets if above != widest else beside):
+                groups[-1][1][-1], line, width, measured=any(n != above for n in full)):
             groups.append((bool(mark) and mark[0] != "[", [line], False))
         else:
             groups[-1][1].append(line)
@@ -1084,10 +1088,11 @@ def _ends_alone(above: str, line: str, width: int, *, measured: bool = True) -> 
     rare thing in news wrapped at 40 or 70 columns ("Port Velvellfield Semiconductors"), and a
     name wrapped across its line end may repeat a word of it ("... written by Ford Madox" over
     "Ford and ..." was "Ford Madox"). That a wrap cut it is told only where ``measured``: a line
-    besides ``above`` sets the width too (reaches ``_WRAP_SLACK`` of it). Where ``above`` alone
-    is the widest (a note's two lines, "... lunch downtown with Ada Lovelace" over a shorter "Ada
-    said ..."), no wrap says the next word would not have fitted: a line unwrapped is as long
-    as its writer made it, and was read "Ada Lovelace Ada"."""
+    besides ``above`` that a wrap may have ended (not the block's last) sets the width too
+    (reaches ``_WRAP_SLACK`` of it). Where none does (a note's two lines, "... lunch downtown
+    with Ada Lovelace" over a shorter "Ada said ...", or one as wide), no wrap says the next
+    word would not have fitted: a line unwrapped is as long as its writer made it, and was read
+    "Ada Lovelace Ada"."""
     if (not line[:1].isupper() and line[:1] not in _OPEN_QUOTE) or not above[-1:].isalnum():
         return False   # (most lines of prose: the cheap tests first)
     first = _WORD.search(line)

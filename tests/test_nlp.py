@@ -569,6 +569,10 @@ def test_a_name_a_wrap_cut_before_a_word_it_repeats_is_still_one_name():
         == {"Ada Lovelace": "person"}
     assert names("Then we had a very long meeting with Kim Lowe\nKim said the budget was fine.") == {
         "Kim Lowe": "person"}
+    # (nor where the one line as wide is the block's last, which its text ended, wrapped or not:
+    # a note's two lines of a width gave "Kim Lowe Kim")
+    assert names("Tomorrow we are meeting the new partners and Kim Lowe\n"
+                 "Kim will send the signed contract on Friday morning.") == {"Kim Lowe": "person"}
     # (where the word would have fitted on the line, no wrap ended it: "Ada Lovelace Ada" stays apart)
     assert names("I met Ada Lovelace\nAda said she would review the notes.") == {"Ada Lovelace": "person"}
     # (in the block's widest line, no tenth of it to spare: a headline a few characters short of
