@@ -19,7 +19,8 @@ How a chunk is read:
   mostly capitalised (or such lines a wrap cut) is a headline: title case makes every word look
   like a name, so only names also found in the body are looked for in it, unless it is an
   honorific and a name alone whose word the body opens a sentence with alone ("Dr. Ada Lovelace"
-  over "Ada was ...": that name). Title case leaves only small words in lower case (articles,
+  over "Ada was ...": that name; "Dr. Lowe Resigns" over "Lowe said ...": a surname before a
+  verb, "Lowe"). Title case leaves only small words in lower case (articles,
   conjunctions, prepositions); a line with a lower-case verb or noun ("Kim Lowe met Leo Marsh in
   Dublin") is a sentence without its full stop, as CSV and JSONL rows often are, and its capitals
   are names. A Markdown table's row is a sentence of its own, each cell opening as a sentence does
@@ -124,6 +125,8 @@ How a chunk is read:
   alone (not after "the": "the Capitol"), or an honorific stands before it ("Dr. Olusegun
   Park"); not a street's, nor a place that goes and speaks for its trade, office or film ("Wall
   Street came under pressure", "Downing Street said", "Capitol Hill said", "Jurassic Park came out").
+  A given name before "Lane", "Hill" or "Park" is a person's whatever it does ("published by
+  John Lane"), no place's cue beside it.
 * Descriptions are the first sentences that mention the entity (about 40 words).
 * Relationships: two entities in one sentence (strong) or in adjacent sentences of one block
   (weak); strength 1..10 from those counts; each entity keeps its 10 strongest.
@@ -218,9 +221,12 @@ from streamrag.sentences import HONORIFICS, TITLE_SMALL, is_title, joined, table
 #     headline a wrap cut, each line but its last, is a headline ("Annual Report of the" over
 #     "Harbour Board" gave "Annual Report": ``_cut_by_a_wrap``); a headline that is an honorific
 #     and a name of two words alone is that name where its text opens a sentence with a word of
-#     it alone ("Dr. Ada Lovelace" over "Ada was ..." gave no "Ada Lovelace": ``_names_an_opener``).
+#     it alone ("Dr. Ada Lovelace" over "Ada was ..." gave no "Ada Lovelace": ``_opener_named``).
 # 31: a wrap is told by a line besides the one above that a wrap may have ended, not the block's
-#     last ("... and Kim Lowe" over "Kim will send ...", as wide, gave "Kim Lowe Kim").
+#     last ("... and Kim Lowe" over "Kim will send ...", as wide, gave "Kim Lowe Kim"); a headline
+#     of an honorific, a surname the text opens with and a verb names the surname ("Dr. Lowe
+#     Resigns" gave "Lowe Resigns": ``_opener_named``); a given name before "Lane", "Hill", "Park"
+#     is a person's without speaking or going ("published by John Lane" was a place).
 VERSION = "31"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
@@ -561,6 +567,11 @@ _GEO_PREFIXES = _words("lake port new mount mt fort ft saint st san santa cape n
 # Of _GEO_SUFFIXES, those that are surnames too ("Tom Hill", "Lois Lane"): alone, such a word
 # may be a person's surname (``_resolve``); "City", "County", "Station" ... never are.
 _GEO_SURNAMES = _words("hill hills lane park bay beach lake street forest bridge vale")
+# Of those, the ones a given name opens more often as a person's than as a place's ("John Lane",
+# "Tom Hill", "Grace Park"; "Victoria Park" is rarer, and mostly after "in" or "at", which keep
+# the place): such a name is a person's without speaking or going (``_resolve``), where "John
+# Lane published the book" was a place. Not "Bridge", "Bay" ...: "Charles Bridge", "Albert Bridge".
+_GIVEN_SURNAMES = _words("hill lane park")
 # Common given names: before a place's generic word ("Jon Park", "Tom Hill") they say the name a
 # person's when it goes or speaks, as "Capitol Hill said", "Jurassic Park came out", "Notting
 # Hill went on to gross" do not (``_resolve``). A short list, no gazetteer: another person's cue in
@@ -916,10 +927,12 @@ def extract_offline(chunk_text: str, *, entity_types: list[str] | None = None) -
         # A title that is a person's name alone, over text that says a word of it alone only
         # where a sentence opens ("Dr. Ada Lovelace" over "Ada was ..."), is that name: as a
         # headline it gave none, the text saying no name it holds.
+        # (its honorific and that word alone, where a verb follows: "Dr. Lowe Resigns")
         said = frozenset(skipped)
-        named = [i for i in sorted(headlines) if said and _names_an_opener(sentences[i], tokens[i], said)]
-        for i in named:
-            mentions.extend(_sentence_mentions(i, sentences[i], tokens[i], initial[i], lower_words,
+        named = {i: k for i in sorted(headlines) if said and (k := _opener_named(sentences[i], tokens[i], said))}
+        for i, k in named.items():
+            toks = tokens[i][:k]
+            mentions.extend(_sentence_mentions(i, sentences[i][:toks[-1][_END]], toks, initial[i], lower_words,
                                                mid_caps, de))
         mentions.extend(_headline_mentions(sentences, headlines - set(named), {m.name for m in mentions}))
     if not mentions:
@@ -1759,17 +1772,26 @@ def _going(before: str) -> str:
     return "way" if (before in _GOING or before in _ARRIVING) and before not in _GOING_TO_ANYONE else "to"
 
 
-def _names_an_opener(line: str, toks: list[_Token], openers: frozenset[str]) -> bool:
-    """Whether a headline is a person's name alone: an honorific and capitalised words
-    (``_name_alone``, no type's cue), one of which its chunk opens a sentence with alone and so
-    reads as no name (``openers``: "Ada" of "Ada was ..."). Title case makes a headline's
-    words a name alone as readily ("Mayor Tull Resigns" over "Tull said ..."); an honorific
-    opens few, and two words at most (initials apart) follow it in a name: a headline under
-    one goes on with what the person did ("Dr. Kim Lowe Resigns" over "Lowe said ..." named
-    "Kim Lowe Resigns", "Prof. Ada Osk Wins Award" over "Osk said ..." "Ada Osk Wins Award")."""
-    return 1 < len(toks) and toks[0][_TEXT].lower() in _HONORIFICS \
-        and sum(len(t[_TEXT]) > 1 for t in toks[1:]) <= 2 \
-        and any(t[_TEXT] in openers for t in toks) and _name_alone(line, toks) and _cue_type(line) is None
+def _opener_named(line: str, toks: list[_Token], openers: frozenset[str]) -> int:
+    """How many of a headline's first tokens are a person's name alone, 0 for none: an honorific
+    and capitalised words (``_name_alone``, no type's cue), one of which its chunk opens a
+    sentence with alone and so reads as no name (``openers``: "Ada" of "Ada was ..."). Title
+    case makes a headline's words a name alone as readily ("Mayor Tull Resigns" over "Tull said
+    ..."); an honorific opens few, and two words at most (initials apart) follow it in a name: a
+    headline under one goes on with what the person did ("Dr. Kim Lowe Resigns" over "Lowe said
+    ..." named "Kim Lowe Resigns", "Prof. Ada Osk Wins Award" over "Osk said ..." "Ada Osk Wins
+    Award"). So does one word after the word the text opens with, where it reads as a verb and
+    that word is no given name, but a surname under its honorific: the name ends before it ("Dr.
+    Lowe Resigns" over "Lowe said ..." named "Lowe Resigns", is "Dr. Lowe"; "Dr. Mary Jones" over
+    "Mary was ..." is her)."""
+    words = [t[_TEXT] for t in toks[1:] if len(t[_TEXT]) > 1]
+    if len(toks) < 2 or toks[0][_TEXT].lower() not in _HONORIFICS or len(words) > 2 \
+            or not any(t[_TEXT] in openers for t in toks) or not _name_alone(line, toks) or _cue_type(line) is not None:
+        return 0
+    if len(words) == 2 and words[0] in openers and words[0].lower() not in _FIRST_NAMES \
+            and _verb_word(words[1].lower()):
+        return len(toks) - 1
+    return len(toks)
 
 
 def _headline_mentions(sentences: list[str], headlines: set[int], known: set[str]) -> list[_Mention]:
@@ -1928,7 +1950,9 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
                 and _cue_type(head) is None \
                 and _cue_words(given)[0] not in _GEO_PREFIXES \
                 and (given.lower() in _FIRST_NAMES or _used_alone(given, by_name) or any(m.honorific for m in ms)) \
-                and not any(m.det or m.prep or m.locus for m in ms) and any(m.speaks or m.goes for m in ms):
+                and not any(m.det or m.prep or m.locus for m in ms) \
+                and (any(m.speaks or m.goes for m in ms)
+                     or " " not in head and given.lower() in _FIRST_NAMES and _cue_words(last)[0] in _GIVEN_SURNAMES):
             cue[n] = None
     # A place's generic word alone, no surname here, is the one name it ends, whatever that is:
     # "Capitol Hill ... Hill staffers left", "Manchester City ... City dominated", "Jon Park

@@ -542,6 +542,12 @@ def test_a_title_that_is_an_honorific_and_a_name_over_its_first_word_is_that_nam
         "Harbour Board": "organization"}
     assert names("Prof. Ada Osk Wins Award\n\nOsk said the prize was a surprise.") == {}
     assert names("Dr. Ada B. Lovelace\nAda was a mathematician.") == {"Ada B. Lovelace": "person"}
+    # (nor one word after a surname the text opens with, where it reads as a verb: that name is
+    # the honorific's and the surname's, "Dr. Lowe Resigns" gave "Lowe Resigns"; a given name
+    # opens a name going on: "Dr. Mary Jones")
+    assert names("Dr. Lowe Resigns\nLowe said she would leave the Harbour Board in May.") == {
+        "Lowe": "person", "Harbour Board": "organization"}
+    assert names("Dr. Mary Jones\nMary was a surgeon in Leeds.") == {"Mary Jones": "person", "Leeds": "geo"}
 
 
 def test_a_name_a_hard_wrap_cut_is_still_one_name():
@@ -1258,6 +1264,16 @@ def test_a_name_a_places_word_ends_that_goes_or_speaks_is_a_person_and_the_word_
     assert found["Manchester City"] == "geo" and "City" not in found
     # After a determiner it is read as before.
     assert names("Kim Lowe moved to Notting Hill. Later the Hill was quiet.")["Notting Hill"] == "geo"
+
+
+def test_a_given_name_before_lane_hill_or_park_is_a_person_whatever_the_name_does():
+    # "published by John Lane" gave a place: a given name before a place's word that is a surname
+    # as often ("Lane", "Hill", "Park") made a person only where the name spoke or went.
+    assert names("The book was published by John Lane in London.") == {"John Lane": "person", "London": "geo"}
+    assert names("Grace Park won the award.") == {"Grace Park": "person"}
+    # (a place's cue keeps the place, and a word more often a place's keeps it so: "Charles Bridge")
+    assert names("The band played in Victoria Park.") == {"Victoria Park": "geo"}
+    assert names("Charles Bridge was crowded.") == {"Charles Bridge": "geo"}
 
 
 def test_a_sentences_opening_order_is_no_part_of_the_name_after_it():
