@@ -25,7 +25,10 @@ How a chunk is read:
   Dublin") is a sentence without its full stop, as CSV and JSONL rows often are, and its capitals
   are names. A Markdown table's row is a sentence of its own, each cell opening as a sentence does
   ("| City |" is no place), and descriptions quote it as its cells read ("Ada Osk; Boston."),
-  without its pipes.
+  without its pipes. So is a record's line, one of two or more in a row each opening with a
+  field's label ("To: Ada Lovelace <ada@x.org>" over "From: ...", an e-mail's headers) or of one
+  shape, the same small words between capitals ("Ada Lovelace of London" over "Charles Babbage
+  of Cambridge", a list without bullets); an e-mail address's user is no word in lower case.
 * A name is a run of capitalised words, which may be joined by name particles ("van", "de"),
   by "&", and by "of" / "of the" after an institutional head ("Bank of England", "Ministry of
   Trade", "Ghost of Christmas Past"). A year next to an event word belongs to the event
@@ -226,7 +229,10 @@ from streamrag.sentences import HONORIFICS, TITLE_SMALL, is_title, joined, table
 #     last ("... and Kim Lowe" over "Kim will send ...", as wide, gave "Kim Lowe Kim"); a headline
 #     of an honorific, a surname the text opens with and a verb names the surname ("Dr. Lowe
 #     Resigns" gave "Lowe Resigns": ``_opener_named``); a given name before "Lane", "Hill", "Park"
-#     is a person's without speaking or going ("published by John Lane" was a place).
+#     is a person's without speaking or going ("published by John Lane" was a place); lines of
+#     one shape or opening with a field's label are records, each a sentence, no headline ("Ada
+#     Lovelace of London" over "Charles Babbage of Cambridge", "To: Ada Lovelace <ada@x.org>"
+#     over "From: ...": ``_records``), and "ada@" is no word in lower case ("Ada" was dropped).
 VERSION = "31"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
@@ -786,7 +792,9 @@ _MARK = re.compile(f"[{_MARKS}]")
 _MARKED_WORD = re.compile(rf"(?:[^\W_][{_MARKS}]*)+(?:['\u2019\-](?:[^\W_][{_MARKS}]*)+)*(?:['\u2019]s?)?")
 _CAMEL_PART = re.compile(r"[^\W\d_][^\W\d_A-Z]*")   # "Ann" of "JoAnn" (``_inner_capitals``)
 _PART_BREAK = re.compile(r"['\u2019\-]")   # where a double-barrelled name's parts meet (``_inner_capitals``)
-_LOWER_WORD = re.compile(r"(?<![\w'\u2019\-])[a-z][a-z\-]*")
+# (not an e-mail address's user: "Ada" of "To: Ada Lovelace <ada@x.org>" was dropped as a word
+# the chunk writes in lower case)
+_LOWER_WORD = re.compile(r"(?<![\w'\u2019\-])[a-z][a-z\-]*(?![\w.+\-]*@)")
 # a word with a letter beyond ASCII ("déjà", "вчера")
 _WIDE_WORD = re.compile(r"(?<![\w'\u2019\-])[^\W\d_]*[^\x00-\x7f\W\d_][^\W\d_]*(?:-[^\W\d_]+)*")
 _WIDE_LETTER = re.compile(r"[^\x00-\x7f\W\d_]")
@@ -1054,6 +1062,7 @@ def _line_groups(block: str, starts: list[int] | None = None) -> list[tuple[bool
     last = max((n for n, length in enumerate(lengths) if length), default=0)
     full = [n for n, length in enumerate(lengths) if n != last and length >= _WRAP_SLACK * width]
     rows = table_rows(lines) if "|" in block else [False] * len(lines)
+    records = _records([raw[_LINE_MARK.match(raw).end():].strip() for raw in lines])
     above = 0   # (the index of the line above, the last one kept)
     for n, (raw, is_row) in enumerate(zip(lines, rows)):
         m = _LINE_MARK.match(raw)
@@ -1077,6 +1086,8 @@ def _line_groups(block: str, starts: list[int] | None = None) -> list[tuple[bool
         is_heading = _ATX_HEADING.match(line) is not None
         if is_row:
             groups.append((True, [line], True))
+        elif n in records and not mark:
+            groups.append((True, [line], False))
         elif mark or heading or row or not groups or is_heading or _ends_alone(
                 groups[-1][1][-1], line, width, measured=any(n != above for n in full)):
             groups.append((bool(mark) and mark[0] != "[", [line], False))
@@ -1084,8 +1095,53 @@ def _line_groups(block: str, starts: list[int] | None = None) -> list[tuple[bool
             groups[-1][1].append(line)
         if starts is not None and len(groups[-1][1]) == 1:   # (a run begun here)
             starts.append(n)
-        heading, row, above = is_heading, is_row, n
+        # (a record ends its run as a row does, but for a field's value going on under its label)
+        heading, row, above = is_heading, is_row or records.get(n, _LABELLED) != _LABELLED, n
     return groups
+
+
+def _records(lines: list[str]) -> dict[int, tuple[str, ...]]:
+    """Which of a block's lines (without their Markdown marks) are records, each beginning a run
+    read as a list item is (no headline), with their shape: two lines or more in a row, each
+    opening with a field's label (``_LABELLED``: "To: Ada Lovelace <ada@x.org>" over "From:
+    Charles Babbage <cb@x.org>", an e-mail's headers), or each of one shape (``_record_shape``:
+    "Ada Lovelace of London" over "Charles Babbage of Cambridge", a list without bullets). Read
+    as a headline a wrap cut, a title's capitals, they lost their names; as prose, they ran them
+    together ("London Charles Babbage")."""
+    shapes = [_record_shape(line) for line in lines]
+    return {n: shape for n, shape in enumerate(shapes) if shape is not None and (
+        n and shapes[n - 1] == shape or n + 1 < len(shapes) and shapes[n + 1] == shape)}
+
+
+def _record_shape(line: str) -> tuple[str, ...] | None:
+    """What a line holds between its capitalised words, where it opens with one and holds no word
+    in lower case but a small one ("of", "van"): those words and the marks between words, in
+    order ("Ada Lovelace of London": "of"; "Ada Lovelace (Analytical Society)": "(", ")"), or a
+    field's label's colon ("To: ..."); None for a line of none (a name alone, "12 St James
+    Square") or of other words (prose)."""
+    if _FIELD_LABEL.match(line):
+        return _LABELLED
+    words = list(_WORD.finditer(line))
+    if not words or words[0].start() or not line[0].isupper():
+        return None
+    shape = []
+    for k, w in enumerate(words):
+        if w.group()[0].islower():
+            if w.group() not in _HEADLINE_SMALL:
+                return None
+            shape.append(w.group())
+        gap = line[w.end():words[k + 1].start() if k + 1 < len(words) else len(line)].strip()
+        if gap:
+            shape.append(gap)
+    # (marks alone make no record's shape: a list of names a wrap cut has lines of one, "Ada
+    # Osk, 2013-2014, Bo" over "Lund, 2002-2010, Kim Lowe", and their names would be cut in two)
+    return tuple(shape) if any(p[0].isalpha() for p in shape) else None
+
+
+# A field's label opening a line: an e-mail's header ("To: ", "Reply-To: "), a note's field
+# ("Owner: Ada Lovelace"); ``_records``.
+_FIELD_LABEL = re.compile(r"[A-Z][A-Za-z]*(?:-[A-Za-z]+)*:[ \t]+\S")
+_LABELLED = (":",)   # (the shape of a line a field's label opens: ``_record_shape``)
 
 
 def _ends_alone(above: str, line: str, width: int, *, measured: bool = True) -> bool:

@@ -609,6 +609,25 @@ def test_a_headline_a_wrap_cut_is_still_a_headline():
                                    "We agreed to meet again in March.")
 
 
+def test_lines_of_one_shape_and_an_emails_headers_are_records_no_headline():
+    # A list without bullets nor field marks, its lines as wide as a wrap's, was a headline a
+    # wrap cut (its names lost), or prose under a line its writer ended ("London Charles Babbage",
+    # "Cambridge We"); an e-mail's headers likewise, and "Ada" of "<ada@x.org>" was a word the
+    # chunk writes in lower case ("To: Ada Lovelace" gave "Lovelace").
+    people = {"Ada Lovelace": "person", "Charles Babbage": "person"}
+    for head in ("Attendees\n", "Minutes\n", ""):
+        found = names(f"{head}Ada Lovelace of London\nCharles Babbage of Cambridge\nWe met in March.")
+        assert people.items() <= found.items() and found["London"] == "geo" and "Cambridge" in found, head
+    for headers in ("To: Ada Lovelace <ada@x.org>\nFrom: Charles Babbage <cb@x.org>\nSubject: The engine",
+                    "From: Charles Babbage <cb@x.org>\nTo: Ada Lovelace <ada@x.org>"):
+        assert names(f"{headers}\n\nThe engine is ready.") == people, headers
+    # (each line a record of its own: the names of one line are paired strongly, not across lines)
+    strong = pairs(extract_offline("Ada Lovelace of London\nCharles Babbage of Cambridge"))
+    assert strong[frozenset(("Ada Lovelace", "London"))] > strong[frozenset(("London", "Charles Babbage"))]
+    # (a headline a wrap cut has lines of no one shape, and stays one)
+    assert names("Annual Report of the\nHarbour Board\n\nMira Osk chairs it.") == {"Mira Osk": "person"}
+
+
 def test_a_name_a_wrap_that_is_not_greedy_cut_is_still_one_name():
     # GNU fmt (optimum fit) and a proportional font's lines (a PDF's, a licence's) end a line a
     # few characters short of where the next word would have fitted, so a name cut by such a wrap
