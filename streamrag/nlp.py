@@ -14,7 +14,8 @@ How a chunk is read:
   the combining marks a letter without a precomposed form carries ("Olúwaṣẹ́un").
 * Blocks are split on blank lines; hard-wrapped lines are joined, but for a line that is a name
   alone or a title where no wrap ended it, or one ending with a name whose word opens the next
-  ("Ada Lovelace" over "Ada was ...": ``_ends_alone``). ALL-CAPS lines ("STAVE ONE", "MARLEY'S
+  ("Ada Lovelace" over "Ada was ...": ``_ends_alone``), lines measured as a wrap measures them,
+  in display columns (a wide character two: ``_columns``). ALL-CAPS lines ("STAVE ONE", "MARLEY'S
   GHOST") are headings and yield nothing. A short line without final punctuation whose words are
   mostly capitalised (or such lines a wrap cut) is a headline: title case makes every word look
   like a name, so only names also found in the body are looked for in it, unless it is an
@@ -232,7 +233,9 @@ from streamrag.sentences import HONORIFICS, TITLE_SMALL, is_title, joined, table
 #     is a person's without speaking or going ("published by John Lane" was a place); lines of
 #     one shape or opening with a field's label are records, each a sentence, no headline ("Ada
 #     Lovelace of London" over "Charles Babbage of Cambridge", "To: Ada Lovelace <ada@x.org>"
-#     over "From: ...": ``_records``), and "ada@" is no word in lower case ("Ada" was dropped).
+#     over "From: ...": ``_records``), and "ada@" is no word in lower case ("Ada" was dropped);
+#     lines are measured in display columns, a wide character two (``_columns``: a Korean line
+#     of 70 columns was 47 wide, and "... Ford Madox" over "Ford 이다. ..." gave "Ford Madox").
 VERSION = "31"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
@@ -1019,8 +1022,8 @@ def _cut_by_a_wrap(lines: list[str]) -> bool:
     run each of whose lines parts a record's fields ("Ada Lovelace (Analytical Society)" over
     "Charles Babbage (Royal Society)", a list of attendees without bullets, whose lines a wrap
     could as well have cut: its names were lost, where nlp 29 read them all)."""
-    width = _WRAP_SLACK * max(map(len, lines))
-    return all(len(a) + 1 + len(b.split(None, 1)[0]) > width for a, b in zip(lines, lines[1:])) \
+    width = _WRAP_SLACK * max(map(_columns, lines))
+    return all(_columns(a) + 1 + _columns(b.split(None, 1)[0]) > width for a, b in zip(lines, lines[1:])) \
         and not all(_RECORD_FIELDS.search(line) for line in lines)
 
 
@@ -1053,7 +1056,7 @@ def _line_groups(block: str, starts: list[int] | None = None) -> list[tuple[bool
     groups: list[tuple[bool, list[str], bool]] = []
     heading = row = caps = False
     lines = block.split("\n")
-    lengths = [len(line.strip()) for line in lines]
+    lengths = [_columns(line.strip()) for line in lines]   # (display columns, as a wrap counts them)
     width = max(_WRAP_WIDTH, max(lengths))   # (``_ends_alone``)
     # The lines that say a wrap's width, for ``_ends_alone``'s ``measured`` (a line besides the
     # one above): those a wrap may have ended reaching ``_WRAP_SLACK`` of it. The block's last
@@ -1119,20 +1122,27 @@ def _record_shape(line: str) -> tuple[str, ...] | None:
     order ("Ada Lovelace of London": "of"; "Ada Lovelace (Analytical Society)": "(", ")"), or a
     field's label's colon ("To: ..."); None for a line of none (a name alone, "12 St James
     Square") or of other words (prose)."""
+    if not line[:1].isupper():   # (most lines of prose: the cheap test first)
+        return None
     if _FIELD_LABEL.match(line):
         return _LABELLED
-    words = list(_WORD.finditer(line))
-    if not words or words[0].start() or not line[0].isupper():
-        return None
     shape = []
-    for k, w in enumerate(words):
+    end = None   # (where the word before ended)
+    for w in _WORD.finditer(line):
+        if end is None and w.start():
+            return None
+        gap = line[end:w.start()].strip() if end is not None else ""
+        if gap:
+            shape.append(gap)
         if w.group()[0].islower():
             if w.group() not in _HEADLINE_SMALL:
                 return None
             shape.append(w.group())
-        gap = line[w.end():words[k + 1].start() if k + 1 < len(words) else len(line)].strip()
-        if gap:
-            shape.append(gap)
+        end = w.end()
+    if end is None:
+        return None
+    if line[end:].strip():
+        shape.append(line[end:].strip())
     # (marks alone make no record's shape: a list of names a wrap cut has lines of one, "Ada
     # Osk, 2013-2014, Bo" over "Lund, 2002-2010, Kim Lowe", and their names would be cut in two)
     return tuple(shape) if any(p[0].isalpha() for p in shape) else None
@@ -1170,7 +1180,7 @@ def _ends_alone(above: str, line: str, width: int, *, measured: bool = True) -> 
     # (the next word as a wrap measures it: with the punctuation after it, "Talks."; a title
     # opens with no lower-case word, "in Lake Harstadford, Norova" over "Media Group runs ...",
     # and holds no sentence's end, "Norvane Maritime Safety Bureau. Norvane Maritime")
-    room = len(above) + 1 + len(line.split(None, 1)[0])
+    room = _columns(above) + 1 + _columns(line.split(None, 1)[0])
     if room > width and measured:
         return False   # (a wrap cut it)
     if room <= _WRAP_SLACK * width and (
@@ -1186,6 +1196,31 @@ def _ends_alone(above: str, line: str, width: int, *, measured: bool = True) -> 
             k == len(toks) or above[toks[k - 1][_END]:toks[k][_START]].isspace()):
         k -= 1
     return any(t[_TEXT] == first.group() for t in toks[k:])
+
+
+def _columns(text: str) -> int:
+    """How many columns ``text`` takes in a fixed-width font, as a wrap counts them: a wide or
+    full-width character (Chinese, Japanese, Korean; "Ａ") two, a combining mark none. Counted in
+    characters, a Japanese line of 35 (70 columns) was half as wide as the Latin ones beside it,
+    and a name a wrap cut there ("... 作者は Ford Madox" over "Ford である。...") was read as
+    one its writer ended ("Ford Madox")."""
+    if text.isascii() or not _WIDE_OR_MARK.search(text):   # (curly quotes, accents: one column each)
+        return len(text)
+    return len(text) + len(_WIDE_CHARACTER.findall(text)) - len(_MARK.findall(text))
+
+
+# The blocks of wide and full-width characters (Unicode's East Asian Width W and F, as wcwidth
+# reads them): Hangul, CJK and its punctuation, kana, Yi, Tangut, full-width forms, most emoji
+# (``_columns``; a regular expression, as a chunk of prose with curly quotes is no ASCII, and
+# asking ``unicodedata`` of each character made A Christmas Carol's extraction a fifth slower).
+# Off by a column for some emoji and for the marks of Hebrew or Arabic vowels (no ``_MARK``):
+# a wrap is told with a tenth to spare (``_WRAP_SLACK``).
+_WIDE_CHARACTER = re.compile("[\u1100-\u115f\u2e80-\u303e\u3041-\u33ff\u3400-\u4dbf\u4e00-\u9fff"
+                             "\ua000-\ua4cf\ua960-\ua97f\uac00-\ud7a3\uf900-\ufaff\ufe10-\ufe19"
+                             "\ufe30-\ufe6f\uff00-\uff60\uffe0-\uffe6\U0001f300-\U0001f64f"
+                             "\U0001f900-\U0001f9ff\U00017000-\U00018cff\U0001b000-\U0001b2ff"
+                             "\U00020000-\U0002fffd\U00030000-\U0003fffd]")
+_WIDE_OR_MARK = re.compile(f"{_WIDE_CHARACTER.pattern}|{_MARK.pattern}")
 
 
 def _name_alone(line: str, toks: list[_Token]) -> bool:

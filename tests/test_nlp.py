@@ -586,6 +586,16 @@ def test_a_name_a_wrap_cut_before_a_word_it_repeats_is_still_one_name():
     assert names("Crowds Gather Outside\nCrowds gathered near Port Vell.") == {"Port Vell": "geo"}
 
 
+def test_a_wrap_is_measured_in_display_columns():
+    # A wide character (Korean, Chinese, Japanese) takes two columns, and a wrap counts them so;
+    # counted in characters, a Korean line of 70 columns (47 characters) had no line beside it as
+    # wide, and a name a wrap cut before a word it repeats was read as one its writer ended.
+    wrapped = ("『좋은 병사』는 1915년에 출간된 장편 소설로, 그 작가는 바로 Ford Madox\n"
+               "Ford 이다. 같은 해에 런던의 한 출판사에서 나왔고 비평가들의 찬사를\n"
+               "받았다.")
+    assert names(wrapped) == {"Ford Madox Ford": "person"}
+
+
 def test_a_headline_a_wrap_cut_is_still_a_headline():
     # Only a block's one line was read as a headline: wrapped, a title's capitals were names
     # ("Annual Report", one long name of the whole headline).
