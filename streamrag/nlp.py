@@ -1119,9 +1119,10 @@ def _records(lines: list[str]) -> dict[int, tuple[str, ...]]:
 def _record_shape(line: str) -> tuple[str, ...] | None:
     """What a line holds between its capitalised words, where it opens with one and holds no word
     in lower case but a small one ("of", "van"): those words and the marks between words, in
-    order ("Ada Lovelace of London": "of"; "Ada Lovelace (Analytical Society)": "(", ")"), or a
-    field's label's colon ("To: ..."); None for a line of none (a name alone, "12 St James
-    Square") or of other words (prose)."""
+    order ("Ada Lovelace of London": "of"; "Ada Lovelace, of London": ",", "of"), or a field's
+    label's colon ("To: ..."); None for a line of no small word (a name alone, "12 St James
+    Square", "Ada Lovelace (Analytical Society)": ``_cut_by_a_wrap`` reads those) or of other
+    words (prose)."""
     if not line[:1].isupper():   # (most lines of prose: the cheap test first)
         return None
     if _FIELD_LABEL.match(line):
@@ -1201,9 +1202,9 @@ def _ends_alone(above: str, line: str, width: int, *, measured: bool = True) -> 
 def _columns(text: str) -> int:
     """How many columns ``text`` takes in a fixed-width font, as a wrap counts them: a wide or
     full-width character (Chinese, Japanese, Korean; "Ａ") two, a combining mark none. Counted in
-    characters, a Japanese line of 35 (70 columns) was half as wide as the Latin ones beside it,
-    and a name a wrap cut there ("... 作者は Ford Madox" over "Ford である。...") was read as
-    one its writer ended ("Ford Madox")."""
+    characters, a Korean line of 70 columns was 47 wide, no line beside it as wide, and a name a
+    wrap cut there ("... 작가는 바로 Ford Madox" over "Ford 이다. ...") was read as one its
+    writer ended ("Ford Madox")."""
     if text.isascii() or not _WIDE_OR_MARK.search(text):   # (curly quotes, accents: one column each)
         return len(text)
     return len(text) + len(_WIDE_CHARACTER.findall(text)) - len(_MARK.findall(text))
