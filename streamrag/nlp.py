@@ -145,7 +145,8 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 from streamrag.records import EntityRecord, Extraction, RelationshipRecord
-from streamrag.sentences import HONORIFICS, TITLE_SMALL, is_title, joined, table_row_text, table_rows
+from streamrag.sentences import (CJK_CLOSERS, CJK_TERMINATORS, HONORIFICS, TITLE_SMALL, is_title, joined,
+                                 table_row_text, table_rows)
 
 # 7: a line of prose wrapped before "12. " (no list numbered from 1 above) continues the prose.
 # 8: a Markdown table's rows are read one by one, each cell opening as a sentence does.
@@ -235,7 +236,8 @@ from streamrag.sentences import HONORIFICS, TITLE_SMALL, is_title, joined, table
 #     Lovelace of London" over "Charles Babbage of Cambridge", "To: Ada Lovelace <ada@x.org>"
 #     over "From: ...": ``_records``), and "ada@" is no word in lower case ("Ada" was dropped);
 #     lines are measured in display columns, a wide character two (``_columns``: a Korean line
-#     of 70 columns was 47 wide, and "... Ford Madox" over "Ford 이다. ..." gave "Ford Madox").
+#     of 70 columns was 47 wide, and "... Ford Madox" over "Ford 이다. ..." gave "Ford Madox");
+#     a line ending with a full-width stop is no headline ("作者は Ford Madox Ford である。" gave none).
 VERSION = "31"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
@@ -1261,8 +1263,13 @@ def _is_headline(line: str) -> bool:
     particle in lower case ("van", "de") a small word of it too, and more capitalised words than
     common words and particles (a sentence's opener in capitals counts for none). Unlike
     ``sentences.is_heading`` it does not ask for a body after the line: a headline is read for
-    the names the body holds, and is a description's last resort, never left out."""
-    return _HEADING_MARK.match(line) is not None or is_title(line, common=_HEADLINE_COMMON, small=_HEADLINE_SMALL)
+    the names the body holds, and is a description's last resort, never left out. A line ending
+    with a full-width terminator ("。") is a sentence: its words in Chinese or Japanese are of
+    neither case, and "作者は Ford Madox Ford である。" was a title by its capitals, no name read."""
+    if _HEADING_MARK.match(line) is not None:
+        return True
+    return line.rstrip(CJK_CLOSERS)[-1:] not in CJK_TERMINATORS \
+        and is_title(line, common=_HEADLINE_COMMON, small=_HEADLINE_SMALL)
 
 
 def _split_sentences(para: str) -> list[str]:

@@ -596,6 +596,16 @@ def test_a_wrap_is_measured_in_display_columns():
     assert names(wrapped) == {"Ford Madox Ford": "person"}
 
 
+def test_a_line_ending_with_a_full_width_stop_is_no_headline():
+    # Chinese and Japanese words are of neither case, so a sentence of them around a name in
+    # capitals was a title by its capitals: a headline, its names only those a body said.
+    assert names("作者は Ford Madox Ford である。") == {"Ford Madox Ford": "person"}
+    assert names("这部小说的作者是 Ford Madox Ford。") == {"Ford Madox Ford": "person"}
+    assert names("『善良な兵士』は一九一五年に出版された長編小説で、作者は Ford Madox\n"
+                 "Ford である。ロンドンの出版社から同じ年に刊行されて、批評家に\n絶賛された。") == {
+        "Ford Madox Ford": "person"}
+
+
 def test_a_headline_a_wrap_cut_is_still_a_headline():
     # Only a block's one line was read as a headline: wrapped, a title's capitals were names
     # ("Annual Report", one long name of the whole headline).
