@@ -1067,7 +1067,8 @@ def _line_groups(block: str, starts: list[int] | None = None) -> list[tuple[bool
     last = max((n for n, length in enumerate(lengths) if length), default=0)
     full = [n for n, length in enumerate(lengths) if n != last and length >= _WRAP_SLACK * width]
     rows = table_rows(lines) if "|" in block else [False] * len(lines)
-    records = _records([raw[_LINE_MARK.match(raw).end():].strip() for raw in lines])
+    records = _records([raw[_LINE_MARK.match(raw).end():].strip() for raw in lines],
+                       [raw[:1] in (" ", "\t") for raw in lines])
     above = 0   # (the index of the line above, the last one kept)
     for n, (raw, is_row) in enumerate(zip(lines, rows)):
         m = _LINE_MARK.match(raw)
@@ -1105,17 +1106,24 @@ def _line_groups(block: str, starts: list[int] | None = None) -> list[tuple[bool
     return groups
 
 
-def _records(lines: list[str]) -> dict[int, tuple[str, ...]]:
+def _records(lines: list[str], indented: list[bool] | None = None) -> dict[int, tuple[str, ...]]:
     """Which of a block's lines (without their Markdown marks) are records, each beginning a run
     read as a list item is (no headline), with their shape: two lines or more in a row, each
     opening with a field's label (``_LABELLED``: "To: Ada Lovelace <ada@x.org>" over "From:
     Charles Babbage <cb@x.org>", an e-mail's headers), or each of one shape (``_record_shape``:
     "Ada Lovelace of London" over "Charles Babbage of Cambridge", a list without bullets). Read
     as a headline a wrap cut, a title's capitals, they lost their names; as prose, they ran them
-    together ("London Charles Babbage")."""
+    together ("London Charles Babbage"). A labelled field's value folded onto indented lines
+    (``indented``: "To: Ada Osk <a@x.org>," over "    Bo Lund <b@x.org>") parts no labelled
+    lines: "Subject: ..." under such a fold, the headers' last, was a name ("Subject")."""
     shapes = [_record_shape(line) for line in lines]
-    return {n: shape for n, shape in enumerate(shapes) if shape is not None and (
-        n and shapes[n - 1] == shape or n + 1 < len(shapes) and shapes[n + 1] == shape)}
+    # (the lines compared, in order, without the folds under a label)
+    kept: list[int] = []
+    for n, shape in enumerate(shapes):
+        if not (indented and indented[n] and shape is None and kept and shapes[kept[-1]] == _LABELLED):
+            kept.append(n)
+    return {n: shapes[n] for k, n in enumerate(kept) if shapes[n] is not None and (
+        k and shapes[kept[k - 1]] == shapes[n] or k + 1 < len(kept) and shapes[kept[k + 1]] == shapes[n])}
 
 
 def _record_shape(line: str) -> tuple[str, ...] | None:

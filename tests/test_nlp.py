@@ -647,6 +647,10 @@ def test_lines_of_one_shape_and_an_emails_headers_are_records_no_headline():
     for headers in ("To: Ada Lovelace <ada@x.org>\nFrom: Charles Babbage <cb@x.org>\nSubject: The engine",
                     "From: Charles Babbage <cb@x.org>\nTo: Ada Lovelace <ada@x.org>"):
         assert names(f"{headers}\n\nThe engine is ready.") == people, headers
+    # (a value folded under its label parts no headers: the last, under the fold, gave "Subject")
+    folded = ("From: Ada Lovelace <ada@x.org>\nTo: Charles Babbage <cb@x.org>,\n    Mary Somerville <ms@x.org>\n"
+              "Subject: The engine\n\nThe engine is ready.")
+    assert names(folded) == {**people, "Mary Somerville": "person"}
     # (each line a record of its own: the names of one line are paired strongly, not across lines)
     strong = pairs(extract_offline("Ada Lovelace of London\nCharles Babbage of Cambridge"))
     assert strong[frozenset(("Ada Lovelace", "London"))] > strong[frozenset(("London", "Charles Babbage"))]
