@@ -1122,8 +1122,38 @@ def _records(lines: list[str], indented: list[bool] | None = None) -> dict[int, 
     for n, shape in enumerate(shapes):
         if not (indented and indented[n] and shape is None and kept and shapes[kept[-1]] == _LABELLED):
             kept.append(n)
+
+    def alike(a: int, b: int) -> bool:   # (lines a, b, b under a: of one shape, no name cut between)
+        return shapes[a] == shapes[b] and (shapes[a] == _LABELLED or not _cut_name(lines[a], lines[b]))
+
     return {n: shapes[n] for k, n in enumerate(kept) if shapes[n] is not None and (
-        k and shapes[kept[k - 1]] == shapes[n] or k + 1 < len(kept) and shapes[kept[k + 1]] == shapes[n])}
+        k and alike(kept[k - 1], n) or k + 1 < len(kept) and alike(n, kept[k + 1]))}
+
+
+def _cut_name(line: str, below: str) -> bool:
+    """Whether a wrap may have cut a name of two words between a line ending in a capitalised word
+    alone after a list's comma or "and", and one opening with a capitalised word alone: prose
+    listing people and their places, wrapped, has lines of one shape ("Ada Lovelace of London,
+    Charles" over "Babbage of Cambridge, Mary", both "of" and ","), and read as records its names
+    were cut ("Charles"). A list's line ends with its own last field ("Duke of Wellington" over
+    "Earl of Leicester") or opens with a name of its own ("Charles Babbage of Cambridge")."""
+    ends = list(_WORD.finditer(line))[-2:]
+    opens = list(_WORD.finditer(below))[:2]
+    if len(ends) < 2 or not _lone_capital(line, ends[::-1]) or not _lone_capital(below, opens):
+        return False
+    gap = line[ends[0].end():ends[1].start()].strip()
+    return gap in (",", ";", "&") or not gap and ends[0].group() in ("and", "or")
+
+
+def _lone_capital(line: str, words: list[re.Match]) -> bool:
+    """Whether the first of ``words`` (a line's last or first, then its neighbour) is a capitalised
+    word standing alone: no capitalised word beside it but across a mark or a small word."""
+    if not words or not words[0].group()[:1].isupper():
+        return False
+    if len(words) < 2:
+        return True
+    a, b = sorted(words, key=lambda w: w.start())
+    return bool(line[a.end():b.start()].strip()) or not words[1].group()[:1].isupper()
 
 
 def _record_shape(line: str) -> tuple[str, ...] | None:

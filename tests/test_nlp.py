@@ -654,6 +654,16 @@ def test_lines_of_one_shape_and_an_emails_headers_are_records_no_headline():
     # (each line a record of its own: the names of one line are paired strongly, not across lines)
     strong = pairs(extract_offline("Ada Lovelace of London\nCharles Babbage of Cambridge"))
     assert strong[frozenset(("Ada Lovelace", "London"))] > strong[frozenset(("London", "Charles Babbage"))]
+    # (prose listing people and places, wrapped, has lines of one shape too, "of" and ",": a name a
+    # wrap cut after a list's comma or "and" stays whole, "Charles", "Mary", "Bo" were cut; a list
+    # of one-word heads is still a list)
+    wrapped = ("Ada Lovelace of London, Charles\nBabbage of Cambridge, Mary\nSomerville of Edinburgh and\n"
+               "John Herschel of Slough wrote\nletters.")
+    assert {"Charles Babbage", "Mary Somerville"} <= names(wrapped).keys()
+    wrapped = "Kim Lowe and Ada Osk of Leeds, Bo\nLund and Mira Tull of York, Leo\nMarsh and Ann Hale of Bath\nattended."
+    assert {"Bo Lund", "Leo Marsh"} <= names(wrapped).keys()
+    assert names("Duke of Wellington\nEarl of Leicester\n\nThey met.") == {
+        "Duke of Wellington": "person", "Earl of Leicester": "person"}
     # (a headline a wrap cut has lines of no one shape, and stays one)
     assert names("Annual Report of the\nHarbour Board\n\nMira Osk chairs it.") == {"Mira Osk": "person"}
 
