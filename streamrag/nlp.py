@@ -798,8 +798,9 @@ _MARKED_WORD = re.compile(rf"(?:[^\W_][{_MARKS}]*)+(?:['\u2019\-](?:[^\W_][{_MAR
 _CAMEL_PART = re.compile(r"[^\W\d_][^\W\d_A-Z]*")   # "Ann" of "JoAnn" (``_inner_capitals``)
 _PART_BREAK = re.compile(r"['\u2019\-]")   # where a double-barrelled name's parts meet (``_inner_capitals``)
 # (not an e-mail address's user: "Ada" of "To: Ada Lovelace <ada@x.org>" was dropped as a word
-# the chunk writes in lower case)
-_LOWER_WORD = re.compile(r"(?<![\w'\u2019\-])[a-z][a-z\-]*(?![\w.+\-]*@)")
+# the chunk writes in lower case; a user is 64 characters at most, and looking further made text
+# of dotted words, "a.b.c...", quadratic: 40,000 characters took 2.7 s, where 0.02)
+_LOWER_WORD = re.compile(r"(?<![\w'\u2019\-])[a-z][a-z\-]*(?![\w.+\-]{0,64}@)")
 # a word with a letter beyond ASCII ("déjà", "вчера")
 _WIDE_WORD = re.compile(r"(?<![\w'\u2019\-])[^\W\d_]*[^\x00-\x7f\W\d_][^\W\d_]*(?:-[^\W\d_]+)*")
 _WIDE_LETTER = re.compile(r"[^\x00-\x7f\W\d_]")

@@ -635,6 +635,18 @@ def test_a_headline_a_wrap_cut_is_still_a_headline():
                                    "We agreed to meet again in March.")
 
 
+def test_an_email_users_look_ahead_is_bounded():
+    # "ada@" is no word in lower case; looking ahead for the "@" past any run of word characters,
+    # dots and pluses made text of dotted words quadratic (100,000 characters: some 17 s of CPU,
+    # where 0.1). CPU time, not wall time: a loaded machine stretches the one, not the other.
+    import time
+    start = time.process_time()
+    extract_offline("a." * 50000)
+    assert time.process_time() - start < 3.0
+    assert names("To: Ada Lovelace <ada@x.org>\nFrom: Charles Babbage <cb@x.org>\n\nHi.") == {
+        "Ada Lovelace": "person", "Charles Babbage": "person"}
+
+
 def test_lines_of_one_shape_and_an_emails_headers_are_records_no_headline():
     # A list without bullets nor field marks, its lines as wide as a wrap's, was a headline a
     # wrap cut (its names lost), or prose under a line its writer ended ("London Charles Babbage",
