@@ -238,6 +238,9 @@ from streamrag.sentences import (CJK_CLOSERS, CJK_TERMINATORS, HONORIFICS, TITLE
 #     lines are measured in display columns, a wide character two (``_columns``: a Korean line
 #     of 70 columns was 47 wide, and "... Ford Madox" over "Ford 이다. ..." gave "Ford Madox");
 #     a line ending with a full-width stop is no headline ("作者は Ford Madox Ford である。" gave none).
+#     (The verb ending a surname's headline is a listed one, _HEADLINE_VERBS: "Dr. Ada Jones" stays
+#     her; a header's value folded under its label parts no headers; lines a wrap may have cut a
+#     name between, "..., Charles" over "Babbage of ...", are no records.)
 VERSION = "31"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
