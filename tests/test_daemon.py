@@ -4916,25 +4916,54 @@ def test_a_path_settled_beside_one_written_on_ends_its_burst_alone_and_the_other
 
 
 @pytest.mark.parametrize("debounce_ms", [200, 500])
-async def test_a_file_written_every_50_ms_is_one_burst_of_the_real_watcher(tmp_path, debounce_ms):
+async def test_a_file_written_every_50_ms_is_one_burst_of_the_real_watcher(tmp_path, monkeypatch, debounce_ms):
     # watchfiles ends a raw batch at a step that saw no change it had not seen, and a file
     # written again is none: with the step at 200 ms (fcbfb99) a debounce_ms of 200 or less
     # took watchfiles' batches as the bursts, and a file saved every 100 ms for 1.2 s made 3 to 4
     # batches at debounce_ms 150 (8 in 3 s at 200), each a sync, where it is one burst. Here
-    # 200, the longest debounce_ms that took them, and a write every 50 ms for 0.8 s (3 batches
-    # then): one burst unless the writer stalls about 0.2 s at once (0.11 s with writes every
-    # 100 ms at 150, as it was) or 1.2 s in all (the burst's cap, 10 x debounce_ms).
+    # 200, the longest debounce_ms that took them, and a write every 50 ms until watchfiles has
+    # ended 3 raw batches. The burst's clock is the writer's, 50 ms a write: on the machine's
+    # clock a stall of the writer of 0.15 s (a loaded machine's) was a pause, and two bursts.
+    import types
+
+    import watchfiles
+
+    from streamrag import watch_events
     from streamrag.config import WatchSettings
 
+    raw: list[set] = []   # watchfiles' batches: its changes, or an empty one (it waited without any)
+    real_awatch = watchfiles.awatch
+
+    async def recorded(*args, **kwargs):
+        async for changes in real_awatch(*args, **kwargs):
+            raw.append(changes)
+            yield changes
+
+    monkeypatch.setattr(watchfiles, "awatch", recorded)
+    clock = [0.0]
+    writers_time = types.ModuleType("time")
+    writers_time.__dict__.update(vars(time))
+    writers_time.monotonic = lambda: clock[0]
+    monkeypatch.setattr(watch_events, "time", writers_time)
     (tmp_path / "a.txt").write_text("start\n")
-    stop, batches = anyio.Event(), []
+    stop, batches, wrote = anyio.Event(), [], []
+
+    def looks() -> int:   # the empty batches watchfiles handed on: each after a wait without a change
+        return sum(not changes for changes in raw)
 
     async def writer() -> None:
-        await anyio.sleep(0.5)
-        for i in range(17):
-            (tmp_path / "a.txt").write_text(f"edit {i}\n")
+        await until(lambda: looks() >= 1)   # (watching: its first look)
+        while sum(bool(changes) for changes in raw) < 3:
+            assert len(wrote) < 100, raw   # (5 s of writes: watchfiles would have ended 3 batches)
+            (tmp_path / "a.txt").write_text(f"edit {len(wrote)}\n")
+            wrote.append(clock[0])
+            clock[0] += 0.05
             await anyio.sleep(0.05)
-        await anyio.sleep(debounce_ms / 1000 + 1.5)
+        # Every write handed on: two looks without a change (the first may have begun before the last write).
+        seen = looks()
+        await until(lambda: looks() >= seen + 2)
+        clock[0] += debounce_ms / 1000   # the burst's pause: it ends at the next look
+        await until(lambda: batches)
         stop.set()
 
     with anyio.fail_after(30):
@@ -4943,7 +4972,7 @@ async def test_a_file_written_every_50_ms_is_one_burst_of_the_real_watcher(tmp_p
             async for changes in watch_folder(tmp_path, WatchSettings(debounce_ms=debounce_ms), stop):
                 if changes:
                     batches.append(changes)
-    assert len(batches) == 1, batches
+    assert len(batches) == 1, (batches, len(wrote), raw)
 
 
 async def test_a_second_signal_while_the_idle_daemon_stops_leaves_its_stop_clean(corpus, tmp_path):
