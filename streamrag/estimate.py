@@ -95,8 +95,8 @@ from streamrag.errors import (EmptyInput, IndexMissingError, InputError, NoTextF
 from streamrag.extractor import (ExtractionPrompts, claimless_key, claims_messages, entity_types_text,
                                  extraction_request, extractor_key)
 from streamrag.gleaner import check_messages, glean_messages, merge_round, yes_no_bias
-from streamrag.graph_state import (Change, GraphState, dirty_communities, document_changes, kept_partition,
-                                   moved_since, start_leiden, stranded_chunks, warm_start)
+from streamrag.graph_state import (Change, GraphState, KeptSettings, dirty_communities, document_changes,
+                                   kept_partition, moved_since, start_leiden, stranded_chunks, warm_start)
 from streamrag.llm import request_options
 from streamrag.merge import descriptions_after, mentions_of, unique_descriptions
 from streamrag.on_disk import change_stamp, covered, file_names, retimed, same_on_disk, still_there
@@ -817,7 +817,7 @@ def _model_published(store: Store) -> bool:
     partition is kept (``graph_state.KeptPartition``: the runs' rows may be pruned since).
     Without, the extractions a model stored are a killed run's: no summary or report of the
     model's is published or kept, and the run clusters the model's graph afresh."""
-    return index_rows.model_run_completed(store) or kept_partition(store) is not None
+    return index_rows.model_run_completed(store) or kept_partition(store, KeptSettings) is not None
 
 
 def _with_stored(store: Store, new_chunks: dict[str, Chunk], staying: set[str]) -> dict[str, Chunk]:
