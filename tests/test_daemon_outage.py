@@ -2123,18 +2123,26 @@ async def test_an_edit_during_an_outage_repeats_no_outage_line(corpus, tmp_path,
     syncs = counted_syncs(monkeypatch)
     switch, settings, cap = fast_outage(monkeypatch, simulator)
     db = tmp_path / "q.db"
+    festival = corpus / "festival.md"
+    edited_at: list[tuple[int, int]] = []   # the events and syncs there were when the edit came
     async with running(settings, db, corpus, transport=httpx.MockTransport(switch)) as (daemon, events, send):
+        def edit_in_the_pause(event: dict) -> None:
+            # The edit comes as the pause of 0.16 s is said, so during it: sent once the line was
+            # seen, it came after the pause (and the retry that ended it) on a loaded machine.
+            events(event)
+            if event.get("retry_s") == 0.16 and not edited_at:
+                edited_at.append((len(events), len(syncs)))
+                festival.write_text(festival.read_text() + "".join(
+                    f"\n\nOrla Brand{n} rang the harbor bell at Pier {n} while the ferry Kestrel{n} "
+                    f"left for Vell{n} with the mayor Ines Varr{n} aboard." for n in range(sentences)))
+                send.send_nowait({(MODIFIED, str(festival))})
+
+        daemon.report = edit_in_the_pause
         switch.up = False
         mark = len(events)
         await edit_guild(corpus, send)
-        await until(lambda: any(e.get("retry_s") == 0.16 for e in events), timeout=30)
-        edit = len(events)
-        festival = corpus / "festival.md"
-        festival.write_text(festival.read_text() + "".join(
-            f"\n\nOrla Brand{n} rang the harbor bell at Pier {n} while the ferry Kestrel{n} "
-            f"left for Vell{n} with the mayor Ines Varr{n} aboard." for n in range(sentences)))
-        n = len(syncs)
-        await send.send({(MODIFIED, str(festival))})
+        await until(lambda: edited_at, timeout=30)
+        (edit, n), = edited_at
         await until(lambda: len(syncs) >= n + 4, timeout=30)   # the edit's sync and retries
         switch.up = True
         await _until_indexed(db, "Quillon Marbeck", timeout=60)
