@@ -330,12 +330,26 @@ class KeptPartition(msgspec.Struct):
     changed_since_fresh: int    # ... and its entities changed since its last drift check
 
 
+class _KeptCommunity(msgspec.Struct):
+    """A ``records.Community`` of a ``KeptSettings``: its fields checked but for its members,
+    left undecoded (most of a partition's bytes)."""
+
+    id: str
+    level: int
+    parent: str | None
+    members: msgspec.Raw
+
+
 class KeptSettings(msgspec.Struct):
     """A ``KeptPartition`` read for its Leiden settings (``start_leiden``) or for being there: its
-    fields checked as the whole one's are, its communities left undecoded (a 20,000-entity
-    graph's, 1.5 MB: 43 ms a decode whole, 8 ms so; a run read it whole twice)."""
+    fields checked as the whole one's are, its communities' members left undecoded (a
+    20,000-entity graph's, 1.5 MB: 43 ms a decode whole, 8 ms so; a run read it whole twice).
+    Its communities are checked too: one read so that ``warm_start`` could not (another
+    streamrag's ``Community``) was the run's start for ``start_leiden``, which then said "it is
+    clustered afresh" by the settings of a partition ``warm_start`` dropped. (Members not a list
+    of strings still pass here alone.)"""
 
-    communities: list[msgspec.Raw]
+    communities: list[_KeptCommunity]
     leiden: str | None
     changed_since_fresh: int
 

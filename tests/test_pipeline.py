@@ -2382,6 +2382,39 @@ async def test_a_model_partition_kept_in_a_shape_this_streamrag_cannot_read_is_a
     assert back.failures == 0 and back.entities == built.entities and _meta(db, "model_partition") is None
 
 
+async def test_a_kept_model_partition_whose_communities_this_streamrag_cannot_read_is_said_as_dropped(
+        corpus, tmp_path, simulator, caplog):
+    # Its settings and count read without its communities (``KeptSettings``), a partition whose
+    # top level reads but whose communities do not (another version's ``Community``) is one the
+    # run drops (``warm_start`` reads it whole) and starts from the published partition: the
+    # run must not say "it is clustered afresh" by the dropped partition's settings (a model
+    # built with seed 3, an offline run with seed 5, a model run with seed 5 said so, and
+    # clustered from the published one, its settings the run's; whether that run reclusters
+    # is the drift check's, unsaid).
+    import logging
+    import sqlite3
+
+    sized = {"chunk_size": 80, "chunk_overlap": 10, "max_cluster_size": 4}
+    db = tmp_path / "index.db"
+    with anyio.fail_after(120):
+        built = await sync([corpus], make_settings(simulator.base_url, index={**sized, "leiden_seed": 3}), db,
+                           root=corpus)
+    offline = make_settings("", index={**sized, "extractor": "nlp", "leiden_seed": 5})
+    await sync([corpus], offline, db, root=corpus)
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        (kept,), = conn.execute("SELECT value FROM meta WHERE key = 'model_partition'")
+        kept = json.loads(kept)
+        kept["communities"] = [{"id": c["id"]} for c in kept["communities"]]   # (no members, no level)
+        assert conn.execute("UPDATE meta SET value = ? WHERE key = 'model_partition'",
+                            (json.dumps(kept),)).rowcount
+    model = make_settings(simulator.base_url, index={**sized, "leiden_seed": 5})
+    with caplog.at_level(logging.WARNING, logger="streamrag.pipeline"), anyio.fail_after(120):
+        back = await sync([corpus], model, db, root=corpus)
+    said = [r.getMessage() for r in caplog.records if "clustered afresh" in r.getMessage()]
+    assert back.failures == 0 and back.entities == built.entities and _meta(db, "model_partition") is None
+    assert not said and "clustering" not in back.settings_changed, (said, back.settings_changed)
+
+
 async def test_an_offline_run_of_a_model_index_counts_only_the_chunks_it_keeps_live(
         corpus, tmp_path, simulator, caplog):
     # The line was said before the scan: a folder emptied meanwhile still said "replaces the
