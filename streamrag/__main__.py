@@ -56,7 +56,10 @@ def _caught_interrupts_forgotten() -> None:
     then said "interrupted" and killed itself by SIGINT as Python exited (-2, not 130; 3 of
     120 runs of ``status --json`` interrupted at random moments). Each run of a string clears
     the flag first, so an empty one does. (An installed ``streamrag`` ends by another way, which
-    does not look at the flag.)"""
+    does not look at the flag.) Cleared here, as ``run`` ends, not at exit: a KeyboardInterrupt
+    that gets out of ``run`` (a second Ctrl-C as "interrupted" is said) sets it again after
+    this, and is Python's as before, a traceback and death by SIGINT. (CPython's own reset, in
+    its code for a string run: seen on 3.11, 3.12 and 3.13.)"""
     exec("")
 
 

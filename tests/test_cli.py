@@ -2060,6 +2060,46 @@ def test_a_ctrl_c_in_generated_code_is_130_not_a_death_by_sigint(tmp_path, main,
     assert done.stderr == "streamrag: interrupted\n" and done.stdout == ""
 
 
+# As ``_INTERRUPTED_IN_GENERATED_CODE``, with ``cli.main`` a Ctrl-C in code run from a string
+# (uncaught there), and with argv[1] "again", a second Ctrl-C as "interrupted" is said.
+_INTERRUPTED_TWICE = """
+import builtins, runpy, signal, sys
+
+import streamrag.cli
+
+def main():
+    exec("import signal; signal.raise_signal(signal.SIGINT)")
+
+def said(*args, **kwargs):
+    builtins.print = print_
+    signal.raise_signal(signal.SIGINT)
+
+print_ = builtins.print
+streamrag.cli.main = main
+if sys.argv[1] == "again":
+    builtins.print = said
+sys.argv = ["streamrag", "status"]
+runpy.run_module("streamrag", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.parametrize("again", [False, True])
+def test_a_ctrl_c_out_of_the_program_still_ends_it_by_sigint(tmp_path, again):
+    # ``__main__`` forgets a Ctrl-C caught after code run from a string raised it (130, one
+    # line); one that gets out of ``run`` (a second Ctrl-C as the line is said) is Python's
+    # own, as before: a traceback, and death by SIGINT.
+    (tmp_path / "interrupted_twice.py").write_text(_INTERRUPTED_TWICE)
+    env = clean_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env["PYTHONPATH"]])
+    done = subprocess.run([sys.executable, "-m", "interrupted_twice", "again" if again else "once"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+                          preexec_fn=_terminal_signals)
+    if again:
+        assert done.returncode == -signal.SIGINT and done.stderr.endswith("KeyboardInterrupt\n"), done
+    else:
+        assert done.returncode == 130 and done.stderr == "streamrag: interrupted\n", done
+
+
 @pytest.mark.parametrize("module, command, said, code", [
     ("streamrag.config", ["status"], "streamrag: interrupted\n", 143),   # while streamrag.cli is imported
     ("streamrag.pipeline", ["index", "--offline", "."],                  # index, before its event loop
