@@ -485,12 +485,18 @@ def test_range_edges_are_accepted(tmp_path):
 ])
 def test_a_value_toml_cannot_read_is_said_with_the_line_to_write(tmp_path, text, fix):
     # Each was "not valid TOML (Invalid value (at line 2, column 12)); fix the syntax".
+    path, said = _toml_refused(tmp_path, text)
+    assert said.startswith(f"{path}: not valid TOML (Invalid value (at line 2, column "), said
+    assert said.endswith(fix), said
+
+
+def _toml_refused(tmp_path, text):
+    """(path, message) of a settings file holding ``text``, which TOML cannot read."""
     path = tmp_path / "other.toml"
     path.write_text(text, encoding="utf-8")
     with pytest.raises(ConfigError) as err:
         load_settings(path, env={})
-    assert str(err.value).startswith(f"{path}: not valid TOML (Invalid value (at line 2, column "), err.value
-    assert str(err.value).endswith(fix), err.value
+    return path, str(err.value)
 
 
 @pytest.mark.parametrize("text, fix", [
@@ -506,12 +512,9 @@ def test_a_value_toml_cannot_read_is_said_with_the_line_to_write(tmp_path, text,
 def test_an_item_of_a_list_over_several_lines_is_said_with_the_line_to_write(tmp_path, text, fix):
     # The same item on the key's line got its line to write; on a line of its own, only "fix
     # the syntax" (the line holds no "=").
-    path = tmp_path / "other.toml"
-    path.write_text(text, encoding="utf-8")
-    with pytest.raises(ConfigError) as err:
-        load_settings(path, env={})
-    assert "not valid TOML (Invalid " in str(err.value), err.value
-    assert str(err.value).endswith(fix), err.value
+    path, said = _toml_refused(tmp_path, text)
+    assert "not valid TOML (Invalid " in said, said
+    assert said.endswith(fix), said
     if "write line" in fix:   # (the line as said, written there, is read)
         number, line = int(fix.split("write line ")[1].split()[0]), fix.split(" as ", 1)[1]
         lines = text.splitlines()
