@@ -35,6 +35,7 @@ import difflib
 import itertools
 import json
 import re
+import unicodedata
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -266,6 +267,11 @@ def checked_question(question: str) -> str:
     if not question.translate(INVISIBLE_TABLE).strip():
         raise UsageError("the question is empty; ask something, e.g. "
                          "`streamrag ask \"What are the main themes?\"`")
+    if all(unicodedata.category(ch)[0] in "PZ" for ch in question.translate(INVISIBLE_TABLE)):
+        # ("?", "...": no word to search for, yet answered as "the question names nothing", by
+        # a whole global search paid for with a model. An emoji or a symbol alone may ask something.)
+        raise UsageError("the question has no words, only punctuation; ask something, "
+                         "e.g. `streamrag ask \"What are the main themes?\"`")
     # Sent again with every rating and map batch. Words of scripts written without spaces count
     # as the answers count them (two characters a word), and a "word" of 100,000 letters by its
     # length: a question of one such word cost 60,000 prompt tokens.

@@ -981,6 +981,8 @@ def test_a_closed_stdout_ends_quietly(indexed, command):
     (("",), "the question is empty"),
     (("   ",), "the question is empty"),
     (("\u200b\u200d\ufeff",), "the question is empty"),   # invisible only: ran a whole global search
+    (("?",), "has no words, only punctuation"),   # answered as a question naming nothing: with a
+    (("?!.,; \u2026 \u00bf\u061f\u200b",), "has no words"),  # model, a whole global search paid for
     (("--level", "-5", "x"), "--level -5: must be 0 or more"),
     (("--mode", "local", "--level", "1", "x"), "--level only applies to global search"),
     (("--mode", "basic", "--level", "0", "x"), "--mode basic"),
