@@ -282,12 +282,15 @@ async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event,
         # before the second walk is found by neither, and its `chmod 755` looks as a followed
         # folder's does (which restarts nothing); only the kernel knows which folders are
         # watched (/proc/self/fdinfo of watchfiles' inotify descriptor, Linux, not polling).
-        # Every folder, hidden and excluded ones too (``WatchedFolder.walks`` is not given): one
-        # watchfiles (notify) cannot read stops its walk as it adds its watches, so the folders it
-        # would have met after it are not watched either (measured, watchfiles 1.3: with
-        # .git/locked chmod 000, files written in sub/ and build/ gave no event), and that
-        # folder's `chmod 755` is the restart, and the whole-folder sync, that brings them back.
+        # Every folder, hidden and excluded ones too: one watchfiles (notify) cannot read stops its
+        # walk as it adds its watches, so the folders it would have met after it went unwatched
+        # (measured, watchfiles 1.3: with .git/locked chmod 000, files written in sub/ and build/
+        # gave no event until `chmod 755 .git/locked` restarted it). They are given to it beside
+        # the root (``extra_watch_paths``), and that folder's `chmod 755` still restarts it.
         before = await anyio.to_thread.run_sync(unreadable_folders, root, abandon_on_cancel=True)
+        # (the polling watcher raises at such a folder anyway, and would poll each extra path twice)
+        extra = [] if polling or not before else await anyio.to_thread.run_sync(
+            extra_watch_paths, root, before, _folders_in, abandon_on_cancel=True)
         unreadable: set[str] | None = None
         started = time.monotonic()
         # (a debounce_ms no longer than the step: watchfiles' own batches are the bursts)
@@ -299,7 +302,7 @@ async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event,
             # to check that the folder is still the one watched (after `rm -rf DIR && mkdir DIR` the
             # watch is on a dead inode), and whether a burst has ended (``_Burst``). Its step is
             # short, so that a stop is seen at once (``_STEP_MS``).
-            changes_of = awatch(root, watch_filter=None, step=min(quiet, step), debounce=10 * quiet,
+            changes_of = awatch(root, *extra, watch_filter=None, step=min(quiet, step), debounce=10 * quiet,
                                 stop_event=stop_event, rust_timeout=min(quiet, _LOOK_MS) if held else _LOOK_MS,
                                 yield_on_timeout=True,
                                 force_polling=polling, poll_delay_ms=_POLL_MS,
@@ -452,6 +455,45 @@ def unreadable_folders(root: Path, walks: Walks | None = None, top: Path | None 
             found.add(folder)
         except OSError:   # (gone, or no folder now)
             continue
+    return found
+
+
+def extra_watch_paths(root: Path, unreadable: set[str], folders_in: Callable[[str], list[str]]) -> list[str]:
+    """The folders to give watchfiles beside ``root`` so that it watches every folder it may read
+    though some it may not (``unreadable``): its event watcher (notify, watchfiles 1.3) stops
+    adding watches at the first folder it cannot read as it walks a path, so the folders it
+    would have met after it went unwatched (``.git/locked`` chmod 000: no event from ``sub/``,
+    ``build/``), while a path given beside ``root`` is walked on its own (measured). They are
+    the readable folders each unreadable one lies in, below ``root`` (each watched by its own
+    walk first), and the readable folders in those and in ``root`` that hold no unreadable one
+    (each walked whole): not every folder. ``folders_in`` lists the folders in a folder."""
+    if not unreadable:
+        return []   # (the root's walk meets them all)
+    top = os.fspath(root)
+    holding: set[str] = set()   # below top, with an unreadable folder somewhere under it
+    for folder in unreadable:
+        path = os.path.dirname(folder)
+        while path not in holding and path.startswith(top + os.sep):
+            holding.add(path)
+            path = os.path.dirname(path)
+    whole = {child for folder in holding | {top} for child in folders_in(folder)
+             if child not in holding and child not in unreadable}
+    return sorted(holding | whole)
+
+
+def _folders_in(folder: str) -> list[str]:
+    """The folders in ``folder``, none if it cannot be listed now. Not a link to one: a path given
+    is walked from where it leads, out of the folder or back into it (a loop), and watchfiles
+    names a folder by the last path it met it by; where it leads is left to its own walk."""
+    found = []
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                with contextlib.suppress(OSError):   # (gone since it was listed)
+                    if entry.is_dir(follow_symlinks=False):
+                        found.append(entry.path)
+    except OSError:
+        pass
     return found
 
 

@@ -6702,3 +6702,88 @@ async def test_a_stop_before_the_sync_a_reopened_makes_counts_the_files_that_cam
     (stopped,) = [e for e in events if e["state"] == "stopped"]
     assert stopped["pending"] == 1 and "the whole folder not synced yet (1 new or changed file)" in stopped["message"], \
         stopped
+
+
+def test_the_folders_given_beside_the_root_are_those_a_walk_stopped_by_an_unreadable_one_would_miss():
+    # watchfiles (notify) stops adding watches at the first folder it cannot read as it walks
+    # the root: the folders after it went unwatched. Given beside the root: the readable folders
+    # each unreadable one lies in, and the folders in those (and in the root) that hold none,
+    # each walked whole; not every folder (not .git/objects/ab, notes/sub/in).
+    from streamrag import watch_events
+
+    root = "/r"
+    tree = {"/r": [".git", "notes", "build", "a"], "/r/.git": ["objects", "locked", "hooks"],
+            "/r/.git/objects": ["ab"], "/r/notes": ["sub", "deep"], "/r/notes/sub": ["in"],
+            "/r/notes/deep": ["x", "locked2"], "/r/a": ["locked3"]}
+    folders_in = {top: [f"{top}/{name}" for name in names] for top, names in tree.items()}.get
+    unreadable = {"/r/.git/locked", "/r/notes/deep/locked2", "/r/a/locked3"}
+    paths = watch_events.extra_watch_paths(Path(root), unreadable, lambda folder: folders_in(folder, []))
+    assert paths == ["/r/.git", "/r/.git/hooks", "/r/.git/objects", "/r/a", "/r/build", "/r/notes",
+                     "/r/notes/deep", "/r/notes/deep/x", "/r/notes/sub"], paths
+    assert watch_events.extra_watch_paths(Path(root), {"/r/build"}, lambda folder: folders_in(folder, [])) == \
+        ["/r/.git", "/r/a", "/r/notes"]   # (in the root: its other folders alone)
+    assert watch_events.extra_watch_paths(Path(root), set(), lambda folder: folders_in(folder, [])) == []
+
+
+_WATCH_PAST_A_LOCKED_FOLDER = """
+import json, os, sys
+from pathlib import Path
+import anyio
+from streamrag.config import WatchSettings
+from streamrag.watch_events import watch_folder
+
+root = Path(sys.argv[1])
+if os.access(root / ".git" / "locked", os.R_OK):
+    print(json.dumps("readable"))   # (the permission is not checked for this user)
+    sys.exit()
+written = ["sub/y.md", "build/b.md", "zz/deep/z.md", "a.md"]   # a.md last: in the root, always watched
+
+
+async def main():
+    stop = anyio.Event()
+    watch = watch_folder(root, WatchSettings(debounce_ms=50), stop)
+    seen = set()
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            async def write():
+                await watch.started.wait()
+                for rel in written:
+                    (root / rel).write_text("x")
+
+            tg.start_soon(write)
+            async for changes in watch:
+                seen |= {os.path.relpath(path, root) for _kind, path in changes}
+                if "a.md" in seen:   # (inotify's events come in order: those written before it are in)
+                    stop.set()
+    print(json.dumps(sorted(seen & set(written))))
+
+anyio.run(main)
+"""
+
+
+def test_the_real_watcher_follows_the_folders_after_one_it_cannot_read(tmp_path):
+    # notes/.git/locked chmod 000 as watch starts: watchfiles 1.3 (notify) stopped adding watches
+    # there, so files written in sub/, build/ and zz/deep/ gave no event, and a stop said "index is
+    # current as of the last change seen". Root reads every folder, so it runs without the
+    # capabilities that let it (setpriv), in a subprocess.
+    for rel in [".git/locked", ".git/objects", "sub", "build", "zz/deep"]:
+        (tmp_path / rel).mkdir(parents=True)
+    (tmp_path / ".git" / "locked").chmod(0)
+    prefix = []
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("root reads a folder chmod 000, and setpriv, to drop that, is not installed")
+        prefix = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    try:
+        done = subprocess.run([*prefix, sys.executable, "-c", _WATCH_PAST_A_LOCKED_FOLDER, str(tmp_path)],
+                              capture_output=True, text=True, env=env, timeout=120)
+    finally:
+        (tmp_path / ".git" / "locked").chmod(0o755)
+    if prefix and done.returncode != 0 and "setpriv" in done.stderr:
+        pytest.skip(f"setpriv cannot drop the capabilities here: {done.stderr.strip()}")
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    if seen == "readable":
+        pytest.skip("this user reads a folder chmod 000")
+    assert seen == ["a.md", "build/b.md", "sub/y.md", "zz/deep/z.md"], seen
