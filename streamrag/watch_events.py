@@ -94,11 +94,6 @@ RenamedFrom = Callable[[list[str], list[str]], dict[str, str]]
 added that are one deleted, renamed (maybe written on since), each with that one."""
 
 
-Walks = Callable[[str], bool]
-"""Whether the daemon reads the folder at a path from the watched one (its scan walks it), given
-that it reads the folder that one lies in."""
-
-
 def watch_folder(root: Path, settings: WatchSettings, stop_event: anyio.Event,
                  keep: Callable[[ChangeSet], ChangeSet] | None = None,
                  renamed_from: RenamedFrom | None = None) -> AsyncIterator[ChangeSet]:
@@ -429,25 +424,20 @@ def _readable(path: str | Path) -> bool:
     return os.access(path, os.R_OK | os.X_OK)
 
 
-def unreadable_folders(root: Path, walks: Walks | None = None, top: Path | None = None) -> set[str]:
-    """The folders under ``top`` (``root`` by default; one ``walks`` passes) it may not list now
-    (links not followed), of those ``walks``, given, passes: a folder the daemon never reads
-    (hidden, excluded) is not looked into, nor what lies under it (a .git's hundreds of folders,
-    an excluded node_modules). One of them readable again changes nothing the daemon reads, and
-    was a restart and a sync of the whole folder."""
+def unreadable_folders(root: Path, top: Path | None = None) -> set[str]:
+    """The folders under ``top`` (``root`` by default) it may not list now (links not followed),
+    hidden and excluded ones too: watchfiles' walk stops at any (``extra_watch_paths``)."""
     found: set[str] = set()
-    cut = len(os.fspath(root)) + 1   # (where a folder's path from ``root`` begins in its path)
     # Folders alone, listed with ``scandir``: os.walk, which lists the files too, took 40% more
     # CPU (9,000 files in 1,000 folders: 19 ms against 14 ms; 90,000 in 10,000: 197 against 140).
     folders = [os.fspath(top or root)]
     while folders:
         folder = folders.pop()
-        prefix = folder[cut:].replace(os.sep, "/") + "/" if len(folder) > cut else ""
         try:
             with os.scandir(folder) as entries:
                 for entry in entries:
                     try:
-                        if entry.is_dir(follow_symlinks=False) and (walks is None or walks(prefix + entry.name)):
+                        if entry.is_dir(follow_symlinks=False):
                             folders.append(entry.path)
                     except OSError:   # (gone since it was listed)
                         continue
@@ -497,17 +487,7 @@ def _folders_in(folder: str) -> list[str]:
     return found
 
 
-def _walked(root: Path, path: str, walks: Walks | None) -> bool:
-    """Whether the daemon reads the folder ``path`` (``walks`` passes it and each folder it lies
-    in, from ``root``; ``root`` itself, or one outside it, as before)."""
-    rel = os.path.relpath(path, root)
-    if walks is None or rel in (os.curdir, os.pardir) or rel.startswith(os.pardir + os.sep):
-        return True
-    parts = rel.split(os.sep)
-    return all(walks("/".join(parts[:i + 1])) for i in range(len(parts)))
-
-
-def _readable_again(changes: ChangeSet, unreadable: set[str], root: Path, walks: Walks | None = None) -> str | None:
+def _readable_again(changes: ChangeSet, unreadable: set[str], root: Path) -> str | None:
     """A folder of ``unreadable`` that ``changes`` names (its `chmod`) and that is readable now,
     if any; the folders ``changes`` adds that are unreadable now join ``unreadable`` (made, or
     moved in, so: the watch on it was refused). A folder followed and then made unreadable (a
@@ -517,20 +497,18 @@ def _readable_again(changes: ChangeSet, unreadable: set[str], root: Path, walks:
 
     A folder added that is readable is looked through for those it holds (``mv ~/m DIR/`` with
     m/s unreadable: the watch follows m and skips m/s), unless its parent was added with it
-    (`cp -r`: looked through once, from the top). A folder the daemon never reads (``walks``:
-    hidden, excluded) is none of these: made or moved in unreadable, it is not noted."""
+    (`cp -r`: looked through once, from the top)."""
     _forget_deleted(changes, unreadable)   # (first: a folder deleted and made again, in one batch)
     added = {path for kind, path in changes if int(kind) == ADDED}
     for kind, path in changes:
         if path in unreadable:
             if _readable(path):
                 return path
-        elif (int(kind) == ADDED and os.path.isdir(path) and not os.path.islink(path)
-              and _walked(root, path, walks)):
+        elif int(kind) == ADDED and os.path.isdir(path) and not os.path.islink(path):
             if not _readable(path):
                 unreadable.add(path)
             elif os.path.dirname(path) not in added:
-                unreadable |= unreadable_folders(root, walks, Path(path))
+                unreadable |= unreadable_folders(root, Path(path))
     return None
 
 

@@ -272,15 +272,6 @@ class WatchedFolder:
         the others already (hidden, the database, index.exclude)."""
         return taken_name(rel.rsplit("/", 1)[-1], rel, self._include)
 
-    def walks(self, rel: str) -> bool:
-        """Whether the scan looks into the folder ``rel`` (its path from the root), given that it
-        looks into the one ``rel`` lies in: not hidden, its name storable, not left out by
-        index.exclude (``loader._walk``'s rule). index.include names files, so no folder is left
-        out by it. The watcher's walks for folders it cannot follow skip the others (a .git, an
-        excluded node_modules), and one of them readable again restarts nothing."""
-        name = rel.rsplit("/", 1)[-1]
-        return not name.startswith(".") and storable(name) and not excluded(rel, self._exclude, folders=False)
-
     def takes(self, path: Path) -> bool:
         """Whether the scan would read ``path``: a regular file (reading a FIFO would block), not
         out of the folder through a link, its own or a folder's on its way (its text must not
