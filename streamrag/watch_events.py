@@ -51,7 +51,8 @@ REPLACED = -2
 the watcher restarted on the new one. The path is the folder."""
 REOPENED = -3
 """A change kind of our own: a folder inside the watched one that the watcher could not read
-(chmod 000) is readable again; the watcher restarted to follow it. The path is that folder."""
+(chmod 000) is readable again, or one moved in holds such a folder (the folders after it in
+watchfiles' walk went unwatched); the watcher restarted to follow them. The path is that folder."""
 _GONE_WAIT_S = 2.0
 """How long the watcher waits for a vanished folder to be made again before saying it is gone."""
 # A watcher that fails is restarted after _RESTART_S; one that fails again at once (within
@@ -337,8 +338,9 @@ async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event,
                         # restart's moment are not seen. This batch and the burst held go with the
                         # REOPENED, held till then: the sync takes them up, but a stop before it
                         # counted none of their files ("the whole folder not synced yet" alone).
-                        # (not the folder's own chmod: it names no file)
-                        watch.filtering = {(kind, path) for kind, path in changes | burst.changes if path != reopened}
+                        # (not the folder's own chmod: it names no file; a folder moved in does)
+                        watch.filtering = {(kind, path) for kind, path in changes | burst.changes
+                                           if path != reopened or int(kind) == ADDED}
                         watch.burst = None
                         replaced = True
                         break
@@ -489,15 +491,19 @@ def _folders_in(folder: str) -> list[str]:
 
 def _readable_again(changes: ChangeSet, unreadable: set[str], root: Path) -> str | None:
     """A folder of ``unreadable`` that ``changes`` names (its `chmod`) and that is readable now,
-    if any; the folders ``changes`` adds that are unreadable now join ``unreadable`` (made, or
-    moved in, so: the watch on it was refused). A folder followed and then made unreadable (a
+    or one it adds that holds unreadable ones, if any (the watcher restarts for it); the folders
+    ``changes`` adds that are unreadable now join ``unreadable`` (made, or moved in, so: the
+    watch on it was refused). A folder followed and then made unreadable (a
     `chmod 000`, said modified) is still followed: the kernel checks the permission only as a
     watch is added, and a restart at its `chmod 755` synced the whole folder for nothing. Looks
     at each path: a worker thread's.
 
     A folder added that is readable is looked through for those it holds (``mv ~/m DIR/`` with
     m/s unreadable: the watch follows m and skips m/s), unless its parent was added with it
-    (`cp -r`: looked through once, from the top)."""
+    (`cp -r`: looked through once, from the top). If it holds any, it is the one returned:
+    watchfiles' walk of it stopped at the first, and the folders after it in m went unwatched
+    (measured, m/u after m/s: a file written in m/u was never synced); the restart gives them
+    to it as paths of their own (``extra_watch_paths``)."""
     _forget_deleted(changes, unreadable)   # (first: a folder deleted and made again, in one batch)
     added = {path for kind, path in changes if int(kind) == ADDED}
     for kind, path in changes:
@@ -507,8 +513,9 @@ def _readable_again(changes: ChangeSet, unreadable: set[str], root: Path) -> str
         elif int(kind) == ADDED and os.path.isdir(path) and not os.path.islink(path):
             if not _readable(path):
                 unreadable.add(path)
-            elif os.path.dirname(path) not in added:
-                unreadable |= unreadable_folders(root, Path(path))
+            elif os.path.dirname(path) not in added and (inside := unreadable_folders(root, Path(path))):
+                unreadable |= inside
+                return path
     return None
 
 

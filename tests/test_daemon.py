@@ -6457,6 +6457,7 @@ async def test_an_unreadable_folder_inside_one_moved_in_is_followed_once_readabl
     # `mv ~/m DIR/` where m/s is unreadable (chmod 000): watchfiles says m added, follows m and
     # skips m/s; the `chmod 755 m/s` was an event on a folder never noted, so files written in
     # m/s were not synced until the next start. The folder added is looked through for them.
+    # (Its move restarts the watcher too: the test below.)
     from streamrag import watch_events
 
     moved, inner = tmp_path / "m", tmp_path / "m" / "s"
@@ -6469,13 +6470,41 @@ async def test_an_unreadable_folder_inside_one_moved_in_is_followed_once_readabl
             yield set()                      # (a second without events: the start's walk)
             inner.mkdir(parents=True)        # `mv ~/m DIR/`
             yield {(Change.added, str(moved))}
+        elif len(starts) == 2:
             readable[str(inner)] = True      # `chmod 755 m/s`
             yield {(Change.modified, str(inner))}
         stop_event.set()
 
     batches = await _scripted_watch(tmp_path, monkeypatch, awatch, readable)
     assert {(watch_events.REOPENED, str(inner))} in batches, batches
-    assert len(starts) == 2, starts
+    assert len(starts) == 3, starts
+
+
+async def test_a_folder_moved_in_holding_an_unreadable_one_restarts_the_watcher_to_watch_the_rest(
+        tmp_path, monkeypatch):
+    # `mv ~/m DIR/` where m/s is unreadable (chmod 000) and m/u is listed after it: watchfiles'
+    # walk of m stopped at m/s, so a file written in m/u was never synced (measured, watchfiles
+    # 1.3, as root without CAP_DAC_OVERRIDE), and a stop said the index was current. The move
+    # restarts the watcher (REOPENED: the whole folder synced), with m/u given beside the root.
+    from streamrag import watch_events
+
+    moved, inner, after = tmp_path / "m", tmp_path / "m" / "s", tmp_path / "m" / "u"
+    readable = {str(inner): False}
+    given: list[tuple] = []
+
+    async def awatch(*paths, stop_event, **kwargs):
+        given.append(paths)
+        if len(given) == 1:
+            yield set()                      # (a second without events: the start's walk)
+            inner.mkdir(parents=True)        # `mv ~/m DIR/`
+            after.mkdir()
+            yield {(Change.added, str(moved))}
+        stop_event.set()
+
+    batches = await _scripted_watch(tmp_path, monkeypatch, awatch, readable)
+    (reopened,) = [b for b in batches if any(int(kind) == watch_events.REOPENED for kind, _ in b)]
+    assert reopened == {(watch_events.REOPENED, str(moved)), (Change.added, str(moved))}, batches
+    assert len(given) == 2 and str(after) in map(str, given[1]), given
 
 
 @pytest.mark.parametrize("removed", ["x", "m"])
