@@ -262,8 +262,9 @@ async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event,
     quiet = max(1, settings.debounce_ms)
     identity = folder_identity(root)
     # A name that is not UTF-8 stops watchfiles' event watcher at once, however often it starts;
-    # its polling watcher stops only when something changes under that name.
-    polling = False
+    # its polling watcher stops only when something changes under that name. Polling from the
+    # start if WATCHFILES_FORCE_POLLING asks for it (``_polling_asked``).
+    polling = _polling_asked()
     failed_at_once = 0   # restarts in a row that failed again at once
     while not stop_event.is_set():
         replaced, reopened = False, None
@@ -419,6 +420,17 @@ def _pieces(debug: str) -> list[bytes]:
         at = m.end()
     out.append(debug[at:].encode("utf-8", "surrogateescape"))
     return out
+
+
+def _polling_asked() -> bool:
+    """Whether WATCHFILES_FORCE_POLLING asks for watchfiles' polling watcher: set, and not false,
+    disable or disabled (watchfiles' own reading of it). It is how a user says events do not
+    reach this machine (a network mount, a container's bind mount); ``force_polling=False``,
+    given, overrode it, and no file written there was ever synced. (Not watchfiles' default
+    otherwise, ``None``: that polls every folder on WSL, and its polling watcher raises at a
+    folder it cannot read, ignore_permission_denied or not, so it restarts over and over.)"""
+    asked = os.environ.get("WATCHFILES_FORCE_POLLING")
+    return bool(asked) and asked.lower() not in {"false", "disable", "disabled"}
 
 
 def _readable(path: str | Path) -> bool:

@@ -6789,3 +6789,24 @@ def test_the_real_watcher_follows_the_folders_after_one_it_cannot_read(tmp_path)
     if seen == "readable":
         pytest.skip("this user reads a folder chmod 000")
     assert seen == ["a.md", "build/b.md", "sub/y.md", "zz/deep/z.md"], seen
+
+
+@pytest.mark.parametrize("asked, polls", [(None, False), ("1", True), ("true", True), ("false", False),
+                                          ("Disabled", False), ("", False)])
+async def test_watchfiles_force_polling_set_makes_the_watcher_poll(tmp_path, monkeypatch, asked, polls):
+    # force_polling=False, always given, overrode WATCHFILES_FORCE_POLLING, which watchfiles
+    # documents (a network mount, a container's bind mount: no events reach the machine, and
+    # no file written was ever synced). Read as watchfiles reads it; unset, events as before.
+    given = []
+
+    async def awatch(*paths, stop_event, force_polling, **kwargs):
+        given.append(force_polling)
+        stop_event.set()
+        yield set()
+
+    if asked is None:
+        monkeypatch.delenv("WATCHFILES_FORCE_POLLING", raising=False)
+    else:
+        monkeypatch.setenv("WATCHFILES_FORCE_POLLING", asked)
+    await _scripted_watch(tmp_path, monkeypatch, awatch, {})
+    assert given == [polls], given
