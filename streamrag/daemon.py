@@ -32,6 +32,11 @@ Design notes:
   watcher still holds back (their burst not over, the files beside them handed over alone)
   are left as indexed by any sync, and said still written: their sync comes once it hands
   them over (``_held_by_watcher``).
+* **A big file does not hold back what comes after it.** Its extraction ahead (``pipeline.
+  LEAD_BYTES`` of new text: minutes to hours of calls) is paused by the next batch, what it
+  stored kept (``_prefetch``): the batch's sync leaves the big file as indexed, then its
+  extraction resumes, once paused not again for ``_MAX_WAIT_QUIETS`` quiet periods (beside a
+  log it would run only between a sync and a batch), and a sync publishes it once done.
 * **Two ways to stop.** The first SIGINT/SIGTERM stops taking events and lets the in-flight
   prefetch or sync finish within ``watch.grace_s``; changes queued but not yet synced stay in
   the folder for the next start's initial sync, and so do those the watcher saw and had not
@@ -100,7 +105,7 @@ import anyio
 from streamrag import index_rows
 from streamrag.config import Settings, find_config, load_settings, without_secrets
 from streamrag.errors import (LLMError, LLMRequestError, LLMUnavailableError, RejectedFirstIndex, StreamragError,
-                              UnusableFirstIndex, disk_full)
+                              UnusableFirstIndex, disk_full, user_errors_unwrapped)
 from streamrag.exported import HEAD_BYTES, WHOLE, export_state_of, exported_head
 from streamrag.ids import document_id
 from streamrag.invisible import BREAK_HINTS
@@ -497,7 +502,7 @@ def _cut_row_begins(text: str, chunks: list[str]) -> int | None:
     return end if _begins_with(text, chunks, cut=True) else None
 
 
-_UPDATING = frozenset({"queued", "settling", "extracting", "waiting", "merging", "clustering", "reporting",
+_UPDATING = frozenset({"queued", "settling", "extracting", "paused", "waiting", "merging", "clustering", "reporting",
                        "publishing"})
 """The states of an update under way, from a batch queued (or a sync begun) to the idle line of
 the version that holds it: ``ask`` meanwhile answers from the version before (``_note_update``)."""
@@ -810,6 +815,14 @@ class Daemon:
         # are read only once a sync would leave one as indexed (10,000 files copied in beside an
         # ``rm`` were read before the batch's queued line, none of them left).
         self._may_tie: list[tuple[frozenset[str], frozenset[str]]] = []
+        # A big file's extraction ahead (``pipeline.LEAD_BYTES`` of new text: minutes to hours of
+        # calls) paused by a batch that came during it (``_prefetch``): the big files, left as
+        # indexed by every sync until their extraction, resumed after the sync of the others,
+        # is done; and that batch, for ``_follow`` to take. ``_follow``'s stream: ``_recv``.
+        self._paused: set[str] = set()
+        self._came: dict[str, str] = {}
+        self._recv = None
+        self._pausable_at = -math.inf   # (a resumed extraction runs a while first: ``_resume_paused``)
 
     # -- control -------------------------------------------------------------------------
     @property
@@ -909,7 +922,8 @@ class Daemon:
         return self._retry_items - (self._retry_chunks if self._files_listed else self._pending_chunks())
 
     def _why_sync(self, left_as_indexed: Iterable[str] = (), watched: dict[str, str] | None = None,
-                  held_renames: dict[str, str] | None = None) -> tuple[str, dict[str, Any]]:
+                  held_renames: dict[str, str] | None = None, paused: Iterable[str] = ()
+                  ) -> tuple[str, dict[str, Any]]:
         """What the next sync is for, ``2 changed files, retrying 3 failed items``, and its counts
         as its first line gives them: ``files``, ``whole_folder``, and ``failed_items`` and
         ``claims_failed`` (of them, the chunks indexed without their claims) when it retries.
@@ -918,8 +932,11 @@ class Daemon:
         ``1 changed file; log.txt still written, synced once quiet`` (their count ``held``), or
         deleted as they were written (``held_deleted``). A new name left with its old one (a rename
         queued, ``_renamed_from`` and ``_tied``, or held, ``held_renames``) is said so:
-        ``b.txt (renamed from a.txt) still written``."""
+        ``b.txt (renamed from a.txt) still written``. Those of them whose extraction ahead a batch
+        paused (``paused``, ``_prefetch``) are said so, ``big.txt extracted after it``, their count
+        ``paused``."""
         parts = []
+        paused = sorted(paused)
         left = sorted(left_as_indexed)
         kinds = {**(watched or {}), **self.pending}
         # (the old name of a file renamed and written on is left with it, not written: ``_split``;
@@ -936,7 +953,7 @@ class Daemon:
             # A file deleted as it was written (its last batch a deletion) is left too, but is
             # not "still written": it was counted so, and named as such when it came first.
             gone = [rel for rel in there if kinds.get(rel) == "deleted"]
-            written = [rel for rel in there if rel not in gone]
+            written = [rel for rel in there if rel not in gone and rel not in paused]
             if not there:
                 # Only the names of renames and files come and gone: the new name of a rename
                 # deleted since (`mv a.txt b.txt`, b.txt written, then deleted) was deleted as it
@@ -950,12 +967,17 @@ class Daemon:
                     old = was.get(named[0])
                     renamed = f" (renamed from {shown(old)})" if old in left else ""
                     held.append(f"{shown(named[0])}{renamed}{more} {how}")
-            left_why = {"held": len(written), **({"held_deleted": len(gone)} if gone else {})}
+            left_why = {"held": len(written), **({"held_deleted": len(gone)} if gone else {}),
+                        **({"paused": len(paused)} if paused else {})}
+        # (a big file paused: ``big.txt extracted after it``, whether or not files still written are said)
+        more = f" and {_n(len(paused) - 1, 'more file')}" if len(paused) > 1 else ""
+        after = f"{shown(paused[0])}{more} extracted after {'them' if files > 1 else 'it'}" if paused else ""
+        held_said = "; ".join(([f"{' and '.join(held)}, synced once quiet"] if held else [])
+                              + ([after] if after else []))
         if left and "." not in self.pending:   # (a whole folder or a retry: below, the held files after it)
             came = sum(kind == "added and deleted" for rel, kind in self.pending.items() if rel not in left)
             said = _n(files, "changed file") if files else f"{_n(came, 'file')} added and deleted"
-            return (f"{said}; {' and '.join(held)}, synced once quiet",
-                    {"files": files, **left_why, "whole_folder": False})
+            return f"{said}; {held_said}", {"files": files, **left_why, "whole_folder": False}
         if files:
             parts.append(_n(files, "changed file"))
         marker = self.pending.get(".")
@@ -976,8 +998,8 @@ class Daemon:
             why["added_and_deleted"] = came_and_went
         why["whole_folder"] = marker == "rescan" or not parts
         reason = ", ".join(parts) or "the whole folder"
-        if held:
-            reason += f"; {' and '.join(held)}, synced once quiet"
+        if held_said:
+            reason += f"; {held_said}"
             why.update(left_why)
         return reason, why
 
@@ -1767,6 +1789,7 @@ class Daemon:
         before: dict[str, str] = {}   # a file written on and on has a batch after it, too)
         failures_in_row = 0
         edited = False   # a batch was queued since the last sync
+        self._recv = recv   # (a batch coming pauses a big file's extraction ahead: ``_prefetch``)
         written_on = False   # the last look at the files found one written within quiet_s
         written: set[str] = set()   # ... those files
 
@@ -1776,7 +1799,10 @@ class Daemon:
             not synced) and the settling line said of it (``_settling_said``)."""
             nonlocal first_batch, deadline, failures_in_row
             now = anyio.current_time()
-            if failures_in_row or first_batch is None or now >= first_batch + max_wait or self.stopping:
+            # (a big file paused: the sync at the deadline leaves it, ``_paused``; split here, it
+            # was taken as settled and extracted by the sync, which the note beside it waited for)
+            if failures_in_row or first_batch is None or now >= first_batch + max_wait or self.stopping \
+                    or self._paused:
                 return False
             # (the files a split would leave as indexed, if others settled, tied first to the deletions they are)
             busy = {rel for rel, (_first, last, _n) in self._queued_at.items() if last + quiet > now} | written
@@ -1821,7 +1847,7 @@ class Daemon:
             return True
 
         while not self.stopping:
-            batch: dict[str, str] = {}
+            batch, self._came = self._came, {}   # (one that paused a big file's extraction)
             ended = False
             try:
                 while True:  # take everything that is ready, so a burst is one batch
@@ -1900,6 +1926,16 @@ class Daemon:
                     await sync_settled()
                     continue
             if self.pending and (ended or anyio.current_time() >= deadline):
+                if ended:   # (no sync after this one: it takes them, extracting them)
+                    self._paused.clear()
+                if self._paused and not self.pending.keys() - self._paused:
+                    # The others synced (or none came but the big files' own batches): their
+                    # extraction resumes, and once done they are synced at once.
+                    if await self._resume_paused():
+                        deadline = anyio.current_time()
+                    if self.stopping:
+                        return
+                    continue
                 # Batches waiting now (they came as an extraction outlasted max_wait) are changes
                 # on disk, which this sync scans whole: they join it, extracted by it. Left in
                 # the stream, they made a sync of their own after it, which found nothing new.
@@ -1923,8 +1959,10 @@ class Daemon:
                 watched, renamed = await self._held_by_watcher()
                 if self.stopping:
                     return
-                reason, why = self._why_sync(left_as_indexed=watched, watched=watched, held_renames=renamed)
-                ok = await self._sync(reason, why=why, left_as_indexed=frozenset(watched))
+                paused = self._paused & self.pending.keys()
+                reason, why = self._why_sync(left_as_indexed=watched.keys() | paused, watched=watched,
+                                             held_renames=renamed, paused=paused)
+                ok = await self._sync(reason, why=why, left_as_indexed=frozenset(watched.keys() | paused))
                 failures_in_row = _failures_after(failures_in_row, ok=ok, only_retry=only_retry)
                 if not ok:  # retry later, backing off, unless new events come first
                     pause = min(_MAX_BACKOFF_S, quiet * 2 ** failures_in_row)
@@ -2309,6 +2347,8 @@ class Daemon:
         existing = await self._settled(existing)
         if not existing or self._stops_for_a_moved_index():
             return
+        big = await anyio.to_thread.run_sync(self._big_new, existing, abandon_on_cancel=True) \
+            if self._recv is not None else []
         self._check_index()
         self.emit("extracting", _n(len(existing), "file"), files=len(existing))
         from streamrag.pipeline import Indexer
@@ -2322,7 +2362,7 @@ class Daemon:
         try:
             if self.writer_lock is not None:
                 self.writer_lock.check()   # its file deleted: taken again, or another writer says so
-            extracted = await indexer.prefetch(existing)
+            extracted = await self._prefetch(indexer, existing, big)
         except StreamragError as e:
             self.outage.attempted(indexer, began, failed=isinstance(e, LLMUnavailableError))
             self.outage.answered_ahead(indexer)
@@ -2346,6 +2386,10 @@ class Daemon:
                 self.emit("warning", warning, warning=warning)
         self.outage.attempted(indexer, began)
         self.outage.answered_ahead(indexer)
+        if extracted is None:   # (paused for a batch: its chunks so far are stored, reused when it resumes)
+            self._ahead["chunks"] += progress.counts["chunks_extracted"]
+            self._say_paused(big, progress.counts["chunks_extracted"])
+            return
         self._ahead["chunks"] += extracted
         stats = indexer.llm.stats if indexer.llm is not None else {}
         if indexer.failed_items and calls_failed(stats) and not answered(stats):
@@ -2369,6 +2413,80 @@ class Daemon:
                              f"{failed}{then}",
                   chunks_extracted=extracted, chunks_reused=reused, chunks_failed=indexer.failed_items,
                   took_s=round(took, 3), pending=self._files_pending())
+
+    def _big_new(self, paths: list[Path]) -> list[str]:
+        """Those of ``paths`` with ``pipeline.LEAD_BYTES`` of new text or more (their size past the
+        size indexed, as ``index`` holds them back, ``extracted_later``): a stat each, and the
+        index's rows of those that big. A worker thread's."""
+        from streamrag.pipeline import LEAD_BYTES
+
+        sizes: dict[str, int] = {}
+        for path in paths:
+            with contextlib.suppress(OSError):
+                if (size := path.stat().st_size) >= LEAD_BYTES:
+                    sizes[path.relative_to(self.root).as_posix()] = size
+        if not sizes:
+            return []
+        with reading(self.db_path) as store:
+            indexed = {rel: 0 if store is None else max(
+                (size for _doc, size, _stamp in index_rows.file_rows(store, rel).values()), default=0)
+                for rel in sizes}
+        return sorted(rel for rel, size in sizes.items() if size - indexed[rel] >= LEAD_BYTES)
+
+    async def _prefetch(self, indexer: Indexer, paths: list[Path], big: list[str]) -> int | None:
+        """``indexer.prefetch(paths)``, the chunks it extracted; or, with ``big`` files among them
+        (``_big_new``), None when a batch came first: the extraction is cancelled (what it stored
+        is kept, and its calls' answers cached), the batch kept for ``_follow`` (``_came``) and
+        the big files paused (``_paused``): left as indexed by the syncs until their extraction,
+        resumed after the sync of the others, is done. A note saved beside a 2 MB file just added
+        waited for its whole extraction (19 s with a 300 ms model; hours beside 30 MB) before
+        its batch was even taken."""
+        recv = self._recv
+        self._paused.difference_update(big)
+        if not big or recv is None or self.stopping:
+            return await indexer.prefetch(paths)
+        extracted: list[int] = []
+
+        async def batch_first(scope: anyio.CancelScope) -> None:
+            # (the stream's end, a stop: the extraction goes on, as without a batch)
+            with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError):
+                self._came.update(await recv.receive())
+                await anyio.sleep_until(self._pausable_at)
+                scope.cancel()
+
+        with user_errors_unwrapped():
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(batch_first, tg.cancel_scope)
+                extracted.append(await indexer.prefetch(paths))
+                tg.cancel_scope.cancel()
+        if extracted:   # (done as the batch came: not paused, the batch taken next all the same)
+            return extracted[0]
+        self._paused.update(big)
+        return None
+
+    async def _resume_paused(self) -> bool:
+        """Extracts the paused big files (``_paused``) ahead again, the chunks stored so far
+        reused; whether that was done (not paused again by a batch, ``_prefetch``)."""
+        files = {rel: self.pending.get(rel, "modified") for rel in sorted(self._paused)}
+        self._paused = set()
+        # Paused again by the next batch, it would extract only between a sync and a batch: beside
+        # a log written every second, a second of each sync's max_wait. It runs as long as a busy
+        # file's cap first: a batch during that waits for it at most so long (``_MAX_WAIT_QUIETS``).
+        self._pausable_at = anyio.current_time() + _MAX_WAIT_QUIETS * self.settings.watch.quiet_s
+        self._extracting_ahead = True   # (a stop waits for it, as for any extraction ahead: ``stop``)
+        try:
+            await self._extract_ahead(files, {}, set())
+        finally:
+            self._extracting_ahead = False
+        return not self._paused
+
+    def _say_paused(self, big: list[str], chunks: int) -> None:
+        """The extraction ahead of ``big`` paused for a batch that came during it (``_prefetch``)."""
+        more = f" and {_n(len(big) - 1, 'more file')}" if len(big) > 1 else ""
+        self.emit("paused", f"extracting {shown(big[0])}{more} paused for newer changes, synced first without "
+                            f"{'it' if len(big) == 1 else 'them'} ({_n(chunks, 'chunk')} extracted so far, kept); "
+                            "it resumes after that sync",
+                  file=big[0], files=len(big), chunks_extracted=chunks, pending=self._files_pending())
 
     async def _settled(self, paths: list[Path]) -> list[Path]:
         """Those of ``paths`` not written for ``watch.debounce_ms``, once the younger ones are that

@@ -1240,6 +1240,78 @@ async def test_a_file_the_watcher_holds_is_left_as_indexed_by_the_sync_of_a_note
     assert left == frozenset() and chars == len(log.read_text()) and reason == "1 changed file", syncs
 
 
+async def test_a_note_saved_during_a_big_files_extraction_is_published_before_it(corpus, tmp_path, monkeypatch):
+    # A big file added (pipeline.LEAD_BYTES of new text: a 2 MB dump, 19 s of calls with a 300 ms
+    # model, hours at 30 MB), then a note beside it: the note's batch was not even taken until
+    # the big file's extraction ahead was done. Now the batch pauses that extraction (what it
+    # stored kept), the note is synced with the big file left as indexed, then the extraction
+    # resumes, asking no answered call again, and a later sync publishes the big file.
+    import httpx
+    from collections import Counter
+
+    from streamrag import pipeline
+
+    monkeypatch.setattr(pipeline, "LEAD_BYTES", 2_000)
+    settings = make_settings("http://llm.test/v1", index=SMALL, watch={"quiet_s": 0.3, "debounce_ms": 0})
+    db = tmp_path / "b.db"
+    big, note = corpus / "big.txt", corpus / "note.txt"
+    (tmp_path / "big.txt").write_text("".join(
+        f"Captain Ilse Zorbanek{n} moored the Sea Lark{n} at Kessel pier {n} and paid the harbor master "
+        f"Tomas Rell{n} in silver.\n" for n in range(30)))   # (moved in after the initial sync)
+    answer = simulated_transport().handler
+    answered: Counter = Counter()
+    release = anyio.Event()
+    blocked = anyio.Event()
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        # (the big file's first answers come, then its calls wait until the test lets them go)
+        if b"Zorbanek" in request.content and sum(b"Zorbanek" in body for body in answered) >= 2:
+            blocked.set()
+            await release.wait()
+        response = answer(request)
+        answered[request.content] += 1
+        return response
+
+    syncs: list[tuple[str, dict, frozenset, set[str]]] = []
+    try:
+        async with running(settings, db, corpus, transport=httpx.MockTransport(handler)) as (daemon, events, send):
+            sync_ = daemon._sync
+
+            async def syncing(reason, **kwargs):
+                ok = await sync_(reason, **kwargs)
+                syncs.append((reason, kwargs["why"], kwargs.get("left_as_indexed", frozenset()), _indexed_paths(db)))
+                return ok
+
+            daemon._sync = syncing
+            async with send:
+                (tmp_path / "big.txt").rename(big)
+                await send.send({(Change.added, str(big))})
+                await blocked.wait()   # (its extraction ahead under way)
+                note.write_text("Mira Osk sold the Blue Heron to Bo Lund at Kessel.\n")
+                await send.send({(Change.added, str(note))})
+                await until(lambda: syncs, timeout=30)
+                reason, why, left, indexed = syncs[0]
+                assert left == {"big.txt"} and "note.txt" in indexed and "big.txt" not in indexed, syncs
+                assert reason == "1 changed file; big.txt extracted after it", reason
+                assert why["files"] == 1 and why["paused"] == 1, why
+                assert [e["file"] for e in events if e["state"] == "paused"] == ["big.txt"]
+                assert daemon.pending == {"big.txt": "added"}, daemon.pending
+                release.set()
+                await until(lambda: len(syncs) == 2, timeout=30)
+    finally:
+        release.set()
+    reason, _why, left, indexed = syncs[1]
+    assert left == frozenset() and "big.txt" in indexed and reason == "1 changed file", syncs
+    assert max(answered.values()) == 1, [body[:200] for body, n in answered.items() if n > 1]   # none asked twice
+    # The graph equals one built in one go (the partition may differ: Leiden starts from the last).
+    fresh_dir = tmp_path / "fresh"
+    shutil.copytree(corpus, fresh_dir, ignore=shutil.ignore_patterns(".streamrag"))
+    await sync([fresh_dir], settings, tmp_path / "fresh.db", root=fresh_dir, transport=simulated_transport())
+    ours, fresh = snapshot(db), snapshot(tmp_path / "fresh.db")
+    for key in ("entities", "relationships", "claims", "documents"):
+        assert ours[key] == fresh[key], key
+
+
 @pytest.mark.parametrize("written_before_look", [False, True])
 async def test_a_rename_the_watcher_holds_is_said_renamed_not_deleted(corpus, tmp_path, written_before_look):
     # `mv a.txt b.txt`, b.txt then written on: the watcher holds the burst (a.txt's deletion and
