@@ -613,11 +613,13 @@ def cmd_index(args: argparse.Namespace) -> int:
             with progress.show(prog, lambda: indexer.llm.stats if indexer.llm else {},
                                enabled=not args.quiet):
                 result = anyio.run(partial(until_sigterm, ended=_run_recorded), partial(indexer.run, paths))
-        except BaseException:
+        except BaseException as e:
             # Stopped (a key refused, a quota run out): what its extraction's answers got wrong went
             # unsaid with its result, and the run after finds those chunks stored and never says it.
             # Before the error line, on stderr with it, in --json too.
             _print_warnings(indexer.extraction_warnings())
+            if isinstance(e, KeyboardInterrupt) and indexer.published_first is not None:
+                e.published_first = indexer.published_first   # (said by ``_interrupted``)
             raise
         _bound_wal(db)   # (the writer lock still held)
     if not Path(db).exists():
@@ -1977,10 +1979,15 @@ def _interrupted(command: str | None, e: KeyboardInterrupt) -> int:
     """One line for a Ctrl-C (or a SIGTERM taken like one); the exit code."""
     if getattr(sys.stderr, "open", False):   # (one between a line and its end, as print writes
         print(file=sys.stderr)               # them apart: "... 38 reportsstreamrag: interrupted")
-    print("streamrag: interrupted" + ("; finished work is kept, run the same command to continue"
-                                      if command in ("index", "watch", "demo") else
-                                      "; the index is as it was (nothing given back)"
-                                      if command == "vacuum" else ""),
+    # Stopped in the run after its big files' lead (``Indexer._lead``), whose version `ask` answers
+    # from: "finished work is kept" alone left a user to think nothing of the run was published.
+    first = getattr(e, "published_first", None)
+    lead = f"; the run's other files were published first (version {first[0]}, without {first[1]})" \
+        if first else ""
+    print("streamrag: interrupted" + lead + ("; finished work is kept, run the same command to continue"
+                                             if command in ("index", "watch", "demo") else
+                                             "; the index is as it was (nothing given back)"
+                                             if command == "vacuum" else ""),
           file=sys.stderr)
     return 128 + signal.SIGTERM if isinstance(e, Terminated) else 130
 

@@ -1778,3 +1778,33 @@ def test_a_usage_error_of_watch_json_ends_with_its_failed_line(cli_run):
         printed = json.loads(line)
         assert (printed["event"], printed["state"], printed["message"], printed["exit_code"]) == (
             "state", "failed", said, 2), printed
+
+
+def test_a_ctrl_c_in_the_run_after_a_big_files_lead_says_the_version_it_published(tmp_path, monkeypatch, simulator):
+    # Ctrl-C as a big file was extracted, after the notes beside it were published (version 1,
+    # which `ask` answers from), said only "interrupted; finished work is kept": as if nothing
+    # of the run was published.
+    from streamrag import pipeline
+
+    monkeypatch.setattr(pipeline, "LEAD_BYTES", 2_000)
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "big.txt").write_text(" ".join(f"Captain Orrin Vale sailed from Port Alder on voyage {i}."
+                                             for i in range(60)))
+    (folder / "note.md").write_text("# Ada Osk\n\nAda Osk works at the Zephyr Cannery in Port Alder.\n")
+    session = pipeline.Indexer._session
+
+    async def interrupted(self, work):
+        if self.published_first is not None:   # (the run after the lead: Ctrl-C)
+            raise KeyboardInterrupt
+        return await session(self, work)
+
+    monkeypatch.setattr(pipeline.Indexer, "_session", interrupted)
+    unset_callers_variables(monkeypatch)
+    monkeypatch.setenv("STREAMRAG_API_BASE", simulator.base_url)
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        assert main(["index", str(folder), "-q", "--db", str(tmp_path / "i.db")]) == 130, err.getvalue()
+    assert err.getvalue().splitlines()[-1] == (
+        "streamrag: interrupted; the run's other files were published first (version 1, without big.txt); "
+        "finished work is kept, run the same command to continue"), err.getvalue()
