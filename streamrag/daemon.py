@@ -33,8 +33,8 @@ Design notes:
   are left as indexed by any sync, and said still written: their sync comes once it hands
   them over (``_held_by_watcher``).
 * **A big file does not hold back what comes after it.** Its extraction ahead (``pipeline.
-  LEAD_BYTES`` of new text: minutes to hours of calls) is paused by the next batch, what it
-  stored kept (``_prefetch``): the batch's sync leaves the big file as indexed, then its
+  LEAD_BYTES`` of new text: minutes to hours of calls) is paused by the next batch, its calls
+  under way answered first and what it stored kept (``_prefetch``): the batch's sync leaves the big file as indexed, then its
   extraction resumes, once paused not again for ``_MAX_WAIT_QUIETS`` quiet periods (beside a
   log it would run only between a sync and a batch), and a sync publishes it once done.
 * **Two ways to stop.** The first SIGINT/SIGTERM stops taking events and lets the in-flight
@@ -2438,7 +2438,8 @@ class Daemon:
         (``_big_new``), None when a batch came first: the extraction is cancelled (what it stored
         is kept, and its calls' answers cached), the batch kept for ``_follow`` (``_came``) and
         the big files paused (``_paused``): left as indexed by the syncs until their extraction,
-        resumed after the sync of the others, is done. A note saved beside a 2 MB file just added
+        resumed after the sync of the others, is done. The calls under way when the batch
+        came are answered and cached first (``LLMClient.drain``): none is paid for twice. A note saved beside a 2 MB file just added
         waited for its whole extraction (19 s with a 300 ms model; hours beside 30 MB) before
         its batch was even taken."""
         recv = self._recv
@@ -2452,6 +2453,10 @@ class Daemon:
             with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError):
                 self._came.update(await recv.receive())
                 await anyio.sleep_until(self._pausable_at)
+                # Drained, not cut: the calls under way are answered and cached first (a provider
+                # bills a call cut as it was asked, and the resumed extraction asked it again).
+                if indexer.llm is not None:
+                    await indexer.llm.drain()
                 scope.cancel()
 
         with user_errors_unwrapped():

@@ -215,10 +215,11 @@ class _Tries:
     token counts the try under way's stream has said so far (a server may say them in every
     event), for the token budget should it end without an answer (``LLMClient._book_streamed``)."""
 
-    __slots__ = ("begun", "sent", "pieces", "whole", "estimated", "usage")
+    __slots__ = ("begun", "sent", "pieces", "whole", "estimated", "usage", "owed")
 
     def __init__(self, whole: bool = False) -> None:
         self.begun = 0
+        self.owed = False   # a try under way, or answered and not yet cached (``LLMClient.drain``)
         self.sent = False
         self.pieces: list[str] = []
         self.whole = whole
@@ -490,6 +491,28 @@ class LLMClient:
         # What latencies are measured with, and so how long an answer took (``ModelTimeouts``:
         # quick answers bring a grown timeout back down); tests give their own.
         self._clock = clock
+        # Drained (``drain``): no try begins; the calls whose try is under way (``_owed``) end first.
+        self._holding = False
+        self._owed = 0
+        self._owed_less = anyio.Event()
+
+    async def drain(self) -> None:
+        """Begins no more tries (a try about to begin waits until its caller cancels it, asking
+        nothing) and returns once every call whose try was under way has ended: answered and
+        cached, or failed. What its caller then cancels was not sent, so a run that goes on
+        later pays for no call twice (a cancellation cut the tries under way, whose provider
+        bills them, and their calls were asked again). Waits as long as those tries take."""
+        self._holding = True
+        while self._owed:
+            self._owed_less = anyio.Event()
+            await self._owed_less.wait()
+
+    def _owes(self, tries: _Tries, owed: bool) -> None:
+        if tries.owed != owed:
+            tries.owed = owed
+            self._owed += 1 if owed else -1
+            if not owed:
+                self._owed_less.set()
 
     async def __aenter__(self) -> LLMClient:
         return self
@@ -743,8 +766,18 @@ class LLMClient:
                               answer.finish_reason, latency, key)
 
         # The answer is shared once committed (the block's end): a caller arriving later finds it cached.
+        tries = _Tries(whole=on_delta is None)
+        try:
+            return await self._chat_flying(key, row, payload, on_delta, check, cache_length, tries, stale)
+        finally:
+            self._owes(tries, False)   # (answered and cached, or failed: ``drain``)
+
+    async def _chat_flying(self, key: str, row: dict, payload: dict,
+                           on_delta: Callable[[str], None] | None,
+                           check: Callable[[Answer], str | None],
+                           cache_length: bool, tries: _Tries, stale: bool) -> ChatResult | tuple[str, Answer, bool]:
+        """``_chat_once``'s new answer, asked for (``stale``: one cached not to use, which it replaces)."""
         with self._cache.flying(key) as flight:
-            tries = _Tries(whole=on_delta is None)
             started = self._clock()
             try:
                 answer, latency = await self._chat_http(payload, on_delta, row["stage"], tries)
@@ -797,6 +830,14 @@ class LLMClient:
 
         async def attempt() -> tuple[Answer, float]:
             tries.next()
+            self._owes(tries, True)
+            try:
+                return await attempt_owed()
+            except BaseException:
+                self._owes(tries, False)   # (no answer to keep: ``drain``)
+                raise
+
+        async def attempt_owed() -> tuple[Answer, float]:
             try:
                 if on_delta is None:
                     answer, latency = await self._post_chat(payload, stage, tries)
@@ -1564,6 +1605,10 @@ class LLMClient:
                 self._give_back(tickets)
                 booked = True
                 raise _Hopeless
+            if self._holding:   # (drained: not sent, until its caller cancels it; ``drain``)
+                self._give_back(tickets)
+                booked = True
+                await anyio.sleep_forever()
             try:
                 with anyio.move_on_after(allowance) as deadline:
                     self._cut_short.add(deadline)
