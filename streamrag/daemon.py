@@ -2490,7 +2490,7 @@ class Daemon:
         more = f" and {_n(len(big) - 1, 'more file')}" if len(big) > 1 else ""
         self.emit("paused", f"extracting {shown(big[0])}{more} paused for newer changes, synced first without "
                             f"{'it' if len(big) == 1 else 'them'} ({_n(chunks, 'chunk')} extracted so far, kept); "
-                            "it resumes after that sync",
+                            f"{'it resumes' if len(big) == 1 else 'they resume'} after that sync",
                   file=big[0], files=len(big), chunks_extracted=chunks, pending=self._files_pending())
 
     async def _settled(self, paths: list[Path]) -> list[Path]:

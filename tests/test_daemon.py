@@ -1317,6 +1317,71 @@ async def test_a_note_saved_during_a_big_files_extraction_is_published_before_it
         assert ours[key] == fresh[key], key
 
 
+async def test_a_resumed_big_files_extraction_is_not_paused_again_within_its_guard(corpus, tmp_path, monkeypatch):
+    # Paused once for a note, a big file's extraction resumes; a note saved during it does not
+    # pause it again for _MAX_WAIT_QUIETS quiet periods (beside a log written every second it
+    # would extract only between a sync and a batch): that note waits for it (the guard here
+    # outlasts the test, so this does not hang on the machine's speed).
+    import httpx
+    from collections import Counter
+
+    from streamrag import daemon as daemon_module, pipeline
+
+    monkeypatch.setattr(pipeline, "LEAD_BYTES", 2_000)
+    monkeypatch.setattr(daemon_module, "_MAX_WAIT_QUIETS", 100_000)
+    settings = make_settings("http://llm.test/v1", index=SMALL, watch={"quiet_s": 0.3, "debounce_ms": 0})
+    db = tmp_path / "b.db"
+    big, note, later = corpus / "big.txt", corpus / "note.txt", corpus / "later.txt"
+    big.parent.mkdir(exist_ok=True)
+    text = "".join(f"Captain Ilse Zorbanek{n} moored the Sea Lark{n} at Kessel pier {n} and paid the harbor "
+                   f"master Tomas Rell{n} in silver.\n" for n in range(30))
+    answer = simulated_transport().handler
+    answered: Counter = Counter()
+    gates = [anyio.Event(), anyio.Event()]   # (the first extraction's calls, then the resumed one's)
+    blocked = [anyio.Event(), anyio.Event()]
+    syncs: list[tuple[str, set[str]]] = []
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        if b"Zorbanek" in request.content and sum(b"Zorbanek" in body for body in answered) >= 2:
+            phase = min(len(syncs), 1)
+            blocked[phase].set()
+            await gates[phase].wait()
+        response = answer(request)
+        answered[request.content] += 1
+        return response
+
+    try:
+        async with running(settings, db, corpus, transport=httpx.MockTransport(handler)) as (daemon, events, send):
+            sync_ = daemon._sync
+
+            async def syncing(reason, **kwargs):
+                ok = await sync_(reason, **kwargs)
+                syncs.append((reason, _indexed_paths(db)))
+                return ok
+
+            daemon._sync = syncing
+            async with send:
+                big.write_text(text)
+                await send.send({(Change.added, str(big))})
+                await blocked[0].wait()
+                note.write_text("Mira Osk sold the Blue Heron to Bo Lund at Kessel.\n")
+                await send.send({(Change.added, str(note))})
+                await until(lambda: daemon._came, timeout=30)
+                gates[0].set()
+                await until(lambda: syncs, timeout=30)
+                await until(blocked[1].is_set, timeout=30)   # (the resumed extraction's calls wait)
+                later.write_text("Bo Lund sailed the Blue Heron from Kessel to Port Vell.\n")
+                await send.send({(Change.added, str(later))})
+                await until(lambda: daemon._came, timeout=30)   # (taken: not pausing it)
+                gates[1].set()
+                await until(lambda: {"big.txt", "later.txt"} <= _indexed_paths(db), timeout=30)
+    finally:
+        for gate in gates:
+            gate.set()
+    assert [e["file"] for e in events if e["state"] == "paused"] == ["big.txt"], events
+    assert "big.txt" not in syncs[0][1] and "big.txt" in syncs[1][1], syncs
+
+
 @pytest.mark.parametrize("written_before_look", [False, True])
 async def test_a_rename_the_watcher_holds_is_said_renamed_not_deleted(corpus, tmp_path, written_before_look):
     # `mv a.txt b.txt`, b.txt then written on: the watcher holds the burst (a.txt's deletion and
