@@ -1501,7 +1501,7 @@ class Daemon:
 
     async def _seen_not_synced(self, recv, source: AsyncIterable[ChangeSet] | None) -> int:
         """The files seen changing that no sync took up, nor the queue holds, once the daemon
-        stopped taking events: those of batches sent and not taken (``recv``), of the events the
+        stopped taking events: those of batches sent and not taken (``recv``, ``_came``), of the events the
         pump was looking at, and of the burst the watcher held back (``FolderWatch.held``), which
         a stop within ``debounce_ms`` of a write drops. The next start's sync finds them.
 
@@ -1509,7 +1509,8 @@ class Daemon:
         the stop is listed, and 100,000 files held the event loop, its signals with it, for
         seconds. Nothing else runs by then (the daemon's tasks are over), so the queue it reads
         stays as it is."""
-        seen = {rel for rel in _take_ready(recv) if rel != "."}
+        # (and the batch a big file's paused extraction took from the stream: ``_prefetch``)
+        seen = {rel for rel in {**self._came, **_take_ready(recv)} if rel != "."}
         raw = self._of_files((*self._classifying, *getattr(source, "held", ())))
         if not seen and not raw:
             return 0

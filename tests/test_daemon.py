@@ -1317,6 +1317,51 @@ async def test_a_note_saved_during_a_big_files_extraction_is_published_before_it
         assert ours[key] == fresh[key], key
 
 
+async def test_a_stop_as_a_batch_pauses_a_big_files_extraction_counts_that_batch(corpus, tmp_path, monkeypatch):
+    # A stop came as a note's batch was pausing a big file's extraction ahead (its calls under
+    # way answering): the batch, taken from the stream by the pause (``_came``), was neither
+    # pending nor seen, and the stopped line counted the big file alone.
+    import httpx
+    from collections import Counter
+
+    from streamrag import pipeline
+
+    monkeypatch.setattr(pipeline, "LEAD_BYTES", 2_000)
+    settings = make_settings("http://llm.test/v1", index=SMALL, watch={"quiet_s": 0.3, "debounce_ms": 0})
+    db = tmp_path / "b.db"
+    big, note = corpus / "big.txt", corpus / "note.txt"
+    answer = simulated_transport().handler
+    answered: Counter = Counter()
+    release, blocked = anyio.Event(), anyio.Event()
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        if b"Zorbanek" in request.content and sum(b"Zorbanek" in body for body in answered) >= 2:
+            blocked.set()
+            await release.wait()
+        response = answer(request)
+        answered[request.content] += 1
+        return response
+
+    try:
+        async with running(settings, db, corpus, transport=httpx.MockTransport(handler)) as (daemon, events, send):
+            async with send:
+                big.write_text("".join(f"Captain Ilse Zorbanek{n} moored the Sea Lark{n} at Kessel pier {n} and "
+                                       f"paid the harbor master Tomas Rell{n} in silver.\n" for n in range(30)))
+                await send.send({(Change.added, str(big))})
+                await blocked.wait()
+                note.write_text("Mira Osk sold the Blue Heron to Bo Lund at Kessel.\n")
+                await send.send({(Change.added, str(note))})
+                await until(lambda: daemon._came, timeout=30)   # (taken by the pause, which waits)
+                daemon.stop()
+                release.set()
+                await until(lambda: any(e["state"] == "stopped" for e in events), timeout=30)
+    finally:
+        release.set()
+    stopped = [e for e in events if e["state"] == "stopped"][-1]
+    assert (stopped["pending"], stopped["seen"]) == (1, 1), stopped
+    assert stopped["message"].startswith("1 changed file not synced yet; 1 change seen but not synced"), stopped
+
+
 async def test_a_resumed_big_files_extraction_is_not_paused_again_within_its_guard(corpus, tmp_path, monkeypatch):
     # Paused once for a note, a big file's extraction resumes; a note saved during it does not
     # pause it again for _MAX_WAIT_QUIETS quiet periods (beside a log written every second it
