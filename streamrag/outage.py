@@ -163,8 +163,11 @@ class Outage:
         """The fields of a line that says the outage under way."""
         o = self.current
         assert o is not None
+        # (``name_unknown``: its host name could not be looked up, as the line says it; a script
+        # read it only from the words. Not through a proxy: the connections refused were the proxy's.)
         return {"outage": True, "endpoint": o["endpoint"], "since": round(o["since"], 3),
                 "server_errors": self.server_errors,
+                "name_unknown": self.refused and self.unnamed and self.proxy is None,
                 "answered_at": None if self.answered_at is None else round(self.answered_at, 3)}
 
     def down_since(self) -> str:

@@ -1122,6 +1122,7 @@ async def test_an_outage_is_said_once_then_briefly_as_the_pause_grows_and_once_w
     assert first["outage"] is True and first["endpoint"].startswith(simulator.base_url.rstrip("/"))
     assert f"{first['endpoint']} stopped answering at " in first["message"], first["message"]
     assert first["server_errors"] is False   # refused: nothing answers
+    assert first["name_unknown"] is False   # (refused by a server, its name looked up)
     said = during[during.index(first) + 1:recovered]
     # The retries are silent (no state lines of theirs) but for a short line as the pause grew.
     # (The full line is the extraction ahead's; the edit's sync after it says, as one of an edit
@@ -1238,6 +1239,8 @@ async def test_an_endpoint_whose_host_name_is_not_looked_up_is_said_so_not_stopp
     short = next(e for e in events if e["state"] == "outage")
     assert short["message"].startswith(f"the host name {host} of {first['endpoint']} still not looked up since "), short
     assert "; check that this machine is online (its network and DNS); retrying " in short["message"], short
+    # watch --json says it in a field too: a script read it only from the words.
+    assert first["name_unknown"] is True and short["name_unknown"] is True, (first, short)
 
 
 def test_an_outage_of_an_endpoint_never_answered_whose_host_is_not_looked_up_says_to_check_its_spelling():
