@@ -1627,7 +1627,7 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
         return args
     command = parser.commands.get(getattr(args, "command", None) or "", parser)  # type: ignore[attr-defined]
     hints = _misspelt(command, extras)
-    if getattr(args, "command", None) == "ask" and any(not extra.startswith("-") for extra in extras):
+    if getattr(args, "command", None) == "ask" and _strays(command, extras, given):
         # (`ask What is it` took "What" for the question and "is" for the folder)
         hints.append('quote a question of several words: streamrag ask "QUESTION" [DIR]')
     command.error(f"unrecognized arguments: {' '.join(extras)}" + (f" ({'; '.join(hints)})" if hints else ""))
@@ -1662,10 +1662,37 @@ def _misspelt(command: argparse.ArgumentParser, words: list[str]) -> list[str]:
         option = word.split("=", 1)[0]
         if not word.startswith("-") or option in known:
             continue
-        close = difflib.get_close_matches(option, known, n=1, cutoff=0.75) or _long_option_for(option, known)
+        close = _look_alike(option, known)
         if close:
-            hints.append(f"{option}: did you mean {close[0]}?")
+            hints.append(f"{option}: did you mean {close}?")
     return hints
+
+
+def _look_alike(option: str, known: list[str]) -> str | None:
+    """The option of ``known`` that ``option``, one ``known`` does not hold, most looks like."""
+    close = difflib.get_close_matches(option, known, n=1, cutoff=0.75) or _long_option_for(option, known)
+    return close[0] if close else None
+
+
+def _strays(command: argparse.ArgumentParser, words: list[str], argv: list[str]) -> list[str]:
+    """The words of ``words`` (what ``command`` did not take of ``argv``, in its order) that are
+    no option nor an option's value: the word right after a misspelt option whose look-alike takes
+    a value is that value, as it would have been spelt right (`ask "q" --levle 1` was told to
+    quote a question of several words, of the 1). ("Right after" in ``argv``: of `ask -m local
+    Scrooge x`, the question took "local" and "x" is left.)"""
+    takes = {s: action.nargs != 0 for action in command._actions for s in action.option_strings}
+    strays, value_at, at = [], -1, 0
+    for word in words:
+        # (its place in the line: what argparse left is in its order)
+        at = argv.index(word, at) if word in argv[at:] else at
+        if word.startswith("-"):
+            option = word.split("=", 1)[0]
+            alike = option if option in takes else _look_alike(option, list(takes))
+            value_at = at + 1 if "=" not in word and alike is not None and takes[alike] else -1
+        elif at != value_at:
+            strays.append(word)
+        at += 1
+    return strays
 
 
 def _ask_options(argv: list[str]) -> list[str]:

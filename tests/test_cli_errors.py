@@ -1008,6 +1008,13 @@ def test_a_misspelt_option_is_named_with_the_one_it_looks_like(cli):
     err = cli("ask", "--levle", "1", "x", code=2,
               fragments=("--levle: did you mean --level?", "see `streamrag ask --help`"))
     assert err.startswith("streamrag ask: error: unrecognized arguments")
+    # A value right after it is its value, no stray word of a question: `ask "q" --levle 1` was
+    # also told to quote a question of several words, of the 1.
+    for argv in (("ask", "x", "--levle", "1"), ("ask", "--offl", "x", "--levle", "1")):
+        err = cli(*argv, code=2, fragments=("--levle: did you mean --level?",))
+        assert "quote a question" not in err, err
+    for argv in (("ask", "x", "--levle=1", "y"), ("ask", "x", "--jsn", "y")):   # (no value: --json takes none)
+        cli(*argv, code=2, fragments=("did you mean", "quote a question of several words"))
     cli("index", "--recluter", ".", code=2, fragments=("did you mean --recluster?",))
     err = cli("index", "--bogus", ".", code=2, fragments=("unrecognized arguments: --bogus",))
     assert "did you mean" not in err          # nothing close: no guess
