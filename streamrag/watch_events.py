@@ -327,6 +327,10 @@ async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event,
                         identity, replaced = now, True
                         break
                     if gone or now != identity:
+                        # The burst held goes with the REPLACED, as with a REOPENED (below), held
+                        # till then: a stop before the sync it makes counted none of its files.
+                        # (not this batch: the old folder's deletion, which the sync's look finds)
+                        watch.filtering, watch.burst = set(burst.changes), None
                         identity, replaced = now, True
                         break
                     watch.filtering = changes   # (held while it is looked at: a stop may come)
@@ -379,16 +383,16 @@ async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event,
                 continue
             polling = polling or UNDECODABLE.search(str(e)) is not None
             failed_at_once = failed_at_once + 1 if time.monotonic() - started < _FAILED_AT_ONCE_S else 0
-            yield {(RESCAN, f"{type(e).__name__}: {as_shown(str(e), root)}")}
+            # The burst held goes with the RESCAN, as with a REOPENED: the restart's new burst
+            # dropped it, and a stop before the sync it makes counted none of its files.
+            held, watch.burst, watch.filtering = watch.held, None, set()
+            yield {(RESCAN, f"{type(e).__name__}: {as_shown(str(e), root)}")} | held
             with anyio.move_on_after(min(_RESTART_MAX_S, _RESTART_S * 2.0 ** max(0, failed_at_once - 1))):
                 await stop_event.wait()
             continue
         # the loop watches the new folder, or the one readable again too
-        if reopened:
-            yield {(REOPENED, reopened)} | watch.filtering
-            watch.filtering = set()
-        else:
-            yield {(REPLACED, str(root))}
+        yield {(REOPENED, reopened) if reopened else (REPLACED, str(root))} | watch.filtering
+        watch.filtering = set()
 
 
 # What Rust's Debug form of a path escapes: a byte not UTF-8 (\xE9), a character (\u{1b}) and

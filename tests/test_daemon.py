@@ -6521,7 +6521,7 @@ async def test_a_file_written_on_is_said_settling_once_and_synced_once_it_is_qui
 
 
 async def _scripted_watch(tmp_path, monkeypatch, awatch, readable, walked=None, *, walk=True,
-                          refused=False) -> list:
+                          refused=False, debounce_ms=50) -> list:
     """The batches ``watch_folder`` yields over ``tmp_path`` with watchfiles scripted by ``awatch``
     and the folders of ``readable`` (path -> may be read) refused where False: as root nothing is
     refused, so the refusals, with ``walk`` the walk's (``unreadable_folders``) too, are made;
@@ -6531,7 +6531,7 @@ async def _scripted_watch(tmp_path, monkeypatch, awatch, readable, walked=None, 
     from streamrag import watch_events
     from streamrag.config import WatchSettings
 
-    watch = watch_folder(tmp_path, WatchSettings(debounce_ms=50), anyio.Event())
+    watch = watch_folder(tmp_path, WatchSettings(debounce_ms=debounce_ms), anyio.Event())
 
     def unreadable_folders(root, top=None):
         if walked is not None:
@@ -6876,16 +6876,21 @@ async def test_the_events_of_the_batch_that_finds_a_folder_readable_again_go_wit
     assert any(before in b for b in batches), batches
 
 
-async def test_a_stop_before_the_sync_a_reopened_makes_counts_the_files_that_came_with_it(corpus, tmp_path):
-    # (the daemon's side of the test above: queued with the whole folder, they are counted)
+@pytest.mark.parametrize("restart", ["reopened", "rescan", "replaced"])
+async def test_a_stop_before_the_sync_a_reopened_makes_counts_the_files_that_came_with_it(corpus, tmp_path, restart):
+    # (the daemon's side of the test above, and of a RESCAN's or REPLACED's burst: queued with the
+    # whole folder, they are counted)
     from streamrag import watch_events
 
     settings = make_settings(index=SMALL, watch={"quiet_s": 60})
     (corpus / "x").mkdir()
+    event = {"reopened": (watch_events.REOPENED, str(corpus / "x")),
+             "rescan": (watch_events.RESCAN, "RuntimeError: scripted failure"),
+             "replaced": (watch_events.REPLACED, str(corpus))}[restart]
     async with running(settings, tmp_path / "r.db", corpus) as (daemon, events, send):
         (corpus / "b.md").write_text("Ada Osk met Bram Tell at the quay.\n")
         async with send:
-            await send.send({(watch_events.REOPENED, str(corpus / "x")), (Change.added, str(corpus / "b.md"))})
+            await send.send({event, (Change.added, str(corpus / "b.md"))})
             await until(lambda: "queued" in events.states())
             daemon.stop()
     (stopped,) = [e for e in events if e["state"] == "stopped"]
@@ -6997,3 +7002,29 @@ async def test_watchfiles_force_polling_set_makes_the_watcher_poll(tmp_path, mon
         monkeypatch.setenv("WATCHFILES_FORCE_POLLING", asked)
     await _scripted_watch(tmp_path, monkeypatch, awatch, {})
     assert given == [polls], given
+@pytest.mark.parametrize("restart", ["rescan", "replaced"])
+async def test_the_burst_held_at_a_watcher_restart_goes_with_its_event(tmp_path, monkeypatch, restart):
+    # A RESCAN (watchfiles failed) or a REPLACED (the folder made again) restarted the watcher
+    # with a new burst, so the one held was dropped for the whole-folder sync the event makes: a
+    # stop before that sync counted none of its files, as a REOPENED's did before 78b348b7.
+    from streamrag import watch_events
+
+    held = (Change.added, str(tmp_path / "a.md"))
+    identity = [watch_events.folder_identity(tmp_path)]
+    monkeypatch.setattr(watch_events, "folder_identity", lambda root: identity[0])
+    starts: list[int] = []
+
+    async def awatch(*paths, stop_event, **kwargs):
+        starts.append(len(starts))
+        if len(starts) == 1:
+            yield {held}   # (a minute's debounce_ms: held in the burst, never over by itself)
+            if restart == "rescan":
+                raise RuntimeError("scripted failure")
+            identity[0] = ("another", "folder")   # `rm -rf DIR && mkdir DIR`, the watch on the old one
+            yield {(Change.deleted, str(tmp_path / "gone.md"))}
+        stop_event.set()
+
+    batches = await _scripted_watch(tmp_path, monkeypatch, awatch, {}, debounce_ms=60_000)
+    event = watch_events.RESCAN if restart == "rescan" else watch_events.REPLACED
+    (restarted,) = [b for b in batches if any(kind == event for kind, _ in b)]
+    assert held in restarted, batches
