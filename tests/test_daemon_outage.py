@@ -1372,10 +1372,19 @@ async def test_edits_during_an_outage_do_not_lengthen_the_pause_before_the_next_
         corpus, tmp_path, simulator, monkeypatch):
     # Each failed sync doubled the pause, those for new edits too: edits every 4 s during a 35 s
     # outage took it to 4 minutes, and the index stayed that stale once the server was back.
+    from streamrag import daemon as daemon_module
+
     syncs = counted_syncs(monkeypatch)
     pauses: list[float] = []   # (the pause is said only as it grows: each one the daemon takes)
+    retried: list[bool] = []   # ... and whether the failed sync before it retried only, no edit
     victim = corpus / "guild.txt"
     sender: list = []
+    failures_after = daemon_module._failures_after
+
+    def noted(failures: int, *, ok: bool, only_retry: bool) -> int:
+        if not ok:
+            retried.append(only_retry)
+        return failures_after(failures, ok=ok, only_retry=only_retry)
 
     def edit() -> None:
         n = len(pauses)
@@ -1393,6 +1402,7 @@ async def test_edits_during_an_outage_do_not_lengthen_the_pause_before_the_next_
             edit()
 
     monkeypatch.setattr(Daemon, "_still_down", pause_then_edit)
+    monkeypatch.setattr(daemon_module, "_failures_after", noted)
     switch = Switch(simulator.base_url)
     settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 0},
                              watch={"quiet_s": 0.04})
@@ -1408,7 +1418,15 @@ async def test_edits_during_an_outage_do_not_lengthen_the_pause_before_the_next_
         await send.aclose()
     await switch.client.aclose()
     assert not any(syncs[mark:mark + 6]) and pauses, (syncs, pauses)
-    assert max(pauses) <= 0.04 * 2 ** 2, pauses   # (six doublings: 2.56 s)
+    # A failed sync that took an edit leaves the pause as it was; one that only retried doubles it.
+    # (The edit is sent as the pause begins, but the daemon's own work on the loop after it, its
+    # health line, the edit's look, may outlast a pause of 0.08 s on a loaded machine: a retry
+    # then comes first, and doubles it as it should. Under load ~11, 5 runs of 6 had one such
+    # retry, and max(pauses) <= 0.16 allowed one only.)
+    steps = list(zip(retried[1:], pauses, pauses[1:]))
+    assert any(not only for only, _was, _now in steps), (retried, pauses)   # (edits were taken)
+    assert all(now <= was for only, was, now in steps if not only), list(zip(retried, pauses))
+    assert all(now <= 2 * was for _only, was, now in steps), list(zip(retried, pauses))
 
 
 def test_the_outage_line_says_the_pause_runs_from_the_end_of_a_sync_that_itself_retries(tmp_path):
