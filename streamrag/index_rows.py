@@ -1346,6 +1346,17 @@ def update_of(store: Store, run_id: str) -> str | None:
     return store.scalar("SELECT coalesce(update_of, id) FROM runs WHERE id = ?", (run_id,))
 
 
+def lead_of(store: Store, run_id: str) -> tuple[str, int] | None:
+    """The run of the same ``index`` command that published its other files before run ``run_id``
+    took its big ones (``Indexer._lead``), and the version it published; None for a run alone."""
+    try:
+        stats = json.loads(store.scalar("SELECT stats FROM runs WHERE id = ?", (run_id,)) or "{}")
+        lead, version = stats.get("lead_run"), stats.get("lead_version")
+    except (ValueError, TypeError, AttributeError):   # not as written: none said
+        return None
+    return (lead, version) if isinstance(lead, str) and isinstance(version, int) else None
+
+
 def not_indexed(store: Store, run_id: str) -> tuple[int, list[str], set[tuple[str, str]]]:
     """The new or changed files run ``run_id`` left unindexed, failed before it published
     (``runs.stats``, ``Indexer._not_indexed``): how many, the first of them by name, and the

@@ -807,6 +807,9 @@ class Indexer:
         self.not_indexed_files: list[str] | None = None   # ... as found then (None: not looked)
         # The version ``_lead`` published of the run's other files, and the big files it left out
         self.published_first: tuple[int, str] | None = None
+        # ... and the run that published them (noted in this run's ``runs.stats``, so that
+        # `status` says the command whole: ``index_rows.lead_of``)
+        self.lead_run: str | None = None
         # The run clustered the index's first partition (no partition to start from); and the
         # one after such a lead clusters afresh, as the index's first clustering would have
         # (warm-started from the lead's partition of the small files, the big file's graph kept
@@ -976,7 +979,7 @@ class Indexer:
         try:
             result = await lead.run(paths)
             if result.published:
-                self.published_first = (result.version, named)
+                self.published_first, self.lead_run = (result.version, named), lead.run_id
                 self.fresh_after_lead = lead.clustered_first
                 self.lead_wrote = lead.reports_written
         except (UnusableFirstIndex, RejectedFirstIndex):
@@ -1094,6 +1097,9 @@ class Indexer:
                             # (interrupted too: Ctrl-C, SIGTERM, a daemon's second signal left
                             # them unindexed as a failure does, and `status` did not say which)
                             stats = await self._not_indexed() if status != "ok" else None
+                            if self.lead_run is not None and self.published_first is not None:
+                                stats = {**(stats or {}), "lead_run": self.lead_run,
+                                         "lead_version": self.published_first[0]}
                             await writer.run(self._finish, status, stats)
                         except StreamragError:
                             if status == "ok":
@@ -1129,6 +1135,8 @@ class Indexer:
         failures, in `status`'s count over all runs, after other runs have published."""
         if stats is None:
             return None
+        if "not_indexed" not in stats:   # (an ok run's note of its lead alone)
+            return json.dumps(stats)
         chunks = sorted({item for _stage, item in index_rows.failed_chunks(store, self.run_id)})
         return json.dumps({**stats, "not_indexed_chunks": chunks})
 

@@ -216,6 +216,9 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             info["settled_items"] = index_rows.settled_items(store, settled[:failure_limit])
     if last_run is not None:
         last_run["killed"] = _killed(store, last_run, holder)
+        # (an `index` of a big file is two runs: its other files published first, ``Indexer._lead``)
+        lead = index_rows.lead_of(store, last_run["id"])
+        last_run["lead"] = None if lead is None else {"id": lead[0], "version": lead[1]}
     # A last update killed (-9, the machine gone down) before it published recorded no end, nor
     # the files it left unindexed there (``not_indexed_last_run``), and status said none. A run
     # records those it is taking as it starts on them (``runs.taking``): they are said as a
@@ -539,7 +542,12 @@ def not_indexed_lines(info: dict, *, told: bool = False) -> list[str]:
         which = (f"the last update {ended}" if by is last or not by else
                  f"{by['command']} {by['id']}, the sync before the one {'killed' if last.get('killed') else 'under way'}, "
                  f"{ended}")
-    lines = [f"  not indexed    {counted(n, 'new or changed file')}: {which} and published nothing; "
+    which += " and published nothing"
+    if by is last and last.get("lead") and not info.get("killed_before_publishing"):
+        # (an `index` of a big file published its other files first, ``Indexer._lead``: "published
+        # nothing" was of its second run alone)
+        which = f"the last update published only its other files (version {last['lead']['version']}), then {ended}"
+    lines = [f"  not indexed    {counted(n, 'new or changed file')}: {which}; "
              f"the next that gets through indexes {'it' if n == 1 else 'them'}"
              + ("" if named is not None or told else _LIST_THEM)]
     lines += [f"    {name}" for name in named or []]
@@ -750,7 +758,9 @@ def format_status(info: dict, db: Path) -> str:
     lines += settled_lines(info, told=told)
     if info["last_run"]:
         r = info["last_run"]
-        lines.append(f"  last update    {r['command']} {r['id']}: {_outcome(info)}")
+        lead = r.get("lead")
+        first = f" (its other files published first by {lead['id']}, version {lead['version']})" if lead else ""
+        lines.append(f"  last update    {r['command']} {r['id']}{first}: {_outcome(info)}")
     if info.get("writer"):
         lines.append(f"  writing now    streamrag {info['writer']['command']} (pid {info['writer']['pid']})")
     if info["queries"]:

@@ -2510,6 +2510,9 @@ async def test_notes_indexed_beside_a_big_new_file_are_published_before_it_is_ex
     assert "big.txt (0.0 MB) is extracted after the run's other files, which are published first" in caplog.text
     assert (result.version, result.documents, result.documents_added, result.documents_unchanged) == (2, 4, 4, 0)
     assert result.llm["extract"]["calls"] == result.chunks_extracted == result.chunks   # (each asked once)
+    # `status`'s last update is the command's: its second run, after the one that published first
+    last_run = status_info(db)["last_run"]
+    assert last_run["status"] == "ok" and last_run["lead"]["version"] == 1, last_run
 
     # A run of them all at once (no file that big) makes the same graph, which the notes' version
     # held part of (the communities are clustered from that version's: they need not be the same).
@@ -2559,6 +2562,17 @@ async def test_a_run_stopped_on_its_big_file_says_the_version_its_other_files_ma
     assert said.endswith(". Only the run's other files were published (version 1, without big.txt)"), said
     assert "Nothing was published" not in said, said
     assert status_info(db)["version"] == 1
+    # `status` said its second run alone: "1 new or changed file: the last update failed and
+    # published nothing", of a command that had published version 1.
+    from streamrag.status import format_status
+
+    info = status_info(db)
+    lead = info["last_run"]["lead"]
+    assert lead["version"] == 1 and lead["id"] != info["last_run"]["id"], info["last_run"]
+    said = format_status(info, db)
+    assert "1 new or changed file: the last update published only its other files (version 1), then failed;" \
+        in said and "published nothing" not in said, said
+    assert f"(its other files published first by {lead['id']}, version 1): failed" in said, said
 
 
 def _groups_beside_a_big_file(folder: Path) -> None:
