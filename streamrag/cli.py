@@ -1627,7 +1627,7 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
         return args
     command = parser.commands.get(getattr(args, "command", None) or "", parser)  # type: ignore[attr-defined]
     hints = _misspelt(command, extras)
-    if getattr(args, "command", None) == "ask" and _strays(command, extras, given):
+    if getattr(args, "command", None) == "ask" and _strays(command, extras, given, args.folder is None):
         # (`ask What is it` took "What" for the question and "is" for the folder)
         hints.append('quote a question of several words: streamrag ask "QUESTION" [DIR]')
     command.error(f"unrecognized arguments: {' '.join(extras)}" + (f" ({'; '.join(hints)})" if hints else ""))
@@ -1674,12 +1674,15 @@ def _look_alike(option: str, known: list[str]) -> str | None:
     return close[0] if close else None
 
 
-def _strays(command: argparse.ArgumentParser, words: list[str], argv: list[str]) -> list[str]:
+def _strays(command: argparse.ArgumentParser, words: list[str], argv: list[str],
+            folder_unset: bool = False) -> list[str]:
     """The words of ``words`` (what ``command`` did not take of ``argv``, in its order) that are
     no option nor an option's value: the word right after a misspelt option whose look-alike takes
     a value is that value, as it would have been spelt right (`ask "q" --levle 1` was told to
     quote a question of several words, of the 1). ("Right after" in ``argv``: of `ask -m local
-    Scrooge x`, the question took "local" and "x" is left.)"""
+    Scrooge x`, the question took "local" and "x" is left.) ``folder_unset``: argparse left DIR
+    empty, as it does of one given after an option (``_folder_passed_over``): the first word
+    left that is a folder is that DIR (`ask "q" --levle 1 notes` was told to quote the question).)"""
     takes = {s: action.nargs != 0 for action in command._actions for s in action.option_strings}
     strays, value_at, at = [], -1, 0
     for word in words:
@@ -1690,7 +1693,10 @@ def _strays(command: argparse.ArgumentParser, words: list[str], argv: list[str])
             alike = option if option in takes else _look_alike(option, list(takes))
             value_at = at + 1 if "=" not in word and alike is not None and takes[alike] else -1
         elif at != value_at:
-            strays.append(word)
+            if folder_unset and Path(word).is_dir():
+                folder_unset = False
+            else:
+                strays.append(word)
         at += 1
     return strays
 

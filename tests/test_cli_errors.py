@@ -1003,17 +1003,21 @@ def test_argparse_errors_are_one_line_too(cli):
     cli("index", "--no-such-flag", ".", code=2, fragments=("--no-such-flag", "see `streamrag index --help`"))
 
 
-def test_a_misspelt_option_is_named_with_the_one_it_looks_like(cli):
+def test_a_misspelt_option_is_named_with_the_one_it_looks_like(cli, tmp_path):
     # `ask --levle 1 "x"` took 1 for the question and said only "unrecognized arguments".
     err = cli("ask", "--levle", "1", "x", code=2,
               fragments=("--levle: did you mean --level?", "see `streamrag ask --help`"))
     assert err.startswith("streamrag ask: error: unrecognized arguments")
     # A value right after it is its value, no stray word of a question: `ask "q" --levle 1` was
     # also told to quote a question of several words, of the 1.
-    for argv in (("ask", "x", "--levle", "1"), ("ask", "--offl", "x", "--levle", "1")):
-        err = cli(*argv, code=2, fragments=("--levle: did you mean --level?",))
+    # ... nor the folder after it (argparse leaves DIR empty of one after an option)
+    folder = str(tmp_path)
+    for argv in (("ask", "x", "--levle", "1"), ("ask", "--offl", "x", "--levle", "1"),
+                 ("ask", "x", "--levle", "1", folder), ("ask", "x", "--mdoe", "global", folder)):
+        err = cli(*argv, code=2, fragments=(f"{argv[-3 if argv[-1] == folder else -2]}: did you mean --",))
         assert "quote a question" not in err, err
-    for argv in (("ask", "x", "--levle=1", "y"), ("ask", "x", "--jsn", "y")):   # (no value: --json takes none)
+    for argv in (("ask", "x", "--levle=1", "y"), ("ask", "x", "--jsn", "y"),   # (no value: --json takes none)
+                 ("ask", "x", "--levle", "1", folder, "y")):
         cli(*argv, code=2, fragments=("did you mean", "quote a question of several words"))
     cli("index", "--recluter", ".", code=2, fragments=("did you mean --recluster?",))
     err = cli("index", "--bogus", ".", code=2, fragments=("unrecognized arguments: --bogus",))
