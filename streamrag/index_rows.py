@@ -1349,12 +1349,17 @@ def update_of(store: Store, run_id: str) -> str | None:
 def lead_of(store: Store, run_id: str) -> tuple[str, int] | None:
     """The run of the same ``index`` command that published its other files before run ``run_id``
     took its big ones (``Indexer._lead``), and the version it published; None for a run alone."""
-    try:
-        stats = json.loads(store.scalar("SELECT stats FROM runs WHERE id = ?", (run_id,)) or "{}")
-        lead, version = stats.get("lead_run"), stats.get("lead_version")
-    except (ValueError, TypeError, AttributeError):   # not as written: none said
-        return None
-    return (lead, version) if isinstance(lead, str) and isinstance(version, int) else None
+    # (its stats, written at its end; else its ``taking``, written as it started on the big
+    # files: a run killed with -9 there wrote no end)
+    for column in ("stats", "taking"):
+        try:
+            noted = json.loads(store.scalar(f"SELECT {column} FROM runs WHERE id = ?", (run_id,)) or "{}")
+            lead, version = noted.get("lead_run"), noted.get("lead_version")
+        except (ValueError, TypeError, AttributeError):   # not as written: none said
+            continue
+        if isinstance(lead, str) and isinstance(version, int):
+            return lead, version
+    return None
 
 
 def not_indexed(store: Store, run_id: str) -> tuple[int, list[str], set[tuple[str, str]]]:
@@ -1379,12 +1384,17 @@ def not_indexed(store: Store, run_id: str) -> tuple[int, list[str], set[tuple[st
         "AND item IN (SELECT value FROM json_each(?))", (run_id, json.dumps(named))))
 
 
-def note_taking(store: Store, run_id: str, count: int, named: list[str]) -> None:
+def note_taking(store: Store, run_id: str, count: int, named: list[str],
+                lead: tuple[str, int] | None = None) -> None:
     """Records on run ``run_id``'s row the new or changed files it is taking (``runs.taking``):
     ``count`` of them, ``named`` the first by name. Written as it starts on them, before any is
-    published: a run killed then left no other word of them."""
-    store.conn.execute("UPDATE runs SET taking = ? WHERE id = ?",
-                       (json.dumps({"files": count, "named": named}), run_id))
+    published: a run killed then left no other word of them. ``lead``: the run that published
+    the command's other files first, and its version (``lead_of``: a run killed with -9 on its
+    big file writes no stats)."""
+    taking = {"files": count, "named": named}
+    if lead is not None:
+        taking |= {"lead_run": lead[0], "lead_version": lead[1]}
+    store.conn.execute("UPDATE runs SET taking = ? WHERE id = ?", (json.dumps(taking), run_id))
 
 
 def left_by_killed(store: Store, run_id: str) -> tuple[int, list[str]] | None:

@@ -1484,7 +1484,10 @@ class Indexer:
                 stage.look_at(files)
                 return stage.not_indexed(files, stage.looked)
             taking = sorted(await anyio.to_thread.run_sync(looked_at))
-            await writer.run(lambda st: index_rows.note_taking(st, self.run_id, len(taking), taking[:NOT_INDEXED_NAMED]))
+            lead = (self.lead_run, self.published_first[0]) \
+                if self.lead_run is not None and self.published_first is not None else None
+            await writer.run(lambda st: index_rows.note_taking(st, self.run_id, len(taking), taking[:NOT_INDEXED_NAMED],
+                                                               lead))
         workers = 1 if s.offline else s.pipeline.extract_workers
         try:
             async with anyio.create_task_group() as tg:

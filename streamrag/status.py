@@ -543,9 +543,10 @@ def not_indexed_lines(info: dict, *, told: bool = False) -> list[str]:
                  f"{by['command']} {by['id']}, the sync before the one {'killed' if last.get('killed') else 'under way'}, "
                  f"{ended}")
     which += " and published nothing"
-    if by is last and last.get("lead") and not info.get("killed_before_publishing"):
+    if (by is last or not by) and last.get("lead"):
         # (an `index` of a big file published its other files first, ``Indexer._lead``: "published
-        # nothing" was of its second run alone)
+        # nothing" was of its second run alone; killed with -9 on it too, ``runs.taking``)
+        ended = "was killed" if info.get("killed_before_publishing") else ended
         which = f"the last update published only its other files (version {last['lead']['version']}), then {ended}"
     lines = [f"  not indexed    {counted(n, 'new or changed file')}: {which}; "
              f"the next that gets through indexes {'it' if n == 1 else 'them'}"

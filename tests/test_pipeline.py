@@ -2564,6 +2564,8 @@ async def test_a_run_stopped_on_its_big_file_says_the_version_its_other_files_ma
     assert status_info(db)["version"] == 1
     # `status` said its second run alone: "1 new or changed file: the last update failed and
     # published nothing", of a command that had published version 1.
+    import sqlite3
+
     from streamrag.status import format_status
 
     info = status_info(db)
@@ -2573,6 +2575,13 @@ async def test_a_run_stopped_on_its_big_file_says_the_version_its_other_files_ma
     assert "1 new or changed file: the last update published only its other files (version 1), then failed;" \
         in said and "published nothing" not in said, said
     assert f"(its other files published first by {lead['id']}, version 1): failed" in said, said
+    # A run killed with -9 on its big file writes no stats at its end: the lead is on its row
+    # from its start too (``runs.taking``); status said "the last update was killed and published
+    # nothing" of the command that had published version 1.
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE runs SET stats = NULL WHERE id = ?", (info["last_run"]["id"],))
+    conn.close()
+    assert status_info(db)["last_run"]["lead"] == lead
 
 
 def _groups_beside_a_big_file(folder: Path) -> None:
