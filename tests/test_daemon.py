@@ -1240,6 +1240,32 @@ async def test_a_file_the_watcher_holds_is_left_as_indexed_by_the_sync_of_a_note
     assert left == frozenset() and chars == len(log.read_text()) and reason == "1 changed file", syncs
 
 
+# A big file of the pause tests (over pipeline.LEAD_BYTES, as they set it: 2,000 bytes).
+_BIG_TEXT = "".join(f"Captain Ilse Zorbanek{n} moored the Sea Lark{n} at Kessel pier {n} and paid the harbor "
+                    f"master Tomas Rell{n} in silver.\n" for n in range(30))
+
+
+def _big_calls_held(hold, asked=None):
+    """An endpoint answering as the simulator does (an httpx.MockTransport handler) whose calls of
+    _BIG_TEXT, past its first two answered, each await ``hold()`` first; ``asked`` counts every
+    request that reaches it, answered or not."""
+    from collections import Counter
+
+    answer = simulated_transport().handler
+    answered: Counter = Counter()
+
+    async def handler(request):
+        if asked is not None:
+            asked[request.content] += 1
+        if b"Zorbanek" in request.content and sum(b"Zorbanek" in body for body in answered) >= 2:
+            await hold()
+        response = answer(request)
+        answered[request.content] += 1
+        return response
+
+    return handler
+
+
 async def test_a_note_saved_during_a_big_files_extraction_is_published_before_it(corpus, tmp_path, monkeypatch):
     # A big file added (pipeline.LEAD_BYTES of new text: a 2 MB dump, 19 s of calls with a 300 ms
     # model, hours at 30 MB), then a note beside it: the note's batch was not even taken until
@@ -1257,24 +1283,17 @@ async def test_a_note_saved_during_a_big_files_extraction_is_published_before_it
     settings = make_settings("http://llm.test/v1", index=SMALL, watch={"quiet_s": 0.3, "debounce_ms": 0})
     db = tmp_path / "b.db"
     big, note = corpus / "big.txt", corpus / "note.txt"
-    (tmp_path / "big.txt").write_text("".join(
-        f"Captain Ilse Zorbanek{n} moored the Sea Lark{n} at Kessel pier {n} and paid the harbor master "
-        f"Tomas Rell{n} in silver.\n" for n in range(30)))   # (moved in after the initial sync)
-    answer = simulated_transport().handler
-    answered: Counter = Counter()
+    (tmp_path / "big.txt").write_text(_BIG_TEXT)   # (moved in after the initial sync)
     asked: Counter = Counter()   # (requests that reached the endpoint, answered or not)
     release = anyio.Event()
     blocked = anyio.Event()
 
-    async def handler(request: httpx.Request) -> httpx.Response:
+    async def hold() -> None:
         # (the big file's first answers come, then its calls wait until the note's batch is taken)
-        asked[request.content] += 1
-        if b"Zorbanek" in request.content and sum(b"Zorbanek" in body for body in answered) >= 2:
-            blocked.set()
-            await release.wait()
-        response = answer(request)
-        answered[request.content] += 1
-        return response
+        blocked.set()
+        await release.wait()
+
+    handler = _big_calls_held(hold, asked)
 
     syncs: list[tuple[str, dict, frozenset, set[str]]] = []
     try:
@@ -1322,7 +1341,6 @@ async def test_a_stop_as_a_batch_pauses_a_big_files_extraction_counts_that_batch
     # way answering): the batch, taken from the stream by the pause (``_came``), was neither
     # pending nor seen, and the stopped line counted the big file alone.
     import httpx
-    from collections import Counter
 
     from streamrag import pipeline
 
@@ -1330,23 +1348,18 @@ async def test_a_stop_as_a_batch_pauses_a_big_files_extraction_counts_that_batch
     settings = make_settings("http://llm.test/v1", index=SMALL, watch={"quiet_s": 0.3, "debounce_ms": 0})
     db = tmp_path / "b.db"
     big, note = corpus / "big.txt", corpus / "note.txt"
-    answer = simulated_transport().handler
-    answered: Counter = Counter()
     release, blocked = anyio.Event(), anyio.Event()
 
-    async def handler(request: httpx.Request) -> httpx.Response:
-        if b"Zorbanek" in request.content and sum(b"Zorbanek" in body for body in answered) >= 2:
-            blocked.set()
-            await release.wait()
-        response = answer(request)
-        answered[request.content] += 1
-        return response
+    async def hold() -> None:
+        blocked.set()
+        await release.wait()
+
+    handler = _big_calls_held(hold)
 
     try:
         async with running(settings, db, corpus, transport=httpx.MockTransport(handler)) as (daemon, events, send):
             async with send:
-                big.write_text("".join(f"Captain Ilse Zorbanek{n} moored the Sea Lark{n} at Kessel pier {n} and "
-                                       f"paid the harbor master Tomas Rell{n} in silver.\n" for n in range(30)))
+                big.write_text(_BIG_TEXT)
                 await send.send({(Change.added, str(big))})
                 await blocked.wait()
                 note.write_text("Mira Osk sold the Blue Heron to Bo Lund at Kessel.\n")
@@ -1368,7 +1381,6 @@ async def test_a_resumed_big_files_extraction_is_not_paused_again_within_its_gua
     # would extract only between a sync and a batch): that note waits for it (the guard here
     # outlasts the test, so this does not hang on the machine's speed).
     import httpx
-    from collections import Counter
 
     from streamrag import daemon as daemon_module, pipeline
 
@@ -1378,22 +1390,17 @@ async def test_a_resumed_big_files_extraction_is_not_paused_again_within_its_gua
     db = tmp_path / "b.db"
     big, note, later = corpus / "big.txt", corpus / "note.txt", corpus / "later.txt"
     big.parent.mkdir(exist_ok=True)
-    text = "".join(f"Captain Ilse Zorbanek{n} moored the Sea Lark{n} at Kessel pier {n} and paid the harbor "
-                   f"master Tomas Rell{n} in silver.\n" for n in range(30))
-    answer = simulated_transport().handler
-    answered: Counter = Counter()
+    text = _BIG_TEXT
     gates = [anyio.Event(), anyio.Event()]   # (the first extraction's calls, then the resumed one's)
     blocked = [anyio.Event(), anyio.Event()]
     syncs: list[tuple[str, set[str]]] = []
 
-    async def handler(request: httpx.Request) -> httpx.Response:
-        if b"Zorbanek" in request.content and sum(b"Zorbanek" in body for body in answered) >= 2:
-            phase = min(len(syncs), 1)
-            blocked[phase].set()
-            await gates[phase].wait()
-        response = answer(request)
-        answered[request.content] += 1
-        return response
+    async def hold() -> None:
+        phase = min(len(syncs), 1)
+        blocked[phase].set()
+        await gates[phase].wait()
+
+    handler = _big_calls_held(hold)
 
     try:
         async with running(settings, db, corpus, transport=httpx.MockTransport(handler)) as (daemon, events, send):
