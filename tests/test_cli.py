@@ -1970,24 +1970,25 @@ def test_a_signal_stops_ask_and_its_run_is_recorded_as_interrupted(cli_run, corp
 
 
 # Runs `python -m MODULE ARGS` (MODULE: argv[1]) with an import hook that, at the import of the
-# module named by argv[2], says "loading" on stdout and sleeps: a SIGINT then lands inside that import.
-_SLOW_IMPORT = """
+# module named by argv[2], runs {at_import} (once).
+_AT_IMPORT = """
 import importlib.abc, runpy, sys, time
 
-main, slow = sys.argv[1:3]
+main, target = sys.argv[1:3]
 
-class Slow(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name == slow:
+class AtImport(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target_=None):
+        if name == target:
             sys.meta_path.remove(self)
-            print("loading", flush=True)
-            time.sleep(60)
+            {at_import}
         return None
 
-sys.meta_path.insert(0, Slow())
+sys.meta_path.insert(0, AtImport())
 sys.argv = ["streamrag", *sys.argv[3:]]
 runpy.run_module(main, run_name="__main__", alter_sys=True)
 """
+# ... says "loading" on stdout and sleeps: a SIGINT then lands inside that import.
+_SLOW_IMPORT = _AT_IMPORT.format(at_import='print("loading", flush=True); time.sleep(60)')
 
 
 def _signalled_while_loading(args: list[str], cwd, sig: int, preexec) -> tuple[int, str, str]:
@@ -2021,26 +2022,12 @@ def test_a_ctrl_c_while_the_program_loads_is_one_line_and_130(tmp_path, main, mo
     assert err == "streamrag: interrupted\n" and out == ""
 
 
-# A module run as `python -m` with MODULE ARGS (MODULE: argv[1]): at the import of the module
-# named by argv[2] it sends itself SIGINT from code run from a string, as namedtuple and dataclass
-# run the source they write (most of the program's first 0.3 s, its imports). `-m`: Python's own
-# way out then checks the flag such a Ctrl-C leaves (`-c` and a script file end otherwise).
-_INTERRUPTED_IN_GENERATED_CODE = """
-import importlib.abc, runpy, sys
-
-main, interrupted = sys.argv[1:3]
-
-class Interrupted(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name == interrupted:
-            sys.meta_path.remove(self)
-            exec("import signal; signal.raise_signal(signal.SIGINT)")
-        return None
-
-sys.meta_path.insert(0, Interrupted())
-sys.argv = ["streamrag", *sys.argv[3:]]
-runpy.run_module(main, run_name="__main__", alter_sys=True)
-"""
+# ``_AT_IMPORT`` that, at the import of the module named by argv[2], sends itself SIGINT from code
+# run from a string, as namedtuple and dataclass run the source they write (most of the program's
+# first 0.3 s, its imports). Run as `python -m` (a file): Python's own way out then checks the flag
+# such a Ctrl-C leaves (`-c` and a script file end otherwise).
+_INTERRUPTED_IN_GENERATED_CODE = _AT_IMPORT.format(
+    at_import='exec("import signal; signal.raise_signal(signal.SIGINT)")')
 
 
 @pytest.mark.parametrize("main, module", [("streamrag", "streamrag.config"),    # while streamrag.cli is imported
