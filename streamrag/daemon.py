@@ -2419,7 +2419,7 @@ class Daemon:
         """Those of ``paths`` with ``pipeline.LEAD_BYTES`` of new text or more (their size past the
         size indexed, as ``index`` holds them back, ``extracted_later``): a stat each, and the
         index's rows of those that big. A worker thread's."""
-        from streamrag.pipeline import LEAD_BYTES
+        from streamrag.pipeline import LEAD_BYTES, big_new_text
 
         sizes: dict[str, int] = {}
         for path in paths:
@@ -2429,10 +2429,10 @@ class Daemon:
         if not sizes:
             return []
         with reading(self.db_path) as store:
-            indexed = {rel: 0 if store is None else max(
-                (size for _doc, size, _stamp in index_rows.file_rows(store, rel).values()), default=0)
+            indexed = {rel: None if store is None else max(
+                (size for _doc, size, _stamp in index_rows.file_rows(store, rel).values()), default=None)
                 for rel in sizes}
-        return sorted(rel for rel, size in sizes.items() if size - indexed[rel] >= LEAD_BYTES)
+        return sorted(rel for rel, size in sizes.items() if big_new_text(size, indexed[rel]))
 
     async def _prefetch(self, indexer: Indexer, paths: list[Path], big: list[str]) -> int | None:
         """``indexer.prefetch(paths)``, the chunks it extracted; or, with ``big`` files among them

@@ -421,6 +421,12 @@ class SyncResult(msgspec.Struct):
 LEAD_BYTES = 1_000_000
 
 
+def big_new_text(size: int, indexed: int | None) -> bool:
+    """Whether a file of ``size`` bytes, indexed at ``indexed`` (None: new), has ``LEAD_BYTES`` of
+    new text: held back by ``index`` (``extracted_later``), paused by ``watch`` (``Daemon._big_new``)."""
+    return size - (indexed or 0) >= LEAD_BYTES
+
+
 def extracted_later(changed: dict[str, tuple[int, int | None]], gone: dict[str, int]) -> set[str]:
     """The files of a run (``changed``: the new or changed files it reads, path -> (size, the size
     indexed, None when new)) whose new text is at least ``LEAD_BYTES``, to publish after the
@@ -428,7 +434,7 @@ def extracted_later(changed: dict[str, tuple[int, int | None]], gone: dict[str, 
     or when an indexed file that big is gone (``gone``: path -> indexed size), which a new one
     may be renamed from: left out of the first version, its text would drop out of the index until
     the second. An edit within a big file's size (a word changed) reuses its chunks: not held."""
-    later = {path for path, (size, indexed) in changed.items() if size - (indexed or 0) >= LEAD_BYTES}
+    later = {path for path, (size, indexed) in changed.items() if big_new_text(size, indexed)}
     if not later or not changed.keys() - later or any(size >= LEAD_BYTES for size in gone.values()):
         return set()
     return later
